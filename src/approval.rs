@@ -1,0 +1,394 @@
+//! The approval gate: every mutating tool call asks here first, and this is the only place that
+//! decides whether it may go ahead. Front ends only show the question and carry the answer back.
+//!
+//! Session memory lives here too, so "Allow for this session" means the same thing in Neovim, in
+//! the terminal and over ACP.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+/// What a request is about; this decides what "Allow for this session" covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Action {
+    /// An edit or a create by edit_file. A session grant covers edits to any file in the workspace.
+    Edit { rel: String },
+    /// A run_bash command. A session grant covers this exact command line only.
+    Command { command: String },
+}
+
+/// One question to the user. The decision that answers it echoes its `id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// Unique within the process; the front end echoes it with the decision.
+    pub id: u64,
+    /// The tool asking (`edit_file`, `run_bash`).
+    pub tool: String,
+    /// Exactly what is about to happen: `edit src/a.rs (replace 3 chars with 5)`, or the command.
+    pub detail: String,
+    /// For edits: a unified diff of the whole file before and after.
+    pub diff: Option<String>,
+    /// What a session grant would cover.
+    pub action: Action,
+}
+
+/// The user's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum Decision {
+    /// This call only.
+    AllowOnce,
+    /// This call, and the calls its [`Action`] scope covers, until the session ends.
+    AllowSession,
+    /// Every call until the session ends.
+    AllowAll,
+    /// Not this call; an optional reason is passed to the model.
+    Refuse { reason: Option<String> },
+}
+
+/// The gate's verdict on one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Go ahead.
+    Allowed,
+    /// Do not; the result the model reads says so.
+    Refused { reason: Option<String> },
+}
+
+impl Verdict {
+    /// The text a tool returns when refused (SPEC section 3).
+    pub fn refusal_text(tool: &str, reason: Option<&str>) -> String {
+        let mut text =
+            format!("The user declined to run {tool}. Ask what they would like to do instead.");
+        if let Some(reason) = reason.map(str::trim).filter(|r| !r.is_empty()) {
+            text.push_str(" The user said: ");
+            text.push_str(reason);
+        }
+        text
+    }
+}
+
+/// Shows a request to a person and waits for their answer. Returns None when there is no one to
+/// ask (no UI attached, stdin not a terminal): the gate then refuses.
+pub trait Asker: Send + Sync {
+    /// Asks; resolves when the person answers.
+    fn ask(&self, request: ApprovalRequest) -> BoxFuture<'_, Option<Decision>>;
+}
+
+/// What this session has already allowed.
+#[derive(Debug, Default)]
+struct Grants {
+    all: bool,
+    edits: bool,
+    commands: HashSet<String>,
+}
+
+impl Grants {
+    fn covers(&self, action: &Action) -> bool {
+        self.all
+            || match action {
+                Action::Edit { .. } => self.edits,
+                Action::Command { command } => self.commands.contains(command),
+            }
+    }
+
+    fn remember(&mut self, decision: &Decision, action: &Action) {
+        match decision {
+            Decision::AllowAll => self.all = true,
+            Decision::AllowSession => match action {
+                Action::Edit { .. } => self.edits = true,
+                Action::Command { command } => {
+                    self.commands.insert(command.clone());
+                }
+            },
+            Decision::AllowOnce | Decision::Refuse { .. } => {}
+        }
+    }
+}
+
+/// The gate. One per session; cheap to share behind an `Arc`.
+pub struct Gate {
+    auto_approve: bool,
+    asker: Option<Arc<dyn Asker>>,
+    grants: Mutex<Grants>,
+    next_id: AtomicU64,
+}
+
+impl Gate {
+    /// A gate that asks `asker` (None: nobody can be asked) unless `auto_approve` allows all.
+    pub fn new(auto_approve: bool, asker: Option<Arc<dyn Asker>>) -> Self {
+        Gate {
+            auto_approve,
+            asker,
+            grants: Mutex::new(Grants::default()),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    /// Forgets every session grant (a new conversation is a new session).
+    pub fn reset(&self) {
+        if let Ok(mut grants) = self.grants.lock() {
+            *grants = Grants::default();
+        }
+    }
+
+    /// Decides on one call: auto_approve or an earlier grant allows at once; otherwise the asker is
+    /// asked, and its answer is remembered when it grants more than once.
+    pub async fn check(
+        &self,
+        tool: &str,
+        detail: String,
+        diff: Option<String>,
+        action: Action,
+    ) -> Verdict {
+        if self.auto_approve || self.granted(&action) {
+            return Verdict::Allowed;
+        }
+        let Some(asker) = &self.asker else {
+            return Verdict::Refused { reason: None };
+        };
+        let request = ApprovalRequest {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            tool: tool.to_string(),
+            detail,
+            diff,
+            action: action.clone(),
+        };
+        match asker.ask(request).await {
+            None => Verdict::Refused { reason: None },
+            Some(Decision::Refuse { reason }) => Verdict::Refused { reason },
+            Some(decision) => {
+                if let Ok(mut grants) = self.grants.lock() {
+                    grants.remember(&decision, &action);
+                }
+                Verdict::Allowed
+            }
+        }
+    }
+
+    fn granted(&self, action: &Action) -> bool {
+        self.grants
+            .lock()
+            .map(|g| g.covers(action))
+            .unwrap_or(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+
+    /// Answers from a script and records what it was asked.
+    struct Scripted {
+        answers: Mutex<VecDeque<Option<Decision>>>,
+        asked: Mutex<Vec<ApprovalRequest>>,
+    }
+
+    impl Scripted {
+        fn new(answers: Vec<Option<Decision>>) -> Arc<Self> {
+            Arc::new(Scripted {
+                answers: Mutex::new(answers.into()),
+                asked: Mutex::new(Vec::new()),
+            })
+        }
+        fn asked(&self) -> Vec<String> {
+            self.asked
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|r| r.detail.clone())
+                .collect()
+        }
+    }
+
+    impl Asker for Scripted {
+        fn ask(&self, request: ApprovalRequest) -> BoxFuture<'_, Option<Decision>> {
+            self.asked.lock().unwrap().push(request);
+            let answer = self.answers.lock().unwrap().pop_front().flatten();
+            Box::pin(async move { answer })
+        }
+    }
+
+    fn edit(rel: &str) -> Action {
+        Action::Edit {
+            rel: rel.to_string(),
+        }
+    }
+    fn cmd(command: &str) -> Action {
+        Action::Command {
+            command: command.to_string(),
+        }
+    }
+
+    async fn ask(gate: &Gate, tool: &str, action: Action) -> Verdict {
+        let detail = match &action {
+            Action::Edit { rel } => format!("edit {rel}"),
+            Action::Command { command } => command.clone(),
+        };
+        gate.check(tool, detail, None, action).await
+    }
+
+    #[tokio::test]
+    async fn allow_once_allows_only_the_call_it_answers() {
+        let asker = Scripted::new(vec![Some(Decision::AllowOnce), None]);
+        let gate = Gate::new(false, Some(asker.clone()));
+        assert_eq!(
+            ask(&gate, "edit_file", edit("a.rs")).await,
+            Verdict::Allowed
+        );
+        assert_eq!(
+            ask(&gate, "edit_file", edit("a.rs")).await,
+            Verdict::Refused { reason: None }
+        );
+        assert_eq!(asker.asked(), vec!["edit a.rs", "edit a.rs"]);
+    }
+
+    #[tokio::test]
+    async fn an_edit_session_grant_covers_every_file_but_never_commands() {
+        let asker = Scripted::new(vec![Some(Decision::AllowSession), None]);
+        let gate = Gate::new(false, Some(asker.clone()));
+        assert_eq!(
+            ask(&gate, "edit_file", edit("a.rs")).await,
+            Verdict::Allowed
+        );
+        assert_eq!(
+            ask(&gate, "edit_file", edit("b/c.rs")).await,
+            Verdict::Allowed
+        );
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("ls")).await,
+            Verdict::Refused { reason: None }
+        );
+        assert_eq!(asker.asked(), vec!["edit a.rs", "ls"]);
+    }
+
+    #[tokio::test]
+    async fn a_command_session_grant_covers_only_that_exact_command_line() {
+        let asker = Scripted::new(vec![Some(Decision::AllowSession), None, None, None]);
+        let gate = Gate::new(false, Some(asker.clone()));
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("cargo test")).await,
+            Verdict::Allowed
+        );
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("cargo test")).await,
+            Verdict::Allowed
+        );
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("cargo test ")).await,
+            Verdict::Refused { reason: None }
+        );
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("cargo test; rm -rf x")).await,
+            Verdict::Refused { reason: None }
+        );
+        assert_eq!(
+            ask(&gate, "edit_file", edit("a.rs")).await,
+            Verdict::Refused { reason: None }
+        );
+        assert_eq!(
+            asker.asked(),
+            vec![
+                "cargo test",
+                "cargo test ",
+                "cargo test; rm -rf x",
+                "edit a.rs"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn allow_everything_lasts_for_the_session_until_reset() {
+        let asker = Scripted::new(vec![Some(Decision::AllowAll), None]);
+        let gate = Gate::new(false, Some(asker.clone()));
+        assert_eq!(ask(&gate, "run_bash", cmd("make")).await, Verdict::Allowed);
+        for _ in 0..3 {
+            assert_eq!(ask(&gate, "edit_file", edit("x")).await, Verdict::Allowed);
+            assert_eq!(ask(&gate, "run_bash", cmd("rm x")).await, Verdict::Allowed);
+        }
+        assert_eq!(asker.asked(), vec!["make"]);
+        gate.reset();
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("rm x")).await,
+            Verdict::Refused { reason: None }
+        );
+    }
+
+    #[tokio::test]
+    async fn refuse_with_a_reason_carries_the_reason_and_grants_nothing() {
+        let asker = Scripted::new(vec![
+            Some(Decision::Refuse {
+                reason: Some("use make".into()),
+            }),
+            Some(Decision::Refuse { reason: None }),
+        ]);
+        let gate = Gate::new(false, Some(asker.clone()));
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("cargo b")).await,
+            Verdict::Refused {
+                reason: Some("use make".into())
+            }
+        );
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("cargo b")).await,
+            Verdict::Refused { reason: None }
+        );
+        assert_eq!(asker.asked().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn without_anyone_to_ask_the_gate_refuses_unless_auto_approve() {
+        let gate = Gate::new(false, None);
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("ls")).await,
+            Verdict::Refused { reason: None }
+        );
+        let gate = Gate::new(true, None);
+        assert_eq!(ask(&gate, "run_bash", cmd("ls")).await, Verdict::Allowed);
+        assert_eq!(ask(&gate, "edit_file", edit("a")).await, Verdict::Allowed);
+    }
+
+    #[tokio::test]
+    async fn an_asker_with_no_ui_counts_as_refusal() {
+        let asker = Scripted::new(vec![None]);
+        let gate = Gate::new(false, Some(asker.clone()));
+        assert_eq!(
+            ask(&gate, "edit_file", edit("a")).await,
+            Verdict::Refused { reason: None }
+        );
+    }
+
+    #[test]
+    fn refusal_text_matches_the_spec_with_and_without_a_reason() {
+        assert_eq!(
+            Verdict::refusal_text("run_bash", None),
+            "The user declined to run run_bash. Ask what they would like to do instead."
+        );
+        assert_eq!(
+            Verdict::refusal_text("edit_file", Some("not that file")),
+            "The user declined to run edit_file. Ask what they would like to do instead. The user said: not that file"
+        );
+        assert_eq!(
+            Verdict::refusal_text("edit_file", Some("  ")),
+            Verdict::refusal_text("edit_file", None)
+        );
+    }
+
+    #[test]
+    fn requests_and_decisions_have_a_stable_wire_shape() {
+        let d: Decision = serde_json::from_str(r#"{"decision":"refuse","reason":"no"}"#).unwrap();
+        assert_eq!(
+            d,
+            Decision::Refuse {
+                reason: Some("no".into())
+            }
+        );
+        let d: Decision = serde_json::from_str(r#"{"decision":"allow_session"}"#).unwrap();
+        assert_eq!(d, Decision::AllowSession);
+    }
+}

@@ -1,0 +1,220 @@
+//! Unified diffs for approval previews (edit_file, ACP diffs), computed with `similar`.
+//!
+//! Only the changed region is diffed: the common head and tail are skipped by comparing bytes, so
+//! a one-line change in a 50 MB file costs two memcmp passes and a newline count, not a line diff
+//! of the whole file. Hunk headers still carry the file's real line numbers.
+
+use similar::{ChangeTag, TextDiff};
+
+/// Lines of context around each change.
+const CONTEXT: usize = 3;
+
+/// A unified diff of `before` -> `after` with `a/{rel}` and `b/{rel}` headers; `before` None means
+/// the file is being created (`--- /dev/null`). Empty when nothing differs.
+pub fn unified(rel: &str, before: Option<&str>, after: &str) -> String {
+    let old = before.unwrap_or("");
+    if before.is_some() && old == after {
+        return String::new();
+    }
+    let head = common_prefix(old.as_bytes(), after.as_bytes());
+    let tail = common_suffix(old.as_bytes(), after.as_bytes(), head);
+    // Widen to whole lines, then by CONTEXT lines each way (the diff below only sees the window).
+    let start = back_lines(old.as_bytes(), line_start(old.as_bytes(), head), CONTEXT);
+    let old_end = forward_lines(
+        old.as_bytes(),
+        line_end(old.as_bytes(), old.len() - tail),
+        CONTEXT,
+    );
+    let new_end = forward_lines(
+        after.as_bytes(),
+        line_end(after.as_bytes(), after.len() - tail),
+        CONTEXT,
+    );
+    let offset = memchr::memchr_iter(b'\n', &old.as_bytes()[..start]).count();
+    let old_window = &old[start..old_end];
+    let new_window = &after[start..new_end];
+
+    let mut out = String::new();
+    match before {
+        Some(_) => out.push_str(&format!("--- a/{rel}\n")),
+        None => out.push_str("--- /dev/null\n"),
+    }
+    out.push_str(&format!("+++ b/{rel}\n"));
+    let diff = TextDiff::from_lines(old_window, new_window);
+    for group in diff.grouped_ops(CONTEXT) {
+        let (Some(first), Some(last)) = (group.first(), group.last()) else {
+            continue;
+        };
+        let old_range = first.old_range().start..last.old_range().end;
+        let new_range = first.new_range().start..last.new_range().end;
+        out.push_str(&format!(
+            "@@ -{} +{} @@\n",
+            hunk_range(offset + old_range.start, old_range.len()),
+            hunk_range(offset + new_range.start, new_range.len())
+        ));
+        for op in &group {
+            for change in diff.iter_changes(op) {
+                let sign = match change.tag() {
+                    ChangeTag::Equal => ' ',
+                    ChangeTag::Delete => '-',
+                    ChangeTag::Insert => '+',
+                };
+                out.push(sign);
+                let line = change.value();
+                out.push_str(line);
+                if !line.ends_with('\n') {
+                    out.push_str("\n\\ No newline at end of file\n");
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `start,len` in unified-diff form: 1-based, and for an empty range the line before it.
+fn hunk_range(start: usize, len: usize) -> String {
+    if len == 0 {
+        format!("{start},0")
+    } else if len == 1 {
+        format!("{}", start + 1)
+    } else {
+        format!("{},{len}", start + 1)
+    }
+}
+
+/// Length of the common prefix, compared a block at a time so the compiler's memcmp does the work.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 4096;
+    let max = a.len().min(b.len());
+    let mut i = 0;
+    while i + BLOCK <= max && a[i..i + BLOCK] == b[i..i + BLOCK] {
+        i += BLOCK;
+    }
+    while i < max && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
+/// Length of the common suffix that does not reach into the first `prefix` bytes of either side.
+fn common_suffix(a: &[u8], b: &[u8], prefix: usize) -> usize {
+    const BLOCK: usize = 4096;
+    let max = a.len().min(b.len()) - prefix;
+    let mut n = 0;
+    while n + BLOCK <= max
+        && a[a.len() - n - BLOCK..a.len() - n] == b[b.len() - n - BLOCK..b.len() - n]
+    {
+        n += BLOCK;
+    }
+    while n < max && a[a.len() - n - 1] == b[b.len() - n - 1] {
+        n += 1;
+    }
+    n
+}
+
+/// The start of the line holding byte `at`.
+fn line_start(text: &[u8], at: usize) -> usize {
+    memchr::memrchr(b'\n', &text[..at]).map_or(0, |i| i + 1)
+}
+
+/// The end (after its newline) of the line holding byte `at - 1`; `at` itself when at a line start.
+fn line_end(text: &[u8], at: usize) -> usize {
+    if at == 0 || text[at - 1] == b'\n' {
+        return at;
+    }
+    memchr::memchr(b'\n', &text[at..]).map_or(text.len(), |i| at + i + 1)
+}
+
+/// Moves a line start back by `n` lines.
+fn back_lines(text: &[u8], mut at: usize, n: usize) -> usize {
+    for _ in 0..n {
+        if at == 0 {
+            break;
+        }
+        at = line_start(text, at - 1);
+    }
+    at
+}
+
+/// Moves a line end forward by `n` lines.
+fn forward_lines(text: &[u8], mut at: usize, n: usize) -> usize {
+    for _ in 0..n {
+        if at >= text.len() {
+            break;
+        }
+        at = memchr::memchr(b'\n', &text[at..]).map_or(text.len(), |i| at + i + 1);
+    }
+    at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_in_the_middle_has_real_line_numbers_and_three_lines_of_context() {
+        let before: String = (1..=20).map(|i| format!("line {i}\n")).collect();
+        let after = before.replace("line 10\n", "line ten\n");
+        assert_eq!(
+            unified("src/a.txt", Some(&before), &after),
+            "--- a/src/a.txt\n+++ b/src/a.txt\n@@ -7,7 +7,7 @@\n line 7\n line 8\n line 9\n-line 10\n+line ten\n line 11\n line 12\n line 13\n"
+        );
+    }
+
+    #[test]
+    fn two_distant_changes_make_two_hunks() {
+        let before: String = (1..=30).map(|i| format!("{i}\n")).collect();
+        let after = before
+            .replace("\n2\n", "\ntwo\n")
+            .replace("\n28\n", "\nX\nY\n");
+        assert_eq!(
+            unified("n", Some(&before), &after),
+            "--- a/n\n+++ b/n\n@@ -1,5 +1,5 @@\n 1\n-2\n+two\n 3\n 4\n 5\n@@ -25,7 +25,8 @@\n 25\n 26\n 27\n-28\n+X\n+Y\n 29\n 30\n"
+        );
+    }
+
+    #[test]
+    fn a_create_diffs_against_dev_null() {
+        assert_eq!(
+            unified("new.txt", None, "a\nb\n"),
+            "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1,2 @@\n+a\n+b\n"
+        );
+    }
+
+    #[test]
+    fn a_missing_final_newline_is_marked() {
+        assert_eq!(
+            unified("f", Some("a\nb"), "a\nc"),
+            "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+c\n\\ No newline at end of file\n"
+        );
+    }
+
+    #[test]
+    fn an_edit_inside_a_line_shows_the_whole_line() {
+        assert_eq!(
+            unified(
+                "f",
+                Some("keep\nfoo bar baz\nkeep\n"),
+                "keep\nfoo BAR baz\nkeep\n"
+            ),
+            "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n keep\n-foo bar baz\n+foo BAR baz\n keep\n"
+        );
+    }
+
+    #[test]
+    fn identical_texts_have_no_diff() {
+        assert_eq!(unified("f", Some("same\n"), "same\n"), "");
+    }
+
+    #[test]
+    fn a_big_file_diff_matches_a_full_line_diff() {
+        let before: String = (0..5000).map(|i| format!("row {i}\n")).collect();
+        let after = before.replace("row 2500\n", "row 2500 changed\nextra\n");
+        let full = TextDiff::from_lines(before.as_str(), after.as_str())
+            .unified_diff()
+            .context_radius(3)
+            .header("a/big", "b/big")
+            .to_string();
+        assert_eq!(unified("big", Some(&before), &after), full);
+    }
+}

@@ -1,0 +1,16 @@
+//! agent.nvim's backend as a library: the executor every front end shares (the path check, the
+//! four tools, bounded commands, the approval gate) and the front ends built on it.
+//!
+//! `main.rs` only picks a front end; everything that can be tested lives here.
+
+pub mod approval;
+pub mod cli;
+pub mod diff;
+pub mod editor;
+pub mod error;
+pub mod process;
+pub mod text;
+pub mod tools;
+pub mod workspace;
+
+pub use error::{Error, Result};

@@ -1,0 +1,3 @@
+//! agent-nvim: pick the front end, run it, report one error.
+
+fn main() {}

@@ -1,0 +1,1 @@
+//! Bounded child processes (stub: being written).

@@ -1,0 +1,33 @@
+//! list_files (stub: being written).
+
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::{Args, Tool, ToolContext, ToolResult};
+
+/// list_files.
+pub struct ListFiles;
+
+impl Tool for ListFiles {
+    fn name(&self) -> &'static str {
+        "list_files"
+    }
+    fn description(&self) -> &'static str {
+        "list_files"
+    }
+    fn schema(&self) -> Value {
+        json!({})
+    }
+    fn mutating(&self) -> bool {
+        false
+    }
+    fn run<'a>(
+        &'a self,
+        _args: Args<'a>,
+        _cx: &'a ToolContext,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move { ToolResult::fail("not yet") })
+    }
+}

@@ -1,0 +1,311 @@
+//! The four tools the model gets, in catalogue order, and the executor that runs a call by name.
+//!
+//! Every failure is a [`ToolResult`] with `ok: false` that the model reads and can recover from;
+//! nothing here ends a turn or panics. The path check ([`crate::workspace`]) and the approval gate
+//! ([`crate::approval`]) are applied by the tools themselves, in the order SPEC section 1 gives.
+
+mod edit_file;
+mod list_files;
+mod read_file;
+mod run_bash;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::Gate;
+use crate::editor::Editor;
+use crate::workspace::Workspace;
+
+pub use edit_file::EditFile;
+pub use list_files::ListFiles;
+pub use read_file::ReadFile;
+pub use run_bash::RunBash;
+
+/// What one tool call produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// False for a failure; the providers mark it (`is_error`, `ERROR: `).
+    pub ok: bool,
+    /// What the model reads.
+    pub text: String,
+    /// The one-line row the user sees.
+    pub summary: String,
+}
+
+impl ToolResult {
+    /// A success.
+    pub fn ok(text: impl Into<String>, summary: impl Into<String>) -> Self {
+        ToolResult {
+            ok: true,
+            text: text.into(),
+            summary: summary.into(),
+        }
+    }
+
+    /// A failure whose summary is its own first line (messages are written to fit one).
+    pub fn fail(text: impl Into<String>) -> Self {
+        let text = text.into();
+        let summary = text.lines().next().unwrap_or_default().to_string();
+        ToolResult {
+            ok: false,
+            text,
+            summary,
+        }
+    }
+
+    /// A failure with its own summary.
+    pub fn fail_with(text: impl Into<String>, summary: impl Into<String>) -> Self {
+        ToolResult {
+            ok: false,
+            text: text.into(),
+            summary: summary.into(),
+        }
+    }
+}
+
+/// Settings the tools read; front ends fill them from their configuration.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// run_bash's timeout.
+    pub command_timeout: Duration,
+    /// The shell run_bash uses (`{shell} -c COMMAND`); None picks bash, else /bin/sh.
+    pub shell: Option<PathBuf>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            command_timeout: Duration::from_secs(120),
+            shell: None,
+        }
+    }
+}
+
+/// Everything a tool needs besides its arguments.
+pub struct ToolContext {
+    /// The root and its path check.
+    pub workspace: Workspace,
+    /// The approval gate.
+    pub gate: Arc<Gate>,
+    /// Open buffers, when an editor is attached.
+    pub editor: Arc<dyn Editor>,
+    /// Timeouts and shell.
+    pub settings: Settings,
+}
+
+/// A call's arguments, with the tool's name for error messages.
+pub struct Args<'a> {
+    tool: &'static str,
+    map: &'a Map<String, Value>,
+}
+
+impl<'a> Args<'a> {
+    /// Wraps `map` as `tool`'s arguments.
+    pub fn new(tool: &'static str, map: &'a Map<String, Value>) -> Self {
+        Args { tool, map }
+    }
+
+    /// A required string argument, or the failure the model reads.
+    pub fn required(&self, name: &str) -> Result<&'a str, ToolResult> {
+        match self.map.get(name) {
+            Some(Value::String(s)) => Ok(s),
+            _ => Err(ToolResult::fail(format!(
+                "{}: missing string argument '{name}'.",
+                self.tool
+            ))),
+        }
+    }
+
+    /// An optional string argument: absent or null is None; any other non-string is a failure.
+    pub fn optional(&self, name: &str) -> Result<Option<&'a str>, ToolResult> {
+        match self.map.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(ToolResult::fail(format!(
+                "{}: missing string argument '{name}'.",
+                self.tool
+            ))),
+        }
+    }
+}
+
+/// One tool: its catalogue entry and how to run it.
+pub trait Tool: Send + Sync {
+    /// The name the model calls it by.
+    fn name(&self) -> &'static str;
+    /// What the model is told it does.
+    fn description(&self) -> &'static str;
+    /// JSON Schema of its arguments.
+    fn schema(&self) -> Value;
+    /// Whether it changes anything (and so asks the gate).
+    fn mutating(&self) -> bool;
+    /// Runs one call. Never panics; every failure is a failed result.
+    fn run<'a>(
+        &'a self,
+        args: Args<'a>,
+        cx: &'a ToolContext,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, ToolResult>;
+}
+
+/// The catalogue entry the providers send for one tool.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSpec {
+    /// Tool name.
+    pub name: &'static str,
+    /// Tool description.
+    pub description: &'static str,
+    /// Argument schema.
+    pub schema: Value,
+}
+
+/// Runs tool calls by name against one context.
+pub struct Executor {
+    tools: Vec<Box<dyn Tool>>,
+    cx: ToolContext,
+}
+
+impl Executor {
+    /// The four tools, in catalogue order, over `cx`.
+    pub fn new(cx: ToolContext) -> Self {
+        let tools: Vec<Box<dyn Tool>> = vec![
+            Box::new(ReadFile),
+            Box::new(ListFiles),
+            Box::new(EditFile),
+            Box::new(RunBash),
+        ];
+        Executor { tools, cx }
+    }
+
+    /// The context the tools run in.
+    pub fn context(&self) -> &ToolContext {
+        &self.cx
+    }
+
+    /// The catalogue, in order: read_file, list_files, edit_file, run_bash.
+    pub fn catalogue(&self) -> Vec<ToolSpec> {
+        self.tools
+            .iter()
+            .map(|t| ToolSpec {
+                name: t.name(),
+                description: t.description(),
+                schema: t.schema(),
+            })
+            .collect()
+    }
+
+    /// Runs one call. Unknown names and non-object arguments are failed results.
+    pub async fn call(&self, name: &str, args: &Value, cancel: &CancellationToken) -> ToolResult {
+        let Some(tool) = self.tools.iter().find(|t| t.name() == name) else {
+            return ToolResult::fail(format!("Unknown tool '{name}'."));
+        };
+        let empty = Map::new();
+        let map = match args {
+            Value::Object(map) => map,
+            Value::Null => &empty,
+            _ => {
+                return ToolResult::fail(format!(
+                    "{}: arguments must be a JSON object.",
+                    tool.name()
+                ))
+            }
+        };
+        tool.run(Args::new(tool.name(), map), &self.cx, cancel)
+            .await
+    }
+}
+
+/// Test helpers shared by the tools' own tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+    use crate::approval::{ApprovalRequest, Asker, Decision};
+    use crate::editor::NoEditor;
+    use std::sync::Mutex;
+
+    /// Answers every request with one decision and records the requests.
+    pub struct Recorder {
+        pub answer: Option<Decision>,
+        pub asked: Mutex<Vec<ApprovalRequest>>,
+    }
+
+    impl Asker for Recorder {
+        fn ask(&self, request: ApprovalRequest) -> BoxFuture<'_, Option<Decision>> {
+            self.asked.lock().unwrap().push(request);
+            let answer = self.answer.clone();
+            Box::pin(async move { answer })
+        }
+    }
+
+    /// A temporary workspace and an executor over it whose gate answers `answer`.
+    pub fn executor(answer: Option<Decision>) -> (tempfile::TempDir, Executor, Arc<Recorder>) {
+        let dir = tempfile::tempdir().unwrap();
+        let recorder = Arc::new(Recorder {
+            answer,
+            asked: Mutex::new(Vec::new()),
+        });
+        let cx = ToolContext {
+            workspace: Workspace::new(dir.path()).unwrap(),
+            gate: Arc::new(Gate::new(false, Some(recorder.clone()))),
+            editor: Arc::new(NoEditor),
+            settings: Settings::default(),
+        };
+        (dir, Executor::new(cx), recorder)
+    }
+
+    /// Calls `tool` with JSON `args`.
+    pub async fn call(ex: &Executor, tool: &str, args: Value) -> ToolResult {
+        ex.call(tool, &args, &CancellationToken::new()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::*;
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn the_catalogue_has_exactly_the_four_tools_in_order() {
+        let (_dir, ex, _) = executor(None);
+        let names: Vec<_> = ex.catalogue().iter().map(|t| t.name).collect();
+        assert_eq!(names, ["read_file", "list_files", "edit_file", "run_bash"]);
+        let mutating: Vec<_> = ex.tools.iter().map(|t| t.mutating()).collect();
+        assert_eq!(mutating, [false, false, true, true]);
+    }
+
+    #[tokio::test]
+    async fn an_unknown_tool_is_a_failed_result() {
+        let (_dir, ex, _) = executor(None);
+        assert_eq!(
+            call(&ex, "write_file", json!({})).await,
+            ToolResult::fail_with("Unknown tool 'write_file'.", "Unknown tool 'write_file'.")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_or_non_string_argument_is_named() {
+        let (_dir, ex, _) = executor(None);
+        let missing = call(&ex, "read_file", json!({})).await;
+        assert_eq!(missing.text, "read_file: missing string argument 'path'.");
+        assert!(!missing.ok);
+        let number = call(
+            &ex,
+            "edit_file",
+            json!({"path": "a", "old_str": 1, "new_str": "x"}),
+        )
+        .await;
+        assert_eq!(number.text, "edit_file: missing string argument 'old_str'.");
+        let not_object = call(&ex, "run_bash", json!(["ls"])).await;
+        assert_eq!(
+            not_object.text,
+            "run_bash: arguments must be a JSON object."
+        );
+    }
+}
