@@ -1,1 +1,190 @@
-//! Command-line front ends (stub).
+//! Command-line parsing for every front end. Hand-written: the grammar is small, and each mistake
+//! gets a message that says what to type instead (exit status 2).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::{Error, Result};
+
+/// The usage text shown on `--help` and after a usage error.
+pub const USAGE: &str = "\
+usage:
+  agent-nvim tool NAME 'JSON_ARGS' [--workspace DIR] [--auto-approve] [--timeout SECS]
+      Run one tool (read_file, list_files, edit_file, run_bash) and print its result as JSON.
+  agent-nvim --version
+";
+
+/// What the user asked the binary to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// `agent-nvim tool ...`: run one tool by hand.
+    Tool(ToolArgs),
+    /// `--help`.
+    Help,
+    /// `--version`.
+    Version,
+}
+
+/// Arguments of `agent-nvim tool`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolArgs {
+    /// The tool's name, as the model would call it.
+    pub name: String,
+    /// Its arguments: always a JSON object.
+    pub args: serde_json::Map<String, serde_json::Value>,
+    /// The workspace root; the current directory when not given.
+    pub workspace: Option<PathBuf>,
+    /// Allow every mutating call without asking.
+    pub auto_approve: bool,
+    /// run_bash's timeout.
+    pub timeout: Option<Duration>,
+}
+
+fn usage(message: impl std::fmt::Display) -> Error {
+    Error::Usage(format!("agent-nvim: {message}\n\n{USAGE}"))
+}
+
+/// Parses the arguments after the program name.
+pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command> {
+    let mut args = args.into_iter();
+    match args.next().as_deref() {
+        None => Err(usage("no command given")),
+        Some("-h" | "--help" | "help") => Ok(Command::Help),
+        Some("-V" | "--version") => Ok(Command::Version),
+        Some("tool") => parse_tool(args).map(Command::Tool),
+        Some(other) => Err(usage(format!("unknown command '{other}'"))),
+    }
+}
+
+fn parse_tool(args: impl Iterator<Item = String>) -> Result<ToolArgs> {
+    let mut positional = Vec::new();
+    let mut workspace = None;
+    let mut auto_approve = false;
+    let mut timeout = None;
+    let mut args = args.peekable();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--workspace" => workspace = Some(PathBuf::from(value(&mut args, "--workspace")?)),
+            "--auto-approve" => auto_approve = true,
+            "--timeout" => timeout = Some(seconds(&value(&mut args, "--timeout")?)?),
+            flag if flag.starts_with("--") => return Err(usage(format!("unknown flag '{flag}'"))),
+            _ => positional.push(arg),
+        }
+    }
+    let mut positional = positional.into_iter();
+    let (Some(name), Some(json), None) = (positional.next(), positional.next(), positional.next())
+    else {
+        return Err(usage(
+            "'tool' takes exactly two arguments: NAME and 'JSON_ARGS'",
+        ));
+    };
+    let args = match serde_json::from_str(&json) {
+        Ok(serde_json::Value::Object(map)) => map,
+        Ok(_) => {
+            return Err(usage(format!(
+                "JSON_ARGS must be a JSON object, got: {json}"
+            )))
+        }
+        Err(err) => {
+            return Err(usage(format!(
+                "JSON_ARGS is not valid JSON ({err}): {json}"
+            )))
+        }
+    };
+    Ok(ToolArgs {
+        name,
+        args,
+        workspace,
+        auto_approve,
+        timeout,
+    })
+}
+
+fn value(args: &mut impl Iterator<Item = String>, flag: &str) -> Result<String> {
+    args.next()
+        .ok_or_else(|| usage(format!("{flag} needs a value")))
+}
+
+fn seconds(text: &str) -> Result<Duration> {
+    match text.parse::<f64>() {
+        Ok(secs) if secs > 0.0 && secs.is_finite() => Ok(Duration::from_secs_f64(secs)),
+        _ => Err(usage(format!(
+            "--timeout takes a positive number of seconds, got '{text}'"
+        ))),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn parse_words(words: &str) -> Result<Command> {
+        parse(words.split(' ').map(String::from))
+    }
+
+    #[test]
+    fn tool_takes_name_json_and_flags_in_any_order() {
+        let got = parse(
+            [
+                "tool",
+                "--auto-approve",
+                "read_file",
+                r#"{"path":"a"}"#,
+                "--workspace",
+                "/w",
+                "--timeout",
+                "1.5",
+            ]
+            .map(String::from),
+        )
+        .unwrap();
+        let mut args = serde_json::Map::new();
+        args.insert("path".into(), "a".into());
+        assert_eq!(
+            got,
+            Command::Tool(ToolArgs {
+                name: "read_file".into(),
+                args,
+                workspace: Some("/w".into()),
+                auto_approve: true,
+                timeout: Some(Duration::from_millis(1500)),
+            })
+        );
+    }
+
+    #[test]
+    fn bad_usage_says_what_is_wrong() {
+        let message = |words: &str| match parse_words(words) {
+            Err(Error::Usage(m)) => m.lines().next().unwrap().to_string(),
+            other => panic!("expected a usage error, got {other:?}"),
+        };
+        assert_eq!(
+            message("tool read_file {} --force"),
+            "agent-nvim: unknown flag '--force'"
+        );
+        assert_eq!(
+            message("tool read_file [1]"),
+            "agent-nvim: JSON_ARGS must be a JSON object, got: [1]"
+        );
+        assert_eq!(
+            message("tool read_file"),
+            "agent-nvim: 'tool' takes exactly two arguments: NAME and 'JSON_ARGS'"
+        );
+        assert_eq!(
+            message("tool read_file {} --timeout 0"),
+            "agent-nvim: --timeout takes a positive number of seconds, got '0'"
+        );
+        assert_eq!(
+            message("tool read_file {} --workspace"),
+            "agent-nvim: --workspace needs a value"
+        );
+        assert_eq!(
+            message("frobnicate"),
+            "agent-nvim: unknown command 'frobnicate'"
+        );
+        assert!(
+            message("tool read_file {nope").starts_with("agent-nvim: JSON_ARGS is not valid JSON")
+        );
+    }
+}

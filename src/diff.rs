@@ -169,7 +169,7 @@ mod tests {
             .replace("\n28\n", "\nX\nY\n");
         assert_eq!(
             unified("n", Some(&before), &after),
-            "--- a/n\n+++ b/n\n@@ -1,5 +1,5 @@\n 1\n-2\n+two\n 3\n 4\n 5\n@@ -25,7 +25,8 @@\n 25\n 26\n 27\n-28\n+X\n+Y\n 29\n 30\n"
+            "--- a/n\n+++ b/n\n@@ -1,5 +1,5 @@\n 1\n-2\n+two\n 3\n 4\n 5\n@@ -25,6 +25,7 @@\n 25\n 26\n 27\n-28\n+X\n+Y\n 29\n 30\n"
         );
     }
 

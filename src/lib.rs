@@ -9,6 +9,7 @@ pub mod diff;
 pub mod editor;
 pub mod error;
 pub mod process;
+pub mod terminal;
 pub mod text;
 pub mod tools;
 pub mod workspace;

@@ -1,3 +1,35 @@
 //! agent-nvim: pick the front end, run it, report one error.
 
-fn main() {}
+use std::io::Write;
+use std::process::ExitCode;
+
+use agent_nvim::cli::{self, Command};
+use agent_nvim::{terminal, Error};
+
+fn main() -> ExitCode {
+    let result = cli::parse(std::env::args().skip(1)).and_then(|command| match command {
+        Command::Tool(args) => terminal::run_tool(args),
+        Command::Help => say(cli::USAGE),
+        Command::Version => say(&format!("agent-nvim {}\n", env!("CARGO_PKG_VERSION"))),
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            let _ = writeln!(std::io::stderr(), "{err}");
+            ExitCode::from(match err {
+                Error::Usage(_) => 2,
+                Error::Workspace { .. } | Error::Io { .. } => 1,
+            })
+        }
+    }
+}
+
+fn say(text: &str) -> agent_nvim::Result<u8> {
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .map_err(|source| Error::Io {
+            context: "cannot write to stdout",
+            source,
+        })?;
+    Ok(0)
+}

@@ -1,33 +1,530 @@
-//! edit_file (stub: being written).
+//! edit_file: replace one exact occurrence of old_str with new_str, or create a file.
+//!
+//! Checks run in SPEC section 1's order and the gate is asked last, so nobody approves a call that
+//! would fail anyway. The file is handled as bytes: only the replaced span changes, whatever the
+//! encoding, line endings or final newline of the rest. The write is atomic and keeps the mode,
+//! and it happens only if the file on disk is still exactly what the user was shown.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{Args, Tool, ToolContext, ToolResult};
+use super::{blocking, Args, Tool, ToolContext, ToolResult};
+use crate::approval::{Action, Verdict};
+use crate::diff;
 
-/// edit_file.
+/// Edits or creates a file inside the workspace.
 pub struct EditFile;
 
 impl Tool for EditFile {
     fn name(&self) -> &'static str {
         "edit_file"
     }
+
     fn description(&self) -> &'static str {
-        "edit_file"
+        "Edit a file by replacing one exact occurrence of old_str with new_str. old_str must \
+         appear exactly once in the file: include enough surrounding lines to make it unique, \
+         copied exactly (whitespace included) from read_file's output. To create a new file, pass \
+         an empty old_str and the whole content as new_str. The user approves each edit."
     }
+
     fn schema(&self) -> Value {
-        json!({})
+        json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path, relative to the workspace root."},
+                "old_str": {"type": "string", "description": "Exact text to replace; must occur exactly once. Empty to create a new file."},
+                "new_str": {"type": "string", "description": "Replacement text (the whole content when creating)."}
+            },
+            "required": ["path", "old_str", "new_str"]
+        })
     }
+
     fn mutating(&self) -> bool {
-        false
+        true
     }
+
     fn run<'a>(
         &'a self,
-        _args: Args<'a>,
-        _cx: &'a ToolContext,
+        args: Args<'a>,
+        cx: &'a ToolContext,
         _cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async move { ToolResult::fail("not yet") })
+        Box::pin(async move {
+            let (given, old, new) = match (
+                args.required("path"),
+                args.required("old_str"),
+                args.required("new_str"),
+            ) {
+                (Ok(p), Ok(o), Ok(n)) => (p, o, n),
+                (Err(fail), _, _) | (_, Err(fail), _) | (_, _, Err(fail)) => return fail,
+            };
+            edit(cx, given, old, new).await
+        })
+    }
+}
+
+/// The file as it was before the edit; None when it does not exist.
+type Before = Option<Vec<u8>>;
+
+async fn edit(cx: &ToolContext, given: &str, old: &str, new: &str) -> ToolResult {
+    if old == new {
+        return ToolResult::fail("edit_file: old_str and new_str are identical — nothing to do.");
+    }
+    let target = match cx.workspace.resolve(given) {
+        Ok(target) => target,
+        Err(refusal) => return ToolResult::fail(refusal.to_string()),
+    };
+    let rel = target.rel.as_str();
+    let before = match read(&target.path).await {
+        Ok(before) => before,
+        Err(err) => return ToolResult::fail(format!("edit_file: cannot read {rel}: {err}")),
+    };
+    let Some(bytes) = before else {
+        if !old.is_empty() {
+            return ToolResult::fail(format!(
+                "No such file: {given} (pass an empty old_str to create it)."
+            ));
+        }
+        return create(cx, &target.path, rel, new).await;
+    };
+
+    let finder = memchr::memmem::Finder::new(old.as_bytes());
+    let mut found = finder.find_iter(&bytes);
+    let at = match (old.is_empty(), found.next(), found.next()) {
+        (true, _, _) | (false, None, _) => {
+            return ToolResult::fail(format!("edit_file: old_str not found in {rel}."))
+        }
+        (false, Some(at), None) => at,
+        (false, Some(_), Some(_)) => {
+            let n = 2 + found.count();
+            return ToolResult::fail(format!(
+                "edit_file: old_str appears {n} times in {rel} — include more surrounding context so it is unique."
+            ));
+        }
+    };
+    if cx.editor.has_unsaved_changes(&target.path).await {
+        return unsaved(rel);
+    }
+
+    let mut after = Vec::with_capacity(bytes.len() - old.len() + new.len());
+    after.extend_from_slice(&bytes[..at]);
+    after.extend_from_slice(new.as_bytes());
+    after.extend_from_slice(&bytes[at + old.len()..]);
+    let detail = format!(
+        "edit {rel} (replace {} chars with {})",
+        old.chars().count(),
+        new.chars().count()
+    );
+    let preview = diff::unified(
+        rel,
+        Some(&String::from_utf8_lossy(&bytes)),
+        &String::from_utf8_lossy(&after),
+    );
+    if let Some(refused) = ask(cx, detail, preview, rel).await {
+        return refused;
+    }
+
+    // What the user approved was a change to `bytes`; anything else on disk now is not what they saw.
+    match read(&target.path).await {
+        Ok(Some(now)) if now == bytes => {}
+        Ok(_) => return changed(rel),
+        Err(err) => return ToolResult::fail(format!("edit_file: cannot read {rel}: {err}")),
+    }
+    if cx.editor.has_unsaved_changes(&target.path).await {
+        return unsaved(rel);
+    }
+    let path = target.path.clone();
+    if let Err(err) = blocking(move || write_atomic(&path, &after)).await {
+        return ToolResult::fail(format!("edit_file: cannot write {rel}: {err}"));
+    }
+    cx.editor.file_written(&target.path).await;
+    ToolResult::ok(format!("Edited {rel}."), format!("edit {rel}"))
+}
+
+async fn create(cx: &ToolContext, path: &Path, rel: &str, content: &str) -> ToolResult {
+    if cx.editor.has_unsaved_changes(path).await {
+        return unsaved(rel);
+    }
+    let detail = format!("create {rel} ({} chars)", content.chars().count());
+    let preview = diff::unified(rel, None, content);
+    if let Some(refused) = ask(cx, detail, preview, rel).await {
+        return refused;
+    }
+    let owned: PathBuf = path.to_path_buf();
+    let bytes = content.as_bytes().to_vec();
+    match blocking(move || write_new(&owned, &bytes)).await {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => return changed(rel),
+        Err(err) => return ToolResult::fail(format!("edit_file: cannot create {rel}: {err}")),
+    }
+    cx.editor.file_written(path).await;
+    ToolResult::ok(format!("Created {rel}."), format!("create {rel}"))
+}
+
+/// Asks the gate; Some(result) when the user refused.
+async fn ask(cx: &ToolContext, detail: String, preview: String, rel: &str) -> Option<ToolResult> {
+    let action = Action::Edit {
+        rel: rel.to_string(),
+    };
+    match cx
+        .gate
+        .check("edit_file", detail, Some(preview), action)
+        .await
+    {
+        Verdict::Allowed => None,
+        Verdict::Refused { reason } => Some(ToolResult::fail_with(
+            Verdict::refusal_text("edit_file", reason.as_deref()),
+            format!("edit {rel}: declined"),
+        )),
+    }
+}
+
+fn changed(rel: &str) -> ToolResult {
+    ToolResult::fail(format!(
+        "edit_file: {rel} changed while waiting for approval; read it again."
+    ))
+}
+
+fn unsaved(rel: &str) -> ToolResult {
+    ToolResult::fail(format!(
+        "edit_file: {rel} has unsaved changes in Neovim; ask the user to save or discard them first."
+    ))
+}
+
+/// The file's bytes, or None when there is no file. A directory is an error, not "missing".
+async fn read(path: &Path) -> std::io::Result<Before> {
+    let path = path.to_path_buf();
+    blocking(move || match std::fs::read(&path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err),
+    })
+    .await
+}
+
+/// Replaces `path` with `bytes` through a temporary file in the same directory and a rename, so a
+/// reader sees the old file or the new one, never half of it. The file keeps its permissions.
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let permissions = std::fs::metadata(path)?.permissions();
+    let mut temp = tempfile::Builder::new()
+        .prefix(".agent-edit-")
+        .tempfile_in(dir)?;
+    temp.write_all(bytes)?;
+    temp.as_file().set_permissions(permissions)?;
+    temp.persist(path).map_err(|err| err.error)?;
+    Ok(())
+}
+
+/// Creates `path` (and its parents) with `bytes`. Fails with AlreadyExists if something appeared
+/// there while the user was deciding. The mode follows the umask, as any new file's does.
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    file.write_all(bytes)?;
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::approval::{ApprovalRequest, Asker, Decision, Gate};
+    use crate::editor::Editor;
+    use crate::tools::testing::{call, executor};
+    use crate::tools::{Executor, Settings, ToolContext};
+    use crate::workspace::Workspace;
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::{Arc, Mutex};
+
+    fn args(path: &str, old: &str, new: &str) -> Value {
+        json!({"path": path, "old_str": old, "new_str": new})
+    }
+
+    fn asked(rec: &crate::tools::testing::Recorder) -> Vec<(String, Option<String>)> {
+        rec.asked
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| (r.detail.clone(), r.diff.clone()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn identical_strings_are_rejected_before_any_io_even_outside_the_root() {
+        let (_dir, ex, rec) = executor(Some(Decision::AllowOnce));
+        assert_eq!(
+            call(&ex, "edit_file", args("../../etc/passwd", "x", "x")).await,
+            ToolResult::fail("edit_file: old_str and new_str are identical — nothing to do.")
+        );
+        assert!(asked(&rec).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_path_outside_is_refused_before_the_gate() {
+        let (_dir, ex, rec) = executor(Some(Decision::AllowOnce));
+        assert_eq!(
+            call(&ex, "edit_file", args("../x.txt", "", "hi")).await,
+            ToolResult::fail("Refused: '../x.txt' resolves outside the workspace root.")
+        );
+        assert!(asked(&rec).is_empty());
+    }
+
+    #[tokio::test]
+    async fn replaces_the_single_occurrence_after_asking_with_detail_and_diff() {
+        let (dir, ex, rec) = executor(Some(Decision::AllowOnce));
+        let file = dir.path().join("a.txt");
+        std::fs::write(&file, "one\ntwo\nthree\n").unwrap();
+        assert_eq!(
+            call(&ex, "edit_file", args("a.txt", "two", "deux")).await,
+            ToolResult::ok("Edited a.txt.", "edit a.txt")
+        );
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "one\ndeux\nthree\n"
+        );
+        assert_eq!(
+            asked(&rec),
+            vec![(
+                "edit a.txt (replace 3 chars with 4)".to_string(),
+                Some(
+                    "--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+deux\n three\n"
+                        .to_string()
+                )
+            )]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_detail_counts_characters() {
+        let (dir, ex, rec) = executor(Some(Decision::AllowOnce));
+        std::fs::write(dir.path().join("j.txt"), "日本語\n").unwrap();
+        call(&ex, "edit_file", args("j.txt", "日本", "にほんご")).await;
+        assert_eq!(asked(&rec)[0].0, "edit j.txt (replace 2 chars with 4)");
+    }
+
+    #[tokio::test]
+    async fn occurrences_are_counted_without_overlap() {
+        let (dir, ex, rec) = executor(Some(Decision::AllowOnce));
+        std::fs::write(dir.path().join("a.txt"), "aaaa").unwrap();
+        assert_eq!(
+            call(&ex, "edit_file", args("a.txt", "aa", "b")).await,
+            ToolResult::fail("edit_file: old_str appears 2 times in a.txt — include more surrounding context so it is unique.")
+        );
+        std::fs::write(dir.path().join("b.txt"), "aaa").unwrap();
+        assert_eq!(
+            call(&ex, "edit_file", args("b.txt", "aa", "b")).await,
+            ToolResult::ok("Edited b.txt.", "edit b.txt")
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("b.txt")).unwrap(),
+            "ba"
+        );
+        assert_eq!(asked(&rec).len(), 1);
+    }
+
+    #[tokio::test]
+    async fn not_found_and_an_empty_old_str_on_an_existing_file() {
+        let (dir, ex, rec) = executor(Some(Decision::AllowOnce));
+        std::fs::write(dir.path().join("a.txt"), "hello").unwrap();
+        assert_eq!(
+            call(&ex, "edit_file", args("a.txt", "bye", "x")).await,
+            ToolResult::fail("edit_file: old_str not found in a.txt.")
+        );
+        assert_eq!(
+            call(&ex, "edit_file", args("a.txt", "", "x")).await,
+            ToolResult::fail("edit_file: old_str not found in a.txt.")
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+            "hello"
+        );
+        assert!(asked(&rec).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_missing_file_with_old_str_says_how_to_create_it() {
+        let (_dir, ex, _) = executor(Some(Decision::AllowOnce));
+        assert_eq!(
+            call(&ex, "edit_file", args("src/new.rs", "x", "y")).await,
+            ToolResult::fail("No such file: src/new.rs (pass an empty old_str to create it).")
+        );
+    }
+
+    #[tokio::test]
+    async fn an_empty_old_str_creates_the_file_and_its_parents() {
+        let (dir, ex, rec) = executor(Some(Decision::AllowOnce));
+        assert_eq!(
+            call(&ex, "edit_file", args("notes/day/1.txt", "", "héllo\n")).await,
+            ToolResult::ok("Created notes/day/1.txt.", "create notes/day/1.txt")
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("notes/day/1.txt")).unwrap(),
+            "héllo\n"
+        );
+        assert_eq!(
+            asked(&rec),
+            vec![(
+                "create notes/day/1.txt (6 chars)".to_string(),
+                Some("--- /dev/null\n+++ b/notes/day/1.txt\n@@ -0,0 +1 @@\n+héllo\n".to_string())
+            )]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refusal_writes_nothing_and_tells_the_model() {
+        let (dir, ex, _) = executor(Some(Decision::Refuse {
+            reason: Some("keep it".into()),
+        }));
+        std::fs::write(dir.path().join("a.txt"), "x").unwrap();
+        assert_eq!(
+            call(&ex, "edit_file", args("a.txt", "x", "y")).await,
+            ToolResult::fail_with(
+                "The user declined to run edit_file. Ask what they would like to do instead. The user said: keep it",
+                "edit a.txt: declined"
+            )
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+            "x"
+        );
+        let (dir, ex, _) = executor(None);
+        call(&ex, "edit_file", args("new.txt", "", "y")).await;
+        assert!(!dir.path().join("new.txt").exists());
+    }
+
+    #[tokio::test]
+    async fn the_write_keeps_the_mode_line_endings_and_untouched_bytes() {
+        let (dir, ex, _) = executor(Some(Decision::AllowOnce));
+        let file = dir.path().join("run.sh");
+        let original = b"#!/bin/sh\r\necho \xff old\r\nno final newline".to_vec();
+        std::fs::write(&file, &original).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o751)).unwrap();
+        assert!(
+            call(&ex, "edit_file", args("run.sh", "old", "new"))
+                .await
+                .ok
+        );
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            b"#!/bin/sh\r\necho \xff new\r\nno final newline"
+        );
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o751
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers, vec![std::ffi::OsString::from("run.sh")]);
+    }
+
+    /// An asker that changes the file on disk while "the user is deciding", then allows.
+    struct Meddler {
+        path: PathBuf,
+        content: &'static str,
+    }
+
+    impl Asker for Meddler {
+        fn ask(&self, _request: ApprovalRequest) -> BoxFuture<'_, Option<Decision>> {
+            std::fs::write(&self.path, self.content).unwrap();
+            Box::pin(async { Some(Decision::AllowOnce) })
+        }
+    }
+
+    fn executor_with(dir: &Path, asker: Arc<dyn Asker>, editor: Arc<dyn Editor>) -> Executor {
+        Executor::new(ToolContext {
+            workspace: Workspace::new(dir).unwrap(),
+            gate: Arc::new(Gate::new(false, Some(asker))),
+            editor,
+            settings: Settings::default(),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_file_changed_while_approval_was_pending_is_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.txt");
+        std::fs::write(&file, "v1 old").unwrap();
+        let meddler = Arc::new(Meddler {
+            path: file.clone(),
+            content: "v2 old",
+        });
+        let ex = executor_with(dir.path(), meddler, Arc::new(crate::editor::NoEditor));
+        assert_eq!(
+            call(&ex, "edit_file", args("a.txt", "old", "new")).await,
+            ToolResult::fail("edit_file: a.txt changed while waiting for approval; read it again.")
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "v2 old");
+
+        let created = dir.path().join("c.txt");
+        let meddler = Arc::new(Meddler {
+            path: created.clone(),
+            content: "theirs",
+        });
+        let ex = executor_with(dir.path(), meddler, Arc::new(crate::editor::NoEditor));
+        assert_eq!(
+            call(&ex, "edit_file", args("c.txt", "", "mine")).await,
+            ToolResult::fail("edit_file: c.txt changed while waiting for approval; read it again.")
+        );
+        assert_eq!(std::fs::read_to_string(&created).unwrap(), "theirs");
+    }
+
+    /// An editor with one modified buffer, recording reloads.
+    #[derive(Default)]
+    struct FakeEditor {
+        modified: Option<PathBuf>,
+        reloaded: Mutex<Vec<PathBuf>>,
+    }
+
+    impl Editor for FakeEditor {
+        fn has_unsaved_changes<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, bool> {
+            let hit = self.modified.as_deref() == Some(path);
+            Box::pin(async move { hit })
+        }
+        fn file_written<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, ()> {
+            self.reloaded.lock().unwrap().push(path.to_path_buf());
+            Box::pin(async {})
+        }
+        fn command_finished(&self) -> BoxFuture<'_, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    #[tokio::test]
+    async fn a_buffer_with_unsaved_changes_is_never_edited_and_nobody_is_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(root.join("a.txt"), "old").unwrap();
+        let rec = Arc::new(crate::tools::testing::Recorder {
+            answer: Some(Decision::AllowOnce),
+            asked: Mutex::new(Vec::new()),
+        });
+        let editor = Arc::new(FakeEditor {
+            modified: Some(root.join("a.txt")),
+            ..Default::default()
+        });
+        let ex = executor_with(&root, rec.clone(), editor.clone());
+        assert_eq!(
+            call(&ex, "edit_file", args("a.txt", "old", "new")).await,
+            ToolResult::fail("edit_file: a.txt has unsaved changes in Neovim; ask the user to save or discard them first.")
+        );
+        assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "old");
+        assert!(rec.asked.lock().unwrap().is_empty());
+
+        // An unmodified buffer is reloaded after the write.
+        std::fs::write(root.join("b.txt"), "old").unwrap();
+        assert!(call(&ex, "edit_file", args("b.txt", "old", "new")).await.ok);
+        assert_eq!(*editor.reloaded.lock().unwrap(), vec![root.join("b.txt")]);
     }
 }

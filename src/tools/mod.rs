@@ -165,6 +165,17 @@ pub struct ToolSpec {
     pub schema: Value,
 }
 
+/// Runs blocking file I/O off the async workers, so a 50 MB read never stalls a front end's loop.
+pub(crate) async fn blocking<T, F>(f: F) -> std::io::Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> std::io::Result<T> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string())))
+}
+
 /// Runs tool calls by name against one context.
 pub struct Executor {
     tools: Vec<Box<dyn Tool>>,

@@ -1,0 +1,180 @@
+//! `agent-nvim tool`: one tool by hand, its JSON, its exit codes, its terminal question.
+
+use std::io::Read;
+
+use serde_json::json;
+
+use crate::support::{bin, json, pty::Pty, tool};
+
+#[test]
+fn prints_one_json_result_and_exits_0_whatever_ok_is() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "hello\n").unwrap();
+    let out = tool(dir.path(), "read_file", r#"{"path":"a.txt"}"#, &[]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        json(&out),
+        json!({"ok": true, "text": "hello\n", "summary": "read a.txt (6 chars)"})
+    );
+
+    let out = tool(dir.path(), "read_file", r#"{"path":"../x"}"#, &[]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        json(&out),
+        json!({"ok": false, "text": "Refused: '../x' resolves outside the workspace root.",
+               "summary": "Refused: '../x' resolves outside the workspace root."})
+    );
+}
+
+#[test]
+fn bad_usage_exits_2_with_a_message_and_prints_nothing_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    for (json_args, flags, says) in [
+        ("{}", &["--yes"][..], "unknown flag '--yes'"),
+        ("[1,2]", &[][..], "JSON_ARGS must be a JSON object"),
+        ("{nope", &[][..], "JSON_ARGS is not valid JSON"),
+        (
+            "{}",
+            &["--workspace", "/no/such/dir"][..],
+            "cannot use workspace root /no/such/dir",
+        ),
+    ] {
+        let out = tool(dir.path(), "list_files", json_args, flags);
+        assert_eq!(out.status.code(), Some(2), "{json_args} {flags:?}");
+        assert!(out.stdout.is_empty());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(says),
+            "stderr {stderr:?} should say {says:?}"
+        );
+    }
+}
+
+#[test]
+fn the_workspace_flag_sets_the_root() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("proj")).unwrap();
+    std::fs::write(dir.path().join("proj/in.txt"), "").unwrap();
+    let ws = dir.path().join("proj");
+    let out = tool(
+        dir.path(),
+        "list_files",
+        "{}",
+        &["--workspace", ws.to_str().unwrap()],
+    );
+    assert_eq!(
+        json(&out),
+        json!({"ok": true, "text": "in.txt", "summary": "list . (1 entries)"})
+    );
+}
+
+#[test]
+fn without_a_terminal_mutating_tools_are_refused_unless_auto_approve() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tool(
+        dir.path(),
+        "edit_file",
+        r#"{"path":"n.txt","old_str":"","new_str":"x"}"#,
+        &[],
+    );
+    assert_eq!(
+        json(&out)["text"],
+        "The user declined to run edit_file. Ask what they would like to do instead."
+    );
+    assert!(!dir.path().join("n.txt").exists());
+    let out = tool(dir.path(), "run_bash", r#"{"command":"touch ran"}"#, &[]);
+    assert_eq!(json(&out)["ok"], false);
+    assert!(!dir.path().join("ran").exists());
+
+    let out = tool(
+        dir.path(),
+        "edit_file",
+        r#"{"path":"n.txt","old_str":"","new_str":"x"}"#,
+        &["--auto-approve"],
+    );
+    assert_eq!(
+        json(&out),
+        json!({"ok": true, "text": "Created n.txt.", "summary": "create n.txt"})
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("n.txt")).unwrap(),
+        "x"
+    );
+}
+
+#[test]
+fn the_timeout_flag_bounds_run_bash() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tool(
+        dir.path(),
+        "run_bash",
+        r#"{"command":"sleep 30"}"#,
+        &["--auto-approve", "--timeout", "1"],
+    );
+    let result = json(&out);
+    assert_eq!(result["ok"], false);
+    assert_eq!(
+        result["text"],
+        "\n[timed out after 1s - process tree killed]\n[exit 124]"
+    );
+}
+
+fn tool_on_a_terminal(dir: &std::path::Path, name: &str, args: &str) -> Pty {
+    let mut command = bin();
+    command.current_dir(dir).args(["tool", name, args]);
+    Pty::spawn(command)
+}
+
+fn stdout_of(pty: &mut Pty) -> serde_json::Value {
+    let mut out = String::new();
+    pty.child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert_eq!(pty.child.wait().unwrap().code(), Some(0));
+    serde_json::from_str(out.trim_end()).unwrap()
+}
+
+#[test]
+fn on_a_terminal_the_question_shows_the_diff_and_1_allows_once() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "one\ntwo\n").unwrap();
+    let mut pty = tool_on_a_terminal(
+        dir.path(),
+        "edit_file",
+        r#"{"path":"a.txt","old_str":"two","new_str":"2"}"#,
+    );
+    let screen = pty.expect("[4/Esc] Refuse > ");
+    assert!(
+        screen.contains("agent: edit_file wants to: edit a.txt (replace 3 chars with 1)"),
+        "{screen}"
+    );
+    assert!(screen.contains("  -two\r\n  +2\r\n"), "{screen}");
+    pty.send(b"1");
+    pty.expect("allowed once");
+    assert_eq!(
+        stdout_of(&mut pty),
+        json!({"ok": true, "text": "Edited a.txt.", "summary": "edit a.txt"})
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+        "one\n2\n"
+    );
+}
+
+#[test]
+fn on_a_terminal_esc_refuses_and_other_keys_are_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pty = tool_on_a_terminal(dir.path(), "run_bash", r#"{"command":"touch ran"}"#);
+    pty.expect("[4/Esc] Refuse > ");
+    pty.send(b"zq\x1b");
+    pty.expect("refused");
+    let result = stdout_of(&mut pty);
+    assert_eq!(
+        result["text"],
+        "The user declined to run run_bash. Ask what they would like to do instead."
+    );
+    assert!(!dir.path().join("ran").exists());
+}
