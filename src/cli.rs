@@ -11,6 +11,10 @@ pub const USAGE: &str = "\
 usage:
   agent-nvim tool NAME 'JSON_ARGS' [--workspace DIR] [--auto-approve] [--timeout SECS]
       Run one tool (read_file, list_files, edit_file, run_bash) and print its result as JSON.
+  agent-nvim run [--workspace DIR] [--provider P] [--model M] [--base-url URL]
+                 [--auto-approve] [--max-turns N] [--timeout SECS] PROMPT
+      Run the agent on one prompt in the terminal; its text streams to stdout.
+      Providers: anthropic (ANTHROPIC_API_KEY), openai (OPENAI_API_KEY), ollama (no key).
   agent-nvim --version
 ";
 
@@ -19,6 +23,8 @@ usage:
 pub enum Command {
     /// `agent-nvim tool ...`: run one tool by hand.
     Tool(ToolArgs),
+    /// `agent-nvim run ...`: the agent in the terminal.
+    Run(RunArgs),
     /// `--help`.
     Help,
     /// `--version`.
@@ -40,6 +46,23 @@ pub struct ToolArgs {
     pub timeout: Option<Duration>,
 }
 
+/// Arguments of `agent-nvim run`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunArgs {
+    /// The prompt (several words are joined with spaces).
+    pub prompt: String,
+    /// The workspace root; the current directory when not given.
+    pub workspace: Option<PathBuf>,
+    /// Provider, model and endpoint.
+    pub choice: crate::llm::ProviderChoice,
+    /// Allow every mutating call without asking.
+    pub auto_approve: bool,
+    /// The cap on model calls.
+    pub max_turns: Option<u32>,
+    /// run_bash's timeout.
+    pub timeout: Option<Duration>,
+}
+
 fn usage(message: impl std::fmt::Display) -> Error {
     Error::Usage(format!("agent-nvim: {message}\n\n{USAGE}"))
 }
@@ -52,6 +75,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command> {
         Some("-h" | "--help" | "help") => Ok(Command::Help),
         Some("-V" | "--version") => Ok(Command::Version),
         Some("tool") => parse_tool(args).map(Command::Tool),
+        Some("run") => parse_run(args).map(Command::Run),
         Some(other) => Err(usage(format!("unknown command '{other}'"))),
     }
 }
@@ -98,6 +122,48 @@ fn parse_tool(args: impl Iterator<Item = String>) -> Result<ToolArgs> {
         auto_approve,
         timeout,
     })
+}
+
+fn parse_run(args: impl Iterator<Item = String>) -> Result<RunArgs> {
+    let mut words = Vec::new();
+    let mut run = RunArgs {
+        prompt: String::new(),
+        workspace: None,
+        choice: Default::default(),
+        auto_approve: false,
+        max_turns: None,
+        timeout: None,
+    };
+    let mut args = args.peekable();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--workspace" => run.workspace = Some(PathBuf::from(value(&mut args, "--workspace")?)),
+            "--provider" => run.choice.provider = Some(value(&mut args, "--provider")?),
+            "--model" => run.choice.model = Some(value(&mut args, "--model")?),
+            "--base-url" => run.choice.base_url = Some(value(&mut args, "--base-url")?),
+            "--auto-approve" => run.auto_approve = true,
+            "--max-turns" => {
+                let text = value(&mut args, "--max-turns")?;
+                match text.parse::<u32>() {
+                    Ok(n) if n > 0 => run.max_turns = Some(n),
+                    _ => {
+                        return Err(usage(format!(
+                            "--max-turns takes a positive whole number, got '{text}'"
+                        )))
+                    }
+                }
+            }
+            "--timeout" => run.timeout = Some(seconds(&value(&mut args, "--timeout")?)?),
+            "--" => words.extend(args.by_ref()),
+            flag if flag.starts_with("--") => return Err(usage(format!("unknown flag '{flag}'"))),
+            _ => words.push(arg),
+        }
+    }
+    run.prompt = words.join(" ");
+    if run.prompt.trim().is_empty() {
+        return Err(usage("'run' needs a PROMPT"));
+    }
+    Ok(run)
 }
 
 fn value(args: &mut impl Iterator<Item = String>, flag: &str) -> Result<String> {
@@ -149,6 +215,29 @@ mod tests {
                 workspace: Some("/w".into()),
                 auto_approve: true,
                 timeout: Some(Duration::from_millis(1500)),
+            })
+        );
+    }
+
+    #[test]
+    fn run_takes_flags_and_joins_the_prompt_words() {
+        let got = parse_words(
+            "run --provider ollama --model qwen --max-turns 3 fix the tests --auto-approve",
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            Command::Run(RunArgs {
+                prompt: "fix the tests".into(),
+                workspace: None,
+                choice: crate::llm::ProviderChoice {
+                    provider: Some("ollama".into()),
+                    model: Some("qwen".into()),
+                    base_url: None
+                },
+                auto_approve: true,
+                max_turns: Some(3),
+                timeout: None,
             })
         );
     }

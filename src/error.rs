@@ -9,6 +9,9 @@ pub enum Error {
     /// Returned by the command-line parsers: the user typed something we do not understand.
     #[error("{0}")]
     Usage(String),
+    /// Returned by front ends when the provider cannot be configured (no key, unknown name).
+    #[error("{0}")]
+    Config(String),
     /// Returned by [`crate::workspace::Workspace::new`] when the root cannot be used.
     #[error("agent: cannot use workspace root {path}: {source}")]
     Workspace {

@@ -3,11 +3,13 @@
 //!
 //! `main.rs` only picks a front end; everything that can be tested lives here.
 
+pub mod agent;
 pub mod approval;
 pub mod cli;
 pub mod diff;
 pub mod editor;
 pub mod error;
+pub mod llm;
 pub mod process;
 pub mod terminal;
 pub mod text;

@@ -9,6 +9,7 @@ use agent_nvim::{terminal, Error};
 fn main() -> ExitCode {
     let result = cli::parse(std::env::args().skip(1)).and_then(|command| match command {
         Command::Tool(args) => terminal::run_tool(args),
+        Command::Run(args) => terminal::run_agent(args),
         Command::Help => say(cli::USAGE),
         Command::Version => say(&format!("agent-nvim {}\n", env!("CARGO_PKG_VERSION"))),
     });
@@ -18,7 +19,7 @@ fn main() -> ExitCode {
             let _ = writeln!(std::io::stderr(), "{err}");
             ExitCode::from(match err {
                 Error::Usage(_) => 2,
-                Error::Workspace { .. } | Error::Io { .. } => 1,
+                Error::Config(_) | Error::Workspace { .. } | Error::Io { .. } => 1,
             })
         }
     }

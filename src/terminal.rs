@@ -7,9 +7,11 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::{Agent, Event, Outcome, DEFAULT_MAX_TURNS};
 use crate::approval::{ApprovalRequest, Asker, Decision, Gate};
-use crate::cli::ToolArgs;
+use crate::cli::{RunArgs, ToolArgs};
 use crate::editor::NoEditor;
+use crate::llm::{Client, ProviderConfig};
 use crate::tools::{Executor, Settings, ToolContext};
 use crate::workspace::Workspace;
 use crate::{Error, Result};
@@ -158,6 +160,114 @@ pub fn run_tool(args: ToolArgs) -> Result<u8> {
             source,
         })?;
     Ok(0)
+}
+
+/// `agent-nvim run`: the agent on one prompt. The assistant's text streams to stdout, a line per
+/// tool call, then `done · ...`. Exit 0 when the turn completes, 1 on an API or configuration
+/// error, 130 after Ctrl-C (which cancels the turn and kills a running command's tree first).
+pub fn run_agent(args: RunArgs) -> Result<u8> {
+    let root = match args.workspace {
+        Some(dir) => dir,
+        None => std::env::current_dir().map_err(|source| Error::Io {
+            context: "cannot read the current directory",
+            source,
+        })?,
+    };
+    let workspace = Workspace::new(&root).map_err(|err| Error::Usage(err.to_string()))?;
+    let config = ProviderConfig::resolve(&args.choice, &|name| std::env::var(name).ok())
+        .map_err(Error::Config)?;
+    let mut settings = Settings::default();
+    if let Some(timeout) = args.timeout {
+        settings.command_timeout = timeout;
+    }
+    let executor = Executor::new(ToolContext {
+        workspace,
+        gate: Arc::new(Gate::new(
+            args.auto_approve,
+            TerminalAsker::if_interactive(),
+        )),
+        editor: Arc::new(NoEditor),
+        settings,
+    });
+    let client = Client::new(config, &executor.catalogue()).map_err(Error::Config)?;
+    let mut agent = Agent::new(
+        client,
+        executor,
+        args.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
+    );
+    let runtime = runtime()?;
+    let code = runtime.block_on(async {
+        let (events, received) = tokio::sync::mpsc::unbounded_channel();
+        let cancel = CancellationToken::new();
+        let on_interrupt = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                on_interrupt.cancel();
+            }
+        });
+        let printer = tokio::spawn(print_events(received));
+        let outcome = agent.prompt(args.prompt, &events, &cancel).await;
+        drop(events);
+        let _ = printer.await;
+        match outcome {
+            Outcome::Done => 0,
+            Outcome::Failed | Outcome::MaxTurns => 1,
+            Outcome::Cancelled => 130,
+        }
+    });
+    // A question still waiting for a key must not keep the process alive.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    Ok(code)
+}
+
+/// Shows the agent's events: text and tool rows on stdout, problems on stderr.
+async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Event>) {
+    let mut at_line_start = true;
+    while let Some(event) = events.recv().await {
+        let mut out = std::io::stdout().lock();
+        let mut line = |text: &str, out: &mut std::io::StdoutLock<'_>| {
+            let lead = if at_line_start { "" } else { "\n" };
+            at_line_start = true;
+            writeln!(out, "{lead}{text}")
+        };
+        let written = match event {
+            Event::Text { text } => {
+                at_line_start = text.ends_with('\n');
+                out.write_all(text.as_bytes())
+            }
+            Event::ToolFinished { ok, summary, .. } => line(
+                &format!("{} {summary}", if ok { "▸" } else { "✗" }),
+                &mut out,
+            ),
+            Event::TurnDone {
+                outcome: Outcome::Done,
+                message,
+                ..
+            } => line(&message, &mut out),
+            Event::TurnDone { message, .. } | Event::Error { message } => {
+                let _ = line("", &mut out).and_then(|()| out.flush());
+                writeln!(
+                    std::io::stderr(),
+                    "agent: {}",
+                    message.trim_start_matches("agent: ")
+                )
+            }
+            Event::Retrying {
+                attempt,
+                delay_ms,
+                reason,
+            } => writeln!(
+                std::io::stderr(),
+                "agent: {reason}; retrying in {:.1}s (attempt {attempt})",
+                delay_ms as f64 / 1000.0
+            ),
+            Event::TurnStarted | Event::ToolStarted { .. } | Event::Usage { .. } => Ok(()),
+        };
+        if written.and_then(|()| out.flush()).is_err() {
+            // stdout is gone (a closed pipe): nothing more can be shown.
+            return;
+        }
+    }
 }
 
 /// The multi-threaded runtime every front end runs on.

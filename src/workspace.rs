@@ -63,7 +63,8 @@ impl Workspace {
         if !root.is_dir() {
             return Err(Error::Workspace {
                 path: root,
-                source: io::Error::new(io::ErrorKind::NotADirectory, "not a directory"),
+                // `ErrorKind::NotADirectory` is newer than the crate's MSRV (1.80).
+                source: io::Error::other("not a directory"),
             });
         }
         Ok(Workspace { root })
@@ -119,9 +120,11 @@ fn collapse_dots(path: &Path) -> PathBuf {
 }
 
 /// Follows symlinks component by component, as the kernel would, over the part of `path` that
-/// exists. Where a component does not exist, the rest is appended as written (there is nothing
-/// left to follow). Dangling links are followed to their target's text, so `link -> /elsewhere`
-/// resolves outside even while `/elsewhere` does not exist.
+/// exists. Below a component that does not exist there is nothing to follow, so names are appended
+/// as written, until a `..` from a link's target climbs back to where things exist and following
+/// starts again (`link -> missing/../out` must not stop at `<root>/out` if `out` is a link).
+/// Dangling links are followed to their target's text, so `link -> /elsewhere` resolves outside
+/// even while `/elsewhere` does not exist.
 fn resolve_links(path: &Path) -> io::Result<PathBuf> {
     let mut out = PathBuf::new();
     let mut queue: VecDeque<OsString> = VecDeque::new();
@@ -134,18 +137,21 @@ fn resolve_links(path: &Path) -> io::Result<PathBuf> {
         }
     }
     let mut hops = 0;
-    let mut missing = false;
+    // How many trailing components of `out` do not exist.
+    let mut missing: usize = 0;
     while let Some(name) = queue.pop_front() {
         if name == "." {
             continue;
         }
         if name == ".." {
             out.pop();
+            missing = missing.saturating_sub(1);
             continue;
         }
         let candidate = out.join(&name);
-        if missing {
+        if missing > 0 {
             out = candidate;
+            missing += 1;
             continue;
         }
         match std::fs::symlink_metadata(&candidate) {
@@ -158,8 +164,14 @@ fn resolve_links(path: &Path) -> io::Result<PathBuf> {
                 let mut parts = Vec::new();
                 for component in target.components() {
                     match component {
-                        Component::Prefix(_) | Component::RootDir => {
-                            out = PathBuf::from(component.as_os_str());
+                        Component::Prefix(_) => out = PathBuf::from(component.as_os_str()),
+                        // Keep a drive prefix just set (`C:\x`), or the current one (`\x`).
+                        Component::RootDir => {
+                            out = out
+                                .components()
+                                .take_while(|c| matches!(c, Component::Prefix(_)))
+                                .collect();
+                            out.push(component.as_os_str());
                         }
                         Component::CurDir => {}
                         Component::ParentDir => parts.push(OsString::from("..")),
@@ -171,11 +183,10 @@ fn resolve_links(path: &Path) -> io::Result<PathBuf> {
                 }
             }
             Ok(_) => out = candidate,
-            Err(err)
-                if err.kind() == io::ErrorKind::NotFound
-                    || err.kind() == io::ErrorKind::NotADirectory =>
-            {
-                missing = true;
+            // Below a file nothing exists (ENOTDIR, whose `ErrorKind` is newer than the MSRV);
+            // `out` holds no links, so asking whether it is a directory follows none.
+            Err(err) if err.kind() == io::ErrorKind::NotFound || !out.is_dir() => {
+                missing = 1;
                 out = candidate;
             }
             Err(err) => return Err(err),
@@ -217,4 +228,571 @@ fn strip_root<'a>(path: &'a Path, root: &Path) -> Option<&'a Path> {
         }
     }
     Some(rest.as_path())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use tempfile::TempDir;
+
+    /// A workspace `<base>/repo` with `src/a.rs` in it, a directory `<base>/outside` with
+    /// `secret.txt`, and the sibling `<base>/repo-secrets/key.pem`.
+    struct Fixture {
+        dir: TempDir,
+        base: PathBuf,
+        ws: Workspace,
+    }
+
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let base = fs::canonicalize(dir.path()).unwrap();
+        fs::create_dir_all(base.join("repo/src")).unwrap();
+        fs::write(base.join("repo/src/a.rs"), "fn main() {}\n").unwrap();
+        fs::create_dir_all(base.join("outside")).unwrap();
+        fs::write(base.join("outside/secret.txt"), "secret\n").unwrap();
+        fs::create_dir_all(base.join("repo-secrets")).unwrap();
+        fs::write(base.join("repo-secrets/key.pem"), "key\n").unwrap();
+        let ws = Workspace::new(&base.join("repo")).unwrap();
+        Fixture { dir, base, ws }
+    }
+
+    fn accepted(path: PathBuf, rel: &str) -> Result<Resolved, Refusal> {
+        Ok(Resolved {
+            path,
+            rel: rel.to_string(),
+        })
+    }
+
+    /// The refusal SPEC section 2 prescribes, spelled out here rather than through
+    /// `Refusal::outside` so that a change to the text fails these tests.
+    fn refused_outside(given: &str) -> Result<Resolved, Refusal> {
+        Err(Refusal(format!(
+            "Refused: '{given}' resolves outside the workspace root."
+        )))
+    }
+
+    fn text(path: &Path) -> String {
+        path.to_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn new_canonicalizes_the_root() {
+        let fx = fixture();
+        let through_tempdir = fx.dir.path().join("repo/./src/..");
+        let ws = Workspace::new(&through_tempdir).unwrap();
+        assert_eq!(ws.root(), fx.base.join("repo"));
+    }
+
+    #[test]
+    fn new_refuses_a_missing_root() {
+        let fx = fixture();
+        let missing = fx.base.join("nope");
+        match Workspace::new(&missing) {
+            Err(Error::Workspace { path, source }) => {
+                assert_eq!((path, source.kind()), (missing, io::ErrorKind::NotFound));
+            }
+            other => panic!("expected Error::Workspace, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn new_refuses_a_file_as_root() {
+        let fx = fixture();
+        let file = fx.base.join("outside/secret.txt");
+        let err = Workspace::new(&file).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "agent: cannot use workspace root {}: not a directory",
+                file.display()
+            )
+        );
+    }
+
+    #[test]
+    fn relative_path_resolves_below_the_root() {
+        let fx = fixture();
+        let root = fx.ws.root();
+        assert_eq!(
+            fx.ws.resolve("src/a.rs"),
+            accepted(root.join("src/a.rs"), "src/a.rs")
+        );
+    }
+
+    #[test]
+    fn relative_path_that_does_not_exist_yet_is_accepted() {
+        let fx = fixture();
+        let root = fx.ws.root();
+        assert_eq!(
+            fx.ws.resolve("new/dir/b.rs"),
+            accepted(root.join("new/dir/b.rs"), "new/dir/b.rs")
+        );
+    }
+
+    #[test]
+    fn dot_is_the_root_itself() {
+        let fx = fixture();
+        assert_eq!(
+            fx.ws.resolve("."),
+            accepted(fx.ws.root().to_path_buf(), ".")
+        );
+    }
+
+    #[test]
+    fn redundant_slashes_and_dots_are_collapsed() {
+        let fx = fixture();
+        let root = fx.ws.root();
+        assert_eq!(
+            fx.ws.resolve("./src//./a.rs/"),
+            accepted(root.join("src/a.rs"), "src/a.rs")
+        );
+    }
+
+    #[test]
+    fn parent_of_the_root_is_refused() {
+        let fx = fixture();
+        assert_eq!(fx.ws.resolve("../x"), refused_outside("../x"));
+    }
+
+    #[test]
+    fn climbing_to_etc_passwd_is_refused() {
+        let fx = fixture();
+        assert_eq!(
+            fx.ws.resolve("../../etc/passwd"),
+            refused_outside("../../etc/passwd")
+        );
+    }
+
+    #[test]
+    fn dotdot_that_climbs_out_after_going_down_is_refused() {
+        let fx = fixture();
+        assert_eq!(
+            fx.ws.resolve("src/../../escape.txt"),
+            refused_outside("src/../../escape.txt")
+        );
+    }
+
+    #[test]
+    fn dotdot_that_stays_inside_is_collapsed() {
+        let fx = fixture();
+        assert_eq!(
+            fx.ws.resolve("src/../a.rs"),
+            accepted(fx.ws.root().join("a.rs"), "a.rs")
+        );
+    }
+
+    #[test]
+    fn climbing_out_and_back_in_by_name_is_accepted() {
+        let fx = fixture();
+        assert_eq!(
+            fx.ws.resolve("../repo/src/a.rs"),
+            accepted(fx.ws.root().join("src/a.rs"), "src/a.rs")
+        );
+    }
+
+    #[test]
+    fn absolute_path_inside_is_accepted() {
+        let fx = fixture();
+        let given = text(&fx.ws.root().join("src/a.rs"));
+        assert_eq!(
+            fx.ws.resolve(&given),
+            accepted(fx.ws.root().join("src/a.rs"), "src/a.rs")
+        );
+    }
+
+    #[test]
+    fn absolute_path_through_the_uncanonical_tempdir_is_accepted() {
+        let fx = fixture();
+        let given = text(&fx.dir.path().join("repo/src/a.rs"));
+        assert_eq!(
+            fx.ws.resolve(&given),
+            accepted(fx.ws.root().join("src/a.rs"), "src/a.rs")
+        );
+    }
+
+    #[test]
+    fn absolute_root_is_the_root_itself() {
+        let fx = fixture();
+        let given = text(fx.ws.root());
+        assert_eq!(
+            fx.ws.resolve(&given),
+            accepted(fx.ws.root().to_path_buf(), ".")
+        );
+    }
+
+    #[test]
+    fn absolute_path_outside_is_refused() {
+        let fx = fixture();
+        let given = text(&fx.base.join("outside/secret.txt"));
+        assert_eq!(fx.ws.resolve(&given), refused_outside(&given));
+    }
+
+    #[test]
+    fn filesystem_root_is_refused() {
+        let fx = fixture();
+        assert_eq!(fx.ws.resolve("/"), refused_outside("/"));
+    }
+
+    #[test]
+    fn sibling_sharing_the_root_as_a_string_prefix_is_refused() {
+        let fx = fixture();
+        let given = format!("{}-secrets/key.pem", text(fx.ws.root()));
+        assert_eq!(fx.ws.resolve(&given), refused_outside(&given));
+    }
+
+    #[test]
+    fn empty_path_is_refused() {
+        let fx = fixture();
+        assert_eq!(
+            fx.ws.resolve(""),
+            Err(Refusal("Refused: '' is an empty path.".to_string()))
+        );
+    }
+
+    #[test]
+    fn blank_path_is_refused() {
+        let fx = fixture();
+        assert_eq!(
+            fx.ws.resolve(" \t\n"),
+            Err(Refusal("Refused: ' \t\n' is an empty path.".to_string()))
+        );
+    }
+
+    #[test]
+    fn nul_byte_is_refused_and_shown_escaped() {
+        let fx = fixture();
+        assert_eq!(
+            fx.ws.resolve("src/a\0.rs"),
+            Err(Refusal(
+                "Refused: 'src/a\\0.rs' contains a NUL byte.".to_string()
+            ))
+        );
+    }
+
+    #[test]
+    fn refusal_displays_its_text() {
+        let fx = fixture();
+        let refusal = fx.ws.resolve("../x").unwrap_err();
+        assert_eq!(
+            refusal.to_string(),
+            "Refused: '../x' resolves outside the workspace root."
+        );
+    }
+
+    #[test]
+    fn display_shows_paths_inside_relative_and_outside_in_full() {
+        let fx = fixture();
+        let outside = fx.base.join("outside/secret.txt");
+        assert_eq!(
+            (
+                fx.ws.display(&fx.ws.root().join("src/a.rs")),
+                fx.ws.display(fx.ws.root()),
+                fx.ws.display(&outside),
+            ),
+            ("src/a.rs".to_string(), ".".to_string(), text(&outside))
+        );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn root_in_another_case_is_refused_on_linux() {
+        let fx = fixture();
+        let upper = text(fx.ws.root()).to_uppercase();
+        assert!(!Path::new(&upper).exists(), "{upper} exists");
+        let given = format!("{upper}/x");
+        assert_eq!(fx.ws.resolve(&given), refused_outside(&given));
+    }
+
+    #[cfg(any(target_os = "macos", windows))]
+    #[test]
+    fn root_in_another_case_is_accepted_on_case_insensitive_systems() {
+        let fx = fixture();
+        let upper = text(fx.ws.root()).to_uppercase();
+        let given = text(&Path::new(&upper).join("x"));
+        assert_eq!(fx.ws.resolve(&given), accepted(PathBuf::from(&given), "x"));
+    }
+
+    #[cfg(unix)]
+    mod links {
+        use super::*;
+        use std::os::unix::fs::symlink;
+
+        #[test]
+        fn link_to_a_file_outside_is_refused() {
+            let fx = fixture();
+            symlink(fx.base.join("outside/secret.txt"), fx.ws.root().join("s")).unwrap();
+            assert_eq!(fx.ws.resolve("s"), refused_outside("s"));
+        }
+
+        #[test]
+        fn link_to_a_directory_outside_is_refused() {
+            let fx = fixture();
+            symlink(fx.base.join("outside"), fx.ws.root().join("o")).unwrap();
+            assert_eq!(
+                (fx.ws.resolve("o"), fx.ws.resolve("o/secret.txt")),
+                (refused_outside("o"), refused_outside("o/secret.txt"))
+            );
+        }
+
+        #[test]
+        fn new_file_through_a_link_to_a_directory_outside_is_refused() {
+            let fx = fixture();
+            symlink(fx.base.join("outside"), fx.ws.root().join("o")).unwrap();
+            assert_eq!(
+                fx.ws.resolve("o/new/file.txt"),
+                refused_outside("o/new/file.txt")
+            );
+        }
+
+        #[test]
+        fn relative_link_climbing_out_is_refused() {
+            let fx = fixture();
+            symlink("../..", fx.ws.root().join("src/up")).unwrap();
+            assert_eq!(
+                fx.ws.resolve("src/up/outside/secret.txt"),
+                refused_outside("src/up/outside/secret.txt")
+            );
+        }
+
+        #[test]
+        fn dangling_link_pointing_outside_is_refused() {
+            let fx = fixture();
+            symlink(fx.base.join("outside/new.txt"), fx.ws.root().join("d")).unwrap();
+            assert_eq!(fx.ws.resolve("d"), refused_outside("d"));
+        }
+
+        #[test]
+        fn dangling_link_pointing_inside_resolves_to_its_target() {
+            let fx = fixture();
+            symlink("src/new.rs", fx.ws.root().join("d")).unwrap();
+            assert_eq!(
+                fx.ws.resolve("d"),
+                accepted(fx.ws.root().join("src/new.rs"), "src/new.rs")
+            );
+        }
+
+        #[test]
+        fn link_inside_pointing_inside_resolves_to_its_target() {
+            let fx = fixture();
+            symlink(fx.ws.root().join("src"), fx.ws.root().join("code")).unwrap();
+            assert_eq!(
+                fx.ws.resolve("code/a.rs"),
+                accepted(fx.ws.root().join("src/a.rs"), "src/a.rs")
+            );
+        }
+
+        #[test]
+        fn relative_link_climbing_to_the_root_resolves_to_the_root() {
+            let fx = fixture();
+            symlink("..", fx.ws.root().join("src/home")).unwrap();
+            assert_eq!(
+                fx.ws.resolve("src/home/src/a.rs"),
+                accepted(fx.ws.root().join("src/a.rs"), "src/a.rs")
+            );
+        }
+
+        #[test]
+        fn link_loop_is_refused_without_hanging() {
+            let fx = fixture();
+            symlink("loop2", fx.ws.root().join("loop1")).unwrap();
+            symlink("loop1", fx.ws.root().join("loop2")).unwrap();
+            assert_eq!(fx.ws.resolve("loop1/x"), refused_outside("loop1/x"));
+        }
+
+        #[test]
+        fn self_link_is_refused_without_hanging() {
+            let fx = fixture();
+            symlink("me", fx.ws.root().join("me")).unwrap();
+            assert_eq!(fx.ws.resolve("me"), refused_outside("me"));
+        }
+
+        /// `detour -> nothere/../out`: the kernel would fail on `nothere`, but a resolver that
+        /// stops following links once it meets a missing component would hand back
+        /// `<root>/out`, a link to outside, to do I/O on.
+        #[test]
+        fn link_detouring_through_a_missing_directory_is_still_followed() {
+            let fx = fixture();
+            symlink(fx.base.join("outside"), fx.ws.root().join("out")).unwrap();
+            symlink("nothere/../out", fx.ws.root().join("detour")).unwrap();
+            assert_eq!(
+                (fx.ws.resolve("detour"), fx.ws.resolve("detour/secret.txt")),
+                (
+                    refused_outside("detour"),
+                    refused_outside("detour/secret.txt")
+                )
+            );
+        }
+
+        #[test]
+        fn link_detouring_through_a_file_is_still_followed() {
+            let fx = fixture();
+            symlink(fx.base.join("outside"), fx.ws.root().join("out")).unwrap();
+            symlink("a.rs/x/../../../out", fx.ws.root().join("src/detour")).unwrap();
+            assert_eq!(
+                fx.ws.resolve("src/detour/secret.txt"),
+                refused_outside("src/detour/secret.txt")
+            );
+        }
+
+        #[test]
+        fn symlinked_root_is_canonical_and_accepts_paths_through_the_link() {
+            let fx = fixture();
+            let link = fx.base.join("repo-link");
+            symlink(fx.base.join("repo"), &link).unwrap();
+            let ws = Workspace::new(&link).unwrap();
+            let through_link = text(&link.join("src/a.rs"));
+            assert_eq!(
+                (
+                    ws.root().to_path_buf(),
+                    ws.resolve("src/a.rs"),
+                    ws.resolve(&through_link),
+                ),
+                (
+                    fx.base.join("repo"),
+                    accepted(fx.base.join("repo/src/a.rs"), "src/a.rs"),
+                    accepted(fx.base.join("repo/src/a.rs"), "src/a.rs"),
+                )
+            );
+        }
+    }
+
+    #[cfg(unix)]
+    mod property {
+        use super::*;
+        use proptest::prelude::*;
+        use std::os::unix::fs::symlink;
+
+        /// Names of the links planted by `plant` (they sit at several depths, so random paths
+        /// meet them often).
+        const LINKS: [&str; 8] = [
+            "out_dir", "out_file", "in_dir", "dangling", "up", "home", "detour", "loop",
+        ];
+
+        /// A tree mixing directories, files and every kind of link the check has to see through.
+        fn plant(base: &Path) {
+            let repo = base.join("repo");
+            let outside = base.join("outside");
+            for dir in ["repo/a/b", "repo/c", "outside/a/b", "a"] {
+                fs::create_dir_all(base.join(dir)).unwrap();
+            }
+            for file in ["repo/b", "repo/a/c", "outside/b", "outside/secret.txt"] {
+                fs::write(base.join(file), "x\n").unwrap();
+            }
+            let links = [
+                (outside.clone(), repo.join("out_dir")),
+                (outside.join("secret.txt"), repo.join("out_file")),
+                ("a".into(), repo.join("in_dir")),
+                (repo.join("a/b"), repo.join("a/in_dir")),
+                (outside.join("nope/deeper"), repo.join("dangling")),
+                ("../..".into(), repo.join("a/up")),
+                ("../..".into(), repo.join("a/b/home")),
+                ("nothere/../out_dir".into(), repo.join("detour")),
+                ("nothere/../../out_dir".into(), repo.join("a/detour")),
+                ("up".into(), repo.join("a/b/up")),
+                ("../repo".into(), outside.join("home")),
+                ("../out_file".into(), repo.join("c/out_file")),
+                ("../loop".into(), repo.join("a/loop")),
+                ("a/loop".into(), repo.join("loop")),
+            ];
+            for (target, link) in links {
+                symlink(target, link).unwrap();
+            }
+        }
+
+        /// `.` and `..` collapsed as text, the way SPEC section 2 says (before any link).
+        fn collapse(path: &Path) -> PathBuf {
+            let mut out = PathBuf::new();
+            for component in path.components() {
+                match component {
+                    Component::ParentDir => {
+                        out.pop();
+                    }
+                    Component::CurDir => {}
+                    other => out.push(other.as_os_str()),
+                }
+            }
+            out
+        }
+
+        /// The kernel's view of `path`: its longest prefix that exists (as a name, links
+        /// included) canonicalized by `std::fs::canonicalize`, with the rest appended. None
+        /// when that prefix cannot be canonicalized (a dangling link or a loop).
+        fn kernel_view(path: &Path) -> Option<PathBuf> {
+            let existing = path.ancestors().find(|p| fs::symlink_metadata(p).is_ok())?;
+            let real = fs::canonicalize(existing).ok()?;
+            match path.strip_prefix(existing).ok()? {
+                rest if rest.as_os_str().is_empty() => Some(real),
+                rest => Some(real.join(rest)),
+            }
+        }
+
+        fn given_paths(base: &Path) -> impl Strategy<Value = String> {
+            let mut names = vec!["..", ".", "", "a", "b", "c"];
+            names.extend(LINKS);
+            let root = text(&base.join("repo"));
+            let prefixes = vec![
+                String::new(),
+                String::new(),
+                "/".to_string(),
+                format!("{root}/"),
+                format!("/{root}/"),
+                format!("{root}-secrets/"),
+            ];
+            (
+                prop::sample::select(prefixes),
+                prop::collection::vec(prop::sample::select(names), 0..8),
+            )
+                .prop_map(|(prefix, segments)| prefix + &segments.join("/"))
+        }
+
+        #[test]
+        fn accepted_paths_stay_inside_and_refusals_are_exact() {
+            let dir = tempfile::tempdir().unwrap();
+            let base = fs::canonicalize(dir.path()).unwrap();
+            plant(&base);
+            let ws = Workspace::new(&base.join("repo")).unwrap();
+            let root = ws.root();
+            proptest!(
+                ProptestConfig {
+                    cases: 512,
+                    failure_persistence: None,
+                    ..ProptestConfig::default()
+                },
+                |(given in given_paths(&base))| {
+                    let got = ws.resolve(&given);
+                    if given.trim().is_empty() {
+                        prop_assert_eq!(
+                            got,
+                            Err(Refusal(format!("Refused: '{given}' is an empty path.")))
+                        );
+                        return Ok(());
+                    }
+                    if let Ok(resolved) = &got {
+                        // Sound: what was accepted is, to the kernel, inside the root, and the
+                        // path handed back has no links left in it.
+                        let real = kernel_view(&resolved.path);
+                        prop_assert_eq!(real.as_ref(), Some(&resolved.path));
+                        prop_assert!(resolved.path.starts_with(root));
+                        prop_assert_eq!(&root.join(&resolved.rel), &resolved.path);
+                    }
+                    // Complete: wherever the kernel can say where the path goes, the check
+                    // agrees with it, both ways.
+                    if let Some(real) = kernel_view(&collapse(&root.join(&given))) {
+                        let want = match real.strip_prefix(root) {
+                            Ok(rest) if rest.as_os_str().is_empty() => {
+                                accepted(real.clone(), ".")
+                            }
+                            Ok(rest) => accepted(real.clone(), rest.to_str().unwrap()),
+                            Err(_) => refused_outside(&given),
+                        };
+                        prop_assert_eq!(got, want);
+                    } else if let Err(refusal) = got {
+                        prop_assert_eq!(Err(refusal), refused_outside(&given));
+                    }
+                }
+            );
+        }
+    }
 }

@@ -1,0 +1,253 @@
+//! The turn loop (SPEC section 4). It knows nothing of Neovim or terminals: it takes a prompt,
+//! talks to the model through [`crate::llm::Client`], runs tool calls through the
+//! [`crate::tools::Executor`], and reports what happens as [`Event`]s for a front end to show.
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use crate::llm::{CallResult, Client, Message, Progress, Request, Usage};
+use crate::tools::{Executor, ToolResult};
+
+/// The default cap on model calls per prompt.
+pub const DEFAULT_MAX_TURNS: u32 = 40;
+
+/// What the loop reports to its front end, in order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// Turn started (the prompt was accepted).
+    TurnStarted,
+    /// More of the assistant's text.
+    Text { text: String },
+    /// A tool call is about to run (it may still wait for approval).
+    ToolStarted {
+        id: String,
+        name: String,
+        args: Value,
+    },
+    /// A tool call finished.
+    ToolFinished {
+        id: String,
+        name: String,
+        ok: bool,
+        summary: String,
+        output: String,
+    },
+    /// The request failed and will be retried.
+    Retrying {
+        attempt: u32,
+        delay_ms: u64,
+        reason: String,
+    },
+    /// Tokens used so far in this turn.
+    Usage { input: u64, output: u64 },
+    /// The turn ended; the line to show (`done · ...`, cancelled, stopped after N turns).
+    TurnDone {
+        input: u64,
+        output: u64,
+        outcome: Outcome,
+        message: String,
+    },
+    /// Something went wrong; the message says what to do.
+    Error { message: String },
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The model finished.
+    Done,
+    /// The user cancelled.
+    Cancelled,
+    /// max_turns model calls without finishing.
+    MaxTurns,
+    /// An API or network error ended it.
+    Failed,
+}
+
+/// The line shown when a turn completes.
+pub fn done_line(usage: Usage) -> String {
+    format!("done · {} in / {} out tokens", usage.input, usage.output)
+}
+
+/// The system prompt. It asks for good habits; it enforces nothing (the executor does).
+pub fn system_prompt(root: &std::path::Path) -> String {
+    format!(
+        "You are a coding agent working in the workspace at {root}. You have four tools: \
+read_file, list_files, edit_file and run_bash.\n\
+- Paths are relative to the workspace root. Paths outside it are refused by the tools; when that \
+happens, tell the user instead of trying another way around.\n\
+- Read a file before editing it. edit_file replaces old_str, which must appear exactly once: \
+copy it exactly from the file, with enough surrounding lines to be unique. An empty old_str \
+creates a new file.\n\
+- run_bash is not interactive: stdin is empty, and commands that wait for input or open an \
+editor or pager will not work. Commands have a timeout.\n\
+- The user approves every edit and command, and may decline; if they do, ask what they would \
+like instead.\n\
+- After changing code, verify the change (build, run the tests) before saying it is done.\n\
+- Be brief. Say what you changed and why.",
+        root = root.display()
+    )
+}
+
+/// One conversation with the model.
+pub struct Agent {
+    client: Client,
+    executor: Executor,
+    system: String,
+    history: Vec<Message>,
+    max_turns: u32,
+}
+
+impl Agent {
+    /// An agent over `executor`, talking through `client`.
+    pub fn new(client: Client, executor: Executor, max_turns: u32) -> Self {
+        let system = system_prompt(executor.context().workspace.root());
+        Agent {
+            client,
+            executor,
+            system,
+            history: Vec::new(),
+            max_turns: max_turns.max(1),
+        }
+    }
+
+    /// The conversation so far.
+    pub fn history(&self) -> &[Message] {
+        &self.history
+    }
+
+    /// The executor (and through it the workspace and gate).
+    pub fn executor(&self) -> &Executor {
+        &self.executor
+    }
+
+    /// Starts a new conversation: history and session grants are forgotten.
+    pub fn reset(&mut self) {
+        self.history.clear();
+        self.executor.context().gate.reset();
+    }
+
+    /// Runs one prompt to the end of its turn. The conversation stays valid whatever happens
+    /// (every tool call gets a result), so the next prompt works after a cancel or an error.
+    pub async fn prompt(
+        &mut self,
+        text: String,
+        events: &UnboundedSender<Event>,
+        cancel: &CancellationToken,
+    ) -> Outcome {
+        let send = |event: Event| {
+            let _ = events.send(event);
+        };
+        send(Event::TurnStarted);
+        self.history.push(Message::User(text));
+        let mut total = Usage::default();
+        for _ in 0..self.max_turns {
+            let request = Request {
+                system: &self.system,
+                messages: &self.history,
+            };
+            let mut progress = |p: Progress| match p {
+                Progress::Text(text) => send(Event::Text { text }),
+                Progress::Retrying {
+                    attempt,
+                    delay,
+                    reason,
+                } => send(Event::Retrying {
+                    attempt,
+                    delay_ms: delay.as_millis() as u64,
+                    reason,
+                }),
+            };
+            let reply = tokio::select! {
+                reply = self.client.complete(&request, &mut progress) => reply,
+                () = cancel.cancelled() => return finish(&send, total, Outcome::Cancelled, "cancelled".into()),
+            };
+            let reply = match reply {
+                Ok(reply) => reply,
+                Err(err) => {
+                    let message = format!("agent: {err}");
+                    tracing::warn!(%message, "model request failed");
+                    send(Event::Error {
+                        message: message.clone(),
+                    });
+                    return finish(&send, total, Outcome::Failed, message);
+                }
+            };
+            total.input += reply.usage.input;
+            total.output += reply.usage.output;
+            send(Event::Usage {
+                input: total.input,
+                output: total.output,
+            });
+            let calls = reply.calls;
+            if calls.is_empty() {
+                if !reply.text.is_empty() {
+                    self.history.push(Message::Assistant {
+                        text: reply.text,
+                        calls,
+                    });
+                }
+                return finish(&send, total, Outcome::Done, done_line(total));
+            }
+            let mut results = Vec::with_capacity(calls.len());
+            for call in &calls {
+                let result = if cancel.is_cancelled() {
+                    ToolResult::fail("Cancelled by the user before it ran.")
+                } else {
+                    let args = call.args.clone().unwrap_or(Value::Null);
+                    send(Event::ToolStarted {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        args,
+                    });
+                    match &call.args {
+                        Ok(args) => self.executor.call(&call.name, args, cancel).await,
+                        Err(err) => ToolResult::fail(format!(
+                            "{}: the arguments are not valid JSON ({err}); send them again as one JSON object.",
+                            call.name
+                        )),
+                    }
+                };
+                send(Event::ToolFinished {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    ok: result.ok,
+                    summary: result.summary,
+                    output: result.text.clone(),
+                });
+                results.push(CallResult {
+                    id: call.id.clone(),
+                    ok: result.ok,
+                    text: result.text,
+                });
+            }
+            self.history.push(Message::Assistant {
+                text: reply.text,
+                calls,
+            });
+            self.history.push(Message::Results(results));
+            if cancel.is_cancelled() {
+                return finish(&send, total, Outcome::Cancelled, "cancelled".into());
+            }
+        }
+        let message = format!(
+            "Stopped after {} model turns without finishing.",
+            self.max_turns
+        );
+        finish(&send, total, Outcome::MaxTurns, message)
+    }
+}
+
+fn finish(send: &impl Fn(Event), total: Usage, outcome: Outcome, message: String) -> Outcome {
+    send(Event::TurnDone {
+        input: total.input,
+        output: total.output,
+        outcome,
+        message,
+    });
+    outcome
+}

@@ -1,0 +1,390 @@
+//! The Anthropic Messages API wire format: request bodies and the SSE stream parser.
+//!
+//! Prompt caching: the system prompt and the tool catalogue carry `cache_control`, and the
+//! catalogue is rendered once per client, so every request's prefix is byte-identical.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use super::{LlmError, Message, Progress, Reply, Request, ToolCall, Usage};
+use crate::tools::ToolSpec;
+
+/// The most tokens one response may hold.
+const MAX_TOKENS: u32 = 16_000;
+
+/// The tool catalogue in Anthropic's shape, the last entry marked for caching.
+pub fn tools(specs: &[ToolSpec]) -> Value {
+    let count = specs.len();
+    Value::Array(
+        specs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let mut tool =
+                    json!({"name": t.name, "description": t.description, "input_schema": t.schema});
+                if i + 1 == count {
+                    tool["cache_control"] = json!({"type": "ephemeral"});
+                }
+                tool
+            })
+            .collect(),
+    )
+}
+
+/// The request body. Consecutive user-side messages (tool results, then a new prompt) are merged
+/// into one user message with the tool_result blocks first, as the API requires.
+pub fn body(model: &str, request: &Request<'_>, tools: &Value) -> Value {
+    let mut messages: Vec<Value> = Vec::new();
+    for message in request.messages {
+        let (role, blocks) = match message {
+            Message::User(text) => ("user", vec![json!({"type": "text", "text": text})]),
+            Message::Results(results) => (
+                "user",
+                results
+                    .iter()
+                    .map(|r| {
+                        let mut block =
+                            json!({"type": "tool_result", "tool_use_id": r.id, "content": r.text});
+                        if !r.ok {
+                            block["is_error"] = Value::Bool(true);
+                        }
+                        block
+                    })
+                    .collect(),
+            ),
+            Message::Assistant { text, calls } => {
+                let mut blocks = Vec::new();
+                if !text.is_empty() {
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+                for call in calls {
+                    // Arguments that did not parse are replayed as {}: the API wants an object,
+                    // and the failed result beside it tells the model what went wrong.
+                    let input = match &call.args {
+                        Ok(v @ Value::Object(_)) => v.clone(),
+                        _ => json!({}),
+                    };
+                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
+                }
+                ("assistant", blocks)
+            }
+        };
+        match messages.last_mut() {
+            Some(last) if last["role"] == role => {
+                if let Some(content) = last["content"].as_array_mut() {
+                    content.extend(blocks);
+                }
+            }
+            _ => messages.push(json!({"role": role, "content": blocks})),
+        }
+    }
+    json!({
+        "model": model,
+        "max_tokens": MAX_TOKENS,
+        "stream": true,
+        "system": [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}],
+        "tools": tools,
+        "messages": messages,
+    })
+}
+
+/// A content block being streamed.
+#[derive(Debug)]
+enum Block {
+    Text,
+    Tool {
+        id: String,
+        name: String,
+        json: String,
+    },
+    Other,
+}
+
+/// Turns the event stream into a [`Reply`].
+#[derive(Debug, Default)]
+pub struct Parser {
+    blocks: BTreeMap<u64, Block>,
+    text: String,
+    calls: Vec<ToolCall>,
+    usage: Usage,
+    stopped: bool,
+}
+
+impl Parser {
+    /// Feeds one event; true once `message_stop` arrived.
+    pub fn event(
+        &mut self,
+        name: &str,
+        data: &str,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<bool, LlmError> {
+        if name == "ping" {
+            return Ok(false);
+        }
+        let v: Value = serde_json::from_str(data)
+            .map_err(|e| LlmError::Stream(format!("unreadable {name} event ({e})")))?;
+        let kind = v["type"].as_str().unwrap_or(name);
+        match kind {
+            "message_start" => {
+                let usage = &v["message"]["usage"];
+                self.usage.input = [
+                    "input_tokens",
+                    "cache_creation_input_tokens",
+                    "cache_read_input_tokens",
+                ]
+                .iter()
+                .filter_map(|k| usage[*k].as_u64())
+                .sum();
+                self.usage.output = usage["output_tokens"].as_u64().unwrap_or(0);
+            }
+            "content_block_start" => {
+                let block = &v["content_block"];
+                let index = v["index"].as_u64().unwrap_or(0);
+                let block = match block["type"].as_str() {
+                    Some("text") => {
+                        if let Some(text) = block["text"].as_str().filter(|t| !t.is_empty()) {
+                            self.text.push_str(text);
+                            progress(Progress::Text(text.to_string()));
+                        }
+                        Block::Text
+                    }
+                    Some("tool_use") => Block::Tool {
+                        id: block["id"].as_str().unwrap_or_default().to_string(),
+                        name: block["name"].as_str().unwrap_or_default().to_string(),
+                        json: String::new(),
+                    },
+                    _ => Block::Other,
+                };
+                self.blocks.insert(index, block);
+            }
+            "content_block_delta" => {
+                let index = v["index"].as_u64().unwrap_or(0);
+                let delta = &v["delta"];
+                match (self.blocks.get_mut(&index), delta["type"].as_str()) {
+                    (Some(Block::Text), Some("text_delta")) => {
+                        let text = delta["text"].as_str().unwrap_or_default();
+                        self.text.push_str(text);
+                        progress(Progress::Text(text.to_string()));
+                    }
+                    (Some(Block::Tool { json, .. }), Some("input_json_delta")) => {
+                        json.push_str(delta["partial_json"].as_str().unwrap_or_default());
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                let index = v["index"].as_u64().unwrap_or(0);
+                if let Some(Block::Tool { id, name, json }) = self.blocks.remove(&index) {
+                    self.calls.push(ToolCall::new(id, name, json));
+                }
+            }
+            "message_delta" => {
+                if let Some(out) = v["usage"]["output_tokens"].as_u64() {
+                    self.usage.output = out;
+                }
+            }
+            "message_stop" => {
+                self.stopped = true;
+                return Ok(true);
+            }
+            "error" => {
+                let error = &v["error"];
+                return Err(LlmError::Api(format!(
+                    "{}: {}",
+                    error["type"].as_str().unwrap_or("error"),
+                    error["message"].as_str().unwrap_or(data)
+                )));
+            }
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    /// The reply, or an error when the stream ended before `message_stop`.
+    pub fn finish(mut self) -> Result<Reply, LlmError> {
+        if !self.stopped {
+            return Err(LlmError::Stream(
+                "the stream ended before message_stop (send the prompt again)".to_string(),
+            ));
+        }
+        // A tool block whose stop never came is still a call the model made.
+        for (_, block) in std::mem::take(&mut self.blocks) {
+            if let Block::Tool { id, name, json } = block {
+                self.calls.push(ToolCall::new(id, name, json));
+            }
+        }
+        Ok(Reply {
+            text: self.text,
+            calls: self.calls,
+            usage: self.usage,
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::llm::CallResult;
+
+    fn feed(events: &[(&str, Value)]) -> (Result<Reply, LlmError>, Vec<String>) {
+        let mut parser = Parser::default();
+        let mut texts = Vec::new();
+        let mut progress = |p: Progress| {
+            if let Progress::Text(t) = p {
+                texts.push(t)
+            }
+        };
+        for (name, data) in events {
+            if let Err(e) = parser.event(name, &data.to_string(), &mut progress) {
+                return (Err(e), texts);
+            }
+        }
+        (parser.finish(), texts)
+    }
+
+    #[test]
+    fn text_and_a_tool_call_in_fragments_make_one_reply() {
+        let (reply, texts) = feed(&[
+            (
+                "message_start",
+                json!({"type":"message_start","message":{"usage":{"input_tokens":10,"cache_read_input_tokens":5,"output_tokens":1}}}),
+            ),
+            (
+                "content_block_start",
+                json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Let me "}}),
+            ),
+            ("ping", json!({"type":"ping"})),
+            (
+                "content_block_delta",
+                json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"look."}}),
+            ),
+            (
+                "content_block_stop",
+                json!({"type":"content_block_stop","index":0}),
+            ),
+            (
+                "content_block_start",
+                json!({"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"read_file","input":{}}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"pa"}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"th\": \"a.rs\"}"}}),
+            ),
+            (
+                "content_block_stop",
+                json!({"type":"content_block_stop","index":1}),
+            ),
+            (
+                "message_delta",
+                json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":42}}),
+            ),
+            ("message_stop", json!({"type":"message_stop"})),
+        ]);
+        assert_eq!(texts, vec!["Let me ", "look."]);
+        assert_eq!(
+            reply.unwrap(),
+            Reply {
+                text: "Let me look.".into(),
+                calls: vec![ToolCall::new(
+                    "toolu_1".into(),
+                    "read_file".into(),
+                    "{\"path\": \"a.rs\"}".into()
+                )],
+                usage: Usage {
+                    input: 15,
+                    output: 42
+                },
+            }
+        );
+    }
+
+    #[test]
+    fn an_error_event_mid_stream_is_an_api_error() {
+        let (reply, _) = feed(&[
+            (
+                "message_start",
+                json!({"type":"message_start","message":{"usage":{"input_tokens":1}}}),
+            ),
+            (
+                "error",
+                json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}),
+            ),
+        ]);
+        assert_eq!(
+            reply.unwrap_err(),
+            LlmError::Api("overloaded_error: Overloaded".into())
+        );
+    }
+
+    #[test]
+    fn a_stream_without_message_stop_is_incomplete() {
+        let (reply, _) = feed(&[(
+            "message_start",
+            json!({"type":"message_start","message":{"usage":{}}}),
+        )]);
+        assert!(matches!(reply, Err(LlmError::Stream(_))));
+    }
+
+    #[test]
+    fn the_body_merges_results_before_the_next_prompt_and_marks_errors() {
+        let messages = vec![
+            Message::User("hi".into()),
+            Message::Assistant {
+                text: String::new(),
+                calls: vec![
+                    ToolCall::new("t1".into(), "read_file".into(), r#"{"path":"a"}"#.into()),
+                    ToolCall::new("t2".into(), "read_file".into(), r#"{"path":"#.into()),
+                ],
+            },
+            Message::Results(vec![
+                CallResult {
+                    id: "t1".into(),
+                    ok: true,
+                    text: "A".into(),
+                },
+                CallResult {
+                    id: "t2".into(),
+                    ok: false,
+                    text: "bad".into(),
+                },
+            ]),
+            Message::User("next".into()),
+        ];
+        let body = body(
+            "m",
+            &Request {
+                system: "sys",
+                messages: &messages,
+            },
+            &json!([]),
+        );
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role":"user","content":[{"type":"text","text":"hi"}]},
+                {"role":"assistant","content":[
+                    {"type":"tool_use","id":"t1","name":"read_file","input":{"path":"a"}},
+                    {"type":"tool_use","id":"t2","name":"read_file","input":{}}]},
+                {"role":"user","content":[
+                    {"type":"tool_result","tool_use_id":"t1","content":"A"},
+                    {"type":"tool_result","tool_use_id":"t2","content":"bad","is_error":true},
+                    {"type":"text","text":"next"}]}
+            ])
+        );
+        assert_eq!(
+            body["system"],
+            json!([{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}])
+        );
+        assert_eq!(body["stream"], json!(true));
+    }
+}

@@ -1,0 +1,660 @@
+//! Talking to the model: the provider-neutral conversation, the configuration, and the streaming
+//! client with its retries. One file per wire format: `anthropic.rs` (Messages API) and
+//! `openai.rs` (Chat Completions, which also covers Ollama, llama.cpp, vLLM and OpenRouter).
+
+pub mod anthropic;
+pub mod openai;
+
+use std::fmt;
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use serde_json::Value;
+
+use crate::tools::ToolSpec;
+
+/// Which wire format and defaults to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// Anthropic Messages API.
+    Anthropic,
+    /// OpenAI Chat Completions.
+    OpenAi,
+    /// Ollama's OpenAI-compatible endpoint on localhost, no key.
+    Ollama,
+}
+
+impl ProviderKind {
+    /// Parses a provider name as users type it.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name.to_ascii_lowercase().as_str() {
+            "anthropic" | "claude" => Some(ProviderKind::Anthropic),
+            "openai" => Some(ProviderKind::OpenAi),
+            "ollama" => Some(ProviderKind::Ollama),
+            _ => None,
+        }
+    }
+
+    fn default_model(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "claude-sonnet-4-5",
+            ProviderKind::OpenAi => "gpt-5",
+            ProviderKind::Ollama => "qwen3-coder",
+        }
+    }
+
+    fn key_var(self) -> Option<&'static str> {
+        match self {
+            ProviderKind::Anthropic => Some("ANTHROPIC_API_KEY"),
+            ProviderKind::OpenAi => Some("OPENAI_API_KEY"),
+            ProviderKind::Ollama => None,
+        }
+    }
+
+    /// The base URL: the configured one, else the vendor SDK's environment variable, else the
+    /// vendor's own endpoint.
+    fn base_url(self, env: &dyn Fn(&str) -> Option<String>) -> String {
+        match self {
+            ProviderKind::Anthropic => {
+                env("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".to_string())
+            }
+            ProviderKind::OpenAi => {
+                env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".to_string())
+            }
+            ProviderKind::Ollama => "http://localhost:11434/v1".to_string(),
+        }
+    }
+}
+
+/// An API key. Its Debug and Display never show the value, so it cannot leak into a log.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Wraps a key.
+    pub fn new(key: String) -> Self {
+        ApiKey(key)
+    }
+    fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey([redacted])")
+    }
+}
+
+/// What the user chose (None: not chosen, use the default).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProviderChoice {
+    /// `anthropic`, `openai` or `ollama`.
+    pub provider: Option<String>,
+    /// The model name.
+    pub model: Option<String>,
+    /// The endpoint, overriding the environment and the vendor default.
+    pub base_url: Option<String>,
+}
+
+/// A complete provider configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderConfig {
+    /// Wire format and defaults.
+    pub kind: ProviderKind,
+    /// The model name sent in each request.
+    pub model: String,
+    /// Base URL without a trailing slash.
+    pub base_url: String,
+    /// The key, when the provider needs one.
+    pub api_key: Option<ApiKey>,
+}
+
+impl ProviderConfig {
+    /// Resolves a choice against the environment: with no provider named, the first whose key is
+    /// set (Anthropic, then OpenAI) is used.
+    pub fn resolve(
+        choice: &ProviderChoice,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, String> {
+        let env_set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        let kind = match &choice.provider {
+            Some(name) => ProviderKind::parse(name).ok_or_else(|| {
+                format!("agent: unknown provider '{name}'; use anthropic, openai or ollama")
+            })?,
+            None if env_set("ANTHROPIC_API_KEY").is_some() => ProviderKind::Anthropic,
+            None if env_set("OPENAI_API_KEY").is_some() => ProviderKind::OpenAi,
+            None => {
+                return Err(
+                    "agent: no model provider configured: set ANTHROPIC_API_KEY or \
+                            OPENAI_API_KEY, or choose the provider ollama for a local model"
+                        .to_string(),
+                )
+            }
+        };
+        let api_key = match kind.key_var() {
+            Some(var) => Some(ApiKey(env_set(var).ok_or_else(|| {
+                format!(
+                    "agent: the {var} environment variable is not set; set it to use this provider"
+                )
+            })?)),
+            None => None,
+        };
+        let base_url = choice
+            .base_url
+            .clone()
+            .unwrap_or_else(|| kind.base_url(&env_set));
+        Ok(ProviderConfig {
+            kind,
+            model: choice
+                .model
+                .clone()
+                .unwrap_or_else(|| kind.default_model().to_string()),
+            base_url: base_url.trim_end_matches('/').to_string(),
+            api_key,
+        })
+    }
+}
+
+/// One tool call the model made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The provider's id for the call; its result echoes it.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments exactly as the model sent them (replayed verbatim to OpenAI-style APIs).
+    pub raw_args: String,
+    /// The arguments parsed, or why they could not be.
+    pub args: Result<Value, String>,
+}
+
+impl ToolCall {
+    /// Builds a call, parsing its raw argument text (empty means no arguments).
+    pub fn new(id: String, name: String, raw_args: String) -> Self {
+        let args = if raw_args.trim().is_empty() {
+            Ok(Value::Object(Default::default()))
+        } else {
+            serde_json::from_str(&raw_args).map_err(|e| e.to_string())
+        };
+        ToolCall {
+            id,
+            name,
+            raw_args,
+            args,
+        }
+    }
+}
+
+/// The result of one tool call, as sent back to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallResult {
+    /// The call's id.
+    pub id: String,
+    /// False marks a failure (`is_error` / `ERROR: `).
+    pub ok: bool,
+    /// What the model reads.
+    pub text: String,
+}
+
+/// The conversation, provider-neutral. Each provider renders it in its own format.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// What the user typed (with any context the front end added).
+    User(String),
+    /// One model response.
+    Assistant { text: String, calls: Vec<ToolCall> },
+    /// The results of the previous response's calls, one for every call, in order.
+    Results(Vec<CallResult>),
+}
+
+/// Token counts of one response.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Input tokens (cached ones included).
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+}
+
+/// A finished response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// All its text.
+    pub text: String,
+    /// Its tool calls, in order.
+    pub calls: Vec<ToolCall>,
+    /// Its token counts.
+    pub usage: Usage,
+}
+
+/// What the client reports while a response streams in.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Progress {
+    /// More text.
+    Text(String),
+    /// The request failed and will be sent again after `delay`.
+    Retrying {
+        attempt: u32,
+        delay: Duration,
+        reason: String,
+    },
+}
+
+/// Why a response could not be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LlmError {
+    /// The server answered with an error status (returned by [`Client::complete`] after retries).
+    #[error("API error {status}: {message}{}", request_id.as_ref().map(|id| format!(" (request id {id})")).unwrap_or_default())]
+    Status {
+        status: u16,
+        message: String,
+        request_id: Option<String>,
+        retry_after: Option<Duration>,
+    },
+    /// The server could not be reached.
+    #[error("cannot reach {url}: {reason}")]
+    Connect { url: String, reason: String },
+    /// The stream broke off or carried something we cannot read.
+    #[error("the model's reply broke off: {0}")]
+    Stream(String),
+    /// The server sent an error event in the middle of the stream.
+    #[error("API error during the reply: {0}")]
+    Api(String),
+}
+
+impl LlmError {
+    fn retry_delay(&self, attempt: u32, base: Duration) -> Option<Duration> {
+        match self {
+            LlmError::Status {
+                status: 429 | 500 | 502 | 503 | 504 | 529,
+                retry_after,
+                ..
+            } => {
+                let backoff = base.saturating_mul(1 << attempt.min(5));
+                Some(retry_after.unwrap_or(backoff).min(MAX_RETRY_DELAY))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// How many times a retryable status is retried before it is reported.
+const MAX_RETRIES: u32 = 4;
+/// The longest wait between two tries, whatever retry-after says.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
+
+/// A request's fixed parts.
+pub struct Request<'a> {
+    /// The system prompt.
+    pub system: &'a str,
+    /// The conversation so far.
+    pub messages: &'a [Message],
+}
+
+/// The streaming client for one provider.
+pub struct Client {
+    http: reqwest::Client,
+    config: ProviderConfig,
+    /// The tool catalogue, rendered once so every request carries byte-identical tools (which is
+    /// what lets the provider's prompt cache hit).
+    tools: Value,
+    retry_base: Duration,
+}
+
+impl Client {
+    /// A client for `config` offering `tools`.
+    pub fn new(config: ProviderConfig, tools: &[ToolSpec]) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| format!("agent: cannot set up the HTTP client: {e}"))?;
+        let tools = match config.kind {
+            ProviderKind::Anthropic => anthropic::tools(tools),
+            ProviderKind::OpenAi | ProviderKind::Ollama => openai::tools(tools),
+        };
+        Ok(Client {
+            http,
+            config,
+            tools,
+            retry_base: Duration::from_secs(1),
+        })
+    }
+
+    /// Shortens the backoff (tests).
+    pub fn with_retry_base(mut self, base: Duration) -> Self {
+        self.retry_base = base;
+        self
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &ProviderConfig {
+        &self.config
+    }
+
+    /// Sends the conversation and streams the reply, retrying retryable statuses with backoff
+    /// (honouring retry-after). Dropping the future drops the connection.
+    pub async fn complete(
+        &self,
+        request: &Request<'_>,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<Reply, LlmError> {
+        let mut attempt = 0;
+        loop {
+            match self.once(request, progress).await {
+                Ok(reply) => return Ok(reply),
+                Err(err) => match err.retry_delay(attempt, self.retry_base) {
+                    Some(delay) if attempt < MAX_RETRIES => {
+                        attempt += 1;
+                        tracing::warn!(%err, attempt, ?delay, "retrying the model request");
+                        progress(Progress::Retrying {
+                            attempt,
+                            delay,
+                            reason: err.to_string(),
+                        });
+                        tokio::time::sleep(delay).await;
+                    }
+                    _ => return Err(err),
+                },
+            }
+        }
+    }
+
+    async fn once(
+        &self,
+        request: &Request<'_>,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<Reply, LlmError> {
+        let cfg = &self.config;
+        let (url, body) = match cfg.kind {
+            ProviderKind::Anthropic => (
+                format!("{}/v1/messages", cfg.base_url),
+                anthropic::body(&cfg.model, request, &self.tools),
+            ),
+            ProviderKind::OpenAi | ProviderKind::Ollama => (
+                format!("{}/chat/completions", cfg.base_url),
+                openai::body(&cfg.model, request, &self.tools),
+            ),
+        };
+        let mut builder = self
+            .http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .body(body.to_string());
+        if let Some(key) = &cfg.api_key {
+            builder = match cfg.kind {
+                ProviderKind::Anthropic => builder
+                    .header("x-api-key", key.expose())
+                    .header("anthropic-version", "2023-06-01"),
+                ProviderKind::OpenAi | ProviderKind::Ollama => builder.bearer_auth(key.expose()),
+            };
+        } else if cfg.kind == ProviderKind::Anthropic {
+            builder = builder.header("anthropic-version", "2023-06-01");
+        }
+        let response = builder.send().await.map_err(|e| LlmError::Connect {
+            url: url.clone(),
+            reason: describe(&e),
+        })?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(status_error(response).await);
+        }
+        let mut events = response.bytes_stream().eventsource();
+        let mut parser = Parser::new(cfg.kind);
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|e| LlmError::Stream(stream_reason(&e.to_string())))?;
+            if parser.event(&event.event, &event.data, progress)? {
+                break;
+            }
+        }
+        parser.finish()
+    }
+}
+
+/// Either provider's stream parser.
+enum Parser {
+    Anthropic(anthropic::Parser),
+    OpenAi(openai::Parser),
+}
+
+impl Parser {
+    fn new(kind: ProviderKind) -> Self {
+        match kind {
+            ProviderKind::Anthropic => Parser::Anthropic(anthropic::Parser::default()),
+            ProviderKind::OpenAi | ProviderKind::Ollama => {
+                Parser::OpenAi(openai::Parser::default())
+            }
+        }
+    }
+
+    /// Feeds one SSE event; true when the response is complete.
+    fn event(
+        &mut self,
+        name: &str,
+        data: &str,
+        progress: &mut (dyn FnMut(Progress) + Send),
+    ) -> Result<bool, LlmError> {
+        match self {
+            Parser::Anthropic(p) => p.event(name, data, progress),
+            Parser::OpenAi(p) => p.event(data, progress),
+        }
+    }
+
+    fn finish(self) -> Result<Reply, LlmError> {
+        match self {
+            Parser::Anthropic(p) => p.finish(),
+            Parser::OpenAi(p) => p.finish(),
+        }
+    }
+}
+
+/// A reqwest error in words a user can act on (no URL query, no headers: nothing secret).
+fn describe(err: &reqwest::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(inner) = source {
+        text = format!("{text}: {inner}");
+        source = inner.source();
+    }
+    if err.is_connect() {
+        text.push_str(" — is the server running and the base URL right?");
+    }
+    text
+}
+
+fn stream_reason(reason: &str) -> String {
+    format!("{reason} (the connection closed before the reply was complete; send the prompt again)")
+}
+
+/// Reads an error response: the vendor's message from its JSON body, the request id header, and
+/// retry-after.
+async fn status_error(response: reqwest::Response) -> LlmError {
+    let status = response.status().as_u16();
+    let headers = response.headers();
+    let request_id = ["request-id", "x-request-id"]
+        .iter()
+        .find_map(|h| headers.get(*h))
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let retry_after = headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64);
+    let body = response.text().await.unwrap_or_default();
+    let message = serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|v| {
+            let error = v.get("error")?;
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let kind = error.get("type").and_then(Value::as_str);
+            Some(match kind {
+                Some(kind) => format!("{kind}: {message}"),
+                None => message.to_string(),
+            })
+        })
+        .unwrap_or_else(|| body.chars().take(300).collect());
+    LlmError::Status {
+        status,
+        message,
+        request_id,
+        retry_after,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn with_no_provider_the_first_key_set_wins() {
+        let cfg = ProviderConfig::resolve(
+            &ProviderChoice::default(),
+            &env_of(&[("OPENAI_API_KEY", "sk-o"), ("ANTHROPIC_API_KEY", "sk-a")]),
+        )
+        .unwrap();
+        assert_eq!(
+            cfg,
+            ProviderConfig {
+                kind: ProviderKind::Anthropic,
+                model: "claude-sonnet-4-5".into(),
+                base_url: "https://api.anthropic.com".into(),
+                api_key: Some(ApiKey::new("sk-a".into())),
+            }
+        );
+        let cfg = ProviderConfig::resolve(
+            &ProviderChoice::default(),
+            &env_of(&[("OPENAI_API_KEY", "sk-o")]),
+        )
+        .unwrap();
+        assert_eq!(
+            (cfg.kind, cfg.base_url.as_str()),
+            (ProviderKind::OpenAi, "https://api.openai.com/v1")
+        );
+    }
+
+    #[test]
+    fn with_no_key_at_all_the_message_names_the_variables() {
+        let err = ProviderConfig::resolve(&ProviderChoice::default(), &env_of(&[])).unwrap_err();
+        assert!(
+            err.contains("ANTHROPIC_API_KEY") && err.contains("OPENAI_API_KEY"),
+            "{err}"
+        );
+        let choice = ProviderChoice {
+            provider: Some("openai".into()),
+            ..Default::default()
+        };
+        let err =
+            ProviderConfig::resolve(&choice, &env_of(&[("ANTHROPIC_API_KEY", "k")])).unwrap_err();
+        assert_eq!(err, "agent: the OPENAI_API_KEY environment variable is not set; set it to use this provider");
+    }
+
+    #[test]
+    fn base_urls_come_from_the_choice_then_the_sdk_variables_then_the_vendor() {
+        let env = env_of(&[
+            ("ANTHROPIC_API_KEY", "k"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/"),
+            ("OPENAI_API_KEY", "k"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:8/v1"),
+        ]);
+        let pick = |provider: &str, base: Option<&str>| {
+            let choice = ProviderChoice {
+                provider: Some(provider.into()),
+                model: None,
+                base_url: base.map(String::from),
+            };
+            ProviderConfig::resolve(&choice, &env).unwrap().base_url
+        };
+        assert_eq!(pick("anthropic", None), "http://127.0.0.1:9");
+        assert_eq!(pick("openai", None), "http://127.0.0.1:8/v1");
+        assert_eq!(pick("openai", Some("http://h/v1/")), "http://h/v1");
+        let ollama = ProviderConfig::resolve(
+            &ProviderChoice {
+                provider: Some("ollama".into()),
+                ..Default::default()
+            },
+            &env_of(&[]),
+        )
+        .unwrap();
+        assert_eq!(
+            (ollama.base_url.as_str(), ollama.api_key),
+            ("http://localhost:11434/v1", None)
+        );
+    }
+
+    #[test]
+    fn an_api_key_never_shows_in_debug_output() {
+        let cfg = ProviderConfig::resolve(
+            &ProviderChoice::default(),
+            &env_of(&[("ANTHROPIC_API_KEY", "sk-secret-123")]),
+        )
+        .unwrap();
+        let shown = format!("{cfg:?}");
+        assert!(!shown.contains("sk-secret-123"), "{shown}");
+        assert!(shown.contains("[redacted]"));
+    }
+
+    #[test]
+    fn retryable_statuses_back_off_and_honour_retry_after() {
+        let status = |status, retry_after| LlmError::Status {
+            status,
+            message: String::new(),
+            request_id: None,
+            retry_after,
+        };
+        let base = Duration::from_millis(100);
+        assert_eq!(
+            status(529, None).retry_delay(0, base),
+            Some(Duration::from_millis(100))
+        );
+        assert_eq!(
+            status(429, None).retry_delay(2, base),
+            Some(Duration::from_millis(400))
+        );
+        assert_eq!(
+            status(503, Some(Duration::from_secs(7))).retry_delay(0, base),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            status(429, Some(Duration::from_secs(3600))).retry_delay(0, base),
+            Some(MAX_RETRY_DELAY)
+        );
+        for code in [500, 502, 504] {
+            assert!(status(code, None).retry_delay(0, base).is_some());
+        }
+        for code in [400, 401, 403, 404, 413] {
+            assert_eq!(status(code, None).retry_delay(0, base), None);
+        }
+        assert_eq!(LlmError::Stream("cut".into()).retry_delay(0, base), None);
+    }
+
+    #[test]
+    fn a_status_error_names_status_message_and_request_id() {
+        let err = LlmError::Status {
+            status: 529,
+            message: "overloaded_error: Overloaded".into(),
+            request_id: Some("req_1".into()),
+            retry_after: None,
+        };
+        assert_eq!(
+            err.to_string(),
+            "API error 529: overloaded_error: Overloaded (request id req_1)"
+        );
+    }
+}
