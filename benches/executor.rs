@@ -2,7 +2,12 @@
 //! the figures go in BENCHMARKS.md. Not a test: these machines are shared, so the numbers are read
 //! by a person, never asserted.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::zombie_processes
+)]
 
 use std::io::Write;
 use std::process::Command;

@@ -8,7 +8,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::llm::{CallResult, Client, Message, Progress, Request, Usage};
-use crate::tools::{Executor, ToolResult};
+use crate::tools::{Executor, ToolResult, CANCELLED};
 
 /// The default cap on model calls per prompt.
 pub const DEFAULT_MAX_TURNS: u32 = 40;
@@ -196,7 +196,7 @@ impl Agent {
             let mut results = Vec::with_capacity(calls.len());
             for call in &calls {
                 let result = if cancel.is_cancelled() {
-                    ToolResult::fail("Cancelled by the user before it ran.")
+                    ToolResult::fail(CANCELLED)
                 } else {
                     let args = call.args.clone().unwrap_or(Value::Null);
                     send(Event::ToolStarted {

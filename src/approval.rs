@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 
 /// What a request is about; this decides what "Allow for this session" covers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +58,8 @@ pub enum Verdict {
     Allowed,
     /// Do not; the result the model reads says so.
     Refused { reason: Option<String> },
+    /// The turn was cancelled while the question was open.
+    Cancelled,
 }
 
 impl Verdict {
@@ -144,6 +147,7 @@ impl Gate {
         detail: String,
         diff: Option<String>,
         action: Action,
+        cancel: &CancellationToken,
     ) -> Verdict {
         if self.auto_approve || self.granted(&action) {
             return Verdict::Allowed;
@@ -158,7 +162,11 @@ impl Gate {
             diff,
             action: action.clone(),
         };
-        match asker.ask(request).await {
+        let answer = tokio::select! {
+            answer = asker.ask(request) => answer,
+            () = cancel.cancelled() => return Verdict::Cancelled,
+        };
+        match answer {
             None => Verdict::Refused { reason: None },
             Some(Decision::Refuse { reason }) => Verdict::Refused { reason },
             Some(decision) => {
@@ -179,6 +187,7 @@ impl Gate {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use std::collections::VecDeque;
@@ -230,7 +239,8 @@ mod tests {
             Action::Edit { rel } => format!("edit {rel}"),
             Action::Command { command } => command.clone(),
         };
-        gate.check(tool, detail, None, action).await
+        gate.check(tool, detail, None, action, &CancellationToken::new())
+            .await
     }
 
     #[tokio::test]
@@ -361,6 +371,30 @@ mod tests {
             ask(&gate, "edit_file", edit("a")).await,
             Verdict::Refused { reason: None }
         );
+    }
+
+    /// Never answers, like a person who walked away.
+    struct Silent;
+
+    impl Asker for Silent {
+        fn ask(&self, _request: ApprovalRequest) -> BoxFuture<'_, Option<Decision>> {
+            Box::pin(futures::future::pending())
+        }
+    }
+
+    #[tokio::test]
+    async fn cancelling_the_turn_ends_an_open_question() {
+        let gate = Gate::new(false, Some(Arc::new(Silent)));
+        let cancel = CancellationToken::new();
+        let later = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            later.cancel();
+        });
+        let verdict = gate
+            .check("run_bash", "ls".into(), None, cmd("ls"), &cancel)
+            .await;
+        assert_eq!(verdict, Verdict::Cancelled);
     }
 
     #[test]

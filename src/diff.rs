@@ -148,6 +148,7 @@ fn forward_lines(text: &[u8], mut at: usize, n: usize) -> usize {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

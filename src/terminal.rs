@@ -282,6 +282,7 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

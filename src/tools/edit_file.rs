@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{blocking, Args, Tool, ToolContext, ToolResult};
+use super::{blocking, Args, Tool, ToolContext, ToolResult, CANCELLED};
 use crate::approval::{Action, Verdict};
 use crate::diff;
 
@@ -51,7 +51,7 @@ impl Tool for EditFile {
         &'a self,
         args: Args<'a>,
         cx: &'a ToolContext,
-        _cancel: &'a CancellationToken,
+        cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             let (given, old, new) = match (
@@ -62,7 +62,7 @@ impl Tool for EditFile {
                 (Ok(p), Ok(o), Ok(n)) => (p, o, n),
                 (Err(fail), _, _) | (_, Err(fail), _) | (_, _, Err(fail)) => return fail,
             };
-            edit(cx, given, old, new).await
+            edit(cx, given, old, new, cancel).await
         })
     }
 }
@@ -70,7 +70,13 @@ impl Tool for EditFile {
 /// The file as it was before the edit; None when it does not exist.
 type Before = Option<Vec<u8>>;
 
-async fn edit(cx: &ToolContext, given: &str, old: &str, new: &str) -> ToolResult {
+async fn edit(
+    cx: &ToolContext,
+    given: &str,
+    old: &str,
+    new: &str,
+    cancel: &CancellationToken,
+) -> ToolResult {
     if old == new {
         return ToolResult::fail("edit_file: old_str and new_str are identical — nothing to do.");
     }
@@ -89,7 +95,7 @@ async fn edit(cx: &ToolContext, given: &str, old: &str, new: &str) -> ToolResult
                 "No such file: {given} (pass an empty old_str to create it)."
             ));
         }
-        return create(cx, &target.path, rel, new).await;
+        return create(cx, &target.path, rel, new, cancel).await;
     };
 
     let finder = memchr::memmem::Finder::new(old.as_bytes());
@@ -124,7 +130,7 @@ async fn edit(cx: &ToolContext, given: &str, old: &str, new: &str) -> ToolResult
         Some(&String::from_utf8_lossy(&bytes)),
         &String::from_utf8_lossy(&after),
     );
-    if let Some(refused) = ask(cx, detail, preview, rel).await {
+    if let Some(refused) = ask(cx, detail, preview, rel, cancel).await {
         return refused;
     }
 
@@ -145,13 +151,19 @@ async fn edit(cx: &ToolContext, given: &str, old: &str, new: &str) -> ToolResult
     ToolResult::ok(format!("Edited {rel}."), format!("edit {rel}"))
 }
 
-async fn create(cx: &ToolContext, path: &Path, rel: &str, content: &str) -> ToolResult {
+async fn create(
+    cx: &ToolContext,
+    path: &Path,
+    rel: &str,
+    content: &str,
+    cancel: &CancellationToken,
+) -> ToolResult {
     if cx.editor.has_unsaved_changes(path).await {
         return unsaved(rel);
     }
     let detail = format!("create {rel} ({} chars)", content.chars().count());
     let preview = diff::unified(rel, None, content);
-    if let Some(refused) = ask(cx, detail, preview, rel).await {
+    if let Some(refused) = ask(cx, detail, preview, rel, cancel).await {
         return refused;
     }
     let owned: PathBuf = path.to_path_buf();
@@ -166,19 +178,29 @@ async fn create(cx: &ToolContext, path: &Path, rel: &str, content: &str) -> Tool
 }
 
 /// Asks the gate; Some(result) when the user refused.
-async fn ask(cx: &ToolContext, detail: String, preview: String, rel: &str) -> Option<ToolResult> {
+async fn ask(
+    cx: &ToolContext,
+    detail: String,
+    preview: String,
+    rel: &str,
+    cancel: &CancellationToken,
+) -> Option<ToolResult> {
     let action = Action::Edit {
         rel: rel.to_string(),
     };
     match cx
         .gate
-        .check("edit_file", detail, Some(preview), action)
+        .check("edit_file", detail, Some(preview), action, cancel)
         .await
     {
         Verdict::Allowed => None,
         Verdict::Refused { reason } => Some(ToolResult::fail_with(
             Verdict::refusal_text("edit_file", reason.as_deref()),
             format!("edit {rel}: declined"),
+        )),
+        Verdict::Cancelled => Some(ToolResult::fail_with(
+            CANCELLED,
+            format!("edit {rel}: cancelled"),
         )),
     }
 }

@@ -27,6 +27,9 @@ pub use list_files::ListFiles;
 pub use read_file::ReadFile;
 pub use run_bash::RunBash;
 
+/// The text of a call that did not run because the user cancelled the turn.
+pub const CANCELLED: &str = "Cancelled by the user before it ran.";
+
 /// What one tool call produced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolResult {
@@ -234,6 +237,7 @@ impl Executor {
 
 /// Test helpers shared by the tools' own tests.
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 pub(crate) mod testing {
     use super::*;
     use crate::approval::{ApprovalRequest, Asker, Decision};
@@ -277,6 +281,7 @@ pub(crate) mod testing {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::testing::*;
     use super::*;

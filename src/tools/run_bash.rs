@@ -1,10 +1,20 @@
-//! run_bash (stub: being written).
+//! run_bash: runs one shell command in the workspace root, after the approval gate allows it.
+//!
+//! The process side (shell, process group, timeout, clamped output) is [`crate::process`]; this
+//! file is the tool's contract: the argument, the gate, the summary row, and which endings are
+//! failures. A non-zero exit is not one: the model reads `[exit 3]` and decides. Only a timeout or
+//! a cancel is, because then the command did not finish.
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{Args, Tool, ToolContext, ToolResult};
+use super::{Args, Tool, ToolContext, ToolResult, CANCELLED};
+use crate::approval::{Action, Verdict};
+use crate::process::{self, CommandSpec, Ending};
+
+/// How many characters of the command the summary row shows.
+const SUMMARY_CHARS: usize = 60;
 
 /// Runs a shell command in the workspace root.
 pub struct RunBash;
@@ -13,26 +23,342 @@ impl Tool for RunBash {
     fn name(&self) -> &'static str {
         "run_bash"
     }
+
     fn description(&self) -> &'static str {
-        "Run a shell command in the workspace root."
+        "Run a shell command (bash -c, or sh -c without bash) in the workspace root and return \
+         its output: stdout, then stderr after a [stderr] line, then [exit N]. Use it to build, \
+         test, search (rg, grep, find), and inspect git. It is not interactive: stdin is empty \
+         and pagers are off, so never run editors, REPLs or anything that waits for input; pass \
+         flags like --yes or --no-edit instead. Each call starts a fresh shell in the workspace \
+         root (cd does not persist between calls), and background jobs are killed when the \
+         command ends. It has a timeout (120 s unless the user configured another) after which \
+         the whole process tree is killed. Long output is cut in the middle to about 20000 \
+         characters, keeping the start and the end; narrow it with grep, head or tail when you \
+         only need part. A non-zero exit code is reported, not treated as a failure."
     }
+
     fn schema(&self) -> Value {
-        json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]})
+        json!({
+            "type": "object",
+            "properties": {
+                "command": {
+                    "type": "string",
+                    "description": "The command line, run whole as `bash -c COMMAND` in the \
+                                    workspace root; may span several lines. Not interactive \
+                                    (stdin is empty) and killed at the timeout."
+                }
+            },
+            "required": ["command"]
+        })
     }
+
     fn mutating(&self) -> bool {
         true
     }
+
     fn run<'a>(
         &'a self,
         args: Args<'a>,
-        _cx: &'a ToolContext,
-        _cancel: &'a CancellationToken,
+        cx: &'a ToolContext,
+        cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
-            match args.required("command") {
-                Err(fail) => fail,
-                Ok(_) => ToolResult::fail("run_bash: not yet"),
+            let command = match args.required("command") {
+                Ok(command) => command,
+                Err(fail) => return fail,
+            };
+            if command.trim().is_empty() {
+                return ToolResult::fail("run_bash: empty command.");
+            }
+            let shown = summary_command(command);
+            let verdict = cx
+                .gate
+                .check(
+                    "run_bash",
+                    command.to_string(),
+                    None,
+                    Action::Command {
+                        command: command.to_string(),
+                    },
+                    cancel,
+                )
+                .await;
+            match verdict {
+                Verdict::Allowed => {}
+                Verdict::Refused { reason } => {
+                    return ToolResult::fail_with(
+                        Verdict::refusal_text("run_bash", reason.as_deref()),
+                        format!("$ {shown} -> declined"),
+                    )
+                }
+                Verdict::Cancelled => {
+                    return ToolResult::fail_with(CANCELLED, format!("$ {shown} -> cancelled"))
+                }
+            }
+            let spec = CommandSpec {
+                command: command.to_string(),
+                shell: cx.settings.shell.clone(),
+                cwd: cx.workspace.root().to_path_buf(),
+                timeout: cx.settings.command_timeout,
+            };
+            let output = match process::run(&spec, cancel).await {
+                Ok(output) => output,
+                Err(err) => {
+                    return ToolResult::fail_with(
+                        format!("run_bash: {err}"),
+                        format!("$ {shown} -> not started"),
+                    )
+                }
+            };
+            // Even a killed command may have changed files before it died.
+            cx.editor.command_finished().await;
+            let summary = format!("$ {shown} -> exit {}", output.exit_code);
+            match output.ending {
+                Ending::Exited | Ending::Signalled(_) => ToolResult::ok(output.text, summary),
+                Ending::TimedOut | Ending::Cancelled => ToolResult::fail_with(output.text, summary),
             }
         })
+    }
+}
+
+/// The command as the summary row shows it: its lines joined by single spaces, cut to
+/// [`SUMMARY_CHARS`] characters, the last of which is `…` when anything was cut.
+fn summary_command(command: &str) -> String {
+    let line = command
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if line.chars().count() <= SUMMARY_CHARS {
+        return line;
+    }
+    let mut cut: String = line.chars().take(SUMMARY_CHARS - 1).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::approval::{ApprovalRequest, Decision, Gate};
+    use crate::editor::Editor;
+    use crate::tools::testing::{call, executor, Recorder};
+    use crate::tools::{Executor, Settings};
+    use crate::workspace::Workspace;
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    /// Counts command_finished calls.
+    #[derive(Default)]
+    struct Counting(AtomicUsize);
+
+    impl Editor for Counting {
+        fn has_unsaved_changes<'a>(&'a self, _path: &'a Path) -> BoxFuture<'a, bool> {
+            Box::pin(async { false })
+        }
+        fn file_written<'a>(&'a self, _path: &'a Path) -> BoxFuture<'a, ()> {
+            Box::pin(async {})
+        }
+        fn command_finished(&self) -> BoxFuture<'_, ()> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async {})
+        }
+    }
+
+    /// An executor that allows everything once, with these settings and a counting editor.
+    fn executor_with(settings: Settings) -> (tempfile::TempDir, Executor, Arc<Counting>) {
+        let dir = tempfile::tempdir().unwrap();
+        let recorder = Arc::new(Recorder {
+            answer: Some(Decision::AllowOnce),
+            asked: Mutex::new(Vec::new()),
+        });
+        let editor = Arc::new(Counting::default());
+        let cx = ToolContext {
+            workspace: Workspace::new(dir.path()).unwrap(),
+            gate: Arc::new(Gate::new(false, Some(recorder))),
+            editor: editor.clone(),
+            settings,
+        };
+        (dir, Executor::new(cx), editor)
+    }
+
+    #[tokio::test]
+    async fn the_gate_is_asked_with_the_whole_command_line() {
+        let (_dir, ex, recorder) = executor(Some(Decision::AllowOnce));
+        let command = "echo one\n  echo two";
+        let result = call(&ex, "run_bash", json!({ "command": command })).await;
+        assert_eq!(
+            result,
+            ToolResult::ok("one\ntwo\n\n[exit 0]", "$ echo one echo two -> exit 0")
+        );
+        assert_eq!(
+            *recorder.asked.lock().unwrap(),
+            vec![ApprovalRequest {
+                id: 1,
+                tool: "run_bash".into(),
+                detail: command.into(),
+                diff: None,
+                action: Action::Command {
+                    command: command.into()
+                },
+            }]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refusal_runs_nothing_and_passes_the_reason_on() {
+        let (dir, ex, _) = executor(Some(Decision::Refuse {
+            reason: Some("not now".into()),
+        }));
+        let result = call(&ex, "run_bash", json!({"command": "touch x"})).await;
+        assert_eq!(
+            result,
+            ToolResult::fail_with(
+                "The user declined to run run_bash. Ask what they would like to do instead. \
+                 The user said: not now",
+                "$ touch x -> declined"
+            )
+        );
+        assert!(!dir.path().join("x").exists());
+        let (_dir, ex, _) = executor(None);
+        assert_eq!(
+            call(&ex, "run_bash", json!({"command": "true"})).await,
+            ToolResult::fail_with(
+                "The user declined to run run_bash. Ask what they would like to do instead.",
+                "$ true -> declined"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn a_blank_command_is_rejected_before_the_gate() {
+        let (_dir, ex, recorder) = executor(Some(Decision::AllowOnce));
+        for command in ["", "  \n\t "] {
+            assert_eq!(
+                call(&ex, "run_bash", json!({ "command": command })).await,
+                ToolResult::fail("run_bash: empty command.")
+            );
+        }
+        assert_eq!(
+            call(&ex, "run_bash", json!({})).await,
+            ToolResult::fail("run_bash: missing string argument 'command'.")
+        );
+        assert!(recorder.asked.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_command_runs_in_the_workspace_root_and_may_change_it() {
+        let (dir, ex, _) = executor(Some(Decision::AllowOnce));
+        let root = ex.context().workspace.root().to_path_buf();
+        assert_eq!(
+            call(&ex, "run_bash", json!({"command": "pwd; touch made"}))
+                .await
+                .text,
+            format!("{}\n\n[exit 0]", root.display())
+        );
+        assert!(dir.path().join("made").exists());
+    }
+
+    #[tokio::test]
+    async fn a_non_zero_exit_is_ok_and_reported() {
+        let (_dir, ex, _) = executor(Some(Decision::AllowOnce));
+        assert_eq!(
+            call(&ex, "run_bash", json!({"command": "echo no >&2; exit 3"})).await,
+            ToolResult::ok(
+                "[stderr]\nno\n\n[exit 3]",
+                "$ echo no >&2; exit 3 -> exit 3"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn the_summary_cuts_the_command_at_60_characters() {
+        let (_dir, ex, _) = executor(Some(Decision::AllowOnce));
+        let command = format!("echo {}", "a".repeat(100));
+        let result = call(&ex, "run_bash", json!({ "command": command })).await;
+        let shown = format!("echo {}…", "a".repeat(54));
+        assert_eq!(shown.chars().count(), 60);
+        assert_eq!(result.summary, format!("$ {shown} -> exit 0"));
+        assert_eq!(summary_command(&"b".repeat(60)), "b".repeat(60));
+    }
+
+    #[tokio::test]
+    async fn a_timeout_is_a_failure_and_the_editor_is_told_after_every_run() {
+        let (_dir, ex, editor) = executor_with(Settings {
+            command_timeout: Duration::from_secs(1),
+            shell: None,
+        });
+        let result = call(&ex, "run_bash", json!({"command": "echo start; sleep 30"})).await;
+        assert_eq!(
+            result,
+            ToolResult::fail_with(
+                "start\n\n[timed out after 1s - process tree killed]\n[exit 124]",
+                "$ echo start; sleep 30 -> exit 124"
+            )
+        );
+        call(&ex, "run_bash", json!({"command": "true"})).await;
+        assert_eq!(editor.0.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_cancel_is_a_failure() {
+        let (_dir, ex, _) = executor_with(Settings::default());
+        let cancel = CancellationToken::new();
+        let trigger = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            trigger.cancel();
+        });
+        let result = ex
+            .call("run_bash", &json!({"command": "sleep 30"}), &cancel)
+            .await;
+        assert!(!result.ok);
+        assert!(
+            result
+                .text
+                .ends_with("\n[cancelled - process tree killed]\n[exit 137]"),
+            "{}",
+            result.text
+        );
+    }
+
+    #[tokio::test]
+    async fn the_configured_shell_is_used_and_a_missing_one_is_a_failure() {
+        let (_dir, ex, _) = executor_with(Settings {
+            command_timeout: Duration::from_secs(30),
+            shell: Some(PathBuf::from("/bin/sh")),
+        });
+        assert_eq!(
+            call(&ex, "run_bash", json!({"command": "echo $0"}))
+                .await
+                .text,
+            "/bin/sh\n\n[exit 0]"
+        );
+        let (_dir, ex, editor) = executor_with(Settings {
+            command_timeout: Duration::from_secs(30),
+            shell: Some(PathBuf::from("/nonexistent/bash")),
+        });
+        let result = call(&ex, "run_bash", json!({"command": "true"})).await;
+        assert!(!result.ok);
+        assert!(
+            result
+                .text
+                .starts_with("run_bash: cannot start /nonexistent/bash in "),
+            "{}",
+            result.text
+        );
+        assert_eq!(result.summary, "$ true -> not started");
+        assert_eq!(editor.0.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn run_bash_is_mutating_and_requires_a_command() {
+        assert!(RunBash.mutating());
+        assert_eq!(RunBash.schema()["required"], json!(["command"]));
+        assert_eq!(RunBash.schema()["properties"]["command"]["type"], "string");
     }
 }

@@ -1,3 +1,4 @@
 //! Integration test groups, one file a front end or concern.
 
+mod agent;
 mod tool_cli;

@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests.
 
+pub mod mock_llm;
 pub mod pty;
 
 use std::path::Path;

@@ -1,0 +1,127 @@
+//! Every message that crosses the Rust/Lua boundary, declared once. Lua's side of it is
+//! `lua/agent/rpc.lua`; keep the two in step (and bump [`PROTOCOL`] when a shape changes).
+//!
+//! Direction Lua → Rust: msgpack-RPC notifications on the job channel (`vim.rpcnotify`), so
+//! Neovim's loop never waits on the backend. Method names are [`method`]'s constants; each takes
+//! one map argument, decoded into the struct named beside it.
+//!
+//! Direction Rust → Lua: `nvim_exec_lua("return require('agent.rpc').receive(...)", {events})`,
+//! a batch of [`UiEvent`] maps at most once a frame, and a few small queries about buffers
+//! (`buffer_state`, `reload`, `checktime`) answered by `agent.rpc`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::Outcome;
+use crate::approval::{Action, Decision};
+
+/// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
+/// says how to rebuild it.
+pub const PROTOCOL: u32 = 1;
+
+/// Notification names Lua sends.
+pub mod method {
+    /// [`super::Start`]: configure the session. Sent once, first.
+    pub const START: &str = "start";
+    /// [`super::Prompt`]: run a turn.
+    pub const PROMPT: &str = "prompt";
+    /// No argument: cancel the running turn.
+    pub const CANCEL: &str = "cancel";
+    /// No argument: cancel, then start a fresh conversation (history and grants forgotten).
+    pub const NEW: &str = "new";
+    /// [`super::Decide`]: the answer to an approval request.
+    pub const DECIDE: &str = "decide";
+}
+
+/// `start`: the session's settings, from `require("agent").setup()`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Start {
+    /// Absolute workspace root.
+    pub workspace: String,
+    /// `anthropic` | `openai` | `ollama`; nil picks the first provider whose key is set.
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// Model name; nil for the provider's default.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Endpoint; nil for the environment's or the vendor's.
+    #[serde(default)]
+    pub base_url: Option<String>,
+    /// Allow every edit and command without asking.
+    #[serde(default)]
+    pub auto_approve: bool,
+    /// run_bash timeout in seconds.
+    #[serde(default)]
+    pub command_timeout: Option<f64>,
+    /// Shell for run_bash; nil picks bash, else /bin/sh.
+    #[serde(default)]
+    pub shell: Option<String>,
+    /// Cap on model calls per prompt.
+    #[serde(default)]
+    pub max_turns: Option<u32>,
+}
+
+/// `prompt`: what the user asked, context included.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Prompt {
+    /// The text sent to the model.
+    pub text: String,
+}
+
+/// `decide`: answers the approval request with the same id.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Decide {
+    /// The request's id.
+    pub id: u64,
+    /// The answer.
+    #[serde(flatten)]
+    pub decision: Decision,
+}
+
+/// What Rust tells Lua, in order. Serialized as a map with a `type` field.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum UiEvent {
+    /// `start` succeeded.
+    Started { version: String, protocol: u32, provider: String, model: String, workspace: String },
+    /// A turn began.
+    TurnStarted,
+    /// Assistant text (deltas of one frame already joined).
+    Text { text: String },
+    /// A tool call is about to run.
+    ToolStarted { id: String, name: String, args: serde_json::Value },
+    /// A tool call finished; `output` is what the model read.
+    ToolFinished { id: String, name: String, ok: bool, summary: String, output: String },
+    /// An approval is needed: show the picker, answer with `decide`.
+    Approval {
+        id: u64,
+        tool: String,
+        detail: String,
+        diff: Option<String>,
+        action: Action,
+        /// The directory commands run in (for run_bash's preview).
+        cwd: String,
+        /// The command timeout in seconds (for run_bash's preview).
+        timeout: f64,
+    },
+    /// How an approval was answered (to record on the tool row).
+    Decided { id: u64, tool: String, decision: Decision },
+    /// The request failed and will be retried.
+    Retrying { attempt: u32, delay_ms: u64, reason: String },
+    /// Tokens used so far in this turn.
+    Usage { input: u64, output: u64 },
+    /// The turn ended.
+    TurnDone { input: u64, output: u64, outcome: Outcome, message: String },
+    /// Something went wrong; `message` starts with `agent:` and says what to do.
+    Error { message: String },
+}
+
+/// What `agent.rpc.buffer_state(path)` returns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub struct BufferState {
+    /// A buffer holds the file.
+    #[serde(default)]
+    pub loaded: bool,
+    /// That buffer has unsaved changes.
+    #[serde(default)]
+    pub modified: bool,
+}
