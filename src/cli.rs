@@ -15,6 +15,8 @@ usage:
                  [--auto-approve] [--max-turns N] [--timeout SECS] PROMPT
       Run the agent on one prompt in the terminal; its text streams to stdout.
       Providers: anthropic (ANTHROPIC_API_KEY), openai (OPENAI_API_KEY), ollama (no key).
+  agent-nvim nvim [--log FILE]
+      The Neovim front end (msgpack-RPC on stdio); the plugin starts it.
   agent-nvim --version
 ";
 
@@ -25,6 +27,8 @@ pub enum Command {
     Tool(ToolArgs),
     /// `agent-nvim run ...`: the agent in the terminal.
     Run(RunArgs),
+    /// `agent-nvim nvim [--log FILE]`: the Neovim front end, started by the plugin.
+    Nvim { log: Option<PathBuf> },
     /// `--help`.
     Help,
     /// `--version`.
@@ -76,6 +80,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command> {
         Some("-V" | "--version") => Ok(Command::Version),
         Some("tool") => parse_tool(args).map(Command::Tool),
         Some("run") => parse_run(args).map(Command::Run),
+        Some("nvim") => parse_nvim(args),
         Some(other) => Err(usage(format!("unknown command '{other}'"))),
     }
 }
@@ -164,6 +169,17 @@ fn parse_run(args: impl Iterator<Item = String>) -> Result<RunArgs> {
         return Err(usage("'run' needs a PROMPT"));
     }
     Ok(run)
+}
+
+fn parse_nvim(mut args: impl Iterator<Item = String>) -> Result<Command> {
+    let mut log = None;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--log" => log = Some(PathBuf::from(value(&mut args, "--log")?)),
+            other => return Err(usage(format!("unknown argument to 'nvim': '{other}'"))),
+        }
+    }
+    Ok(Command::Nvim { log })
 }
 
 fn value(args: &mut impl Iterator<Item = String>, flag: &str) -> Result<String> {

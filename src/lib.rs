@@ -10,6 +10,7 @@ pub mod diff;
 pub mod editor;
 pub mod error;
 pub mod llm;
+pub mod nvim;
 pub mod process;
 pub mod terminal;
 pub mod text;

@@ -4,12 +4,13 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use agent_nvim::cli::{self, Command};
-use agent_nvim::{terminal, Error};
+use agent_nvim::{nvim, terminal, Error};
 
 fn main() -> ExitCode {
     let result = cli::parse(std::env::args().skip(1)).and_then(|command| match command {
         Command::Tool(args) => terminal::run_tool(args),
         Command::Run(args) => terminal::run_agent(args),
+        Command::Nvim { log } => nvim::run(log),
         Command::Help => say(cli::USAGE),
         Command::Version => say(&format!("agent-nvim {}\n", env!("CARGO_PKG_VERSION"))),
     });

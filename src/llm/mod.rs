@@ -406,6 +406,12 @@ impl Client {
         while let Some(event) = events.next().await {
             let event = event.map_err(|e| LlmError::Stream(stream_reason(&e.to_string())))?;
             if parser.event(&event.event, &event.data, progress)? {
+                // Read the body's end too, so the connection goes back to the pool for the next
+                // request instead of being closed (a new TLS handshake every turn is slow).
+                let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                    while events.next().await.is_some() {}
+                })
+                .await;
                 break;
             }
         }

@@ -82,15 +82,31 @@ pub struct Decide {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum UiEvent {
     /// `start` succeeded.
-    Started { version: String, protocol: u32, provider: String, model: String, workspace: String },
+    Started {
+        version: String,
+        protocol: u32,
+        provider: String,
+        model: String,
+        workspace: String,
+    },
     /// A turn began.
     TurnStarted,
     /// Assistant text (deltas of one frame already joined).
     Text { text: String },
     /// A tool call is about to run.
-    ToolStarted { id: String, name: String, args: serde_json::Value },
+    ToolStarted {
+        id: String,
+        name: String,
+        args: serde_json::Value,
+    },
     /// A tool call finished; `output` is what the model read.
-    ToolFinished { id: String, name: String, ok: bool, summary: String, output: String },
+    ToolFinished {
+        id: String,
+        name: String,
+        ok: bool,
+        summary: String,
+        output: String,
+    },
     /// An approval is needed: show the picker, answer with `decide`.
     Approval {
         id: u64,
@@ -104,13 +120,26 @@ pub enum UiEvent {
         timeout: f64,
     },
     /// How an approval was answered (to record on the tool row).
-    Decided { id: u64, tool: String, decision: Decision },
+    Decided {
+        id: u64,
+        tool: String,
+        decision: Decision,
+    },
     /// The request failed and will be retried.
-    Retrying { attempt: u32, delay_ms: u64, reason: String },
+    Retrying {
+        attempt: u32,
+        delay_ms: u64,
+        reason: String,
+    },
     /// Tokens used so far in this turn.
     Usage { input: u64, output: u64 },
     /// The turn ended.
-    TurnDone { input: u64, output: u64, outcome: Outcome, message: String },
+    TurnDone {
+        input: u64,
+        output: u64,
+        outcome: Outcome,
+        message: String,
+    },
     /// Something went wrong; `message` starts with `agent:` and says what to do.
     Error { message: String },
 }

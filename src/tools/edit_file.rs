@@ -127,8 +127,8 @@ async fn edit(
     );
     let preview = diff::unified(
         rel,
-        Some(&String::from_utf8_lossy(&bytes)),
-        &String::from_utf8_lossy(&after),
+        Some(&crate::text::lossy(&bytes)),
+        &crate::text::lossy(&after),
     );
     if let Some(refused) = ask(cx, detail, preview, rel, cancel).await {
         return refused;

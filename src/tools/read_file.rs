@@ -118,7 +118,7 @@ fn read_prefix(path: &std::path::Path) -> std::io::Result<Contents> {
     if memchr::memchr(0, &bytes[..bytes.len().min(SNIFF_BYTES)]).is_some() {
         return Ok(Contents::Binary);
     }
-    Ok(Contents::Text(String::from_utf8_lossy(&bytes).into_owned()))
+    Ok(Contents::Text(crate::text::lossy(&bytes).into_owned()))
 }
 
 #[cfg(test)]

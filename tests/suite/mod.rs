@@ -1,4 +1,5 @@
 //! Integration test groups, one file a front end or concern.
 
 mod agent;
+mod run_cli;
 mod tool_cli;

@@ -1,0 +1,654 @@
+//! The Neovim front end: `agent-nvim nvim`, started by the plugin as an RPC child on stdio.
+//!
+//! The [`Bridge`] handler only decodes and hands off: nvim-rs awaits notifications one at a time,
+//! so a turn run inside `handle_notify` would deadlock the moment it waited for an approval that
+//! arrives as another notification. Turns run in spawned tasks; what they produce goes through
+//! one pump task that sends Lua at most one batch a frame (SPEC section 6).
+
+pub mod protocol;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex as SyncMutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use nvim_rs::compat::tokio::Compat;
+use nvim_rs::{Handler, Neovim};
+use rmpv::Value;
+use tokio::sync::{mpsc, oneshot, Mutex};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{Agent, Event, DEFAULT_MAX_TURNS};
+use crate::approval::{ApprovalRequest, Asker, Decision, Gate};
+use crate::editor::Editor;
+use crate::llm::{Client, ProviderChoice, ProviderConfig};
+use crate::tools::{Executor, Settings, ToolContext};
+use crate::workspace::Workspace;
+use crate::{Error, Result};
+use protocol::{method, BufferState, Decide, Prompt, Start, UiEvent, PROTOCOL};
+
+/// The handle to the Neovim that started us.
+type Nvim = Neovim<Compat<tokio::fs::File>>;
+
+/// How long the pump gathers events before it sends a batch: one frame at 60 Hz.
+const FRAME: Duration = Duration::from_millis(16);
+
+/// `agent-nvim nvim`: serve the plugin until Neovim closes the channel or asks us to stop.
+pub fn run(log: Option<PathBuf>) -> Result<u8> {
+    init_log(log.as_deref());
+    let runtime = crate::terminal::runtime()?;
+    runtime.block_on(serve());
+    // A blocked call must not keep the process alive once Neovim has gone.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    Ok(0)
+}
+
+/// Logs go to a file (stdout is the msgpack channel); without one, nowhere.
+fn init_log(path: Option<&Path>) {
+    let Some(path) = path else {
+        return;
+    };
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let Ok(file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    else {
+        return;
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENT_NVIM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(SyncMutex::new(file))
+        .with_ansi(false)
+        .with_env_filter(filter)
+        .try_init();
+}
+
+async fn serve() {
+    let shutdown = CancellationToken::new();
+    let bridge = Bridge::new(shutdown.clone());
+    let (nvim, io) = match nvim_rs::create::tokio::new_parent(bridge.clone()).await {
+        Ok(connected) => connected,
+        Err(err) => {
+            tracing::error!(%err, "cannot talk to Neovim on stdio");
+            return;
+        }
+    };
+    tokio::spawn(pump(nvim.clone(), bridge.state.ui_rx.lock().await.take()));
+    let signals = stop_signals();
+    tokio::select! {
+        ended = io => tracing::info!(?ended, "Neovim closed the channel"),
+        () = signals => tracing::info!("asked to stop by a signal"),
+    }
+    // Neovim is gone or going: cancel the turn (its commands' process trees are killed) and give
+    // it a moment to finish doing so.
+    shutdown.cancel();
+    bridge.cancel_turn();
+    let _ = tokio::time::timeout(Duration::from_secs(1), bridge.idle()).await;
+}
+
+/// Resolves on SIGTERM, SIGHUP or SIGINT (Neovim stops its jobs with SIGTERM when it quits).
+async fn stop_signals() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let kinds = [
+        SignalKind::terminate(),
+        SignalKind::hangup(),
+        SignalKind::interrupt(),
+    ];
+    let mut streams: Vec<_> = kinds.into_iter().filter_map(|k| signal(k).ok()).collect();
+    if streams.is_empty() {
+        return futures::future::pending().await;
+    }
+    let waits = streams.iter_mut().map(|s| Box::pin(s.recv()));
+    futures::future::select_all(waits).await;
+}
+
+/// The session the `start` notification configured.
+struct Session {
+    /// None when the provider could not be configured; the message says why.
+    agent: std::result::Result<Arc<Mutex<Agent>>, String>,
+}
+
+/// Shared state of the front end.
+struct State {
+    session: Mutex<Option<Session>>,
+    /// Approval requests waiting for Lua's `decide`, with the tool that asked.
+    pending: SyncMutex<HashMap<u64, (String, oneshot::Sender<Decision>)>>,
+    /// The running turn's cancel token.
+    turn: SyncMutex<Option<CancellationToken>>,
+    /// Held by a running turn; taking it waits for the turn to end.
+    busy: Arc<Mutex<()>>,
+    ui: mpsc::UnboundedSender<UiEvent>,
+    ui_rx: Mutex<Option<mpsc::UnboundedReceiver<UiEvent>>>,
+    shutdown: CancellationToken,
+}
+
+/// The nvim-rs handler: decodes each notification and hands it off.
+#[derive(Clone)]
+pub struct Bridge {
+    state: Arc<State>,
+}
+
+impl Bridge {
+    fn new(shutdown: CancellationToken) -> Self {
+        let (ui, ui_rx) = mpsc::unbounded_channel();
+        Bridge {
+            state: Arc::new(State {
+                session: Mutex::new(None),
+                pending: SyncMutex::new(HashMap::new()),
+                turn: SyncMutex::new(None),
+                busy: Arc::new(Mutex::new(())),
+                ui,
+                ui_rx: Mutex::new(Some(ui_rx)),
+                shutdown,
+            }),
+        }
+    }
+
+    fn send(&self, event: UiEvent) {
+        let _ = self.state.ui.send(event);
+    }
+
+    fn error(&self, message: impl Into<String>) {
+        self.send(UiEvent::Error {
+            message: message.into(),
+        });
+    }
+
+    fn cancel_turn(&self) {
+        if let Ok(turn) = self.state.turn.lock() {
+            if let Some(token) = turn.as_ref() {
+                token.cancel();
+            }
+        }
+        // Every open question is answered: the picker may be closed by the Lua side.
+        if let Ok(mut pending) = self.state.pending.lock() {
+            pending.clear();
+        }
+    }
+
+    /// Resolves when no turn is running.
+    async fn idle(&self) {
+        let _ = self.state.busy.lock().await;
+    }
+
+    async fn start(&self, start: Start, nvim: Nvim) {
+        let workspace = match Workspace::new(Path::new(&start.workspace)) {
+            Ok(workspace) => workspace,
+            Err(err) => return self.error(err.to_string()),
+        };
+        let mut settings = Settings::default();
+        if let Some(secs) = start.command_timeout.filter(|s| s.is_finite() && *s > 0.0) {
+            settings.command_timeout = Duration::from_secs_f64(secs);
+        }
+        settings.shell = start
+            .shell
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from);
+        let asker = Arc::new(NvimAsker {
+            nvim: nvim.clone(),
+            bridge: self.clone(),
+            cwd: workspace.root().display().to_string(),
+            timeout: settings.command_timeout.as_secs_f64(),
+        });
+        let root = workspace.root().display().to_string();
+        let executor = Executor::new(ToolContext {
+            workspace,
+            gate: Arc::new(Gate::new(start.auto_approve, Some(asker))),
+            editor: Arc::new(NvimEditor { nvim }),
+            settings,
+        });
+        let choice = ProviderChoice {
+            provider: start.provider.filter(|p| !p.is_empty()),
+            model: start.model.filter(|m| !m.is_empty()),
+            base_url: start.base_url.filter(|u| !u.is_empty()),
+        };
+        let configured = ProviderConfig::resolve(&choice, &|name| std::env::var(name).ok())
+            .and_then(|config| Client::new(config, &executor.catalogue()));
+        let (provider, model, agent) = match configured {
+            Ok(client) => {
+                let cfg = client.config();
+                let provider = format!("{:?}", cfg.kind).to_lowercase();
+                let model = cfg.model.clone();
+                let max_turns = start.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
+                (
+                    provider,
+                    model,
+                    Ok(Arc::new(Mutex::new(Agent::new(
+                        client, executor, max_turns,
+                    )))),
+                )
+            }
+            Err(message) => (String::new(), String::new(), Err(message)),
+        };
+        if let Err(message) = &agent {
+            self.error(message.clone());
+        }
+        tracing::info!(%root, %provider, %model, auto_approve = start.auto_approve, "session started");
+        *self.state.session.lock().await = Some(Session { agent });
+        self.send(UiEvent::Started {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            protocol: PROTOCOL,
+            provider,
+            model,
+            workspace: root,
+        });
+    }
+
+    async fn prompt(&self, prompt: Prompt) {
+        let agent = match self
+            .state
+            .session
+            .lock()
+            .await
+            .as_ref()
+            .map(|s| s.agent.clone())
+        {
+            Some(Ok(agent)) => agent,
+            Some(Err(message)) => return self.error(message),
+            None => return self.error("agent: the backend was not started; run :Agent again"),
+        };
+        let Ok(busy) = self.state.busy.clone().try_lock_owned() else {
+            return self.error("agent: a turn is already running; wait for it or :Agent stop");
+        };
+        let token = self.state.shutdown.child_token();
+        if let Ok(mut turn) = self.state.turn.lock() {
+            *turn = Some(token.clone());
+        }
+        let bridge = self.clone();
+        tokio::spawn(async move {
+            let _busy = busy;
+            let (events, mut received) = mpsc::unbounded_channel();
+            let forward = bridge.clone();
+            let forwarder = tokio::spawn(async move {
+                while let Some(event) = received.recv().await {
+                    forward.send(ui_event(event));
+                }
+            });
+            let outcome = agent
+                .lock()
+                .await
+                .prompt(prompt.text, &events, &token)
+                .await;
+            drop(events);
+            let _ = forwarder.await;
+            tracing::info!(?outcome, "turn ended");
+            if let Ok(mut turn) = bridge.state.turn.lock() {
+                *turn = None;
+            }
+        });
+    }
+
+    fn new_conversation(&self) {
+        self.cancel_turn();
+        let bridge = self.clone();
+        tokio::spawn(async move {
+            bridge.idle().await;
+            if let Some(Session { agent: Ok(agent) }) = bridge.state.session.lock().await.as_ref() {
+                agent.lock().await.reset();
+            }
+        });
+    }
+
+    fn decide(&self, decide: Decide) {
+        let waiting = self
+            .state
+            .pending
+            .lock()
+            .ok()
+            .and_then(|mut p| p.remove(&decide.id));
+        match waiting {
+            Some((tool, reply)) => {
+                self.send(UiEvent::Decided {
+                    id: decide.id,
+                    tool,
+                    decision: decide.decision.clone(),
+                });
+                let _ = reply.send(decide.decision);
+            }
+            None => tracing::warn!(id = decide.id, "a decision for a request nobody waits for"),
+        }
+    }
+}
+
+/// Decodes the one map argument of a notification.
+fn arg<T: serde::de::DeserializeOwned>(args: Vec<Value>) -> std::result::Result<T, String> {
+    let first = args.into_iter().next().unwrap_or(Value::Nil);
+    rmpv::ext::from_value(first).map_err(|e| e.to_string())
+}
+
+#[async_trait]
+impl Handler for Bridge {
+    type Writer = Compat<tokio::fs::File>;
+
+    async fn handle_notify(&self, name: String, args: Vec<Value>, nvim: Nvim) {
+        tracing::debug!(%name, "notification");
+        match name.as_str() {
+            method::START => match arg::<Start>(args) {
+                Ok(start) => self.start(start, nvim).await,
+                Err(err) => self.error(format!(
+                    "agent: bad start message ({err}); update the plugin and rebuild"
+                )),
+            },
+            method::PROMPT => match arg::<Prompt>(args) {
+                Ok(prompt) => self.prompt(prompt).await,
+                Err(err) => self.error(format!("agent: bad prompt message ({err})")),
+            },
+            method::CANCEL => self.cancel_turn(),
+            method::NEW => self.new_conversation(),
+            method::DECIDE => match arg::<Decide>(args) {
+                Ok(decide) => self.decide(decide),
+                Err(err) => tracing::warn!(%err, "bad decide message"),
+            },
+            other => tracing::warn!(method = other, "unknown notification"),
+        }
+    }
+
+    async fn handle_request(
+        &self,
+        name: String,
+        _args: Vec<Value>,
+        _nvim: Nvim,
+    ) -> std::result::Result<Value, Value> {
+        match name.as_str() {
+            "version" => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
+            other => Err(Value::from(format!("agent: unknown request '{other}'"))),
+        }
+    }
+}
+
+fn ui_event(event: Event) -> UiEvent {
+    match event {
+        Event::TurnStarted => UiEvent::TurnStarted,
+        Event::Text { text } => UiEvent::Text { text },
+        Event::ToolStarted { id, name, args } => UiEvent::ToolStarted { id, name, args },
+        Event::ToolFinished {
+            id,
+            name,
+            ok,
+            summary,
+            output,
+        } => UiEvent::ToolFinished {
+            id,
+            name,
+            ok,
+            summary,
+            output,
+        },
+        Event::Retrying {
+            attempt,
+            delay_ms,
+            reason,
+        } => UiEvent::Retrying {
+            attempt,
+            delay_ms,
+            reason,
+        },
+        Event::Usage { input, output } => UiEvent::Usage { input, output },
+        Event::TurnDone {
+            input,
+            output,
+            outcome,
+            message,
+        } => UiEvent::TurnDone {
+            input,
+            output,
+            outcome,
+            message,
+        },
+        Event::Error { message } => UiEvent::Error { message },
+    }
+}
+
+/// Sends Lua the events in batches: everything that arrived within a frame of the first, with
+/// consecutive text joined, in one `exec_lua` call. An approval is sent at once.
+async fn pump(nvim: Nvim, events: Option<mpsc::UnboundedReceiver<UiEvent>>) {
+    let Some(mut events) = events else {
+        return;
+    };
+    while let Some(first) = events.recv().await {
+        let mut batch = vec![first];
+        let deadline = tokio::time::Instant::now() + FRAME;
+        while !matches!(batch.last(), Some(UiEvent::Approval { .. })) {
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Ok(Some(event)) => batch.push(event),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        let batch = join_text(batch);
+        let values: Vec<Value> = batch
+            .iter()
+            .filter_map(|e| serde_json::to_value(e).ok())
+            .map(|v| to_msgpack(&v))
+            .collect();
+        if let Err(err) = nvim
+            .exec_lua(
+                "return require('agent.rpc').receive(...)",
+                vec![Value::Array(values)],
+            )
+            .await
+        {
+            tracing::warn!(%err, "Lua did not take a batch of events");
+        }
+    }
+}
+
+/// A JSON value as msgpack, objects as maps with string keys (what Lua tables need; rmpv's serde
+/// support would write structs as arrays).
+fn to_msgpack(value: &serde_json::Value) -> Value {
+    match value {
+        serde_json::Value::Null => Value::Nil,
+        serde_json::Value::Bool(b) => Value::from(*b),
+        serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => Value::from(i),
+            (None, Some(u), _) => Value::from(u),
+            (None, None, f) => Value::from(f.unwrap_or_default()),
+        },
+        serde_json::Value::String(s) => Value::from(s.as_str()),
+        serde_json::Value::Array(items) => Value::Array(items.iter().map(to_msgpack).collect()),
+        serde_json::Value::Object(map) => Value::Map(
+            map.iter()
+                .map(|(k, v)| (Value::from(k.as_str()), to_msgpack(v)))
+                .collect(),
+        ),
+    }
+}
+
+/// Joins consecutive text events so a frame's deltas are appended with one buffer call.
+fn join_text(batch: Vec<UiEvent>) -> Vec<UiEvent> {
+    let mut out: Vec<UiEvent> = Vec::with_capacity(batch.len());
+    for event in batch {
+        match (out.last_mut(), event) {
+            (Some(UiEvent::Text { text }), UiEvent::Text { text: more }) => text.push_str(&more),
+            (_, event) => out.push(event),
+        }
+    }
+    out
+}
+
+/// Asks through the plugin's picker; nobody to ask when no UI is attached (headless Neovim).
+struct NvimAsker {
+    nvim: Nvim,
+    bridge: Bridge,
+    cwd: String,
+    timeout: f64,
+}
+
+impl Asker for NvimAsker {
+    fn ask(&self, request: ApprovalRequest) -> BoxFuture<'_, Option<Decision>> {
+        Box::pin(async move {
+            match self.nvim.list_uis().await {
+                Ok(uis) if !uis.is_empty() => {}
+                Ok(_) => {
+                    tracing::info!(detail = %request.detail, "no UI attached: refusing");
+                    return None;
+                }
+                Err(err) => {
+                    tracing::warn!(%err, "cannot list UIs: refusing");
+                    return None;
+                }
+            }
+            let (reply, answer) = oneshot::channel();
+            if let Ok(mut pending) = self.bridge.state.pending.lock() {
+                pending.insert(request.id, (request.tool.clone(), reply));
+            }
+            self.bridge.send(UiEvent::Approval {
+                id: request.id,
+                tool: request.tool,
+                detail: request.detail,
+                diff: request.diff,
+                action: request.action,
+                cwd: self.cwd.clone(),
+                timeout: self.timeout,
+            });
+            answer.await.ok()
+        })
+    }
+}
+
+/// Open buffers, asked of the plugin.
+struct NvimEditor {
+    nvim: Nvim,
+}
+
+impl NvimEditor {
+    async fn lua(&self, code: &str, path: Option<&Path>) -> Option<Value> {
+        let args = path
+            .map(|p| vec![Value::from(p.display().to_string())])
+            .unwrap_or_default();
+        match self.nvim.exec_lua(code, args).await {
+            Ok(value) => Some(value),
+            Err(err) => {
+                tracing::warn!(%err, code, "buffer query failed");
+                None
+            }
+        }
+    }
+}
+
+impl Editor for NvimEditor {
+    fn has_unsaved_changes<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            self.lua("return require('agent.rpc').buffer_state(...)", Some(path))
+                .await
+                .and_then(|v| rmpv::ext::from_value::<BufferState>(v).ok())
+                .is_some_and(|state| state.loaded && state.modified)
+        })
+    }
+
+    fn file_written<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.lua("require('agent.rpc').reload(...)", Some(path))
+                .await;
+        })
+    }
+
+    fn command_finished(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.lua("require('agent.rpc').checktime()", None).await;
+        })
+    }
+}
+
+impl From<Box<nvim_rs::error::CallError>> for Error {
+    fn from(err: Box<nvim_rs::error::CallError>) -> Self {
+        Error::Io {
+            context: "Neovim did not answer",
+            source: std::io::Error::other(err.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_of_deltas_becomes_one_text_event() {
+        let batch = vec![
+            UiEvent::Text { text: "a".into() },
+            UiEvent::Text { text: "b".into() },
+            UiEvent::Usage {
+                input: 1,
+                output: 2,
+            },
+            UiEvent::Text { text: "c".into() },
+        ];
+        assert_eq!(
+            join_text(batch),
+            vec![
+                UiEvent::Text { text: "ab".into() },
+                UiEvent::Usage {
+                    input: 1,
+                    output: 2
+                },
+                UiEvent::Text { text: "c".into() }
+            ]
+        );
+    }
+
+    #[test]
+    fn messages_from_lua_decode_from_msgpack_maps() {
+        let start = Value::Map(vec![
+            (Value::from("workspace"), Value::from("/w")),
+            (Value::from("auto_approve"), Value::from(true)),
+            (Value::from("command_timeout"), Value::from(30)),
+            (Value::from("provider"), Value::Nil),
+        ]);
+        let start: Start = arg(vec![start]).unwrap();
+        assert_eq!(
+            (
+                start.workspace.as_str(),
+                start.auto_approve,
+                start.command_timeout
+            ),
+            ("/w", true, Some(30.0))
+        );
+        let decide = Value::Map(vec![
+            (Value::from("id"), Value::from(7)),
+            (Value::from("decision"), Value::from("refuse")),
+            (Value::from("reason"), Value::from("not now")),
+        ]);
+        let decide: Decide = arg(vec![decide]).unwrap();
+        assert_eq!(
+            decide,
+            Decide {
+                id: 7,
+                decision: Decision::Refuse {
+                    reason: Some("not now".into())
+                }
+            }
+        );
+    }
+
+    #[test]
+    fn events_to_lua_are_maps_with_a_type() {
+        let value = to_msgpack(&serde_json::to_value(UiEvent::Text { text: "hi".into() }).unwrap());
+        assert_eq!(
+            value,
+            Value::Map(vec![
+                (Value::from("text"), Value::from("hi")),
+                (Value::from("type"), Value::from("text"))
+            ])
+        );
+        let value = to_msgpack(&serde_json::json!({"n": -3, "f": 1.5, "list": [true, null]}));
+        assert_eq!(
+            value,
+            Value::Map(vec![
+                (Value::from("f"), Value::from(1.5)),
+                (
+                    Value::from("list"),
+                    Value::Array(vec![Value::from(true), Value::Nil])
+                ),
+                (Value::from("n"), Value::from(-3)),
+            ])
+        );
+    }
+}

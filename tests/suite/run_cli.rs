@@ -1,0 +1,256 @@
+//! `agent-nvim run`: the agent in a terminal or a script, against the mock server.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::bin;
+use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
+
+const SECRET: &str = "sk-ant-test-SECRET-4c1d";
+
+/// `agent-nvim run` with a clean provider environment pointing at `mock`.
+fn run(mock: Option<&MockLlm>, dir: &std::path::Path, args: &[&str]) -> Command {
+    let mut command = bin();
+    command
+        .current_dir(dir)
+        .arg("run")
+        .args(args)
+        .stdin(Stdio::null());
+    for var in [
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "OPENAI_BASE_URL",
+    ] {
+        command.env_remove(var);
+    }
+    if let Some(mock) = mock {
+        command
+            .env("ANTHROPIC_API_KEY", SECRET)
+            .env("ANTHROPIC_BASE_URL", mock.base_url());
+    }
+    command
+}
+
+fn turn(parts: Vec<Part>) -> Reply {
+    Reply::Turn {
+        parts,
+        usage: (1200, 34),
+    }
+}
+
+#[test]
+fn streams_text_and_tool_rows_then_the_done_line_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![
+                Part::Text("Reading it.".into()),
+                Part::ToolCall {
+                    id: "t1".into(),
+                    name: "read_file".into(),
+                    args: json!({"path": "a.txt"}).to_string(),
+                },
+            ]),
+            turn(vec![Part::Text("It says alpha.".into())]),
+        ],
+    );
+    let out = run(Some(&mock), dir.path(), &["what", "is", "in", "a.txt?"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout,
+        "Reading it.\n▸ read a.txt (6 chars)\nIt says alpha.\ndone · 2400 in / 68 out tokens\n"
+    );
+    let first = &mock.requests()[0];
+    assert_eq!(first.header("x-api-key"), Some(SECRET));
+    assert_eq!(
+        first.body["messages"][0]["content"][0]["text"],
+        "what is in a.txt?"
+    );
+}
+
+#[test]
+fn the_api_key_is_never_printed_even_when_the_api_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![Reply::Status {
+            code: 401,
+            message: "invalid x-api-key".into(),
+            retry_after: None,
+        }],
+    );
+    let out = run(Some(&mock), dir.path(), &["hi"])
+        .env("RUST_LOG", "trace")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!all.contains(SECRET), "the key leaked: {all}");
+    assert!(all.contains("API error 401"), "{all}");
+    assert!(all.contains("invalid x-api-key"), "{all}");
+}
+
+#[test]
+fn without_any_provider_key_the_message_names_the_variables_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(None, dir.path(), &["hi"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("ANTHROPIC_API_KEY") && stderr.contains("OPENAI_API_KEY"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_dead_server_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port nobody listens on: bind, note it, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = run(
+        None,
+        dir.path(),
+        &[
+            "hi",
+            "--provider",
+            "openai",
+            "--base-url",
+            &format!("http://127.0.0.1:{port}/v1"),
+        ],
+    )
+    .env("OPENAI_API_KEY", "k")
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "cannot reach http://127.0.0.1:{port}/v1/chat/completions"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("is the server running"), "{stderr}");
+}
+
+#[test]
+fn without_a_terminal_commands_are_refused_unless_auto_approve() {
+    for (flags, ran) in [(&[][..], false), (&["--auto-approve"][..], true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mock = MockLlm::start(
+            Wire::OpenAi,
+            vec![
+                turn(vec![Part::ToolCall {
+                    id: "c1".into(),
+                    name: "run_bash".into(),
+                    args: json!({"command": "touch ran"}).to_string(),
+                }]),
+                turn(vec![Part::Text("ok".into())]),
+            ],
+        );
+        let out = run(
+            None,
+            dir.path(),
+            &[
+                &["--provider", "openai", "--base-url", &mock.base_url(), "go"][..],
+                flags,
+            ]
+            .concat(),
+        )
+        .env("OPENAI_API_KEY", "k")
+        .output()
+        .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(dir.path().join("ran").exists(), ran);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let row = if ran {
+            "▸ $ touch ran -> exit 0"
+        } else {
+            "✗ $ touch ran -> declined"
+        };
+        assert!(stdout.contains(row), "{stdout}");
+    }
+}
+
+#[test]
+fn ctrl_c_cancels_the_turn_kills_the_command_tree_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![turn(vec![Part::ToolCall {
+            id: "t1".into(),
+            name: "run_bash".into(),
+            args: json!({"command": "sleep 1000 & echo $! > bg.pid; sleep 1000"}).to_string(),
+        }])],
+    );
+    let mut child = run(Some(&mock), dir.path(), &["--auto-approve", "wait"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid_file = dir.path().join("bg.pid");
+    for _ in 0..400 {
+        if pid_file.exists()
+            && !std::fs::read_to_string(&pid_file)
+                .unwrap()
+                .trim()
+                .is_empty()
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let bg: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: sending SIGINT to our own child, as a terminal's Ctrl-C would.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let mut alive = true;
+    for _ in 0..100 {
+        // SAFETY: signal 0 only checks existence.
+        alive = unsafe { libc::kill(bg, 0) } == 0 && !is_zombie(bg);
+        if !alive {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !alive,
+        "the background job of the cancelled command survived"
+    );
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
