@@ -1,5 +1,6 @@
 //! Integration test groups, one file a front end or concern.
 
 mod agent;
+mod nvim_plugin;
 mod run_cli;
 mod tool_cli;

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 
 pub mod mock_llm;
+pub mod nvim;
 pub mod pty;
 
 use std::path::Path;
