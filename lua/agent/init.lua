@@ -1,0 +1,303 @@
+--- agent.nvim: a coding agent in a Neovim split, run by the Rust backend `agent-nvim`.
+---
+--- Public API: setup(), ask(), open(), status(), stop(), new(). See :help agent.
+
+local M = {}
+local H = {}
+
+--- Configures the plugin (optional: without it the defaults of :help agent-config apply).
+--- Order: config, autocommands, highlights, keymaps. Raises on an invalid option, naming it.
+---@param opts? agent.Config|table
+function M.setup(opts)
+  local config = require("agent.config")
+  config.setup(opts)
+  H.create_autocommands()
+  H.define_highlights()
+  H.apply_keymaps(config.options.keymaps)
+end
+
+--- Sends `prompt` to the agent, opening the conversation (without moving the cursor there).
+--- Without a prompt, asks for a question with vim.ui.input about the current line, or about the
+--- selection in Visual mode, and sends the question with that context.
+---@param prompt? string
+---@return boolean sent false when nothing was sent (the reason was shown)
+function M.ask(prompt)
+  if prompt == nil then
+    local mode = vim.fn.mode()
+    local context
+    if mode == "v" or mode == "V" or mode == "\22" then
+      local first, last = vim.fn.line("v"), vim.fn.line(".")
+      vim.cmd("normal! \27")
+      context = H.selection_context(math.min(first, last), math.max(first, last))
+    else
+      context = H.cursor_context()
+    end
+    H.ask_interactive(context)
+    return false
+  end
+  if vim.trim(prompt) == "" then
+    return false
+  end
+  H.ensure_init()
+  local chat = require("agent.chat")
+  if chat.busy() then
+    vim.notify(
+      "agent: the agent is still working on the last prompt; wait for it, or stop it with :Agent stop (<C-c> in the chat)",
+      vim.log.levels.WARN
+    )
+    return false
+  end
+  local rpc = require("agent.rpc")
+  if not rpc.ensure() then
+    return false
+  end
+  chat.open({ focus = false })
+  chat.user_prompt(prompt)
+  rpc.prompt(prompt)
+  return true
+end
+
+--- Opens the conversation split (chat above, input below), or focuses its input if it is open.
+--- Starts the backend if it is not running, so its errors show at once.
+---@param opts? { focus?: boolean } focus: move the cursor to the input window (default true)
+function M.open(opts)
+  opts = opts or {}
+  H.ensure_init()
+  require("agent.chat").open({ focus = opts.focus ~= false })
+  require("agent.rpc").ensure()
+end
+
+--- Cancels the running turn (the running command's process tree is killed).
+function M.stop()
+  local rpc = require("agent.rpc")
+  if not (rpc.running() and require("agent.chat").busy()) then
+    vim.notify("agent: nothing is running", vim.log.levels.INFO)
+    return
+  end
+  rpc.cancel()
+end
+
+--- Starts a fresh conversation: cancels the running turn, forgets the history and the session's
+--- approvals, and clears the chat.
+function M.new()
+  local rpc = require("agent.rpc")
+  if rpc.running() then
+    rpc.new()
+  end
+  require("agent.chat").clear()
+end
+
+---@class agent.Status
+---@field state "off"|"idle"|"thinking"|"running"|"approval"|"retrying"
+---@field text string what the chat's winbar shows: "idle", "thinking", "running `cargo test` 12s", "waiting for approval"
+---@field input integer input tokens of the current (or last) turn
+---@field output integer output tokens of the current (or last) turn
+---@field provider? string
+---@field model? string
+
+--- The agent's state, for statuslines. See :help agent-statusline.
+---@return agent.Status
+function M.status()
+  if not package.loaded["agent.chat"] then
+    return { state = "off", text = "off", input = 0, output = 0 }
+  end
+  return require("agent.chat").status()
+end
+
+--- :Agent's implementation (plugin/agent.lua calls it).
+---@param cmd table the argument of nvim_create_user_command's callback
+function M._command(cmd)
+  local args = vim.trim(cmd.args or "")
+  local sub = H.subcommands[args]
+  if sub then
+    return sub()
+  end
+  if cmd.range and cmd.range > 0 then
+    local context = H.selection_context(cmd.line1, cmd.line2)
+    if args == "" then
+      return H.ask_interactive(context)
+    end
+    return M.ask(context and (args .. "\n\n" .. context.text) or args)
+  end
+  if args == "" then
+    return M.open()
+  end
+  M.ask(args)
+end
+
+--- :Agent's completion: the subcommands, for the first argument only.
+---@param arglead string
+---@param cmdline string
+---@return string[]
+function M._complete(arglead, cmdline)
+  local rest = cmdline:match("Agent!?%s+(.*)$") or ""
+  if rest:find("%s") then
+    return {}
+  end
+  local names = vim.tbl_keys(H.subcommands)
+  table.sort(names)
+  return vim.tbl_filter(function(name)
+    return vim.startswith(name, arglead)
+  end, names)
+end
+
+-- Helpers ------------------------------------------------------------------------------------
+
+H.subcommands = {
+  stop = function()
+    M.stop()
+  end,
+  new = function()
+    M.new()
+  end,
+  log = function()
+    local path = require("agent.rpc").logfile()
+    if not vim.uv.fs_stat(path) then
+      vim.notify(
+        ("agent: no log yet at %s; the backend writes it once it starts (:Agent)"):format(path),
+        vim.log.levels.INFO
+      )
+      return
+    end
+    require("agent.chat").leave()
+    vim.cmd.edit(vim.fn.fnameescape(path))
+  end,
+}
+
+-- Highlight groups: links to built-ins, `default` so a colorscheme or the user can override them.
+H.highlights = {
+  AgentHeader = "Title", -- `## You`, `## Agent`
+  AgentToolRow = "Special", -- `▸ read src/a.rs (120 chars)`
+  AgentToolRunning = "DiagnosticWarn", -- `… running run_bash`
+  AgentToolError = "DiagnosticError", -- `✗ $ cargo test -> exit 124`
+  AgentToolOutput = "Comment", -- a tool's output, below its row (folded)
+  AgentNotice = "Comment", -- `done · 10 in / 20 out tokens`, retries, approval decisions
+  AgentError = "DiagnosticError", -- an error from the backend
+  AgentInputHint = "Comment", -- the hint in the empty input window
+}
+
+function H.define_highlights()
+  for group, link in pairs(H.highlights) do
+    vim.api.nvim_set_hl(0, group, { link = link, default = true })
+  end
+end
+
+function H.create_autocommands()
+  local group = vim.api.nvim_create_augroup("agent", { clear = true })
+  vim.api.nvim_create_autocmd("ColorScheme", {
+    group = group,
+    desc = "agent: re-apply highlight links",
+    callback = H.define_highlights,
+  })
+end
+
+-- Autocommands and highlights also without setup(): done once, on first use.
+function H.ensure_init()
+  if H.initialized then
+    return
+  end
+  H.initialized = true
+  if not require("agent.config").did_setup then
+    H.create_autocommands()
+    H.define_highlights()
+  end
+end
+
+-- The keys mapped by the last setup() call, removed when setup() runs again.
+H.mapped = {}
+
+function H.apply_keymaps(keymaps)
+  local plug = "<Plug>(agent-ask)"
+  for _, map in ipairs(H.mapped) do
+    pcall(vim.api.nvim_del_keymap, map[1], map[2])
+  end
+  H.mapped = {}
+  for _, mode in ipairs({ "n", "x" }) do
+    -- The default key plugin/agent.lua may have mapped before setup() ran.
+    local existing = vim.fn.maparg("<leader>aa", mode, false, true)
+    if type(existing) == "table" and existing.rhs == plug then
+      pcall(vim.api.nvim_del_keymap, mode, "<leader>aa")
+    end
+    if keymaps.ask then
+      vim.api.nvim_set_keymap(mode, keymaps.ask, plug, { desc = "agent: ask" })
+      H.mapped[#H.mapped + 1] = { mode, keymaps.ask }
+    end
+  end
+end
+
+-- The workspace-relative path of buffer `buf`, or nil for a buffer that is not a file.
+function H.buffer_path(buf)
+  if vim.bo[buf].buftype ~= "" then
+    return nil
+  end
+  local name = vim.api.nvim_buf_get_name(buf)
+  if name == "" then
+    return nil
+  end
+  local file = vim.fs.normalize(vim.fn.fnamemodify(name, ":p"))
+  local root = vim.fs.normalize(require("agent.rpc").workspace())
+  for _, pair in ipairs({ { file, root }, { vim.uv.fs_realpath(file), vim.uv.fs_realpath(root) } }) do
+    local f, r = pair[1], pair[2]
+    if f and r then
+      local prefix = r:sub(-1) == "/" and r or (r .. "/")
+      if f == r then
+        return "."
+      elseif f:sub(1, #prefix) == prefix then
+        return f:sub(#prefix + 1)
+      end
+    end
+  end
+  return file
+end
+
+---@return { text: string, label: string }?
+function H.cursor_context()
+  local path = H.buffer_path(0)
+  if not path then
+    return nil
+  end
+  local line = vim.fn.line(".")
+  return {
+    label = ("line %d of %s"):format(line, path),
+    text = ("(I am in %s, at line %d.)"):format(path, line),
+  }
+end
+
+---@return { text: string, label: string }?
+function H.selection_context(first, last)
+  local path = H.buffer_path(0)
+  if not path then
+    return nil
+  end
+  local lines = vim.api.nvim_buf_get_lines(0, first - 1, last, false)
+  local longest = 0
+  for i, line in ipairs(lines) do
+    for ticks in line:gmatch("`+") do
+      longest = math.max(longest, #ticks)
+    end
+    lines[i] = ("%d: %s"):format(first + i - 1, line)
+  end
+  local fence = string.rep("`", math.max(3, longest + 1))
+  local what = first == last and ("line %d"):format(first) or ("lines %d-%d"):format(first, last)
+  local text = ("Selected %s of %s:\n%s%s\n%s\n%s"):format(
+    what,
+    path,
+    fence,
+    vim.bo.filetype,
+    table.concat(lines, "\n"),
+    fence
+  )
+  return { label = ("%s of %s"):format(what, path), text = text }
+end
+
+function H.ask_interactive(context)
+  local prompt = context and ("agent: ask about %s: "):format(context.label) or "agent: ask: "
+  vim.ui.input({ prompt = prompt }, function(question)
+    if not question or vim.trim(question) == "" then
+      return
+    end
+    M.ask(context and (question .. "\n\n" .. context.text) or question)
+  end)
+end
+
+return M
