@@ -454,4 +454,17 @@ async fn the_users_cursor_and_window_are_unchanged_by_a_streamed_answer() {
         lines.iter().any(|l| l == "line 200 of a long answer"),
         "{lines:?}"
     );
+    // On screen: the user's file on the left, the conversation beside it following the answer
+    // to its end, and the state back to idle.
+    let screen = nvim.wait_for_screen("line 200 of a long answer").await;
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.starts_with("text ") && l.ends_with("│line 200 of a long answer")),
+        "{screen}"
+    );
+    assert!(
+        screen.lines().next().unwrap().contains("│ idle"),
+        "{screen}"
+    );
 }
