@@ -1,72 +1,414 @@
---- The approval question: "may the agent do this?", answered once.
+--- The approval picker: a centred float that shows exactly what the agent wants to do (the diff of
+--- an edit, the new file of a create, the whole command with where and how long it runs) and takes
+--- the answer in one key. Requests that arrive while one is open wait in a queue.
 ---
---- For now a vim.ui.select list (so it goes through the user's picker, if they have one); a
---- floating picker with a diff preview replaces this module later, keeping `ask`'s contract.
+--- Neovim never waits on the backend: the backend awaits the answer, matched by the request's id,
+--- which `on_decide` sends back (lua/agent/rpc.lua).
 
 local M = {}
 local H = {}
 
---- The choices, in order, with the decision each sends.
-H.choices = {
-  { label = "Allow once", decision = "allow_once" },
-  { label = "Allow for this session", decision = "allow_session" },
-  { label = "Allow everything this session", decision = "allow_all" },
-  { label = "Refuse", decision = "refuse" },
-  { label = "Refuse with a reason…", decision = "refuse", reason = true },
-}
-
 ---@alias agent.Decision "allow_once"|"allow_session"|"allow_all"|"refuse"
 
---- Asks the user about approval request `req` (src/nvim/protocol.rs, UiEvent::Approval) and
---- calls `on_decide` exactly once with the answer. Dismissing the question refuses.
----@param req { id: integer, tool: string, detail: string, diff?: string, action: { kind: string, rel?: string, command?: string }, cwd: string, timeout: number }
+---@class agent.ApprovalRequest
+---@field id integer
+---@field tool string
+---@field detail string
+---@field diff? string
+---@field action { kind: "edit"|"command", rel?: string, command?: string }
+---@field cwd string
+---@field timeout number
+
+--- Queued requests, the one shown first, each with its callback.
+---@type { req: agent.ApprovalRequest, on_decide: fun(decision: agent.Decision, reason?: string) }[]
+H.queue = {}
+
+--- The open picker: its windows, buffers and where focus came from.
+H.open = nil
+
+H.ns = vim.api.nvim_create_namespace("agent.approval")
+
+--- Asks the user about `req` and calls `on_decide` exactly once with the answer. Closing the
+--- picker any other way than by a choice refuses.
+---@param req agent.ApprovalRequest
 ---@param on_decide fun(decision: agent.Decision, reason?: string)
 function M.ask(req, on_decide)
-  local answered = false
-  local function decide(decision, reason)
-    if not answered then
-      answered = true
-      on_decide(decision, reason)
+  table.insert(H.queue, { req = req, on_decide = on_decide })
+  if H.open then
+    H.set_title()
+  else
+    H.show_next()
+  end
+end
+
+--- Closes the picker and forgets every waiting request without answering them (the backend
+--- cancelled them: a cancelled turn or a new conversation).
+function M.dismiss_all()
+  H.queue = {}
+  H.close()
+end
+
+--- How many requests wait, the shown one included.
+---@return integer
+function M.pending()
+  return #H.queue
+end
+
+--- The choices, in order. `key` names the entry of `keymaps.approval` that picks it.
+---@param req agent.ApprovalRequest
+function H.choices(req)
+  local action = type(req.action) == "table" and req.action or {}
+  local session
+  if action.kind == "edit" then
+    session = "Allow edits for this session"
+  else
+    local command = H.one_line(action.command or req.detail or "")
+    if vim.fn.strchars(command) > 40 then
+      command = vim.fn.strcharpart(command, 0, 39) .. "…"
+    end
+    session = ("Allow `%s` for this session"):format(command)
+  end
+  return {
+    { key = "allow_once", label = "Allow once", decision = "allow_once" },
+    { key = "allow_session", label = session, decision = "allow_session" },
+    { key = "allow_all", label = "Allow everything this session", decision = "allow_all" },
+    { key = "refuse", label = "Refuse", decision = "refuse" },
+    { key = "refuse_with_reason", label = "Refuse with a reason…", decision = "refuse", reason = true },
+  }
+end
+
+function H.one_line(text)
+  return (tostring(text):gsub("%s*\n%s*", " "))
+end
+
+--- The preview's lines and, for each, its highlight group (or nil).
+---@param req agent.ApprovalRequest
+---@return string[] lines
+function H.preview_lines(req)
+  if req.tool == "run_bash" then
+    local lines = vim.split(tostring(req.detail or ""), "\n", { plain = true })
+    table.insert(lines, "")
+    table.insert(lines, ("in %s · timeout %ss"):format(tostring(req.cwd), H.number(req.timeout)))
+    return lines
+  end
+  local diff = type(req.diff) == "string" and req.diff or ""
+  if diff == "" then
+    return { "(no preview)" }
+  end
+  local lines = vim.split(diff, "\n", { plain = true })
+  if lines[#lines] == "" then
+    table.remove(lines)
+  end
+  return lines
+end
+
+function H.number(n)
+  n = tonumber(n) or 0
+  return n == math.floor(n) and tostring(math.floor(n)) or tostring(n)
+end
+
+--- The highlight of a diff line, by its first characters.
+function H.diff_group(line)
+  local c = line:sub(1, 1)
+  if line:sub(1, 3) == "+++" or line:sub(1, 3) == "---" or c == "@" then
+    return "AgentDiffHeader"
+  elseif c == "+" then
+    return "AgentDiffAdd"
+  elseif c == "-" then
+    return "AgentDiffDelete"
+  end
+end
+
+--- Highlights only the lines being drawn, so a 20,000-line diff costs what its screenful does.
+vim.api.nvim_set_decoration_provider(H.ns, {
+  on_win = function(_, _, buf)
+    return H.open ~= nil and buf == H.open.preview_buf and H.open.is_diff
+  end,
+  on_line = function(_, _, buf, row)
+    local line = vim.api.nvim_buf_get_lines(buf, row, row + 1, false)[1]
+    local group = line and H.diff_group(line)
+    if group then
+      vim.api.nvim_buf_set_extmark(buf, H.ns, row, 0, {
+        end_row = row + 1,
+        hl_group = group,
+        hl_eol = true,
+        ephemeral = true,
+      })
+    end
+  end,
+})
+
+function H.scratch(name)
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.bo[buf].bufhidden = "wipe"
+  vim.bo[buf].swapfile = false
+  pcall(vim.api.nvim_buf_set_name, buf, name)
+  return buf
+end
+
+--- Where the two floats go: the preview on top, the choices right below, centred together.
+function H.layout(preview_lines, choice_lines)
+  local columns, rows = vim.o.columns, vim.o.lines - vim.o.cmdheight
+  local widest = 40
+  for _, line in ipairs(preview_lines) do
+    widest = math.max(widest, vim.fn.strdisplaywidth(line))
+  end
+  for _, line in ipairs(choice_lines) do
+    widest = math.max(widest, vim.fn.strdisplaywidth(line))
+  end
+  local width = math.max(math.min(60, columns - 4), math.min(widest + 2, columns - 4, 120))
+  local choices_height = #choice_lines
+  -- Borders: 2 rows around each float.
+  local room = math.max(1, rows - choices_height - 4 - 2)
+  local preview_height = math.max(1, math.min(#preview_lines, room))
+  local total = preview_height + choices_height + 4
+  local row = math.max(0, math.floor((rows - total) / 2))
+  local col = math.max(0, math.floor((columns - width - 2) / 2))
+  return {
+    preview = { row = row, col = col, width = width, height = preview_height },
+    choices = { row = row + preview_height + 2, col = col, width = width, height = choices_height },
+  }
+end
+
+function H.choice_lines(choices)
+  local keys = require("agent.config").options.keymaps.approval
+  local lines = {}
+  for _, choice in ipairs(choices) do
+    local shown = vim.tbl_map(function(k)
+      return k
+    end, keys[choice.key] or {})
+    if choice.key == "allow_once" then
+      table.insert(shown, keys.select)
+    end
+    lines[#lines + 1] = ("%-10s %s"):format(table.concat(shown, "/"), choice.label)
+  end
+  return lines
+end
+
+function H.show_next()
+  local item = H.queue[1]
+  if not item then
+    return
+  end
+  local req = item.req
+  local choices = H.choices(req)
+  local preview = H.preview_lines(req)
+  local choice_lines = H.choice_lines(choices)
+  local place = H.layout(preview, choice_lines)
+
+  local origin = {
+    win = vim.api.nvim_get_current_win(),
+    mode = vim.api.nvim_get_mode().mode,
+    cursor = vim.api.nvim_win_get_cursor(0),
+  }
+  local preview_buf = H.scratch("agent://approval-preview")
+  vim.api.nvim_buf_set_lines(preview_buf, 0, -1, false, preview)
+  vim.bo[preview_buf].modifiable = false
+  local choices_buf = H.scratch("agent://approval")
+  vim.api.nvim_buf_set_lines(choices_buf, 0, -1, false, choice_lines)
+  vim.bo[choices_buf].modifiable = false
+  vim.bo[choices_buf].filetype = "agent-approval"
+  for i, line in ipairs(choice_lines) do
+    local keys_end = #line:match("^%S*")
+    vim.api.nvim_buf_set_extmark(choices_buf, H.ns, i - 1, 0, { end_col = keys_end, hl_group = "AgentApprovalKey" })
+  end
+
+  local preview_win = vim.api.nvim_open_win(preview_buf, false, {
+    relative = "editor",
+    row = place.preview.row,
+    col = place.preview.col,
+    width = place.preview.width,
+    height = place.preview.height,
+    style = "minimal",
+    border = "rounded",
+    title = " " .. H.one_line(req.detail) .. " ",
+    title_pos = "center",
+    zindex = 60,
+    noautocmd = true,
+  })
+  vim.wo[preview_win].wrap = false
+  vim.wo[preview_win].winhighlight = "FloatTitle:AgentApprovalTitle"
+  local choices_win = vim.api.nvim_open_win(choices_buf, true, {
+    relative = "editor",
+    row = place.choices.row,
+    col = place.choices.col,
+    width = place.choices.width,
+    height = place.choices.height,
+    style = "minimal",
+    border = "rounded",
+    zindex = 61,
+    noautocmd = true,
+  })
+  vim.wo[choices_win].cursorline = true
+  vim.wo[choices_win].winhighlight = "CursorLine:AgentApprovalSelected"
+  vim.api.nvim_win_set_cursor(choices_win, { 1, 0 })
+  if origin.mode:sub(1, 1) == "i" or origin.mode:sub(1, 1) == "R" then
+    vim.cmd.stopinsert()
+  end
+
+  H.open = {
+    item = item,
+    choices = choices,
+    origin = origin,
+    preview_win = preview_win,
+    preview_buf = preview_buf,
+    choices_win = choices_win,
+    choices_buf = choices_buf,
+    is_diff = req.tool ~= "run_bash",
+    preview_lines = preview,
+    choice_lines = choice_lines,
+  }
+  H.set_title()
+  H.map_keys(choices_buf)
+  H.watch()
+end
+
+--- The preview's title: the request's detail, and `1/3` when more wait.
+function H.set_title()
+  local open = H.open
+  if not open or not vim.api.nvim_win_is_valid(open.preview_win) then
+    return
+  end
+  local title = " " .. H.one_line(open.item.req.detail) .. " "
+  if #H.queue > 1 then
+    title = title .. ("1/%d "):format(#H.queue)
+  end
+  local config = vim.api.nvim_win_get_config(open.preview_win)
+  config.title = title
+  config.title_pos = "center"
+  vim.api.nvim_win_set_config(open.preview_win, config)
+end
+
+function H.map_keys(buf)
+  local keys = require("agent.config").options.keymaps.approval
+  local function map(lhs, fn, desc)
+    vim.keymap.set("n", lhs, fn, { buffer = buf, nowait = true, silent = true, desc = "agent: " .. desc })
+  end
+  for _, choice in ipairs(H.open.choices) do
+    for _, lhs in ipairs(keys[choice.key] or {}) do
+      map(lhs, function()
+        H.pick(choice)
+      end, choice.label)
     end
   end
-  local labels = vim.tbl_map(function(choice)
-    return choice.label
-  end, H.choices)
-  local action = type(req.action) == "table" and req.action or {}
-  local scope = action.kind == "edit" and "edits to any file in this workspace" or "this exact command line"
-  vim.ui.select(labels, {
-    prompt = H.prompt(req),
-    kind = "agent.approval",
-    format_item = function(label)
-      if label == "Allow for this session" then
-        return ("%s (%s)"):format(label, scope)
-      end
-      return label
-    end,
-  }, function(_, index)
-    local choice = index and H.choices[index]
-    if not choice then
-      return decide("refuse")
-    end
-    if not choice.reason then
-      return decide(choice.decision)
-    end
-    vim.ui.input({ prompt = "agent: why refuse? (the agent reads this) " }, function(reason)
-      reason = reason and vim.trim(reason) or ""
-      decide("refuse", reason ~= "" and reason or nil)
+  map(keys.select, function()
+    local row = vim.api.nvim_win_get_cursor(0)[1]
+    H.pick(H.open.choices[row])
+  end, "pick the highlighted choice")
+  map(keys.scroll_down, function()
+    H.scroll("\4")
+  end, "scroll the preview down")
+  map(keys.scroll_up, function()
+    H.scroll("\21")
+  end, "scroll the preview up")
+end
+
+function H.scroll(key)
+  local open = H.open
+  if open and vim.api.nvim_win_is_valid(open.preview_win) then
+    vim.api.nvim_win_call(open.preview_win, function()
+      vim.cmd("normal! " .. key)
     end)
+  end
+end
+
+--- Re-centres on resize; any other way of closing a window of the picker refuses.
+function H.watch()
+  local open = H.open
+  local group = vim.api.nvim_create_augroup("agent.approval", { clear = true })
+  vim.api.nvim_create_autocmd("VimResized", {
+    group = group,
+    callback = function()
+      H.relayout()
+    end,
+  })
+  vim.api.nvim_create_autocmd("WinClosed", {
+    group = group,
+    pattern = { tostring(open.preview_win), tostring(open.choices_win) },
+    callback = function()
+      vim.schedule(function()
+        if H.open == open then
+          H.finish("refuse")
+        end
+      end)
+    end,
+  })
+end
+
+function H.relayout()
+  local open = H.open
+  if not open then
+    return
+  end
+  local place = H.layout(open.preview_lines, open.choice_lines)
+  for _, part in ipairs({ { open.preview_win, place.preview }, { open.choices_win, place.choices } }) do
+    local win, where = part[1], part[2]
+    if vim.api.nvim_win_is_valid(win) then
+      local config = vim.api.nvim_win_get_config(win)
+      config.row, config.col, config.width, config.height = where.row, where.col, where.width, where.height
+      vim.api.nvim_win_set_config(win, config)
+    end
+  end
+end
+
+function H.pick(choice)
+  if not choice or not H.open then
+    return
+  end
+  if not choice.reason then
+    return H.finish(choice.decision)
+  end
+  local open = H.open
+  vim.ui.input({ prompt = "agent: why refuse? (the agent reads this) " }, function(reason)
+    if H.open ~= open then
+      return
+    end
+    reason = reason and vim.trim(reason) or ""
+    H.finish("refuse", reason ~= "" and reason or nil)
   end)
 end
 
-function H.prompt(req)
-  if req.tool == "run_bash" then
-    return ("agent: run this command? (in %s, timeout %ss)\n%s"):format(
-      tostring(req.cwd),
-      tostring(req.timeout),
-      tostring(req.detail)
-    )
+--- Answers the shown request, closes the picker, gives focus back, and shows the next request.
+function H.finish(decision, reason)
+  local open = H.open
+  if not open then
+    return
   end
-  return ("agent: %s: %s?"):format(tostring(req.tool), tostring(req.detail))
+  table.remove(H.queue, 1)
+  H.close()
+  open.item.on_decide(decision, reason)
+  if #H.queue > 0 then
+    H.show_next()
+  end
+end
+
+function H.close()
+  local open = H.open
+  if not open then
+    return
+  end
+  H.open = nil
+  pcall(vim.api.nvim_del_augroup_by_name, "agent.approval")
+  for _, win in ipairs({ open.choices_win, open.preview_win }) do
+    if vim.api.nvim_win_is_valid(win) then
+      pcall(vim.api.nvim_win_close, win, true)
+    end
+  end
+  if vim.api.nvim_win_is_valid(open.origin.win) then
+    pcall(vim.api.nvim_set_current_win, open.origin.win)
+    pcall(vim.api.nvim_win_set_cursor, open.origin.win, open.origin.cursor)
+    local mode = open.origin.mode:sub(1, 1)
+    if mode == "i" or mode == "R" then
+      -- Insert mode's cursor may sit after the last character, where Normal mode cannot be.
+      local line = vim.api.nvim_get_current_line()
+      local past_end = open.origin.cursor[2] >= #line and #line > 0
+      if mode == "R" then
+        vim.cmd.startreplace({ bang = past_end })
+      else
+        vim.cmd.startinsert({ bang = past_end })
+      end
+    end
+  end
 end
 
 return M

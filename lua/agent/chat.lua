@@ -266,9 +266,13 @@ function H.handlers.decided(e)
     allow_all = "allowed (everything this session)",
     refuse = "refused",
   }
+  local reason = type(e.decision) == "table" and H.value(e.decision).reason
   local tool = H.running_tool and H.tools[H.running_tool]
   if tool then
     tool.note = notes[decision] or tostring(decision)
+    if decision == "refuse" and type(reason) == "string" and reason ~= "" then
+      tool.note = "refused: " .. H.one_line(reason)
+    end
     H.flush()
     local row = H.row_of(tool)
     if row then

@@ -19,7 +19,7 @@ local H = {}
 ---@field shell? string
 ---@field max_turns integer
 ---@field backend? string
----@field keymaps { ask: string|false }
+---@field keymaps { ask: string|false, approval: table<string, string|string[]> }
 ---@field window { side: "right"|"left", width: number }
 ---@field acp { agents: table<string, { cmd: string[], env?: table<string, string> }> }
 H.defaults = {
@@ -35,6 +35,16 @@ H.defaults = {
   -- backend = nil,       -- path to agent-nvim; nil: <plugin root>/target/release/agent-nvim
   keymaps = {
     ask = "<leader>aa", -- ask about the current line or the selection; false: no mapping
+    approval = { -- keys in the approval picker (buffer-local to it)
+      allow_once = { "1", "y" }, -- this call only
+      allow_session = { "2" }, -- edits to any file / this exact command line, until :Agent new
+      allow_all = { "3" }, -- everything, until :Agent new
+      refuse = { "4", "n", "<Esc>" },
+      refuse_with_reason = { "r" }, -- asks for the reason, which the agent reads
+      select = "<CR>", -- the highlighted choice (Allow once unless you moved with j/k)
+      scroll_down = "<C-d>", -- scroll the preview
+      scroll_up = "<C-u>",
+    },
   },
   window = {
     side = "right", -- where the conversation split opens: "right" or "left"
@@ -58,6 +68,20 @@ end
 local function positive_integer(v)
   return (type(v) == "number" and v >= 1 and math.floor(v) == v) or "a positive integer"
 end
+local function key(v)
+  return (type(v) == "string" and v ~= "") or "a key (string)"
+end
+function H.key_list(v)
+  if type(v) ~= "table" then
+    return "a list of keys"
+  end
+  for _, k in ipairs(v) do
+    if type(k) ~= "string" or k == "" then
+      return "a list of keys"
+    end
+  end
+  return true
+end
 local function table_(v)
   return type(v) == "table" or "a table"
 end
@@ -77,6 +101,15 @@ H.schema = {
   ["keymaps.ask"] = function(v)
     return (type(v) == "string" and v ~= "") or v == false or "string or false"
   end,
+  ["keymaps.approval"] = table_,
+  ["keymaps.approval.allow_once"] = H.key_list,
+  ["keymaps.approval.allow_session"] = H.key_list,
+  ["keymaps.approval.allow_all"] = H.key_list,
+  ["keymaps.approval.refuse"] = H.key_list,
+  ["keymaps.approval.refuse_with_reason"] = H.key_list,
+  ["keymaps.approval.select"] = key,
+  ["keymaps.approval.scroll_down"] = key,
+  ["keymaps.approval.scroll_up"] = key,
   window = table_,
   ["window.side"] = function(v)
     return v == "right" or v == "left" or '"right" or "left"'
@@ -126,6 +159,15 @@ function M.setup(opts)
     error("agent: setup() takes a table of options, got " .. type(opts), 0)
   end
   local merged = vim.tbl_deep_extend("force", vim.deepcopy(H.defaults), opts)
+  -- A list the user gives replaces the default list (tbl_deep_extend would merge them by index).
+  for path, check in pairs(H.schema) do
+    if check == H.key_list then
+      local given = H.get(opts, path)
+      if given ~= nil then
+        H.set(merged, path, given)
+      end
+    end
+  end
   local problems = {}
   for path, check in pairs(H.schema) do
     local value = H.get(merged, path)

@@ -174,6 +174,12 @@ H.highlights = {
   AgentNotice = "Comment", -- `done · 10 in / 20 out tokens`, retries, approval decisions
   AgentError = "DiagnosticError", -- an error from the backend
   AgentInputHint = "Comment", -- the hint in the empty input window
+  AgentDiffAdd = "DiffAdd", -- `+` lines in the approval preview
+  AgentDiffDelete = "DiffDelete", -- `-` lines
+  AgentDiffHeader = "DiffChange", -- `---`, `+++` and `@@` lines
+  AgentApprovalTitle = "FloatTitle", -- the picker's title (what is about to happen)
+  AgentApprovalKey = "Special", -- the keys beside each choice
+  AgentApprovalSelected = "PmenuSel", -- the highlighted choice
 }
 
 function H.define_highlights()

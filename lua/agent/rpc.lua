@@ -157,6 +157,9 @@ end
 
 --- Cancels, then starts a fresh conversation (history and session grants forgotten).
 function M.new()
+  if package.loaded["agent.approval"] then
+    require("agent.approval").dismiss_all()
+  end
   H.notify("new")
 end
 
@@ -311,6 +314,10 @@ function H.dispatch(event)
   if kind == "turn_started" then
     H.fire("AgentTurnStart", {})
   elseif kind == "turn_done" then
+    -- The turn is over: a question still open (or waiting) can no longer be answered.
+    if package.loaded["agent.approval"] then
+      require("agent.approval").dismiss_all()
+    end
     H.fire("AgentTurnDone", {
       outcome = event.outcome,
       input = event.input,

@@ -1,6 +1,7 @@
 //! Integration test groups, one file a front end or concern.
 
 mod agent;
+mod approval_picker;
 mod nvim_plugin;
 mod run_cli;
 mod tool_cli;

@@ -1,0 +1,480 @@
+//! The approval picker with a UI attached: what the float shows (read back from the screen), what
+//! each key does to the files and to what the model is told.
+
+use std::time::Duration;
+
+use rmpv::Value;
+use serde_json::json;
+
+use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
+use crate::support::nvim::{setup_lua, Nvim, Options};
+
+const CHAT: &str = "agent://chat";
+
+fn turn(parts: Vec<Part>) -> Reply {
+    Reply::Turn {
+        parts,
+        usage: (10, 5),
+    }
+}
+
+fn call(id: &str, name: &str, args: serde_json::Value) -> Part {
+    Part::ToolCall {
+        id: id.into(),
+        name: name.into(),
+        args: args.to_string(),
+    }
+}
+
+fn done(text: &str) -> Reply {
+    turn(vec![Part::Text(text.into())])
+}
+
+async fn start(mock: &MockLlm) -> Nvim {
+    let env = vec![
+        ("ANTHROPIC_API_KEY".into(), "k".into()),
+        ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+    ];
+    Nvim::start(Options {
+        ui: Some((100, 34)),
+        env,
+        setup: setup_lua(""),
+    })
+    .await
+}
+
+/// (content, ok) of the tool result for call `id` in request `n` (0-based).
+fn result_of(mock: &MockLlm, n: usize, id: &str) -> (String, bool) {
+    let requests = mock.wait_for_requests(n + 1, Duration::from_secs(20));
+    for message in requests[n].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+    {
+        for block in message["content"].as_array().into_iter().flatten() {
+            if block["type"] == "tool_result" && block["tool_use_id"] == id {
+                return (
+                    block["content"].as_str().unwrap().to_string(),
+                    block.get("is_error").is_none(),
+                );
+            }
+        }
+    }
+    panic!("no result for {id} in request {n}");
+}
+
+/// Counts the approval questions asked, in `vim.g.agent_asked`.
+async fn count_questions(nvim: &Nvim) {
+    nvim.lua(
+        "vim.g.agent_asked = 0 vim.api.nvim_create_autocmd('User', {pattern = 'AgentApprovalRequest', callback = function() vim.g.agent_asked = vim.g.agent_asked + 1 end})",
+        vec![],
+    )
+    .await;
+}
+
+async fn picker_open(nvim: &Nvim) -> bool {
+    nvim.lua("return require('agent.approval').pending() > 0", vec![])
+        .await
+        == Value::from(true)
+}
+
+fn edit(id: &str, old: &str, new: &str) -> Part {
+    call(
+        id,
+        "edit_file",
+        json!({"path": "a.txt", "old_str": old, "new_str": new}),
+    )
+}
+
+#[tokio::test]
+async fn the_float_shows_the_detail_the_diff_and_the_choices_and_1_writes_the_file() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![turn(vec![edit("t1", "two", "2")]), done("Edited.")],
+    );
+    let nvim = start(&mock).await;
+    nvim.write("a.txt", "one\ntwo\nthree\n");
+    nvim.cmd("edit a.txt").await;
+    nvim.cmd("Agent change two").await;
+    let screen = nvim
+        .wait_for_screen("edit a.txt (replace 3 chars with 1)")
+        .await;
+    for expected in [
+        "--- a/a.txt",
+        "+++ b/a.txt",
+        "@@ -1,3 +1,3 @@",
+        "-two",
+        "+2",
+        " one",
+        "Allow once",
+        "Allow edits for this session",
+        "Allow everything this session",
+        "Refuse with a reason",
+    ] {
+        assert!(
+            screen.contains(expected),
+            "the float should show {expected:?}:\n{screen}"
+        );
+    }
+    // The title is on the float's top border.
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.contains("╭") && l.contains(" edit a.txt (replace 3 chars with 1) ")),
+        "{screen}"
+    );
+    nvim.api.input("1").await.unwrap();
+    nvim.wait_for_line(CHAT, "Edited.").await;
+    assert_eq!(nvim.read("a.txt"), "one\n2\nthree\n");
+    nvim.wait_for("vim.api.nvim_buf_get_lines(vim.fn.bufnr('a.txt'), 1, 2, false)[1] == '2'")
+        .await;
+    assert!(!picker_open(&nvim).await);
+    let rows = nvim.buffer_lines(CHAT).await;
+    assert!(
+        rows.iter().any(|l| l.contains("edit a.txt · allowed once")),
+        "{rows:?}"
+    );
+}
+
+#[tokio::test]
+async fn four_refuses_leaves_the_file_and_tells_the_model() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![turn(vec![edit("t1", "two", "2")]), done("OK.")],
+    );
+    let nvim = start(&mock).await;
+    nvim.write("a.txt", "one\ntwo\n");
+    nvim.cmd("Agent change").await;
+    nvim.wait_for_screen("Allow once").await;
+    nvim.api.input("4").await.unwrap();
+    nvim.wait_for_line(CHAT, "OK.").await;
+    assert_eq!(nvim.read("a.txt"), "one\ntwo\n");
+    assert_eq!(
+        result_of(&mock, 1, "t1"),
+        (
+            "The user declined to run edit_file. Ask what they would like to do instead."
+                .to_string(),
+            false
+        )
+    );
+    let rows = nvim.buffer_lines(CHAT).await;
+    assert!(
+        rows.iter()
+            .any(|l| l.contains("edit a.txt: declined · refused")),
+        "{rows:?}"
+    );
+}
+
+#[tokio::test]
+async fn r_sends_the_reason_the_user_types_to_the_model() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![call(
+                "t1",
+                "run_bash",
+                json!({"command": "rm -rf build"}),
+            )]),
+            done("OK."),
+        ],
+    );
+    let nvim = start(&mock).await;
+    nvim.lua(
+        "vim.ui.input = function(_, on_confirm) on_confirm('keep the build dir') end",
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent clean").await;
+    nvim.wait_for_screen("Refuse with a reason").await;
+    nvim.api.input("r").await.unwrap();
+    nvim.wait_for_line(CHAT, "OK.").await;
+    assert_eq!(
+        result_of(&mock, 1, "t1").0,
+        "The user declined to run run_bash. Ask what they would like to do instead. The user said: keep the build dir"
+    );
+    let rows = nvim.buffer_lines(CHAT).await;
+    assert!(
+        rows.iter()
+            .any(|l| l.contains("refused: keep the build dir")),
+        "{rows:?}"
+    );
+}
+
+#[tokio::test]
+async fn three_allows_the_next_edit_and_command_without_asking() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![edit("t1", "one", "1")]),
+            turn(vec![
+                edit("t2", "two", "2"),
+                call("t3", "run_bash", json!({"command": "touch ran"})),
+            ]),
+            done("All done."),
+        ],
+    );
+    let nvim = start(&mock).await;
+    count_questions(&nvim).await;
+    nvim.write("a.txt", "one\ntwo\n");
+    nvim.cmd("Agent go").await;
+    nvim.wait_for_screen("Allow once").await;
+    nvim.api.input("3").await.unwrap();
+    nvim.wait_for_line(CHAT, "All done.").await;
+    assert_eq!(nvim.read("a.txt"), "1\n2\n");
+    assert!(nvim.workspace.path().join("ran").exists());
+    assert_eq!(
+        nvim.lua("return vim.g.agent_asked", vec![]).await,
+        Value::from(1)
+    );
+}
+
+#[tokio::test]
+async fn two_on_a_command_allows_that_exact_command_and_still_asks_for_another() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![call("t1", "run_bash", json!({"command": "echo hi"}))]),
+            turn(vec![call("t2", "run_bash", json!({"command": "echo hi"}))]),
+            turn(vec![call("t3", "run_bash", json!({"command": "echo bye"}))]),
+            done("Done."),
+        ],
+    );
+    let nvim = start(&mock).await;
+    count_questions(&nvim).await;
+    nvim.cmd("Agent run things").await;
+    let screen = nvim
+        .wait_for_screen("Allow `echo hi` for this session")
+        .await;
+    assert!(screen.contains("echo hi"), "{screen}");
+    nvim.api.input("2").await.unwrap();
+    // The second `echo hi` runs without a question; `echo bye` asks.
+    nvim.wait_for_screen("Allow `echo bye` for this session")
+        .await;
+    assert_eq!(
+        nvim.lua("return vim.g.agent_asked", vec![]).await,
+        Value::from(2)
+    );
+    assert!(result_of(&mock, 2, "t2").0.starts_with("hi\n"));
+    nvim.api.input("1").await.unwrap();
+    nvim.wait_for_line(CHAT, "Done.").await;
+}
+
+#[tokio::test]
+async fn queued_requests_are_shown_one_at_a_time_in_order_with_a_count() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![]);
+    let nvim = start(&mock).await;
+    nvim.lua(
+        r#"
+        vim.g.answers = {}
+        local approval = require('agent.approval')
+        local function req(id, command)
+          return { id = id, tool = 'run_bash', detail = command, action = { kind = 'command', command = command }, cwd = '/w', timeout = 120 }
+        end
+        for id, command in ipairs({ 'make first', 'make second' }) do
+          approval.ask(req(id, command), function(decision)
+            local answers = vim.g.answers
+            table.insert(answers, id .. ':' .. decision)
+            vim.g.answers = answers
+          end)
+        end
+        "#,
+        vec![],
+    )
+    .await;
+    let screen = nvim.wait_for_screen(" make first 1/2 ").await;
+    assert!(!screen.contains("make second"), "{screen}");
+    nvim.api.input("n").await.unwrap();
+    let screen = nvim.wait_for_screen(" make second ").await;
+    assert!(!screen.contains("1/2"), "{screen}");
+    nvim.api.input("y").await.unwrap();
+    nvim.wait_for("#vim.g.answers == 2").await;
+    let answers = nvim.lua("return vim.g.answers", vec![]).await;
+    assert_eq!(
+        answers,
+        Value::Array(vec![Value::from("1:refuse"), Value::from("2:allow_once")])
+    );
+}
+
+#[tokio::test]
+async fn a_file_changed_while_the_picker_is_open_is_refused_and_left_as_it_was() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![turn(vec![edit("t1", "two", "2")]), done("Noted.")],
+    );
+    let nvim = start(&mock).await;
+    nvim.write("a.txt", "one\ntwo\n");
+    nvim.cmd("Agent change").await;
+    nvim.wait_for_screen("Allow once").await;
+    nvim.write("a.txt", "one\ntwo\nsomeone else's line\n");
+    nvim.api.input("1").await.unwrap();
+    nvim.wait_for_line(CHAT, "Noted.").await;
+    assert_eq!(nvim.read("a.txt"), "one\ntwo\nsomeone else's line\n");
+    assert_eq!(
+        result_of(&mock, 1, "t1"),
+        (
+            "edit_file: a.txt changed while waiting for approval; read it again.".to_string(),
+            false
+        )
+    );
+}
+
+#[tokio::test]
+async fn unsaved_changes_made_while_the_picker_is_open_are_never_overwritten() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![turn(vec![edit("t1", "two", "2")]), done("Noted.")],
+    );
+    let nvim = start(&mock).await;
+    nvim.write("a.txt", "one\ntwo\n");
+    nvim.cmd("edit a.txt").await;
+    nvim.cmd("Agent change").await;
+    nvim.wait_for_screen("Allow once").await;
+    nvim.lua(
+        "vim.api.nvim_buf_set_lines(vim.fn.bufnr('a.txt'), 0, 1, false, {'ONE (typed meanwhile)'})",
+        vec![],
+    )
+    .await;
+    nvim.api.input("1").await.unwrap();
+    nvim.wait_for_line(CHAT, "Noted.").await;
+    assert_eq!(nvim.read("a.txt"), "one\ntwo\n");
+    assert_eq!(
+        result_of(&mock, 1, "t1").0,
+        "edit_file: a.txt has unsaved changes in Neovim; ask the user to save or discard them first."
+    );
+}
+
+#[tokio::test]
+async fn focus_and_mode_return_to_where_the_user_was() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![call("t1", "run_bash", json!({"command": "true"}))]),
+            done("Done."),
+        ],
+    );
+    let nvim = start(&mock).await;
+    nvim.write("notes.txt", "abc\n");
+    nvim.cmd("edit notes.txt").await;
+    nvim.cmd("Agent").await;
+    nvim.cmd("wincmd p").await;
+    let window = nvim
+        .lua("return vim.api.nvim_get_current_win()", vec![])
+        .await;
+    nvim.lua("require('agent').ask('run it')", vec![]).await;
+    nvim.wait_for_screen("Allow once").await;
+    // The float has focus while it is open.
+    let focused = nvim
+        .lua("return vim.api.nvim_buf_get_name(0)", vec![])
+        .await;
+    assert!(
+        focused.as_str().unwrap().ends_with("agent://approval"),
+        "{focused:?}"
+    );
+    nvim.api.input("y").await.unwrap();
+    nvim.wait_for_line(CHAT, "Done.").await;
+    assert_eq!(
+        nvim.lua("return vim.api.nvim_get_current_win()", vec![])
+            .await,
+        window
+    );
+}
+
+#[tokio::test]
+async fn closing_the_float_any_other_way_refuses() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![call(
+                "t1",
+                "run_bash",
+                json!({"command": "touch ran"}),
+            )]),
+            done("OK."),
+        ],
+    );
+    let nvim = start(&mock).await;
+    nvim.cmd("Agent go").await;
+    nvim.wait_for_screen("Allow once").await;
+    nvim.api.input(":q<CR>").await.unwrap();
+    nvim.wait_for_line(CHAT, "OK.").await;
+    assert!(!nvim.workspace.path().join("ran").exists());
+    assert!(!result_of(&mock, 1, "t1").1);
+}
+
+#[tokio::test]
+async fn a_long_diff_scrolls_with_ctrl_d_and_the_choices_stay_visible() {
+    let before: String = (1..=200).map(|i| format!("line {i}\n")).collect();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![call(
+                "t1",
+                "edit_file",
+                json!({"path": "long.txt", "old_str": before, "new_str": before.replace("line", "LINE")}),
+            )]),
+            done("OK."),
+        ],
+    );
+    let nvim = start(&mock).await;
+    nvim.write("long.txt", &before);
+    nvim.cmd("Agent shout").await;
+    let screen = nvim.wait_for_screen("-line 1").await;
+    assert!(
+        screen.contains("Allow once") && !screen.contains("-line 150"),
+        "{screen}"
+    );
+    for _ in 0..60 {
+        nvim.api.input("<C-d>").await.unwrap();
+    }
+    let screen = nvim.wait_for_screen("+LINE 200").await;
+    assert!(screen.contains("Allow once"), "{screen}");
+    nvim.api.input("4").await.unwrap();
+    nvim.wait_for_line(CHAT, "OK.").await;
+}
+
+#[tokio::test]
+async fn a_resize_re_centres_the_float() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![call("t1", "run_bash", json!({"command": "true"}))]),
+            done("OK."),
+        ],
+    );
+    let nvim = start(&mock).await;
+    nvim.cmd("Agent go").await;
+    nvim.wait_for_screen("Allow once").await;
+    let centred = "local c = vim.api.nvim_win_get_config(0) \
+        return math.abs((vim.o.columns - c.width - 2) / 2 - c.col) <= 1";
+    assert_eq!(nvim.lua(centred, vec![]).await, Value::from(true));
+    nvim.api.ui_try_resize(70, 24).await.unwrap();
+    nvim.wait_for("vim.o.columns == 70").await;
+    assert_eq!(nvim.lua(centred, vec![]).await, Value::from(true));
+    let width = nvim
+        .lua("return vim.api.nvim_win_get_config(0).width", vec![])
+        .await
+        .as_i64()
+        .unwrap();
+    assert!(width <= 66, "the float fits the narrower screen: {width}");
+    nvim.api.input("4").await.unwrap();
+    nvim.wait_for_line(CHAT, "OK.").await;
+}
+
+#[tokio::test]
+async fn highlight_groups_link_to_the_diff_groups_and_survive_a_colorscheme_change() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![]);
+    let nvim = start(&mock).await;
+    nvim.cmd("Agent").await;
+    let links = "local out = {} for _, g in ipairs({'AgentDiffAdd', 'AgentDiffDelete', 'AgentApprovalTitle'}) do \
+        out[#out + 1] = vim.api.nvim_get_hl(0, { name = g }).link end return out";
+    let expected = Value::Array(vec![
+        Value::from("DiffAdd"),
+        Value::from("DiffDelete"),
+        Value::from("FloatTitle"),
+    ]);
+    assert_eq!(nvim.lua(links, vec![]).await, expected);
+    nvim.cmd("highlight clear").await;
+    nvim.cmd("doautocmd ColorScheme").await;
+    assert_eq!(nvim.lua(links, vec![]).await, expected);
+}
