@@ -468,3 +468,120 @@ async fn the_users_cursor_and_window_are_unchanged_by_a_streamed_answer() {
         "{screen}"
     );
 }
+
+#[tokio::test]
+async fn help_agent_finds_its_tags() {
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: String::new(),
+    })
+    .await;
+    let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("doc");
+    nvim.cmd(&format!("helptags {}", doc.display())).await;
+    for tag in [
+        "agent",
+        ":Agent",
+        "agent-config",
+        "agent-tools",
+        "agent-approval",
+        "agent-approval-keys",
+        "agent-health",
+    ] {
+        nvim.cmd(&format!("help {tag}")).await;
+        let at = nvim
+            .lua(
+                "return {vim.fn.expand('%:t'), vim.api.nvim_get_current_line()}",
+                vec![],
+            )
+            .await;
+        let at = at.as_array().unwrap();
+        assert_eq!(at[0], Value::from("agent.txt"), "{tag}");
+        assert!(
+            at[1].as_str().unwrap().contains(&format!("*{tag}*")),
+            "{tag}: {:?}",
+            at[1]
+        );
+        nvim.cmd("helpclose").await;
+    }
+}
+
+#[tokio::test]
+async fn checkhealth_reports_the_backend_and_which_keys_are_set_never_their_values() {
+    let secret = "sk-ant-health-SECRET-77";
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![("ANTHROPIC_API_KEY".into(), secret.into())],
+        setup: setup_lua(""),
+    })
+    .await;
+    nvim.cmd("checkhealth agent").await;
+    let report = nvim
+        .lua(
+            "return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')",
+            vec![],
+        )
+        .await;
+    let report = report.as_str().unwrap();
+    assert!(
+        report.contains(&format!("agent-nvim {}", env!("CARGO_PKG_VERSION"))),
+        "{report}"
+    );
+    assert!(report.contains("ANTHROPIC_API_KEY"), "{report}");
+    assert!(report.contains("OPENAI_API_KEY"), "{report}");
+    assert!(
+        !report.contains(secret),
+        "the key's value leaked into :checkhealth:\n{report}"
+    );
+    assert!(!report.contains("ERROR"), "{report}");
+}
+
+#[tokio::test]
+async fn a_missing_backend_says_how_to_build_it() {
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: "require('agent').setup({ backend = '/nonexistent/agent-nvim' })".into(),
+    })
+    .await;
+    // The error is shown to the user (over RPC it comes back as the command's error).
+    let shown = match nvim.api.command("Agent hello").await {
+        Ok(()) => nvim.messages().await,
+        Err(err) => err.to_string(),
+    };
+    assert!(shown.contains("cargo build --release"), "{shown}");
+    let health = {
+        nvim.cmd("checkhealth agent").await;
+        nvim.lua(
+            "return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')",
+            vec![],
+        )
+        .await
+    };
+    assert!(
+        health.as_str().unwrap().contains("cargo build --release"),
+        "{health}"
+    );
+}
+
+#[tokio::test]
+async fn agent_log_opens_the_backends_log_file() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![turn(vec![text("hi")])]);
+    let nvim = start(&mock, None, "").await;
+    nvim.cmd("Agent hello").await;
+    nvim.wait_for_line(CHAT, "done · ").await;
+    nvim.cmd("Agent log").await;
+    let name = nvim.lua("return vim.fn.expand('%:t')", vec![]).await;
+    assert_eq!(name, Value::from("agent.log"));
+    let log = nvim
+        .lua(
+            "return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')",
+            vec![],
+        )
+        .await;
+    assert!(log.as_str().unwrap().contains("session started"), "{log}");
+    assert!(
+        !log.as_str().unwrap().contains("test-key"),
+        "the API key is in the log"
+    );
+}
