@@ -18,6 +18,8 @@ local H = {}
 ---@field action { kind: "edit"|"command", rel?: string, command?: string }
 ---@field cwd string
 ---@field timeout number
+---@field options? { id: string, name: string, kind: string }[] an external agent's own choices (ACP)
+---@field command? string an external agent's shell command, for the preview
 
 --- Queued requests, the one shown first, each with its callback.
 ---@type { req: agent.ApprovalRequest, on_decide: fun(decision: agent.Decision, reason?: string) }[]
@@ -31,7 +33,7 @@ H.ns = vim.api.nvim_create_namespace("agent.approval")
 --- Asks the user about `req` and calls `on_decide` exactly once with the answer. Closing the
 --- picker any other way than by a choice refuses.
 ---@param req agent.ApprovalRequest
----@param on_decide fun(decision: agent.Decision, reason?: string)
+---@param on_decide fun(decision: agent.Decision, reason?: string, option?: string)
 function M.ask(req, on_decide)
   table.insert(H.queue, { req = req, on_decide = on_decide })
   if H.open then
@@ -54,9 +56,52 @@ function M.pending()
   return #H.queue
 end
 
+--- An external agent's own permission options (ACP), shown by their names in the agent's order:
+--- keys 1..n, y picks the first allow option, n and <Esc> the first reject option (or cancel).
+function H.agent_choices(req)
+  local choices = {}
+  local first_allow, first_reject
+  for i, option in ipairs(req.options) do
+    local allow = option.kind == "allow_once" or option.kind == "allow_always"
+    local choice = {
+      digit = i <= 9 and tostring(i) or nil,
+      label = tostring(option.name or option.id),
+      decision = ({ allow_once = "allow_once", allow_always = "allow_session" })[option.kind] or "refuse",
+      option = option.id,
+    }
+    if allow and not first_allow and option.kind == "allow_once" then
+      first_allow = choice
+    elseif not allow and not first_reject then
+      first_reject = choice
+    end
+    choices[#choices + 1] = choice
+  end
+  first_allow = first_allow or choices[1]
+  if first_allow then
+    first_allow.key = "allow_once"
+  end
+  if first_reject then
+    first_reject.key = "refuse"
+  else
+    choices[#choices + 1] = { key = "refuse", label = "Cancel", decision = "refuse" }
+  end
+  -- Allow once (or the first option) first, so a stray <CR> never grants more than once.
+  for i, choice in ipairs(choices) do
+    if choice == first_allow and i > 1 then
+      table.remove(choices, i)
+      table.insert(choices, 1, choice)
+      break
+    end
+  end
+  return choices
+end
+
 --- The choices, in order. `key` names the entry of `keymaps.approval` that picks it.
 ---@param req agent.ApprovalRequest
 function H.choices(req)
+  if type(req.options) == "table" and #req.options > 0 then
+    return H.agent_choices(req)
+  end
   local action = type(req.action) == "table" and req.action or {}
   local session
   if action.kind == "edit" then
@@ -85,7 +130,13 @@ end
 ---@param req agent.ApprovalRequest
 ---@return string[] lines
 function H.preview_lines(req)
-  if req.tool == "run_bash" then
+  if req.tool == "run_bash" or (type(req.command) == "string" and req.command ~= "") then
+    if req.tool ~= "run_bash" then
+      local lines = vim.split(req.command, "\n", { plain = true })
+      table.insert(lines, "")
+      table.insert(lines, ("in %s"):format(tostring(req.cwd)))
+      return lines
+    end
     local lines = vim.split(tostring(req.detail or ""), "\n", { plain = true })
     table.insert(lines, "")
     table.insert(lines, ("in %s · timeout %ss"):format(tostring(req.cwd), H.number(req.timeout)))
@@ -170,15 +221,28 @@ function H.layout(preview_lines, choice_lines)
   }
 end
 
-function H.choice_lines(choices)
-  local keys = require("agent.config").options.keymaps.approval
-  local lines = {}
-  for _, choice in ipairs(choices) do
-    local shown = vim.tbl_map(function(k)
-      return k
-    end, keys[choice.key] or {})
+--- The keys that pick `choice`: from `keymaps.approval` for our own choices; for an external
+--- agent's options, their digit, plus y for the first allow and n/<Esc> for the first reject.
+function H.keys_for(choice, req)
+  if type(req.options) == "table" and #req.options > 0 then
+    local out = { choice.digit }
     if choice.key == "allow_once" then
-      table.insert(shown, keys.select)
+      table.insert(out, "y")
+    elseif choice.key == "refuse" then
+      vim.list_extend(out, { "n", "<Esc>" })
+    end
+    return out
+  end
+  return vim.deepcopy(require("agent.config").options.keymaps.approval[choice.key] or {})
+end
+
+function H.choice_lines(choices, req)
+  local select = require("agent.config").options.keymaps.approval.select
+  local lines = {}
+  for i, choice in ipairs(choices) do
+    local shown = H.keys_for(choice, req)
+    if i == 1 then
+      table.insert(shown, select)
     end
     lines[#lines + 1] = ("%-10s %s"):format(table.concat(shown, "/"), choice.label)
   end
@@ -193,7 +257,7 @@ function H.show_next()
   local req = item.req
   local choices = H.choices(req)
   local preview = H.preview_lines(req)
-  local choice_lines = H.choice_lines(choices)
+  local choice_lines = H.choice_lines(choices, req)
   local place = H.layout(preview, choice_lines)
 
   local origin = {
@@ -285,7 +349,7 @@ function H.map_keys(buf)
     vim.keymap.set("n", lhs, fn, { buffer = buf, nowait = true, silent = true, desc = "agent: " .. desc })
   end
   for _, choice in ipairs(H.open.choices) do
-    for _, lhs in ipairs(keys[choice.key] or {}) do
+    for _, lhs in ipairs(H.keys_for(choice, H.open.item.req)) do
       map(lhs, function()
         H.pick(choice)
       end, choice.label)
@@ -356,7 +420,7 @@ function H.pick(choice)
     return
   end
   if not choice.reason then
-    return H.finish(choice.decision)
+    return H.finish(choice.decision, nil, choice.option)
   end
   local open = H.open
   vim.ui.input({ prompt = "agent: why refuse? (the agent reads this) " }, function(reason)
@@ -369,14 +433,14 @@ function H.pick(choice)
 end
 
 --- Answers the shown request, closes the picker, gives focus back, and shows the next request.
-function H.finish(decision, reason)
+function H.finish(decision, reason, option)
   local open = H.open
   if not open then
     return
   end
   table.remove(H.queue, 1)
   H.close()
-  open.item.on_decide(decision, reason)
+  open.item.on_decide(decision, reason, option)
   if #H.queue > 0 then
     H.show_next()
   end

@@ -104,6 +104,50 @@ function M.status()
   return require("agent.chat").status()
 end
 
+--- Presets the backend knows by name (src/acp: claude, gemini, codex, opencode).
+H.acp_presets = { "claude", "codex", "gemini", "opencode" }
+
+--- Agent names for `:Agent acp`: configured ones, then the presets not overridden.
+function H.acp_names()
+  local agents = require("agent.config").options.acp.agents or {}
+  local names = vim.tbl_keys(agents)
+  for _, preset in ipairs(H.acp_presets) do
+    if agents[preset] == nil then
+      names[#names + 1] = preset
+    end
+  end
+  table.sort(names)
+  return names
+end
+
+--- Drives an external agent over the Agent Client Protocol from the same chat and picker:
+--- `name` is one from `setup({ acp = { agents = { name = { cmd = {...}, env = {...} } } } })` or a
+--- preset (claude, gemini, codex, opencode). Prompts go to it until |:Agent| new.
+---@param name? string
+function M.acp(name)
+  H.ensure_init()
+  if not name or name == "" then
+    vim.notify(
+      "agent: :Agent acp needs an agent name: " .. table.concat(H.acp_names(), ", "),
+      vim.log.levels.ERROR
+    )
+    return
+  end
+  local configured = (require("agent.config").options.acp.agents or {})[name]
+  if not configured and not vim.tbl_contains(H.acp_presets, name) then
+    vim.notify(
+      ("agent: no ACP agent named '%s'; use one of %s, or add it to setup({ acp = { agents = { ... } } })"):format(
+        name,
+        table.concat(H.acp_names(), ", ")
+      ),
+      vim.log.levels.ERROR
+    )
+    return
+  end
+  M.open({ focus = false })
+  require("agent.rpc").acp(name, configured and configured.cmd, configured and configured.env)
+end
+
 --- :Agent's implementation (plugin/agent.lua calls it).
 ---@param cmd table the argument of nvim_create_user_command's callback
 function M._command(cmd)
@@ -111,6 +155,10 @@ function M._command(cmd)
   local sub = H.subcommands[args]
   if sub then
     return sub()
+  end
+  local acp_name = args:match("^acp%s+(%S+)%s*$")
+  if acp_name or args == "acp" then
+    return M.acp(acp_name)
   end
   if cmd.range and cmd.range > 0 then
     local context = H.selection_context(cmd.line1, cmd.line2)
@@ -131,10 +179,16 @@ end
 ---@return string[]
 function M._complete(arglead, cmdline)
   local rest = cmdline:match("Agent!?%s+(.*)$") or ""
+  if rest:match("^acp%s+%S*$") then
+    return vim.tbl_filter(function(name)
+      return vim.startswith(name, arglead)
+    end, H.acp_names())
+  end
   if rest:find("%s") then
     return {}
   end
   local names = vim.tbl_keys(H.subcommands)
+  table.insert(names, "acp")
   table.sort(names)
   return vim.tbl_filter(function(name)
     return vim.startswith(name, arglead)

@@ -150,6 +150,22 @@ function M.prompt(text)
   H.notify("prompt", { text = text })
 end
 
+--- Connects to an external ACP agent; prompts go to it until `new`.
+---@param name string
+---@param cmd? string[] a configured command (nil: the backend's preset for `name`)
+---@param env? table<string, string>
+function M.acp(name, cmd, env)
+  if not M.ensure() then
+    return
+  end
+  -- An empty Lua table would travel as an array; leave empty ones out.
+  H.notify("acp", {
+    name = name,
+    cmd = (cmd and #cmd > 0) and cmd or nil,
+    env = (env and next(env)) and env or nil,
+  })
+end
+
 --- Cancels the running turn.
 function M.cancel()
   H.notify("cancel")
@@ -167,8 +183,9 @@ end
 ---@param id integer the request's id
 ---@param decision "allow_once"|"allow_session"|"allow_all"|"refuse"
 ---@param reason? string with "refuse": passed to the model
-function M.decide(id, decision, reason)
-  H.notify("decide", { id = id, decision = decision, reason = reason })
+---@param option? string the external agent's option id, when it offered its own (ACP)
+function M.decide(id, decision, reason, option)
+  H.notify("decide", { id = id, decision = decision, reason = reason, option = option })
 end
 
 --- Stops the backend (its exit is not reported). The next prompt starts a new one.
@@ -328,8 +345,8 @@ function H.dispatch(event)
     H.fire("AgentApprovalRequest", event)
     -- Out of the RPC request: the picker waits for the user, the backend must not.
     vim.schedule(function()
-      require("agent.approval").ask(event, function(decision, reason)
-        M.decide(event.id, decision, reason)
+      require("agent.approval").ask(event, function(decision, reason, option)
+        M.decide(event.id, decision, reason, option)
       end)
     end)
   end

@@ -506,6 +506,8 @@ impl Asker for NvimAsker {
                 action: request.action,
                 cwd: self.cwd.clone(),
                 timeout: self.timeout,
+                options: None,
+                command: None,
             });
             answer.await.ok()
         })

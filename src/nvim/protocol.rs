@@ -30,6 +30,8 @@ pub mod method {
     pub const NEW: &str = "new";
     /// [`super::Decide`]: the answer to an approval request.
     pub const DECIDE: &str = "decide";
+    /// [`super::AcpStart`]: drive an external agent over ACP; prompts go to it until `new`.
+    pub const ACP: &str = "acp";
 }
 
 /// `start`: the session's settings, from `require("agent").setup()`.
@@ -75,6 +77,33 @@ pub struct Decide {
     /// The answer.
     #[serde(flatten)]
     pub decision: Decision,
+    /// For an external agent's own options (ACP): the id of the option picked.
+    #[serde(default)]
+    pub option: Option<String>,
+}
+
+/// `acp`: which external agent to start.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct AcpStart {
+    /// A configured name or a preset (claude, gemini, codex, opencode).
+    pub name: String,
+    /// The configured command; None uses the preset for `name`.
+    #[serde(default)]
+    pub cmd: Option<Vec<String>>,
+    /// Extra environment for the agent.
+    #[serde(default)]
+    pub env: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// One of an external agent's permission options, shown by its own name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AgentOption {
+    /// The agent's id for it (echoed in `decide.option`).
+    pub id: String,
+    /// The agent's label.
+    pub name: String,
+    /// `allow_once` | `allow_always` | `reject_once` | `reject_always`.
+    pub kind: String,
 }
 
 /// What Rust tells Lua, in order. Serialized as a map with a `type` field.
@@ -118,6 +147,10 @@ pub enum UiEvent {
         cwd: String,
         /// The command timeout in seconds (for run_bash's preview).
         timeout: f64,
+        /// An external agent's own choices (ACP); None for the built-in tools.
+        options: Option<Vec<AgentOption>>,
+        /// An external agent's shell command, for the preview (ACP).
+        command: Option<String>,
     },
     /// How an approval was answered (to record on the tool row).
     Decided {
