@@ -9,6 +9,9 @@ use similar::{ChangeTag, TextDiff};
 /// Lines of context around each change.
 const CONTEXT: usize = 3;
 
+/// How long the search for the smallest diff may take.
+const DIFF_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// A unified diff of `before` -> `after` with `a/{rel}` and `b/{rel}` headers; `before` None means
 /// the file is being created (`--- /dev/null`). Empty when nothing differs.
 pub fn unified(rel: &str, before: Option<&str>, after: &str) -> String {
@@ -40,7 +43,11 @@ pub fn unified(rel: &str, before: Option<&str>, after: &str) -> String {
         None => out.push_str("--- /dev/null\n"),
     }
     out.push_str(&format!("+++ b/{rel}\n"));
-    let diff = TextDiff::from_lines(old_window, new_window);
+    // Past the deadline similar stops looking for the smallest diff and returns a correct, larger
+    // one: a preview must not take seconds when every line of a big file changed.
+    let diff = TextDiff::configure()
+        .timeout(DIFF_TIMEOUT)
+        .diff_lines(old_window, new_window);
     for group in diff.grouped_ops(CONTEXT) {
         let (Some(first), Some(last)) = (group.first(), group.last()) else {
             continue;
@@ -200,6 +207,17 @@ mod tests {
             ),
             "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n keep\n-foo bar baz\n+foo BAR baz\n keep\n"
         );
+    }
+
+    #[test]
+    fn a_file_where_every_line_changed_still_diffs_quickly_and_correctly() {
+        let before: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+        let after: String = (0..20_000).map(|i| format!("LINE {i}\n")).collect();
+        let diff = unified("f", Some(&before), &after);
+        let removed: Vec<&str> = diff.lines().filter(|l| l.starts_with('-') && !l.starts_with("---")).collect();
+        let added: Vec<&str> = diff.lines().filter(|l| l.starts_with('+') && !l.starts_with("+++")).collect();
+        assert_eq!((removed.len(), added.len()), (20_000, 20_000));
+        assert_eq!((removed[0], added[19_999]), ("-line 0", "+LINE 19999"));
     }
 
     #[test]

@@ -201,11 +201,13 @@ end
 function H.layout(preview_lines, choice_lines)
   local columns, rows = vim.o.columns, vim.o.lines - vim.o.cmdheight
   local widest = 40
-  for _, line in ipairs(preview_lines) do
-    widest = math.max(widest, vim.fn.strdisplaywidth(line))
+  -- The first screenfuls decide the width: measuring 40,000 diff lines would cost more than
+  -- showing them.
+  for i = 1, math.min(#preview_lines, 500) do
+    widest = math.max(widest, vim.api.nvim_strwidth(preview_lines[i]))
   end
   for _, line in ipairs(choice_lines) do
-    widest = math.max(widest, vim.fn.strdisplaywidth(line))
+    widest = math.max(widest, vim.api.nvim_strwidth(line))
   end
   local width = math.max(math.min(60, columns - 4), math.min(widest + 2, columns - 4, 120))
   local choices_height = #choice_lines

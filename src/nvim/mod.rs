@@ -406,21 +406,25 @@ fn ui_event(event: Event) -> UiEvent {
     }
 }
 
-/// Sends Lua the events in batches: everything that arrived within a frame of the first, with
-/// consecutive text joined, in one `exec_lua` call. An approval is sent at once.
+/// Sends Lua the events in batches, at most one a frame, with consecutive text joined, in one
+/// `exec_lua` call. An approval is sent at once.
 async fn pump(nvim: Nvim, events: Option<mpsc::UnboundedReceiver<UiEvent>>) {
     let Some(mut events) = events else {
         return;
     };
+    // The frame is counted from the last send: an event after a quiet spell goes out at once, a
+    // stream of them goes out at most once a frame.
+    let mut last_send = tokio::time::Instant::now() - FRAME;
     while let Some(first) = events.recv().await {
         let mut batch = vec![first];
-        let deadline = tokio::time::Instant::now() + FRAME;
+        let deadline = last_send + FRAME;
         while !matches!(batch.last(), Some(UiEvent::Approval { .. })) {
             match tokio::time::timeout_at(deadline, events.recv()).await {
                 Ok(Some(event)) => batch.push(event),
                 Ok(None) | Err(_) => break,
             }
         }
+        last_send = tokio::time::Instant::now();
         let batch = join_text(batch);
         let values: Vec<Value> = batch
             .iter()
@@ -625,7 +629,8 @@ mod tests {
                 id: 7,
                 decision: Decision::Refuse {
                     reason: Some("not now".into())
-                }
+                },
+                option: None,
             }
         );
     }

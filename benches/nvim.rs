@@ -1,0 +1,682 @@
+//! Neovim front-end benchmarks (issue 4): a 1 MB answer streamed in 50,000 deltas into the chat
+//! of a real Neovim with a UI attached (is all of it shown, does Neovim keep answering, how soon
+//! after the last delta is the chat complete), the plugin's start-up cost, and how long the first
+//! `:Agent` takes to be ready. Run with `cargo bench --bench nvim`; figures go in BENCHMARKS.md.
+//!
+//! Neovim comes from scripts/ensure-nvim.sh (or $AGENT_NVIM_TEST_NVIM); the backend is the binary
+//! `cargo bench` builds (the release profile). Like benches/agent.rs it has its own minimal SSE
+//! server (Anthropic format), so that the send time of every delta is known. Times taken inside
+//! Neovim (`vim.uv.hrtime()`) and here (`CLOCK_MONOTONIC`) are on the same clock.
+//!
+//! Knobs: AGENT_NVIM_BENCH_STREAM_SECS (how long the server takes to send the 50,000 deltas,
+//! default 5), AGENT_NVIM_BENCH_RUNS (start-up and first-`:Agent` samples, default 20 and 10).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+#[allow(dead_code)]
+#[path = "../tests/support/nvim.rs"]
+mod nvim_support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nvim_support::{setup_lua, Nvim, Options};
+use rmpv::Value;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+/// Deltas in the streamed answer, and the bytes of each (ASCII): 50,000 x 20 B = 1 MB.
+const DELTAS: usize = 50_000;
+const DELTA_BYTES: usize = 20;
+/// The last delta: a line the screen can be searched for.
+const LAST: &str = "\nZZ END OF ANSWER ZZ";
+const UI: (i64, i64) = (120, 40);
+
+fn main() {
+    ensure_nvim();
+    let runs = |default: usize| {
+        std::env::var("AGENT_NVIM_BENCH_RUNS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let stream_secs: f64 = std::env::var("AGENT_NVIM_BENCH_STREAM_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5.0);
+    startup_cost(runs(20));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(first_agent_ready(runs(10)));
+    runtime.block_on(stream(Duration::from_secs_f64(stream_secs)));
+}
+
+/// Points the support code at the Neovim scripts/ensure-nvim.sh prints (installing it if needed).
+fn ensure_nvim() {
+    if std::env::var_os("AGENT_NVIM_TEST_NVIM").is_some() {
+        return;
+    }
+    let out = Command::new(Path::new(ROOT).join("scripts/ensure-nvim.sh"))
+        .output()
+        .expect("run scripts/ensure-nvim.sh");
+    assert!(out.status.success(), "scripts/ensure-nvim.sh failed");
+    let path = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    std::env::set_var("AGENT_NVIM_TEST_NVIM", path);
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock `vim.uv.hrtime()` reads.
+fn mono_ns() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The value at fraction `q` of sorted `v`.
+fn quantile<T: Copy>(v: &[T], q: f64) -> T {
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64()
+        .or_else(|| v.as_i64().map(|i| i as f64))
+        .or_else(|| v.as_u64().map(|u| u as f64))
+        .unwrap_or(f64::NAN)
+}
+
+/// Utime + stime of a process, in seconds.
+fn cpu_secs(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return f64::NAN;
+    };
+    let Some(after) = stat.rsplit_once(") ").map(|(_, rest)| rest) else {
+        return f64::NAN;
+    };
+    let fields: Vec<&str> = after.split(' ').collect();
+    // Fields 14 and 15 of the whole line; the first one after ") " is field 3.
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// The processes `pid` started (the backend is Neovim's only child here).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
+                out.extend(
+                    list.split_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    out
+}
+
+// 2. Plugin start-up cost ---------------------------------------------------------------------
+
+fn startup_cost(runs: usize) {
+    let nvim = nvim_support::nvim_binary();
+    let dir = tempfile::tempdir().unwrap();
+    let mut plugin = Vec::new();
+    let mut total = Vec::new();
+    for i in 0..runs {
+        let file = dir.path().join(format!("startup-{i}.log"));
+        let status = Command::new(&nvim)
+            .args(["--headless", "--clean", "--cmd"])
+            .arg(format!("set rtp^={ROOT}"))
+            .arg("--startuptime")
+            .arg(&file)
+            .arg("+q")
+            .current_dir(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let log = std::fs::read_to_string(&file).unwrap();
+        // "clock  self+sourced  self:  sourcing FILE"
+        let line = log
+            .lines()
+            .find(|l| l.ends_with("/plugin/agent.lua") && l.contains("sourcing"))
+            .unwrap_or_else(|| panic!("no plugin/agent.lua line in:\n{log}"));
+        let cols: Vec<f64> = line
+            .split(':')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .map(|c| c.parse().unwrap())
+            .collect();
+        plugin.push(cols[1]);
+        let started = log
+            .lines()
+            .find(|l| l.contains("--- NVIM STARTED ---"))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|c| c.parse::<f64>().ok())
+            .unwrap_or(f64::NAN);
+        total.push(started);
+    }
+    plugin.sort_by(f64::total_cmp);
+    total.sort_by(f64::total_cmp);
+    println!(
+        "plugin start-up: `nvim --headless --clean --cmd 'set rtp^={ROOT}' --startuptime FILE +q`, \
+         plugin/agent.lua self+sourced over {runs} runs: median {:.3} ms, max {:.3} ms \
+         (all of Neovim's start-up: median {:.1} ms)",
+        quantile(&plugin, 0.5),
+        plugin[runs - 1],
+        quantile(&total, 0.5),
+    );
+}
+
+// 3. First `:Agent` ready ---------------------------------------------------------------------
+
+/// Runs `:Agent` and wraps `rpc.receive` so that the handling of `started` is timed in Neovim.
+const AGENT_READY_LUA: &str = r#"
+local t0 = vim.uv.hrtime()
+vim.cmd('Agent')
+local t1 = vim.uv.hrtime()
+local rpc = require('agent.rpc')
+local receive = rpc.receive
+_G.bench_ready = nil
+rpc.receive = function(events)
+  local out = receive(events)
+  for _, e in ipairs(events) do
+    if e.type == 'started' and not _G.bench_ready then
+      _G.bench_ready = vim.uv.hrtime()
+    end
+  end
+  return out
+end
+_G.bench_t0 = t0
+return (t1 - t0) / 1e6
+"#;
+
+async fn first_agent_ready(runs: usize) {
+    let mut ready = Vec::new();
+    let mut command = Vec::new();
+    for _ in 0..runs {
+        let nvim = Nvim::start(Options {
+            ui: Some(UI),
+            env: vec![
+                ("ANTHROPIC_API_KEY".into(), "bench-key".into()),
+                ("ANTHROPIC_BASE_URL".into(), "http://127.0.0.1:9".into()),
+            ],
+            setup: setup_lua(""),
+        })
+        .await;
+        let sync_ms = num(&nvim.lua(AGENT_READY_LUA, vec![]).await);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let elapsed = loop {
+            let v = nvim
+                .lua(
+                    "return _G.bench_ready and (_G.bench_ready - _G.bench_t0) / 1e6 or -1",
+                    vec![],
+                )
+                .await;
+            let v = num(&v);
+            if v >= 0.0 {
+                break v;
+            }
+            assert!(Instant::now() < deadline, "the backend never started");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        ready.push(elapsed);
+        command.push(sync_ms);
+        let _ = nvim.api.command("qa!").await;
+    }
+    let first = ready[0];
+    ready.sort_by(f64::total_cmp);
+    command.sort_by(f64::total_cmp);
+    println!(
+        "first `:Agent` ready (command run to `started` handled in Lua, release backend, UI {}x{}), \
+         {runs} fresh Neovims: first {first:.1} ms, median {:.1} ms, max {:.1} ms; \
+         of which the `:Agent` command itself (modules, split, jobstart): median {:.1} ms",
+        UI.0,
+        UI.1,
+        quantile(&ready, 0.5),
+        ready[runs - 1],
+        quantile(&command, 0.5),
+    );
+}
+
+// 1. Streaming 1 MB in 50,000 deltas ----------------------------------------------------------
+
+/// An answer that looks like a model's: paragraphs of words, bullets, headings and code blocks,
+/// ASCII (so that it cuts into 20-byte deltas anywhere), exactly DELTAS * DELTA_BYTES bytes,
+/// ending with LAST.
+fn answer() -> String {
+    const WORDS: &[&str] = &[
+        "the",
+        "buffer",
+        "stream",
+        "function",
+        "returns",
+        "a",
+        "value",
+        "when",
+        "each",
+        "call",
+        "to",
+        "`nvim_buf_set_text`",
+        "appends",
+        "**text**",
+        "and",
+        "Neovim",
+        "redraws",
+        "window",
+        "of",
+        "lines",
+        "with",
+        "its",
+        "cursor",
+        "in",
+        "this",
+        "plugin",
+        "backend",
+        "frame",
+        "delta",
+        "model",
+        "chat",
+        "is",
+        "for",
+        "that",
+        "so",
+        "we",
+        "can",
+        "keep",
+        "highlighting",
+    ];
+    let total = DELTAS * DELTA_BYTES - LAST.len();
+    let mut out = String::with_capacity(total + LAST.len());
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = |n: usize| {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((seed >> 33) as usize) % n
+    };
+    let mut paragraph = 0;
+    while out.len() < total {
+        paragraph += 1;
+        match paragraph % 7 {
+            0 => out.push_str(&format!("## Section {paragraph}\n\n")),
+            3 => {
+                out.push_str("```rust\n");
+                for i in 0..(3 + next(6)) {
+                    out.push_str(&format!(
+                        "    let value_{i} = buffer.line({}).map(|l| l.len());\n",
+                        next(1000)
+                    ));
+                }
+                out.push_str("```\n\n");
+            }
+            5 => {
+                for _ in 0..(2 + next(4)) {
+                    out.push_str("- ");
+                    for _ in 0..(4 + next(8)) {
+                        out.push_str(WORDS[next(WORDS.len())]);
+                        out.push(' ');
+                    }
+                    out.push('\n');
+                }
+                out.push('\n');
+            }
+            _ => {
+                let mut col = 0;
+                for _ in 0..(30 + next(60)) {
+                    let word = WORDS[next(WORDS.len())];
+                    out.push_str(word);
+                    col += word.len() + 1;
+                    if col > 70 + next(30) {
+                        out.push('\n');
+                        col = 0;
+                    } else {
+                        out.push(' ');
+                    }
+                }
+                out.push_str(".\n\n");
+            }
+        }
+    }
+    out.truncate(total);
+    out.push_str(LAST);
+    assert_eq!(out.len(), DELTAS * DELTA_BYTES);
+    out
+}
+
+/// Reads one HTTP request (head and content-length body); None at EOF.
+fn read_request(reader: &mut BufReader<TcpStream>) -> Option<()> {
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().ok()?;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some(())
+}
+
+/// One SSE event as one HTTP chunk, in one write.
+fn send_event(stream: &mut TcpStream, name: &str, data: &str) {
+    let event = format!("event: {name}\ndata: {data}\n\n");
+    let _ = write!(stream, "{:x}\r\n{event}\r\n", event.len());
+}
+
+/// What the server did, on both clocks.
+#[derive(Default)]
+struct Sent {
+    first: Option<(Instant, f64)>,
+    last: Option<(Instant, f64)>,
+    events: usize,
+}
+
+/// Serves one streamed answer: `deltas` as separate `content_block_delta` events, delta i sent
+/// at `i * over / deltas` after the first (whatever is due is written, then a short sleep).
+fn serve_stream(
+    listener: TcpListener,
+    deltas: Vec<String>,
+    over: Duration,
+    sent: Arc<Mutex<Sent>>,
+) {
+    std::thread::spawn(move || {
+        let stream = listener.incoming().next().unwrap().unwrap();
+        stream.set_nodelay(true).unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut stream = stream;
+        read_request(&mut reader).unwrap();
+        stream
+            .write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+            )
+            .unwrap();
+        send_event(
+            &mut stream,
+            "message_start",
+            r#"{"type":"message_start","message":{"id":"msg_bench","type":"message","role":"assistant","model":"bench","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":1}}}"#,
+        );
+        send_event(
+            &mut stream,
+            "content_block_start",
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        );
+        send_event(&mut stream, "ping", r#"{"type":"ping"}"#);
+        let start = Instant::now();
+        let interval = over.as_secs_f64() / deltas.len() as f64;
+        let mut i = 0;
+        while i < deltas.len() {
+            let due = ((start.elapsed().as_secs_f64() / interval) as usize + 1).min(deltas.len());
+            while i < due {
+                let data = format!(
+                    r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":{}}}}}"#,
+                    serde_json::to_string(&deltas[i]).unwrap()
+                );
+                send_event(&mut stream, "content_block_delta", &data);
+                i += 1;
+                let mut s = sent.lock().unwrap();
+                s.events += 1;
+                if i == 1 {
+                    s.first = Some((Instant::now(), mono_ns()));
+                }
+                if i == deltas.len() {
+                    s.last = Some((Instant::now(), mono_ns()));
+                }
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        send_event(
+            &mut stream,
+            "content_block_stop",
+            r#"{"type":"content_block_stop","index":0}"#,
+        );
+        send_event(
+            &mut stream,
+            "message_delta",
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":250000}}"#,
+        );
+        send_event(&mut stream, "message_stop", r#"{"type":"message_stop"}"#);
+        let _ = stream.write_all(b"0\r\n\r\n");
+        // Keep the connection open until the client closes it.
+        let _ = reader.read(&mut [0u8; 1]);
+    });
+}
+
+/// Wraps `rpc.receive`: per batch, when it began (hrtime), how long it took and its text bytes;
+/// and when the chat held all `target` bytes of the answer.
+const RECORD_LUA: &str = r#"
+local target = ...
+local rpc = require('agent.rpc')
+local receive = rpc.receive
+local B = { starts = {}, took = {}, cpu = {}, bytes = {}, total = 0, complete = nil }
+_G.bench = B
+rpc.receive = function(events)
+  local t0, c0 = vim.uv.hrtime(), os.clock()
+  local text = 0
+  for _, e in ipairs(events) do
+    if e.type == 'text' then text = text + #e.text end
+  end
+  local out = receive(events)
+  local t1, c1 = vim.uv.hrtime(), os.clock()
+  local n = #B.starts + 1
+  B.starts[n], B.took[n], B.cpu[n], B.bytes[n] = t0, t1 - t0, (c1 - c0) * 1e9, text
+  B.total = B.total + text
+  if B.total >= target and not B.complete then B.complete = t1 end
+  return out
+end
+"#;
+
+async fn stream(over: Duration) {
+    let text = answer();
+    let deltas: Vec<String> = text
+        .as_bytes()
+        .chunks(DELTA_BYTES)
+        .map(|c| std::str::from_utf8(c).unwrap().to_string())
+        .collect();
+    assert_eq!(deltas.len(), DELTAS);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let sent: Arc<Mutex<Sent>> = Arc::default();
+    serve_stream(listener, deltas, over, sent.clone());
+
+    let nvim = Nvim::start(Options {
+        ui: Some(UI),
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "bench-key".into()),
+            ("ANTHROPIC_BASE_URL".into(), base),
+        ],
+        setup: setup_lua(""),
+    })
+    .await;
+    nvim.lua(RECORD_LUA, vec![Value::from(text.len() as u64)])
+        .await;
+    // Start the backend first, so that the stream is all that is measured.
+    nvim.cmd("Agent").await;
+    nvim.wait_for("require('agent.rpc').info() ~= nil").await;
+    nvim.cmd("wincmd p").await;
+    let nvim_pid = nvim.child.id().unwrap();
+    let backend_pid = children(nvim_pid).into_iter().next();
+
+    // The probe: an RPC request every 10 ms, timed, from its own task. nvim_eval is not a "fast"
+    // API function (nvim_get_mode is), so it waits behind the batches queued before it.
+    let probes: Arc<Mutex<Vec<(Instant, Duration)>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let probe = {
+        let api = nvim.api.clone();
+        let probes = probes.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(10));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                tick.tick().await;
+                let at = Instant::now();
+                api.eval("1").await.unwrap();
+                probes.lock().unwrap().push((at, at.elapsed()));
+            }
+        })
+    };
+
+    let cpu_before = (cpu_secs(nvim_pid), backend_pid.map_or(f64::NAN, cpu_secs));
+    nvim.lua("require('agent').ask('Write a long answer.')", vec![])
+        .await;
+    // The screen shows the last line.
+    let marker = LAST.trim();
+    let deadline = Instant::now() + over + Duration::from_secs(60);
+    // Screen changes seen (sampled every millisecond), and the longest time without one.
+    let (mut screen_changes, mut last_change, mut longest_still) =
+        (0, Instant::now(), Duration::ZERO);
+    let mut previous = nvim.screen();
+    let shown = loop {
+        let now_screen = nvim.screen();
+        if now_screen != previous {
+            let now = Instant::now();
+            if sent.lock().unwrap().first.is_some() {
+                screen_changes += 1;
+                longest_still = longest_still.max(now.duration_since(last_change));
+            }
+            last_change = now;
+            previous = now_screen;
+        }
+        if previous.contains(marker) {
+            break Instant::now();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the end never showed:\n{}",
+            nvim.screen()
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    let cpu_after = (cpu_secs(nvim_pid), backend_pid.map_or(f64::NAN, cpu_secs));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    probe.await.unwrap();
+    nvim.wait_for("require('agent').status().state == 'idle'")
+        .await;
+
+    // The chat holds exactly what was sent, after the headers and before the closing notice.
+    let chat = nvim
+        .lua(
+            "return table.concat(vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://chat'), 0, -1, false), '\\n')",
+            vec![],
+        )
+        .await;
+    let chat = chat.as_str().unwrap();
+    let head = "## Agent\n\n";
+    let at = chat.find(head).expect("no agent header") + head.len();
+    let shows_all = chat[at..].starts_with(&text);
+    assert!(shows_all, "the chat does not hold the answer as sent");
+    let screen = nvim.screen();
+
+    let stats = nvim
+        .lua(
+            "return { bench.starts, bench.took, bench.bytes, bench.complete, bench.cpu }",
+            vec![],
+        )
+        .await;
+    let stats = stats.as_array().unwrap();
+    let list = |i: usize| -> Vec<f64> { stats[i].as_array().unwrap().iter().map(num).collect() };
+    let (starts, took, bytes) = (list(0), list(1), list(2));
+    let complete_ns = num(&stats[3]);
+    let cpu = list(4);
+
+    let (first_at, (last_at, last_ns), events) = {
+        let sent = sent.lock().unwrap();
+        (sent.first.unwrap().0, sent.last.unwrap(), sent.events)
+    };
+    let sending = last_at.duration_since(first_at);
+
+    // Probes during the stream: from the first delta sent to the end shown.
+    let probes = probes.lock().unwrap().clone();
+    let mut during: Vec<Duration> = probes
+        .iter()
+        .filter(|(at, _)| *at >= first_at && *at <= shown)
+        .map(|(_, d)| *d)
+        .collect();
+    during.sort();
+
+    // Batches carrying text: count, and how the cost of one grows with the chat.
+    let text_batches: Vec<usize> = (0..bytes.len()).filter(|&i| bytes[i] > 0.0).collect();
+    let n = text_batches.len();
+    let tenth = (n / 10).max(1);
+    let mean_ms =
+        |idx: &[usize]| idx.iter().map(|&i| took[i]).sum::<f64>() / idx.len() as f64 / 1e6;
+    let slowest = *text_batches
+        .iter()
+        .max_by(|&&a, &&b| took[a].total_cmp(&took[b]))
+        .unwrap();
+    let max_took = took[slowest] / 1e6;
+    let max_cpu = text_batches.iter().map(|&i| cpu[i]).fold(0.0, f64::max) / 1e6;
+    let busy: f64 = text_batches.iter().map(|&i| took[i]).sum::<f64>() / 1e9;
+    let span = (starts[*text_batches.last().unwrap()] - starts[text_batches[0]]) / 1e9;
+
+    println!(
+        "stream: {DELTAS} text_delta events of {DELTA_BYTES} B (1 MB), sent over {:.2} s \
+         ({:.0} deltas/s, {} events written one by one), UI {}x{}",
+        sending.as_secs_f64(),
+        (DELTAS - 1) as f64 / sending.as_secs_f64(),
+        events,
+        UI.0,
+        UI.1,
+    );
+    println!(
+        "  chat buffer holds exactly the {} bytes sent: {shows_all}; the screen shows the last line: {}",
+        text.len(),
+        screen.contains(marker)
+    );
+    println!(
+        "  screen updates seen during the stream: {screen_changes} ({:.0} a second), longest \
+         time without one {:.1} ms",
+        screen_changes as f64 / shown.duration_since(first_at).as_secs_f64(),
+        ms(longest_still),
+    );
+    println!(
+        "  chat complete after the last delta was sent: buffer {:.1} ms, screen {:.1} ms",
+        (complete_ns - last_ns) / 1e6,
+        ms(shown.duration_since(last_at)),
+    );
+    println!(
+        "  RPC probe (nvim_eval(\"1\") every 10 ms) during the stream: {} probes, median {:.2} ms, \
+         p99 {:.2} ms, max {:.2} ms",
+        during.len(),
+        ms(quantile(&during, 0.5)),
+        ms(quantile(&during, 0.99)),
+        ms(*during.last().unwrap()),
+    );
+    println!(
+        "  Lua batches with text: {n} ({:.1} a second, {:.0} B each on average); receive() \
+         took mean {:.2} ms in the first tenth, {:.2} ms in the last tenth, max {max_took:.2} ms \
+         (batch {} of {n}, {:.0} B), CPU time at most {max_cpu:.2} ms; {busy:.2} s busy in \
+         {span:.2} s",
+        n as f64 / span,
+        text.len() as f64 / n as f64,
+        mean_ms(&text_batches[..tenth]),
+        mean_ms(&text_batches[n - tenth..]),
+        text_batches.iter().position(|&i| i == slowest).unwrap() + 1,
+        bytes[slowest],
+    );
+    println!(
+        "  CPU from the prompt to the end shown: nvim {:.2} s, backend {:.2} s",
+        cpu_after.0 - cpu_before.0,
+        cpu_after.1 - cpu_before.1,
+    );
+    let _ = nvim.api.command("qa!").await;
+}
