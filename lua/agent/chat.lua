@@ -205,6 +205,9 @@ function M.handle(event)
     end
   end
   local handler = H.handlers[event.type]
+  if H.open_block and event.type ~= H.open_block.kind and event.type ~= "usage" then
+    H.open_block = nil
+  end
   if handler then
     handler(H.value(event))
   end
@@ -252,6 +255,78 @@ function H.handlers.tool_started(e)
   H.state.command = e.name == "run_bash" and type(args.command) == "string" and args.command or nil
   H.state.since = vim.uv.now()
   H.set_state("running")
+end
+
+-- A block (thought, plan) is a row with lines under it, rewritten in place as it grows. It
+-- starts at the end of the chat; anything else that is written ends it.
+function H.block(kind, title, hl)
+  local block = H.open_block
+  if block and block.kind == kind then
+    return block
+  end
+  H.block_count = (H.block_count or 0) + 1
+  local id = ("%s-%d"):format(kind, H.block_count)
+  block = { name = kind, kind = kind, id = id, text = "", hl = hl }
+  H.tools[id] = block
+  H.newline()
+  H.put(title, hl, id)
+  H.put("\n")
+  H.flush()
+  H.open_block = block
+  return block
+end
+
+-- An external agent's thinking (ACP): dimmed, folded under a `thinking` row.
+function H.handlers.thought(e)
+  local block = H.block("thought", "… thinking", "AgentThought")
+  block.text = block.text .. tostring(e.text or "")
+  local lines = {}
+  for line in H.output_lines(block.text) do
+    lines[#lines + 1] = line == "" and "" or ("  " .. line)
+  end
+  local row = H.row_of(block)
+  if row then
+    local title = ("… thought (%d line%s)"):format(#lines, #lines == 1 and "" or "s")
+    H.write_row(block, row, title, "AgentThought", lines, { output_hl = "AgentThought" })
+  end
+end
+
+H.plan_marks = { completed = "[x]", in_progress = "[~]", pending = "[ ]" }
+
+-- An external agent's plan (ACP), as a checklist; a new plan replaces the shown one.
+function H.handlers.plan(e)
+  local block = H.block("plan", "Plan", "AgentHeader")
+  local lines = {}
+  for _, entry in ipairs(type(e.entries) == "table" and e.entries or {}) do
+    entry = H.value(entry)
+    local mark = H.plan_marks[entry.status] or "[ ]"
+    lines[#lines + 1] = ("- %s %s"):format(mark, H.one_line(entry.content or ""))
+  end
+  local row = H.row_of(block)
+  if row then
+    H.write_row(block, row, "Plan", "AgentHeader", lines, { fold = false, output_hl = "Normal" })
+  end
+end
+
+-- An external agent's tool call changed (ACP tool_call_update): its row is rewritten in place.
+function H.handlers.tool_updated(e)
+  local tool = H.tools[e.id]
+  local row = tool and H.row_of(tool)
+  if not row then
+    return
+  end
+  local title = H.one_line(e.title or e.name or tool.name or "")
+  if title ~= "" then
+    tool.name = title
+  end
+  local status = e.status and tostring(e.status) or nil
+  local text = "… " .. tool.name .. ((status and status ~= "in_progress") and (" (" .. status .. ")") or "")
+  local output = {}
+  for line in H.output_lines(e.output) do
+    output[#output + 1] = line == "" and "" or ("  " .. line)
+  end
+  H.flush()
+  H.write_row(tool, row, text, "AgentToolRunning", output)
 end
 
 function H.handlers.approval()
@@ -487,7 +562,8 @@ end
 
 -- Rewrites a tool's row (one line, at `row`) as `text`, followed by the approval decision if
 -- there was one, and inserts `output` below it, folded with the row. One buffer call.
-function H.write_row(tool, row, text, hl, output)
+function H.write_row(tool, row, text, hl, output, opts)
+  opts = opts or {}
   if tool.note then
     text = text .. " · " .. tool.note
   end
@@ -496,25 +572,43 @@ function H.write_row(tool, row, text, hl, output)
     lines[#lines + 1] = line
   end
   local followers = H.followers()
-  vim.api.nvim_buf_clear_namespace(H.buf, H.ns, row, row + 1)
+  -- The row and the output written under it before (an updated tool call, a growing thought).
+  local old = tool.lines or 0
+  for _, win in ipairs(old > 0 and vim.fn.win_findbuf(H.buf) or {}) do
+    H.unfold(win, row)
+  end
+  vim.api.nvim_buf_clear_namespace(H.buf, H.ns, row, row + 1 + old)
   H.modify(function()
-    vim.api.nvim_buf_set_lines(H.buf, row, row + 1, true, lines)
+    vim.api.nvim_buf_set_lines(H.buf, row, row + 1 + old, true, lines)
   end)
-  H.end_row = H.end_row + #output
+  H.end_row = H.end_row + #output - old
+  tool.lines = #output
   tool.mark = vim.api.nvim_buf_set_extmark(H.buf, H.ns_rows, row, 0, { id = tool.mark })
   vim.api.nvim_buf_set_extmark(H.buf, H.ns, row, 0, { end_row = row, end_col = #text, hl_group = hl })
   if #output > 0 then
-    tool.lines = #output
     vim.api.nvim_buf_set_extmark(H.buf, H.ns, row + 1, 0, {
       end_row = row + #output,
       end_col = #output[#output],
-      hl_group = "AgentToolOutput",
+      hl_group = opts.output_hl or "AgentToolOutput",
     })
-    for _, win in ipairs(vim.fn.win_findbuf(H.buf)) do
-      H.fold(win, row, #output)
+    tool.folded = opts.fold ~= false
+    if tool.folded then
+      for _, win in ipairs(vim.fn.win_findbuf(H.buf)) do
+        H.fold(win, row, #output)
+      end
     end
   end
   H.follow(followers)
+end
+
+-- Deletes the fold on a row (before its output is rewritten).
+function H.unfold(win, row)
+  pcall(vim.api.nvim_win_call, win, function()
+    local view = vim.fn.winsaveview()
+    vim.api.nvim_win_set_cursor(0, { row + 1, 0 })
+    vim.cmd("silent! normal! zD")
+    vim.fn.winrestview(view)
+  end)
 end
 
 -- Folds a tool's row with its output, closed: the closed fold shows the row ('foldtext' empty).
@@ -531,7 +625,7 @@ function H.refold(win)
     vim.cmd("silent! normal! zE")
   end)
   for _, tool in pairs(H.tools) do
-    local row = (tool.lines or 0) > 0 and H.row_of(tool)
+    local row = (tool.lines or 0) > 0 and tool.folded ~= false and H.row_of(tool)
     if row then
       H.fold(win, row, tool.lines)
     end

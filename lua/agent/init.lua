@@ -228,6 +228,7 @@ H.highlights = {
   AgentNotice = "Comment", -- `done · 10 in / 20 out tokens`, retries, approval decisions
   AgentError = "DiagnosticError", -- an error from the backend
   AgentInputHint = "Comment", -- the hint in the empty input window
+  AgentThought = "Comment", -- an external agent's thinking (ACP), folded
   AgentDiffAdd = "DiffAdd", -- `+` lines in the approval preview
   AgentDiffDelete = "DiffDelete", -- `-` lines
   AgentDiffHeader = "DiffChange", -- `---`, `+++` and `@@` lines

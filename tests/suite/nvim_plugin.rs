@@ -585,3 +585,62 @@ async fn agent_log_opens_the_backends_log_file() {
         "the API key is in the log"
     );
 }
+
+#[tokio::test]
+async fn an_external_agents_thoughts_plans_and_tool_updates_render_in_place() {
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: String::new(),
+    })
+    .await;
+    nvim.lua("require('agent').open({ focus = false })", vec![])
+        .await;
+    let receive = |events: &str| format!("require('agent.rpc').receive({events})");
+    nvim.lua(&receive("{ {type='turn_started'}, {type='thought', text='Let me '}, {type='thought', text='think.\\nSecond thought.'} }"), vec![]).await;
+    nvim.lua(&receive("{ {type='plan', entries={ {content='Read the file', status='completed'}, {content='Fix it', status='in_progress'}, {content='Test', status='pending'} }} }"), vec![]).await;
+    nvim.lua(
+        &receive("{ {type='tool_started', id='c1', name='Read a.txt', args=vim.NIL} }"),
+        vec![],
+    )
+    .await;
+    nvim.lua(&receive("{ {type='tool_updated', id='c1', title='Read a.txt (10 lines)', status='in_progress', output='partial'} }"), vec![]).await;
+    nvim.lua(&receive("{ {type='text', text='Done thinking.'} }"), vec![])
+        .await;
+    nvim.lua(&receive("{ {type='plan', entries={ {content='Read the file', status='completed'}, {content='Fix it', status='completed'}, {content='Test', status='completed'} }} }"), vec![]).await;
+    nvim.lua(&receive("{ {type='tool_finished', id='c1', name='Read a.txt', ok=true, summary='Read a.txt (10 lines)', output='one\\ntwo'} }"), vec![]).await;
+    let lines = nvim.buffer_lines(CHAT).await;
+    let body = lines.join("\n");
+    // The thought is one folded block that grew; its text is under its row.
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("… thought")).count(),
+        1,
+        "{body}"
+    );
+    assert!(
+        body.contains("… thought (2 lines)\n  Let me think.\n  Second thought."),
+        "{body}"
+    );
+    // The first plan, then the tool row updated in place and finished, then a second plan block.
+    assert!(
+        body.contains("Plan\n- [x] Read the file\n- [~] Fix it\n- [ ] Test"),
+        "{body}"
+    );
+    assert!(
+        body.contains("▸ Read a.txt (10 lines)\n  one\n  two"),
+        "{body}"
+    );
+    assert!(
+        !body.contains("partial"),
+        "the update's output was replaced: {body}"
+    );
+    assert!(
+        body.contains("Plan\n- [x] Read the file\n- [x] Fix it\n- [x] Test"),
+        "{body}"
+    );
+    // Thoughts are folded closed in the chat window.
+    let folded = nvim
+        .lua("local w = vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1] local row = vim.fn.match(vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://chat'), 0, -1, false), '^… thought') + 1 return vim.api.nvim_win_call(w, function() return vim.fn.foldclosed(row) end)", vec![])
+        .await;
+    assert!(folded.as_i64().unwrap() > 0, "{folded:?}");
+}
