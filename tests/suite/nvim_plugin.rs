@@ -117,6 +117,13 @@ async fn agent_prompt_streams_the_answer_into_the_chat_split() {
         )])],
     );
     let nvim = start(&mock, None, "").await;
+    nvim.lua(
+        "vim.g.agent_events = {} for _, p in ipairs({'AgentTurnStart', 'AgentTurnDone'}) do \
+         vim.api.nvim_create_autocmd('User', { pattern = p, callback = function(a) \
+           local e = vim.g.agent_events table.insert(e, p .. ':' .. tostring(a.data.outcome)) vim.g.agent_events = e end }) end",
+        vec![],
+    )
+    .await;
     nvim.cmd("Agent hello there").await;
     let lines = nvim
         .wait_for_line(CHAT, "done · 321 in / 12 out tokens")
@@ -131,6 +138,24 @@ async fn agent_prompt_streams_the_answer_into_the_chat_split() {
     assert_eq!(
         request.body["messages"][0]["content"][0]["text"],
         "hello there"
+    );
+    nvim.wait_for("#vim.g.agent_events == 2").await;
+    assert_eq!(
+        nvim.lua("return vim.g.agent_events", vec![]).await,
+        Value::Array(vec![
+            Value::from("AgentTurnStart:nil"),
+            Value::from("AgentTurnDone:done")
+        ])
+    );
+    let status = nvim
+        .lua(
+            "local s = require('agent').status() return {s.state, s.input, s.output}",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        status,
+        Value::Array(vec![Value::from("idle"), Value::from(321), Value::from(12)])
     );
     // The split is a named markdown scratch buffer in its own window.
     let info = nvim
