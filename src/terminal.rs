@@ -121,10 +121,14 @@ impl Drop for RawMode {
     }
 }
 
-/// `agent-nvim tool`: runs one tool and prints `{"ok", "text", "summary"}` on stdout. Exit 0 when
-/// the tool ran, whatever its result.
-pub fn run_tool(args: ToolArgs) -> Result<u8> {
-    let root = match args.workspace {
+/// The tools' context for a terminal front end: the workspace (the current directory unless
+/// given), a gate that asks on the terminal when stdin is one, no editor.
+fn terminal_context(
+    workspace: Option<std::path::PathBuf>,
+    auto_approve: bool,
+    timeout: Option<std::time::Duration>,
+) -> Result<ToolContext> {
+    let root = match workspace {
         Some(dir) => dir,
         None => std::env::current_dir().map_err(|source| Error::Io {
             context: "cannot read the current directory",
@@ -133,18 +137,25 @@ pub fn run_tool(args: ToolArgs) -> Result<u8> {
     };
     let workspace = Workspace::new(&root).map_err(|err| Error::Usage(err.to_string()))?;
     let mut settings = Settings::default();
-    if let Some(timeout) = args.timeout {
+    if let Some(timeout) = timeout {
         settings.command_timeout = timeout;
     }
-    let executor = Executor::new(ToolContext {
+    Ok(ToolContext {
         workspace,
-        gate: Arc::new(Gate::new(
-            args.auto_approve,
-            TerminalAsker::if_interactive(),
-        )),
+        gate: Arc::new(Gate::new(auto_approve, TerminalAsker::if_interactive())),
         editor: Arc::new(NoEditor),
         settings,
-    });
+    })
+}
+
+/// `agent-nvim tool`: runs one tool and prints `{"ok", "text", "summary"}` on stdout. Exit 0 when
+/// the tool ran, whatever its result.
+pub fn run_tool(args: ToolArgs) -> Result<u8> {
+    let executor = Executor::new(terminal_context(
+        args.workspace,
+        args.auto_approve,
+        args.timeout,
+    )?);
     // One thread: a single call gains nothing from more, and cross-thread wake-ups cost.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -173,29 +184,13 @@ pub fn run_tool(args: ToolArgs) -> Result<u8> {
 /// tool call, then `done · ...`. Exit 0 when the turn completes, 1 on an API or configuration
 /// error, 130 after Ctrl-C (which cancels the turn and kills a running command's tree first).
 pub fn run_agent(args: RunArgs) -> Result<u8> {
-    let root = match args.workspace {
-        Some(dir) => dir,
-        None => std::env::current_dir().map_err(|source| Error::Io {
-            context: "cannot read the current directory",
-            source,
-        })?,
-    };
-    let workspace = Workspace::new(&root).map_err(|err| Error::Usage(err.to_string()))?;
+    let executor = Executor::new(terminal_context(
+        args.workspace,
+        args.auto_approve,
+        args.timeout,
+    )?);
     let config = ProviderConfig::resolve(&args.choice, &|name| std::env::var(name).ok())
         .map_err(Error::Config)?;
-    let mut settings = Settings::default();
-    if let Some(timeout) = args.timeout {
-        settings.command_timeout = timeout;
-    }
-    let executor = Executor::new(ToolContext {
-        workspace,
-        gate: Arc::new(Gate::new(
-            args.auto_approve,
-            TerminalAsker::if_interactive(),
-        )),
-        editor: Arc::new(NoEditor),
-        settings,
-    });
     let client = Client::new(config, &executor.catalogue()).map_err(Error::Config)?;
     let mut agent = Agent::new(
         client,

@@ -830,19 +830,24 @@ function H.window_options(win, options)
   end
 end
 
+-- What the chat and the input windows share: no gutter, soft-wrapped text.
+H.plain_window = {
+  number = false,
+  relativenumber = false,
+  signcolumn = "no",
+  foldcolumn = "0",
+  statuscolumn = "",
+  colorcolumn = "",
+  wrap = true,
+  linebreak = true,
+  winfixwidth = true,
+}
+
 function H.setup_chat_window(win)
+  H.window_options(win, H.plain_window)
   H.window_options(win, {
-    number = false,
-    relativenumber = false,
-    signcolumn = "no",
-    foldcolumn = "0",
-    statuscolumn = "",
-    colorcolumn = "",
     spell = false,
     list = false,
-    wrap = true,
-    linebreak = true,
-    winfixwidth = true,
     foldenable = true,
     foldmethod = "manual",
     foldlevel = 0,
@@ -869,17 +874,9 @@ function H.setup_chat_window(win)
 end
 
 function H.setup_input_window(win)
+  H.window_options(win, H.plain_window)
   H.window_options(win, {
-    number = false,
-    relativenumber = false,
-    signcolumn = "no",
-    foldcolumn = "0",
-    statuscolumn = "",
-    colorcolumn = "",
-    wrap = true,
-    linebreak = true,
     winfixheight = true,
-    winfixwidth = true,
     fillchars = "eob: ",
   })
 end
