@@ -1,5 +1,6 @@
 //! Integration test groups, one file a front end or concern.
 
+mod acp;
 mod agent;
 mod approval_picker;
 mod nvim_plugin;

@@ -1,0 +1,741 @@
+//! The ACP client: drives an external agent (Claude Code, Gemini CLI, Codex, opencode, ...) over
+//! the Agent Client Protocol from the same UI as the built-in turn loop (SPEC section 5).
+//!
+//! [`connect`] starts the agent in the workspace, in its own process group (`transport.rs`),
+//! initializes it and opens a session; [`AcpSession::prompt`] runs one turn and streams
+//! `session/update` to the front end as [`AcpEvent`]s (`update.rs`); [`AcpSession::shutdown`]
+//! ends it. The agent calls back for file reads and writes (`fs.rs`, through the one path check)
+//! and for permission (`permission.rs`, through the front end's picker). JSON-RPC itself is the
+//! `agent-client-protocol` crate's.
+//!
+//! That crate runs the handlers of incoming messages one at a time, in order, in one dispatch
+//! loop. A handler that waits for something the loop must deliver deadlocks it, so a permission
+//! request, which waits for a person, is answered from a spawned task through its responder.
+//! Session updates are handled in the loop, which keeps them in order with the prompt's answer.
+
+mod fs;
+mod permission;
+mod transport;
+mod update;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities, Implementation,
+    InitializeRequest, NewSessionRequest, PromptRequest, ReadTextFileRequest, ReadTextFileResponse,
+    SessionId, TextContent, WriteTextFileRequest, WriteTextFileResponse,
+};
+use agent_client_protocol::v1::{ConnectionTo, Dispatch, Responder};
+use agent_client_protocol::{
+    Agent, Client, ErrorCode, HandleDispatchFrom, Handled, UntypedMessage,
+};
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{Event, Outcome};
+use crate::editor::Editor;
+use crate::workspace::Workspace;
+use transport::Process;
+use update::Tools;
+
+/// How long [`connect`] waits for initialize and session/new unless told otherwise.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long shutdown waits for the agent to exit after its stdin closes, before killing it.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// How long shutdown lets the connection flush what is queued before dropping it.
+const DRAIN_GRACE: Duration = Duration::from_secs(1);
+/// How long a cancelled prompt waits for the agent to answer it (stop reason `cancelled`).
+const CANCEL_GRACE: Duration = Duration::from_secs(10);
+/// How long a closed connection waits to learn how the agent exited.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// What the ACP client needs from its front end (Neovim implements it; tests use a fake).
+pub trait AcpHost: Send + Sync {
+    /// Something to show in the chat, in order.
+    fn event(&self, event: AcpEvent);
+    /// Asks the user to pick one of the agent's options; resolves to the picked option's id, or
+    /// None when the question was dismissed or cannot be shown. Called from a spawned task, never
+    /// from the dispatch loop, and dropped (the question should close) when the turn is cancelled.
+    fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<String>>;
+    /// The text of the buffer holding `path` (absolute, resolved), when one is loaded.
+    fn buffer_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<String>>;
+    /// Unsaved-changes check before a write, and reload after it.
+    fn editor(&self) -> &dyn Editor;
+    /// Whether someone can be asked (false: permission is answered `cancelled` unless auto_approve).
+    fn can_ask(&self) -> BoxFuture<'_, bool>;
+}
+
+/// What an ACP session shows, in order: the turn loop's own [`Event`]s, plus what only an ACP
+/// agent reports. Serialized flat either way, as a map with a `type` field
+/// (`{"type":"text","text":"Hi"}`, `{"type":"thought","text":"..."}`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum AcpEvent {
+    /// Turn started and done, message text, tool started and finished, usage, errors.
+    Turn(Event),
+    /// Thoughts, plans, tool rows updated in place.
+    Agent(AgentUpdate),
+}
+
+/// What only an ACP agent reports.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentUpdate {
+    /// More of the agent's reasoning (shown apart from its answer, consecutive chunks joined).
+    Thought { text: String },
+    /// The agent's plan, whole: each update replaces the previous one.
+    Plan { entries: Vec<PlanEntry> },
+    /// A tool call's row, as it is now (sent on every change; replaces the row with this `id`).
+    ToolUpdated {
+        /// The tool call's id (the row ToolStarted opened).
+        id: String,
+        /// Its title as the agent last sent it.
+        title: String,
+        /// `pending` | `in_progress` | `completed` | `failed`.
+        status: String,
+        /// `read` | `edit` | `delete` | `move` | `search` | `execute` | `think` | `fetch` |
+        /// `switch_mode` | `other`.
+        kind: String,
+        /// The call's content as text: text blocks, diffs as unified diffs, `[terminal ID]`.
+        output: String,
+    },
+}
+
+/// One step of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlanEntry {
+    /// What the step is.
+    pub content: String,
+    /// `pending` | `in_progress` | `completed`.
+    pub status: String,
+    /// `high` | `medium` | `low`.
+    pub priority: String,
+}
+
+/// A permission question, with the agent's own options.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PermissionAsk {
+    /// The tool call it is about (its row in the chat).
+    pub tool_call_id: String,
+    /// The tool call's title (`Edit src/a.rs`, `Run cargo test`).
+    pub title: String,
+    /// The agent's options, in its order.
+    pub options: Vec<PermissionChoice>,
+    /// A unified diff for the preview, when the call carries one.
+    pub diff: Option<String>,
+    /// The command line, for a shell tool.
+    pub command: Option<String>,
+}
+
+/// One of the agent's permission options.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PermissionChoice {
+    /// The agent's id for it: echoed back when picked; never interpreted.
+    pub id: String,
+    /// The agent's label, to show.
+    pub name: String,
+    /// `allow_once` | `allow_always` | `reject_once` | `reject_always`.
+    pub kind: String,
+}
+
+/// How to start an agent.
+#[derive(Debug, Clone)]
+pub struct AcpSpec {
+    /// What to call it in messages (`claude`, or the user's name for a configured command).
+    pub name: String,
+    /// Program and arguments.
+    pub command: Vec<String>,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// The agent's working directory and the root its file access is confined to.
+    pub workspace: Workspace,
+    /// Answer permission requests with allow_always / allow_once without asking.
+    pub auto_approve: bool,
+    /// How long initialize and session/new may take.
+    pub connect_timeout: Duration,
+}
+
+impl AcpSpec {
+    /// A spec with no extra environment, asking for permission, and the default timeout.
+    pub fn new(name: impl Into<String>, command: Vec<String>, workspace: Workspace) -> Self {
+        AcpSpec {
+            name: name.into(),
+            command,
+            env: Vec::new(),
+            workspace,
+            auto_approve: false,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+}
+
+/// The command of a preset agent a user can name (SPEC section 5), or None.
+pub fn preset(name: &str) -> Option<Vec<String>> {
+    let command: &[&str] = match name {
+        "claude" => &["npx", "-y", "@agentclientprotocol/claude-agent-acp"],
+        "gemini" => &["gemini", "--acp"],
+        "codex" => &["npx", "-y", "@agentclientprotocol/codex-acp"],
+        "opencode" => &["opencode", "acp"],
+        _ => return None,
+    };
+    Some(command.iter().map(|word| word.to_string()).collect())
+}
+
+/// `session/update`, kept as JSON (see `update.rs` for why).
+#[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcNotification)]
+#[notification(method = "session/update")]
+#[serde(transparent)]
+struct SessionUpdate(Value);
+
+/// `session/request_permission`, kept as JSON and answered with JSON.
+#[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcRequest)]
+#[request(method = "session/request_permission", response = Value)]
+#[serde(transparent)]
+struct PermissionRequest(Value);
+
+/// `session/prompt`, its answer kept as JSON: an unknown stop reason must not fail the turn.
+#[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcRequest)]
+#[request(method = "session/prompt", response = Value)]
+#[serde(transparent)]
+struct Prompt(PromptRequest);
+
+/// What the handlers share with the session.
+struct Shared {
+    name: String,
+    workspace: Workspace,
+    auto_approve: bool,
+    host: Arc<dyn AcpHost>,
+    /// The current turn's token: cancelling it answers its open permission questions `cancelled`.
+    turn: Mutex<CancellationToken>,
+    tools: Mutex<Tools>,
+}
+
+impl Shared {
+    fn tools(&self) -> MutexGuard<'_, Tools> {
+        self.tools.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn turn(&self) -> CancellationToken {
+        self.turn
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Starts a turn: a fresh token for its permission questions.
+    fn new_turn(&self) -> CancellationToken {
+        let token = CancellationToken::new();
+        *self.turn.lock().unwrap_or_else(PoisonError::into_inner) = token.clone();
+        token
+    }
+
+    fn emit(&self, event: Event) {
+        self.host.event(AcpEvent::Turn(event));
+    }
+}
+
+/// A running agent with one open session.
+pub struct AcpSession {
+    shared: Arc<Shared>,
+    cx: ConnectionTo<Agent>,
+    session_id: SessionId,
+    /// Dropping or firing it ends the connection (and so closes the agent's stdin).
+    stop: Option<oneshot::Sender<()>>,
+    driver: Option<JoinHandle<()>>,
+    /// None when the agent is not a child process (tests over in-memory pipes).
+    process: Option<Process>,
+    /// Why the session is unusable, once it is.
+    dead: Mutex<Option<String>>,
+}
+
+/// Starts the agent in the workspace, initializes it (protocol 1; fs.readTextFile and
+/// fs.writeTextFile, no terminal) and opens a session at the workspace root.
+///
+/// Errors, as the user should read them: the command cannot be started
+/// (`could not start 'gemini': ... — is it installed and on PATH?`), the agent exits or refuses
+/// during setup, or it does not answer within `spec.connect_timeout`.
+pub async fn connect(spec: AcpSpec, host: Arc<dyn AcpHost>) -> Result<AcpSession, String> {
+    let (process, stdin, stdout) = transport::spawn(&spec)?;
+    tracing::info!(agent = %spec.name, command = ?spec.command, "started ACP agent");
+    start(spec, host, stdout, stdin, Some(process)).await
+}
+
+/// [`connect`] over any pair of streams: the agent's stdout and stdin.
+async fn start<R, W>(
+    spec: AcpSpec,
+    host: Arc<dyn AcpHost>,
+    reader: R,
+    writer: W,
+    process: Option<Process>,
+) -> Result<AcpSession, String>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let shared = Arc::new(Shared {
+        name: spec.name.clone(),
+        workspace: spec.workspace.clone(),
+        auto_approve: spec.auto_approve,
+        host,
+        turn: Mutex::new(CancellationToken::new()),
+        tools: Mutex::new(Tools::default()),
+    });
+    let lines = transport::lines(reader, writer, spec.name.clone());
+    let (cx_tx, cx_rx) = oneshot::channel();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let builder = client(shared.clone());
+    let name = spec.name.clone();
+    let driver = tokio::spawn(async move {
+        let result = builder
+            .connect_with(lines, async move |cx: ConnectionTo<Agent>| {
+                let _ = cx_tx.send(cx);
+                // Until the session is shut down or dropped.
+                let _ = stopped.await;
+                Ok(())
+            })
+            .await;
+        match result {
+            Ok(()) => tracing::debug!(agent = %name, "ACP connection closed"),
+            Err(err) => tracing::info!(agent = %name, %err, "ACP connection ended"),
+        }
+    });
+    let mut session = AcpSession {
+        shared,
+        cx: match cx_rx.await {
+            Ok(cx) => cx,
+            Err(_) => {
+                return Err(format!(
+                    "agent: {}: the connection did not start",
+                    spec.name
+                ))
+            }
+        },
+        session_id: SessionId::new(""),
+        stop: Some(stop),
+        driver: Some(driver),
+        process,
+        dead: Mutex::new(None),
+    };
+    let initialized = std::sync::atomic::AtomicBool::new(false);
+    let setup = async {
+        let init = InitializeRequest::new(ProtocolVersion::V1)
+            .client_capabilities(
+                ClientCapabilities::new()
+                    .fs(FileSystemCapabilities::new()
+                        .read_text_file(true)
+                        .write_text_file(true))
+                    // Only once terminal/* really works: an agent that takes up a capability
+                    // that is not implemented hangs.
+                    .terminal(false),
+            )
+            .client_info(Implementation::new("agent.nvim", env!("CARGO_PKG_VERSION")));
+        let info = session
+            .cx
+            .send_request(init)
+            .block_task()
+            .await
+            .map_err(|err| ("initialize", err))?;
+        tracing::info!(agent = %spec.name, info = ?info.agent_info, "ACP agent initialized");
+        initialized.store(true, std::sync::atomic::Ordering::SeqCst);
+        let root = spec.workspace.root().to_path_buf();
+        let opened = session
+            .cx
+            .send_request(NewSessionRequest::new(root))
+            .block_task()
+            .await
+            .map_err(|err| ("session/new", err))?;
+        Ok::<_, (&str, agent_client_protocol::Error)>(opened.session_id)
+    };
+    let failure = match tokio::time::timeout(spec.connect_timeout, setup).await {
+        Ok(Ok(session_id)) => {
+            session.session_id = session_id;
+            return Ok(session);
+        }
+        Ok(Err((_, err))) if closed(&err) => session.ended().await,
+        Ok(Err((step, err))) if err.code == ErrorCode::AUTH_REQUIRED => format!(
+            "agent: {} needs you to log in first ({step}: {}); log in with the agent's own \
+             command, then start it again",
+            spec.name, err.message
+        ),
+        Ok(Err((step, err))) => format!(
+            "agent: {} refused {step}: {} ({})",
+            spec.name,
+            err.message,
+            err.code.value()
+        ),
+        Err(_) => {
+            let step = if initialized.load(std::sync::atomic::Ordering::SeqCst) {
+                "open a session"
+            } else {
+                "answer initialize"
+            };
+            format!(
+                "agent: {} did not {step} within {} s; is `{}` an ACP agent?",
+                spec.name,
+                spec.connect_timeout.as_secs_f64(),
+                spec.command.join(" ")
+            )
+        }
+    };
+    session.kill();
+    Err(failure)
+}
+
+/// The client side of the connection: what we answer and how.
+fn client(
+    shared: Arc<Shared>,
+) -> agent_client_protocol::v1::Builder<Client, impl HandleDispatchFrom<Agent> + 'static> {
+    let updates = shared.clone();
+    let reads = shared.clone();
+    let writes = shared.clone();
+    let asks = shared;
+    Client
+        .v1()
+        .name("agent.nvim")
+        .on_receive_notification(
+            async move |update: SessionUpdate, _cx| {
+                let events = updates
+                    .tools()
+                    .apply(&update.0["update"], &updates.workspace);
+                for event in events {
+                    updates.host.event(event);
+                }
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |request: ReadTextFileRequest,
+                        responder: Responder<ReadTextFileResponse>,
+                        _cx| {
+                let path = request.path.to_string_lossy();
+                let read = fs::read_text_file(
+                    &reads.workspace,
+                    reads.host.as_ref(),
+                    &path,
+                    request.line,
+                    request.limit,
+                )
+                .await;
+                match read {
+                    Ok(content) => responder.respond(ReadTextFileResponse::new(content)),
+                    Err(err) => responder.respond_with_error(err),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: WriteTextFileRequest,
+                        responder: Responder<WriteTextFileResponse>,
+                        _cx| {
+                let path = request.path.to_string_lossy();
+                let written = fs::write_text_file(
+                    &writes.workspace,
+                    writes.host.as_ref(),
+                    &path,
+                    request.content,
+                )
+                .await;
+                match written {
+                    Ok(()) => responder.respond(WriteTextFileResponse::new()),
+                    Err(err) => responder.respond_with_error(err),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: PermissionRequest,
+                        responder: Responder<Value>,
+                        cx: ConnectionTo<Agent>| {
+                let fields = request.0.get("toolCall").cloned().unwrap_or(Value::Null);
+                let options = permission::options(&request.0);
+                let (events, ask) = {
+                    let mut tools = asks.tools();
+                    // The call's row, for agents that ask about a call they never announced.
+                    let events = tools.update(&fields, &asks.workspace);
+                    let known = update::id_of(&fields["toolCallId"])
+                        .and_then(|id| tools.get(&id).cloned());
+                    let ask = permission::ask(&fields, options, known.as_ref(), &asks.workspace);
+                    (events, ask)
+                };
+                for event in events {
+                    asks.host.event(event);
+                }
+                let shared = asks.clone();
+                let turn = asks.turn();
+                // Off the dispatch loop: the answer waits for a person.
+                cx.spawn(async move {
+                    let answer = decide(&shared, ask, &turn).await;
+                    if let Err(err) = responder.respond(answer) {
+                        tracing::debug!(%err, "a permission answer was not delivered");
+                    }
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_dispatch(
+            async move |message: Dispatch<UntypedMessage, UntypedMessage>, _cx| {
+                Ok(match message {
+                    Dispatch::Request(request, responder) => {
+                        tracing::info!(method = %request.method, "answered an unknown request -32601");
+                        let method = Value::from(request.method.clone());
+                        responder.respond_with_error(
+                            agent_client_protocol::Error::method_not_found().data(method),
+                        )?;
+                        Handled::Yes
+                    }
+                    Dispatch::Notification(notification) => {
+                        tracing::debug!(method = %notification.method, "ignored an unknown notification");
+                        Handled::Yes
+                    }
+                    response @ Dispatch::Response(..) => Handled::No {
+                        message: response,
+                        retry: false,
+                    },
+                })
+            },
+            agent_client_protocol::on_receive_dispatch!(),
+        )
+}
+
+/// The answer to one permission request (SPEC section 5): auto_approve picks allow_always, then
+/// allow_once, never a reject option; nobody to ask means `cancelled`; else the user picks, and
+/// a cancelled turn answers `cancelled` at once.
+async fn decide(shared: &Shared, ask: PermissionAsk, turn: &CancellationToken) -> Value {
+    if turn.is_cancelled() {
+        return permission::cancelled();
+    }
+    if shared.auto_approve {
+        return permission::auto_choice(&ask.options)
+            .map_or_else(permission::cancelled, permission::selected);
+    }
+    let can_ask = tokio::select! {
+        can_ask = shared.host.can_ask() => can_ask,
+        () = turn.cancelled() => false,
+    };
+    if !can_ask {
+        tracing::info!(agent = %shared.name, "permission answered `cancelled`: nobody can be asked");
+        return permission::cancelled();
+    }
+    let ids: Vec<String> = ask.options.iter().map(|option| option.id.clone()).collect();
+    let picked = tokio::select! {
+        picked = shared.host.ask_permission(ask) => picked,
+        () = turn.cancelled() => None,
+    };
+    match picked {
+        Some(id) if ids.contains(&id) => permission::selected(&id),
+        Some(id) => {
+            tracing::warn!(%id, "the front end picked an option the agent did not offer");
+            permission::cancelled()
+        }
+        None => permission::cancelled(),
+    }
+}
+
+/// True when `err` means the connection is gone (the agent exited or closed its output).
+fn closed(err: &agent_client_protocol::Error) -> bool {
+    agent_client_protocol::is_incoming_transport_closed(err)
+        || agent_client_protocol::is_connection_terminated(err)
+}
+
+impl AcpSession {
+    /// Sends `text` as one prompt and streams the agent's updates until it answers. Emits
+    /// TurnStarted first and TurnDone last, like the turn loop. On `cancel`: session/cancel is
+    /// sent, open permission questions are answered `cancelled`, and the prompt's answer (stop
+    /// reason `cancelled`) is waited for. An agent that exits mid-turn fails the turn with an
+    /// Error event, and the session stays unusable.
+    pub async fn prompt(&self, text: String, cancel: &CancellationToken) -> Outcome {
+        self.shared.emit(Event::TurnStarted);
+        if let Some(message) = self.dead_reason().await {
+            return self.fail(message);
+        }
+        let turn = self.shared.new_turn();
+        let request = Prompt(PromptRequest::new(
+            self.session_id.clone(),
+            vec![ContentBlock::Text(TextContent::new(text))],
+        ));
+        let answer = self.cx.send_request(request).block_task();
+        tokio::pin!(answer);
+        let answer = tokio::select! {
+            answer = &mut answer => answer,
+            () = cancel.cancelled() => {
+                let notice = CancelNotification::new(self.session_id.clone());
+                if let Err(err) = self.cx.send_notification(notice) {
+                    tracing::debug!(%err, "session/cancel not sent");
+                }
+                turn.cancel();
+                match tokio::time::timeout(CANCEL_GRACE, &mut answer).await {
+                    Ok(answer) => answer,
+                    Err(_) => {
+                        tracing::warn!(agent = %self.shared.name, "no answer to a cancelled prompt");
+                        return self.finish(Outcome::Cancelled, "cancelled".into(), None);
+                    }
+                }
+            }
+        };
+        // Nothing of a finished turn stays open.
+        turn.cancel();
+        match answer {
+            Ok(answer) => {
+                let stop = answer
+                    .get("stopReason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("end_turn");
+                let (outcome, message) = match stop {
+                    _ if cancel.is_cancelled() => (Outcome::Cancelled, "cancelled".to_string()),
+                    "cancelled" => (Outcome::Cancelled, "cancelled".to_string()),
+                    "max_turn_requests" => (Outcome::MaxTurns, format!("stopped ({stop})")),
+                    _ => (Outcome::Done, format!("done ({stop})")),
+                };
+                self.finish(outcome, message, usage(&answer))
+            }
+            Err(err) if closed(&err) => {
+                let message = self.ended().await;
+                *self.dead.lock().unwrap_or_else(PoisonError::into_inner) = Some(message.clone());
+                self.fail(message)
+            }
+            Err(err) => self.fail(format!(
+                "agent: {} failed the prompt: {} ({})",
+                self.shared.name,
+                err.message,
+                err.code.value()
+            )),
+        }
+    }
+
+    /// Ends the session: closes the agent's stdin, gives it [`SHUTDOWN_GRACE`] to exit, then
+    /// kills its process tree.
+    pub async fn shutdown(mut self) {
+        self.shared.turn().cancel();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(mut driver) = self.driver.take() {
+            // The connection flushes what is queued and drops the agent's stdin as it ends.
+            if tokio::time::timeout(DRAIN_GRACE, &mut driver)
+                .await
+                .is_err()
+            {
+                driver.abort();
+                let _ = driver.await;
+            }
+        }
+        if let Some(process) = self.process.take() {
+            if process.wait_exit(SHUTDOWN_GRACE).await.is_none() {
+                tracing::info!(agent = %self.shared.name, "did not exit after its stdin closed; killing it");
+            }
+            process.kill();
+        }
+    }
+
+    /// Why the session cannot take a prompt, if it cannot.
+    async fn dead_reason(&self) -> Option<String> {
+        let known = self
+            .dead
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if known.is_some() {
+            return known;
+        }
+        if !self.cx.is_incoming_closed() && self.cx.termination().is_none() {
+            return None;
+        }
+        let message = self.ended().await;
+        *self.dead.lock().unwrap_or_else(PoisonError::into_inner) = Some(message.clone());
+        Some(message)
+    }
+
+    /// How the agent went away: `agent: claude exited (exit code 1): {its last stderr line}`.
+    async fn ended(&self) -> String {
+        let name = &self.shared.name;
+        let Some(process) = &self.process else {
+            return format!("agent: {name} closed the connection");
+        };
+        let mut message = match process.wait_exit(EXIT_GRACE).await {
+            Some(status) => format!("agent: {name} exited ({status})"),
+            None => format!("agent: {name} closed its output and stopped answering"),
+        };
+        if let Some(line) = process.last_stderr() {
+            message.push_str(": ");
+            message.push_str(&line);
+        }
+        message
+    }
+
+    /// Ends the turn with an error.
+    fn fail(&self, message: String) -> Outcome {
+        tracing::warn!(agent = %self.shared.name, %message, "ACP turn failed");
+        self.shared.emit(Event::Error {
+            message: message.clone(),
+        });
+        self.finish(Outcome::Failed, message, None)
+    }
+
+    /// Closes the turn's open tool rows, reports usage, and sends TurnDone.
+    fn finish(&self, outcome: Outcome, message: String, usage: Option<(u64, u64)>) -> Outcome {
+        let note = match outcome {
+            Outcome::Done | Outcome::MaxTurns => "",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Failed => "the agent stopped",
+        };
+        let closed =
+            self.shared
+                .tools()
+                .close(outcome == Outcome::Done, note, &self.shared.workspace);
+        for event in closed {
+            self.shared.host.event(event);
+        }
+        let (input, output) = usage.unwrap_or_default();
+        if usage.is_some() {
+            self.shared.emit(Event::Usage { input, output });
+        }
+        self.shared.emit(Event::TurnDone {
+            input,
+            output,
+            outcome,
+            message,
+        });
+        outcome
+    }
+
+    /// Kills the agent now (failed setup).
+    fn kill(&mut self) {
+        if let Some(driver) = self.driver.take() {
+            driver.abort();
+        }
+        if let Some(process) = self.process.take() {
+            process.kill();
+        }
+    }
+}
+
+impl Drop for AcpSession {
+    fn drop(&mut self) {
+        // Quitting without shutdown still leaves nothing running: the process group is killed
+        // as `process` drops.
+        if let Some(driver) = &self.driver {
+            driver.abort();
+        }
+    }
+}
+
+/// Token counts from a prompt answer's `usage` (`inputTokens`, `outputTokens`), when sent.
+fn usage(answer: &Value) -> Option<(u64, u64)> {
+    let usage = answer.get("usage")?;
+    let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+    Some((count("inputTokens"), count("outputTokens")))
+}

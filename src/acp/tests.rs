@@ -1,0 +1,648 @@
+//! The ACP client against an in-process fake agent speaking raw JSON lines over in-memory pipes:
+//! the wire as a real agent writes it (ids from 0, junk lines, unknown methods), with every step
+//! under the test's control.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, WriteHalf};
+
+use super::*;
+
+/// How a fake user answers permission questions.
+#[derive(Clone, Copy)]
+enum Answer {
+    /// Picks the first option of this kind.
+    Kind(&'static str),
+    /// Picks an id the agent never offered.
+    Bogus,
+    /// Never answers.
+    Never,
+}
+
+struct FakeHost {
+    events: Mutex<Vec<AcpEvent>>,
+    asks: Mutex<Vec<PermissionAsk>>,
+    can_ask: bool,
+    answer: Answer,
+    buffers: Vec<(PathBuf, String)>,
+    unsaved: Vec<PathBuf>,
+    written: Mutex<Vec<PathBuf>>,
+}
+
+impl FakeHost {
+    fn new(can_ask: bool, answer: Answer) -> Self {
+        FakeHost {
+            events: Mutex::new(Vec::new()),
+            asks: Mutex::new(Vec::new()),
+            can_ask,
+            answer,
+            buffers: Vec::new(),
+            unsaved: Vec::new(),
+            written: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn events(&self) -> Vec<AcpEvent> {
+        self.events.lock().unwrap().clone()
+    }
+}
+
+impl AcpHost for FakeHost {
+    fn event(&self, event: AcpEvent) {
+        self.events.lock().unwrap().push(event);
+    }
+    fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<String>> {
+        let picked = match self.answer {
+            Answer::Kind(kind) => request
+                .options
+                .iter()
+                .find(|o| o.kind == kind)
+                .map(|o| o.id.clone()),
+            Answer::Bogus => Some("bogus".into()),
+            Answer::Never => None,
+        };
+        self.asks.lock().unwrap().push(request);
+        match self.answer {
+            Answer::Never => Box::pin(futures::future::pending()),
+            Answer::Kind(_) | Answer::Bogus => Box::pin(async move { picked }),
+        }
+    }
+    fn buffer_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<String>> {
+        let text = self
+            .buffers
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, t)| t.clone());
+        Box::pin(async move { text })
+    }
+    fn editor(&self) -> &dyn Editor {
+        self
+    }
+    fn can_ask(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async move { self.can_ask })
+    }
+}
+
+impl Editor for FakeHost {
+    fn has_unsaved_changes<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, bool> {
+        Box::pin(async move { self.unsaved.iter().any(|p| p == path) })
+    }
+    fn file_written<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, ()> {
+        self.written.lock().unwrap().push(path.to_path_buf());
+        Box::pin(async {})
+    }
+    fn command_finished(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// The agent's end of the pipes.
+struct FakeAgent {
+    lines: Lines<BufReader<tokio::io::ReadHalf<DuplexStream>>>,
+    out: WriteHalf<DuplexStream>,
+}
+
+impl FakeAgent {
+    async fn send(&mut self, message: Value) {
+        self.raw(&message.to_string()).await;
+    }
+    async fn raw(&mut self, line: &str) {
+        self.out
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    async fn recv(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(10), self.lines.next_line())
+            .await
+            .expect("the client said nothing")
+            .unwrap()
+            .expect("the client closed the pipe");
+        serde_json::from_str(&line).unwrap()
+    }
+    /// Receives a request or notification, checks its method, returns (id, params).
+    async fn expect(&mut self, method: &str) -> (Value, Value) {
+        let message = self.recv().await;
+        assert_eq!(message["method"], method, "{message}");
+        (message["id"].clone(), message["params"].clone())
+    }
+    async fn respond(&mut self, id: Value, result: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+            .await;
+    }
+    async fn update(&mut self, update: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": "session/update",
+            "params": {"sessionId": "s", "update": update}}))
+            .await;
+    }
+    /// Answers initialize and session/new, checking what the client asked for.
+    async fn handshake(&mut self, root: &Path) {
+        let (id, params) = self.expect("initialize").await;
+        assert_eq!(params["protocolVersion"], 1);
+        assert_eq!(
+            params["clientCapabilities"]["fs"],
+            json!({"readTextFile": true, "writeTextFile": true})
+        );
+        assert_eq!(params["clientCapabilities"]["terminal"], false);
+        self.respond(id, json!({"protocolVersion": 1, "agentCapabilities": {}}))
+            .await;
+        let (id, params) = self.expect("session/new").await;
+        assert_eq!(params["cwd"], json!(root));
+        assert_eq!(params["mcpServers"], json!([]));
+        self.respond(id, json!({"sessionId": "s"})).await;
+    }
+}
+
+/// A client session and its fake agent, in a fresh workspace.
+async fn pair(
+    host: Arc<FakeHost>,
+    auto_approve: bool,
+) -> (tempfile::TempDir, AcpSession, FakeAgent) {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = Workspace::new(dir.path()).unwrap();
+    let (client_side, agent_side) = tokio::io::duplex(64 * 1024);
+    let (client_in, client_out) = tokio::io::split(client_side);
+    let (agent_read, agent_write) = tokio::io::split(agent_side);
+    let mut agent = FakeAgent {
+        lines: BufReader::new(agent_read).lines(),
+        out: agent_write,
+    };
+    let mut spec = AcpSpec::new("fake", vec!["fake".into()], workspace.clone());
+    spec.auto_approve = auto_approve;
+    let (session, ()) = tokio::join!(
+        start(spec, host, client_in, client_out, None),
+        agent.handshake(workspace.root())
+    );
+    (dir, session.unwrap(), agent)
+}
+
+fn text(events: &[AcpEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AcpEvent::Turn(Event::Text { text }) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn done(outcome: Outcome, message: &str) -> AcpEvent {
+    AcpEvent::Turn(Event::TurnDone {
+        input: 0,
+        output: 0,
+        outcome,
+        message: message.into(),
+    })
+}
+
+#[test]
+fn presets_resolve_to_the_specs_commands() {
+    let words = |name| preset(name).map(|c| c.join(" "));
+    assert_eq!(
+        words("claude").as_deref(),
+        Some("npx -y @agentclientprotocol/claude-agent-acp")
+    );
+    assert_eq!(words("gemini").as_deref(), Some("gemini --acp"));
+    assert_eq!(
+        words("codex").as_deref(),
+        Some("npx -y @agentclientprotocol/codex-acp")
+    );
+    assert_eq!(words("opencode").as_deref(), Some("opencode acp"));
+    assert_eq!(words("aider"), None);
+}
+
+#[test]
+fn events_serialize_flat_with_a_type() {
+    let thought = AcpEvent::Agent(AgentUpdate::Thought { text: "t".into() });
+    let text = AcpEvent::Turn(Event::Text { text: "x".into() });
+    let row = AcpEvent::Agent(AgentUpdate::ToolUpdated {
+        id: "1".into(),
+        title: "Read".into(),
+        status: "completed".into(),
+        kind: "read".into(),
+        output: "ok".into(),
+    });
+    let plan = AcpEvent::Agent(AgentUpdate::Plan {
+        entries: vec![PlanEntry {
+            content: "c".into(),
+            status: "pending".into(),
+            priority: "high".into(),
+        }],
+    });
+    assert_eq!(
+        serde_json::to_value([thought, text, row, plan]).unwrap(),
+        json!([
+            {"type": "thought", "text": "t"},
+            {"type": "text", "text": "x"},
+            {"type": "tool_updated", "id": "1", "title": "Read", "status": "completed",
+             "kind": "read", "output": "ok"},
+            {"type": "plan", "entries": [{"content": "c", "status": "pending", "priority": "high"}]},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn requests_from_id_zero_unknown_methods_and_junk_lines_are_handled() {
+    let host = Arc::new(FakeHost::new(true, Answer::Never));
+    let (dir, session, mut agent) = pair(host.clone(), false).await;
+    std::fs::write(dir.path().join("a.txt"), "one\ntwo\n").unwrap();
+    let agent_side = async {
+        let (id, params) = agent.expect("session/prompt").await;
+        assert_eq!(params["sessionId"], "s");
+        assert_eq!(params["prompt"], json!([{"type": "text", "text": "hi"}]));
+        agent.raw("Debugger attached.").await;
+        agent.raw("{broken").await;
+        agent.raw("").await;
+        agent
+            .send(json!({"jsonrpc": "2.0", "method": "_auth/status_update", "params": {"sessionId": "s"}}))
+            .await;
+        agent
+            .send(json!({"jsonrpc": "2.0", "id": 0, "method": "_custom/thing", "params": {"sessionId": "s"}}))
+            .await;
+        let reply = agent.recv().await;
+        assert_eq!(reply["id"], 0);
+        assert_eq!(reply["error"]["code"], -32601);
+        agent
+            .send(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "fs/read_text_file",
+                "params": {"sessionId": "s", "path": "a.txt", "line": 2}}),
+            )
+            .await;
+        let reply = agent.recv().await;
+        assert_eq!(
+            reply,
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"content": "two\n"}})
+        );
+        agent
+            .update(json!({"sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": "hello"}}))
+            .await;
+        agent.respond(id, json!({"stopReason": "end_turn"})).await;
+    };
+    let never = CancellationToken::new();
+    let (outcome, ()) = tokio::join!(session.prompt("hi".into(), &never), agent_side);
+    assert_eq!(outcome, Outcome::Done);
+    assert_eq!(
+        host.events(),
+        vec![
+            AcpEvent::Turn(Event::TurnStarted),
+            AcpEvent::Turn(Event::Text {
+                text: "hello".into()
+            }),
+            done(Outcome::Done, "done (end_turn)"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_path_outside_is_refused_with_invalid_params_and_no_content() {
+    let host = Arc::new(FakeHost::new(true, Answer::Never));
+    let (dir, session, mut agent) = pair(host.clone(), false).await;
+    let agent_side = async {
+        let (id, _) = agent.expect("session/prompt").await;
+        agent
+            .send(
+                json!({"jsonrpc": "2.0", "id": 0, "method": "fs/read_text_file",
+                "params": {"sessionId": "s", "path": "../../etc/passwd"}}),
+            )
+            .await;
+        let reply = agent.recv().await;
+        agent.respond(id, json!({"stopReason": "end_turn"})).await;
+        reply
+    };
+    let never = CancellationToken::new();
+    let (_, reply) = tokio::join!(session.prompt("go".into(), &never), agent_side);
+    assert_eq!(
+        reply,
+        json!({"jsonrpc": "2.0", "id": 0, "error": {"code": -32602,
+            "message": "Refused: '../../etc/passwd' resolves outside the workspace root."}})
+    );
+    drop(dir);
+}
+
+#[tokio::test]
+async fn a_buffer_is_read_instead_of_the_disk_and_a_write_reloads_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = Workspace::new(dir.path()).unwrap();
+    let file = workspace.root().join("b.txt");
+    std::fs::write(&file, "disk").unwrap();
+    let mut host = FakeHost::new(true, Answer::Never);
+    host.buffers.push((file.clone(), "buffer\n".into()));
+    assert_eq!(
+        fs::read_text_file(&workspace, &host, "b.txt", None, None)
+            .await
+            .unwrap(),
+        "buffer\n"
+    );
+    fs::write_text_file(&workspace, &host, "b.txt", "new".into())
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
+    assert_eq!(*host.written.lock().unwrap(), vec![file.clone()]);
+
+    host.unsaved.push(file.clone());
+    let refused = fs::write_text_file(&workspace, &host, "b.txt", "clobber".into())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.message,
+        "Refused: 'b.txt' has unsaved changes in the editor; the user must save or discard \
+         them before it can be written."
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
+    assert_eq!(host.written.lock().unwrap().len(), 1);
+
+    let missing = fs::read_text_file(&workspace, &host, "nope.txt", None, None)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (missing.code, missing.message.as_str()),
+        (ErrorCode::RESOURCE_NOT_FOUND, "No such file: 'nope.txt'.")
+    );
+}
+
+fn shared(host: Arc<FakeHost>, auto_approve: bool) -> (tempfile::TempDir, Shared) {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = Shared {
+        name: "fake".into(),
+        workspace: Workspace::new(dir.path()).unwrap(),
+        auto_approve,
+        host,
+        turn: Mutex::new(CancellationToken::new()),
+        tools: Mutex::new(Tools::default()),
+    };
+    (dir, shared)
+}
+
+fn ask() -> PermissionAsk {
+    let choice = |id: &str, kind: &str| PermissionChoice {
+        id: id.into(),
+        name: id.into(),
+        kind: kind.into(),
+    };
+    PermissionAsk {
+        tool_call_id: "t".into(),
+        title: "Edit".into(),
+        options: vec![
+            choice("yes", "allow_once"),
+            choice("always", "allow_always"),
+            choice("no", "reject_once"),
+        ],
+        diff: None,
+        command: None,
+    }
+}
+
+#[tokio::test]
+async fn permission_is_decided_by_kind_and_cancelled_without_a_ui() {
+    let cases = [
+        // (can ask, user's answer, auto_approve) -> response
+        (
+            true,
+            Answer::Kind("reject_once"),
+            true,
+            json!({"outcome": {"outcome": "selected", "optionId": "always"}}),
+        ),
+        (
+            false,
+            Answer::Kind("allow_once"),
+            false,
+            json!({"outcome": {"outcome": "cancelled"}}),
+        ),
+        (
+            true,
+            Answer::Kind("allow_once"),
+            false,
+            json!({"outcome": {"outcome": "selected", "optionId": "yes"}}),
+        ),
+        (
+            true,
+            Answer::Kind("reject_once"),
+            false,
+            json!({"outcome": {"outcome": "selected", "optionId": "no"}}),
+        ),
+        (
+            true,
+            Answer::Bogus,
+            false,
+            json!({"outcome": {"outcome": "cancelled"}}),
+        ),
+    ];
+    for (can_ask, answer, auto, want) in cases {
+        let host = Arc::new(FakeHost::new(can_ask, answer));
+        let (_dir, shared) = shared(host.clone(), auto);
+        assert_eq!(
+            decide(&shared, ask(), &CancellationToken::new()).await,
+            want
+        );
+        // Nobody is asked under auto_approve or without a UI.
+        assert_eq!(
+            host.asks.lock().unwrap().len(),
+            usize::from(can_ask && !auto)
+        );
+    }
+}
+
+#[tokio::test]
+async fn auto_approve_without_an_allow_option_is_cancelled() {
+    let host = Arc::new(FakeHost::new(true, Answer::Kind("allow_once")));
+    let (_dir, shared) = shared(host, true);
+    let mut only_reject = ask();
+    only_reject.options.retain(|o| o.kind.starts_with("reject"));
+    assert_eq!(
+        decide(&shared, only_reject, &CancellationToken::new()).await,
+        json!({"outcome": {"outcome": "cancelled"}})
+    );
+}
+
+#[tokio::test]
+async fn cancel_sends_session_cancel_and_answers_the_open_question_cancelled() {
+    let host = Arc::new(FakeHost::new(true, Answer::Never));
+    let (_dir, session, mut agent) = pair(host.clone(), false).await;
+    let cancel = CancellationToken::new();
+    let agent_side = async {
+        let (prompt_id, _) = agent.expect("session/prompt").await;
+        agent
+            .update(
+                json!({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Run it",
+                "kind": "execute", "rawInput": {"command": "make"}}),
+            )
+            .await;
+        agent
+            .send(
+                json!({"jsonrpc": "2.0", "id": 0, "method": "session/request_permission",
+                "params": {"sessionId": "s", "toolCall": {"toolCallId": "c1"}, "options": [
+                    {"optionId": "ok", "name": "Allow", "kind": "allow_once"}]}}),
+            )
+            .await;
+        while host.asks.lock().unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // The open question does not hold up the agent's other requests.
+        agent
+            .send(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "fs/read_text_file",
+                "params": {"sessionId": "s", "path": "missing.txt"}}),
+            )
+            .await;
+        let reply = agent.recv().await;
+        assert_eq!(
+            (&reply["id"], &reply["error"]["code"]),
+            (&json!(1), &json!(-32002))
+        );
+        cancel.cancel();
+        let (_, params) = agent.expect("session/cancel").await;
+        assert_eq!(params, json!({"sessionId": "s"}));
+        let reply = agent.recv().await;
+        assert_eq!(
+            reply,
+            json!({"jsonrpc": "2.0", "id": 0, "result": {"outcome": {"outcome": "cancelled"}}})
+        );
+        agent
+            .respond(prompt_id, json!({"stopReason": "cancelled"}))
+            .await;
+    };
+    let (outcome, ()) = tokio::join!(session.prompt("go".into(), &cancel), agent_side);
+    assert_eq!(outcome, Outcome::Cancelled);
+    assert_eq!(
+        *host.asks.lock().unwrap(),
+        vec![PermissionAsk {
+            tool_call_id: "c1".into(),
+            title: "Run it".into(),
+            options: vec![PermissionChoice {
+                id: "ok".into(),
+                name: "Allow".into(),
+                kind: "allow_once".into()
+            }],
+            diff: None,
+            command: Some("make".into()),
+        }]
+    );
+    let events = host.events();
+    assert_eq!(
+        &events[events.len() - 2..],
+        [
+            AcpEvent::Turn(Event::ToolFinished {
+                id: "c1".into(),
+                name: "Run it".into(),
+                ok: false,
+                summary: "Run it".into(),
+                output: "cancelled".into(),
+            }),
+            done(Outcome::Cancelled, "cancelled"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_closed_connection_fails_the_turn_and_every_later_one() {
+    let host = Arc::new(FakeHost::new(true, Answer::Never));
+    let (_dir, session, mut agent) = pair(host.clone(), false).await;
+    let agent_side = async {
+        agent.expect("session/prompt").await;
+        agent
+            .update(json!({"sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": "partial"}}))
+            .await;
+        drop(agent);
+    };
+    let never = CancellationToken::new();
+    let (outcome, ()) = tokio::join!(session.prompt("go".into(), &never), agent_side);
+    assert_eq!(outcome, Outcome::Failed);
+    let failed = |message: &str| {
+        vec![
+            AcpEvent::Turn(Event::Error {
+                message: message.into(),
+            }),
+            done(Outcome::Failed, message),
+        ]
+    };
+    let events = host.events();
+    assert_eq!(text(&events), "partial");
+    assert_eq!(events[2..], failed("agent: fake closed the connection")[..]);
+    host.events.lock().unwrap().clear();
+    let again = tokio::time::timeout(
+        Duration::from_secs(5),
+        session.prompt("more".into(), &CancellationToken::new()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(again, Outcome::Failed);
+    let mut want = vec![AcpEvent::Turn(Event::TurnStarted)];
+    want.extend(failed("agent: fake closed the connection"));
+    assert_eq!(host.events(), want);
+}
+
+#[tokio::test]
+async fn an_agent_that_never_answers_initialize_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = Workspace::new(dir.path()).unwrap();
+    let (client_side, _agent_side) = tokio::io::duplex(1024);
+    let (client_in, client_out) = tokio::io::split(client_side);
+    let mut spec = AcpSpec::new("mute", vec!["mute".into(), "--acp".into()], workspace);
+    spec.connect_timeout = Duration::from_millis(200);
+    let host = Arc::new(FakeHost::new(true, Answer::Never));
+    let started = std::time::Instant::now();
+    let err = start(spec, host, client_in, client_out, None)
+        .await
+        .err()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(
+        err,
+        "agent: mute did not answer initialize within 0.2 s; is `mute --acp` an ACP agent?"
+    );
+}
+
+#[tokio::test]
+async fn usage_in_the_answer_is_reported() {
+    let host = Arc::new(FakeHost::new(true, Answer::Never));
+    let (_dir, session, mut agent) = pair(host.clone(), false).await;
+    let agent_side = async {
+        let (id, _) = agent.expect("session/prompt").await;
+        agent
+            .respond(
+                id,
+                json!({"stopReason": "max_tokens",
+                "usage": {"inputTokens": 5, "outputTokens": 7, "totalTokens": 12}}),
+            )
+            .await;
+    };
+    let never = CancellationToken::new();
+    let (outcome, ()) = tokio::join!(session.prompt("go".into(), &never), agent_side);
+    assert_eq!(outcome, Outcome::Done);
+    assert_eq!(
+        host.events()[1..],
+        [
+            AcpEvent::Turn(Event::Usage {
+                input: 5,
+                output: 7
+            }),
+            AcpEvent::Turn(Event::TurnDone {
+                input: 5,
+                output: 7,
+                outcome: Outcome::Done,
+                message: "done (max_tokens)".into(),
+            }),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_agent_gone_between_turns_fails_the_next_prompt_at_once() {
+    let host = Arc::new(FakeHost::new(true, Answer::Never));
+    let (_dir, session, agent) = pair(host.clone(), false).await;
+    drop(agent);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let never = CancellationToken::new();
+    let outcome = tokio::time::timeout(Duration::from_secs(5), session.prompt("hi".into(), &never))
+        .await
+        .unwrap();
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(
+        host.events().last(),
+        Some(&done(Outcome::Failed, "agent: fake closed the connection"))
+    );
+}

@@ -1,0 +1,307 @@
+//! The agent's process and the line transport over its stdio.
+//!
+//! The agent runs in the workspace, in its own process group (as `src/process.rs` runs commands),
+//! so that quitting kills what it started too: `npx` wrappers, the real agent behind them, its
+//! language servers. Its stderr goes to the log, never to our stdout (which is Neovim's msgpack
+//! channel in RPC mode); the last lines are kept to explain a crash. Its stdout is read a line at
+//! a time and anything that is not a JSON object (a banner, a debugger notice, stray bytes) is
+//! skipped and logged instead of being answered as a parse error.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use agent_client_protocol::Lines;
+use futures::{Sink, Stream};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::process::{ChildStdin, ChildStdout, Command};
+use tokio::sync::watch;
+
+use super::AcpSpec;
+
+/// Lines of the agent's stderr kept to explain how it ended.
+const STDERR_TAIL_LINES: usize = 20;
+/// The longest stderr line kept or logged, in bytes; the rest of the line is dropped.
+const STDERR_LINE_BYTES: usize = 2_000;
+/// How much of a skipped stdout line the log shows, in characters.
+const JUNK_PREVIEW_CHARS: usize = 200;
+
+/// The running agent: its process group, how it ended once it has, and its last stderr lines.
+/// Dropping it kills the group (unless it is already known to be dead).
+pub(super) struct Process {
+    pgid: libc::pid_t,
+    /// True while the group may still have members we must kill.
+    armed: Arc<AtomicBool>,
+    exit: watch::Receiver<Option<String>>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+}
+
+impl Process {
+    /// How the process ended (`exit code 3`, `killed by signal 9`), once it has.
+    pub(super) fn exit_status(&self) -> Option<String> {
+        self.exit.borrow().clone()
+    }
+
+    /// Waits up to `grace` for the process to end; returns how it ended, if it did.
+    pub(super) async fn wait_exit(&self, grace: Duration) -> Option<String> {
+        let mut exit = self.exit.clone();
+        let ended = tokio::time::timeout(grace, exit.wait_for(Option::is_some)).await;
+        match ended {
+            Ok(Ok(status)) => status.clone(),
+            Ok(Err(_)) | Err(_) => self.exit_status(),
+        }
+    }
+
+    /// The last line the agent wrote to stderr, if any.
+    pub(super) fn last_stderr(&self) -> Option<String> {
+        let tail = self.stderr.lock().unwrap_or_else(PoisonError::into_inner);
+        tail.back().cloned()
+    }
+
+    /// Kills the whole process group.
+    pub(super) fn kill(&self) {
+        kill_group(self.pgid, &self.armed);
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// SIGKILLs the group `pgid` once, while `armed`.
+fn kill_group(pgid: libc::pid_t, armed: &AtomicBool) {
+    if armed.swap(false, Ordering::SeqCst) {
+        // SAFETY: kill(2) takes plain integers and touches no memory of ours. `pgid` is never 0
+        // (that would be our own group); ESRCH (already gone) is fine.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Starts the agent in the workspace root, in its own process group, with piped stdio.
+pub(super) fn spawn(spec: &AcpSpec) -> Result<(Process, ChildStdin, ChildStdout), String> {
+    let Some((program, args)) = spec.command.split_first() else {
+        return Err(format!(
+            "agent: no command to start '{}'; set the agent's command",
+            spec.name
+        ));
+    };
+    let mut child = Command::new(program)
+        .args(args)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(spec.workspace.root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own group, so one kill reaches wrappers (npx) and everything they start.
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|err| {
+            format!("could not start '{program}': {err} — is it installed and on PATH?")
+        })?;
+    let (Some(stdin), Some(stdout), Some(stderr), Some(pid)) = (
+        child.stdin.take(),
+        child.stdout.take(),
+        child.stderr.take(),
+        child.id().and_then(|pid| libc::pid_t::try_from(pid).ok()),
+    ) else {
+        return Err(format!("could not start '{program}': its stdio is missing"));
+    };
+    let armed = Arc::new(AtomicBool::new(pid > 0));
+    let (exit_tx, exit) = watch::channel(None);
+    let tail = Arc::new(Mutex::new(VecDeque::new()));
+    tokio::spawn(drain_stderr(stderr, spec.name.clone(), tail.clone()));
+    let name = spec.name.clone();
+    let group_armed = armed.clone();
+    tokio::spawn(async move {
+        let status = match child.wait().await {
+            Ok(status) => describe(status),
+            Err(err) => format!("status unknown: {err}"),
+        };
+        tracing::info!(agent = %name, %status, "ACP agent exited");
+        // Whatever it left running in its group could hold the pipes open; nothing should
+        // outlive the agent.
+        kill_group(pid, &group_armed);
+        let _ = exit_tx.send(Some(status));
+    });
+    Ok((
+        Process {
+            pgid: pid,
+            armed,
+            exit,
+            stderr: tail,
+        },
+        stdin,
+        stdout,
+    ))
+}
+
+/// `exit code 3`, `killed by signal 9`.
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => status.to_string(),
+    }
+}
+
+/// Logs the agent's stderr a line at a time and keeps the last lines.
+async fn drain_stderr(
+    stderr: impl AsyncRead + Unpin,
+    name: String,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) {
+    let mut reader = BufReader::new(stderr);
+    let mut chunk = [0u8; 8 * 1024];
+    let mut line: Vec<u8> = Vec::new();
+    let emit = |line: &mut Vec<u8>| {
+        let text = String::from_utf8_lossy(line).trim_end().to_string();
+        line.clear();
+        if text.is_empty() {
+            return;
+        }
+        tracing::info!(agent = %name, "stderr: {text}");
+        let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
+        if tail.len() == STDERR_TAIL_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(text);
+    };
+    loop {
+        let n = match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for piece in chunk[..n].split_inclusive(|b| *b == b'\n') {
+            let room = STDERR_LINE_BYTES.saturating_sub(line.len());
+            let (body, ends) = match piece.split_last() {
+                Some((b'\n', body)) => (body, true),
+                _ => (piece, false),
+            };
+            line.extend_from_slice(&body[..body.len().min(room)]);
+            if ends {
+                emit(&mut line);
+            }
+        }
+    }
+    emit(&mut line);
+}
+
+/// The JSON-RPC line transport over the agent's stdio: one JSON object a line each way.
+pub(super) fn lines<R, W>(
+    reader: R,
+    writer: W,
+    name: String,
+) -> Lines<
+    impl Sink<String, Error = io::Error> + Send + 'static,
+    impl Stream<Item = io::Result<String>> + Send + 'static,
+>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let outgoing = futures::sink::unfold(writer, |mut writer, line: String| async move {
+        let mut bytes = line.into_bytes();
+        bytes.push(b'\n');
+        writer.write_all(&bytes).await?;
+        writer.flush().await?;
+        Ok::<_, io::Error>(writer)
+    });
+    let incoming = futures::stream::unfold(
+        (BufReader::new(reader), name),
+        |(mut reader, name)| async move {
+            let mut buf = Vec::new();
+            loop {
+                buf.clear();
+                match reader.read_until(b'\n', &mut buf).await {
+                    Ok(0) => return None,
+                    Ok(_) => {
+                        if let Some(frame) = frame(&buf, &name) {
+                            return Some((Ok(frame), (reader, name)));
+                        }
+                    }
+                    Err(err) => return Some((Err(err), (reader, name))),
+                }
+            }
+        },
+    );
+    Lines::new(outgoing, incoming)
+}
+
+/// The JSON object on one stdout line, or None for anything else (logged and skipped: agents and
+/// their wrappers print banners and warnings to stdout, and answering each with a parse error
+/// would only confuse them).
+fn frame(line: &[u8], name: &str) -> Option<String> {
+    let text = match std::str::from_utf8(line) {
+        Ok(text) => text.trim(),
+        Err(_) => {
+            tracing::warn!(agent = %name, "skipped a stdout line that is not UTF-8");
+            return None;
+        }
+    };
+    if text.is_empty() {
+        return None;
+    }
+    let object =
+        text.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
+    if !object {
+        let preview: String = text.chars().take(JUNK_PREVIEW_CHARS).collect();
+        tracing::warn!(agent = %name, "skipped a stdout line that is not JSON-RPC: {preview}");
+        return None;
+    }
+    Some(text.to_string())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_json_objects_are_frames() {
+        assert_eq!(
+            frame(b"{\"jsonrpc\":\"2.0\",\"id\":0}\r\n", "t"),
+            Some("{\"jsonrpc\":\"2.0\",\"id\":0}".to_string())
+        );
+        for junk in [
+            &b"Debugger listening on ws://127.0.0.1\n"[..],
+            b"\n",
+            b"   \n",
+            b"[1,2]\n",
+            b"{not json\n",
+            b"\xff\xfe{}\n",
+            b"42\n",
+        ] {
+            assert_eq!(frame(junk, "t"), None, "{junk:?}");
+        }
+    }
+
+    #[test]
+    fn statuses_read_as_words() {
+        assert_eq!(describe(ExitStatus::from_raw(3 << 8)), "exit code 3");
+        assert_eq!(describe(ExitStatus::from_raw(9)), "killed by signal 9");
+    }
+
+    #[tokio::test]
+    async fn stderr_lines_are_kept_bounded() {
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let mut text = String::new();
+        for i in 0..30 {
+            text.push_str(&format!("line {i}\n"));
+        }
+        text.push_str(&"x".repeat(5_000));
+        drain_stderr(text.as_bytes(), "t".into(), tail.clone()).await;
+        let tail = tail.lock().unwrap();
+        assert_eq!(tail.len(), STDERR_TAIL_LINES);
+        assert_eq!(tail[0], "line 11");
+        assert_eq!(tail[STDERR_TAIL_LINES - 1], "x".repeat(STDERR_LINE_BYTES));
+    }
+}

@@ -1,0 +1,464 @@
+//! session/update, as the chat shows it: message and thought chunks, tool call rows updated in
+//! place, plans.
+//!
+//! Parsed leniently from the raw JSON rather than through the schema's types: agents differ in
+//! what they put in a tool call (SPEC section 5), and one unexpected field must cost at most that
+//! field, never the whole update.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::{AcpEvent, AgentUpdate, PlanEntry};
+use crate::agent::Event;
+use crate::text::{clamp_head, head_marker, MAX_CHARS};
+use crate::workspace::Workspace;
+
+/// The tool calls of the current turn, by id, as last reported.
+#[derive(Debug, Default)]
+pub(super) struct Tools {
+    calls: HashMap<String, Call>,
+    /// Ids in the order they started, to close them in order.
+    order: Vec<String>,
+}
+
+/// One tool call's current state (fields the agent has not sent yet keep their defaults).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Call {
+    pub(super) title: String,
+    pub(super) kind: String,
+    pub(super) status: String,
+    pub(super) content: Vec<Value>,
+    pub(super) raw_input: Option<Value>,
+    pub(super) raw_output: Option<Value>,
+    /// ToolFinished was sent.
+    pub(super) finished: bool,
+}
+
+impl Default for Call {
+    fn default() -> Self {
+        Call {
+            title: "tool".into(),
+            kind: "other".into(),
+            status: "pending".into(),
+            content: Vec::new(),
+            raw_input: None,
+            raw_output: None,
+            finished: false,
+        }
+    }
+}
+
+impl Tools {
+    /// The events one `session/update` notification's `update` object produces. Unknown kinds of
+    /// update (available commands, modes, session info, usage) produce none.
+    pub(super) fn apply(&mut self, update: &Value, workspace: &Workspace) -> Vec<AcpEvent> {
+        let kind = update.get("sessionUpdate").and_then(Value::as_str);
+        match kind {
+            Some("agent_message_chunk") => block_text(&update["content"])
+                .map(|text| AcpEvent::Turn(Event::Text { text }))
+                .into_iter()
+                .collect(),
+            Some("agent_thought_chunk") => block_text(&update["content"])
+                .map(|text| AcpEvent::Agent(AgentUpdate::Thought { text }))
+                .into_iter()
+                .collect(),
+            Some("tool_call") | Some("tool_call_update") => self.update(update, workspace),
+            Some("plan") => vec![AcpEvent::Agent(AgentUpdate::Plan {
+                entries: plan_entries(&update["entries"]),
+            })],
+            other => {
+                tracing::debug!(kind = ?other, "ignored a session/update");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Applies the fields of a tool_call or tool_call_update (or a permission request's
+    /// `toolCall`): a call not seen before starts (ToolStarted), every change is reported whole
+    /// (ToolUpdated), and the first completed or failed status finishes it (ToolFinished).
+    pub(super) fn update(&mut self, fields: &Value, workspace: &Workspace) -> Vec<AcpEvent> {
+        let Some(id) = id_of(&fields["toolCallId"]) else {
+            tracing::debug!("ignored a tool call without an id");
+            return Vec::new();
+        };
+        let mut events = Vec::new();
+        if !self.calls.contains_key(&id) {
+            let call = Call {
+                raw_input: fields.get("rawInput").cloned(),
+                title: str_field(fields, "title").unwrap_or_else(|| "tool".into()),
+                ..Call::default()
+            };
+            events.push(AcpEvent::Turn(Event::ToolStarted {
+                id: id.clone(),
+                name: call.title.clone(),
+                args: call.raw_input.clone().unwrap_or(Value::Null),
+            }));
+            self.order.push(id.clone());
+            self.calls.insert(id.clone(), call);
+        }
+        let Some(call) = self.calls.get_mut(&id) else {
+            return events;
+        };
+        if let Some(title) = str_field(fields, "title") {
+            call.title = title;
+        }
+        if let Some(kind) = str_field(fields, "kind") {
+            call.kind = kind;
+        }
+        if let Some(status) = str_field(fields, "status") {
+            call.status = status;
+        }
+        if let Some(content) = fields.get("content").and_then(Value::as_array) {
+            call.content = content.clone();
+        }
+        if let Some(raw) = fields.get("rawInput").filter(|raw| !raw.is_null()) {
+            call.raw_input = Some(raw.clone());
+        }
+        if let Some(raw) = fields.get("rawOutput").filter(|raw| !raw.is_null()) {
+            call.raw_output = Some(raw.clone());
+        }
+        let output = call.output(workspace);
+        events.push(AcpEvent::Agent(AgentUpdate::ToolUpdated {
+            id: id.clone(),
+            title: call.title.clone(),
+            status: call.status.clone(),
+            kind: call.kind.clone(),
+            output: output.clone(),
+        }));
+        let done = matches!(call.status.as_str(), "completed" | "failed");
+        if done && !call.finished {
+            call.finished = true;
+            events.push(AcpEvent::Turn(Event::ToolFinished {
+                id,
+                name: call.title.clone(),
+                ok: call.status == "completed",
+                summary: call.title.clone(),
+                output,
+            }));
+        }
+        events
+    }
+
+    /// The call with this id, if it was reported.
+    pub(super) fn get(&self, id: &str) -> Option<&Call> {
+        self.calls.get(id)
+    }
+
+    /// Ends the turn: every call that never finished gets its ToolFinished (so no row is left
+    /// spinning), with `ok` and `note` saying why; then the calls are forgotten.
+    pub(super) fn close(&mut self, ok: bool, note: &str, workspace: &Workspace) -> Vec<AcpEvent> {
+        let mut events = Vec::new();
+        for id in self.order.drain(..) {
+            let Some(call) = self.calls.remove(&id) else {
+                continue;
+            };
+            if call.finished {
+                continue;
+            }
+            let mut output = call.output(workspace);
+            if !note.is_empty() {
+                if !output.is_empty() {
+                    output.push('\n');
+                }
+                output.push_str(note);
+            }
+            events.push(AcpEvent::Turn(Event::ToolFinished {
+                id,
+                name: call.title.clone(),
+                ok,
+                summary: call.title,
+                output,
+            }));
+        }
+        self.calls.clear();
+        events
+    }
+}
+
+impl Call {
+    /// The call's content as text: content blocks, diffs rendered as unified diffs, terminals as
+    /// a plain row; the raw output when there is no content. Clamped to [`MAX_CHARS`].
+    fn output(&self, workspace: &Workspace) -> String {
+        let mut text = render(&self.content, workspace);
+        if text.is_empty() {
+            text = match &self.raw_output {
+                Some(Value::String(raw)) => raw.clone(),
+                Some(raw) => serde_json::to_string_pretty(raw).unwrap_or_default(),
+                None => String::new(),
+            };
+        }
+        match clamp_head(&text, MAX_CHARS) {
+            (_, false) => text,
+            (head, true) => format!("{head}{}", head_marker()),
+        }
+    }
+}
+
+/// Tool call content items as text, one item after another.
+pub(super) fn render(content: &[Value], workspace: &Workspace) -> String {
+    content
+        .iter()
+        .filter_map(|item| match item.get("type").and_then(Value::as_str) {
+            Some("content") => block_text(&item["content"]),
+            Some("diff") => diff_text(item, workspace),
+            // Terminal ids we never created (we advertise no terminal): shown, never fetched.
+            Some("terminal") => Some(format!(
+                "[terminal {}]",
+                item.get("terminalId")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+            )),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A `diff` content item (path, oldText, newText) as a unified diff; None when it has no new
+/// text or changes nothing.
+pub(super) fn diff_text(item: &Value, workspace: &Workspace) -> Option<String> {
+    let path = item.get("path").and_then(Value::as_str)?;
+    let new = item.get("newText").and_then(Value::as_str)?;
+    let old = item.get("oldText").and_then(Value::as_str);
+    let diff = crate::diff::unified(&workspace.display(Path::new(path)), old, new);
+    (!diff.is_empty()).then_some(diff)
+}
+
+/// A content block as text: text as it is, other kinds as a short placeholder.
+fn block_text(block: &Value) -> Option<String> {
+    let text = match block.get("type").and_then(Value::as_str)? {
+        "text" => block.get("text").and_then(Value::as_str)?.to_string(),
+        "image" => "[image]".into(),
+        "audio" => "[audio]".into(),
+        "resource_link" => format!(
+            "[{}]",
+            str_field(block, "uri").unwrap_or_else(|| "link".into())
+        ),
+        "resource" => match block["resource"].get("text").and_then(Value::as_str) {
+            Some(text) => text.to_string(),
+            None => format!(
+                "[{}]",
+                str_field(&block["resource"], "uri").unwrap_or_else(|| "resource".into())
+            ),
+        },
+        _ => return None,
+    };
+    (!text.is_empty()).then_some(text)
+}
+
+fn plan_entries(entries: &Value) -> Vec<PlanEntry> {
+    entries
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|entry| PlanEntry {
+            content: str_field(entry, "content").unwrap_or_default(),
+            status: str_field(entry, "status").unwrap_or_else(|| "pending".into()),
+            priority: str_field(entry, "priority").unwrap_or_else(|| "medium".into()),
+        })
+        .collect()
+}
+
+/// A tool call id: a string, or a number written as one.
+pub(super) fn id_of(value: &Value) -> Option<String> {
+    match value {
+        Value::String(id) => Some(id.clone()),
+        Value::Number(id) => Some(id.to_string()),
+        _ => None,
+    }
+}
+
+/// A string field, if present and a string.
+pub(super) fn str_field(value: &Value, key: &str) -> Option<String> {
+    value.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn workspace() -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        (dir, ws)
+    }
+
+    fn updated(id: &str, title: &str, status: &str, kind: &str, output: &str) -> AcpEvent {
+        AcpEvent::Agent(AgentUpdate::ToolUpdated {
+            id: id.into(),
+            title: title.into(),
+            status: status.into(),
+            kind: kind.into(),
+            output: output.into(),
+        })
+    }
+
+    #[test]
+    fn chunks_become_text_and_thoughts() {
+        let (_dir, ws) = workspace();
+        let mut tools = Tools::default();
+        let text = json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hi"}});
+        let thought = json!({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}});
+        let empty = json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": ""}});
+        let odd = json!({"sessionUpdate": "available_commands_update", "availableCommands": []});
+        assert_eq!(
+            [text, thought, empty, odd]
+                .iter()
+                .flat_map(|u| tools.apply(u, &ws))
+                .collect::<Vec<_>>(),
+            vec![
+                AcpEvent::Turn(Event::Text { text: "Hi".into() }),
+                AcpEvent::Agent(AgentUpdate::Thought { text: "hmm".into() }),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_tool_call_is_updated_in_place_and_finished_once() {
+        let (_dir, ws) = workspace();
+        let mut tools = Tools::default();
+        let start = json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Read a.txt",
+            "kind": "read", "status": "pending", "rawInput": {"path": "a.txt"}});
+        let running = json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "in_progress"});
+        let done = json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed",
+            "content": [{"type": "content", "content": {"type": "text", "text": "hello"}},
+                        {"type": "terminal", "terminalId": "term-9"}]});
+        let again =
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"});
+        let events: Vec<_> = [start, running, done, again]
+            .iter()
+            .flat_map(|u| tools.apply(u, &ws))
+            .collect();
+        assert_eq!(
+            events,
+            vec![
+                AcpEvent::Turn(Event::ToolStarted {
+                    id: "t1".into(),
+                    name: "Read a.txt".into(),
+                    args: json!({"path": "a.txt"}),
+                }),
+                updated("t1", "Read a.txt", "pending", "read", ""),
+                updated("t1", "Read a.txt", "in_progress", "read", ""),
+                updated(
+                    "t1",
+                    "Read a.txt",
+                    "completed",
+                    "read",
+                    "hello\n[terminal term-9]"
+                ),
+                AcpEvent::Turn(Event::ToolFinished {
+                    id: "t1".into(),
+                    name: "Read a.txt".into(),
+                    ok: true,
+                    summary: "Read a.txt".into(),
+                    output: "hello\n[terminal term-9]".into(),
+                }),
+                updated(
+                    "t1",
+                    "Read a.txt",
+                    "completed",
+                    "read",
+                    "hello\n[terminal term-9]"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_update_for_an_unknown_call_starts_it_and_a_failure_is_not_ok() {
+        let (_dir, ws) = workspace();
+        let mut tools = Tools::default();
+        let update = json!({"sessionUpdate": "tool_call_update", "toolCallId": 7, "title": "Run ls",
+            "kind": "execute", "status": "failed", "rawOutput": "ls: boom"});
+        assert_eq!(
+            tools.apply(&update, &ws),
+            vec![
+                AcpEvent::Turn(Event::ToolStarted {
+                    id: "7".into(),
+                    name: "Run ls".into(),
+                    args: Value::Null,
+                }),
+                updated("7", "Run ls", "failed", "execute", "ls: boom"),
+                AcpEvent::Turn(Event::ToolFinished {
+                    id: "7".into(),
+                    name: "Run ls".into(),
+                    ok: false,
+                    summary: "Run ls".into(),
+                    output: "ls: boom".into(),
+                }),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_diff_item_is_rendered_as_a_unified_diff_relative_to_the_root() {
+        let (_dir, ws) = workspace();
+        let path = ws.root().join("src/a.rs");
+        let item =
+            json!({"type": "diff", "path": path, "oldText": "one\ntwo\n", "newText": "one\nTWO\n"});
+        assert_eq!(
+            diff_text(&item, &ws).unwrap(),
+            "--- a/src/a.rs\n+++ b/src/a.rs\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n"
+        );
+        let created = json!({"type": "diff", "path": "/elsewhere/n.txt", "newText": "x\n"});
+        assert!(diff_text(&created, &ws)
+            .unwrap()
+            .starts_with("--- /dev/null\n+++ b//elsewhere/n.txt\n"));
+        let same = json!({"type": "diff", "path": "a", "oldText": "x", "newText": "x"});
+        assert_eq!(diff_text(&same, &ws), None);
+    }
+
+    #[test]
+    fn plans_keep_every_entry_with_defaults() {
+        let (_dir, ws) = workspace();
+        let mut tools = Tools::default();
+        let plan = json!({"sessionUpdate": "plan", "entries": [
+            {"content": "Read", "priority": "high", "status": "completed"},
+            {"content": "Write"}]});
+        assert_eq!(
+            tools.apply(&plan, &ws),
+            vec![AcpEvent::Agent(AgentUpdate::Plan {
+                entries: vec![
+                    PlanEntry {
+                        content: "Read".into(),
+                        status: "completed".into(),
+                        priority: "high".into()
+                    },
+                    PlanEntry {
+                        content: "Write".into(),
+                        status: "pending".into(),
+                        priority: "medium".into()
+                    },
+                ]
+            })]
+        );
+    }
+
+    #[test]
+    fn closing_a_turn_finishes_open_calls_only() {
+        let (_dir, ws) = workspace();
+        let mut tools = Tools::default();
+        for update in [
+            json!({"sessionUpdate": "tool_call", "toolCallId": "a", "title": "A", "status": "completed"}),
+            json!({"sessionUpdate": "tool_call", "toolCallId": "b", "title": "B"}),
+        ] {
+            tools.apply(&update, &ws);
+        }
+        assert_eq!(
+            tools.close(false, "cancelled", &ws),
+            vec![AcpEvent::Turn(Event::ToolFinished {
+                id: "b".into(),
+                name: "B".into(),
+                ok: false,
+                summary: "B".into(),
+                output: "cancelled".into(),
+            })]
+        );
+        assert_eq!(tools.get("a"), None);
+    }
+}

@@ -1,0 +1,319 @@
+//! `acp-test-agent`: a scripted ACP agent for agent.nvim's tests. No model, no network: it speaks
+//! ACP (JSON-RPC 2.0, one message a line) on stdin/stdout and does what each prompt's text names.
+//!
+//! It is a `[[bin]]` of the package so that `cargo test` builds it on a fresh clone and the
+//! integration tests find it through `CARGO_BIN_EXE_acp-test-agent`; it depends on nothing but
+//! std and serde_json.
+//!
+//! `acp-test-agent [MODE]`, MODE one of:
+//! - `normal` (default);
+//! - `silent`: never answers anything (for the connect timeout);
+//! - `ignore-eof`: keeps running after its stdin closes (for the kill after the grace period);
+//! - `spawn-child`: starts a `sleep` grandchild first (for killing the process tree).
+//!
+//! Prompts (the prompt's whole text): `chat`, `fs`, `permission`, `cancel`, `crash`, `usage`.
+//! Results the client sent back are reported as agent message chunks, one JSON line each.
+//! With `ACP_TEST_AGENT_LOG` set, every line received and the pids it knows are appended to that
+//! file, so a test can check what was (and was not) sent.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::VecDeque;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+fn main() {
+    let mode = std::env::args().nth(1).unwrap_or_else(|| "normal".into());
+    log(&json!({"pid": std::process::id()}));
+    if mode == "spawn-child" {
+        #[allow(clippy::zombie_processes)]
+        let child = std::process::Command::new("sleep")
+            .arg("1000")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        log(&json!({"grandchild": child.id()}));
+        // Never waited for: it is meant to outlive this process unless its group is killed.
+        std::mem::forget(child);
+    }
+    // What agents and their wrappers print before speaking: must be skipped, not answered.
+    raw("Debugger attached.");
+    raw("[\"not\", \"an object\"]");
+
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            log(&json!({"received": line}));
+            if let Ok(message) = serde_json::from_str::<Value>(&line) {
+                if tx.send(message).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let mut agent = Agent {
+        rx,
+        ignore_eof: mode == "ignore-eof",
+        next_id: 0,
+        queued: VecDeque::new(),
+        cancelled: false,
+    };
+    if mode == "silent" {
+        loop {
+            std::thread::sleep(Duration::from_secs(1000));
+        }
+    }
+    loop {
+        let message = agent.next();
+        let id = message.get("id").cloned();
+        let method = message["method"].as_str().unwrap_or("").to_string();
+        match (method.as_str(), id) {
+            ("initialize", Some(id)) => send(&json!({"jsonrpc": "2.0", "id": id, "result": {
+                "protocolVersion": 1,
+                "agentCapabilities": {"loadSession": false},
+                "authMethods": [],
+                "agentInfo": {"name": "acp-test-agent", "version": "0"}}})),
+            ("session/new", Some(id)) => send(&json!({"jsonrpc": "2.0", "id": id, "result": {
+                "sessionId": "s-1"}})),
+            ("session/prompt", Some(id)) => {
+                agent.cancelled = false;
+                let text = message["params"]["prompt"][0]["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                let result = agent.scenario(&text);
+                send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+            }
+            (_, Some(id)) => send(&json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32601, "message": "Method not found"}})),
+            (_, None) => {}
+        }
+    }
+}
+
+struct Agent {
+    rx: mpsc::Receiver<Value>,
+    ignore_eof: bool,
+    /// Our request ids start at 0, as real agents' do.
+    next_id: u64,
+    /// Requests and notifications that arrived while waiting for a response.
+    queued: VecDeque<Value>,
+    /// session/cancel arrived during the current prompt.
+    cancelled: bool,
+}
+
+impl Agent {
+    /// The next message not yet handled; exits at EOF (unless ignoring it).
+    fn next(&mut self) -> Value {
+        if let Some(message) = self.queued.pop_front() {
+            return message;
+        }
+        self.receive()
+    }
+
+    fn receive(&mut self) -> Value {
+        match self.rx.recv() {
+            Ok(message) => {
+                if message["method"] == "session/cancel" {
+                    self.cancelled = true;
+                }
+                message
+            }
+            Err(_) if self.ignore_eof => loop {
+                std::thread::sleep(Duration::from_secs(1000));
+            },
+            Err(_) => std::process::exit(0),
+        }
+    }
+
+    /// Sends a request to the client and waits for its response (`result` or `error`).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let message = self.receive();
+            if message.get("method").is_none() && message["id"] == id {
+                let mut response = message;
+                if let Some(object) = response.as_object_mut() {
+                    object.remove("jsonrpc");
+                    object.remove("id");
+                }
+                return response;
+            }
+            if message["method"] != "session/cancel" {
+                self.queued.push_back(message);
+            }
+        }
+    }
+
+    /// Runs the scenario a prompt names; returns the prompt's result.
+    fn scenario(&mut self, name: &str) -> Value {
+        match name {
+            "chat" => {
+                raw("a stray line in the middle of a turn");
+                send(&json!({"jsonrpc": "2.0", "method": "_auth/status_update",
+                    "params": {"sessionId": "s-1", "status": "ok"}}));
+                update(json!({"sessionUpdate": "agent_thought_chunk",
+                    "content": {"type": "text", "text": "Thinking about it."}}));
+                update(json!({"sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": "Hello"}}));
+                update(json!({"sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": ", world"}}));
+                update(json!({"sessionUpdate": "plan", "entries": [
+                    {"content": "Read the notes", "priority": "high", "status": "completed"},
+                    {"content": "Answer", "priority": "medium", "status": "in_progress"}]}));
+                update(json!({"sessionUpdate": "tool_call", "toolCallId": "t1",
+                    "title": "Read notes.txt", "kind": "read", "status": "pending",
+                    "rawInput": {"path": "notes.txt"}}));
+                update(
+                    json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1",
+                    "status": "in_progress"}),
+                );
+                update(
+                    json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1",
+                    "status": "completed", "content": [
+                        {"type": "content", "content": {"type": "text", "text": "1 line"}},
+                        {"type": "terminal", "terminalId": "term-1"}]}),
+                );
+                update(json!({"sessionUpdate": "available_commands_update",
+                    "availableCommands": []}));
+                json!({"stopReason": "end_turn"})
+            }
+            "fs" => {
+                let outside = std::env::current_dir()
+                    .unwrap()
+                    .parent()
+                    .map(|dir| dir.join("outside.txt"))
+                    .unwrap_or_else(|| PathBuf::from("/outside.txt"));
+                let reads = [
+                    (
+                        "read inside.txt",
+                        json!({"sessionId": "s-1", "path": "inside.txt", "line": 2, "limit": 1}),
+                    ),
+                    (
+                        "read ../outside.txt",
+                        json!({"sessionId": "s-1", "path": "../outside.txt"}),
+                    ),
+                    (
+                        "read absolute outside",
+                        json!({"sessionId": "s-1", "path": outside}),
+                    ),
+                    (
+                        "read open.txt",
+                        json!({"sessionId": "s-1", "path": "open.txt"}),
+                    ),
+                ];
+                for (label, params) in reads {
+                    let response = self.request("fs/read_text_file", params);
+                    report(label, &response);
+                }
+                let writes = [
+                    (
+                        "write made/by/agent.txt",
+                        json!({"sessionId": "s-1", "path": "made/by/agent.txt", "content": "written\n"}),
+                    ),
+                    (
+                        "write dirty.txt",
+                        json!({"sessionId": "s-1", "path": "dirty.txt", "content": "clobbered"}),
+                    ),
+                    (
+                        "write ../escape.txt",
+                        json!({"sessionId": "s-1", "path": "../escape.txt", "content": "out"}),
+                    ),
+                ];
+                for (label, params) in writes {
+                    let response = self.request("fs/write_text_file", params);
+                    report(label, &response);
+                }
+                let response = self.request("_custom/thing", json!({"sessionId": "s-1"}));
+                report("unknown request", &response);
+                json!({"stopReason": "end_turn"})
+            }
+            "permission" | "cancel" => {
+                let notes = std::env::current_dir().unwrap().join("notes.txt");
+                let (id, title) = if name == "permission" {
+                    update(json!({"sessionUpdate": "tool_call", "toolCallId": "p1",
+                        "title": "Edit notes.txt", "kind": "edit", "status": "pending",
+                        "content": [{"type": "diff", "path": notes, "oldText": "a\n", "newText": "b\n"}],
+                        "rawInput": {"file_path": notes, "old_string": "a", "new_string": "b"}}));
+                    ("p1", "Edit notes.txt")
+                } else {
+                    update(json!({"sessionUpdate": "tool_call", "toolCallId": "c1",
+                        "title": "Run sleep 100", "kind": "execute", "status": "pending",
+                        "rawInput": {"command": "sleep 100"}}));
+                    ("c1", "Run sleep 100")
+                };
+                let response = self.request(
+                    "session/request_permission",
+                    json!({"sessionId": "s-1", "toolCall": {"toolCallId": id, "title": title},
+                        "options": [
+                            {"optionId": "allow-once", "name": "Allow", "kind": "allow_once"},
+                            {"optionId": "always", "name": "Always allow", "kind": "allow_always"},
+                            {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]}),
+                );
+                report("permission", &response);
+                let allowed = response["result"]["outcome"]["outcome"] == "selected";
+                update(
+                    json!({"sessionUpdate": "tool_call_update", "toolCallId": id,
+                    "status": if allowed { "completed" } else { "failed" }}),
+                );
+                if self.cancelled {
+                    json!({"stopReason": "cancelled"})
+                } else {
+                    json!({"stopReason": "end_turn"})
+                }
+            }
+            "crash" => {
+                update(json!({"sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": "about to crash"}}));
+                let _ = writeln!(std::io::stderr(), "fatal: test agent crashed on purpose");
+                std::process::exit(3);
+            }
+            "usage" => json!({"stopReason": "end_turn",
+                "usage": {"inputTokens": 12, "outputTokens": 34, "totalTokens": 46}}),
+            _ => json!({"stopReason": "refusal"}),
+        }
+    }
+}
+
+/// Reports a response the client sent, as one message line: `{label}: {response JSON}`.
+fn report(label: &str, response: &Value) {
+    update(json!({"sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": format!("{label}: {response}\n")}}));
+}
+
+fn update(update: Value) {
+    send(&json!({"jsonrpc": "2.0", "method": "session/update",
+        "params": {"sessionId": "s-1", "update": update}}));
+}
+
+fn send(message: &Value) {
+    raw(&message.to_string());
+}
+
+fn raw(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Appends `entry` to `$ACP_TEST_AGENT_LOG`, when set.
+fn log(entry: &Value) {
+    let Some(path) = std::env::var_os("ACP_TEST_AGENT_LOG") else {
+        return;
+    };
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(file, "{entry}");
+    }
+}

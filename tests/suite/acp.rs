@@ -1,0 +1,620 @@
+//! The ACP client against a real agent process: `acp-test-agent` (src/bin/acp_test_agent.rs), a
+//! scripted agent speaking ACP on stdio, started as a child in its own process group exactly as
+//! Claude Code's or Gemini's adapter would be.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent_nvim::acp::{
+    self, AcpEvent, AcpHost, AcpSession, AcpSpec, AgentUpdate, PermissionAsk, PermissionChoice,
+    PlanEntry,
+};
+use agent_nvim::agent::{Event, Outcome};
+use agent_nvim::editor::Editor;
+use agent_nvim::workspace::Workspace;
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+const SECRET: &str = "the secret outside the workspace";
+
+/// How the fake user answers a permission question.
+#[derive(Clone, Copy)]
+enum Answer {
+    /// Picks the first option of this kind.
+    Kind(&'static str),
+    /// Never answers.
+    Never,
+}
+
+/// A front end that records what it is shown and answers as told.
+struct Host {
+    events: Mutex<Vec<AcpEvent>>,
+    asks: Mutex<Vec<PermissionAsk>>,
+    can_ask: bool,
+    answer: Answer,
+    buffers: Vec<(PathBuf, String)>,
+    unsaved: Vec<PathBuf>,
+    written: Mutex<Vec<PathBuf>>,
+}
+
+impl Host {
+    fn new(can_ask: bool, answer: Answer) -> Self {
+        Host {
+            events: Mutex::new(Vec::new()),
+            asks: Mutex::new(Vec::new()),
+            can_ask,
+            answer,
+            buffers: Vec::new(),
+            unsaved: Vec::new(),
+            written: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn events(&self) -> Vec<AcpEvent> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// The agent's message text of the turn, joined.
+    fn text(&self) -> String {
+        self.events()
+            .iter()
+            .filter_map(|e| match e {
+                AcpEvent::Turn(Event::Text { text }) => Some(text.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// What the test agent reported for `label` (its `{label}: {json}` lines).
+    fn report(&self, label: &str) -> Value {
+        let prefix = format!("{label}: ");
+        let text = self.text();
+        let line = text
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no report for {label} in {text:?}"));
+        serde_json::from_str(line).unwrap()
+    }
+
+    fn last(&self) -> AcpEvent {
+        self.events().last().cloned().unwrap()
+    }
+}
+
+impl AcpHost for Host {
+    fn event(&self, event: AcpEvent) {
+        self.events.lock().unwrap().push(event);
+    }
+    fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<String>> {
+        let picked = match self.answer {
+            Answer::Kind(kind) => request
+                .options
+                .iter()
+                .find(|o| o.kind == kind)
+                .map(|o| o.id.clone()),
+            Answer::Never => None,
+        };
+        self.asks.lock().unwrap().push(request);
+        match self.answer {
+            Answer::Never => Box::pin(futures::future::pending()),
+            Answer::Kind(_) => Box::pin(async move { picked }),
+        }
+    }
+    fn buffer_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<String>> {
+        let text = self
+            .buffers
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, t)| t.clone());
+        Box::pin(async move { text })
+    }
+    fn editor(&self) -> &dyn Editor {
+        self
+    }
+    fn can_ask(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async move { self.can_ask })
+    }
+}
+
+impl Editor for Host {
+    fn has_unsaved_changes<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, bool> {
+        Box::pin(async move { self.unsaved.iter().any(|p| p == path) })
+    }
+    fn file_written<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, ()> {
+        self.written.lock().unwrap().push(path.to_path_buf());
+        Box::pin(async {})
+    }
+    fn command_finished(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// A workspace `ws` inside a temporary directory that also holds `outside.txt`, and the agent's
+/// log file.
+struct Fixture {
+    _dir: tempfile::TempDir,
+    workspace: Workspace,
+    log: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(dir.path().join("outside.txt"), SECRET).unwrap();
+        std::fs::write(root.join("inside.txt"), "one\ntwo\nthree\n").unwrap();
+        std::fs::write(root.join("dirty.txt"), "original").unwrap();
+        std::fs::write(root.join("open.txt"), "on disk").unwrap();
+        std::fs::write(root.join("notes.txt"), "a\n").unwrap();
+        let workspace = Workspace::new(&root).unwrap();
+        let log = dir.path().join("agent.log");
+        Fixture {
+            _dir: dir,
+            workspace,
+            log,
+        }
+    }
+
+    fn root(&self) -> &Path {
+        self.workspace.root()
+    }
+
+    fn spec(&self, mode: &str) -> AcpSpec {
+        let mut spec = AcpSpec::new(
+            "test",
+            vec![
+                env!("CARGO_BIN_EXE_acp-test-agent").to_string(),
+                mode.to_string(),
+            ],
+            self.workspace.clone(),
+        );
+        spec.env
+            .push(("ACP_TEST_AGENT_LOG".into(), self.log.display().to_string()));
+        spec.connect_timeout = Duration::from_secs(20);
+        spec
+    }
+
+    /// Every entry the agent logged.
+    fn log(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+
+    fn logged_pid(&self, key: &str) -> i32 {
+        self.log()
+            .iter()
+            .find_map(|entry| entry[key].as_i64())
+            .unwrap_or_else(|| panic!("no {key} in the agent's log")) as i32
+    }
+
+    async fn connect(&self, host: &Arc<Host>, mode: &str) -> AcpSession {
+        acp::connect(self.spec(mode), host.clone()).await.unwrap()
+    }
+}
+
+/// Runs one prompt, bounded so that a hang fails the test instead of stalling the suite.
+async fn prompt(session: &AcpSession, text: &str) -> Outcome {
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        session.prompt(text.into(), &CancellationToken::new()),
+    )
+    .await
+    .expect("the turn hung")
+}
+
+/// True while `pid` runs (a zombie waiting to be reaped counts as gone).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+async fn gone(pid: i32) -> bool {
+    let start = Instant::now();
+    while alive(pid) && start.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    !alive(pid)
+}
+
+fn done(outcome: Outcome, message: &str) -> AcpEvent {
+    AcpEvent::Turn(Event::TurnDone {
+        input: 0,
+        output: 0,
+        outcome,
+        message: message.into(),
+    })
+}
+
+fn row(id: &str, title: &str, status: &str, kind: &str, output: &str) -> AcpEvent {
+    AcpEvent::Agent(AgentUpdate::ToolUpdated {
+        id: id.into(),
+        title: title.into(),
+        status: status.into(),
+        kind: kind.into(),
+        output: output.into(),
+    })
+}
+
+#[tokio::test]
+async fn a_turn_streams_thoughts_text_a_plan_and_a_tool_row_updated_in_place() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let session = fx.connect(&host, "normal").await;
+    assert_eq!(prompt(&session, "chat").await, Outcome::Done);
+    let entry = |content: &str, priority: &str, status: &str| PlanEntry {
+        content: content.into(),
+        status: status.into(),
+        priority: priority.into(),
+    };
+    let output = "1 line\n[terminal term-1]";
+    assert_eq!(
+        host.events(),
+        vec![
+            AcpEvent::Turn(Event::TurnStarted),
+            AcpEvent::Agent(AgentUpdate::Thought {
+                text: "Thinking about it.".into()
+            }),
+            AcpEvent::Turn(Event::Text {
+                text: "Hello".into()
+            }),
+            AcpEvent::Turn(Event::Text {
+                text: ", world".into()
+            }),
+            AcpEvent::Agent(AgentUpdate::Plan {
+                entries: vec![
+                    entry("Read the notes", "high", "completed"),
+                    entry("Answer", "medium", "in_progress"),
+                ]
+            }),
+            AcpEvent::Turn(Event::ToolStarted {
+                id: "t1".into(),
+                name: "Read notes.txt".into(),
+                args: json!({"path": "notes.txt"}),
+            }),
+            row("t1", "Read notes.txt", "pending", "read", ""),
+            row("t1", "Read notes.txt", "in_progress", "read", ""),
+            row("t1", "Read notes.txt", "completed", "read", output),
+            AcpEvent::Turn(Event::ToolFinished {
+                id: "t1".into(),
+                name: "Read notes.txt".into(),
+                ok: true,
+                summary: "Read notes.txt".into(),
+                output: output.into(),
+            }),
+            done(Outcome::Done, "done (end_turn)"),
+        ]
+    );
+    // The junk lines on the agent's stdout were skipped, not answered.
+    assert!(fx
+        .log()
+        .iter()
+        .all(|entry| !entry["received"].as_str().unwrap_or("").contains("-32700")));
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn file_access_goes_through_the_path_check_and_the_editor() {
+    let fx = Fixture::new();
+    let mut host = Host::new(true, Answer::Never);
+    host.unsaved.push(fx.root().join("dirty.txt"));
+    host.buffers
+        .push((fx.root().join("open.txt"), "in the buffer".into()));
+    let host = Arc::new(host);
+    let session = fx.connect(&host, "normal").await;
+    assert_eq!(prompt(&session, "fs").await, Outcome::Done);
+
+    assert_eq!(
+        host.report("read inside.txt"),
+        json!({"result": {"content": "two\n"}})
+    );
+    let refused = |path: &str| {
+        json!({"error": {"code": -32602,
+            "message": format!("Refused: '{path}' resolves outside the workspace root.")}})
+    };
+    assert_eq!(
+        host.report("read ../outside.txt"),
+        refused("../outside.txt")
+    );
+    let absolute = fx.root().parent().unwrap().join("outside.txt");
+    assert_eq!(
+        host.report("read absolute outside"),
+        refused(&absolute.display().to_string())
+    );
+    assert_eq!(
+        host.report("read open.txt"),
+        json!({"result": {"content": "in the buffer"}})
+    );
+    assert_eq!(
+        host.report("write made/by/agent.txt"),
+        json!({"result": {}})
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.root().join("made/by/agent.txt")).unwrap(),
+        "written\n"
+    );
+    let dirty = host.report("write dirty.txt");
+    assert_eq!(dirty["error"]["code"], -32603);
+    assert_eq!(
+        dirty["error"]["message"],
+        "Refused: 'dirty.txt' has unsaved changes in the editor; the user must save or \
+         discard them before it can be written."
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.root().join("dirty.txt")).unwrap(),
+        "original"
+    );
+    assert_eq!(host.report("write ../escape.txt"), refused("../escape.txt"));
+    assert!(!fx.root().parent().unwrap().join("escape.txt").exists());
+    assert_eq!(host.report("unknown request")["error"]["code"], -32601);
+    // Reloaded once, for the one write that happened.
+    assert_eq!(
+        *host.written.lock().unwrap(),
+        vec![fx.root().join("made/by/agent.txt")]
+    );
+    // Not a byte of the file outside reached the agent.
+    let received = std::fs::read_to_string(&fx.log).unwrap();
+    assert!(received.contains("resolves outside"), "{received}");
+    assert!(!received.contains(SECRET));
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn permission_is_asked_with_the_agents_options_and_a_diff_preview() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Kind("allow_always")));
+    let session = fx.connect(&host, "normal").await;
+    assert_eq!(prompt(&session, "permission").await, Outcome::Done);
+    let choice = |id: &str, name: &str, kind: &str| PermissionChoice {
+        id: id.into(),
+        name: name.into(),
+        kind: kind.into(),
+    };
+    assert_eq!(
+        *host.asks.lock().unwrap(),
+        vec![PermissionAsk {
+            tool_call_id: "p1".into(),
+            title: "Edit notes.txt".into(),
+            options: vec![
+                choice("allow-once", "Allow", "allow_once"),
+                choice("always", "Always allow", "allow_always"),
+                choice("reject", "Reject", "reject_once"),
+            ],
+            diff: Some("--- a/notes.txt\n+++ b/notes.txt\n@@ -1 +1 @@\n-a\n+b\n".into()),
+            command: None,
+        }]
+    );
+    assert_eq!(
+        host.report("permission"),
+        json!({"result": {"outcome": {"outcome": "selected", "optionId": "always"}}})
+    );
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn without_a_ui_permission_is_cancelled_and_auto_approve_picks_allow_always() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(false, Answer::Kind("allow_once")));
+    let session = fx.connect(&host, "normal").await;
+    assert_eq!(prompt(&session, "permission").await, Outcome::Done);
+    assert_eq!(
+        host.report("permission"),
+        json!({"result": {"outcome": {"outcome": "cancelled"}}})
+    );
+    session.shutdown().await;
+
+    let host = Arc::new(Host::new(true, Answer::Kind("reject_once")));
+    let mut spec = fx.spec("normal");
+    spec.auto_approve = true;
+    let session = acp::connect(spec, host.clone()).await.unwrap();
+    assert_eq!(prompt(&session, "permission").await, Outcome::Done);
+    assert_eq!(
+        host.report("permission"),
+        json!({"result": {"outcome": {"outcome": "selected", "optionId": "always"}}})
+    );
+    assert!(host.asks.lock().unwrap().is_empty());
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn cancel_mid_turn_answers_the_open_question_cancelled() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let session = fx.connect(&host, "normal").await;
+    let cancel = CancellationToken::new();
+    let canceller = async {
+        while host.asks.lock().unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        cancel.cancel();
+    };
+    let (outcome, ()) = tokio::time::timeout(
+        Duration::from_secs(20),
+        futures::future::join(session.prompt("cancel".into(), &cancel), canceller),
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome, Outcome::Cancelled);
+    assert_eq!(
+        host.asks.lock().unwrap()[0].command.as_deref(),
+        Some("sleep 100")
+    );
+    assert_eq!(
+        host.report("permission"),
+        json!({"result": {"outcome": {"outcome": "cancelled"}}})
+    );
+    let received: Vec<Value> = fx
+        .log()
+        .iter()
+        .filter_map(|e| e["received"].as_str())
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert!(
+        received
+            .iter()
+            .any(|m| m["method"] == "session/cancel" && m.get("id").is_none()),
+        "{received:?}"
+    );
+    assert_eq!(host.last(), done(Outcome::Cancelled, "cancelled"));
+    // The session is still usable.
+    assert_eq!(prompt(&session, "usage").await, Outcome::Done);
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_agent_that_exits_mid_turn_fails_the_turn_and_the_session_without_hanging() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let session = fx.connect(&host, "normal").await;
+    assert_eq!(prompt(&session, "crash").await, Outcome::Failed);
+    let message = "agent: test exited (exit code 3): fatal: test agent crashed on purpose";
+    let events = host.events();
+    assert_eq!(host.text(), "about to crash");
+    assert_eq!(
+        events[events.len() - 2..],
+        [
+            AcpEvent::Turn(Event::Error {
+                message: message.into()
+            }),
+            done(Outcome::Failed, message),
+        ]
+    );
+    host.events.lock().unwrap().clear();
+    assert_eq!(prompt(&session, "chat").await, Outcome::Failed);
+    assert_eq!(host.last(), done(Outcome::Failed, message));
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn usage_reported_by_the_agent_reaches_the_turn_end() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let session = fx.connect(&host, "normal").await;
+    assert_eq!(prompt(&session, "usage").await, Outcome::Done);
+    assert_eq!(
+        host.events()[1..],
+        [
+            AcpEvent::Turn(Event::Usage {
+                input: 12,
+                output: 34
+            }),
+            AcpEvent::Turn(Event::TurnDone {
+                input: 12,
+                output: 34,
+                outcome: Outcome::Done,
+                message: "done (end_turn)".into(),
+            }),
+        ]
+    );
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_agent_that_never_answers_initialize_is_given_up_and_killed() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let mut spec = fx.spec("silent");
+    spec.connect_timeout = Duration::from_millis(500);
+    let command = spec.command.join(" ");
+    let started = Instant::now();
+    let err = acp::connect(spec, host).await.err().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        err,
+        format!("agent: test did not answer initialize within 0.5 s; is `{command}` an ACP agent?")
+    );
+    assert!(gone(fx.logged_pid("pid")).await);
+}
+
+#[tokio::test]
+async fn a_command_that_is_not_installed_says_so() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let spec = AcpSpec::new(
+        "nope",
+        vec!["agent-nvim-no-such-agent".into(), "--acp".into()],
+        fx.workspace.clone(),
+    );
+    let err = acp::connect(spec, host).await.err().unwrap();
+    assert_eq!(
+        err,
+        "could not start 'agent-nvim-no-such-agent': No such file or directory (os error 2) \
+         — is it installed and on PATH?"
+    );
+}
+
+#[tokio::test]
+async fn shutdown_kills_the_agents_process_tree() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let session = fx.connect(&host, "spawn-child").await;
+    let (pid, grandchild) = (fx.logged_pid("pid"), fx.logged_pid("grandchild"));
+    assert!(alive(pid) && alive(grandchild));
+    let started = Instant::now();
+    session.shutdown().await;
+    // It exits on its own when its stdin closes: no waiting out the grace period.
+    assert!(started.elapsed() < Duration::from_millis(1900));
+    assert!(gone(pid).await);
+    assert!(gone(grandchild).await);
+}
+
+#[tokio::test]
+async fn an_agent_that_ignores_its_closed_stdin_is_killed_after_two_seconds() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let session = fx.connect(&host, "ignore-eof").await;
+    let pid = fx.logged_pid("pid");
+    let started = Instant::now();
+    session.shutdown().await;
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+    assert!(gone(pid).await);
+}
+
+#[tokio::test]
+async fn dropping_a_session_kills_the_agent() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let session = fx.connect(&host, "spawn-child").await;
+    let (pid, grandchild) = (fx.logged_pid("pid"), fx.logged_pid("grandchild"));
+    drop(session);
+    assert!(gone(pid).await);
+    assert!(gone(grandchild).await);
+}
+
+#[tokio::test]
+async fn an_agent_that_exits_at_once_reports_how_it_ended() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let spec = AcpSpec::new(
+        "broken",
+        vec![
+            "sh".into(),
+            "-c".into(),
+            "echo 'Error: not logged in' >&2; exit 7".into(),
+        ],
+        fx.workspace.clone(),
+    );
+    let err = tokio::time::timeout(Duration::from_secs(10), acp::connect(spec, host))
+        .await
+        .unwrap()
+        .err()
+        .unwrap();
+    assert_eq!(
+        err,
+        "agent: broken exited (exit code 7): Error: not logged in"
+    );
+}
