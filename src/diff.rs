@@ -214,8 +214,14 @@ mod tests {
         let before: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
         let after: String = (0..20_000).map(|i| format!("LINE {i}\n")).collect();
         let diff = unified("f", Some(&before), &after);
-        let removed: Vec<&str> = diff.lines().filter(|l| l.starts_with('-') && !l.starts_with("---")).collect();
-        let added: Vec<&str> = diff.lines().filter(|l| l.starts_with('+') && !l.starts_with("+++")).collect();
+        let removed: Vec<&str> = diff
+            .lines()
+            .filter(|l| l.starts_with('-') && !l.starts_with("---"))
+            .collect();
+        let added: Vec<&str> = diff
+            .lines()
+            .filter(|l| l.starts_with('+') && !l.starts_with("+++"))
+            .collect();
         assert_eq!((removed.len(), added.len()), (20_000, 20_000));
         assert_eq!((removed[0], added[19_999]), ("-line 0", "+LINE 19999"));
     }

@@ -218,6 +218,15 @@ end
 
 H.handlers = {}
 
+-- An external agent (ACP) is connected: prompts go to it until :Agent new.
+function H.handlers.acp_started(e)
+  H.state.model = tostring(e.name)
+  H.blank_line()
+  H.put(("connected to %s (ACP); prompts go to it until :Agent new"):format(tostring(e.name)), "AgentNotice")
+  H.put("\n")
+  H.render_status()
+end
+
 function H.handlers.started(e)
   H.state.provider = e.provider ~= "" and e.provider or nil
   H.state.model = e.model ~= "" and e.model or nil

@@ -222,6 +222,22 @@ end
 --- What Rust needs to know before touching `path` (an absolute, resolved path).
 ---@param path string
 ---@return { loaded: boolean, modified: boolean }
+--- The text of the loaded buffer holding `path` (what an external agent reads through ACP's
+--- fs/read_text_file, unsaved changes included), or nil when no buffer holds it.
+---@param path string absolute, symlinks resolved
+---@return string?
+function M.buffer_text(path)
+  local buf = H.find_buffer(path)
+  if not buf or not vim.api.nvim_buf_is_loaded(buf) then
+    return nil
+  end
+  local text = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n")
+  if vim.bo[buf].eol or vim.bo[buf].fixeol then
+    text = text .. "\n"
+  end
+  return text
+end
+
 function M.buffer_state(path)
   local buf = H.find_buffer(path)
   if not buf then

@@ -5,6 +5,7 @@
 //! arrives as another notification. Turns run in spawned tasks; what they produce goes through
 //! one pump task that sends Lua at most one batch a frame (SPEC section 6).
 
+mod acp;
 pub mod protocol;
 
 use std::collections::HashMap;
@@ -90,6 +91,8 @@ async fn serve() {
     shutdown.cancel();
     bridge.cancel_turn();
     let _ = tokio::time::timeout(Duration::from_secs(1), bridge.idle()).await;
+    // An external agent's process tree goes with us.
+    let _ = tokio::time::timeout(Duration::from_secs(3), bridge.end_external()).await;
 }
 
 /// Resolves on SIGTERM, SIGHUP or SIGINT (Neovim stops its jobs with SIGTERM when it quits).
@@ -112,13 +115,21 @@ async fn stop_signals() {
 struct Session {
     /// None when the provider could not be configured; the message says why.
     agent: std::result::Result<Arc<Mutex<Agent>>, String>,
+    /// The root, for an external agent's session.
+    workspace: Workspace,
+    /// Whether everything is allowed without asking (external agents too).
+    auto_approve: bool,
+    /// The handle to Neovim, for an external agent's host.
+    nvim: Nvim,
 }
 
 /// Shared state of the front end.
 struct State {
     session: Mutex<Option<Session>>,
     /// Approval requests waiting for Lua's `decide`, with the tool that asked.
-    pending: SyncMutex<HashMap<u64, (String, oneshot::Sender<Decision>)>>,
+    pending: SyncMutex<HashMap<u64, (String, oneshot::Sender<Decide>)>>,
+    /// The external agent driven over ACP, when one is.
+    acp: Mutex<acp::Slot>,
     /// The running turn's cancel token.
     turn: SyncMutex<Option<CancellationToken>>,
     /// Held by a running turn; taking it waits for the turn to end.
@@ -141,6 +152,7 @@ impl Bridge {
             state: Arc::new(State {
                 session: Mutex::new(None),
                 pending: SyncMutex::new(HashMap::new()),
+                acp: Mutex::new(acp::Slot::Empty),
                 turn: SyncMutex::new(None),
                 busy: Arc::new(Mutex::new(())),
                 ui,
@@ -191,6 +203,8 @@ impl Bridge {
             .as_deref()
             .filter(|s| !s.is_empty())
             .map(PathBuf::from);
+        let session_workspace = workspace.clone();
+        let session_nvim = nvim.clone();
         let asker = Arc::new(NvimAsker {
             nvim: nvim.clone(),
             bridge: self.clone(),
@@ -231,7 +245,12 @@ impl Bridge {
             self.error(message.clone());
         }
         tracing::info!(%root, %provider, %model, auto_approve = start.auto_approve, "session started");
-        *self.state.session.lock().await = Some(Session { agent });
+        *self.state.session.lock().await = Some(Session {
+            agent,
+            workspace: session_workspace,
+            auto_approve: start.auto_approve,
+            nvim: session_nvim,
+        });
         self.send(UiEvent::Started {
             version: env!("CARGO_PKG_VERSION").to_string(),
             protocol: PROTOCOL,
@@ -242,6 +261,9 @@ impl Bridge {
     }
 
     async fn prompt(&self, prompt: Prompt) {
+        if self.prompt_external(&prompt).await {
+            return;
+        }
         let agent = match self
             .state
             .session
@@ -290,7 +312,11 @@ impl Bridge {
         let bridge = self.clone();
         tokio::spawn(async move {
             bridge.idle().await;
-            if let Some(Session { agent: Ok(agent) }) = bridge.state.session.lock().await.as_ref() {
+            bridge.end_external().await;
+            if let Some(Session {
+                agent: Ok(agent), ..
+            }) = bridge.state.session.lock().await.as_ref()
+            {
                 agent.lock().await.reset();
             }
         });
@@ -310,7 +336,7 @@ impl Bridge {
                     tool,
                     decision: decide.decision.clone(),
                 });
-                let _ = reply.send(decide.decision);
+                let _ = reply.send(decide);
             }
             None => tracing::warn!(id = decide.id, "a decision for a request nobody waits for"),
         }
@@ -339,6 +365,10 @@ impl Handler for Bridge {
             method::PROMPT => match arg::<Prompt>(args) {
                 Ok(prompt) => self.prompt(prompt).await,
                 Err(err) => self.error(format!("agent: bad prompt message ({err})")),
+            },
+            method::ACP => match arg::<protocol::AcpStart>(args) {
+                Ok(start) => self.start_external(start).await,
+                Err(err) => self.error(format!("agent: bad acp message ({err})")),
             },
             method::CANCEL => self.cancel_turn(),
             method::NEW => self.new_conversation(),
@@ -513,12 +543,13 @@ impl Asker for NvimAsker {
                 options: None,
                 command: None,
             });
-            answer.await.ok()
+            answer.await.ok().map(|decide| decide.decision)
         })
     }
 }
 
 /// Open buffers, asked of the plugin.
+#[derive(Clone)]
 struct NvimEditor {
     nvim: Nvim,
 }

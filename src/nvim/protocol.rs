@@ -175,6 +175,12 @@ pub enum UiEvent {
     },
     /// Something went wrong; `message` starts with `agent:` and says what to do.
     Error { message: String },
+    /// An external agent (ACP) is connected; prompts go to it until `new`.
+    AcpStarted { name: String },
+    /// What only an external agent reports: thoughts, plans, tool rows updated in place. Written
+    /// as the update's own map (`{type = "thought", ...}`).
+    #[serde(untagged)]
+    Update(crate::acp::AgentUpdate),
 }
 
 /// What `agent.rpc.buffer_state(path)` returns.

@@ -1,0 +1,304 @@
+//! External agents over ACP in a real Neovim: `:Agent acp {name}` with the project's own test
+//! agent (tests' `acp-test-agent`), the same chat, picker, path check and buffers.
+
+use std::time::Duration;
+
+use rmpv::Value;
+
+use crate::support::nvim::{setup_lua, Nvim, Options};
+
+const CHAT: &str = "agent://chat";
+
+/// A Neovim whose config names the test agent `test` (in `mode`), started and connected.
+async fn connected(ui: Option<(i64, i64)>, mode: &str, extra: &str) -> Nvim {
+    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
+    let nvim = Nvim::start(Options {
+        ui,
+        env: vec![("ANTHROPIC_API_KEY".into(), "unused".into())],
+        setup: setup_lua(&format!(
+            "acp = {{ agents = {{ test = {{ cmd = {{ '{agent}', '{mode}' }} }} }} }}, {extra}"
+        )),
+    })
+    .await;
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
+    nvim
+}
+
+/// The JSON the test agent reported for `label` (it reports each reply it got as a chat line).
+fn reported(lines: &[String], label: &str) -> serde_json::Value {
+    let prefix = format!("{label}: ");
+    let line = lines
+        .iter()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no report for {label} in:\n{}", lines.join("\n")));
+    serde_json::from_str(&line[prefix.len()..]).unwrap()
+}
+
+#[tokio::test]
+async fn completion_lists_configured_agents_and_the_presets() {
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: setup_lua("acp = { agents = { mine = { cmd = { 'my-agent' } } } }"),
+    })
+    .await;
+    let names = nvim
+        .lua(
+            "return vim.fn.getcompletion('Agent acp ', 'cmdline')",
+            vec![],
+        )
+        .await;
+    let names: Vec<&str> = names
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(names, ["claude", "codex", "gemini", "mine", "opencode"]);
+    let subs = nvim
+        .lua("return vim.fn.getcompletion('Agent ', 'cmdline')", vec![])
+        .await;
+    assert!(
+        subs.as_array().unwrap().contains(&Value::from("acp")),
+        "{subs:?}"
+    );
+}
+
+#[tokio::test]
+async fn chat_shows_thoughts_messages_plans_and_tool_rows_updated_in_place() {
+    let nvim = connected(None, "normal", "").await;
+    nvim.cmd("Agent chat").await;
+    let lines = nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    let body = lines.join("\n");
+    assert!(
+        body.contains("… thought (1 line)\n  Thinking about it."),
+        "{body}"
+    );
+    assert!(body.contains("Hello, world"), "{body}");
+    assert!(
+        body.contains("Plan\n- [x] Read the notes\n- [~] Answer"),
+        "{body}"
+    );
+    assert!(
+        body.contains("▸ Read notes.txt\n  1 line\n  [terminal term-1]"),
+        "{body}"
+    );
+    assert!(!body.contains("stray line"), "{body}");
+}
+
+#[tokio::test]
+async fn fs_requests_go_through_the_path_check_and_the_buffers() {
+    let nvim = connected(None, "normal", "").await;
+    nvim.write("inside.txt", "one\ntwo\nthree\n");
+    nvim.write("open.txt", "on disk\n");
+    nvim.write("dirty.txt", "mine\n");
+    std::fs::write(
+        nvim.workspace.path().parent().unwrap().join("outside.txt"),
+        "secret outside",
+    )
+    .unwrap();
+    // open.txt is loaded with unsaved text: the agent reads the buffer. dirty.txt too: never written.
+    nvim.cmd("edit open.txt").await;
+    nvim.lua(
+        "vim.api.nvim_buf_set_lines(0, 0, -1, false, {'unsaved buffer text'})",
+        vec![],
+    )
+    .await;
+    nvim.cmd("hide edit dirty.txt").await;
+    nvim.lua(
+        "vim.api.nvim_buf_set_lines(0, 0, -1, false, {'my unsaved work'})",
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent fs").await;
+    let lines = nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    assert_eq!(
+        reported(&lines, "read inside.txt")["result"]["content"],
+        "two\n"
+    );
+    for label in ["read ../outside.txt", "read absolute outside"] {
+        let error = &reported(&lines, label)["error"];
+        assert_eq!(error["code"], -32602, "{label}");
+        assert!(
+            error["message"].as_str().unwrap().starts_with("Refused: '"),
+            "{label}: {error}"
+        );
+    }
+    assert!(!lines.join("\n").contains("secret outside"));
+    assert_eq!(
+        reported(&lines, "read open.txt")["result"]["content"],
+        "unsaved buffer text\n"
+    );
+    assert_eq!(nvim.read("made/by/agent.txt"), "written\n");
+    assert!(reported(&lines, "write dirty.txt").get("error").is_some());
+    assert_eq!(nvim.read("dirty.txt"), "mine\n");
+    let buffer = nvim
+        .lua(
+            "return vim.api.nvim_buf_get_lines(vim.fn.bufnr('dirty.txt'), 0, -1, false)",
+            vec![],
+        )
+        .await;
+    assert_eq!(buffer, Value::Array(vec![Value::from("my unsaved work")]));
+    assert_eq!(
+        reported(&lines, "write ../escape.txt")["error"]["code"],
+        -32602
+    );
+    assert!(!nvim
+        .workspace
+        .path()
+        .parent()
+        .unwrap()
+        .join("escape.txt")
+        .exists());
+    assert_eq!(reported(&lines, "unknown request")["error"]["code"], -32601);
+}
+
+#[tokio::test]
+async fn a_permission_request_opens_the_picker_with_the_agents_options_and_diff() {
+    let nvim = connected(Some((100, 34)), "normal", "").await;
+    nvim.cmd("Agent permission").await;
+    let screen = nvim.wait_for_screen("Always allow").await;
+    for expected in [
+        "Edit notes.txt",
+        "1/y/<CR>   Allow",
+        "2          Always allow",
+        "3/n/<Esc>  Reject",
+        "-a",
+        "+b",
+    ] {
+        assert!(
+            screen.contains(expected),
+            "{expected:?} should be on screen:\n{screen}"
+        );
+    }
+    nvim.api.input("1").await.unwrap();
+    let lines = nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    assert_eq!(
+        reported(&lines, "permission")["result"]["outcome"],
+        serde_json::json!({"outcome": "selected", "optionId": "allow-once"})
+    );
+}
+
+#[tokio::test]
+async fn headless_the_permission_is_cancelled_and_auto_approve_picks_allow_always() {
+    let nvim = connected(None, "normal", "").await;
+    nvim.cmd("Agent permission").await;
+    let lines = nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    assert_eq!(
+        reported(&lines, "permission")["result"]["outcome"],
+        serde_json::json!({"outcome": "cancelled"})
+    );
+
+    let nvim = connected(None, "normal", "auto_approve = true").await;
+    nvim.cmd("Agent permission").await;
+    let lines = nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    assert_eq!(
+        reported(&lines, "permission")["result"]["outcome"],
+        serde_json::json!({"outcome": "selected", "optionId": "always"})
+    );
+}
+
+#[tokio::test]
+async fn agent_stop_cancels_a_pending_permission_and_the_turn() {
+    let nvim = connected(Some((100, 34)), "normal", "").await;
+    nvim.cmd("Agent cancel").await;
+    nvim.wait_for_screen("Run sleep 100").await;
+    nvim.cmd("Agent stop").await;
+    let lines = nvim.wait_for_line(CHAT, "cancelled").await;
+    assert_eq!(
+        reported(&lines, "permission")["result"]["outcome"],
+        serde_json::json!({"outcome": "cancelled"})
+    );
+    nvim.wait_for("require('agent.approval').pending() == 0")
+        .await;
+    nvim.wait_for("require('agent').status().state == 'idle'")
+        .await;
+}
+
+#[tokio::test]
+async fn an_agent_that_crashes_mid_turn_gives_a_clear_message_and_the_ui_stays_usable() {
+    let nvim = connected(None, "normal", "").await;
+    nvim.cmd("Agent crash").await;
+    let lines = nvim.wait_for_line(CHAT, "exited").await;
+    let body = lines.join("\n");
+    assert!(body.contains("agent: test exited"), "{body}");
+    nvim.wait_for("require('agent').status().state == 'idle'")
+        .await;
+    // :Agent new goes back to the built-in agent; the chat works.
+    nvim.cmd("Agent new").await;
+    nvim.wait_for("require('agent').status().state == 'idle'")
+        .await;
+}
+
+#[tokio::test]
+async fn a_command_that_is_not_installed_says_so() {
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: setup_lua("acp = { agents = { ghost = { cmd = { 'no-such-agent-binary-xyz' } } } }"),
+    })
+    .await;
+    nvim.cmd("Agent acp ghost").await;
+    let lines = nvim
+        .wait_for_line(CHAT, "could not start 'no-such-agent-binary-xyz'")
+        .await;
+    assert!(
+        lines.join("\n").contains("is it installed and on PATH?"),
+        "{lines:?}"
+    );
+}
+
+fn alive(pid: i32) -> bool {
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true);
+    // SAFETY: signal 0 only checks existence.
+    unsafe { libc::kill(pid, 0) == 0 && !zombie }
+}
+
+#[tokio::test]
+async fn quitting_neovim_kills_the_agents_process_tree() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
+    let mut nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![(
+            "ACP_TEST_AGENT_LOG".into(),
+            log.path().display().to_string(),
+        )],
+        setup: setup_lua(&format!(
+            "acp = {{ agents = {{ test = {{ cmd = {{ '{agent}', 'spawn-child' }} }} }} }}"
+        )),
+    })
+    .await;
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
+    let text = std::fs::read_to_string(log.path()).unwrap();
+    let pid_of = |key: &str| -> i32 {
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find_map(|v| v[key].as_i64())
+            .unwrap_or_else(|| panic!("no {key} in the agent's log:\n{text}")) as i32
+    };
+    let (agent_pid, grandchild) = (pid_of("pid"), pid_of("grandchild"));
+    assert!(alive(agent_pid) && alive(grandchild));
+    let _ = nvim.api.command("qa!").await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), nvim.child.wait()).await;
+    let mut gone = false;
+    for _ in 0..250 {
+        if !alive(agent_pid) && !alive(grandchild) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        gone,
+        "the agent ({agent_pid}) or its child ({grandchild}) outlived Neovim"
+    );
+}
