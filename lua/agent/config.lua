@@ -21,7 +21,7 @@ local H = {}
 ---@field backend? string
 ---@field keymaps { ask: string|false, approval: table<string, string|string[]> }
 ---@field window { side: "right"|"left", width: number }
----@field acp { agents: table<string, { cmd: string[], env?: table<string, string> }> }
+---@field acp { agents: table<string, { cmd: string[], env?: table<string, string> }>, connect_timeout: number }
 H.defaults = {
   -- provider = nil,      -- "anthropic" | "openai" | "ollama"; nil: the first whose API key is set
   -- model = nil,         -- model name; nil: the provider's default
@@ -52,6 +52,7 @@ H.defaults = {
   },
   acp = {
     agents = {}, -- external ACP agents by name: { name = { cmd = { ... }, env = { ... } } }
+    connect_timeout = 60, -- seconds an external agent may take to answer `initialize`
   },
 }
 
@@ -122,6 +123,7 @@ H.schema = {
   end,
   acp = table_,
   ["acp.agents"] = table_,
+  ["acp.connect_timeout"] = positive_number,
 }
 
 --- The merged options in use (the defaults until setup() is called).

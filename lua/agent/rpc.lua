@@ -161,6 +161,7 @@ function M.acp(name, cmd, env)
   -- An empty Lua table would travel as an array; leave empty ones out.
   H.notify("acp", {
     name = name,
+    connect_timeout = require("agent.config").options.acp.connect_timeout,
     cmd = (cmd and #cmd > 0) and cmd or nil,
     env = (env and next(env)) and env or nil,
   })

@@ -56,6 +56,9 @@ impl Bridge {
             let mut spec = AcpSpec::new(start.name.clone(), command, workspace.clone());
             spec.env = start.env.unwrap_or_default().into_iter().collect();
             spec.auto_approve = auto_approve;
+            if let Some(secs) = start.connect_timeout.filter(|s| s.is_finite() && *s > 0.0) {
+                spec.connect_timeout = std::time::Duration::from_secs_f64(secs);
+            }
             let host = Arc::new(NvimHost {
                 bridge: bridge.clone(),
                 nvim: nvim.clone(),

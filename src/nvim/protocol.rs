@@ -93,6 +93,9 @@ pub struct AcpStart {
     /// Extra environment for the agent.
     #[serde(default)]
     pub env: Option<std::collections::BTreeMap<String, String>>,
+    /// Seconds the agent may take to answer `initialize`.
+    #[serde(default)]
+    pub connect_timeout: Option<f64>,
 }
 
 /// One of an external agent's permission options, shown by its own name.

@@ -302,3 +302,25 @@ async fn quitting_neovim_kills_the_agents_process_tree() {
         "the agent ({agent_pid}) or its child ({grandchild}) outlived Neovim"
     );
 }
+
+#[tokio::test]
+async fn an_agent_that_never_answers_initialize_times_out_with_a_clear_message() {
+    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: setup_lua(&format!("acp = {{ connect_timeout = 0.5, agents = {{ mute = {{ cmd = {{ '{agent}', 'silent' }} }} }} }}")),
+    })
+    .await;
+    nvim.cmd("Agent acp mute").await;
+    let lines = nvim.wait_for_line(CHAT, "did not answer initialize").await;
+    assert!(
+        lines
+            .join("\n")
+            .contains("agent: mute did not answer initialize"),
+        "{lines:?}"
+    );
+    // Prompts go back to the built-in agent's path (here: no key configured, a clear error).
+    nvim.wait_for("require('agent').status().state == 'idle'")
+        .await;
+}
