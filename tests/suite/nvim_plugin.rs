@@ -511,6 +511,7 @@ async fn help_agent_finds_its_tags() {
         "agent-tools",
         "agent-approval",
         "agent-approval-keys",
+        "agent-acp",
         "agent-health",
     ] {
         nvim.cmd(&format!("help {tag}")).await;
