@@ -241,9 +241,8 @@ impl Bridge {
             }
             Err(message) => (String::new(), String::new(), Err(message)),
         };
-        if let Err(message) = &agent {
-            self.error(message.clone());
-        }
+        // A missing key is reported when a prompt needs the provider, not now: a session that
+        // only drives an external agent (ACP) never does.
         tracing::info!(%root, %provider, %model, auto_approve = start.auto_approve, "session started");
         *self.state.session.lock().await = Some(Session {
             agent,

@@ -670,3 +670,26 @@ async fn an_external_agents_thoughts_plans_and_tool_updates_render_in_place() {
         .await;
     assert!(folded.as_i64().unwrap() > 0, "{folded:?}");
 }
+
+#[tokio::test]
+async fn without_an_api_key_a_prompt_says_which_variables_to_set() {
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: format!(
+            "require('agent').setup({{ backend = '{}' }})",
+            env!("CARGO_BIN_EXE_agent-nvim")
+        ),
+    })
+    .await;
+    nvim.cmd("Agent").await;
+    // Opening the chat alone does not complain (an ACP-only user needs no key)...
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!nvim.buffer_lines(CHAT).await.join("\n").contains("API_KEY"));
+    // ...a prompt for the built-in agent does.
+    nvim.cmd("Agent hello").await;
+    let lines = nvim.wait_for_line(CHAT, "ANTHROPIC_API_KEY").await;
+    assert!(lines.join("\n").contains("OPENAI_API_KEY"), "{lines:?}");
+    nvim.wait_for("require('agent').status().state == 'idle'")
+        .await;
+}
