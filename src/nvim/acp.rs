@@ -11,7 +11,7 @@ use rmpv::Value;
 use tokio::sync::oneshot;
 
 use super::protocol::{AcpStart, AgentOption, Prompt, UiEvent};
-use super::{ui_event, Bridge, Nvim, NvimEditor};
+use super::{Bridge, Nvim, NvimEditor};
 use crate::acp::{self, AcpEvent, AcpHost, AcpSession, AcpSpec, PermissionAsk};
 use crate::approval::Action;
 
@@ -103,23 +103,16 @@ impl Bridge {
             }
             Slot::Ready { session, .. } => session.clone(),
         };
-        let Ok(busy) = self.state.busy.clone().try_lock_owned() else {
-            self.error("agent: a turn is already running; wait for it or :Agent stop");
+        let Some((busy, token)) = self.begin_turn() else {
             return true;
         };
-        let token = self.state.shutdown.child_token();
-        if let Ok(mut turn) = self.state.turn.lock() {
-            *turn = Some(token.clone());
-        }
         let bridge = self.clone();
         let text = prompt.text.clone();
         tokio::spawn(async move {
             let _busy = busy;
             let outcome = session.prompt(text, &token).await;
             tracing::info!(?outcome, "external turn ended");
-            if let Ok(mut turn) = bridge.state.turn.lock() {
-                *turn = None;
-            }
+            bridge.end_turn();
         });
         true
     }
@@ -149,7 +142,7 @@ struct NvimHost {
 impl AcpHost for NvimHost {
     fn event(&self, event: AcpEvent) {
         self.bridge.send(match event {
-            AcpEvent::Turn(event) => ui_event(event),
+            AcpEvent::Turn(event) => UiEvent::Agent(event),
             AcpEvent::Agent(update) => UiEvent::Update(update),
         });
     }

@@ -167,9 +167,7 @@ impl Bridge {
     }
 
     fn error(&self, message: impl Into<String>) {
-        self.send(UiEvent::Error {
-            message: message.into(),
-        });
+        self.send(UiEvent::error(message));
     }
 
     fn cancel_turn(&self) {
@@ -275,13 +273,9 @@ impl Bridge {
             Some(Err(message)) => return self.error(message),
             None => return self.error("agent: the backend was not started; run :Agent again"),
         };
-        let Ok(busy) = self.state.busy.clone().try_lock_owned() else {
-            return self.error("agent: a turn is already running; wait for it or :Agent stop");
+        let Some((busy, token)) = self.begin_turn() else {
+            return;
         };
-        let token = self.state.shutdown.child_token();
-        if let Ok(mut turn) = self.state.turn.lock() {
-            *turn = Some(token.clone());
-        }
         let bridge = self.clone();
         tokio::spawn(async move {
             let _busy = busy;
@@ -289,7 +283,7 @@ impl Bridge {
             let forward = bridge.clone();
             let forwarder = tokio::spawn(async move {
                 while let Some(event) = received.recv().await {
-                    forward.send(ui_event(event));
+                    forward.send(UiEvent::Agent(event));
                 }
             });
             let outcome = agent
@@ -300,10 +294,29 @@ impl Bridge {
             drop(events);
             let _ = forwarder.await;
             tracing::info!(?outcome, "turn ended");
-            if let Ok(mut turn) = bridge.state.turn.lock() {
-                *turn = None;
-            }
+            bridge.end_turn();
         });
+    }
+
+    /// Claims the turn: the busy guard (held until the turn ends) and its cancel token. None,
+    /// with a message to the user, when a turn is already running.
+    fn begin_turn(&self) -> Option<(tokio::sync::OwnedMutexGuard<()>, CancellationToken)> {
+        let Ok(busy) = self.state.busy.clone().try_lock_owned() else {
+            self.error("agent: a turn is already running; wait for it or :Agent stop");
+            return None;
+        };
+        let token = self.state.shutdown.child_token();
+        if let Ok(mut turn) = self.state.turn.lock() {
+            *turn = Some(token.clone());
+        }
+        Some((busy, token))
+    }
+
+    /// Forgets the finished turn's cancel token.
+    fn end_turn(&self) {
+        if let Ok(mut turn) = self.state.turn.lock() {
+            *turn = None;
+        }
     }
 
     fn new_conversation(&self) {
@@ -392,49 +405,6 @@ impl Handler for Bridge {
     }
 }
 
-fn ui_event(event: Event) -> UiEvent {
-    match event {
-        Event::TurnStarted => UiEvent::TurnStarted,
-        Event::Text { text } => UiEvent::Text { text },
-        Event::ToolStarted { id, name, args } => UiEvent::ToolStarted { id, name, args },
-        Event::ToolFinished {
-            id,
-            name,
-            ok,
-            summary,
-            output,
-        } => UiEvent::ToolFinished {
-            id,
-            name,
-            ok,
-            summary,
-            output,
-        },
-        Event::Retrying {
-            attempt,
-            delay_ms,
-            reason,
-        } => UiEvent::Retrying {
-            attempt,
-            delay_ms,
-            reason,
-        },
-        Event::Usage { input, output } => UiEvent::Usage { input, output },
-        Event::TurnDone {
-            input,
-            output,
-            outcome,
-            message,
-        } => UiEvent::TurnDone {
-            input,
-            output,
-            outcome,
-            message,
-        },
-        Event::Error { message } => UiEvent::Error { message },
-    }
-}
-
 /// Sends Lua the events in batches, at most one a frame, with consecutive text joined, in one
 /// `exec_lua` call. An approval is sent at once.
 async fn pump(nvim: Nvim, events: Option<mpsc::UnboundedReceiver<UiEvent>>) {
@@ -498,7 +468,10 @@ fn join_text(batch: Vec<UiEvent>) -> Vec<UiEvent> {
     let mut out: Vec<UiEvent> = Vec::with_capacity(batch.len());
     for event in batch {
         match (out.last_mut(), event) {
-            (Some(UiEvent::Text { text }), UiEvent::Text { text: more }) => text.push_str(&more),
+            (
+                Some(UiEvent::Agent(Event::Text { text })),
+                UiEvent::Agent(Event::Text { text: more }),
+            ) => text.push_str(&more),
             (_, event) => out.push(event),
         }
     }
@@ -609,23 +582,23 @@ mod tests {
     #[test]
     fn a_frame_of_deltas_becomes_one_text_event() {
         let batch = vec![
-            UiEvent::Text { text: "a".into() },
-            UiEvent::Text { text: "b".into() },
-            UiEvent::Usage {
+            UiEvent::Agent(Event::Text { text: "a".into() }),
+            UiEvent::Agent(Event::Text { text: "b".into() }),
+            UiEvent::Agent(Event::Usage {
                 input: 1,
                 output: 2,
-            },
-            UiEvent::Text { text: "c".into() },
+            }),
+            UiEvent::Agent(Event::Text { text: "c".into() }),
         ];
         assert_eq!(
             join_text(batch),
             vec![
-                UiEvent::Text { text: "ab".into() },
-                UiEvent::Usage {
+                UiEvent::Agent(Event::Text { text: "ab".into() }),
+                UiEvent::Agent(Event::Usage {
                     input: 1,
                     output: 2
-                },
-                UiEvent::Text { text: "c".into() }
+                }),
+                UiEvent::Agent(Event::Text { text: "c".into() })
             ]
         );
     }
@@ -678,8 +651,39 @@ mod tests {
     }
 
     #[test]
+    fn every_kind_of_event_reaches_lua_as_one_flat_map_with_its_type() {
+        let kinds = |events: Vec<UiEvent>| -> Vec<String> {
+            events
+                .into_iter()
+                .map(|e| {
+                    serde_json::to_value(e).unwrap()["type"]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                })
+                .collect()
+        };
+        assert_eq!(
+            kinds(vec![
+                UiEvent::AcpStarted { name: "x".into() },
+                UiEvent::error("agent: boom"),
+                UiEvent::Agent(Event::TurnStarted),
+                UiEvent::Update(crate::acp::AgentUpdate::Thought { text: "hm".into() }),
+            ]),
+            ["acp_started", "error", "turn_started", "thought"]
+        );
+        let error = serde_json::to_value(UiEvent::error("agent: boom")).unwrap();
+        assert_eq!(
+            error,
+            serde_json::json!({"type": "error", "message": "agent: boom"})
+        );
+    }
+
+    #[test]
     fn events_to_lua_are_maps_with_a_type() {
-        let value = to_msgpack(&serde_json::to_value(UiEvent::Text { text: "hi".into() }).unwrap());
+        let value = to_msgpack(
+            &serde_json::to_value(UiEvent::Agent(Event::Text { text: "hi".into() })).unwrap(),
+        );
         assert_eq!(
             sorted(value),
             Value::Map(vec![

@@ -11,7 +11,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::Outcome;
+use crate::acp::AgentUpdate;
+use crate::agent::Event;
 use crate::approval::{Action, Decision};
 
 /// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
@@ -109,7 +110,10 @@ pub struct AgentOption {
     pub kind: String,
 }
 
-/// What Rust tells Lua, in order. Serialized as a map with a `type` field.
+/// What Rust tells Lua, in order. Serialized as a map with a `type` field: the variants below,
+/// plus the turn loop's own [`Event`]s (`turn_started`, `text`, `tool_started`, `tool_finished`,
+/// `retrying`, `usage`, `turn_done`, `error`) and an external agent's [`AgentUpdate`]s (`thought`,
+/// `plan`, `tool_updated`), each written as its own map.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum UiEvent {
@@ -120,24 +124,6 @@ pub enum UiEvent {
         provider: String,
         model: String,
         workspace: String,
-    },
-    /// A turn began.
-    TurnStarted,
-    /// Assistant text (deltas of one frame already joined).
-    Text { text: String },
-    /// A tool call is about to run.
-    ToolStarted {
-        id: String,
-        name: String,
-        args: serde_json::Value,
-    },
-    /// A tool call finished; `output` is what the model read.
-    ToolFinished {
-        id: String,
-        name: String,
-        ok: bool,
-        summary: String,
-        output: String,
     },
     /// An approval is needed: show the picker, answer with `decide`.
     Approval {
@@ -161,29 +147,23 @@ pub enum UiEvent {
         tool: String,
         decision: Decision,
     },
-    /// The request failed and will be retried.
-    Retrying {
-        attempt: u32,
-        delay_ms: u64,
-        reason: String,
-    },
-    /// Tokens used so far in this turn.
-    Usage { input: u64, output: u64 },
-    /// The turn ended.
-    TurnDone {
-        input: u64,
-        output: u64,
-        outcome: Outcome,
-        message: String,
-    },
-    /// Something went wrong; `message` starts with `agent:` and says what to do.
-    Error { message: String },
     /// An external agent (ACP) is connected; prompts go to it until `new`.
     AcpStarted { name: String },
-    /// What only an external agent reports: thoughts, plans, tool rows updated in place. Written
-    /// as the update's own map (`{type = "thought", ...}`).
+    /// What the turn loop (or an external agent's turn) reports.
     #[serde(untagged)]
-    Update(crate::acp::AgentUpdate),
+    Agent(Event),
+    /// What only an external agent reports.
+    #[serde(untagged)]
+    Update(AgentUpdate),
+}
+
+impl UiEvent {
+    /// An error to show; `message` starts with `agent:` and says what to do.
+    pub fn error(message: impl Into<String>) -> Self {
+        UiEvent::Agent(Event::Error {
+            message: message.into(),
+        })
+    }
 }
 
 /// What `agent.rpc.buffer_state(path)` returns.
