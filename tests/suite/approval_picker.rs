@@ -478,3 +478,41 @@ async fn highlight_groups_link_to_the_diff_groups_and_survive_a_colorscheme_chan
     nvim.cmd("doautocmd ColorScheme").await;
     assert_eq!(nvim.lua(links, vec![]).await, expected);
 }
+
+#[tokio::test]
+async fn approval_keys_come_from_the_config() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![call(
+                "t1",
+                "run_bash",
+                json!({"command": "touch ran"}),
+            )]),
+            done("OK."),
+        ],
+    );
+    let env = vec![
+        ("ANTHROPIC_API_KEY".into(), "k".into()),
+        ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+    ];
+    let nvim = Nvim::start(Options {
+        ui: Some((100, 34)),
+        env,
+        setup: setup_lua("keymaps = { approval = { allow_once = { 'o' }, refuse = { 'x' } } }"),
+    })
+    .await;
+    nvim.cmd("Agent go").await;
+    let screen = nvim.wait_for_screen("Allow once").await;
+    assert!(screen.contains("o/<CR>     Allow once"), "{screen}");
+    assert!(screen.contains("x          Refuse"), "{screen}");
+    // The default keys are gone from the picker's buffer; the configured ones are there.
+    let mapped = "local out = {} for _, k in ipairs({'1', 'y', 'o', '4', 'x'}) do \
+        out[#out + 1] = vim.fn.maparg(k, 'n', false, true).buffer == 1 end return out";
+    let mapped = nvim.lua(mapped, vec![]).await;
+    let expected = [false, false, true, false, true].map(Value::from).to_vec();
+    assert_eq!(mapped, Value::Array(expected));
+    nvim.api.input("o").await.unwrap();
+    nvim.wait_for_line(CHAT, "OK.").await;
+    assert!(nvim.workspace.path().join("ran").exists());
+}

@@ -693,3 +693,44 @@ async fn without_an_api_key_a_prompt_says_which_variables_to_set() {
     nvim.wait_for("require('agent').status().state == 'idle'")
         .await;
 }
+
+#[tokio::test]
+async fn the_backend_starts_on_first_use_never_at_start_up() {
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: setup_lua(""),
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let nvim_pid = nvim.child.id().unwrap() as i32;
+    assert!(
+        children_named(nvim_pid, "agent-nvim").is_empty(),
+        "a backend started with Neovim"
+    );
+    nvim.cmd("Agent").await;
+    nvim.wait_for("require('agent').status().state ~= 'off'")
+        .await;
+    assert_eq!(children_named(nvim_pid, "agent-nvim").len(), 1);
+}
+
+#[tokio::test]
+async fn a_backend_speaking_another_protocol_is_refused_with_how_to_rebuild() {
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: setup_lua(""),
+    })
+    .await;
+    nvim.cmd("Agent").await;
+    nvim.lua(
+        "require('agent.rpc').receive({ { type = 'started', version = '0.0.1', protocol = 999, provider = '', model = '', workspace = '/' } })",
+        vec![],
+    )
+    .await;
+    let lines = nvim.wait_for_line(CHAT, "protocol 999").await;
+    assert!(
+        lines.join("\n").contains("cargo build --release"),
+        "{lines:?}"
+    );
+}
