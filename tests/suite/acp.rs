@@ -2,6 +2,7 @@
 //! scripted agent speaking ACP on stdio, started as a child in its own process group exactly as
 //! Claude Code's or Gemini's adapter would be.
 
+use crate::support::process::alive;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -208,23 +209,8 @@ async fn prompt(session: &AcpSession, text: &str) -> Outcome {
     .expect("the turn hung")
 }
 
-/// True while `pid` runs (a zombie waiting to be reaped counts as gone).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
 async fn gone(pid: i32) -> bool {
-    let start = Instant::now();
-    while alive(pid) && start.elapsed() < Duration::from_secs(3) {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    !alive(pid)
+    crate::support::process::all_gone(&[pid], Duration::from_secs(3)).await
 }
 
 fn done(outcome: Outcome, message: &str) -> AcpEvent {

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::support::mock_llm::{MockLlm, Pace, Part, Recorded, Reply, Wire};
+use crate::support::process::alive;
 
 const WIRES: [Wire; 2] = [Wire::Anthropic, Wire::OpenAi];
 
@@ -428,11 +429,6 @@ async fn max_turns_stops_a_model_that_never_finishes() {
         assert_eq!(mock.requests().len(), 3);
         assert_eq!(agent.history().len(), 7, "prompt + 3 x (reply, results)");
     }
-}
-
-fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid, 0) == 0 }
 }
 
 #[tokio::test]

@@ -1,13 +1,12 @@
 //! The approval picker with a UI attached: what the float shows (read back from the screen), what
 //! each key does to the files and to what the model is told.
 
-use std::time::Duration;
-
 use rmpv::Value;
 use serde_json::json;
 
 use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
 use crate::support::nvim::{setup_lua, Nvim, Options};
+use crate::support::tool_result;
 
 const CHAT: &str = "agent://chat";
 
@@ -41,27 +40,6 @@ async fn start(mock: &MockLlm) -> Nvim {
         setup: setup_lua(""),
     })
     .await
-}
-
-/// (content, ok) of the tool result for call `id` in request `n` (0-based).
-fn result_of(mock: &MockLlm, n: usize, id: &str) -> (String, bool) {
-    let requests = mock.wait_for_requests(n + 1, Duration::from_secs(20));
-    for message in requests[n].body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-    {
-        for block in message["content"].as_array().into_iter().flatten() {
-            if block["type"] == "tool_result" && block["tool_use_id"] == id {
-                return (
-                    block["content"].as_str().unwrap().to_string(),
-                    block.get("is_error").is_none(),
-                );
-            }
-        }
-    }
-    panic!("no result for {id} in request {n}");
 }
 
 /// Counts the approval questions asked, in `vim.g.agent_asked`.
@@ -151,7 +129,7 @@ async fn four_refuses_leaves_the_file_and_tells_the_model() {
     nvim.wait_for_line(CHAT, "OK.").await;
     assert_eq!(nvim.read("a.txt"), "one\ntwo\n");
     assert_eq!(
-        result_of(&mock, 1, "t1"),
+        tool_result(&mock, 1, "t1"),
         (
             "The user declined to run edit_file. Ask what they would like to do instead."
                 .to_string(),
@@ -190,7 +168,7 @@ async fn r_sends_the_reason_the_user_types_to_the_model() {
     nvim.api.input("r").await.unwrap();
     nvim.wait_for_line(CHAT, "OK.").await;
     assert_eq!(
-        result_of(&mock, 1, "t1").0,
+        tool_result(&mock, 1, "t1").0,
         "The user declined to run run_bash. Ask what they would like to do instead. The user said: keep the build dir"
     );
     let rows = nvim.buffer_lines(CHAT).await;
@@ -255,7 +233,7 @@ async fn two_on_a_command_allows_that_exact_command_and_still_asks_for_another()
         nvim.lua("return vim.g.agent_asked", vec![]).await,
         Value::from(2)
     );
-    assert!(result_of(&mock, 2, "t2").0.starts_with("hi\n"));
+    assert!(tool_result(&mock, 2, "t2").0.starts_with("hi\n"));
     nvim.api.input("1").await.unwrap();
     nvim.wait_for_line(CHAT, "Done.").await;
 }
@@ -311,7 +289,7 @@ async fn a_file_changed_while_the_picker_is_open_is_refused_and_left_as_it_was()
     nvim.wait_for_line(CHAT, "Noted.").await;
     assert_eq!(nvim.read("a.txt"), "one\ntwo\nsomeone else's line\n");
     assert_eq!(
-        result_of(&mock, 1, "t1"),
+        tool_result(&mock, 1, "t1"),
         (
             "edit_file: a.txt changed while waiting for approval; read it again.".to_string(),
             false
@@ -339,7 +317,7 @@ async fn unsaved_changes_made_while_the_picker_is_open_are_never_overwritten() {
     nvim.wait_for_line(CHAT, "Noted.").await;
     assert_eq!(nvim.read("a.txt"), "one\ntwo\n");
     assert_eq!(
-        result_of(&mock, 1, "t1").0,
+        tool_result(&mock, 1, "t1").0,
         "edit_file: a.txt has unsaved changes in Neovim; ask the user to save or discard them first."
     );
 }
@@ -399,7 +377,7 @@ async fn closing_the_float_any_other_way_refuses() {
     nvim.api.input(":q<CR>").await.unwrap();
     nvim.wait_for_line(CHAT, "OK.").await;
     assert!(!nvim.workspace.path().join("ran").exists());
-    assert!(!result_of(&mock, 1, "t1").1);
+    assert!(!tool_result(&mock, 1, "t1").1);
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@ use std::time::Duration;
 use rmpv::Value;
 
 use crate::support::nvim::{setup_lua, Nvim, Options};
+use crate::support::process::alive;
 
 const CHAT: &str = "agent://chat";
 
@@ -247,18 +248,6 @@ async fn a_command_that_is_not_installed_says_so() {
         lines.join("\n").contains("is it installed and on PATH?"),
         "{lines:?}"
     );
-}
-
-fn alive(pid: i32) -> bool {
-    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            s.rsplit(')')
-                .next()
-                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(true);
-    // SAFETY: signal 0 only checks existence.
-    unsafe { libc::kill(pid, 0) == 0 && !zombie }
 }
 
 #[tokio::test]

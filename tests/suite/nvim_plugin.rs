@@ -8,6 +8,8 @@ use serde_json::json;
 
 use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
 use crate::support::nvim::{setup_lua, Nvim, Options};
+use crate::support::process::{alive, all_gone, children_named};
+use crate::support::tool_result;
 
 const CHAT: &str = "agent://chat";
 
@@ -44,26 +46,6 @@ async fn start(mock: &MockLlm, ui: Option<(i64, i64)>, extra_setup: &str) -> Nvi
         setup: setup_lua(extra_setup),
     })
     .await
-}
-
-/// The text the model was sent as the tool result of call `id` (Anthropic format).
-fn tool_result(mock: &MockLlm, request: usize, id: &str) -> (String, bool) {
-    let requests = mock.wait_for_requests(request + 1, Duration::from_secs(20));
-    let messages = requests[request].body["messages"]
-        .as_array()
-        .unwrap()
-        .clone();
-    for message in messages.iter().rev() {
-        for block in message["content"].as_array().into_iter().flatten() {
-            if block["type"] == "tool_result" && block["tool_use_id"] == id {
-                return (
-                    block["content"].as_str().unwrap().to_string(),
-                    block.get("is_error").is_none(),
-                );
-            }
-        }
-    }
-    panic!("no tool_result for {id} in request {request}: {messages:?}");
 }
 
 #[tokio::test]
@@ -283,53 +265,6 @@ async fn a_buffer_with_unsaved_changes_is_never_overwritten() {
     assert_eq!(text, "edit_file: a.txt has unsaved changes in Neovim; ask the user to save or discard them first.");
 }
 
-/// Pids of `parent`'s children whose command is `name`.
-fn children_named(parent: i32, name: &str) -> Vec<i32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let ppid: i32 = stat
-            .rsplit(')')
-            .next()
-            .and_then(|r| r.split_whitespace().nth(1))
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(0);
-        let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let argv0 = cmd.split('\0').next().unwrap_or_default();
-        if ppid == parent && argv0.ends_with(name) {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-fn alive(pid: i32) -> bool {
-    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            s.rsplit(')')
-                .next()
-                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(true);
-    // SAFETY: signal 0 only checks existence.
-    unsafe { libc::kill(pid, 0) == 0 && !zombie }
-}
-
-async fn wait_dead(pids: &[i32]) -> bool {
-    for _ in 0..150 {
-        if pids.iter().all(|p| !alive(*p)) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
-}
-
 async fn wait_for_file(path: &std::path::Path) -> String {
     for _ in 0..800 {
         if let Ok(text) = std::fs::read_to_string(path) {
@@ -365,7 +300,7 @@ async fn agent_stop_during_a_long_command_kills_its_process_tree() {
     assert!(alive(bg));
     nvim.cmd("Agent stop").await;
     assert!(
-        wait_dead(&[bg]).await,
+        all_gone(&[bg], Duration::from_secs(3)).await,
         "the command's background job survived :Agent stop"
     );
     let (text, ok) = {

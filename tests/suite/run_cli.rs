@@ -232,8 +232,7 @@ fn ctrl_c_cancels_the_turn_kills_the_command_tree_and_exits_130() {
     assert_eq!(status.code(), Some(130));
     let mut alive = true;
     for _ in 0..100 {
-        // SAFETY: signal 0 only checks existence.
-        alive = unsafe { libc::kill(bg, 0) } == 0 && !is_zombie(bg);
+        alive = crate::support::process::alive(bg);
         if !alive {
             break;
         }
@@ -243,14 +242,4 @@ fn ctrl_c_cancels_the_turn_kills_the_command_tree_and_exits_130() {
         !alive,
         "the background job of the cancelled command survived"
     );
-}
-
-fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            s.rsplit(')')
-                .next()
-                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(true)
 }

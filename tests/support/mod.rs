@@ -2,6 +2,7 @@
 
 pub mod mock_llm;
 pub mod nvim;
+pub mod process;
 pub mod pty;
 
 use std::path::Path;
@@ -29,4 +30,24 @@ pub fn tool(dir: &Path, name: &str, json: &str, flags: &[&str]) -> Output {
 pub fn json(output: &Output) -> serde_json::Value {
     let stdout = String::from_utf8_lossy(&output.stdout);
     serde_json::from_str(stdout.trim_end()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout:?}"))
+}
+
+/// The tool result for call `id` in request `n` (0-based) to the mock, Anthropic format, as
+/// (content, ok). Waits for that request.
+pub fn tool_result(mock: &mock_llm::MockLlm, n: usize, id: &str) -> (String, bool) {
+    let requests = mock.wait_for_requests(n + 1, std::time::Duration::from_secs(20));
+    for message in requests[n].body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .rev()
+    {
+        for block in message["content"].as_array().into_iter().flatten() {
+            if block["type"] == "tool_result" && block["tool_use_id"] == id {
+                let content = block["content"].as_str().unwrap_or_default().to_string();
+                return (content, block.get("is_error").is_none());
+            }
+        }
+    }
+    panic!("no tool_result for {id} in request {n}");
 }
