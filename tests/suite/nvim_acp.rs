@@ -313,3 +313,37 @@ async fn an_agent_that_never_answers_initialize_times_out_with_a_clear_message()
     nvim.wait_for("require('agent').status().state == 'idle'")
         .await;
 }
+
+#[tokio::test]
+async fn agent_new_ends_the_external_agent_and_its_process_tree() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![(
+            "ACP_TEST_AGENT_LOG".into(),
+            log.path().display().to_string(),
+        )],
+        setup: setup_lua(&format!(
+            "acp = {{ agents = {{ test = {{ cmd = {{ '{agent}', 'spawn-child' }} }} }} }}"
+        )),
+    })
+    .await;
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
+    let text = std::fs::read_to_string(log.path()).unwrap();
+    let pids: Vec<i32> = ["pid", "grandchild"]
+        .iter()
+        .map(|key| {
+            text.lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .find_map(|v| v[*key].as_i64())
+                .unwrap() as i32
+        })
+        .collect();
+    nvim.cmd("Agent new").await;
+    assert!(
+        crate::support::process::all_gone(&pids, Duration::from_secs(5)).await,
+        "the agent or its child outlived :Agent new"
+    );
+}
