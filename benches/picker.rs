@@ -2,7 +2,12 @@
 //! computed in Rust and shown in Neovim's float. Run with `cargo bench --bench picker`; the
 //! figures go in BENCHMARKS.md.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, dead_code)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    dead_code
+)]
 
 #[path = "../tests/support/nvim.rs"]
 mod nvim_support;
@@ -27,11 +32,19 @@ fn main() {
 }
 
 fn bench(every: usize) {
-    let before: String = (0..20_000).map(|i| format!("    let value_{i} = compute({i}); // line {i}\n")).collect();
+    let before: String = (0..20_000)
+        .map(|i| format!("    let value_{i} = compute({i}); // line {i}\n"))
+        .collect();
     let after: String = before
         .lines()
         .enumerate()
-        .map(|(i, l)| if i % every == every / 2 { format!("{}  // changed\n", l) } else { format!("{l}\n") })
+        .map(|(i, l)| {
+            if i % every == every / 2 {
+                format!("{}  // changed\n", l)
+            } else {
+                format!("{l}\n")
+            }
+        })
         .collect();
     let mut compute = Vec::new();
     let mut diff = String::new();
@@ -42,7 +55,10 @@ fn bench(every: usize) {
     }
     let diff_lines = diff.lines().count();
 
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let show = runtime.block_on(async {
         let nvim = Nvim::start(Options {
             ui: Some((160, 50)),
