@@ -1,4 +1,4 @@
-//! The ACP client against a real agent process: `acp-test-agent` (src/bin/acp_test_agent.rs), a
+//! The ACP client against a real agent process: `acp-test-agent` (tests/bin/acp_test_agent.rs), a
 //! scripted agent speaking ACP on stdio, started as a child in its own process group exactly as
 //! Claude Code's or Gemini's adapter would be.
 
