@@ -2,7 +2,6 @@
 //! the wire as a real agent writes it (ids from 0, junk lines, unknown methods), with every step
 //! under the test's control.
 
-use std::path::PathBuf;
 use std::sync::Mutex;
 
 use serde_json::json;
@@ -10,93 +9,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, 
 
 use super::*;
 
-/// How a fake user answers permission questions.
-#[derive(Clone, Copy)]
-enum Answer {
-    /// Picks the first option of this kind.
-    Kind(&'static str),
-    /// Picks an id the agent never offered.
-    Bogus,
-    /// Never answers.
-    Never,
-}
-
-struct FakeHost {
-    events: Mutex<Vec<AcpEvent>>,
-    asks: Mutex<Vec<PermissionAsk>>,
-    can_ask: bool,
-    answer: Answer,
-    buffers: Vec<(PathBuf, String)>,
-    unsaved: Vec<PathBuf>,
-    written: Mutex<Vec<PathBuf>>,
-}
-
-impl FakeHost {
-    fn new(can_ask: bool, answer: Answer) -> Self {
-        FakeHost {
-            events: Mutex::new(Vec::new()),
-            asks: Mutex::new(Vec::new()),
-            can_ask,
-            answer,
-            buffers: Vec::new(),
-            unsaved: Vec::new(),
-            written: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn events(&self) -> Vec<AcpEvent> {
-        self.events.lock().unwrap().clone()
-    }
-}
-
-impl AcpHost for FakeHost {
-    fn event(&self, event: AcpEvent) {
-        self.events.lock().unwrap().push(event);
-    }
-    fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<String>> {
-        let picked = match self.answer {
-            Answer::Kind(kind) => request
-                .options
-                .iter()
-                .find(|o| o.kind == kind)
-                .map(|o| o.id.clone()),
-            Answer::Bogus => Some("bogus".into()),
-            Answer::Never => None,
-        };
-        self.asks.lock().unwrap().push(request);
-        match self.answer {
-            Answer::Never => Box::pin(futures::future::pending()),
-            Answer::Kind(_) | Answer::Bogus => Box::pin(async move { picked }),
-        }
-    }
-    fn buffer_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<String>> {
-        let text = self
-            .buffers
-            .iter()
-            .find(|(p, _)| p == path)
-            .map(|(_, t)| t.clone());
-        Box::pin(async move { text })
-    }
-    fn editor(&self) -> &dyn Editor {
-        self
-    }
-    fn can_ask(&self) -> BoxFuture<'_, bool> {
-        Box::pin(async move { self.can_ask })
-    }
-}
-
-impl Editor for FakeHost {
-    fn has_unsaved_changes<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, bool> {
-        Box::pin(async move { self.unsaved.iter().any(|p| p == path) })
-    }
-    fn file_written<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, ()> {
-        self.written.lock().unwrap().push(path.to_path_buf());
-        Box::pin(async {})
-    }
-    fn command_finished(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async {})
-    }
-}
+use super::fake_host::{Answer, FakeHost};
 
 /// The agent's end of the pipes.
 struct FakeAgent {

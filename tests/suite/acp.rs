@@ -4,133 +4,20 @@
 
 use crate::support::process::alive;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_nvim::acp::{
-    self, AcpEvent, AcpHost, AcpSession, AcpSpec, AgentUpdate, PermissionAsk, PermissionChoice,
-    PlanEntry,
+    self, AcpEvent, AcpSession, AcpSpec, AgentUpdate, PermissionAsk, PermissionChoice, PlanEntry,
 };
 use agent_nvim::agent::{Event, Outcome};
-use agent_nvim::editor::Editor;
 use agent_nvim::workspace::Workspace;
-use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 const SECRET: &str = "the secret outside the workspace";
 
-/// How the fake user answers a permission question.
-#[derive(Clone, Copy)]
-enum Answer {
-    /// Picks the first option of this kind.
-    Kind(&'static str),
-    /// Never answers.
-    Never,
-}
-
-/// A front end that records what it is shown and answers as told.
-struct Host {
-    events: Mutex<Vec<AcpEvent>>,
-    asks: Mutex<Vec<PermissionAsk>>,
-    can_ask: bool,
-    answer: Answer,
-    buffers: Vec<(PathBuf, String)>,
-    unsaved: Vec<PathBuf>,
-    written: Mutex<Vec<PathBuf>>,
-}
-
-impl Host {
-    fn new(can_ask: bool, answer: Answer) -> Self {
-        Host {
-            events: Mutex::new(Vec::new()),
-            asks: Mutex::new(Vec::new()),
-            can_ask,
-            answer,
-            buffers: Vec::new(),
-            unsaved: Vec::new(),
-            written: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn events(&self) -> Vec<AcpEvent> {
-        self.events.lock().unwrap().clone()
-    }
-
-    /// The agent's message text of the turn, joined.
-    fn text(&self) -> String {
-        self.events()
-            .iter()
-            .filter_map(|e| match e {
-                AcpEvent::Turn(Event::Text { text }) => Some(text.clone()),
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// What the test agent reported for `label` (its `{label}: {json}` lines).
-    fn report(&self, label: &str) -> Value {
-        let prefix = format!("{label}: ");
-        let text = self.text();
-        let line = text
-            .lines()
-            .find_map(|line| line.strip_prefix(&prefix))
-            .unwrap_or_else(|| panic!("no report for {label} in {text:?}"));
-        serde_json::from_str(line).unwrap()
-    }
-
-    fn last(&self) -> AcpEvent {
-        self.events().last().cloned().unwrap()
-    }
-}
-
-impl AcpHost for Host {
-    fn event(&self, event: AcpEvent) {
-        self.events.lock().unwrap().push(event);
-    }
-    fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<String>> {
-        let picked = match self.answer {
-            Answer::Kind(kind) => request
-                .options
-                .iter()
-                .find(|o| o.kind == kind)
-                .map(|o| o.id.clone()),
-            Answer::Never => None,
-        };
-        self.asks.lock().unwrap().push(request);
-        match self.answer {
-            Answer::Never => Box::pin(futures::future::pending()),
-            Answer::Kind(_) => Box::pin(async move { picked }),
-        }
-    }
-    fn buffer_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<String>> {
-        let text = self
-            .buffers
-            .iter()
-            .find(|(p, _)| p == path)
-            .map(|(_, t)| t.clone());
-        Box::pin(async move { text })
-    }
-    fn editor(&self) -> &dyn Editor {
-        self
-    }
-    fn can_ask(&self) -> BoxFuture<'_, bool> {
-        Box::pin(async move { self.can_ask })
-    }
-}
-
-impl Editor for Host {
-    fn has_unsaved_changes<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, bool> {
-        Box::pin(async move { self.unsaved.iter().any(|p| p == path) })
-    }
-    fn file_written<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, ()> {
-        self.written.lock().unwrap().push(path.to_path_buf());
-        Box::pin(async {})
-    }
-    fn command_finished(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async {})
-    }
-}
+use crate::support::fake_host::{Answer, FakeHost as Host};
 
 /// A workspace `ws` inside a temporary directory that also holds `outside.txt`, and the agent's
 /// log file.

@@ -1,5 +1,7 @@
 //! Helpers shared by the integration tests.
 
+#[path = "../../src/acp/fake_host.rs"]
+pub mod fake_host;
 pub mod mock_llm;
 pub mod nvim;
 pub mod process;
