@@ -6,7 +6,7 @@ use std::time::Duration;
 use rmpv::Value;
 
 use crate::support::nvim::{setup_lua, Nvim, Options};
-use crate::support::process::alive;
+use crate::support::process::{alive, all_gone};
 
 const CHAT: &str = "agent://chat";
 
@@ -34,6 +34,38 @@ fn reported(lines: &[String], label: &str) -> serde_json::Value {
         .find(|l| l.starts_with(&prefix))
         .unwrap_or_else(|| panic!("no report for {label} in:\n{}", lines.join("\n")));
     serde_json::from_str(&line[prefix.len()..]).unwrap()
+}
+
+/// A Neovim connected to the test agent in `spawn-child` mode, and the pids of the agent and
+/// the `sleep` it started (read from the log the agent keeps).
+async fn connected_with_a_child() -> (Nvim, Vec<i32>) {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![(
+            "ACP_TEST_AGENT_LOG".into(),
+            log.path().display().to_string(),
+        )],
+        setup: setup_lua(&format!(
+            "acp = {{ agents = {{ test = {{ cmd = {{ '{agent}', 'spawn-child' }} }} }} }}"
+        )),
+    })
+    .await;
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
+    let text = std::fs::read_to_string(log.path()).unwrap();
+    let pids = ["pid", "grandchild"]
+        .iter()
+        .map(|key| {
+            text.lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .find_map(|v| v[*key].as_i64())
+                .unwrap_or_else(|| panic!("no {key} in the agent's log:\n{text}"))
+                as i32
+        })
+        .collect();
+    (nvim, pids)
 }
 
 #[tokio::test]
@@ -252,43 +284,13 @@ async fn a_command_that_is_not_installed_says_so() {
 
 #[tokio::test]
 async fn quitting_neovim_kills_the_agents_process_tree() {
-    let log = tempfile::NamedTempFile::new().unwrap();
-    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
-    let mut nvim = Nvim::start(Options {
-        ui: None,
-        env: vec![(
-            "ACP_TEST_AGENT_LOG".into(),
-            log.path().display().to_string(),
-        )],
-        setup: setup_lua(&format!(
-            "acp = {{ agents = {{ test = {{ cmd = {{ '{agent}', 'spawn-child' }} }} }} }}"
-        )),
-    })
-    .await;
-    nvim.cmd("Agent acp test").await;
-    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
-    let text = std::fs::read_to_string(log.path()).unwrap();
-    let pid_of = |key: &str| -> i32 {
-        text.lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .find_map(|v| v[key].as_i64())
-            .unwrap_or_else(|| panic!("no {key} in the agent's log:\n{text}")) as i32
-    };
-    let (agent_pid, grandchild) = (pid_of("pid"), pid_of("grandchild"));
-    assert!(alive(agent_pid) && alive(grandchild));
+    let (mut nvim, pids) = connected_with_a_child().await;
+    assert!(pids.iter().all(|p| alive(*p)));
     let _ = nvim.api.command("qa!").await;
     let _ = tokio::time::timeout(Duration::from_secs(10), nvim.child.wait()).await;
-    let mut gone = false;
-    for _ in 0..250 {
-        if !alive(agent_pid) && !alive(grandchild) {
-            gone = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     assert!(
-        gone,
-        "the agent ({agent_pid}) or its child ({grandchild}) outlived Neovim"
+        all_gone(&pids, Duration::from_secs(5)).await,
+        "the agent or its child ({pids:?}) outlived Neovim"
     );
 }
 
@@ -316,34 +318,11 @@ async fn an_agent_that_never_answers_initialize_times_out_with_a_clear_message()
 
 #[tokio::test]
 async fn agent_new_ends_the_external_agent_and_its_process_tree() {
-    let log = tempfile::NamedTempFile::new().unwrap();
-    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
-    let nvim = Nvim::start(Options {
-        ui: None,
-        env: vec![(
-            "ACP_TEST_AGENT_LOG".into(),
-            log.path().display().to_string(),
-        )],
-        setup: setup_lua(&format!(
-            "acp = {{ agents = {{ test = {{ cmd = {{ '{agent}', 'spawn-child' }} }} }} }}"
-        )),
-    })
-    .await;
-    nvim.cmd("Agent acp test").await;
-    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
-    let text = std::fs::read_to_string(log.path()).unwrap();
-    let pids: Vec<i32> = ["pid", "grandchild"]
-        .iter()
-        .map(|key| {
-            text.lines()
-                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-                .find_map(|v| v[*key].as_i64())
-                .unwrap() as i32
-        })
-        .collect();
+    let (nvim, pids) = connected_with_a_child().await;
+    assert!(pids.iter().all(|p| alive(*p)));
     nvim.cmd("Agent new").await;
     assert!(
-        crate::support::process::all_gone(&pids, Duration::from_secs(5)).await,
-        "the agent or its child outlived :Agent new"
+        all_gone(&pids, Duration::from_secs(5)).await,
+        "the agent or its child ({pids:?}) outlived :Agent new"
     );
 }
