@@ -108,11 +108,7 @@ async fn the_float_shows_the_detail_the_diff_and_the_choices_and_1_writes_the_fi
     nvim.wait_for("vim.api.nvim_buf_get_lines(vim.fn.bufnr('a.txt'), 1, 2, false)[1] == '2'")
         .await;
     assert!(!picker_open(&nvim).await);
-    let rows = nvim.buffer_lines(CHAT).await;
-    assert!(
-        rows.iter().any(|l| l.contains("edit a.txt · allowed once")),
-        "{rows:?}"
-    );
+    nvim.wait_for_line(CHAT, "edit a.txt · allowed once").await;
 }
 
 #[tokio::test]
@@ -136,12 +132,8 @@ async fn four_refuses_leaves_the_file_and_tells_the_model() {
             false
         )
     );
-    let rows = nvim.buffer_lines(CHAT).await;
-    assert!(
-        rows.iter()
-            .any(|l| l.contains("edit a.txt: declined · refused")),
-        "{rows:?}"
-    );
+    nvim.wait_for_line(CHAT, "edit a.txt: declined · refused")
+        .await;
 }
 
 #[tokio::test]
@@ -171,12 +163,8 @@ async fn r_sends_the_reason_the_user_types_to_the_model() {
         tool_result(&mock, 1, "t1").0,
         "The user declined to run run_bash. Ask what they would like to do instead. The user said: keep the build dir"
     );
-    let rows = nvim.buffer_lines(CHAT).await;
-    assert!(
-        rows.iter()
-            .any(|l| l.contains("refused: keep the build dir")),
-        "{rows:?}"
-    );
+    nvim.wait_for_line(CHAT, "refused: keep the build dir")
+        .await;
 }
 
 #[tokio::test]
