@@ -8,14 +8,40 @@
 //! write a file they already wrote themselves (SPEC section 5), so writing the same content again
 //! changes nothing.
 
-use std::io::{self, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::io::{self, Read};
+use std::os::fd::AsFd;
 
 use agent_client_protocol::{Error, ErrorCode};
 
 use super::AcpHost;
-use crate::workspace::{Refusal, Workspace};
+use crate::tools::DEFAULT_MAX_EDIT_MB;
+use crate::workspace::beneath::{self, FsError};
+use crate::workspace::{Refusal, Resolved, Workspace};
+
+/// The largest file an agent may read or write through the client.
+const MAX_BYTES: u64 = DEFAULT_MAX_EDIT_MB * 1024 * 1024;
+/// How long a write waits for an edit of the same file to finish.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Why a read or write through the client did not happen.
+enum Failure {
+    Fs(FsError),
+    TooBig(u64),
+    ReadOnly,
+    Busy,
+}
+
+impl From<FsError> for Failure {
+    fn from(err: FsError) -> Self {
+        Failure::Fs(err)
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(err: io::Error) -> Self {
+        Failure::Fs(err.into())
+    }
+}
 
 /// The text of `path`, from line `line` (1-based) for `limit` lines when given.
 pub(super) async fn read_text_file(
@@ -29,22 +55,12 @@ pub(super) async fn read_text_file(
     let text = match host.buffer_text(&resolved.path).await {
         Some(text) => text,
         None => {
-            let bytes = tokio::fs::read(&resolved.path)
+            let (ws, target) = (workspace.clone(), resolved.clone());
+            let bytes = tokio::task::spawn_blocking(move || read_file(&ws, &target))
                 .await
-                .map_err(|err| match err.kind() {
-                    io::ErrorKind::NotFound => Error::new(
-                        ErrorCode::RESOURCE_NOT_FOUND,
-                        format!("No such file: '{path}'."),
-                    ),
-                    _ if resolved.path.is_dir() => Error::new(
-                        ErrorCode::INVALID_PARAMS,
-                        format!("'{path}' is a directory, not a file."),
-                    ),
-                    _ => Error::new(
-                        ErrorCode::INTERNAL_ERROR,
-                        format!("Could not read '{path}': {err}"),
-                    ),
-                })?;
+                .map_err(|err| Failure::Fs(FsError::Io(io::Error::other(err.to_string()))))
+                .and_then(|read| read)
+                .map_err(|failure| error_for(path, "read", failure))?;
             crate::text::lossy(&bytes).into_owned()
         }
     };
@@ -59,12 +75,6 @@ pub(super) async fn write_text_file(
     content: String,
 ) -> Result<(), Error> {
     let resolved = workspace.resolve(path).map_err(refused)?;
-    if resolved.path.is_dir() {
-        return Err(Error::new(
-            ErrorCode::INVALID_PARAMS,
-            format!("'{path}' is a directory, not a file."),
-        ));
-    }
     let editor = host.editor();
     if editor.has_unsaved_changes(&resolved.path).await {
         return Err(Error::new(
@@ -75,19 +85,74 @@ pub(super) async fn write_text_file(
             ),
         ));
     }
-    let target = resolved.path.clone();
-    tokio::task::spawn_blocking(move || write_file(&target, content.as_bytes()))
+    let (ws, target) = (workspace.clone(), resolved.clone());
+    tokio::task::spawn_blocking(move || write_file(&ws, &target, content.as_bytes()))
         .await
-        .map_err(|err| io::Error::other(err.to_string()))
+        .map_err(|err| Failure::Fs(FsError::Io(io::Error::other(err.to_string()))))
         .and_then(|written| written)
-        .map_err(|err| {
-            Error::new(
-                ErrorCode::INTERNAL_ERROR,
-                format!("Could not write '{path}': {err}"),
-            )
-        })?;
+        .map_err(|failure| error_for(path, "write", failure))?;
     editor.file_written(&resolved.path).await;
     Ok(())
+}
+
+/// The JSON-RPC error for a read or write of `path` that did not happen.
+fn error_for(path: &str, verb: &str, failure: Failure) -> Error {
+    let invalid = |message: String| Error::new(ErrorCode::INVALID_PARAMS, message);
+    let mb = |bytes: u64| bytes.div_ceil(1024 * 1024);
+    match failure {
+        Failure::Fs(err) => {
+            if let Some(refusal) = Refusal::for_fs(path, &err) {
+                return refused(refusal);
+            }
+            match err {
+                FsError::NotFound => Error::new(
+                    ErrorCode::RESOURCE_NOT_FOUND,
+                    format!("No such file: '{path}'."),
+                ),
+                FsError::IsDirectory => invalid(format!("'{path}' is a directory, not a file.")),
+                FsError::NotRegular => invalid(format!("Not a regular file: {path}")),
+                FsError::NotADirectory => invalid(format!("No such directory: {path}")),
+                other => Error::new(
+                    ErrorCode::INTERNAL_ERROR,
+                    format!("Could not {verb} '{path}': {}", describe(other)),
+                ),
+            }
+        }
+        Failure::TooBig(size) => invalid(format!(
+            "'{path}' is {} MB, more than the {} MB the client reads or writes.",
+            mb(size),
+            mb(MAX_BYTES)
+        )),
+        Failure::ReadOnly => invalid(format!("Refused: '{path}' is read-only.")),
+        Failure::Busy => Error::new(
+            ErrorCode::INTERNAL_ERROR,
+            format!("Could not {verb} '{path}': another edit of it is under way; try again."),
+        ),
+    }
+}
+
+fn describe(err: FsError) -> String {
+    match err {
+        FsError::Io(err) => err.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The whole file, read beneath the root; only a regular file, and at most [`MAX_BYTES`].
+fn read_file(workspace: &Workspace, target: &Resolved) -> Result<Vec<u8>, Failure> {
+    let opened = workspace
+        .handle()
+        .open_regular(workspace.relative(target), target.dir_only)?;
+    let size = u64::try_from(opened.stat.st_size).unwrap_or(0);
+    if size > MAX_BYTES {
+        return Err(Failure::TooBig(size));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    (&opened.file).take(MAX_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(Failure::TooBig(bytes.len() as u64));
+    }
+    Ok(bytes)
 }
 
 fn refused(refusal: Refusal) -> Error {
@@ -115,40 +180,49 @@ pub(super) fn slice_lines(text: &str, line: Option<u32>, limit: Option<u32>) -> 
     start.map_or("", |first| &text[first..])
 }
 
-/// Replaces (or creates) `path` with `bytes` through a temporary file in the same directory and a
-/// rename, so a reader sees the old file or the new one, never half of it. An existing file keeps
-/// its mode; a new one gets the mode the umask gives. Identical content is left alone.
-fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| io::Error::other("the path has no parent directory"))?;
-    std::fs::create_dir_all(dir)?;
-    let permissions = match std::fs::metadata(path) {
-        Ok(meta) => Some(meta.permissions()),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => None,
-        Err(err) => return Err(err),
-    };
-    if permissions.is_some() && std::fs::read(path)? == bytes {
-        return Ok(());
+/// Replaces (or creates) the file with `bytes`, beneath the root: an existing file is replaced
+/// as edit_file replaces one (atomically, or in place when it has several hard links, keeping
+/// its mode, owner and extended attributes, under the edit lock); a new one is created with its
+/// parents, with the mode the umask gives. Identical content is left alone.
+fn write_file(workspace: &Workspace, target: &Resolved, bytes: &[u8]) -> Result<(), Failure> {
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(Failure::TooBig(bytes.len() as u64));
     }
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(".agent-write-");
-    if permissions.is_none() {
-        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    if target.dir_only {
+        return Err(Failure::Fs(FsError::IsDirectory));
     }
-    let mut temp = builder.tempfile_in(dir)?;
-    temp.write_all(bytes)?;
-    if let Some(permissions) = permissions {
-        temp.as_file().set_permissions(permissions)?;
+    let rel = workspace.relative(target);
+    // Twice at most: a file that appears between the look and the create is then replaced.
+    for _ in 0..2 {
+        if let Some(file) = workspace.handle().open_in_dir(rel)? {
+            if file.holds(bytes)? {
+                return Ok(());
+            }
+            if file.read_only() {
+                return Err(Failure::ReadOnly);
+            }
+            if !file.lock(LOCK_WAIT)? {
+                return Err(Failure::Busy);
+            }
+            if !file.still_named()? {
+                return Err(Failure::Busy);
+            }
+            return Ok(file.replace(&|out| out.write_all(bytes))?);
+        }
+        let (dir, name) = workspace.handle().make_parents(rel)?;
+        match beneath::create_new(dir.as_fd(), &name, bytes) {
+            Err(FsError::Io(err)) if err.kind() == io::ErrorKind::AlreadyExists => continue,
+            other => return Ok(other?),
+        }
     }
-    temp.persist(path).map_err(|err| err.error)?;
-    Ok(())
+    Err(Failure::Busy)
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn lines_are_one_based_and_keep_their_endings() {
@@ -167,14 +241,19 @@ mod tests {
     #[test]
     fn a_write_creates_parents_and_keeps_an_existing_mode() {
         let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        let write = |path: &std::path::Path, bytes: &[u8]| {
+            let target = ws.resolve(path.to_str().unwrap()).unwrap();
+            write_file(&ws, &target, bytes).map_err(|f| error_for("x", "write", f))
+        };
         let new = dir.path().join("a/b/new.txt");
-        write_file(&new, b"hello\n").unwrap();
+        write(&new, b"hello\n").unwrap();
         assert_eq!(std::fs::read_to_string(&new).unwrap(), "hello\n");
 
         let script = dir.path().join("run.sh");
         std::fs::write(&script, "old").unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o751)).unwrap();
-        write_file(&script, b"new").unwrap();
+        write(&script, b"new").unwrap();
         assert_eq!(std::fs::read_to_string(&script).unwrap(), "new");
         assert_eq!(
             std::fs::metadata(&script).unwrap().permissions().mode() & 0o777,
@@ -194,11 +273,16 @@ mod tests {
     #[test]
     fn writing_the_same_content_again_leaves_the_file_alone() {
         let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        let write = |path: &std::path::Path, bytes: &[u8]| {
+            let target = ws.resolve(path.to_str().unwrap()).unwrap();
+            write_file(&ws, &target, bytes).map_err(|f| error_for("x", "write", f))
+        };
         let file = dir.path().join("same.txt");
         std::fs::write(&file, "x").unwrap();
         let before = std::fs::metadata(&file).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
-        write_file(&file, b"x").unwrap();
+        write(&file, b"x").unwrap();
         let after = std::fs::metadata(&file).unwrap();
         use std::os::unix::fs::MetadataExt;
         assert_eq!(
@@ -210,8 +294,13 @@ mod tests {
     #[test]
     fn a_new_file_gets_the_umask_mode_not_the_temp_files() {
         let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        let write = |path: &std::path::Path, bytes: &[u8]| {
+            let target = ws.resolve(path.to_str().unwrap()).unwrap();
+            write_file(&ws, &target, bytes).map_err(|f| error_for("x", "write", f))
+        };
         let file = dir.path().join("n.txt");
-        write_file(&file, b"x").unwrap();
+        write(&file, b"x").unwrap();
         let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
         // Whatever the umask, group/other bits beyond the owner's are possible; 0600 is the
         // temp file's mode and would mean the umask was ignored (unless the umask is 077).

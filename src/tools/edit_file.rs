@@ -2,19 +2,24 @@
 //!
 //! Checks run in SPEC section 1's order and the gate is asked last, so nobody approves a call that
 //! would fail anyway. The file is handled as bytes: only the replaced span changes, whatever the
-//! encoding, line endings or final newline of the rest. The write is atomic and keeps the mode,
-//! and it happens only if the file on disk is still exactly what the user was shown.
+//! encoding, line endings or final newline of the rest. All I/O goes through the root's handle
+//! ([`crate::workspace::beneath`]). The write keeps what the file was (mode, owner, extended
+//! attributes, hard links), and it happens only if the file on disk is still exactly what the
+//! user was shown, where it was shown.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::os::fd::AsFd;
+use std::path::Path;
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{blocking, Args, Tool, ToolContext, ToolResult, CANCELLED};
+use super::{blocking, fs_failure, Args, Tool, ToolContext, ToolResult, CANCELLED};
 use crate::approval::{Action, Verdict};
 use crate::diff;
+use crate::workspace::beneath::{self, FsError, Identity};
+use crate::workspace::{Resolved, Workspace};
 
 /// Edits or creates a file inside the workspace.
 pub struct EditFile;
@@ -67,8 +72,36 @@ impl Tool for EditFile {
     }
 }
 
-/// The file as it was before the edit; None when it does not exist.
-type Before = Option<Vec<u8>>;
+/// What the user is shown and asked about: the file as it was, and which file it was.
+struct Snapshot {
+    identity: Identity,
+    bytes: Vec<u8>,
+}
+
+/// Why an edit stopped short of writing.
+enum Stop {
+    /// What the user approved is no longer what is on disk, or no longer where it was.
+    Changed,
+    /// Another edit holds the file's lock.
+    Busy,
+    /// Larger than the limit, with its size in bytes.
+    TooBig(u64),
+    /// No write permission.
+    ReadOnly,
+    /// Opening or reading beneath the root failed.
+    Fs(FsError),
+    /// The write itself failed.
+    Write(std::io::Error),
+}
+
+impl From<FsError> for Stop {
+    fn from(err: FsError) -> Self {
+        Stop::Fs(err)
+    }
+}
+
+/// How long an edit waits for another edit of the same file to finish.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn edit(
     cx: &ToolContext,
@@ -85,21 +118,33 @@ async fn edit(
         Err(refusal) => return ToolResult::fail(refusal.to_string()),
     };
     let rel = target.rel.as_str();
-    let before = match read(&target.path).await {
-        Ok(before) => before,
-        Err(err) => return ToolResult::fail(format!("edit_file: cannot read {rel}: {err}")),
+    let limit = cx.settings.max_edit_bytes();
+    let workspace = cx.workspace.clone();
+    let path = workspace.relative(&target).to_path_buf();
+    let snapshot = blocking(move || Ok(snapshot(&workspace, &path, limit)))
+        .await
+        .unwrap_or_else(|err| Err(Stop::Fs(FsError::Io(err))));
+    let snapshot = match snapshot {
+        Ok(snapshot) => snapshot,
+        Err(stop) => return stopped(cx, given, &target, stop),
     };
-    let Some(bytes) = before else {
+    let Some(snapshot) = snapshot else {
         if !old.is_empty() {
             return ToolResult::fail(format!(
                 "No such file: {given} (pass an empty old_str to create it)."
             ));
         }
-        return create(cx, &target.path, rel, new, cancel).await;
+        if target.dir_only {
+            return ToolResult::fail(format!("No such file: {given}"));
+        }
+        return create(cx, given, &target, new, cancel).await;
     };
+    if target.dir_only {
+        return ToolResult::fail(format!("No such directory: {given}"));
+    }
 
     let finder = memchr::memmem::Finder::new(old.as_bytes());
-    let mut found = finder.find_iter(&bytes);
+    let mut found = finder.find_iter(&snapshot.bytes);
     let at = match (old.is_empty(), found.next(), found.next()) {
         (true, _, _) | (false, None, _) => {
             return ToolResult::fail(format!("edit_file: old_str not found in {rel}."))
@@ -116,49 +161,112 @@ async fn edit(
         return unsaved(rel);
     }
 
-    let mut after = Vec::with_capacity(bytes.len() - old.len() + new.len());
-    after.extend_from_slice(&bytes[..at]);
-    after.extend_from_slice(new.as_bytes());
-    after.extend_from_slice(&bytes[at + old.len()..]);
     let detail = format!(
         "edit {rel} (replace {} chars with {})",
         old.chars().count(),
         new.chars().count()
     );
-    let preview = diff::unified(
-        rel,
-        Some(&crate::text::lossy(&bytes)),
-        &crate::text::lossy(&after),
-    );
+    let preview = diff::replacement(rel, &snapshot.bytes, at, old.len(), new);
     if let Some(refused) = ask(cx, detail, preview, rel, cancel).await {
         return refused;
-    }
-
-    // What the user approved was a change to `bytes`; anything else on disk now is not what they saw.
-    match read(&target.path).await {
-        Ok(Some(now)) if now == bytes => {}
-        Ok(_) => return changed(rel),
-        Err(err) => return ToolResult::fail(format!("edit_file: cannot read {rel}: {err}")),
     }
     if cx.editor.has_unsaved_changes(&target.path).await {
         return unsaved(rel);
     }
-    let path = target.path.clone();
-    if let Err(err) = blocking(move || write_atomic(&path, &after)).await {
-        return ToolResult::fail(format!("edit_file: cannot write {rel}: {err}"));
+    let workspace = cx.workspace.clone();
+    let (owned_given, shown, new) = (given.to_string(), target.clone(), new.to_string());
+    let old_len = old.len();
+    let written = blocking(move || {
+        Ok(replace(
+            &workspace,
+            &owned_given,
+            &shown,
+            &snapshot,
+            &|out| {
+                out.write_all(&snapshot.bytes[..at])?;
+                out.write_all(new.as_bytes())?;
+                out.write_all(&snapshot.bytes[at + old_len..])
+            },
+        ))
+    })
+    .await
+    .unwrap_or_else(|err| Err(Stop::Write(err)));
+    if let Err(stop) = written {
+        return stopped(cx, given, &target, stop);
     }
     cx.editor.file_written(&target.path).await;
     ToolResult::ok(format!("Edited {rel}."), format!("edit {rel}"))
 }
 
+/// The file at `path` (relative to the root) as the user will be shown it; None when there is
+/// none. Refuses what is not a regular file, what is larger than `limit` bytes, and what the
+/// user may not write, before anyone is asked.
+fn snapshot(workspace: &Workspace, path: &Path, limit: u64) -> Result<Option<Snapshot>, Stop> {
+    let Some(file) = workspace.handle().open_in_dir(path)? else {
+        return Ok(None);
+    };
+    let size = u64::try_from(file.opened.stat.st_size).unwrap_or(0);
+    if size > limit {
+        return Err(Stop::TooBig(size));
+    }
+    if file.read_only() {
+        return Err(Stop::ReadOnly);
+    }
+    let bytes = file.read_all(limit).map_err(|err| Stop::Fs(err.into()))?;
+    if bytes.len() as u64 > limit {
+        return Err(Stop::TooBig(bytes.len() as u64));
+    }
+    Ok(Some(Snapshot {
+        identity: file.identity(),
+        bytes,
+    }))
+}
+
+/// Whether `given` still resolves to where `shown` was (an approval can take minutes, and a
+/// directory on the way may have been swapped for a link meanwhile).
+fn still_resolves(workspace: &Workspace, given: &str, shown: &Resolved) -> bool {
+    workspace.resolve(given).is_ok_and(|now| now == *shown)
+}
+
+/// Writes the approved edit, if the file is still the one the user saw: resolved to the same
+/// place, the same inode, the same bytes, checked under the edit lock that is held to the
+/// rename, so two edits of one file never both succeed with one of them lost.
+fn replace(
+    workspace: &Workspace,
+    given: &str,
+    shown: &Resolved,
+    snapshot: &Snapshot,
+    write: &dyn Fn(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), Stop> {
+    if !still_resolves(workspace, given, shown) {
+        return Err(Stop::Changed);
+    }
+    let file = match workspace.handle().open_in_dir(workspace.relative(shown)) {
+        Ok(Some(file)) if file.identity() == snapshot.identity => file,
+        Ok(_) | Err(FsError::Moved | FsError::NotFound | FsError::NotADirectory) => {
+            return Err(Stop::Changed)
+        }
+        Err(err) => return Err(Stop::Fs(err)),
+    };
+    if !file.lock(LOCK_WAIT).map_err(Stop::Write)? {
+        return Err(Stop::Busy);
+    }
+    let unchanged = file.still_named()? && file.holds(&snapshot.bytes).map_err(Stop::Write)?;
+    if !unchanged {
+        return Err(Stop::Changed);
+    }
+    file.replace(write).map_err(Stop::Write)
+}
+
 async fn create(
     cx: &ToolContext,
-    path: &Path,
-    rel: &str,
+    given: &str,
+    target: &Resolved,
     content: &str,
     cancel: &CancellationToken,
 ) -> ToolResult {
-    if cx.editor.has_unsaved_changes(path).await {
+    let rel = target.rel.as_str();
+    if cx.editor.has_unsaved_changes(&target.path).await {
         return unsaved(rel);
     }
     let detail = format!("create {rel} ({} chars)", content.chars().count());
@@ -166,15 +274,60 @@ async fn create(
     if let Some(refused) = ask(cx, detail, preview, rel, cancel).await {
         return refused;
     }
-    let owned: PathBuf = path.to_path_buf();
+    let workspace = cx.workspace.clone();
+    let (owned_given, shown) = (given.to_string(), target.clone());
     let bytes = content.as_bytes().to_vec();
-    match blocking(move || write_new(&owned, &bytes)).await {
-        Ok(()) => {}
-        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => return changed(rel),
-        Err(err) => return ToolResult::fail(format!("edit_file: cannot create {rel}: {err}")),
+    let created = blocking(move || {
+        if !still_resolves(&workspace, &owned_given, &shown) {
+            return Ok(Err(Stop::Changed));
+        }
+        Ok(write_new(&workspace, &shown, &bytes))
+    })
+    .await
+    .unwrap_or_else(|err| Err(Stop::Write(err)));
+    if let Err(stop) = created {
+        return stopped(cx, given, target, stop);
     }
-    cx.editor.file_written(path).await;
+    cx.editor.file_written(&target.path).await;
     ToolResult::ok(format!("Created {rel}."), format!("create {rel}"))
+}
+
+/// Creates the file `target` names, and its parents, beneath the root. Something that appeared
+/// there while the user was deciding, or a link met on the way, is a change.
+fn write_new(workspace: &Workspace, target: &Resolved, bytes: &[u8]) -> Result<(), Stop> {
+    let (dir, name) = match workspace.handle().make_parents(workspace.relative(target)) {
+        Ok(parent) => parent,
+        Err(FsError::Moved) => return Err(Stop::Changed),
+        Err(err) => return Err(Stop::Fs(err)),
+    };
+    match beneath::create_new(dir.as_fd(), &name, bytes) {
+        Ok(()) => Ok(()),
+        Err(FsError::Io(err)) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+            Err(Stop::Changed)
+        }
+        Err(FsError::Moved) => Err(Stop::Changed),
+        Err(err) => Err(Stop::Fs(err)),
+    }
+}
+
+/// The failed result for an edit that stopped.
+fn stopped(cx: &ToolContext, given: &str, target: &Resolved, stop: Stop) -> ToolResult {
+    let rel = target.rel.as_str();
+    match stop {
+        Stop::Changed => changed(rel),
+        Stop::Busy => ToolResult::fail(format!(
+            "edit_file: {rel} is being edited by another process; read it again and retry."
+        )),
+        Stop::TooBig(size) => ToolResult::fail(format!(
+            "edit_file: {rel} is {} MB, more than the {} MB edit_file handles.",
+            size.div_ceil(1024 * 1024),
+            cx.settings.max_edit_mb
+        )),
+        Stop::ReadOnly => ToolResult::fail(format!("edit_file: {rel} is read-only.")),
+        Stop::Fs(FsError::IsDirectory) => ToolResult::fail(format!("Not a regular file: {given}")),
+        Stop::Fs(err) => fs_failure("edit_file: cannot read", given, target, err),
+        Stop::Write(err) => ToolResult::fail(format!("edit_file: cannot write {rel}: {err}")),
+    }
 }
 
 /// Asks the gate; Some(result) when the user refused.
@@ -217,45 +370,6 @@ fn unsaved(rel: &str) -> ToolResult {
     ))
 }
 
-/// The file's bytes, or None when there is no file. A directory is an error, not "missing".
-async fn read(path: &Path) -> std::io::Result<Before> {
-    let path = path.to_path_buf();
-    blocking(move || match std::fs::read(&path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(err),
-    })
-    .await
-}
-
-/// Replaces `path` with `bytes` through a temporary file in the same directory and a rename, so a
-/// reader sees the old file or the new one, never half of it. The file keeps its permissions.
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let permissions = std::fs::metadata(path)?.permissions();
-    let mut temp = tempfile::Builder::new()
-        .prefix(".agent-edit-")
-        .tempfile_in(dir)?;
-    temp.write_all(bytes)?;
-    temp.as_file().set_permissions(permissions)?;
-    temp.persist(path).map_err(|err| err.error)?;
-    Ok(())
-}
-
-/// Creates `path` (and its parents) with `bytes`. Fails with AlreadyExists if something appeared
-/// there while the user was deciding. The mode follows the umask, as any new file's does.
-fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)?;
-    file.write_all(bytes)?;
-    Ok(())
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -266,6 +380,7 @@ mod tests {
     use crate::tools::{Executor, Settings, ToolContext};
     use crate::workspace::Workspace;
     use std::os::unix::fs::PermissionsExt;
+    use std::path::PathBuf;
     use std::sync::{Arc, Mutex};
 
     fn args(path: &str, old: &str, new: &str) -> Value {

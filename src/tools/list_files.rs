@@ -1,13 +1,17 @@
 //! list_files: one level of a directory, directories first, each group in byte order.
 
+use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
 use futures::future::BoxFuture;
+use rustix::fs::{AtFlags, FileType, OFlags};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{blocking, Args, Tool, ToolContext, ToolResult};
+use super::{blocking, fs_failure, Args, Tool, ToolContext, ToolResult};
 use crate::text::{clamp_head, head_marker, MAX_CHARS};
+use crate::workspace::beneath::FsError;
+use crate::workspace::{names, Resolved, Workspace};
 
 /// Lists a directory inside the workspace.
 pub struct ListFiles;
@@ -51,16 +55,17 @@ impl Tool for ListFiles {
                 Ok(target) => target,
                 Err(refusal) => return ToolResult::fail(refusal.to_string()),
             };
-            let path = target.path.clone();
-            let entries = match blocking(move || entries(&path)).await {
-                Ok(Some(entries)) => entries,
-                Ok(None) => return ToolResult::fail(format!("No such directory: {given}")),
-                Err(err) => {
-                    return ToolResult::fail(format!(
-                        "list_files: cannot list {}: {err}",
-                        target.rel
-                    ))
+            let workspace = cx.workspace.clone();
+            let listed = target.clone();
+            let entries = match blocking(move || Ok(entries(&workspace, &listed)))
+                .await
+                .unwrap_or_else(|err| Err(FsError::Io(err)))
+            {
+                Ok(entries) => entries,
+                Err(FsError::NotFound | FsError::NotADirectory) => {
+                    return ToolResult::fail(format!("No such directory: {given}"))
                 }
+                Err(err) => return fs_failure("list_files: cannot list", given, &target, err),
             };
             let count = entries.len();
             let listing = if entries.is_empty() {
@@ -78,18 +83,35 @@ impl Tool for ListFiles {
     }
 }
 
-/// The directory's entries as display lines (`name/` for directories), or None when `path` is
-/// not a directory. A link to a directory is listed as a directory, like `ls` does.
-fn entries(path: &std::path::Path) -> std::io::Result<Option<Vec<String>>> {
-    if !path.is_dir() {
-        return Ok(None);
-    }
+/// The directory's entries as display lines (`name/` for directories; names that are not simple
+/// in the quoted form of [`names`]), read through a handle opened beneath the root. A link to a
+/// directory inside the workspace is listed as a directory, like `ls` does; a link that leads
+/// outside is listed as a plain name (nothing about its target is looked at).
+fn entries(workspace: &Workspace, target: &Resolved) -> Result<Vec<String>, FsError> {
+    let fd = workspace.handle().open_dir(workspace.relative(target))?;
+    let lookup = fd.try_clone()?;
+    let mut dir = rustix::fs::Dir::new(fd)?;
     let mut dirs = Vec::new();
     let mut files = Vec::new();
-    for entry in std::fs::read_dir(path)? {
+    while let Some(entry) = dir.read() {
         let entry = entry?;
-        let name = entry.file_name();
-        if entry.path().is_dir() {
+        let name = OsStr::from_bytes(entry.file_name().to_bytes()).to_os_string();
+        if name == "." || name == ".." {
+            continue;
+        }
+        let mut kind = entry.file_type();
+        if kind == FileType::Unknown {
+            kind = rustix::fs::statat(&lookup, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW)
+                .map_or(FileType::Unknown, |stat| {
+                    FileType::from_raw_mode(stat.st_mode)
+                });
+        }
+        let is_dir = match kind {
+            FileType::Directory => true,
+            FileType::Symlink => leads_to_directory(workspace, &target.path.join(&name)),
+            _ => false,
+        };
+        if is_dir {
             dirs.push(name);
         } else {
             files.push(name);
@@ -99,10 +121,24 @@ fn entries(path: &std::path::Path) -> std::io::Result<Option<Vec<String>>> {
     files.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
     let lines = dirs
         .iter()
-        .map(|d| format!("{}/", d.to_string_lossy()))
-        .chain(files.iter().map(|f| f.to_string_lossy().into_owned()))
+        .map(|d| format!("{}/", names::show(d)))
+        .chain(files.iter().map(|f| names::show(f).into_owned()))
         .collect();
-    Ok(Some(lines))
+    Ok(lines)
+}
+
+/// Whether the link at `path` leads to a directory inside the workspace.
+fn leads_to_directory(workspace: &Workspace, path: &std::path::Path) -> bool {
+    let Ok(resolved) = workspace.resolve_os(path.as_os_str(), "") else {
+        return false;
+    };
+    workspace
+        .handle()
+        .open_at(
+            workspace.relative(&resolved),
+            OFlags::PATH | OFlags::DIRECTORY,
+        )
+        .is_ok()
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::approval::Gate;
 use crate::editor::Editor;
+use crate::workspace::beneath::FsError;
 use crate::workspace::Workspace;
 
 pub use edit_file::EditFile;
@@ -79,6 +80,19 @@ pub struct Settings {
     pub command_timeout: Duration,
     /// The shell run_bash uses (`{shell} -c COMMAND`); None picks bash, else /bin/sh.
     pub shell: Option<PathBuf>,
+    /// The largest file edit_file (and an ACP agent's fs requests) will read whole, in MB
+    /// (MiB); `max_edit_mb` in the configuration.
+    pub max_edit_mb: u64,
+}
+
+/// edit_file's default size limit, in MB.
+pub const DEFAULT_MAX_EDIT_MB: u64 = 64;
+
+impl Settings {
+    /// [`Settings::max_edit_mb`] in bytes.
+    pub fn max_edit_bytes(&self) -> u64 {
+        self.max_edit_mb.saturating_mul(1024 * 1024)
+    }
 }
 
 impl Default for Settings {
@@ -86,6 +100,7 @@ impl Default for Settings {
         Settings {
             command_timeout: Duration::from_secs(120),
             shell: None,
+            max_edit_mb: DEFAULT_MAX_EDIT_MB,
         }
     }
 }
@@ -166,6 +181,35 @@ pub struct ToolSpec {
     pub description: &'static str,
     /// Argument schema.
     pub schema: Value,
+}
+
+/// The failed result for an I/O beneath the root that did not happen: the refusals the path
+/// check would have given (the tree changed under us, a loop, a name too long), `No such
+/// directory` for a non-directory where one was needed, `Not a regular file` for FIFOs, devices
+/// and sockets, and otherwise `{what} {rel}: {error}`. Missing files and directories are each
+/// tool's own message.
+pub(crate) fn fs_failure(
+    what: &str,
+    given: &str,
+    target: &crate::workspace::Resolved,
+    err: FsError,
+) -> ToolResult {
+    if let Some(refusal) = crate::workspace::Refusal::for_fs(given, &err) {
+        return ToolResult::fail(refusal.to_string());
+    }
+    ToolResult::fail(match err {
+        FsError::NotADirectory => format!("No such directory: {given}"),
+        FsError::NotRegular => format!("Not a regular file: {given}"),
+        FsError::NotFound => format!("No such file: {given}"),
+        FsError::IsDirectory => format!("{what} {}: it is a directory", target.rel),
+        FsError::Io(err) => format!("{what} {}: {err}", target.rel),
+        FsError::Moved | FsError::Loop | FsError::TooLong => {
+            format!(
+                "{what} {}: the path changed while it was opened",
+                target.rel
+            )
+        }
+    })
 }
 
 /// Runs blocking file I/O off the async workers, so a 50 MB read never stalls a front end's loop.

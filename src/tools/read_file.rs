@@ -9,8 +9,9 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{blocking, Args, Tool, ToolContext, ToolResult};
+use super::{blocking, fs_failure, Args, Tool, ToolContext, ToolResult};
 use crate::text::{clamp_head, head_marker, MAX_CHARS};
+use crate::workspace::beneath::{FsError, Root};
 
 /// How many leading bytes are searched for NUL to tell a binary file.
 const SNIFF_BYTES: usize = 8 * 1024;
@@ -20,7 +21,6 @@ pub struct ReadFile;
 
 /// What was read from disk.
 enum Contents {
-    Missing,
     Binary,
     Text(String),
 }
@@ -65,20 +65,21 @@ impl Tool for ReadFile {
                 Ok(target) => target,
                 Err(refusal) => return ToolResult::fail(refusal.to_string()),
             };
-            let path = target.path.clone();
-            let read = match blocking(move || read_prefix(&path)).await {
-                Ok(read) => read,
-                Err(err) => {
-                    return ToolResult::fail(format!(
-                        "read_file: cannot read {}: {err}",
-                        target.rel
-                    ))
-                }
-            };
+            let workspace = cx.workspace.clone();
+            let rel = workspace.relative(&target).to_path_buf();
+            let dir_only = target.dir_only;
+            let read = blocking(move || Ok(read_prefix(workspace.handle(), &rel, dir_only)))
+                .await
+                .unwrap_or_else(|err| Err(FsError::Io(err)));
             let text = match read {
-                Contents::Missing => return ToolResult::fail(format!("No such file: {given}")),
-                Contents::Binary => return ToolResult::fail(format!("Not a text file: {given}")),
-                Contents::Text(text) => text,
+                Ok(Contents::Binary) => {
+                    return ToolResult::fail(format!("Not a text file: {given}"))
+                }
+                Ok(Contents::Text(text)) => text,
+                Err(FsError::NotFound | FsError::IsDirectory) => {
+                    return ToolResult::fail(format!("No such file: {given}"))
+                }
+                Err(err) => return fs_failure("read_file: cannot read", given, &target, err),
             };
             let (kept, truncated) = clamp_head(&text, MAX_CHARS);
             let chars = kept.chars().count();
@@ -103,18 +104,12 @@ impl Tool for ReadFile {
 }
 
 /// Reads at most what the answer can hold: MAX_CHARS characters of up to 4 bytes, plus one more.
-fn read_prefix(path: &std::path::Path) -> std::io::Result<Contents> {
-    let file = match std::fs::File::open(path) {
-        Ok(file) => file,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Contents::Missing),
-        Err(err) => return Err(err),
-    };
-    if !file.metadata()?.is_file() {
-        return Ok(Contents::Missing);
-    }
+/// The file is opened beneath the root, checked to be a regular file before it is read.
+fn read_prefix(root: &Root, rel: &std::path::Path, dir_only: bool) -> Result<Contents, FsError> {
+    let opened = root.open_regular(rel, dir_only)?;
     let limit = (MAX_CHARS + 1) * 4;
     let mut bytes = Vec::with_capacity(limit.min(64 * 1024));
-    file.take(limit as u64).read_to_end(&mut bytes)?;
+    opened.file.take(limit as u64).read_to_end(&mut bytes)?;
     if memchr::memchr(0, &bytes[..bytes.len().min(SNIFF_BYTES)]).is_some() {
         return Ok(Contents::Binary);
     }

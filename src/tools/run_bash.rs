@@ -291,6 +291,7 @@ mod tests {
         let (_dir, ex, editor) = executor_with(Settings {
             command_timeout: Duration::from_secs(1),
             shell: None,
+            ..Settings::default()
         });
         let result = call(&ex, "run_bash", json!({"command": "echo start; sleep 30"})).await;
         assert_eq!(
@@ -331,6 +332,7 @@ mod tests {
         let (_dir, ex, _) = executor_with(Settings {
             command_timeout: Duration::from_secs(30),
             shell: Some(PathBuf::from("/bin/sh")),
+            ..Settings::default()
         });
         assert_eq!(
             call(&ex, "run_bash", json!({"command": "echo $0"}))
@@ -341,6 +343,7 @@ mod tests {
         let (_dir, ex, editor) = executor_with(Settings {
             command_timeout: Duration::from_secs(30),
             shell: Some(PathBuf::from("/nonexistent/bash")),
+            ..Settings::default()
         });
         let result = call(&ex, "run_bash", json!({"command": "true"})).await;
         assert!(!result.ok);

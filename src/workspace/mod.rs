@@ -4,23 +4,34 @@
 //! The rule (SPEC section 2): join relative paths to the root, collapse `.` and `..`, resolve
 //! symlinks along the part of the path that exists (a dangling link is followed too, so creating a
 //! file through it cannot escape), and accept the result only if it is the root or lies below it.
-//! Callers then do their I/O on the resolved path, never on the text they were given.
+//! Callers then do their I/O through [`beneath`], relative to the root's open handle, on the
+//! resolved path (never on the text they were given), so a link swapped in after the check
+//! cannot lead outside either.
+//!
+//! Path arguments may name files whose names are not simple text in the quoted form list_files
+//! shows them in ([`names`]).
+
+pub mod beneath;
+pub mod names;
 
 use std::collections::VecDeque;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use crate::{Error, Result};
+use beneath::Root;
 
 /// How many symlinks one resolution may follow before it gives up (Linux's own limit).
 const MAX_LINK_HOPS: usize = 40;
 
-/// The workspace root, canonical, and the check that confines paths to it.
+/// The workspace root, canonical, its open handle, and the check that confines paths to it.
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
+    handle: Arc<Root>,
 }
 
 /// A path that passed the check.
@@ -28,8 +39,11 @@ pub struct Workspace {
 pub struct Resolved {
     /// Absolute, with symlinks resolved: the path to do I/O on.
     pub path: PathBuf,
-    /// Relative to the root with `/` separators, `.` for the root itself: the path to show.
+    /// Relative to the root with `/` separators, `.` for the root itself, names that are not
+    /// simple in [`names`]' quoted form: the path to show (and to give back).
     pub rel: String,
+    /// The path as given ended in `/`: it must be a directory.
+    pub dir_only: bool,
 }
 
 /// A path the check refused. Its text is what the model (or ACP agent) reads.
@@ -41,6 +55,36 @@ impl Refusal {
         Refusal(format!(
             "Refused: '{given}' resolves outside the workspace root."
         ))
+    }
+
+    fn link_loop(given: &str) -> Self {
+        Refusal(format!(
+            "Refused: '{given}' has too many levels of symbolic links."
+        ))
+    }
+
+    fn too_long(given: &str) -> Self {
+        Refusal(format!("Refused: '{given}' is too long."))
+    }
+
+    /// Why resolving `given` failed on the disk.
+    fn from_io(given: &str, err: &io::Error) -> Self {
+        match err.raw_os_error() {
+            Some(libc::ELOOP) => Refusal::link_loop(given),
+            Some(libc::ENAMETOOLONG) => Refusal::too_long(given),
+            _ => Refusal::outside(given),
+        }
+    }
+
+    /// The refusal for an I/O beneath the root that found the tree changed, or a loop, or a
+    /// name too long: what [`Workspace::resolve`] would have said had it seen it first.
+    pub fn for_fs(given: &str, err: &beneath::FsError) -> Option<Self> {
+        match err {
+            beneath::FsError::Moved => Some(Refusal::outside(given)),
+            beneath::FsError::Loop => Some(Refusal::link_loop(given)),
+            beneath::FsError::TooLong => Some(Refusal::too_long(given)),
+            _ => None,
+        }
     }
 }
 
@@ -63,11 +107,39 @@ impl Workspace {
         if !root.is_dir() {
             return Err(Error::Workspace {
                 path: root,
-                // `ErrorKind::NotADirectory` is newer than the crate's MSRV (1.80).
                 source: io::Error::other("not a directory"),
             });
         }
-        Ok(Workspace { root })
+        let handle = Root::open(&root).map_err(|source| Error::Workspace {
+            path: root.clone(),
+            source,
+        })?;
+        Ok(Workspace {
+            root,
+            handle: Arc::new(handle),
+        })
+    }
+
+    /// The same workspace with I/O that walks components instead of using openat2 (tests of the
+    /// fallback).
+    #[cfg(test)]
+    pub fn walking(root: &Path) -> Result<Self> {
+        let mut ws = Workspace::new(root)?;
+        ws.handle = Arc::new(Root::walking(&ws.root).map_err(|source| Error::Workspace {
+            path: ws.root.clone(),
+            source,
+        })?);
+        Ok(ws)
+    }
+
+    /// The root's handle: every tool's I/O goes through it.
+    pub fn handle(&self) -> &Root {
+        &self.handle
+    }
+
+    /// `target` relative to the root (empty for the root itself): what to open beneath it.
+    pub fn relative<'a>(&self, target: &'a Resolved) -> &'a Path {
+        strip_root(&target.path, &self.root).unwrap_or(Path::new(""))
     }
 
     /// The canonical root.
@@ -76,6 +148,7 @@ impl Workspace {
     }
 
     /// Resolves `given` (as the model or agent wrote it) and accepts it only inside the root.
+    /// Components in the quoted form of [`names`] stand for the bytes they encode.
     pub fn resolve(&self, given: &str) -> Result<Resolved, Refusal> {
         if given.trim().is_empty() {
             return Err(Refusal(format!("Refused: '{given}' is an empty path.")));
@@ -86,12 +159,26 @@ impl Workspace {
                 given.replace('\0', "\\0")
             )));
         }
+        self.resolve_os(&names::parse(given), given)
+    }
+
+    /// [`Workspace::resolve`] of a path that is already bytes (one found on disk); refusals
+    /// quote `shown`.
+    pub fn resolve_os(&self, given: &OsStr, shown: &str) -> Result<Resolved, Refusal> {
+        let dir_only = {
+            let bytes = std::os::unix::ffi::OsStrExt::as_bytes(given);
+            bytes.ends_with(b"/") || bytes.ends_with(b"/.")
+        };
         let joined = self.root.join(given);
         let collapsed = collapse_dots(&joined);
-        let real = resolve_links(&collapsed).map_err(|_| Refusal::outside(given))?;
+        let real = resolve_links(&collapsed).map_err(|err| Refusal::from_io(shown, &err))?;
         match relative_to(&real, &self.root) {
-            Some(rel) => Ok(Resolved { path: real, rel }),
-            None => Err(Refusal::outside(given)),
+            Some(rel) => Ok(Resolved {
+                path: real,
+                rel,
+                dir_only,
+            }),
+            None => Err(Refusal::outside(shown)),
         }
     }
 
@@ -158,7 +245,7 @@ fn resolve_links(path: &Path) -> io::Result<PathBuf> {
             Ok(meta) if meta.file_type().is_symlink() => {
                 hops += 1;
                 if hops > MAX_LINK_HOPS {
-                    return Err(io::Error::other("too many levels of symbolic links"));
+                    return Err(io::Error::from_raw_os_error(libc::ELOOP));
                 }
                 let target = std::fs::read_link(&candidate)?;
                 let mut parts = Vec::new();
@@ -183,8 +270,8 @@ fn resolve_links(path: &Path) -> io::Result<PathBuf> {
                 }
             }
             Ok(_) => out = candidate,
-            // Below a file nothing exists (ENOTDIR, whose `ErrorKind` is newer than the MSRV);
-            // `out` holds no links, so asking whether it is a directory follows none.
+            // Below a file nothing exists (ENOTDIR); `out` holds no links, so asking whether it
+            // is a directory follows none.
             Err(err) if err.kind() == io::ErrorKind::NotFound || !out.is_dir() => {
                 missing = 1;
                 out = candidate;
@@ -201,7 +288,7 @@ fn relative_to(path: &Path, root: &Path) -> Option<String> {
     let rest = strip_root(path, root)?;
     let parts: Vec<String> = rest
         .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .map(|c| names::show(c.as_os_str()).into_owned())
         .collect();
     if parts.is_empty() {
         Some(".".to_string())
@@ -262,6 +349,7 @@ mod tests {
         Ok(Resolved {
             path,
             rel: rel.to_string(),
+            dir_only: false,
         })
     }
 
@@ -270,6 +358,12 @@ mod tests {
     fn refused_outside(given: &str) -> Result<Resolved, Refusal> {
         Err(Refusal(format!(
             "Refused: '{given}' resolves outside the workspace root."
+        )))
+    }
+
+    fn refused_loop(given: &str) -> Result<Resolved, Refusal> {
+        Err(Refusal(format!(
+            "Refused: '{given}' has too many levels of symbolic links."
         )))
     }
 
@@ -345,8 +439,17 @@ mod tests {
         let fx = fixture();
         let root = fx.ws.root();
         assert_eq!(
-            fx.ws.resolve("./src//./a.rs/"),
+            fx.ws.resolve("./src//./a.rs"),
             accepted(root.join("src/a.rs"), "src/a.rs")
+        );
+        // A trailing slash is kept as a demand for a directory; the I/O checks it.
+        assert_eq!(
+            fx.ws.resolve("./src//./a.rs/"),
+            Ok(Resolved {
+                path: root.join("src/a.rs"),
+                rel: "src/a.rs".to_string(),
+                dir_only: true,
+            })
         );
     }
 
@@ -598,14 +701,14 @@ mod tests {
             let fx = fixture();
             symlink("loop2", fx.ws.root().join("loop1")).unwrap();
             symlink("loop1", fx.ws.root().join("loop2")).unwrap();
-            assert_eq!(fx.ws.resolve("loop1/x"), refused_outside("loop1/x"));
+            assert_eq!(fx.ws.resolve("loop1/x"), refused_loop("loop1/x"));
         }
 
         #[test]
         fn self_link_is_refused_without_hanging() {
             let fx = fixture();
             symlink("me", fx.ws.root().join("me")).unwrap();
-            assert_eq!(fx.ws.resolve("me"), refused_outside("me"));
+            assert_eq!(fx.ws.resolve("me"), refused_loop("me"));
         }
 
         /// `detour -> nothere/../out`: the kernel would fail on `nothere`, but a resolver that
@@ -728,6 +831,14 @@ mod tests {
             }
         }
 
+        /// Whether the kernel meets a link loop resolving the existing part of `path`.
+        fn is_loop(path: &Path) -> bool {
+            path.ancestors()
+                .find(|p| fs::symlink_metadata(p).is_ok())
+                .and_then(|existing| fs::canonicalize(existing).err())
+                .is_some_and(|err| err.raw_os_error() == Some(libc::ELOOP))
+        }
+
         fn given_paths(base: &Path) -> impl Strategy<Value = String> {
             let mut names = vec!["..", ".", "", "a", "b", "c"];
             names.extend(LINKS);
@@ -761,7 +872,8 @@ mod tests {
                     ..ProptestConfig::default()
                 },
                 |(given in given_paths(&base))| {
-                    let got = ws.resolve(&given);
+                    // A trailing slash only marks the demand for a directory; the I/O checks it.
+                    let got = ws.resolve(&given).map(|r| Resolved { dir_only: false, ..r });
                     if given.trim().is_empty() {
                         prop_assert_eq!(
                             got,
@@ -789,7 +901,14 @@ mod tests {
                         };
                         prop_assert_eq!(got, want);
                     } else if let Err(refusal) = got {
-                        prop_assert_eq!(Err(refusal), refused_outside(&given));
+                        // The kernel could not say: a dangling link (refused only when it leads
+                        // outside) or a loop (refused as one).
+                        let want = if is_loop(&collapse(&root.join(&given))) {
+                            refused_loop(&given)
+                        } else {
+                            refused_outside(&given)
+                        };
+                        prop_assert_eq!(Err(refusal), want);
                     }
                 }
             );
