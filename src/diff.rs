@@ -192,6 +192,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_replacement_diffs_as_the_whole_texts_would() {
+        let before: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+        let cases = [
+            ("line 10\n", "line ten\n"),
+            ("line 1\n", ""),
+            ("line 30\n", "line 30\nline 31"),
+            ("5\nline 6\nline 7", "5\nsix\nline 7"),
+            ("line 12\nline 13\n", "line 12\nline 13\n"),
+        ];
+        for (old, new) in cases {
+            let at = before.find(old).unwrap();
+            let after = before.replacen(old, new, 1);
+            assert_eq!(
+                replacement("a.txt", before.as_bytes(), at, old.len(), new),
+                unified("a.txt", Some(&before), &after),
+                "{old:?} -> {new:?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_change_in_the_middle_has_real_line_numbers_and_three_lines_of_context() {
         let before: String = (1..=20).map(|i| format!("line {i}\n")).collect();
         let after = before.replace("line 10\n", "line ten\n");

@@ -559,3 +559,49 @@ async fn an_agent_gone_between_turns_fails_the_next_prompt_at_once() {
         Some(&done(Outcome::Failed, "agent: fake closed the connection"))
     );
 }
+
+#[tokio::test]
+async fn a_fifo_is_refused_without_blocking_and_writes_keep_the_file_beneath_the_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = Workspace::new(dir.path()).unwrap();
+    let host = FakeHost::new(true, Answer::Never);
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        workspace.root().join("p"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    let bounded = Duration::from_secs(20);
+    let read = tokio::time::timeout(
+        bounded,
+        fs::read_text_file(&workspace, &host, "p", None, None),
+    )
+    .await
+    .expect("fs/read_text_file blocked on a FIFO")
+    .unwrap_err();
+    let write = tokio::time::timeout(
+        bounded,
+        fs::write_text_file(&workspace, &host, "p", "x".into()),
+    )
+    .await
+    .expect("fs/write_text_file blocked on a FIFO")
+    .unwrap_err();
+    assert_eq!(
+        (read.message, write.message),
+        (
+            "Not a regular file: p".to_string(),
+            "Not a regular file: p".to_string()
+        )
+    );
+    // A link to the outside is refused as the path check refuses it.
+    std::os::unix::fs::symlink("/etc", workspace.root().join("etc")).unwrap();
+    let refused = fs::write_text_file(&workspace, &host, "etc/agent-test", "x".into())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.message,
+        "Refused: 'etc/agent-test' resolves outside the workspace root."
+    );
+}

@@ -4,6 +4,8 @@
 //! nothing here ends a turn or panics. The path check ([`crate::workspace`]) and the approval gate
 //! ([`crate::approval`]) are applied by the tools themselves, in the order SPEC section 1 gives.
 
+#[cfg(test)]
+mod attacks;
 mod edit_file;
 mod list_files;
 mod read_file;
@@ -274,8 +276,17 @@ impl Executor {
                 ))
             }
         };
-        tool.run(Args::new(tool.name(), map), &self.cx, cancel)
-            .await
+        let run = tool.run(Args::new(tool.name(), map), &self.cx, cancel);
+        if tool.mutating() {
+            // The mutating tools end at a cancel themselves (the gate's question, the command's
+            // process tree), and an edit already approved is not cut off halfway.
+            return run.await;
+        }
+        // Whatever a read is waiting on, a cancel ends the call now.
+        tokio::select! {
+            result = run => result,
+            () = cancel.cancelled() => ToolResult::fail(CANCELLED),
+        }
     }
 }
 

@@ -178,3 +178,42 @@ fn on_a_terminal_esc_refuses_and_other_keys_are_ignored() {
     );
     assert!(!dir.path().join("ran").exists());
 }
+
+/// Two `agent-nvim tool edit_file` processes on one file at once, many times: every edit that
+/// says `Edited` is in the file afterwards (none overwrote another's).
+#[test]
+fn concurrent_edits_of_one_file_never_lose_one_that_reported_success() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("shared.txt");
+    for pair in 0..200 {
+        std::fs::write(&file, "base\n").unwrap();
+        let children: Vec<_> = ["A", "B"]
+            .iter()
+            .map(|who| {
+                let args = json!({"path": "shared.txt", "old_str": "base",
+                                  "new_str": format!("base {who}{pair}")});
+                bin()
+                    .current_dir(dir.path())
+                    .args(["tool", "edit_file", &args.to_string(), "--auto-approve"])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let outcomes: Vec<serde_json::Value> = children
+            .into_iter()
+            .map(|child| json(&child.wait_with_output().unwrap()))
+            .collect();
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (who, outcome) in ["A", "B"].iter().zip(&outcomes) {
+            let present =
+                text.contains(&format!("{who}{pair} ")) || text.contains(&format!("{who}{pair}\n"));
+            assert_eq!(
+                outcome["ok"].as_bool().unwrap(),
+                present,
+                "pair {pair}: {who} said {outcome} but the file is {text:?}"
+            );
+        }
+    }
+}
