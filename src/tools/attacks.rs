@@ -2,7 +2,7 @@
 //! while a call runs or while an approval is pending, special files, huge files, metadata an edit
 //! used to lose, concurrent edits, and names that are not simple text.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
