@@ -100,6 +100,7 @@ impl Tool for RunBash {
                 shell: cx.settings.shell.clone(),
                 cwd: cx.workspace.root().to_path_buf(),
                 timeout: cx.settings.command_timeout,
+                env_remove: crate::secrets::hidden_env(&cx.settings.pass_env),
             };
             let output = match process::run(&spec, cancel).await {
                 Ok(output) => output,
@@ -291,6 +292,7 @@ mod tests {
         let (_dir, ex, editor) = executor_with(Settings {
             command_timeout: Duration::from_secs(1),
             shell: None,
+            ..Settings::default()
         });
         let result = call(&ex, "run_bash", json!({"command": "echo start; sleep 30"})).await;
         assert_eq!(
@@ -331,6 +333,7 @@ mod tests {
         let (_dir, ex, _) = executor_with(Settings {
             command_timeout: Duration::from_secs(30),
             shell: Some(PathBuf::from("/bin/sh")),
+            ..Settings::default()
         });
         assert_eq!(
             call(&ex, "run_bash", json!({"command": "echo $0"}))
@@ -341,6 +344,7 @@ mod tests {
         let (_dir, ex, editor) = executor_with(Settings {
             command_timeout: Duration::from_secs(30),
             shell: Some(PathBuf::from("/nonexistent/bash")),
+            ..Settings::default()
         });
         let result = call(&ex, "run_bash", json!({"command": "true"})).await;
         assert!(!result.ok);

@@ -55,6 +55,7 @@ fn agent(mock: &MockLlm, wire: Wire, root: &Path, max_turns: u32) -> Agent {
         settings: Settings {
             command_timeout: Duration::from_secs(30),
             shell: None,
+            ..Settings::default()
         },
     });
     let client = Client::new(config, &executor.catalogue())
