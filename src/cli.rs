@@ -10,11 +10,13 @@ use crate::{Error, Result};
 pub const USAGE: &str = "\
 usage:
   agent-nvim tool NAME 'JSON_ARGS' [--workspace DIR] [--auto-approve] [--timeout SECS]
+                  [--pass-env NAME]...
       Run one tool (read_file, list_files, edit_file, run_bash) and print its result as JSON.
   agent-nvim run [--workspace DIR] [--provider P] [--model M] [--base-url URL]
-                 [--auto-approve] [--max-turns N] [--timeout SECS] PROMPT
+                 [--auto-approve] [--max-turns N] [--timeout SECS] [--pass-env NAME]... PROMPT
       Run the agent on one prompt in the terminal; its text streams to stdout.
       Providers: anthropic (ANTHROPIC_API_KEY), openai (OPENAI_API_KEY), ollama (no key).
+      run_bash's commands do not get the API key variables; --pass-env NAME passes one.
   agent-nvim nvim [--log FILE]
       The Neovim front end (msgpack-RPC on stdio); the plugin starts it.
   agent-nvim --version
@@ -48,6 +50,8 @@ pub struct ToolArgs {
     pub auto_approve: bool,
     /// run_bash's timeout.
     pub timeout: Option<Duration>,
+    /// Key variables run_bash's commands get anyway (`--pass-env NAME`, repeatable).
+    pub pass_env: Vec<String>,
 }
 
 /// Arguments of `agent-nvim run`.
@@ -65,6 +69,8 @@ pub struct RunArgs {
     pub max_turns: Option<u32>,
     /// run_bash's timeout.
     pub timeout: Option<Duration>,
+    /// Key variables run_bash's commands get anyway (`--pass-env NAME`, repeatable).
+    pub pass_env: Vec<String>,
 }
 
 fn usage(message: impl std::fmt::Display) -> Error {
@@ -90,12 +96,14 @@ fn parse_tool(args: impl Iterator<Item = String>) -> Result<ToolArgs> {
     let mut workspace = None;
     let mut auto_approve = false;
     let mut timeout = None;
+    let mut pass_env = Vec::new();
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--workspace" => workspace = Some(PathBuf::from(value(&mut args, "--workspace")?)),
             "--auto-approve" => auto_approve = true,
             "--timeout" => timeout = Some(seconds(&value(&mut args, "--timeout")?)?),
+            "--pass-env" => pass_env.push(value(&mut args, "--pass-env")?),
             flag if flag.starts_with("--") => return Err(usage(format!("unknown flag '{flag}'"))),
             _ => positional.push(arg),
         }
@@ -126,6 +134,7 @@ fn parse_tool(args: impl Iterator<Item = String>) -> Result<ToolArgs> {
         workspace,
         auto_approve,
         timeout,
+        pass_env,
     })
 }
 
@@ -138,6 +147,7 @@ fn parse_run(args: impl Iterator<Item = String>) -> Result<RunArgs> {
         auto_approve: false,
         max_turns: None,
         timeout: None,
+        pass_env: Vec::new(),
     };
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
@@ -159,6 +169,7 @@ fn parse_run(args: impl Iterator<Item = String>) -> Result<RunArgs> {
                 }
             }
             "--timeout" => run.timeout = Some(seconds(&value(&mut args, "--timeout")?)?),
+            "--pass-env" => run.pass_env.push(value(&mut args, "--pass-env")?),
             "--" => words.extend(args.by_ref()),
             flag if flag.starts_with("--") => return Err(usage(format!("unknown flag '{flag}'"))),
             _ => words.push(arg),
@@ -217,6 +228,8 @@ mod tests {
                 "/w",
                 "--timeout",
                 "1.5",
+                "--pass-env",
+                "OPENAI_API_KEY",
             ]
             .map(String::from),
         )
@@ -231,6 +244,7 @@ mod tests {
                 workspace: Some("/w".into()),
                 auto_approve: true,
                 timeout: Some(Duration::from_millis(1500)),
+                pass_env: vec!["OPENAI_API_KEY".into()],
             })
         );
     }
@@ -238,7 +252,7 @@ mod tests {
     #[test]
     fn run_takes_flags_and_joins_the_prompt_words() {
         let got = parse_words(
-            "run --provider ollama --model qwen --max-turns 3 fix the tests --auto-approve",
+            "run --provider ollama --pass-env A --model qwen --max-turns 3 fix the tests --auto-approve --pass-env B",
         )
         .unwrap();
         assert_eq!(
@@ -254,6 +268,7 @@ mod tests {
                 auto_approve: true,
                 max_turns: Some(3),
                 timeout: None,
+                pass_env: vec!["A".into(), "B".into()],
             })
         );
     }

@@ -17,7 +17,11 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            let _ = writeln!(std::io::stderr(), "{err}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "{}",
+                agent_nvim::secrets::redact(&err.to_string())
+            );
             ExitCode::from(match err {
                 Error::Usage(_) => 2,
                 Error::Config(_) | Error::Workspace { .. } | Error::Io { .. } => 1,

@@ -57,6 +57,8 @@ pub struct CommandSpec {
     pub cwd: PathBuf,
     /// How long the command may run before its process tree is killed.
     pub timeout: Duration,
+    /// Variables of this process's environment the command does not inherit (the API keys).
+    pub env_remove: Vec<std::ffi::OsString>,
 }
 
 /// How a command ended.
@@ -117,7 +119,11 @@ pub async fn run(spec: &CommandSpec, cancel: &CancellationToken) -> io::Result<C
         });
     }
     let shell = spec.shell.clone().unwrap_or_else(default_shell);
-    let mut child = Command::new(&shell)
+    let mut command = Command::new(&shell);
+    for name in &spec.env_remove {
+        command.env_remove(name);
+    }
+    let mut child = command
         .arg("-c")
         .arg(&spec.command)
         .current_dir(&spec.cwd)
@@ -543,6 +549,7 @@ mod tests {
             shell: None,
             cwd: std::env::temp_dir(),
             timeout,
+            env_remove: Vec::new(),
         }
     }
 
@@ -794,6 +801,17 @@ mod tests {
         assert!(err.to_string().contains("/nonexistent/shell"), "{err}");
     }
 
+    #[tokio::test]
+    async fn a_removed_variable_is_not_inherited() {
+        let mut spec = spec(
+            "echo \"${HOME-unset} ${PATH:+path}\"",
+            Duration::from_secs(30),
+        );
+        spec.env_remove = vec!["HOME".into()];
+        let output = run(&spec, &CancellationToken::new()).await.unwrap();
+        assert_eq!(output.text, "unset path\n\n[exit 0]");
+    }
+
     #[test]
     fn the_default_shell_is_bash_when_it_is_on_path() {
         let shell = default_shell();
@@ -818,6 +836,7 @@ mod tests {
                 shell: None,
                 cwd: dir.path().to_path_buf(),
                 timeout: Duration::from_secs(30),
+                env_remove: Vec::new(),
             },
             &CancellationToken::new(),
         )
@@ -901,6 +920,7 @@ mod tests {
                 shell: None,
                 cwd: dir.path().to_path_buf(),
                 timeout: Duration::from_secs(30),
+                env_remove: Vec::new(),
             },
             &cancel,
         )

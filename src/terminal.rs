@@ -127,7 +127,9 @@ fn terminal_context(
     workspace: Option<std::path::PathBuf>,
     auto_approve: bool,
     timeout: Option<std::time::Duration>,
+    pass_env: Vec<String>,
 ) -> Result<ToolContext> {
+    crate::secrets::protect_env_keys();
     let root = match workspace {
         Some(dir) => dir,
         None => std::env::current_dir().map_err(|source| Error::Io {
@@ -140,6 +142,7 @@ fn terminal_context(
     if let Some(timeout) = timeout {
         settings.command_timeout = timeout;
     }
+    settings.pass_env = pass_env;
     Ok(ToolContext {
         workspace,
         gate: Arc::new(Gate::new(auto_approve, TerminalAsker::if_interactive())),
@@ -155,6 +158,7 @@ pub fn run_tool(args: ToolArgs) -> Result<u8> {
         args.workspace,
         args.auto_approve,
         args.timeout,
+        args.pass_env,
     )?);
     // One thread: a single call gains nothing from more, and cross-thread wake-ups cost.
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -188,6 +192,7 @@ pub fn run_agent(args: RunArgs) -> Result<u8> {
         args.workspace,
         args.auto_approve,
         args.timeout,
+        args.pass_env,
     )?);
     let config = ProviderConfig::resolve(&args.choice, &|name| std::env::var(name).ok())
         .map_err(Error::Config)?;
@@ -222,20 +227,24 @@ pub fn run_agent(args: RunArgs) -> Result<u8> {
     Ok(code)
 }
 
-/// Shows the agent's events: text and tool rows on stdout, problems on stderr.
+/// Shows the agent's events: text and tool rows on stdout, problems on stderr. Every text is
+/// redacted first, and a failed turn's closing line is not printed again when it repeats the
+/// error just shown.
 async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Event>) {
+    use crate::secrets::redact;
     let mut at_line_start = true;
+    let mut last_error: Option<String> = None;
     while let Some(event) = events.recv().await {
         let mut out = std::io::stdout().lock();
         let mut line = |text: &str, out: &mut std::io::StdoutLock<'_>| {
             let lead = if at_line_start { "" } else { "\n" };
             at_line_start = true;
-            writeln!(out, "{lead}{text}")
+            writeln!(out, "{lead}{}", redact(text))
         };
         let written = match event {
             Event::Text { text } => {
                 at_line_start = text.ends_with('\n');
-                out.write_all(text.as_bytes())
+                out.write_all(redact(&text).as_bytes())
             }
             Event::ToolFinished { ok, summary, .. } => line(
                 &format!("{} {summary}", if ok { "▸" } else { "✗" }),
@@ -246,13 +255,16 @@ async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Event>) {
                 message,
                 ..
             } => line(&message, &mut out),
+            Event::TurnDone { message, .. } if last_error.as_ref() == Some(&message) => Ok(()),
             Event::TurnDone { message, .. } | Event::Error { message } => {
                 let _ = line("", &mut out).and_then(|()| out.flush());
-                writeln!(
+                let shown = writeln!(
                     std::io::stderr(),
                     "agent: {}",
-                    message.trim_start_matches("agent: ")
-                )
+                    redact(message.trim_start_matches("agent: "))
+                );
+                last_error = Some(message);
+                shown
             }
             Event::Retrying {
                 attempt,
@@ -260,7 +272,8 @@ async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Event>) {
                 reason,
             } => writeln!(
                 std::io::stderr(),
-                "agent: {reason}; retrying in {:.1}s (attempt {attempt})",
+                "agent: {}; retrying in {:.1}s (attempt {attempt})",
+                redact(&reason),
                 delay_ms as f64 / 1000.0
             ),
             Event::TurnStarted | Event::ToolStarted { .. } | Event::Usage { .. } => Ok(()),

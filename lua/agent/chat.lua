@@ -34,6 +34,7 @@ H.draining = false -- after `:Agent new` during a turn: skip that turn's last ev
 -- What the winbar and status() show.
 H.state = { state = "off", input = 0, output = 0, turn = false }
 H.timer = nil
+H.last_error = nil ---@type string? the last error shown in this turn (a failed turn ends with it)
 
 --- Opens the split (chat above, input below) in the current tab page if it is not there.
 ---@param opts? { focus?: boolean } focus: put the cursor in the input window
@@ -127,6 +128,7 @@ end
 --- visible.
 ---@param message string
 function M.error(message)
+  H.last_error = message
   H.ensure_buffers()
   H.newline()
   H.put(message, "AgentError")
@@ -237,6 +239,7 @@ function H.handlers.started(e)
 end
 
 function H.handlers.turn_started()
+  H.last_error = nil
   H.state.turn = true
   H.state.input, H.state.output = 0, 0
   H.blank_line()
@@ -421,6 +424,10 @@ function H.handlers.turn_done(e)
   H.state.tool, H.state.command = nil, nil
   H.running_tool = nil
   local message = e.message
+  -- A failed turn ends with the error it already reported: shown once.
+  if e.outcome == "failed" and message == H.last_error then
+    message = nil
+  end
   if message and message ~= "" then
     H.blank_line()
     local calm = e.outcome == "done" or e.outcome == "cancelled"

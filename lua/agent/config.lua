@@ -18,6 +18,7 @@ local H = {}
 ---@field workspace? string
 ---@field shell? string
 ---@field max_turns integer
+---@field pass_env string[]
 ---@field backend? string
 ---@field keymaps { ask: string|false, approval: table<string, string|string[]> }
 ---@field window { side: "right"|"left", width: number }
@@ -32,6 +33,8 @@ H.defaults = {
   --                         conversation starts
   -- shell = nil,         -- shell for run_bash; nil: bash when on PATH, else /bin/sh
   max_turns = 40, -- cap on model calls for one prompt
+  pass_env = {}, -- API key variables run_bash's commands get anyway ({ "OPENAI_API_KEY" }); by
+  --                default they get none of ANTHROPIC_API_KEY, OPENAI_API_KEY or a copy of a key
   -- backend = nil,       -- path to agent-nvim; nil: <plugin root>/target/release/agent-nvim
   keymaps = {
     ask = "<leader>aa", -- ask about the current line or the selection; false: no mapping
@@ -83,6 +86,17 @@ function H.key_list(v)
   end
   return true
 end
+function H.name_list(v)
+  if type(v) ~= "table" then
+    return "a list of environment variable names"
+  end
+  for i, name in pairs(v) do
+    if type(i) ~= "number" or type(name) ~= "string" or not name:match("^[%w_]+$") then
+      return "a list of environment variable names"
+    end
+  end
+  return true
+end
 local function table_(v)
   return type(v) == "table" or "a table"
 end
@@ -97,6 +111,7 @@ H.schema = {
   workspace = optional_string,
   shell = optional_string,
   max_turns = positive_integer,
+  pass_env = H.name_list,
   backend = optional_string,
   keymaps = table_,
   ["keymaps.ask"] = function(v)
@@ -163,7 +178,7 @@ function M.setup(opts)
   local merged = vim.tbl_deep_extend("force", vim.deepcopy(H.defaults), opts)
   -- A list the user gives replaces the default list (tbl_deep_extend would merge them by index).
   for path, check in pairs(H.schema) do
-    if check == H.key_list then
+    if check == H.key_list or check == H.name_list then
       local given = H.get(opts, path)
       if given ~= nil then
         H.set(merged, path, given)

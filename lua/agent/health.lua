@@ -35,6 +35,7 @@ function M.check()
   H.backend()
   H.shell(config.options.shell)
   H.keys(config.options.provider)
+  H.pass_env(config.options.pass_env)
   health.info("log file: " .. require("agent.rpc").logfile())
 end
 
@@ -117,6 +118,19 @@ function H.keys(provider)
     health.warn("no API key is set", {
       "export ANTHROPIC_API_KEY or OPENAI_API_KEY before starting Neovim, or use provider = \"ollama\"",
     })
+  end
+end
+
+function H.pass_env(names)
+  if #names == 0 then
+    vim.health.ok("run_bash's commands get no API key variable")
+  else
+    vim.health.warn(
+      ("run_bash's commands get %s (pass_env): commands the model runs can use these keys"):format(
+        table.concat(names, ", ")
+      ),
+      { "remove them from pass_env unless a command needs them (see :help agent-keys)" }
+    )
   end
 end
 

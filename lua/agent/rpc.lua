@@ -140,6 +140,7 @@ function M.ensure()
     command_timeout = config.command_timeout,
     shell = config.shell,
     max_turns = config.max_turns,
+    pass_env = #config.pass_env > 0 and config.pass_env or nil,
   })
   return true
 end

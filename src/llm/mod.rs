@@ -262,9 +262,47 @@ pub enum LlmError {
     /// The server sent an error event in the middle of the stream.
     #[error("API error during the reply: {0}")]
     Api(String),
+    /// The server redirected the request to another origin, which would get the key: not
+    /// followed (returned by [`Client::complete`]).
+    #[error("the API at {from} redirected to {to} (another origin); not followed, so the key is not sent there. Set base_url (setup() or --base-url) to {base} if that server should get the key")]
+    Redirected {
+        from: String,
+        to: String,
+        /// The base URL that would send the request there directly.
+        base: String,
+    },
 }
 
 impl LlmError {
+    /// The same error with every key value in its texts replaced (a server may echo the key).
+    fn redacted(self) -> Self {
+        let clean = |text: String| crate::secrets::redact(&text).into_owned();
+        match self {
+            LlmError::Status {
+                status,
+                message,
+                request_id,
+                retry_after,
+            } => LlmError::Status {
+                status,
+                message: clean(message),
+                request_id: request_id.map(clean),
+                retry_after,
+            },
+            LlmError::Connect { url, reason } => LlmError::Connect {
+                url: clean(url),
+                reason: clean(reason),
+            },
+            LlmError::Stream(reason) => LlmError::Stream(clean(reason)),
+            LlmError::Api(message) => LlmError::Api(clean(message)),
+            LlmError::Redirected { from, to, base } => LlmError::Redirected {
+                from: clean(from),
+                to: clean(to),
+                base: clean(base),
+            },
+        }
+    }
+
     fn retry_delay(&self, attempt: u32, base: Duration) -> Option<Duration> {
         match self {
             LlmError::Status {
@@ -306,8 +344,12 @@ pub struct Client {
 impl Client {
     /// A client for `config` offering `tools`.
     pub fn new(config: ProviderConfig, tools: &[ToolSpec]) -> Result<Self, String> {
+        if let Some(key) = &config.api_key {
+            crate::secrets::protect(key.expose());
+        }
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::custom(same_origin_only))
             .build()
             .map_err(|e| format!("agent: cannot set up the HTTP client: {e}"))?;
         let tools = match config.kind {
@@ -342,7 +384,11 @@ impl Client {
     ) -> Result<Reply, LlmError> {
         let mut attempt = 0;
         loop {
-            match self.once(request, progress).await {
+            match self
+                .once(request, progress)
+                .await
+                .map_err(LlmError::redacted)
+            {
                 Ok(reply) => return Ok(reply),
                 Err(err) => match err.retry_delay(attempt, self.retry_base) {
                     Some(delay) if attempt < MAX_RETRIES => {
@@ -398,6 +444,11 @@ impl Client {
             reason: describe(&e),
         })?;
         let status = response.status();
+        if status.is_redirection() {
+            if let Some(redirect) = redirected(&response, &cfg.base_url, &url) {
+                return Err(redirect);
+            }
+        }
         if !status.is_success() {
             return Err(status_error(response).await);
         }
@@ -454,6 +505,55 @@ impl Parser {
             Parser::OpenAi(p) => p.finish(),
         }
     }
+}
+
+/// How many same-origin redirects one request may follow.
+const MAX_REDIRECTS: usize = 10;
+
+/// The redirect policy: a redirect is followed only to the origin (scheme, host, port) the
+/// request was sent to, where the key already goes. Any other is not followed, and
+/// [`redirected`] reports it: reqwest would strip `Authorization` on the way but not Anthropic's
+/// `x-api-key`.
+fn same_origin_only(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::redirect::Action {
+    let origin = |url: &reqwest::Url| {
+        (
+            url.scheme().to_string(),
+            url.host_str().map(str::to_string),
+            url.port_or_known_default(),
+        )
+    };
+    let same = attempt
+        .previous()
+        .first()
+        .is_some_and(|first| origin(first) == origin(attempt.url()));
+    if !same {
+        attempt.stop()
+    } else if attempt.previous().len() > MAX_REDIRECTS {
+        attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+    } else {
+        attempt.follow()
+    }
+}
+
+/// The error for a redirect that was not followed (a 3xx with a `location`), with the base URL
+/// that would reach its target: `to` less the path `url` added to `base_url`, when it ends so.
+fn redirected(response: &reqwest::Response, base_url: &str, url: &str) -> Option<LlmError> {
+    let location = response.headers().get("location")?.to_str().ok()?;
+    let to = response.url().join(location).ok()?;
+    let suffix = url.strip_prefix(base_url).unwrap_or_default();
+    let mut target = to.clone();
+    target.set_query(None);
+    target.set_fragment(None);
+    let target = target.to_string();
+    let base = match target.strip_suffix(suffix) {
+        Some(base) if !suffix.is_empty() => base.to_string(),
+        _ => to.origin().ascii_serialization(),
+    };
+    Some(LlmError::Redirected {
+        from: response.url().to_string(),
+        to: to.to_string(),
+        base,
+    })
 }
 
 /// A reqwest error in words a user can act on (no URL query, no headers: nothing secret).
@@ -648,6 +748,34 @@ mod tests {
             assert_eq!(status(code, None).retry_delay(0, base), None);
         }
         assert_eq!(LlmError::Stream("cut".into()).retry_delay(0, base), None);
+    }
+
+    #[test]
+    fn an_error_that_echoes_a_key_is_redacted_in_every_text() {
+        crate::secrets::protect("sk-llm-unit-31415926");
+        let status = LlmError::Status {
+            status: 401,
+            message: "bad key sk-llm-unit-31415926".into(),
+            request_id: Some("req sk-llm-unit-31415926".into()),
+            retry_after: None,
+        };
+        assert_eq!(
+            status.redacted().to_string(),
+            "API error 401: bad key [redacted] (request id req [redacted])"
+        );
+        assert_eq!(
+            LlmError::Api("echo sk-llm-unit-31415926".into()).redacted(),
+            LlmError::Api("echo [redacted]".into())
+        );
+        assert_eq!(
+            LlmError::Connect {
+                url: "http://h/?k=sk-llm-unit-31415926".into(),
+                reason: "refused".into()
+            }
+            .redacted()
+            .to_string(),
+            "cannot reach http://h/?k=[redacted]: refused"
+        );
     }
 
     #[test]

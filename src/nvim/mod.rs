@@ -38,6 +38,7 @@ const FRAME: Duration = Duration::from_millis(16);
 
 /// `agent-nvim nvim`: serve the plugin until Neovim closes the channel or asks us to stop.
 pub fn run(log: Option<PathBuf>) -> Result<u8> {
+    crate::secrets::protect_env_keys();
     init_log(log.as_deref());
     let runtime = crate::terminal::runtime()?;
     runtime.block_on(serve());
@@ -46,7 +47,7 @@ pub fn run(log: Option<PathBuf>) -> Result<u8> {
     Ok(0)
 }
 
-/// Logs go to a file (stdout is the msgpack channel); without one, nowhere.
+/// Logs go to a file (stdout is the msgpack channel), each record redacted; without one, nowhere.
 fn init_log(path: Option<&Path>) {
     let Some(path) = path else {
         return;
@@ -64,7 +65,7 @@ fn init_log(path: Option<&Path>) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENT_NVIM_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
-        .with_writer(SyncMutex::new(file))
+        .with_writer(crate::secrets::RedactedLog::new(file))
         .with_ansi(false)
         .with_env_filter(filter)
         .try_init();
@@ -201,6 +202,7 @@ impl Bridge {
             .as_deref()
             .filter(|s| !s.is_empty())
             .map(PathBuf::from);
+        settings.pass_env = start.pass_env.unwrap_or_default();
         let session_workspace = workspace.clone();
         let session_nvim = nvim.clone();
         let asker = Arc::new(NvimAsker {
@@ -443,7 +445,8 @@ async fn pump(nvim: Nvim, events: Option<mpsc::UnboundedReceiver<UiEvent>>) {
 }
 
 /// A JSON value as msgpack, objects as maps with string keys (what Lua tables need; rmpv's serde
-/// support would write structs as arrays).
+/// support would write structs as arrays). Every string is redacted: this is the one way events
+/// reach the chat.
 fn to_msgpack(value: &serde_json::Value) -> Value {
     match value {
         serde_json::Value::Null => Value::Nil,
@@ -453,7 +456,7 @@ fn to_msgpack(value: &serde_json::Value) -> Value {
             (None, Some(u), _) => Value::from(u),
             (None, None, f) => Value::from(f.unwrap_or_default()),
         },
-        serde_json::Value::String(s) => Value::from(s.as_str()),
+        serde_json::Value::String(s) => Value::from(crate::secrets::redact(s).as_ref()),
         serde_json::Value::Array(items) => Value::Array(items.iter().map(to_msgpack).collect()),
         serde_json::Value::Object(map) => Value::Map(
             map.iter()

@@ -61,6 +61,9 @@ pub struct Start {
     /// Cap on model calls per prompt.
     #[serde(default)]
     pub max_turns: Option<u32>,
+    /// Key variables run_bash's commands get anyway; nil or empty: none.
+    #[serde(default)]
+    pub pass_env: Option<Vec<String>>,
 }
 
 /// `prompt`: what the user asked, context included.

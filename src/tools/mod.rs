@@ -82,6 +82,9 @@ pub struct Settings {
     pub command_timeout: Duration,
     /// The shell run_bash uses (`{shell} -c COMMAND`); None picks bash, else /bin/sh.
     pub shell: Option<PathBuf>,
+    /// Key variables run_bash's commands get anyway (the user's `pass_env`); every other one,
+    /// and any variable holding a key, is left out of their environment.
+    pub pass_env: Vec<String>,
     /// The largest file edit_file (and an ACP agent's fs requests) will read whole, in MB
     /// (MiB); `max_edit_mb` in the configuration.
     pub max_edit_mb: u64,
@@ -102,6 +105,7 @@ impl Default for Settings {
         Settings {
             command_timeout: Duration::from_secs(120),
             shell: None,
+            pass_env: Vec::new(),
             max_edit_mb: DEFAULT_MAX_EDIT_MB,
         }
     }
@@ -260,8 +264,23 @@ impl Executor {
             .collect()
     }
 
-    /// Runs one call. Unknown names and non-object arguments are failed results.
+    /// Runs one call. Unknown names and non-object arguments are failed results. The result is
+    /// redacted: a key the tool came across (a `.env` file, a command's output) never reaches the
+    /// model or the user's screen.
     pub async fn call(&self, name: &str, args: &Value, cancel: &CancellationToken) -> ToolResult {
+        let result = self.dispatch(name, args, cancel).await;
+        let redact = |text: String| match crate::secrets::redact(&text) {
+            std::borrow::Cow::Borrowed(_) => text,
+            std::borrow::Cow::Owned(clean) => clean,
+        };
+        ToolResult {
+            ok: result.ok,
+            text: redact(result.text),
+            summary: redact(result.summary),
+        }
+    }
+
+    async fn dispatch(&self, name: &str, args: &Value, cancel: &CancellationToken) -> ToolResult {
         let Some(tool) = self.tools.iter().find(|t| t.name() == name) else {
             return ToolResult::fail(format!("Unknown tool '{name}'."));
         };
@@ -349,6 +368,19 @@ mod tests {
         assert_eq!(names, ["read_file", "list_files", "edit_file", "run_bash"]);
         let mutating: Vec<_> = ex.tools.iter().map(|t| t.mutating()).collect();
         assert_eq!(mutating, [false, false, true, true]);
+    }
+
+    #[tokio::test]
+    async fn a_key_in_a_result_is_redacted_in_its_text_and_summary() {
+        crate::secrets::protect("sk-tool-result-0123456");
+        let (dir, ex, _) = executor(None);
+        std::fs::write(dir.path().join(".env"), "KEY=sk-tool-result-0123456\n").unwrap();
+        assert_eq!(
+            call(&ex, "read_file", json!({"path": ".env"})).await,
+            ToolResult::ok("KEY=[redacted]\n", "read .env (27 chars)")
+        );
+        let missing = call(&ex, "read_file", json!({"path": "sk-tool-result-0123456"})).await;
+        assert_eq!(missing, ToolResult::fail("No such file: [redacted]"));
     }
 
     #[tokio::test]

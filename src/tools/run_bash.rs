@@ -100,6 +100,7 @@ impl Tool for RunBash {
                 shell: cx.settings.shell.clone(),
                 cwd: cx.workspace.root().to_path_buf(),
                 timeout: cx.settings.command_timeout,
+                env_remove: crate::secrets::hidden_env(&cx.settings.pass_env),
             };
             let output = match process::run(&spec, cancel).await {
                 Ok(output) => output,

@@ -152,6 +152,11 @@ fn a_dead_server_is_a_clear_error() {
         "{stderr}"
     );
     assert!(stderr.contains("is the server running"), "{stderr}");
+    assert_eq!(
+        stderr.matches("cannot reach").count(),
+        1,
+        "the error is printed once: {stderr}"
+    );
 }
 
 #[test]
@@ -242,4 +247,150 @@ fn ctrl_c_cancels_the_turn_kills_the_command_tree_and_exits_130() {
         !alive,
         "the background job of the cancelled command survived"
     );
+}
+
+/// The texts of `out` (stdout then stderr).
+fn all_output(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn a_401_and_a_500_that_echo_the_key_show_it_redacted() {
+    for (code, retries) in [(401, 0), (500, 4)] {
+        let dir = tempfile::tempdir().unwrap();
+        // A 500 is retried four times (retry-after 0: no wait), each attempt echoing the key.
+        let echo = || Reply::Status {
+            code,
+            message: format!("invalid x-api-key: {SECRET}"),
+            retry_after: Some(0),
+        };
+        let mock = MockLlm::start(Wire::Anthropic, vec![echo(); retries + 1]);
+        let out = run(Some(&mock), dir.path(), &["hi"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(mock.requests().len(), retries + 1);
+        let all = all_output(&out);
+        assert!(!all.contains(SECRET), "the key leaked: {all}");
+        assert_eq!(
+            all.matches("invalid x-api-key: [redacted]").count(),
+            retries + 1,
+            "{all}"
+        );
+        assert!(all.contains(&format!("API error {code}")), "{all}");
+    }
+}
+
+#[test]
+fn a_redirect_to_another_origin_is_not_followed_so_the_key_stays_home() {
+    for (wire, provider, key_header) in [
+        (Wire::Anthropic, "anthropic", "x-api-key"),
+        (Wire::OpenAi, "openai", "authorization"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = MockLlm::start(wire, vec![turn(vec![Part::Text("stolen".into())])]);
+        let endpoint = match wire {
+            Wire::Anthropic => "/v1/messages",
+            Wire::OpenAi | Wire::OpenAiOllamaStyle => "/chat/completions",
+        };
+        let target = format!("{}{endpoint}", elsewhere.base_url());
+        let mock = MockLlm::start(
+            wire,
+            vec![Reply::Redirect {
+                code: 307,
+                location: target.clone(),
+            }],
+        );
+        let out = run(
+            None,
+            dir.path(),
+            &["--provider", provider, "--base-url", &mock.base_url(), "hi"],
+        )
+        .env("ANTHROPIC_API_KEY", SECRET)
+        .env("OPENAI_API_KEY", SECRET)
+        .output()
+        .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", all_output(&out));
+        assert!(
+            mock.requests()[0]
+                .header(key_header)
+                .unwrap()
+                .contains(SECRET),
+            "the configured server gets the key"
+        );
+        assert_eq!(
+            elsewhere.requests(),
+            vec![],
+            "the other origin was sent a request"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let want = format!(
+            "agent: the API at {}{endpoint} redirected to {target} (another origin); not followed, \
+             so the key is not sent there. Set base_url (setup() or --base-url) to {} if that \
+             server should get the key\n",
+            mock.base_url(),
+            elsewhere.base_url()
+        );
+        assert_eq!(stderr, want);
+    }
+}
+
+#[test]
+fn a_redirect_within_the_same_origin_is_followed_with_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            Reply::Redirect {
+                code: 307,
+                location: "/v1/messages?moved=1".into(),
+            },
+            turn(vec![Part::Text("here".into())]),
+        ],
+    );
+    let out = run(Some(&mock), dir.path(), &["hi"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+    let requests = mock.requests();
+    assert_eq!(requests[1].path, "/v1/messages?moved=1");
+    assert_eq!(requests[1].header("x-api-key"), Some(SECRET));
+    assert_eq!(requests[1].body, requests[0].body);
+}
+
+#[test]
+fn run_bash_commands_get_no_key_unless_passed() {
+    for (flags, want) in [
+        (&[][..], "KEYS:\n"),
+        (
+            &["--pass-env", "ANTHROPIC_API_KEY"][..],
+            "KEYS:\nANTHROPIC_API_KEY=[redacted]\n",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mock = MockLlm::start(
+            Wire::Anthropic,
+            vec![
+                turn(vec![Part::ToolCall {
+                    id: "t1".into(),
+                    name: "run_bash".into(),
+                    args: json!({"command": "echo KEYS:; env | grep -E '^(ANTHROPIC_API_KEY|OPENAI_API_KEY|SOME_TOKEN)=' | sort"}).to_string(),
+                }]),
+                turn(vec![Part::Text("ok".into())]),
+            ],
+        );
+        let out = run(
+            Some(&mock),
+            dir.path(),
+            &[&["--auto-approve"][..], flags, &["go"][..]].concat(),
+        )
+        .env("OPENAI_API_KEY", "sk-openai-test-77aa")
+        .env("SOME_TOKEN", format!("Bearer {SECRET}"))
+        .output()
+        .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+        let (content, ok) = crate::support::tool_result(&mock, 1, "t1");
+        assert!(ok);
+        assert_eq!(content, format!("{want}\n[exit 0]"));
+    }
 }

@@ -217,3 +217,34 @@ fn concurrent_edits_of_one_file_never_lose_one_that_reported_success() {
         }
     }
 }
+
+#[test]
+fn run_bash_gets_no_api_key_variable_unless_passed() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = "sk-proj-tool-cli-5e5e5e";
+    let command =
+        json!({"command": "env | grep -E '^(ANTHROPIC_API_KEY|OPENAI_API_KEY|MY_COPY)=' | sort; \
+                         printf '%s' \"$OPENAI_API_KEY\" | rev; echo"})
+        .to_string();
+    let env_of = |flags: &[&str]| {
+        let out = bin()
+            .current_dir(dir.path())
+            .args(["tool", "run_bash", &command, "--auto-approve"])
+            .args(flags)
+            .env("ANTHROPIC_API_KEY", "sk-ant-tool-cli-4d4d4d")
+            .env("OPENAI_API_KEY", key)
+            .env("MY_COPY", key)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        json(&out)["text"].as_str().unwrap().to_string()
+    };
+    assert_eq!(env_of(&[]), "\n\n[exit 0]");
+    // Passed, the variable is there with its value (reversed here, so it is not redacted); what
+    // the command prints of the key itself is redacted.
+    let reversed: String = key.chars().rev().collect();
+    assert_eq!(
+        env_of(&["--pass-env", "OPENAI_API_KEY"]),
+        format!("OPENAI_API_KEY=[redacted]\n{reversed}\n\n[exit 0]")
+    );
+}

@@ -62,6 +62,9 @@ pub enum Reply {
     /// A stream that sends the first part, then an error mid-stream and ends: Anthropic
     /// `event: error` with an `overloaded_error`, OpenAI a `data: {"error":{...}}` chunk.
     StreamError { message: String, parts: Vec<Part> },
+    /// A redirect (301, 302, 307, 308) to `location`, as sent (absolute or relative), with an
+    /// empty body.
+    Redirect { code: u16, location: String },
 }
 
 /// How a streamed body is written: in pieces of `chunk_bytes` (one HTTP chunk each; the whole
@@ -398,6 +401,15 @@ fn answer(shared: &Shared, stream: &mut TcpStream, request: Recorded) -> io::Res
             stream.write_all(format!("{head}{body}").as_bytes())?;
             Ok(!chunked_body)
         }
+        Reply::Redirect { code, location } => {
+            let head = format!(
+                "HTTP/1.1 {code} {}\r\nlocation: {location}\r\ncontent-length: 0\r\n{}: req_mock_{number}\r\n\r\n",
+                reason(code),
+                wire.request_id_header(),
+            );
+            stream.write_all(head.as_bytes())?;
+            Ok(true)
+        }
         Reply::Turn { parts, usage } => {
             write_stream(
                 shared,
@@ -478,6 +490,10 @@ fn pause(delay: Duration, stop: &AtomicBool) -> io::Result<()> {
 
 fn reason(code: u16) -> &'static str {
     match code {
+        301 => "Moved Permanently",
+        302 => "Found",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
         400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",
