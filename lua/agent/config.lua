@@ -19,6 +19,7 @@ local H = {}
 ---@field shell? string
 ---@field max_turns integer
 ---@field pass_env string[]
+---@field max_edit_mb integer
 ---@field backend? string
 ---@field keymaps { ask: string|false, approval: table<string, string|string[]> }
 ---@field window { side: "right"|"left", width: number }
@@ -35,6 +36,7 @@ H.defaults = {
   max_turns = 40, -- cap on model calls for one prompt
   pass_env = {}, -- API key variables run_bash's commands get anyway ({ "OPENAI_API_KEY" }); by
   --                default they get none of ANTHROPIC_API_KEY, OPENAI_API_KEY or a copy of a key
+  max_edit_mb = 64, -- the largest file edit_file (and an external agent's file requests) will handle
   -- backend = nil,       -- path to agent-nvim; nil: <plugin root>/target/release/agent-nvim
   keymaps = {
     ask = "<leader>aa", -- ask about the current line or the selection; false: no mapping
@@ -112,6 +114,7 @@ H.schema = {
   shell = optional_string,
   max_turns = positive_integer,
   pass_env = H.name_list,
+  max_edit_mb = positive_integer,
   backend = optional_string,
   keymaps = table_,
   ["keymaps.ask"] = function(v)

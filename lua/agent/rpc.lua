@@ -141,6 +141,7 @@ function M.ensure()
     shell = config.shell,
     max_turns = config.max_turns,
     pass_env = #config.pass_env > 0 and config.pass_env or nil,
+    max_edit_mb = config.max_edit_mb,
   })
   return true
 end

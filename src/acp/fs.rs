@@ -98,7 +98,6 @@ pub(super) async fn write_text_file(
 /// The JSON-RPC error for a read or write of `path` that did not happen.
 fn error_for(path: &str, verb: &str, failure: Failure) -> Error {
     let invalid = |message: String| Error::new(ErrorCode::INVALID_PARAMS, message);
-    let mb = |bytes: u64| bytes.div_ceil(1024 * 1024);
     match failure {
         Failure::Fs(err) => {
             if let Some(refusal) = Refusal::for_fs(path, &err) {
@@ -120,8 +119,8 @@ fn error_for(path: &str, verb: &str, failure: Failure) -> Error {
         }
         Failure::TooBig(size) => invalid(format!(
             "'{path}' is {} MB, more than the {} MB the client reads or writes.",
-            mb(size),
-            mb(MAX_BYTES)
+            crate::tools::megabytes(size),
+            crate::tools::megabytes(MAX_BYTES)
         )),
         Failure::ReadOnly => invalid(format!("Refused: '{path}' is read-only.")),
         Failure::Busy => Error::new(

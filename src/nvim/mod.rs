@@ -203,6 +203,9 @@ impl Bridge {
             .filter(|s| !s.is_empty())
             .map(PathBuf::from);
         settings.pass_env = start.pass_env.unwrap_or_default();
+        if let Some(mb) = start.max_edit_mb.filter(|mb| *mb > 0) {
+            settings.max_edit_mb = mb;
+        }
         let session_workspace = workspace.clone();
         let session_nvim = nvim.clone();
         let asker = Arc::new(NvimAsker {

@@ -64,6 +64,9 @@ pub struct Start {
     /// Key variables run_bash's commands get anyway; nil or empty: none.
     #[serde(default)]
     pub pass_env: Option<Vec<String>>,
+    /// The largest file edit_file handles, in MB; nil: 64.
+    #[serde(default)]
+    pub max_edit_mb: Option<u64>,
 }
 
 /// `prompt`: what the user asked, context included.

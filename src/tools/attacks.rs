@@ -323,7 +323,7 @@ async fn a_file_above_the_limit_is_refused_before_it_is_read() {
     std::fs::write(dir.path().join("two.txt"), "x".repeat(1024 * 1024 + 1)).unwrap();
     assert_eq!(
         call(&ex, "edit_file", edit("two.txt", "x", "y")).await,
-        ToolResult::fail("edit_file: two.txt is 2 MB, more than the 1 MB edit_file handles.")
+        ToolResult::fail("edit_file: two.txt is 1.1 MB, more than the 1 MB edit_file handles.")
     );
 }
 

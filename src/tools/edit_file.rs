@@ -320,7 +320,7 @@ fn stopped(cx: &ToolContext, given: &str, target: &Resolved, stop: Stop) -> Tool
         )),
         Stop::TooBig(size) => ToolResult::fail(format!(
             "edit_file: {rel} is {} MB, more than the {} MB edit_file handles.",
-            size.div_ceil(1024 * 1024),
+            super::megabytes(size),
             cx.settings.max_edit_mb
         )),
         Stop::ReadOnly => ToolResult::fail(format!("edit_file: {rel} is read-only.")),

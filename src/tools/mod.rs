@@ -75,6 +75,17 @@ impl ToolResult {
     }
 }
 
+/// A size in MB (MiB) as a message shows it: whole when it is whole, else rounded up to a tenth,
+/// so a file just over a limit never reads as the limit itself.
+pub fn megabytes(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if bytes % MIB == 0 {
+        return (bytes / MIB).to_string();
+    }
+    let tenths = bytes.saturating_mul(10).div_ceil(MIB);
+    format!("{}.{}", tenths / 10, tenths % 10)
+}
+
 /// Settings the tools read; front ends fill them from their configuration.
 #[derive(Debug, Clone)]
 pub struct Settings {

@@ -154,3 +154,35 @@ async fn pass_env_must_be_a_list_of_variable_names() {
         "{report}"
     );
 }
+
+#[tokio::test]
+async fn max_edit_mb_reaches_the_backend() {
+    let edit = || Reply::Turn {
+        parts: vec![Part::ToolCall {
+            id: "e1".into(),
+            name: "edit_file".into(),
+            args: json!({"path": "big.txt", "old_str": "x", "new_str": "y"}).to_string(),
+        }],
+        usage: (1, 1),
+    };
+    let done = || Reply::Turn {
+        parts: vec![Part::Text("ok".into())],
+        usage: (1, 1),
+    };
+    let mock = MockLlm::start(Wire::Anthropic, vec![edit(), done()]);
+    let nvim = start(&mock, "auto_approve = true, max_edit_mb = 1").await;
+    std::fs::write(
+        nvim.workspace.path().join("big.txt"),
+        format!("x{}", "-".repeat(2 * 1024 * 1024)),
+    )
+    .unwrap();
+    nvim.cmd("Agent go").await;
+    assert_eq!(
+        tool_result(&mock, 1, "e1"),
+        (
+            "edit_file: big.txt is 2.1 MB, more than the 1 MB edit_file handles.".to_string(),
+            false
+        )
+    );
+    wait_idle(&nvim).await;
+}
