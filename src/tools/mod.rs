@@ -79,7 +79,7 @@ impl ToolResult {
 /// so a file just over a limit never reads as the limit itself.
 pub fn megabytes(bytes: u64) -> String {
     const MIB: u64 = 1024 * 1024;
-    if bytes % MIB == 0 {
+    if bytes.is_multiple_of(MIB) {
         return (bytes / MIB).to_string();
     }
     let tenths = bytes.saturating_mul(10).div_ceil(MIB);
