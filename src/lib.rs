@@ -8,6 +8,7 @@ pub mod agent;
 pub mod approval;
 pub mod cli;
 pub mod diff;
+pub mod display;
 pub mod editor;
 pub mod error;
 pub mod llm;
