@@ -19,6 +19,8 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
+use crate::agent::Event;
+
 /// Which layout characters a piece of text keeps; everything else hidden is escaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {
@@ -198,6 +200,108 @@ pub fn approval_title(tool: &str, detail: &str, is_command: bool) -> String {
     squeeze_blanks(&visible(detail, Layout::OneLine))
 }
 
+/// The lines of a unified diff as the preview shows them: each made [`visible`], a long run of
+/// blank characters squeezed, and a run of two or more lines that are blank but for the same
+/// prefix (`+`, `-`, ` `) shown as one marker line with that prefix (`+[… 60 blank lines …]`).
+pub fn diff_lines(diff: &str) -> Vec<String> {
+    let body = diff.strip_suffix('\n').unwrap_or(diff);
+    let mut lines = Vec::new();
+    let mut run: Option<(char, usize)> = None;
+    let flush = |lines: &mut Vec<String>, run: Option<(char, usize)>| match run {
+        Some((prefix, 1)) => lines.push(prefix.to_string()),
+        Some((prefix, n)) => lines.push(format!("{prefix}[… {n} blank lines …]")),
+        None => {}
+    };
+    for line in body.split('\n') {
+        let shown = visible(line, Layout::Lines);
+        let mut chars = shown.chars();
+        let prefix = chars.next();
+        let blank = chars.as_str().chars().all(char::is_whitespace);
+        match (prefix, blank, run) {
+            (Some(p @ ('+' | '-' | ' ')), true, Some((q, n))) if p == q => run = Some((q, n + 1)),
+            (Some(p @ ('+' | '-' | ' ')), true, _) => {
+                flush(&mut lines, run.take());
+                run = Some((p, 1));
+            }
+            _ => {
+                flush(&mut lines, run.take());
+                lines.push(squeeze_blanks(&shown));
+            }
+        }
+    }
+    flush(&mut lines, run);
+    lines
+}
+
+/// An event of the turn loop as a front end shows it: text and output made [`visible`] as prose,
+/// names, summaries and reasons as one line, the strings in a tool call's arguments as one line.
+/// Ids are left alone: they are never shown, and the front end matches rows by them.
+pub fn shown(event: Event) -> Event {
+    let one = |s: String| visible(&s, Layout::OneLine).into_owned();
+    let prose = |s: String| visible(&s, Layout::Prose).into_owned();
+    match event {
+        Event::TurnStarted => Event::TurnStarted,
+        Event::Text { text } => Event::Text { text: prose(text) },
+        Event::ToolStarted { id, name, args } => Event::ToolStarted {
+            id,
+            name: one(name),
+            args: shown_value(args),
+        },
+        Event::ToolFinished {
+            id,
+            name,
+            ok,
+            summary,
+            output,
+        } => Event::ToolFinished {
+            id,
+            name: one(name),
+            ok,
+            summary: one(summary),
+            output: prose(output),
+        },
+        Event::Retrying {
+            attempt,
+            delay_ms,
+            reason,
+        } => Event::Retrying {
+            attempt,
+            delay_ms,
+            reason: one(reason),
+        },
+        Event::Usage { input, output } => Event::Usage { input, output },
+        Event::TurnDone {
+            input,
+            output,
+            outcome,
+            message,
+        } => Event::TurnDone {
+            input,
+            output,
+            outcome,
+            message: prose(message),
+        },
+        Event::Error { message } => Event::Error {
+            message: prose(message),
+        },
+    }
+}
+
+/// A JSON value with every string in it (keys too) made visible on one line.
+fn shown_value(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => Value::String(visible(&s, Layout::OneLine).into_owned()),
+        Value::Array(items) => Value::Array(items.into_iter().map(shown_value).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (visible(&k, Layout::OneLine).into_owned(), shown_value(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -330,6 +434,72 @@ mod tests {
         assert_eq!(preview_lines(&wide), vec!["ls[… 40 blank characters …]x"]);
         let short = format!("a{}b", " ".repeat(BLANK_RUN));
         assert_eq!(preview_lines(&short), vec![short.clone()]);
+    }
+
+    #[test]
+    fn a_diff_shows_every_line_and_collapses_runs_of_blank_added_lines() {
+        let diff = format!(
+            "--- a/x\n+++ b/x\n@@ -1 +1,62 @@\n one\n{}+rm -rf ~\r\n+\n",
+            "+\n".repeat(60)
+        );
+        assert_eq!(
+            diff_lines(&diff),
+            vec![
+                "--- a/x",
+                "+++ b/x",
+                "@@ -1 +1,62 @@",
+                " one",
+                "+[… 60 blank lines …]",
+                "+rm -rf ~\\r",
+                "+"
+            ]
+        );
+        assert_eq!(
+            diff_lines(" a\n \n-\n-\n"),
+            vec![" a", " ", "-[… 2 blank lines …]"]
+        );
+    }
+
+    #[test]
+    fn events_are_shown_with_their_text_visible_and_their_ids_untouched() {
+        let started = shown(Event::ToolStarted {
+            id: "t\u{1b}1".into(),
+            name: "run_bash".into(),
+            args: serde_json::json!({"command": "a\rb", "n": [1, "\u{202e}"]}),
+        });
+        assert_eq!(
+            started,
+            Event::ToolStarted {
+                id: "t\u{1b}1".into(),
+                name: "run_bash".into(),
+                args: serde_json::json!({"command": "a\\rb", "n": [1, "\\u{202e}"]}),
+            }
+        );
+        let finished = shown(Event::ToolFinished {
+            id: "t1".into(),
+            name: "run_bash".into(),
+            ok: true,
+            summary: "$ touch PWNED #\r\u{1b}[2Kls -la -> exit 0".into(),
+            output: "a\u{1b}[31m\r\nb\n".into(),
+        });
+        assert_eq!(
+            finished,
+            Event::ToolFinished {
+                id: "t1".into(),
+                name: "run_bash".into(),
+                ok: true,
+                summary: "$ touch PWNED #\\r\\e[2Kls -la -> exit 0".into(),
+                output: "a\\e[31m\nb\n".into(),
+            }
+        );
+        assert_eq!(
+            shown(Event::Text {
+                text: "hi \u{1b}[8mhidden\n".into()
+            }),
+            Event::Text {
+                text: "hi \\e[8mhidden\n".into()
+            }
+        );
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! `main.rs` only picks a front end; everything that can be tested lives here.
 
 pub mod acp;
-pub mod ansi;
 pub mod agent;
+pub mod ansi;
 pub mod approval;
 pub mod cli;
 pub mod diff;
