@@ -124,7 +124,7 @@ pub fn preview_lines(text: &str) -> Vec<String> {
     let mut blanks = 0usize;
     for line in body.split('\n') {
         let shown = visible(line, Layout::Lines);
-        if shown.chars().all(char::is_whitespace) {
+        if shown.chars().all(is_blank) {
             blanks += 1;
             continue;
         }
@@ -142,6 +142,11 @@ fn flush_blanks(lines: &mut Vec<String>, blanks: usize) {
         1 => lines.push(String::new()),
         n => lines.push(format!("[… {n} blank lines …]")),
     }
+}
+
+/// Draws as empty space: whitespace, and the braille blank that is not whitespace to Unicode.
+fn is_blank(c: char) -> bool {
+    c.is_whitespace() || c == '\u{2800}'
 }
 
 /// `line` with each run of more than [`BLANK_RUN`] whitespace characters replaced by a marker
@@ -164,7 +169,7 @@ fn squeeze_blanks(line: &str) -> String {
         run.clear();
     };
     for c in line.chars() {
-        if c.is_whitespace() {
+        if is_blank(c) {
             run.push(c);
         } else {
             flush(&mut out, &mut run);
@@ -216,7 +221,7 @@ pub fn diff_lines(diff: &str) -> Vec<String> {
         let shown = visible(line, Layout::Lines);
         let mut chars = shown.chars();
         let prefix = chars.next();
-        let blank = chars.as_str().chars().all(char::is_whitespace);
+        let blank = chars.as_str().chars().all(is_blank);
         match (prefix, blank, run) {
             (Some(p @ ('+' | '-' | ' ')), true, Some((q, n))) if p == q => run = Some((q, n + 1)),
             (Some(p @ ('+' | '-' | ' ')), true, _) => {
@@ -432,6 +437,11 @@ mod tests {
         );
         let wide = format!("ls{}x", "\u{3000}".repeat(40));
         assert_eq!(preview_lines(&wide), vec!["ls[… 40 blank characters …]x"]);
+        let braille = format!("ls{}\n{}x", "\u{2800}".repeat(40), "\u{2800}\n".repeat(3));
+        assert_eq!(
+            preview_lines(&braille),
+            vec!["ls[… 40 blank characters …]", "[… 3 blank lines …]", "x"]
+        );
         let short = format!("a{}b", " ".repeat(BLANK_RUN));
         assert_eq!(preview_lines(&short), vec![short.clone()]);
     }
