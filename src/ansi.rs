@@ -89,7 +89,26 @@ impl TermText {
 /// How many bytes at the start of `bytes` are plain text: no C0 control, DEL, ESC or C1 control
 /// (U+0080–U+009F, `C2 80`–`C2 9F` in UTF-8). Never ends inside a character.
 fn plain_run(bytes: &[u8]) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    /// Whether any byte of `word` is below `n` (n ≤ 0x80).
+    fn any_below(word: u64, n: u8) -> bool {
+        word.wrapping_sub(ONES * u64::from(n)) & !word & HIGHS != 0
+    }
+    // Eight bytes at a time while none can be a control (or the 0xC2 that may start a C1).
     let mut i = 0;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_ne_bytes(word);
+        if any_below(word, 0x20)
+            || any_below(word ^ (ONES * 0x7f), 1)
+            || any_below(word ^ (ONES * 0xc2), 1)
+        {
+            break;
+        }
+        i += 8;
+    }
     while i < bytes.len() {
         match bytes[i] {
             0x00..=0x1f | 0x7f => return i,
@@ -350,6 +369,20 @@ mod tests {
         check("abc\u{1b}[1GX\n", "Xbc\n");
         check("a\u{1b}[3Cb\n", "a   b\n");
         check("abcd\u{1b}[2D\u{1b}[1K!\n", "  !d\n");
+    }
+
+    #[test]
+    fn a_plain_run_stops_at_the_first_control_wherever_it_is() {
+        let text = "abcdefghijklmnopqrstuvwxyzé€😀 plain text that goes on".repeat(3);
+        assert_eq!(plain_run(text.as_bytes()), text.len());
+        for stop in ["\u{1b}", "\n", "\r", "\u{0}", "\u{7f}", "\u{85}", "\u{9b}"] {
+            for at in 0..40 {
+                let probe = format!("{}{stop}{}", &"x".repeat(at), "y".repeat(20));
+                assert_eq!(plain_run(probe.as_bytes()), at, "{stop:?} at {at}");
+            }
+        }
+        // 0xC2 starting a printable character (U+00A0..) is plain.
+        assert_eq!(plain_run("a\u{a0}b\u{bf}cdefghij".as_bytes()), 14);
     }
 
     #[test]
