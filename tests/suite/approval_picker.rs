@@ -568,14 +568,17 @@ async fn a_bidi_override_is_shown_escaped_and_cannot_reorder_the_float() {
 
 #[tokio::test]
 async fn a_commands_coloured_output_reaches_the_chat_and_the_model_without_escapes() {
-    let (mock, nvim, _) =
-        picker_for_command(r"printf '\033[31mred\033[0m\n50%%\r100%%\n'").await;
+    let (mock, nvim, _) = picker_for_command(r"printf '\033[31mred\033[0m\n50%%\r100%%\n'").await;
     nvim.api.input("1").await.unwrap();
     let lines = nvim.wait_for_line(CHAT, "OK.").await;
     assert!(
-        lines.windows(3).any(|w| w[1] == "  red" && w[2] == "  100%"),
+        lines
+            .windows(3)
+            .any(|w| w[1] == "  red" && w[2] == "  100%"),
         "{lines:#?}"
     );
-    assert!(lines.iter().all(|l| !l.contains('\u{1b}') && !l.contains('\r')));
+    assert!(lines
+        .iter()
+        .all(|l| !l.contains('\u{1b}') && !l.contains('\r')));
     assert_eq!(tool_result(&mock, 1, "t1").0, "red\n100%\n\n[exit 0]");
 }
