@@ -202,7 +202,13 @@ pub fn approval_title(tool: &str, detail: &str, is_command: bool) -> String {
         }
         return one.to_string();
     }
-    squeeze_blanks(&visible(detail, Layout::OneLine))
+    one_line(detail)
+}
+
+/// `text` made [`visible`] on one line, with long runs of blank characters squeezed as in a
+/// preview: for labels that a padding could otherwise stretch out of sight.
+pub fn one_line(text: &str) -> String {
+    squeeze_blanks(&visible(text, Layout::OneLine))
 }
 
 /// The lines of a unified diff as the preview shows them: each made [`visible`], a long run of
@@ -547,5 +553,7 @@ mod tests {
             "edit a\\eb.rs (replace 1 chars with 2)"
         );
         assert_eq!(approval_title("Run\nrm", "Run\nrm", false), "Run\\nrm");
+        let padded = format!("Allow{}\u{1b}x", " ".repeat(40));
+        assert_eq!(one_line(&padded), "Allow[… 40 spaces …]\\ex");
     }
 }

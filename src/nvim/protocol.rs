@@ -202,7 +202,7 @@ impl UiEvent {
                 let action = match action {
                     Action::Edit { rel } => Action::Edit { rel: one(rel) },
                     Action::Command { command } => Action::Command {
-                        command: one(command),
+                        command: display::one_line(&command),
                     },
                 };
                 UiEvent::Approval {
@@ -218,7 +218,7 @@ impl UiEvent {
                         options
                             .into_iter()
                             .map(|o| AgentOption {
-                                name: one(o.name),
+                                name: display::one_line(&o.name),
                                 ..o
                             })
                             .collect()
