@@ -129,6 +129,8 @@ struct Line {
     cells: Option<Vec<char>>,
     /// The cursor's cell, in `cells` mode.
     cursor: usize,
+    /// A carriage return came while the line was still `text`: the cursor is at its start.
+    returned: bool,
 }
 
 impl Line {
@@ -140,13 +142,19 @@ impl Line {
         }
         self.text.clear();
         self.cursor = 0;
+        self.returned = false;
     }
 
-    /// The cells, switching to cells mode with the cursor at the end if not in it yet.
+    /// The cells, switching to cells mode if not in it yet, with the cursor at the end (or at the
+    /// start after a carriage return).
     fn cells(&mut self) -> &mut Vec<char> {
         if self.cells.is_none() {
             let cells: Vec<char> = self.text.chars().collect();
-            self.cursor = cells.len();
+            self.cursor = if std::mem::take(&mut self.returned) {
+                0
+            } else {
+                cells.len()
+            };
             self.text.clear();
             self.cells = Some(cells);
         }
@@ -154,6 +162,9 @@ impl Line {
     }
 
     fn print(&mut self, c: char, out: &mut String) {
+        if self.returned {
+            self.cells();
+        }
         if self.cells.is_some() && self.cursor >= LINE_CHARS {
             self.take_into(out);
         }
@@ -177,7 +188,7 @@ impl Line {
     /// Prints a run of plain text: appended whole in the usual case, cell by cell after the
     /// cursor moved back.
     fn print_str(&mut self, s: &str, out: &mut String) {
-        if self.cells.is_some() {
+        if self.cells.is_some() || self.returned {
             for c in s.chars() {
                 self.print(c, out);
             }
@@ -210,6 +221,8 @@ impl Line {
                 self.take_into(out);
                 out.push('\n');
             }
+            // Not played onto cells yet: a `\r\n` line ending then costs nothing.
+            b'\r' if self.cells.is_none() => self.returned = true,
             b'\r' => self.move_to(0),
             b'\t' => self.print('\t', out),
             0x08 => {
@@ -345,6 +358,17 @@ mod tests {
         check("  1%\r 50%\r100%\rdone\n", "done\n");
         check("spin |\u{8}/\u{8}-\u{8}\\\n", "spin \\\n");
         check("ends with a return\r", "ends with a return");
+    }
+
+    #[test]
+    fn a_crlf_line_ending_never_turns_the_line_into_cells() {
+        let mut filter = TermText::default();
+        let mut out = String::new();
+        filter.feed("one line\r", &mut out);
+        assert!(filter.line.cells.is_none());
+        filter.feed("\nnext\rN", &mut out);
+        assert_eq!(out, "one line\n");
+        assert_eq!(filter.line.cells, Some("Next".chars().collect()));
     }
 
     #[test]
