@@ -74,7 +74,7 @@ fn bench(every: usize) {
                     "local diff, id = ... \
                      local t = vim.uv.hrtime() \
                      require('agent.approval').ask({ id = id, tool = 'edit_file', \
-                       detail = 'edit src/big.rs (replace 1 chars with 2)', diff = diff, \
+                       title = 'edit src/big.rs (replace 1 chars with 2)', detail = 'edit src/big.rs (replace 1 chars with 2)', diff = diff, \
                        action = { kind = 'edit', rel = 'src/big.rs' }, cwd = '/w', timeout = 120 }, function() end) \
                      vim.cmd.redraw() \
                      local ms = (vim.uv.hrtime() - t) / 1e6 \

@@ -5,9 +5,11 @@
 
 pub mod acp;
 pub mod agent;
+pub mod ansi;
 pub mod approval;
 pub mod cli;
 pub mod diff;
+pub mod display;
 pub mod editor;
 pub mod error;
 pub mod llm;

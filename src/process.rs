@@ -25,6 +25,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
+use crate::ansi::TermText;
 use crate::text::{clamp_head, MAX_CHARS};
 
 /// Characters kept from the beginning of a clamped text.
@@ -302,11 +303,17 @@ async fn drain<R: AsyncRead + Unpin>(reader: Option<R>, capture: &mut Capture) {
     }
 }
 
-/// One output stream, decoded lossily as it arrives, in bounded memory: its first [`MAX_CHARS`]
-/// characters, a suffix of the rest holding at least its last [`MAX_CHARS`] characters, and the
-/// count of all of them. That is enough for [`compose`] to build any clamped text exactly.
+/// One output stream, decoded lossily as it arrives and passed through [`TermText`] (escape
+/// sequences out, progress redraws collapsed), in bounded memory: the first [`MAX_CHARS`]
+/// characters of what is left, a suffix of the rest holding at least its last [`MAX_CHARS`]
+/// characters, and the count of all of them. That is enough for [`compose`] to build any clamped
+/// text exactly.
 #[derive(Debug, Default)]
 struct Capture {
+    /// What a terminal would finally show of the decoded text.
+    screen: TermText,
+    /// The text `screen` let through, reused from read to read.
+    shown: String,
     /// The first characters, up to [`MAX_CHARS`].
     head: String,
     head_chars: usize,
@@ -385,9 +392,21 @@ impl Capture {
             self.pending_len = 0;
             self.push_str("\u{FFFD}");
         }
+        let mut shown = std::mem::take(&mut self.shown);
+        self.screen.finish(&mut shown);
+        self.keep(&shown);
     }
 
-    fn push_str(&mut self, mut s: &str) {
+    /// Passes decoded text through the terminal filter and keeps what it lets through.
+    fn push_str(&mut self, s: &str) {
+        let mut shown = std::mem::take(&mut self.shown);
+        self.screen.feed(s, &mut shown);
+        self.keep(&shown);
+        shown.clear();
+        self.shown = shown;
+    }
+
+    fn keep(&mut self, mut s: &str) {
         if s.is_empty() {
             return;
         }
@@ -709,8 +728,37 @@ mod tests {
             assert!(capture.tail.len() <= 2 * TAIL_BYTES);
             assert!(capture.head.len() <= 4 * MAX_CHARS);
         }
+        capture.finish();
         assert_eq!(capture.chars, 200 * READ_CHUNK / 2);
         assert_eq!(capture.suffix(3), "ééé");
+    }
+
+    #[test]
+    fn escapes_and_progress_lines_split_across_reads_are_filtered_the_same() {
+        let text =
+            "\u{1b}[1;32mok\u{1b}[0m \u{1b}]0;title\u{7}é\n 10%\r 50%\r100%\r\nend\r\u{1b}[2Kfin";
+        for step in 1..=text.len() {
+            let capture = captured(text.as_bytes(), step);
+            assert_eq!(
+                capture.prefix(capture.chars),
+                "ok é\n100%\nfin",
+                "reads of {step} bytes"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn the_model_reads_output_without_escapes_or_progress_redraws() {
+        assert_eq!(
+            run_text("printf '\\033[31mred\\033[0m\\n'; printf '50%%\\r100%%\\n' >&2")
+                .await
+                .text,
+            "red\n[stderr]\n100%\n\n[exit 0]"
+        );
+        // 15,000 coloured characters are 15,000 characters: nothing is cut.
+        let output =
+            run_text("for i in $(seq 1500); do printf '\\033[1;31mxxxxxxxxxx\\033[0m'; done").await;
+        assert_eq!(output.text, format!("{}\n[exit 0]", "x".repeat(15_000)));
     }
 
     #[tokio::test]
@@ -978,8 +1026,8 @@ mod tests {
         assert_eq!(group_members(pgid), Vec::<i32>::new());
     }
 
-    #[tokio::test]
-    async fn a_hundred_megabytes_of_output_does_not_grow_memory() {
+    /// Runs `command` while sampling this process's RSS; returns its output and the peak growth.
+    async fn run_measuring_rss(command: &str) -> (CommandOutput, usize) {
         let before = vm_rss_kib();
         let done = CancellationToken::new();
         let sampler = {
@@ -994,23 +1042,34 @@ mod tests {
             })
         };
         let output = run(
-            &spec(
-                "head -c 100000000 /dev/zero | tr '\\0' a",
-                Duration::from_secs(120),
-            ),
+            &spec(command, Duration::from_secs(120)),
             &CancellationToken::new(),
         )
         .await
         .unwrap();
         done.cancel();
         let peak = sampler.await.unwrap();
+        (output, peak.saturating_sub(before))
+    }
+
+    #[tokio::test]
+    async fn a_hundred_megabytes_of_output_does_not_grow_memory() {
+        let (output, growth_kib) =
+            run_measuring_rss("head -c 100000000 /dev/zero | tr '\\0' a").await;
         let want = format!(
             "{}\n[... truncated at 20000 chars: 99980000 chars cut ...]\n{}\n[exit 0]",
             "a".repeat(8_000),
             "a".repeat(12_000)
         );
         assert!(output.text == want, "unexpected text");
-        let growth_kib = peak.saturating_sub(before);
         assert!(growth_kib < 20 * 1024, "grew by {growth_kib} KiB");
+    }
+
+    #[tokio::test]
+    async fn an_unterminated_osc_string_does_not_grow_memory() {
+        let (output, growth_kib) =
+            run_measuring_rss("printf '\\033]0;'; head -c 30000000 /dev/zero | tr '\\0' a").await;
+        assert_eq!(output.text, "\n[exit 0]");
+        assert!(growth_kib < 15 * 1024, "grew by {growth_kib} KiB");
     }
 }

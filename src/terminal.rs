@@ -8,8 +8,9 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Agent, Event, Outcome, DEFAULT_MAX_TURNS};
-use crate::approval::{ApprovalRequest, Asker, Decision, Gate};
+use crate::approval::{Action, ApprovalRequest, Asker, Decision, Gate};
 use crate::cli::{RunArgs, ToolArgs};
+use crate::display::{self, Layout};
 use crate::editor::NoEditor;
 use crate::llm::{Client, ProviderConfig};
 use crate::tools::{Executor, Settings, ToolContext};
@@ -50,17 +51,35 @@ pub fn decision_for_key(key: u8) -> Option<Decision> {
     }
 }
 
+/// The question as the terminal shows it: the title, then every line of a command that the
+/// title does not show whole, then the diff; all of it made visible (src/display.rs), so nothing
+/// in the request can move the cursor, erase the line or reorder what is read.
+fn question_lines(request: &ApprovalRequest) -> Vec<String> {
+    let is_command = matches!(request.action, Action::Command { .. });
+    let title = display::approval_title(&request.tool, &request.detail, is_command);
+    let tool = display::visible(&request.tool, Layout::OneLine);
+    let mut lines = vec![format!("agent: {tool} wants to: {title}")];
+    if is_command {
+        let preview = display::preview_lines(&request.detail);
+        if preview != [title] {
+            lines.extend(preview.into_iter().map(|line| format!("  │ {line}")));
+        }
+    }
+    if let Some(diff) = &request.diff {
+        lines.extend(
+            display::diff_lines(diff)
+                .into_iter()
+                .map(|line| format!("  {line}")),
+        );
+    }
+    lines
+}
+
 fn prompt(request: &ApprovalRequest) -> std::io::Result<Decision> {
     let mut err = std::io::stderr().lock();
-    writeln!(
-        err,
-        "\nagent: {} wants to: {}",
-        request.tool, request.detail
-    )?;
-    if let Some(diff) = &request.diff {
-        for line in diff.lines() {
-            writeln!(err, "  {line}")?;
-        }
+    writeln!(err)?;
+    for line in question_lines(request) {
+        writeln!(err, "{line}")?;
     }
     write!(
         err,
@@ -227,14 +246,16 @@ pub fn run_agent(args: RunArgs) -> Result<u8> {
     Ok(code)
 }
 
-/// Shows the agent's events: text and tool rows on stdout, problems on stderr. Every text is
-/// redacted first, and a failed turn's closing line is not printed again when it repeats the
-/// error just shown.
+/// Shows the agent's events: text and tool rows on stdout, problems on stderr. Each is made
+/// visible first (src/display.rs), so the model's text cannot hide, repaint or move anything on
+/// the terminal, the question included; every text is redacted; and a failed turn's closing
+/// line is not printed again when it repeats the error just shown.
 async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Event>) {
     use crate::secrets::redact;
     let mut at_line_start = true;
     let mut last_error: Option<String> = None;
     while let Some(event) = events.recv().await {
+        let event = display::shown(event);
         let mut out = std::io::stdout().lock();
         let mut line = |text: &str, out: &mut std::io::StdoutLock<'_>| {
             let lead = if at_line_start { "" } else { "\n" };
@@ -300,6 +321,48 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    fn command(command: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            id: 1,
+            tool: "run_bash".into(),
+            detail: command.into(),
+            diff: None,
+            action: Action::Command {
+                command: command.into(),
+            },
+        }
+    }
+
+    #[test]
+    fn the_question_shows_every_line_of_a_long_command_and_no_raw_control() {
+        assert_eq!(
+            question_lines(&command("touch PWNED #\r\u{1b}[2Kls -la")),
+            vec!["agent: run_bash wants to: touch PWNED #\\r\\e[2Kls -la"]
+        );
+        let long = format!("ls -la{}touch PWNED", "\n".repeat(61));
+        assert_eq!(
+            question_lines(&command(&long)),
+            vec![
+                "agent: run_bash wants to: run_bash · 62 lines",
+                "  │ ls -la",
+                "  │ [… 60 blank lines …]",
+                "  │ touch PWNED"
+            ]
+        );
+        let mut edit = command("edit a\u{202e}b.txt (replace 1 chars with 2)");
+        edit.tool = "edit_file".into();
+        edit.action = Action::Edit { rel: "x".into() };
+        edit.diff = Some("-a\n+\u{1b}[8mb\n".into());
+        assert_eq!(
+            question_lines(&edit),
+            vec![
+                "agent: edit_file wants to: edit a\\u{202e}b.txt (replace 1 chars with 2)",
+                "  -a",
+                "  +\\e[8mb"
+            ]
+        );
+    }
 
     #[test]
     fn keys_map_to_the_three_terminal_choices_and_others_are_ignored() {

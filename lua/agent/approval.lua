@@ -13,7 +13,8 @@ local H = {}
 ---@class agent.ApprovalRequest
 ---@field id integer
 ---@field tool string
----@field detail string
+---@field title string the float's title, made visible by the backend (src/display.rs)
+---@field detail string for a command, its preview lines (made visible, blank runs as markers)
 ---@field diff? string
 ---@field action { kind: "edit"|"command", rel?: string, command?: string }
 ---@field cwd string
@@ -107,7 +108,7 @@ function H.choices(req)
   if action.kind == "edit" then
     session = "Allow edits for this session"
   else
-    local command = H.one_line(action.command or req.detail or "")
+    local command = tostring(action.command or "")
     if vim.fn.strchars(command) > 40 then
       command = vim.fn.strcharpart(command, 0, 39) .. "…"
     end
@@ -120,10 +121,6 @@ function H.choices(req)
     { key = "refuse", label = "Refuse", decision = "refuse" },
     { key = "refuse_with_reason", label = "Refuse with a reason…", decision = "refuse", reason = true },
   }
-end
-
-function H.one_line(text)
-  return (tostring(text):gsub("%s*\n%s*", " "))
 end
 
 --- The preview's lines and, for each, its highlight group (or nil).
@@ -213,7 +210,15 @@ function H.layout(preview_lines, choice_lines)
   local choices_height = #choice_lines
   -- Borders: 2 rows around each float.
   local room = math.max(1, rows - choices_height - 4 - 2)
-  local preview_height = math.max(1, math.min(#preview_lines, room))
+  -- The preview wraps: count the screen rows its first lines take.
+  local wrapped = 0
+  for i = 1, #preview_lines do
+    if wrapped >= room then
+      break
+    end
+    wrapped = wrapped + math.max(1, math.ceil(vim.api.nvim_strwidth(preview_lines[i]) / width))
+  end
+  local preview_height = math.max(1, math.min(wrapped, room))
   local total = preview_height + choices_height + 4
   local row = math.max(0, math.floor((rows - total) / 2))
   local col = math.max(0, math.floor((columns - width - 2) / 2))
@@ -287,12 +292,14 @@ function H.show_next()
     height = place.preview.height,
     style = "minimal",
     border = "rounded",
-    title = " " .. H.one_line(req.detail) .. " ",
+    title = " " .. tostring(req.title) .. " ",
     title_pos = "center",
     zindex = 60,
     noautocmd = true,
   })
-  vim.wo[preview_win].wrap = false
+  -- Wrapped: a line longer than the float is shown whole, never cut off at its right edge.
+  vim.wo[preview_win].wrap = true
+  vim.wo[preview_win].linebreak = false
   vim.wo[preview_win].winhighlight = "FloatTitle:AgentApprovalTitle"
   local choices_win = vim.api.nvim_open_win(choices_buf, true, {
     relative = "editor",
@@ -329,13 +336,14 @@ function H.show_next()
   H.watch()
 end
 
---- The preview's title: the request's detail, and `1/3` when more wait.
+--- The preview's title: the request's title (the backend made it visible and says there how many
+--- lines a command has), and `1/3` when more wait.
 function H.set_title()
   local open = H.open
   if not open or not vim.api.nvim_win_is_valid(open.preview_win) then
     return
   end
-  local title = " " .. H.one_line(open.item.req.detail) .. " "
+  local title = " " .. tostring(open.item.req.title) .. " "
   if #H.queue > 1 then
     title = title .. ("1/%d "):format(#H.queue)
   end

@@ -10,7 +10,7 @@ local H = {}
 
 --- The protocol this file speaks; a backend announcing another one is stopped, with a message
 --- saying how to rebuild it.
-M.PROTOCOL = 1
+M.PROTOCOL = 2
 
 -- The running backend: its channel, the `started` event it sent, the workspace it runs in.
 H.job = nil ---@type integer?

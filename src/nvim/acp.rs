@@ -164,6 +164,7 @@ impl AcpHost for NvimHost {
             };
             self.bridge.send(UiEvent::Approval {
                 id,
+                title: crate::display::approval_title(&request.title, &request.title, false),
                 tool: request.title.clone(),
                 detail: request.title,
                 diff: request.diff,

@@ -65,10 +65,35 @@ fn init_log(path: Option<&Path>) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENT_NVIM_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
-        .with_writer(crate::secrets::RedactedLog::new(file))
+        .with_writer(crate::secrets::RedactedLog::new(OneLineLog(file)))
         .with_ansi(false)
         .with_env_filter(filter)
         .try_init();
+}
+
+/// The log file, written one record per line with everything in it made visible
+/// ([`crate::display::visible`]): a command, an agent's stderr or an API error quoted in a record
+/// can neither forge a line of its own nor send escapes to the terminal `:Agent log` runs in.
+/// [`crate::secrets::RedactedLog`] hands it each record whole, redacted.
+struct OneLineLog<W>(W);
+
+impl<W: std::io::Write> std::io::Write for OneLineLog<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        use crate::display::{visible, Layout};
+        let text = crate::text::lossy(buf);
+        let (record, end) = match text.strip_suffix('\n') {
+            Some(record) => (record, "\n"),
+            None => (text.as_ref(), ""),
+        };
+        let line = visible(record, Layout::OneLine);
+        self.0.write_all(line.as_bytes())?;
+        self.0.write_all(end.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }
 
 async fn serve() {
@@ -431,7 +456,8 @@ async fn pump(nvim: Nvim, events: Option<mpsc::UnboundedReceiver<UiEvent>>) {
         last_send = tokio::time::Instant::now();
         let batch = join_text(batch);
         let values: Vec<Value> = batch
-            .iter()
+            .into_iter()
+            .map(UiEvent::shown)
             .filter_map(|e| serde_json::to_value(e).ok())
             .map(|v| to_msgpack(&v))
             .collect();
@@ -510,8 +536,10 @@ impl Asker for NvimAsker {
             if let Ok(mut pending) = self.bridge.state.pending.lock() {
                 pending.insert(request.id, (request.tool.clone(), reply));
             }
+            let is_command = matches!(request.action, crate::approval::Action::Command { .. });
             self.bridge.send(UiEvent::Approval {
                 id: request.id,
+                title: crate::display::approval_title(&request.tool, &request.detail, is_command),
                 tool: request.tool,
                 detail: request.detail,
                 diff: request.diff,
@@ -584,6 +612,67 @@ impl From<Box<nvim_rs::error::CallError>> for Error {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_record_stays_one_line_with_its_controls_visible() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.log");
+        let log =
+            crate::secrets::RedactedLog::new(OneLineLog(std::fs::File::create(&path).unwrap()));
+        let mut record = tracing_subscriber::fmt::MakeWriter::make_writer(&log);
+        record
+            .write_all(b"INFO detail=touch PWNED #\r\x1b[2Kls\nINFO forged \xe2\x80\xae\n")
+            .unwrap();
+        drop(record);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "INFO detail=touch PWNED #\\r\\e[2Kls\\nINFO forged \\u{202e}\n"
+        );
+    }
+
+    #[test]
+    fn approvals_reach_lua_as_display_strings_and_keep_their_ids() {
+        let approval = UiEvent::Approval {
+            id: 3,
+            tool: "run_bash".into(),
+            title: crate::display::approval_title("run_bash", "a\n\n\n\nb\u{1b}", true),
+            detail: "a\n\n\n\nb\u{1b}".into(),
+            diff: None,
+            action: crate::approval::Action::Command {
+                command: "a\n\n\n\nb\u{1b}".into(),
+            },
+            cwd: "/w".into(),
+            timeout: 5.0,
+            options: Some(vec![protocol::AgentOption {
+                id: "al\u{1b}low".into(),
+                name: "Allow \u{202e}".into(),
+                kind: "allow_once".into(),
+            }]),
+            command: Some("x\ry".into()),
+        };
+        assert_eq!(
+            approval.shown(),
+            UiEvent::Approval {
+                id: 3,
+                tool: "run_bash".into(),
+                title: "run_bash · 5 lines".into(),
+                detail: "a\n[… 3 blank lines …]\nb\\e".into(),
+                diff: None,
+                action: crate::approval::Action::Command {
+                    command: "a\\n\\n\\n\\nb\\e".into(),
+                },
+                cwd: "/w".into(),
+                timeout: 5.0,
+                options: Some(vec![protocol::AgentOption {
+                    id: "al\u{1b}low".into(),
+                    name: "Allow \\u{202e}".into(),
+                    kind: "allow_once".into(),
+                }]),
+                command: Some("x\\ry".into()),
+            }
+        );
+    }
 
     #[test]
     fn a_frame_of_deltas_becomes_one_text_event() {

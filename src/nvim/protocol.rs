@@ -11,13 +11,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::acp::AgentUpdate;
+use crate::acp::{AgentUpdate, PlanEntry};
 use crate::agent::Event;
 use crate::approval::{Action, Decision};
+use crate::display::{self, Layout};
 
 /// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
 /// says how to rebuild it.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// Notification names Lua sends.
 pub mod method {
@@ -131,12 +132,21 @@ pub enum UiEvent {
         model: String,
         workspace: String,
     },
-    /// An approval is needed: show the picker, answer with `decide`.
+    /// An approval is needed: show the picker, answer with `decide`. Every string in it is a
+    /// display string (made visible by [`UiEvent::shown`]): it is only shown, never used to run
+    /// or grant anything.
     Approval {
         id: u64,
         tool: String,
+        /// The float's title: the detail on one line, or `run_bash · 62 lines`
+        /// ([`display::approval_title`]).
+        title: String,
+        /// For a command, its preview lines ([`display::preview_lines`]) joined by newlines;
+        /// otherwise one line.
         detail: String,
+        /// The diff's preview lines ([`display::diff_lines`]) joined by newlines.
         diff: Option<String>,
+        /// What a session grant would cover, for the choice's label.
         action: Action,
         /// The directory commands run in (for run_bash's preview).
         cwd: String,
@@ -169,6 +179,97 @@ impl UiEvent {
         UiEvent::Agent(Event::Error {
             message: message.into(),
         })
+    }
+
+    /// The event as Lua may show it: every string a person reads made visible
+    /// ([`display::visible`]), so Lua needs no escaping of its own. Ids, option ids and kinds
+    /// are left alone: Lua matches and echoes them, never shows them.
+    pub fn shown(self) -> Self {
+        let one = |s: String| display::visible(&s, Layout::OneLine).into_owned();
+        let prose = |s: String| display::visible(&s, Layout::Prose).into_owned();
+        match self {
+            UiEvent::Started { .. } => self,
+            UiEvent::Approval {
+                id,
+                tool,
+                title,
+                detail,
+                diff,
+                action,
+                cwd,
+                timeout,
+                options,
+                command,
+            } => {
+                let detail = match &action {
+                    Action::Command { .. } => display::preview_lines(&detail).join("\n"),
+                    Action::Edit { .. } => one(detail),
+                };
+                let action = match action {
+                    Action::Edit { rel } => Action::Edit { rel: one(rel) },
+                    Action::Command { command } => Action::Command {
+                        command: display::one_line(&command),
+                    },
+                };
+                UiEvent::Approval {
+                    id,
+                    tool: one(tool),
+                    title: one(title),
+                    detail,
+                    diff: diff.map(|d| display::diff_lines(&d).join("\n")),
+                    action,
+                    cwd: one(cwd),
+                    timeout,
+                    options: options.map(|options| {
+                        options
+                            .into_iter()
+                            .map(|o| AgentOption {
+                                name: display::one_line(&o.name),
+                                ..o
+                            })
+                            .collect()
+                    }),
+                    command: command.map(|c| display::preview_lines(&c).join("\n")),
+                }
+            }
+            UiEvent::Decided { id, tool, decision } => UiEvent::Decided {
+                id,
+                tool: one(tool),
+                decision: match decision {
+                    Decision::Refuse { reason } => Decision::Refuse {
+                        reason: reason.map(one),
+                    },
+                    other => other,
+                },
+            },
+            UiEvent::AcpStarted { name } => UiEvent::AcpStarted { name: one(name) },
+            UiEvent::Agent(event) => UiEvent::Agent(display::shown(event)),
+            UiEvent::Update(AgentUpdate::Thought { text }) => {
+                UiEvent::Update(AgentUpdate::Thought { text: prose(text) })
+            }
+            UiEvent::Update(AgentUpdate::Plan { entries }) => UiEvent::Update(AgentUpdate::Plan {
+                entries: entries
+                    .into_iter()
+                    .map(|e| PlanEntry {
+                        content: one(e.content),
+                        ..e
+                    })
+                    .collect(),
+            }),
+            UiEvent::Update(AgentUpdate::ToolUpdated {
+                id,
+                title,
+                status,
+                kind,
+                output,
+            }) => UiEvent::Update(AgentUpdate::ToolUpdated {
+                id,
+                title: one(title),
+                status: one(status),
+                kind,
+                output: prose(output),
+            }),
+        }
     }
 }
 

@@ -236,9 +236,21 @@ impl Agent {
                 report("unknown request", &response);
                 json!({"stopReason": "end_turn"})
             }
-            "permission" | "cancel" => {
+            "permission" | "cancel" | "spoof" => {
                 let notes = std::env::current_dir().unwrap().join("notes.txt");
-                let (id, title) = if name == "permission" {
+                // `spoof`: a title and an option name that would rewrite or reorder the picker.
+                let spoof = "Run touch PWNED #\r\u{1b}[2Kls -la";
+                let allow = if name == "spoof" {
+                    "Allow \u{202e}ti"
+                } else {
+                    "Allow"
+                };
+                let (id, title) = if name == "spoof" {
+                    update(json!({"sessionUpdate": "tool_call", "toolCallId": "s1",
+                        "title": spoof, "kind": "execute", "status": "pending",
+                        "rawInput": {"command": "touch PWNED #\r\u{1b}[2Kls -la"}}));
+                    ("s1", spoof)
+                } else if name == "permission" {
                     update(json!({"sessionUpdate": "tool_call", "toolCallId": "p1",
                         "title": "Edit notes.txt", "kind": "edit", "status": "pending",
                         "content": [{"type": "diff", "path": notes, "oldText": "a\n", "newText": "b\n"}],
@@ -254,7 +266,7 @@ impl Agent {
                     "session/request_permission",
                     json!({"sessionId": "s-1", "toolCall": {"toolCallId": id, "title": title},
                         "options": [
-                            {"optionId": "allow-once", "name": "Allow", "kind": "allow_once"},
+                            {"optionId": "allow-once", "name": allow, "kind": "allow_once"},
                             {"optionId": "always", "name": "Always allow", "kind": "allow_always"},
                             {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]}),
                 );

@@ -235,7 +235,7 @@ async fn queued_requests_are_shown_one_at_a_time_in_order_with_a_count() {
         vim.g.answers = {}
         local approval = require('agent.approval')
         local function req(id, command)
-          return { id = id, tool = 'run_bash', detail = command, action = { kind = 'command', command = command }, cwd = '/w', timeout = 120 }
+          return { id = id, tool = 'run_bash', title = command, detail = command, action = { kind = 'command', command = command }, cwd = '/w', timeout = 120 }
         end
         for id, command in ipairs({ 'make first', 'make second' }) do
           approval.ask(req(id, command), function(decision)
@@ -481,4 +481,104 @@ async fn approval_keys_come_from_the_config() {
     nvim.api.input("o").await.unwrap();
     nvim.wait_for_line(CHAT, "OK.").await;
     assert!(nvim.workspace.path().join("ran").exists());
+}
+
+/// Starts a turn whose one tool call is `command`, and waits for its picker.
+async fn picker_for_command(command: &str) -> (MockLlm, Nvim, String) {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![call("t1", "run_bash", json!({ "command": command }))]),
+            done("OK."),
+        ],
+    );
+    let nvim = start(&mock).await;
+    nvim.cmd("Agent go").await;
+    let screen = nvim.wait_for_screen("Refuse with a reason").await;
+    (mock, nvim, screen)
+}
+
+/// Refuses the open question and checks nothing ran.
+async fn refuse_and_check_nothing_ran(nvim: &Nvim) {
+    nvim.api.input("4").await.unwrap();
+    nvim.wait_for_line(CHAT, "OK.").await;
+    assert!(!nvim.workspace.path().join("PWNED").exists());
+}
+
+/// The row of the screen with the float's top border: its title.
+fn title_row(screen: &str) -> &str {
+    screen.lines().find(|l| l.contains("╭")).unwrap_or("")
+}
+
+#[tokio::test]
+async fn a_carriage_return_and_an_erase_sequence_are_shown_escaped_in_the_title_and_preview() {
+    let (_mock, nvim, screen) = picker_for_command("touch PWNED #\r\u{1b}[2Kls -la").await;
+    let shown = r"touch PWNED #\r\e[2Kls -la";
+    assert!(
+        title_row(&screen).contains(&format!(" {shown} ")),
+        "{screen}"
+    );
+    // The preview's first line, inside the float's side borders.
+    assert!(
+        screen.lines().any(|l| l.contains(&format!("│{shown}"))),
+        "{screen}"
+    );
+    assert!(
+        screen.contains(r"Allow `touch PWNED #\r\e[2Kls -la` for this session"),
+        "{screen}"
+    );
+    refuse_and_check_nothing_ran(&nvim).await;
+    nvim.wait_for_line(CHAT, r"$ touch PWNED #\r\e[2Kls -la -> declined")
+        .await;
+}
+
+#[tokio::test]
+async fn a_payload_after_sixty_blank_lines_is_on_screen_and_the_title_counts_the_lines() {
+    let command = format!("ls -la{}touch PWNED", "\n".repeat(61));
+    let (_mock, nvim, screen) = picker_for_command(&command).await;
+    assert!(
+        title_row(&screen).contains(" run_bash · 62 lines "),
+        "{screen}"
+    );
+    let rows: Vec<&str> = screen.lines().collect();
+    let at = |text: &str| rows.iter().position(|l| l.contains(text));
+    let (first, marker, payload) = (
+        at("│ls -la"),
+        at("│[… 60 blank lines …]"),
+        at("│touch PWNED"),
+    );
+    assert!(
+        first.is_some() && marker == first.map(|r| r + 1) && payload == first.map(|r| r + 2),
+        "{screen}"
+    );
+    refuse_and_check_nothing_ran(&nvim).await;
+}
+
+#[tokio::test]
+async fn a_bidi_override_is_shown_escaped_and_cannot_reorder_the_float() {
+    let (_mock, nvim, screen) = picker_for_command("echo ok #\u{202e} touch PWNED").await;
+    let shown = r"echo ok #\u{202e} touch PWNED";
+    assert!(
+        title_row(&screen).contains(&format!(" {shown} ")),
+        "{screen}"
+    );
+    assert!(!screen.contains('\u{202e}'), "{screen}");
+    refuse_and_check_nothing_ran(&nvim).await;
+}
+
+#[tokio::test]
+async fn a_commands_coloured_output_reaches_the_chat_and_the_model_without_escapes() {
+    let (mock, nvim, _) = picker_for_command(r"printf '\033[31mred\033[0m\n50%%\r100%%\n'").await;
+    nvim.api.input("1").await.unwrap();
+    let lines = nvim.wait_for_line(CHAT, "OK.").await;
+    assert!(
+        lines
+            .windows(3)
+            .any(|w| w[1] == "  red" && w[2] == "  100%"),
+        "{lines:#?}"
+    );
+    assert!(lines
+        .iter()
+        .all(|l| !l.contains('\u{1b}') && !l.contains('\r')));
+    assert_eq!(tool_result(&mock, 1, "t1").0, "red\n100%\n\n[exit 0]");
 }

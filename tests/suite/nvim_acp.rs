@@ -214,6 +214,36 @@ async fn a_permission_request_opens_the_picker_with_the_agents_options_and_diff(
 }
 
 #[tokio::test]
+async fn an_agents_permission_title_command_and_option_names_are_shown_escaped() {
+    let nvim = connected(Some((100, 34)), "normal", "").await;
+    nvim.cmd("Agent spoof").await;
+    let screen = nvim.wait_for_screen("Always allow").await;
+    for expected in [
+        r" Run touch PWNED #\r\e[2Kls -la ",
+        r"│touch PWNED #\r\e[2Kls -la",
+        r"1/y/<CR>   Allow \u{202e}ti",
+    ] {
+        assert!(
+            screen.contains(expected),
+            "{expected:?} should be on screen:\n{screen}"
+        );
+    }
+    assert!(
+        !screen.contains('\u{1b}') && !screen.contains('\u{202e}'),
+        "{screen}"
+    );
+    nvim.api.input("n").await.unwrap();
+    let lines = nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    assert_eq!(
+        reported(&lines, "permission")["result"]["outcome"],
+        serde_json::json!({"outcome": "selected", "optionId": "reject"})
+    );
+    assert!(lines
+        .iter()
+        .any(|l| l.contains(r"Run touch PWNED #\r\e[2Kls -la")));
+}
+
+#[tokio::test]
 async fn headless_the_permission_is_cancelled_and_auto_approve_picks_allow_always() {
     let nvim = connected(None, "normal", "").await;
     nvim.cmd("Agent permission").await;

@@ -394,3 +394,30 @@ fn run_bash_commands_get_no_key_unless_passed() {
         assert_eq!(content, format!("{want}\n[exit 0]"));
     }
 }
+
+#[test]
+fn the_models_text_and_tool_rows_cannot_control_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![
+                Part::Text("fine\u{1b}[8m hidden\u{1b}[0m\r\u{1b}[1A\u{202e}!\n".into()),
+                Part::ToolCall {
+                    id: "t1".into(),
+                    name: "run_bash".into(),
+                    args: json!({"command": "true #\r\u{1b}[2Kls"}).to_string(),
+                },
+            ]),
+            turn(vec![Part::Text("ok".into())]),
+        ],
+    );
+    let out = run(Some(&mock), dir.path(), &["--auto-approve", "go"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout,
+        "fine\\e[8m hidden\\e[0m\\r\\e[1A\\u{202e}!\n▸ $ true #\\r\\e[2Kls -> exit 0\nok\ndone · 2400 in / 68 out tokens\n"
+    );
+}

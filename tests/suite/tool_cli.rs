@@ -248,3 +248,51 @@ fn run_bash_gets_no_api_key_variable_unless_passed() {
         format!("OPENAI_API_KEY=[redacted]\n{reversed}\n\n[exit 0]")
     );
 }
+
+/// The attack from issue 9: a carriage return and an erase-line sequence that made the question
+/// read `ls -la` while `touch PWNED` would run.
+const SPOOF: &str = "touch PWNED #\r\u{1b}[2Kls -la";
+
+#[test]
+fn on_a_terminal_a_spoofing_command_is_shown_escaped_and_nothing_raw_reaches_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = json!({ "command": SPOOF }).to_string();
+    let mut pty = tool_on_a_terminal(dir.path(), "run_bash", &args);
+    let screen = pty.expect("[4/Esc] Refuse > ");
+    assert!(
+        screen.contains(r"agent: run_bash wants to: touch PWNED #\r\e[2Kls -la"),
+        "{screen:?}"
+    );
+    assert!(
+        !screen.contains('\u{1b}'),
+        "an ESC reached the terminal: {screen:?}"
+    );
+    // The pty turns each newline into CR LF; any other CR came from the request.
+    assert!(
+        !screen.replace("\r\n", "\n").contains('\r'),
+        "a CR reached the terminal: {screen:?}"
+    );
+    pty.send(b"4");
+    pty.expect("refused");
+    assert_eq!(stdout_of(&mut pty)["ok"], false);
+    assert!(!dir.path().join("PWNED").exists());
+}
+
+#[test]
+fn on_a_terminal_every_line_of_a_long_command_is_shown_and_blank_runs_are_one_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let command = format!("ls -la{}touch PWNED \u{202e}txt.exe", "\n".repeat(61));
+    let args = json!({ "command": command }).to_string();
+    let mut pty = tool_on_a_terminal(dir.path(), "run_bash", &args);
+    let screen = pty.expect("[4/Esc] Refuse > ");
+    assert!(
+        screen.contains(
+            "agent: run_bash wants to: run_bash · 62 lines\r\n  │ ls -la\r\n  │ [… 60 blank lines …]\r\n  │ touch PWNED \\u{202e}txt.exe\r\n"
+        ),
+        "{screen:?}"
+    );
+    assert!(!screen.contains('\u{202e}'), "{screen:?}");
+    pty.send(b"n");
+    pty.expect("refused");
+    assert_eq!(stdout_of(&mut pty)["ok"], false);
+}

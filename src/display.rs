@@ -1,0 +1,559 @@
+//! What a person is shown. Every string a front end shows to someone deciding (the terminal
+//! question, the picker's title, preview and choices) or recording a decision (chat rows, tool
+//! summaries, log lines) goes through [`visible`] first, so text from the model, an external agent,
+//! a file name or a command's output cannot steer the screen: a carriage return, an escape
+//! sequence or a bidi override is shown as an escape instead of acting.
+//!
+//! The escape form: `\0`, `\t`, `\n`, `\r` and `\e` (ESC) for those five; `\u{hex}` (lower-case
+//! hex, no padding: `\u{7}`, `\u{9b}`, `\u{202e}`) for every other hidden character. Hidden are the
+//! C0 and C1 controls, DEL, the bidi controls (U+061C, U+200E, U+200F, U+202A–U+202E,
+//! U+2066–U+2069), line and paragraph separators, and the invisible format characters Unicode
+//! calls default-ignorable (zero-width spaces and joiners, word joiners, U+FEFF, soft hyphen,
+//! Hangul fillers, tag characters, variation selectors other than a text or emoji selector right
+//! after the character it modifies). A backslash is shown as it is: a displayed `\e` may be an
+//! ESC or the two characters `\e`, and both are in plain sight, which is what matters.
+//!
+//! Only what is shown changes: the command that runs and the action a session grant covers are
+//! never taken from here.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+use crate::agent::Event;
+
+/// Which layout characters a piece of text keeps; everything else hidden is escaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// One line: titles, summaries, choice labels, log lines. Newlines and tabs are escaped too.
+    OneLine,
+    /// Lines of a preview a person approves: newlines separate lines, a tab is shown as `\t`.
+    Lines,
+    /// Prose and output (the model's text, a tool's output): newlines and tabs kept, and a
+    /// carriage return right before a newline dropped (it moves nothing a person could miss).
+    Prose,
+}
+
+/// `text` with every hidden character (see the module doc) replaced by its escape. Borrowed when
+/// nothing needed escaping, which is the usual case. Idempotent: what it returns has nothing
+/// left to escape.
+pub fn visible(text: &str, layout: Layout) -> Cow<'_, str> {
+    let mut prev: Option<char> = None;
+    let mut chars = text.char_indices().peekable();
+    let mut out: Option<String> = None;
+    while let Some((at, c)) = chars.next() {
+        let next = chars.peek().map(|&(_, n)| n);
+        let hide = hidden(c, prev, layout);
+        match (&mut out, hide) {
+            (None, false) => {}
+            (None, true) => {
+                let mut s = String::with_capacity(text.len() + 16);
+                s.push_str(&text[..at]);
+                push_escape(&mut s, c, next, layout);
+                out = Some(s);
+            }
+            (Some(s), false) => s.push(c),
+            (Some(s), true) => push_escape(s, c, next, layout),
+        }
+        prev = Some(c);
+    }
+    match out {
+        Some(s) => Cow::Owned(s),
+        None => Cow::Borrowed(text),
+    }
+}
+
+/// Whether `c` (after `prev`) must not reach the screen as it is.
+fn hidden(c: char, prev: Option<char>, layout: Layout) -> bool {
+    match c {
+        '\n' => layout == Layout::OneLine,
+        '\t' => layout != Layout::Prose,
+        // In prose a carriage return before a newline is dropped (by push_escape).
+        '\r' => true,
+        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' => true,
+        // A text or emoji presentation selector right after a visible character only picks how
+        // that character is drawn (`⚠️`); anywhere else it is invisible padding.
+        '\u{fe0e}' | '\u{fe0f}' => !prev.is_some_and(|p| !is_invisible(p) && !p.is_control()),
+        _ => is_invisible(c),
+    }
+}
+
+/// Bidi controls, separators and default-ignorable format characters (Unicode's
+/// DerivedCoreProperties), presentation selectors included.
+fn is_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{ad}' | '\u{34f}' | '\u{61c}' | '\u{115f}' | '\u{1160}' | '\u{17b4}' | '\u{17b5}'
+        | '\u{180b}'..='\u{180f}'
+        | '\u{200b}'..='\u{200f}'
+        | '\u{2028}'..='\u{202e}'
+        | '\u{2060}'..='\u{206f}'
+        | '\u{3164}'
+        | '\u{fe00}'..='\u{fe0f}'
+        | '\u{feff}' | '\u{ffa0}'
+        | '\u{fff0}'..='\u{fffb}'
+        | '\u{1bca0}'..='\u{1bca3}'
+        | '\u{1d173}'..='\u{1d17a}'
+        | '\u{e0000}'..='\u{e0fff}')
+}
+
+/// Writes the escape for `c`, or nothing for a carriage return the layout drops.
+fn push_escape(out: &mut String, c: char, next: Option<char>, layout: Layout) {
+    match c {
+        '\0' => out.push_str("\\0"),
+        '\t' => out.push_str("\\t"),
+        '\n' => out.push_str("\\n"),
+        '\r' if layout == Layout::Prose && next == Some('\n') => {}
+        '\r' => out.push_str("\\r"),
+        '\u{1b}' => out.push_str("\\e"),
+        other => {
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(other));
+        }
+    }
+}
+
+/// A preview shows at most this many blank characters in a row; a longer run is one marker.
+const BLANK_RUN: usize = 32;
+
+/// The lines of a command (or any text a person approves) as the preview shows them: each made
+/// [`visible`], a run of two or more blank lines shown as one marker line
+/// `[… 60 blank lines …]`, and a run of more than [`BLANK_RUN`] blank characters within a line as
+/// `[… 200 spaces …]`, so nothing can be pushed out of sight by padding. A final newline ends the
+/// last line rather than starting an empty one.
+pub fn preview_lines(text: &str) -> Vec<String> {
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    let mut lines = Vec::new();
+    let mut blanks = 0usize;
+    for line in body.split('\n') {
+        let shown = visible(line, Layout::Lines);
+        if shown.chars().all(is_blank) {
+            blanks += 1;
+            continue;
+        }
+        flush_blanks(&mut lines, blanks);
+        blanks = 0;
+        lines.push(squeeze_blanks(&shown));
+    }
+    flush_blanks(&mut lines, blanks);
+    lines
+}
+
+fn flush_blanks(lines: &mut Vec<String>, blanks: usize) {
+    match blanks {
+        0 => {}
+        1 => lines.push(String::new()),
+        n => lines.push(format!("[… {n} blank lines …]")),
+    }
+}
+
+/// Draws as empty space: whitespace, and the braille blank that is not whitespace to Unicode.
+fn is_blank(c: char) -> bool {
+    c.is_whitespace() || c == '\u{2800}'
+}
+
+/// `line` with each run of more than [`BLANK_RUN`] whitespace characters replaced by a marker
+/// saying how long it was.
+fn squeeze_blanks(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut run = String::new();
+    let flush = |out: &mut String, run: &mut String| {
+        let n = run.chars().count();
+        if n > BLANK_RUN {
+            let what = if run.chars().all(|c| c == ' ') {
+                "spaces"
+            } else {
+                "blank characters"
+            };
+            let _ = write!(out, "[… {n} {what} …]");
+        } else {
+            out.push_str(run);
+        }
+        run.clear();
+    };
+    for c in line.chars() {
+        if is_blank(c) {
+            run.push(c);
+        } else {
+            flush(&mut out, &mut run);
+            out.push(c);
+        }
+    }
+    flush(&mut out, &mut run);
+    out
+}
+
+/// The title of an approval question. A command of more than one line says how many
+/// (`run_bash · 62 lines`), and so does one too long to read in a title (`run_bash · 1 line,
+/// 300 chars`): its preview shows it whole. Anything else is its one line, made visible.
+pub fn approval_title(tool: &str, detail: &str, is_command: bool) -> String {
+    /// Characters a command title may have before it only says how long the command is.
+    const TITLE_CHARS: usize = 60;
+    if is_command {
+        let lines = preview_lines(detail);
+        let count = detail
+            .strip_suffix('\n')
+            .unwrap_or(detail)
+            .split('\n')
+            .count();
+        if count > 1 {
+            return format!("{tool} · {count} lines");
+        }
+        let one = lines.first().map(String::as_str).unwrap_or_default();
+        if detail.contains('\n') || one.chars().count() > TITLE_CHARS {
+            return format!("{tool} · 1 line, {} chars", detail.chars().count());
+        }
+        return one.to_string();
+    }
+    one_line(detail)
+}
+
+/// `text` made [`visible`] on one line, with long runs of blank characters squeezed as in a
+/// preview: for labels that a padding could otherwise stretch out of sight.
+pub fn one_line(text: &str) -> String {
+    squeeze_blanks(&visible(text, Layout::OneLine))
+}
+
+/// The lines of a unified diff as the preview shows them: each made [`visible`], a long run of
+/// blank characters squeezed, and a run of two or more lines that are blank but for the same
+/// prefix (`+`, `-`, ` `) shown as one marker line with that prefix (`+[… 60 blank lines …]`).
+pub fn diff_lines(diff: &str) -> Vec<String> {
+    let body = diff.strip_suffix('\n').unwrap_or(diff);
+    let mut lines = Vec::new();
+    let mut run: Option<(char, usize)> = None;
+    let flush = |lines: &mut Vec<String>, run: Option<(char, usize)>| match run {
+        Some((prefix, 1)) => lines.push(prefix.to_string()),
+        Some((prefix, n)) => lines.push(format!("{prefix}[… {n} blank lines …]")),
+        None => {}
+    };
+    for line in body.split('\n') {
+        let shown = visible(line, Layout::Lines);
+        let mut chars = shown.chars();
+        let prefix = chars.next();
+        let blank = chars.as_str().chars().all(is_blank);
+        match (prefix, blank, run) {
+            (Some(p @ ('+' | '-' | ' ')), true, Some((q, n))) if p == q => run = Some((q, n + 1)),
+            (Some(p @ ('+' | '-' | ' ')), true, _) => {
+                flush(&mut lines, run.take());
+                run = Some((p, 1));
+            }
+            _ => {
+                flush(&mut lines, run.take());
+                lines.push(squeeze_blanks(&shown));
+            }
+        }
+    }
+    flush(&mut lines, run);
+    lines
+}
+
+/// An event of the turn loop as a front end shows it: text and output made [`visible`] as prose,
+/// names, summaries and reasons as one line, the strings in a tool call's arguments as one line.
+/// Ids are left alone: they are never shown, and the front end matches rows by them.
+pub fn shown(event: Event) -> Event {
+    let one = |s: String| visible(&s, Layout::OneLine).into_owned();
+    let prose = |s: String| visible(&s, Layout::Prose).into_owned();
+    match event {
+        Event::TurnStarted => Event::TurnStarted,
+        Event::Text { text } => Event::Text { text: prose(text) },
+        Event::ToolStarted { id, name, args } => Event::ToolStarted {
+            id,
+            name: one(name),
+            args: shown_value(args),
+        },
+        Event::ToolFinished {
+            id,
+            name,
+            ok,
+            summary,
+            output,
+        } => Event::ToolFinished {
+            id,
+            name: one(name),
+            ok,
+            summary: one(summary),
+            output: prose(output),
+        },
+        Event::Retrying {
+            attempt,
+            delay_ms,
+            reason,
+        } => Event::Retrying {
+            attempt,
+            delay_ms,
+            reason: one(reason),
+        },
+        Event::Usage { input, output } => Event::Usage { input, output },
+        Event::TurnDone {
+            input,
+            output,
+            outcome,
+            message,
+        } => Event::TurnDone {
+            input,
+            output,
+            outcome,
+            message: prose(message),
+        },
+        Event::Error { message } => Event::Error {
+            message: prose(message),
+        },
+    }
+}
+
+/// A JSON value with every string in it (keys too) made visible on one line.
+fn shown_value(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => Value::String(visible(&s, Layout::OneLine).into_owned()),
+        Value::Array(items) => Value::Array(items.into_iter().map(shown_value).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (visible(&k, Layout::OneLine).into_owned(), shown_value(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_payload_from_the_issue_shows_its_carriage_return_and_escape() {
+        assert_eq!(
+            visible("touch PWNED #\r\u{1b}[2Kls -la", Layout::OneLine),
+            "touch PWNED #\\r\\e[2Kls -la"
+        );
+    }
+
+    #[test]
+    fn every_class_of_hidden_character_has_its_escape() {
+        let cases = [
+            ("\0", "\\0"),
+            ("\t", "\\t"),
+            ("\n", "\\n"),
+            ("\r", "\\r"),
+            ("\u{1b}", "\\e"),
+            ("\u{7}", "\\u{7}"),
+            ("\u{8}", "\\u{8}"),
+            ("\u{1f}", "\\u{1f}"),
+            ("\u{7f}", "\\u{7f}"),
+            ("\u{80}", "\\u{80}"),
+            ("\u{9b}", "\\u{9b}"),
+            ("\u{9f}", "\\u{9f}"),
+            ("\u{202a}", "\\u{202a}"),
+            ("\u{202e}", "\\u{202e}"),
+            ("\u{2066}", "\\u{2066}"),
+            ("\u{2069}", "\\u{2069}"),
+            ("\u{200b}", "\\u{200b}"),
+            ("\u{200d}", "\\u{200d}"),
+            ("\u{200f}", "\\u{200f}"),
+            ("\u{2060}", "\\u{2060}"),
+            ("\u{feff}", "\\u{feff}"),
+            ("\u{2028}", "\\u{2028}"),
+            ("\u{ad}", "\\u{ad}"),
+            ("\u{3164}", "\\u{3164}"),
+            ("\u{e0041}", "\\u{e0041}"),
+            ("\u{fe01}", "\\u{fe01}"),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(visible(raw, Layout::OneLine), want, "{raw:?}");
+            assert_eq!(
+                visible(&format!("a{raw}b"), Layout::OneLine),
+                format!("a{want}b")
+            );
+        }
+    }
+
+    #[test]
+    fn a_bidi_override_cannot_reorder_what_is_shown() {
+        assert_eq!(
+            visible("rm -rf ~ #\u{202e} gnp.tac", Layout::Lines),
+            "rm -rf ~ #\\u{202e} gnp.tac"
+        );
+        assert_eq!(
+            visible("ls \u{2067}x\u{2069}", Layout::Prose),
+            "ls \\u{2067}x\\u{2069}"
+        );
+    }
+
+    #[test]
+    fn each_layout_keeps_only_its_own_layout_characters() {
+        let text = "a\tb\r\nc\rd\n";
+        assert_eq!(visible(text, Layout::OneLine), "a\\tb\\r\\nc\\rd\\n");
+        assert_eq!(visible(text, Layout::Lines), "a\\tb\\r\nc\\rd\n");
+        assert_eq!(visible(text, Layout::Prose), "a\tb\nc\\rd\n");
+    }
+
+    #[test]
+    fn plain_text_is_borrowed_and_printable_unicode_is_left_alone() {
+        for text in [
+            "ls -la",
+            "héllo wörld 日本語 😀",
+            "printf '%s\\n' \\e",
+            "⚠️ careful",
+        ] {
+            assert!(
+                matches!(visible(text, Layout::OneLine), Cow::Borrowed(_)),
+                "{text}"
+            );
+        }
+        // A presentation selector that follows nothing visible is padding.
+        assert_eq!(visible("\u{fe0f}x", Layout::OneLine), "\\u{fe0f}x");
+        assert_eq!(
+            visible("\u{200b}\u{fe0f}", Layout::OneLine),
+            "\\u{200b}\\u{fe0f}"
+        );
+    }
+
+    #[test]
+    fn escaping_twice_changes_nothing_more() {
+        let raw = "a\u{1b}[31m\r\n\u{202e}\t\u{0}\u{9b}z";
+        for layout in [Layout::OneLine, Layout::Lines, Layout::Prose] {
+            let once = visible(raw, layout).into_owned();
+            assert_eq!(visible(&once, layout), once, "{layout:?}");
+        }
+    }
+
+    #[test]
+    fn a_run_of_blank_lines_is_one_marker_so_a_payload_after_it_is_on_screen() {
+        let command = format!("ls -la{}touch PWNED", "\n".repeat(61));
+        assert_eq!(
+            preview_lines(&command),
+            vec!["ls -la", "[… 60 blank lines …]", "touch PWNED"]
+        );
+        // Whitespace-only lines are blank too; a single blank line is shown as it is.
+        assert_eq!(
+            preview_lines("a\n  \n\t\nb\n\nc\n"),
+            vec!["a", "", "\\t", "b", "", "c"]
+        );
+        assert_eq!(
+            preview_lines("a\n \n  \n"),
+            vec!["a", "[… 2 blank lines …]"]
+        );
+        assert_eq!(preview_lines(""), vec![""]);
+    }
+
+    #[test]
+    fn a_long_run_of_blanks_within_a_line_is_one_marker() {
+        let line = format!("ls -la{}; touch PWNED", " ".repeat(300));
+        assert_eq!(
+            preview_lines(&line),
+            vec!["ls -la[… 300 spaces …]; touch PWNED"]
+        );
+        let wide = format!("ls{}x", "\u{3000}".repeat(40));
+        assert_eq!(preview_lines(&wide), vec!["ls[… 40 blank characters …]x"]);
+        let braille = format!("ls{}\n{}x", "\u{2800}".repeat(40), "\u{2800}\n".repeat(3));
+        assert_eq!(
+            preview_lines(&braille),
+            vec!["ls[… 40 blank characters …]", "[… 3 blank lines …]", "x"]
+        );
+        let short = format!("a{}b", " ".repeat(BLANK_RUN));
+        assert_eq!(preview_lines(&short), vec![short.clone()]);
+    }
+
+    #[test]
+    fn a_diff_shows_every_line_and_collapses_runs_of_blank_added_lines() {
+        let diff = format!(
+            "--- a/x\n+++ b/x\n@@ -1 +1,62 @@\n one\n{}+rm -rf ~\r\n+\n",
+            "+\n".repeat(60)
+        );
+        assert_eq!(
+            diff_lines(&diff),
+            vec![
+                "--- a/x",
+                "+++ b/x",
+                "@@ -1 +1,62 @@",
+                " one",
+                "+[… 60 blank lines …]",
+                "+rm -rf ~\\r",
+                "+"
+            ]
+        );
+        assert_eq!(
+            diff_lines(" a\n \n-\n-\n"),
+            vec![" a", " ", "-[… 2 blank lines …]"]
+        );
+    }
+
+    #[test]
+    fn events_are_shown_with_their_text_visible_and_their_ids_untouched() {
+        let started = shown(Event::ToolStarted {
+            id: "t\u{1b}1".into(),
+            name: "run_bash".into(),
+            args: serde_json::json!({"command": "a\rb", "n": [1, "\u{202e}"]}),
+        });
+        assert_eq!(
+            started,
+            Event::ToolStarted {
+                id: "t\u{1b}1".into(),
+                name: "run_bash".into(),
+                args: serde_json::json!({"command": "a\\rb", "n": [1, "\\u{202e}"]}),
+            }
+        );
+        let finished = shown(Event::ToolFinished {
+            id: "t1".into(),
+            name: "run_bash".into(),
+            ok: true,
+            summary: "$ touch PWNED #\r\u{1b}[2Kls -la -> exit 0".into(),
+            output: "a\u{1b}[31m\r\nb\n".into(),
+        });
+        assert_eq!(
+            finished,
+            Event::ToolFinished {
+                id: "t1".into(),
+                name: "run_bash".into(),
+                ok: true,
+                summary: "$ touch PWNED #\\r\\e[2Kls -la -> exit 0".into(),
+                output: "a\\e[31m\nb\n".into(),
+            }
+        );
+        assert_eq!(
+            shown(Event::Text {
+                text: "hi \u{1b}[8mhidden\n".into()
+            }),
+            Event::Text {
+                text: "hi \\e[8mhidden\n".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_command_title_says_how_many_lines_or_shows_the_one_line() {
+        assert_eq!(approval_title("run_bash", "ls -la", true), "ls -la");
+        assert_eq!(
+            approval_title("run_bash", "touch PWNED #\r\u{1b}[2Kls -la", true),
+            "touch PWNED #\\r\\e[2Kls -la"
+        );
+        let long = format!("ls -la\n{}\ntouch PWNED", "\n".repeat(59));
+        assert_eq!(
+            approval_title("run_bash", &long, true),
+            "run_bash · 62 lines"
+        );
+        assert_eq!(
+            approval_title("run_bash", "ls\n", true),
+            "run_bash · 1 line, 3 chars"
+        );
+        let wide = format!("ls -la{}; touch PWNED", " ".repeat(300));
+        assert_eq!(
+            approval_title("run_bash", &wide, true),
+            "ls -la[… 300 spaces …]; touch PWNED"
+        );
+        let long = format!("echo {}", "x".repeat(60));
+        assert_eq!(
+            approval_title("run_bash", &long, true),
+            "run_bash · 1 line, 65 chars"
+        );
+        assert_eq!(
+            approval_title(
+                "edit_file",
+                "edit a\u{1b}b.rs (replace 1 chars with 2)",
+                false
+            ),
+            "edit a\\eb.rs (replace 1 chars with 2)"
+        );
+        assert_eq!(approval_title("Run\nrm", "Run\nrm", false), "Run\\nrm");
+        let padded = format!("Allow{}\u{1b}x", " ".repeat(40));
+        assert_eq!(one_line(&padded), "Allow[… 40 spaces …]\\ex");
+    }
+}
