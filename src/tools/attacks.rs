@@ -515,3 +515,20 @@ async fn a_cancel_ends_a_read_at_once() {
         ToolResult::fail(super::CANCELLED)
     );
 }
+
+#[tokio::test]
+async fn the_preview_shows_what_the_edit_makes_of_stray_bytes_around_the_span() {
+    // The two halves of U+202E (RIGHT-TO-LEFT OVERRIDE) on either side of the replaced span: each
+    // alone is invalid UTF-8, joined by the edit they are the override.
+    let (dir, ex, rec) = executor(Some(Decision::AllowOnce));
+    let file = dir.path().join("t.rs");
+    std::fs::write(&file, b"let ok = 1; \xe2\x80MARK\xae // x\n").unwrap();
+    assert!(call(&ex, "edit_file", edit("t.rs", "MARK", "")).await.ok);
+    let written = std::fs::read(&file).unwrap();
+    assert_eq!(written, "let ok = 1; \u{202e} // x\n".as_bytes());
+    let preview = rec.asked.lock().unwrap()[0].diff.clone().unwrap();
+    assert!(
+        preview.contains("\n+let ok = 1; \u{202e} // x\n"),
+        "the preview does not show what is written: {preview:?}"
+    );
+}
