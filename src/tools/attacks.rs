@@ -532,3 +532,29 @@ async fn the_preview_shows_what_the_edit_makes_of_stray_bytes_around_the_span() 
         "the preview does not show what is written: {preview:?}"
     );
 }
+
+#[tokio::test]
+async fn an_edit_does_not_carry_file_capabilities_over_to_the_new_content() {
+    // A write drops a file's capabilities (the kernel removes security.capability on every
+    // write, for root too); a replace must not keep them either.
+    let (dir, ex, _) = executor(Some(Decision::AllowOnce));
+    let file = dir.path().join("tool");
+    std::fs::write(&file, "old\n").unwrap();
+    // vfs_cap_data revision 2, effective, permitted = CAP_SETUID (bit 7).
+    let mut cap = (0x0200_0000u32 | 1).to_le_bytes().to_vec();
+    for word in [1u32 << 7, 0, 0, 0] {
+        cap.extend_from_slice(&word.to_le_bytes());
+    }
+    let flags = rustix::fs::XattrFlags::empty();
+    if let Err(err) = rustix::fs::setxattr(&file, "security.capability", &cap, flags) {
+        eprintln!("skipped: cannot set security.capability here ({err})");
+        return;
+    }
+    assert!(call(&ex, "edit_file", edit("tool", "old", "new")).await.ok);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "new\n");
+    let mut buf = [0u8; 64];
+    assert_eq!(
+        rustix::fs::getxattr(&file, "security.capability", &mut buf[..]).err(),
+        Some(rustix::io::Errno::NODATA)
+    );
+}
