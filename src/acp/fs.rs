@@ -200,7 +200,7 @@ fn write_file(workspace: &Workspace, target: &Resolved, bytes: &[u8]) -> Result<
             if file.read_only() {
                 return Err(Failure::ReadOnly);
             }
-            if !file.lock(LOCK_WAIT)? {
+            if !file.lock(LOCK_WAIT, &|| false)? {
                 return Err(Failure::Busy);
             }
             if !file.still_named()? {

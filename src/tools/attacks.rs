@@ -558,3 +558,37 @@ async fn an_edit_does_not_carry_file_capabilities_over_to_the_new_content() {
         Some(rustix::io::Errno::NODATA)
     );
 }
+
+#[tokio::test]
+async fn a_cancel_ends_an_edit_waiting_for_a_lock_another_process_holds() {
+    let (dir, ex, rec) = executor(Some(Decision::AllowOnce));
+    let file = dir.path().join("held.txt");
+    std::fs::write(&file, "old\n").unwrap();
+    // A lock taken through another open file conflicts as another process's would.
+    let holder = std::fs::File::open(&file).unwrap();
+    rustix::fs::flock(&holder, rustix::fs::FlockOperation::LockShared).unwrap();
+    let cancel = CancellationToken::new();
+    let canceller = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            while rec.asked.lock().unwrap().is_empty() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            cancel.cancel();
+        })
+    };
+    // The lock is waited for up to 10 s; the cancel must end the wait long before.
+    let result = tokio::time::timeout(
+        Duration::from_secs(8),
+        ex.call("edit_file", &edit("held.txt", "old", "new"), &cancel),
+    )
+    .await
+    .expect("the edit kept waiting for the lock after the cancel");
+    canceller.await.unwrap();
+    assert_eq!(
+        result,
+        ToolResult::fail_with(super::CANCELLED, "edit held.txt: cancelled")
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "old\n");
+}

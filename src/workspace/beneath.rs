@@ -262,13 +262,14 @@ impl InDir {
     }
 
     /// Takes the advisory lock every edit of ours holds from its last check to its write, waiting
-    /// up to `wait` for another holder. False when it could not be had in time.
-    pub fn lock(&self, wait: Duration) -> io::Result<bool> {
+    /// up to `wait` for another holder, and no longer once `cancelled` says so. False when it
+    /// could not be had.
+    pub fn lock(&self, wait: Duration, cancelled: &dyn Fn() -> bool) -> io::Result<bool> {
         let start = Instant::now();
         loop {
             match rustix::fs::flock(&self.opened.file, FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => return Ok(true),
-                Err(Errno::WOULDBLOCK | Errno::INTR) if start.elapsed() < wait => {
+                Err(Errno::WOULDBLOCK | Errno::INTR) if start.elapsed() < wait && !cancelled() => {
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 Err(Errno::WOULDBLOCK) => return Ok(false),
