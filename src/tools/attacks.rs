@@ -592,3 +592,25 @@ async fn a_cancel_ends_an_edit_waiting_for_a_lock_another_process_holds() {
     );
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "old\n");
 }
+
+#[tokio::test]
+async fn a_link_that_walks_up_and_down_thousands_of_times_is_refused_as_a_loop() {
+    // Each `a/..` is one lookup on the disk; a repository of such links (a git checkout keeps
+    // them) made every list_files of their directory take a lookup per step per link.
+    let (dir, ex, _) = executor(None);
+    std::fs::create_dir(dir.path().join("a")).unwrap();
+    std::fs::write(dir.path().join("f.txt"), "reached\n").unwrap();
+    symlink(
+        format!("{}f.txt", "a/../".repeat(800)),
+        dir.path().join("l1"),
+    )
+    .unwrap();
+    symlink(format!("{}l1", "a/../".repeat(800)), dir.path().join("l2")).unwrap();
+    assert_eq!(
+        call(&ex, "read_file", json!({"path": "l2"})).await,
+        ToolResult::fail("Refused: 'l2' has too many levels of symbolic links.")
+    );
+    // A link with a few steps is followed as before.
+    symlink("a/../a/../f.txt", dir.path().join("short")).unwrap();
+    assert!(call(&ex, "read_file", json!({"path": "short"})).await.ok);
+}

@@ -26,6 +26,10 @@ use beneath::Root;
 
 /// How many symlinks one resolution may follow before it gives up (Linux's own limit).
 const MAX_LINK_HOPS: usize = 40;
+/// How many components one resolution may look up on the disk. Forty links of 4 KB each can
+/// hold some 30,000 `a/..` steps, each a system call here (list_files resolves every link it
+/// lists, so a directory of such links would take minutes); no real path needs a thousand.
+const MAX_LOOKUPS: usize = 1024;
 
 /// The workspace root, canonical, its open handle, and the check that confines paths to it.
 #[derive(Debug, Clone)]
@@ -224,6 +228,7 @@ fn resolve_links(path: &Path) -> io::Result<PathBuf> {
         }
     }
     let mut hops = 0;
+    let mut lookups = 0;
     // How many trailing components of `out` do not exist.
     let mut missing: usize = 0;
     while let Some(name) = queue.pop_front() {
@@ -240,6 +245,10 @@ fn resolve_links(path: &Path) -> io::Result<PathBuf> {
             out = candidate;
             missing += 1;
             continue;
+        }
+        lookups += 1;
+        if lookups > MAX_LOOKUPS {
+            return Err(io::Error::from_raw_os_error(libc::ELOOP));
         }
         match std::fs::symlink_metadata(&candidate) {
             Ok(meta) if meta.file_type().is_symlink() => {
