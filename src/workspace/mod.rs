@@ -154,16 +154,16 @@ impl Workspace {
     /// Resolves `given` (as the model or agent wrote it) and accepts it only inside the root.
     /// Components in the quoted form of [`names`] stand for the bytes they encode.
     pub fn resolve(&self, given: &str) -> Result<Resolved, Refusal> {
-        if given.trim().is_empty() {
-            return Err(Refusal(format!("Refused: '{given}' is an empty path.")));
-        }
-        if given.contains('\0') {
-            return Err(Refusal(format!(
-                "Refused: '{}' contains a NUL byte.",
-                given.replace('\0', "\\0")
-            )));
-        }
+        usable(given)?;
         self.resolve_os(&names::parse(given), given)
+    }
+
+    /// [`Workspace::resolve`] of a path that names files by their real names (an ACP agent's,
+    /// which never saw list_files): no component is read in the quoted form, so `"x"` is the
+    /// file named with the quotes, not `x`.
+    pub fn resolve_literal(&self, given: &str) -> Result<Resolved, Refusal> {
+        usable(given)?;
+        self.resolve_os(OsStr::new(given), given)
     }
 
     /// [`Workspace::resolve`] of a path that is already bytes (one found on disk); refusals
@@ -191,6 +191,20 @@ impl Workspace {
     pub fn display(&self, path: &Path) -> String {
         relative_to(path, &self.root).unwrap_or_else(|| path.display().to_string())
     }
+}
+
+/// Refuses a path argument that is empty or holds a NUL byte.
+fn usable(given: &str) -> Result<(), Refusal> {
+    if given.trim().is_empty() {
+        return Err(Refusal(format!("Refused: '{given}' is an empty path.")));
+    }
+    if given.contains('\0') {
+        return Err(Refusal(format!(
+            "Refused: '{}' contains a NUL byte.",
+            given.replace('\0', "\\0")
+        )));
+    }
+    Ok(())
 }
 
 /// Collapses `.` and `..` in an absolute path without touching the disk. `..` at `/` stays at `/`.
