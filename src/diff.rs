@@ -56,9 +56,13 @@ pub fn replacement(rel: &str, before: &[u8], at: usize, old_len: usize, new: &st
     let end = forward_lines(before, line_end(before, at + old_len), CONTEXT);
     let offset = memchr::memchr_iter(b'\n', &before[..start]).count();
     let old_window = crate::text::lossy(&before[start..end]);
-    let mut new_window = crate::text::lossy(&before[start..at]).into_owned();
-    new_window.push_str(new);
-    new_window.push_str(&crate::text::lossy(&before[at + old_len..end]));
+    // Decoded once joined, as the file will hold them: stray bytes on either side of the span
+    // may join into a character (the halves of U+202E) that each piece alone decodes to U+FFFD.
+    let mut new_bytes = Vec::with_capacity(end - start - old_len + new.len());
+    new_bytes.extend_from_slice(&before[start..at]);
+    new_bytes.extend_from_slice(new.as_bytes());
+    new_bytes.extend_from_slice(&before[at + old_len..end]);
+    let new_window = crate::text::lossy(&new_bytes);
     if old_window == new_window {
         return String::new();
     }

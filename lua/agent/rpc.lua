@@ -416,14 +416,16 @@ function H.real(path)
   return vim.uv.fs_realpath(path) or vim.fn.resolve(path)
 end
 
--- The buffer holding the file `path` (compared after resolving symlinks on both sides).
+-- The buffer holding the file `path`, which the backend has resolved already (absolute, symlinks
+-- resolved, checked to be inside the workspace). `path` is not resolved again: a directory
+-- swapped for a link since would lead to a buffer of a file outside. A buffer's own name is
+-- resolved, so a buffer opened through a link still matches.
 function H.find_buffer(path)
-  local target = H.real(path)
   for _, buf in ipairs(vim.api.nvim_list_bufs()) do
     local name = vim.api.nvim_buf_get_name(buf)
     if name ~= "" and vim.bo[buf].buftype == "" then
       local full = vim.fn.fnamemodify(name, ":p")
-      if full == path or full == target or H.real(full) == target then
+      if full == path or H.real(full) == path then
         return buf
       end
     end

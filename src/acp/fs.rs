@@ -1,6 +1,7 @@
 //! fs/read_text_file and fs/write_text_file: the agent reading and writing through the editor.
 //!
-//! Every path goes through [`Workspace::resolve`], the one path check; a refusal is JSON-RPC
+//! Every path goes through [`Workspace::resolve_literal`], the one path check taking the agent's
+//! names as they are (no quoted form: agents never saw list_files); a refusal is JSON-RPC
 //! error -32602 with its text, and nothing about a path outside (not even whether it exists) is
 //! sent. Reads serve the buffer's text when the file is loaded in the editor (that is what the
 //! capability is for), else the disk. Writes refuse a buffer with unsaved changes, create missing
@@ -51,7 +52,7 @@ pub(super) async fn read_text_file(
     line: Option<u32>,
     limit: Option<u32>,
 ) -> Result<String, Error> {
-    let resolved = workspace.resolve(path).map_err(refused)?;
+    let resolved = workspace.resolve_literal(path).map_err(refused)?;
     let text = match host.buffer_text(&resolved.path).await {
         Some(text) => text,
         None => {
@@ -74,7 +75,7 @@ pub(super) async fn write_text_file(
     path: &str,
     content: String,
 ) -> Result<(), Error> {
-    let resolved = workspace.resolve(path).map_err(refused)?;
+    let resolved = workspace.resolve_literal(path).map_err(refused)?;
     let editor = host.editor();
     if editor.has_unsaved_changes(&resolved.path).await {
         return Err(Error::new(
@@ -200,7 +201,7 @@ fn write_file(workspace: &Workspace, target: &Resolved, bytes: &[u8]) -> Result<
             if file.read_only() {
                 return Err(Failure::ReadOnly);
             }
-            if !file.lock(LOCK_WAIT)? {
+            if !file.lock(LOCK_WAIT, &|| false)? {
                 return Err(Failure::Busy);
             }
             if !file.still_named()? {

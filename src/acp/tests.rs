@@ -605,3 +605,31 @@ async fn a_fifo_is_refused_without_blocking_and_writes_keep_the_file_beneath_the
         "Refused: 'etc/agent-test' resolves outside the workspace root."
     );
 }
+
+#[tokio::test]
+async fn an_agents_path_names_files_as_they_are_not_in_the_quoted_form() {
+    // Agents see real names, never list_files' quoted form: `"x"` is the file with the quotes
+    // in its name. Read as the quoted form, a write to it clobbered `x`.
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = Workspace::new(dir.path()).unwrap();
+    std::fs::write(workspace.root().join("x"), "plain").unwrap();
+    std::fs::write(workspace.root().join("\"x\""), "quoted").unwrap();
+    let host = FakeHost::new(true, Answer::Never);
+    let quoted = workspace.root().join("\"x\"").to_str().unwrap().to_string();
+    assert_eq!(
+        fs::read_text_file(&workspace, &host, &quoted, None, None)
+            .await
+            .unwrap(),
+        "quoted"
+    );
+    fs::write_text_file(&workspace, &host, "\"x\"", "new".into())
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            std::fs::read_to_string(workspace.root().join("x")).unwrap(),
+            std::fs::read_to_string(workspace.root().join("\"x\"")).unwrap()
+        ),
+        ("plain".to_string(), "new".to_string())
+    );
+}

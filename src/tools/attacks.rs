@@ -515,3 +515,102 @@ async fn a_cancel_ends_a_read_at_once() {
         ToolResult::fail(super::CANCELLED)
     );
 }
+
+#[tokio::test]
+async fn the_preview_shows_what_the_edit_makes_of_stray_bytes_around_the_span() {
+    // The two halves of U+202E (RIGHT-TO-LEFT OVERRIDE) on either side of the replaced span: each
+    // alone is invalid UTF-8, joined by the edit they are the override.
+    let (dir, ex, rec) = executor(Some(Decision::AllowOnce));
+    let file = dir.path().join("t.rs");
+    std::fs::write(&file, b"let ok = 1; \xe2\x80MARK\xae // x\n").unwrap();
+    assert!(call(&ex, "edit_file", edit("t.rs", "MARK", "")).await.ok);
+    let written = std::fs::read(&file).unwrap();
+    assert_eq!(written, "let ok = 1; \u{202e} // x\n".as_bytes());
+    let preview = rec.asked.lock().unwrap()[0].diff.clone().unwrap();
+    assert!(
+        preview.contains("\n+let ok = 1; \u{202e} // x\n"),
+        "the preview does not show what is written: {preview:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_edit_does_not_carry_file_capabilities_over_to_the_new_content() {
+    // A write drops a file's capabilities (the kernel removes security.capability on every
+    // write, for root too); a replace must not keep them either.
+    let (dir, ex, _) = executor(Some(Decision::AllowOnce));
+    let file = dir.path().join("tool");
+    std::fs::write(&file, "old\n").unwrap();
+    // vfs_cap_data revision 2, effective, permitted = CAP_SETUID (bit 7).
+    let mut cap = (0x0200_0000u32 | 1).to_le_bytes().to_vec();
+    for word in [1u32 << 7, 0, 0, 0] {
+        cap.extend_from_slice(&word.to_le_bytes());
+    }
+    let flags = rustix::fs::XattrFlags::empty();
+    if let Err(err) = rustix::fs::setxattr(&file, "security.capability", &cap, flags) {
+        eprintln!("skipped: cannot set security.capability here ({err})");
+        return;
+    }
+    assert!(call(&ex, "edit_file", edit("tool", "old", "new")).await.ok);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "new\n");
+    let mut buf = [0u8; 64];
+    assert_eq!(
+        rustix::fs::getxattr(&file, "security.capability", &mut buf[..]).err(),
+        Some(rustix::io::Errno::NODATA)
+    );
+}
+
+#[tokio::test]
+async fn a_cancel_ends_an_edit_waiting_for_a_lock_another_process_holds() {
+    let (dir, ex, rec) = executor(Some(Decision::AllowOnce));
+    let file = dir.path().join("held.txt");
+    std::fs::write(&file, "old\n").unwrap();
+    // A lock taken through another open file conflicts as another process's would.
+    let holder = std::fs::File::open(&file).unwrap();
+    rustix::fs::flock(&holder, rustix::fs::FlockOperation::LockShared).unwrap();
+    let cancel = CancellationToken::new();
+    let canceller = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            while rec.asked.lock().unwrap().is_empty() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            cancel.cancel();
+        })
+    };
+    // The lock is waited for up to 10 s; the cancel must end the wait long before.
+    let result = tokio::time::timeout(
+        Duration::from_secs(8),
+        ex.call("edit_file", &edit("held.txt", "old", "new"), &cancel),
+    )
+    .await
+    .expect("the edit kept waiting for the lock after the cancel");
+    canceller.await.unwrap();
+    assert_eq!(
+        result,
+        ToolResult::fail_with(super::CANCELLED, "edit held.txt: cancelled")
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "old\n");
+}
+
+#[tokio::test]
+async fn a_link_that_walks_up_and_down_thousands_of_times_is_refused_as_a_loop() {
+    // Each `a/..` is one lookup on the disk; a repository of such links (a git checkout keeps
+    // them) made every list_files of their directory take a lookup per step per link.
+    let (dir, ex, _) = executor(None);
+    std::fs::create_dir(dir.path().join("a")).unwrap();
+    std::fs::write(dir.path().join("f.txt"), "reached\n").unwrap();
+    symlink(
+        format!("{}f.txt", "a/../".repeat(800)),
+        dir.path().join("l1"),
+    )
+    .unwrap();
+    symlink(format!("{}l1", "a/../".repeat(800)), dir.path().join("l2")).unwrap();
+    assert_eq!(
+        call(&ex, "read_file", json!({"path": "l2"})).await,
+        ToolResult::fail("Refused: 'l2' has too many levels of symbolic links.")
+    );
+    // A link with a few steps is followed as before.
+    symlink("a/../a/../f.txt", dir.path().join("short")).unwrap();
+    assert!(call(&ex, "read_file", json!({"path": "short"})).await.ok);
+}

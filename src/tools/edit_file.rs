@@ -84,6 +84,8 @@ enum Stop {
     Changed,
     /// Another edit holds the file's lock.
     Busy,
+    /// The user cancelled while the edit waited for the lock.
+    Cancelled,
     /// Larger than the limit, with its size in bytes.
     TooBig(u64),
     /// No write permission.
@@ -176,12 +178,14 @@ async fn edit(
     let workspace = cx.workspace.clone();
     let (owned_given, shown, new) = (given.to_string(), target.clone(), new.to_string());
     let old_len = old.len();
+    let waiting = cancel.clone();
     let written = blocking(move || {
         Ok(replace(
             &workspace,
             &owned_given,
             &shown,
             &snapshot,
+            &waiting,
             &|out| {
                 out.write_all(&snapshot.bytes[..at])?;
                 out.write_all(new.as_bytes())?;
@@ -230,12 +234,14 @@ fn still_resolves(workspace: &Workspace, given: &str, shown: &Resolved) -> bool 
 
 /// Writes the approved edit, if the file is still the one the user saw: resolved to the same
 /// place, the same inode, the same bytes, checked under the edit lock that is held to the
-/// rename, so two edits of one file never both succeed with one of them lost.
+/// rename, so two edits of one file never both succeed with one of them lost. A cancel ends the
+/// wait for the lock (nothing is written then).
 fn replace(
     workspace: &Workspace,
     given: &str,
     shown: &Resolved,
     snapshot: &Snapshot,
+    cancel: &CancellationToken,
     write: &dyn Fn(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), Stop> {
     if !still_resolves(workspace, given, shown) {
@@ -248,8 +254,15 @@ fn replace(
         }
         Err(err) => return Err(Stop::Fs(err)),
     };
-    if !file.lock(LOCK_WAIT).map_err(Stop::Write)? {
-        return Err(Stop::Busy);
+    if !file
+        .lock(LOCK_WAIT, &|| cancel.is_cancelled())
+        .map_err(Stop::Write)?
+    {
+        return Err(if cancel.is_cancelled() {
+            Stop::Cancelled
+        } else {
+            Stop::Busy
+        });
     }
     let unchanged = file.still_named()? && file.holds(&snapshot.bytes).map_err(Stop::Write)?;
     if !unchanged {
@@ -318,6 +331,7 @@ fn stopped(cx: &ToolContext, given: &str, target: &Resolved, stop: Stop) -> Tool
         Stop::Busy => ToolResult::fail(format!(
             "edit_file: {rel} is being edited by another process; read it again and retry."
         )),
+        Stop::Cancelled => ToolResult::fail_with(CANCELLED, format!("edit {rel}: cancelled")),
         Stop::TooBig(size) => ToolResult::fail(format!(
             "edit_file: {rel} is {} MB, more than the {} MB edit_file handles.",
             super::megabytes(size),

@@ -262,13 +262,14 @@ impl InDir {
     }
 
     /// Takes the advisory lock every edit of ours holds from its last check to its write, waiting
-    /// up to `wait` for another holder. False when it could not be had in time.
-    pub fn lock(&self, wait: Duration) -> io::Result<bool> {
+    /// up to `wait` for another holder, and no longer once `cancelled` says so. False when it
+    /// could not be had.
+    pub fn lock(&self, wait: Duration, cancelled: &dyn Fn() -> bool) -> io::Result<bool> {
         let start = Instant::now();
         loop {
             match rustix::fs::flock(&self.opened.file, FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => return Ok(true),
-                Err(Errno::WOULDBLOCK | Errno::INTR) if start.elapsed() < wait => {
+                Err(Errno::WOULDBLOCK | Errno::INTR) if start.elapsed() < wait && !cancelled() => {
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 Err(Errno::WOULDBLOCK) => return Ok(false),
@@ -350,17 +351,28 @@ impl InDir {
     /// Gives `temp` the file's owner, group, mode and extended attributes. Setting the owner is
     /// skipped where the process may not (EPERM); so are attributes of namespaces it may not
     /// write (`trusted.*`, `security.*` without the capability).
+    ///
+    /// Where the owner could not be kept the new file is this user's, so it does not get the
+    /// setuid bit (it would run as this user, not as the owner it had); likewise setgid where the
+    /// group could not be kept. `cp -p` drops them the same way.
     fn keep_metadata(&self, temp: &File) -> io::Result<()> {
         let stat = &self.opened.stat;
-        match rustix::fs::fchown(
-            temp,
-            Some(rustix::fs::Uid::from_raw(stat.st_uid)),
-            Some(rustix::fs::Gid::from_raw(stat.st_gid)),
-        ) {
-            Ok(()) | Err(Errno::PERM) => {}
-            Err(errno) => return Err(errno.into()),
+        let gid = Some(rustix::fs::Gid::from_raw(stat.st_gid));
+        let (owner_kept, group_kept) =
+            match rustix::fs::fchown(temp, Some(rustix::fs::Uid::from_raw(stat.st_uid)), gid) {
+                Ok(()) => (true, true),
+                // A user may still give the file a group they are in.
+                Err(Errno::PERM) => (false, rustix::fs::fchown(temp, None, gid).is_ok()),
+                Err(errno) => return Err(errno.into()),
+            };
+        let mut mode = stat.st_mode & 0o7777;
+        if !owner_kept {
+            mode &= !0o4000;
         }
-        rustix::fs::fchmod(temp, Mode::from_raw_mode(stat.st_mode & 0o7777))?;
+        if !group_kept {
+            mode &= !0o2000;
+        }
+        rustix::fs::fchmod(temp, Mode::from_raw_mode(mode))?;
         copy_xattrs(&self.opened.file, temp)
     }
 }
@@ -558,8 +570,13 @@ fn temp_file(dir: BorrowedFd<'_>) -> io::Result<(CString, File)> {
     }
 }
 
+/// The attribute that holds a file's capabilities. The kernel removes it whenever the file is
+/// written (for root too), so new content never inherits the old content's privileges.
+const CAPABILITY_XATTR: &[u8] = b"security.capability";
+
 /// Copies every extended attribute of `from` to `to` (POSIX ACLs are the `system.posix_acl_*`
-/// ones). Attributes this process may not set are skipped, as `cp --preserve=xattr` does.
+/// ones) but the file's capabilities. Attributes this process may not set are skipped, as
+/// `cp --preserve=xattr` does.
 fn copy_xattrs(from: &File, to: &File) -> io::Result<()> {
     let size = match rustix::fs::flistxattr_query(from) {
         Ok(0) => return Ok(()),
@@ -570,7 +587,7 @@ fn copy_xattrs(from: &File, to: &File) -> io::Result<()> {
     let mut names = vec![0u8; size];
     let len = rustix::fs::flistxattr(from, &mut names[..])?;
     for name in names[..len.min(names.len())].split(|b| *b == 0) {
-        if name.is_empty() {
+        if name.is_empty() || name == CAPABILITY_XATTR {
             continue;
         }
         let name = CString::new(name).map_err(io::Error::other)?;

@@ -356,3 +356,45 @@ async fn agent_new_ends_the_external_agent_and_its_process_tree() {
         "the agent or its child ({pids:?}) outlived :Agent new"
     );
 }
+
+/// fs/read_text_file serves a loaded buffer's text for the path the backend resolved inside the
+/// workspace. If the buffer lookup resolved that path again, a directory swapped for a link to
+/// the outside after the check would hand over the text of a buffer of an outside file (here
+/// one with unsaved text, as a user editing a credentials file has).
+#[tokio::test]
+async fn the_buffer_of_a_checked_path_is_not_looked_up_again_through_a_link_swapped_in() {
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: String::new(),
+    })
+    .await;
+    let root = std::fs::canonicalize(nvim.workspace.path()).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let outside = std::fs::canonicalize(outside.path()).unwrap();
+    std::fs::write(outside.join("creds"), "on disk\n").unwrap();
+    nvim.cmd(&format!("edit {}", outside.join("creds").display()))
+        .await;
+    nvim.lua(
+        "vim.api.nvim_buf_set_lines(0, 0, -1, false, {'aws secret outside'})",
+        vec![],
+    )
+    .await;
+    // What the backend checked while `d` was a directory; `d` is now a link to the outside.
+    std::os::unix::fs::symlink(&outside, root.join("d")).unwrap();
+    let checked = root.join("d/creds").to_str().unwrap().to_string();
+    let lookup = |what: &str| format!("return require('agent.rpc').{what}(...)");
+    assert_eq!(
+        nvim.lua(&lookup("buffer_text"), vec![Value::from(checked.clone())])
+            .await,
+        Value::Nil
+    );
+    // Nor is the outside buffer's unsaved state what decides whether the path may be edited.
+    let modified = nvim
+        .lua(
+            "return require('agent.rpc').buffer_state(...).modified",
+            vec![Value::from(checked)],
+        )
+        .await;
+    assert_eq!(modified, Value::from(false));
+}

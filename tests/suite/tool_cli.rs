@@ -218,6 +218,47 @@ fn concurrent_edits_of_one_file_never_lose_one_that_reported_success() {
     }
 }
 
+/// A user edits a setuid and setgid file of someone else's that they may write: the new file is
+/// theirs (the owner cannot be kept), so it must not come out setuid to them, nor setgid to a
+/// group that is not the file's.
+#[test]
+#[allow(clippy::print_stderr)]
+fn an_edit_that_cannot_keep_the_owner_drops_setuid_and_setgid() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: only root can make a file owned by another user");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mode = |path: &std::path::Path, mode| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    mode(dir.path(), 0o777);
+    let file = dir.path().join("tool.sh");
+    std::fs::write(&file, "old\n").unwrap();
+    std::os::unix::fs::chown(&file, Some(4321), Some(4321)).unwrap();
+    mode(&file, 0o6777);
+    let args = json!({"path": "tool.sh", "old_str": "old", "new_str": "new"});
+    let out = bin()
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .args(["tool", "edit_file", &args.to_string(), "--auto-approve"])
+        .uid(1234)
+        .gid(1234)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(json(&out)["ok"], true, "{out:?}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "new\n");
+    let meta = std::fs::metadata(&file).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid(), meta.mode() & 0o7777),
+        (1234, 1234, 0o777)
+    );
+}
+
 #[test]
 fn run_bash_gets_no_api_key_variable_unless_passed() {
     let dir = tempfile::tempdir().unwrap();
