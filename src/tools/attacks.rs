@@ -425,7 +425,7 @@ async fn an_edit_keeps_owner_group_mode_and_extended_attributes() {
 
 #[tokio::test]
 async fn a_hard_linked_file_is_edited_in_place_so_every_name_sees_it() {
-    let (dir, ex, _) = executor(Some(Decision::AllowOnce));
+    let (dir, ex, rec) = executor(Some(Decision::AllowOnce));
     let (a, b) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
     std::fs::write(&a, "one\ntwo\n").unwrap();
     std::fs::hard_link(&a, &b).unwrap();
@@ -457,6 +457,17 @@ async fn a_hard_linked_file_is_edited_in_place_so_every_name_sees_it() {
     assert!(
         names.iter().all(|n| !n.starts_with(".agent-edit-")),
         "{names:?}"
+    );
+    // The person was told the file has other names.
+    let asked = rec.asked.lock().unwrap();
+    assert!(
+        asked[0]
+            .diff
+            .as_deref()
+            .unwrap()
+            .starts_with("[a.txt has 2 names (hard links): the edit changes the file under every name]\n--- a/a.txt\n"),
+        "{:?}",
+        asked[0].diff
     );
 }
 

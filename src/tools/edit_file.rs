@@ -76,6 +76,8 @@ impl Tool for EditFile {
 struct Snapshot {
     identity: Identity,
     bytes: Vec<u8>,
+    /// How many names (hard links) the file has.
+    links: u64,
 }
 
 /// Why an edit stopped short of writing.
@@ -168,7 +170,18 @@ async fn edit(
         old.chars().count(),
         new.chars().count()
     );
-    let preview = diff::replacement(rel, &snapshot.bytes, at, old.len(), new);
+    let mut preview = diff::replacement(rel, &snapshot.bytes, at, old.len(), new);
+    if snapshot.links > 1 {
+        // The same file may have a name outside the workspace; the person should know that the
+        // edit reaches every one of them.
+        preview.insert_str(
+            0,
+            &format!(
+                "[{rel} has {} names (hard links): the edit changes the file under every name]\n",
+                snapshot.links
+            ),
+        );
+    }
     if let Some(refused) = ask(cx, detail, preview, rel, cancel).await {
         return refused;
     }
@@ -223,6 +236,7 @@ fn snapshot(workspace: &Workspace, path: &Path, limit: u64) -> Result<Option<Sna
     Ok(Some(Snapshot {
         identity: file.identity(),
         bytes,
+        links: file.links(),
     }))
 }
 

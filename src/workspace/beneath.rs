@@ -229,6 +229,13 @@ impl InDir {
         }
     }
 
+    /// How many names (hard links) the file has.
+    // The field's type differs between targets (u64 here, u32 on others).
+    #[allow(clippy::useless_conversion)]
+    pub fn links(&self) -> u64 {
+        u64::from(self.opened.stat.st_nlink)
+    }
+
     /// The file's identity.
     pub fn identity(&self) -> Identity {
         Identity::of(&self.opened.stat)

@@ -76,6 +76,9 @@ impl Refusal {
         match err.raw_os_error() {
             Some(libc::ELOOP) => Refusal::link_loop(given),
             Some(libc::ENAMETOOLONG) => Refusal::too_long(given),
+            Some(libc::EACCES) => Refusal(format!(
+                "Refused: '{given}' cannot be looked up: permission denied."
+            )),
             _ => Refusal::outside(given),
         }
     }

@@ -259,6 +259,41 @@ fn an_edit_that_cannot_keep_the_owner_drops_setuid_and_setgid() {
     );
 }
 
+/// A directory the user may not search is not "outside the workspace": the refusal says why.
+#[test]
+#[allow(clippy::print_stderr)]
+fn a_path_through_a_directory_the_user_may_not_search_says_permission_denied() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: only root can run the tool as another user");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::create_dir(dir.path().join("locked")).unwrap();
+    std::fs::write(dir.path().join("locked/x"), "secret").unwrap();
+    std::fs::set_permissions(
+        dir.path().join("locked"),
+        std::fs::Permissions::from_mode(0o000),
+    )
+    .unwrap();
+    let out = bin()
+        .current_dir(dir.path())
+        .env("HOME", dir.path())
+        .args(["tool", "read_file", r#"{"path":"locked/x"}"#])
+        .uid(1234)
+        .gid(1234)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        json(&out)["text"],
+        "Refused: 'locked/x' cannot be looked up: permission denied."
+    );
+}
+
 #[test]
 fn run_bash_gets_no_api_key_variable_unless_passed() {
     let dir = tempfile::tempdir().unwrap();
