@@ -13,6 +13,7 @@ pub mod error;
 pub mod llm;
 pub mod nvim;
 pub mod process;
+pub mod reaper;
 pub mod terminal;
 pub mod text;
 pub mod tools;

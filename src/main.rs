@@ -7,6 +7,9 @@ use agent_nvim::cli::{self, Command};
 use agent_nvim::{nvim, terminal, Error};
 
 fn main() -> ExitCode {
+    // Every child of this binary is spawned through the reaper, so any other child is an orphan
+    // adopted from one of its trees.
+    agent_nvim::reaper::claim_orphans();
     let result = cli::parse(std::env::args().skip(1)).and_then(|command| match command {
         Command::Tool(args) => terminal::run_tool(args),
         Command::Run(args) => terminal::run_agent(args),
