@@ -5,5 +5,6 @@ mod agent;
 mod approval_picker;
 mod nvim_acp;
 mod nvim_plugin;
+mod processes;
 mod run_cli;
 mod tool_cli;
