@@ -836,4 +836,129 @@ mod tests {
     async fn nothing_a_cancelled_command_started_survives_it() {
         every_escape(End::Cancel).await;
     }
+
+    fn spec(command: &str) -> CommandSpec {
+        CommandSpec {
+            command: command.to_string(),
+            shell: Some(PathBuf::from("/bin/bash")),
+            cwd: std::env::temp_dir(),
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    #[tokio::test]
+    async fn spawning_makes_the_backend_a_subreaper() {
+        run(&spec("true"), &CancellationToken::new()).await.unwrap();
+        let mut flag: libc::c_int = 0;
+        // SAFETY: PR_GET_CHILD_SUBREAPER writes one int through the pointer we pass.
+        let got =
+            unsafe { libc::prctl(libc::PR_GET_CHILD_SUBREAPER, &mut flag as *mut libc::c_int) };
+        assert_eq!((got, flag), (0, 1));
+    }
+
+    #[test]
+    fn a_child_outlives_the_thread_that_asked_for_it() {
+        // PR_SET_PDEATHSIG fires when the forking *thread* ends: a child forked on this
+        // short-lived thread would die with it. The reaper thread forks instead.
+        let m = marker("thread");
+        let command = format!("exec -a {m} sleep 1000");
+        let (child, tree) = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let mut command_line = Command::new("/bin/bash");
+                command_line.arg("-c").arg(&command);
+                let (child, tree) = spawn(command_line).await.unwrap();
+                (child.id().unwrap(), tree)
+            })
+        })
+        .join()
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let alive = with_marker(&m);
+        drop(tree);
+        let start = Instant::now();
+        while !with_marker(&m).is_empty() && start.elapsed() < Duration::from_secs(3) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(alive, vec![Pid::try_from(child).unwrap()]);
+        assert_eq!(
+            with_marker(&m),
+            Vec::<Pid>::new(),
+            "dropping the tree ends it"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn adopted_orphans_are_reaped_not_left_as_zombies() {
+        let output = run(
+            &spec("setsid -f bash -c 'echo $$; exec sleep 1000'; sleep 0.3"),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        let pid: Pid = output.text.lines().next().unwrap().parse().unwrap();
+        // Not even a zombie: the backend waited for it, by its pid.
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "{pid} is still there: {:?}",
+            Stat::read(pid)
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ending_one_tree_leaves_another_running_tree_alone() {
+        let (other, mine) = (marker("other"), marker("mine"));
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let cancel = CancellationToken::new();
+        let long = spec(&format!(
+            "setsid -f bash -c 'exec -a {other} sleep 1000'; touch '{}'; sleep 1000",
+            ready.display()
+        ));
+        let running = {
+            let cancel = cancel.clone();
+            tokio::spawn(async move { run(&long, &cancel).await.unwrap() })
+        };
+        while !ready.exists() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let short = format!("setsid -f bash -c 'exec -a {mine} sleep 1000'; sleep 0.3");
+        run(&spec(&short), &CancellationToken::new()).await.unwrap();
+        let (others, mine_left) = (with_marker(&other), with_marker(&mine));
+        cancel.cancel();
+        let output = running.await.unwrap();
+        assert_eq!(output.ending, Ending::Cancelled);
+        assert_eq!(mine_left, Vec::<Pid>::new());
+        assert_eq!(others.len(), 1, "the running tree's process was killed");
+        assert_eq!(with_marker(&other), Vec::<Pid>::new());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dropped_run_ends_what_it_detached() {
+        let m = marker("dropped");
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let command = format!(
+            "setsid -f bash -c 'exec -a {m} sleep 1000'; touch '{}'; sleep 1000",
+            ready.display()
+        );
+        let spec = spec(&command);
+        let cancel = CancellationToken::new();
+        // Boxed, so that dropping it drops the future itself.
+        let mut running = Box::pin(run(&spec, &cancel));
+        let started = Instant::now();
+        while !ready.exists() && started.elapsed() < Duration::from_secs(20) {
+            let _ = tokio::time::timeout(Duration::from_millis(10), &mut running).await;
+        }
+        assert_eq!(with_marker(&m).len(), 1);
+        drop(running);
+        let start = Instant::now();
+        while !with_marker(&m).is_empty() && start.elapsed() < Duration::from_secs(3) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(with_marker(&m), Vec::<Pid>::new());
+    }
 }
