@@ -961,4 +961,87 @@ mod tests {
         }
         assert_eq!(with_marker(&m), Vec::<Pid>::new());
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_background_job_that_clears_its_environment_is_still_in_the_tree() {
+        // No marker, and orphaned before any scan sees it: its process group says whose it is.
+        let m = marker("envgroup");
+        // The shell ends as soon as the job runs as the marked sleep (same pid throughout).
+        let command = format!(
+            "env -i /bin/bash -c 'exec -a {m} sleep 1000' &\n\
+             until grep -q {m} /proc/$!/cmdline; do :; done"
+        );
+        let output = run(&spec(&command), &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(output.ending, Ending::Exited);
+        let left = with_marker(&m);
+        for pid in &left {
+            signal(*pid, libc::SIGKILL);
+        }
+        assert_eq!(left, Vec::<Pid>::new());
+    }
+
+    #[test]
+    fn an_orphan_of_a_tree_that_has_ended_is_killed_by_the_next_tick() {
+        let m = marker("ended");
+        // A child of this process that names a tree of it that is not running.
+        let child = std::process::Command::new("/bin/bash")
+            .args(["-c", &format!("exec -a {m} sleep 1000")])
+            .env(TREE_VAR, format!("{}:{}", std::process::id(), u64::MAX - 1))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = Pid::try_from(child.id()).unwrap();
+        // Never waited for here: the tick reaps it.
+        std::mem::forget(child);
+        let start = Instant::now();
+        while with_marker(&m).is_empty() && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Reaper::new().tick();
+        let left = with_marker(&m);
+        signal(pid, libc::SIGKILL);
+        assert_eq!(left, Vec::<Pid>::new());
+        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "not reaped");
+    }
+
+    #[tokio::test]
+    async fn the_children_files_and_the_full_scan_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let cancel = CancellationToken::new();
+        let command = format!(
+            "sleep 1000 & sleep 1000 & touch '{}'; wait",
+            ready.display()
+        );
+        let running = {
+            let cancel = cancel.clone();
+            tokio::spawn(async move { run(&spec(&command), &cancel).await })
+        };
+        while !ready.exists() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let me = Pid::try_from(std::process::id()).unwrap();
+        let sorted = |mut pids: Vec<Pid>| {
+            pids.sort_unstable();
+            pids
+        };
+        let direct = sorted(children(me, &None));
+        let shell = direct
+            .iter()
+            .copied()
+            .find(|pid| {
+                sorted(children(*pid, &None)).len() == 2 && super::marker(*pid, me).is_some()
+            })
+            .expect("the shell with its two jobs");
+        let map = Some(parent_map());
+        assert_eq!(
+            sorted(children(shell, &map)),
+            sorted(children(shell, &None))
+        );
+        cancel.cancel();
+        running.await.unwrap().unwrap();
+    }
 }
