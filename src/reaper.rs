@@ -267,6 +267,14 @@ fn parent_map() -> HashMap<Pid, Vec<Pid>> {
     map
 }
 
+/// The calling thread's id (`/proc/thread-self` is `PID/task/TID`), or 0.
+fn thread_id() -> Pid {
+    std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|link| link.file_name()?.to_str()?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The tree named by `pid`'s `AGENT_NVIM_TREE`, when it names one of this backend's.
 fn marker(pid: Pid, me: Pid) -> Option<u64> {
     let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
@@ -315,6 +323,8 @@ struct Reaper {
     roots: HashMap<Pid, (Proc, u64)>,
     /// Processes seen inside a tree, so an orphan keeps its tree after its parent is gone.
     seen: HashMap<Proc, u64>,
+    /// This thread's id: the parent of every root.
+    tid: Pid,
     /// Whether `/proc/PID/task/*/children` exists on this kernel.
     children_files: bool,
 }
@@ -326,6 +336,7 @@ impl Reaper {
             trees: HashMap::new(),
             roots: HashMap::new(),
             seen: HashMap::new(),
+            tid: thread_id(),
             children_files: Path::new("/proc/thread-self/children").exists(),
         }
     }
@@ -340,7 +351,7 @@ impl Reaper {
                 jobs.recv_timeout(TICK.saturating_sub(last_tick.elapsed()))
             };
             match job {
-                Ok(job) => self.handle(job),
+                Ok(job) => self.handle(job, jobs),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => return,
             }
@@ -351,7 +362,7 @@ impl Reaper {
         }
     }
 
-    fn handle(&mut self, job: Job) {
+    fn handle(&mut self, job: Job, jobs: &mpsc::Receiver<Job>) {
         match job {
             Job::Spawn {
                 mut command,
@@ -379,9 +390,30 @@ impl Reaper {
                 let _ = reply.send(result);
             }
             Job::End { tree, reply } => {
-                self.end(tree);
-                if let Some(reply) = reply {
+                // Ends queued together (a batch of timeouts) are done together: one scan a
+                // round for all of them instead of one each. A spawn stops the batch, so it
+                // still comes after the ends queued before it and before those after it.
+                let mut trees = HashSet::from([tree]);
+                let mut replies: Vec<_> = reply.into_iter().collect();
+                let mut next = None;
+                while let Ok(job) = jobs.try_recv() {
+                    match job {
+                        Job::End { tree, reply } => {
+                            trees.insert(tree);
+                            replies.extend(reply);
+                        }
+                        spawn @ Job::Spawn { .. } => {
+                            next = Some(spawn);
+                            break;
+                        }
+                    }
+                }
+                self.end(&trees);
+                for reply in replies {
                     let _ = reply.send(());
+                }
+                if let Some(job) = next {
+                    self.handle(job, jobs);
                 }
             }
         }
@@ -411,19 +443,51 @@ impl Reaper {
             .map_or(Owner::Unknown, |(tree, _)| Owner::Orphan(*tree))
     }
 
-    /// The backend's direct children, with their state and owner.
-    fn direct(&self, by_parent: &Option<HashMap<Pid, Vec<Pid>>>) -> Vec<(Proc, Stat, Owner)> {
-        children(self.me, by_parent)
-            .into_iter()
-            .filter_map(|pid| {
-                let stat = Stat::read(pid)?;
-                let proc = Proc {
-                    pid,
-                    start: stat.start,
-                };
-                Some((proc, stat, self.owner(proc, stat)))
-            })
-            .collect()
+    /// The backend's direct children. A child hangs off the thread that forked it, and an orphan
+    /// off the first live thread of its new parent (the kernel's `find_alive_thread`), which is
+    /// the main thread; a thread that exits hands its children to the main thread too. So the
+    /// main thread and this one (every spawn's) hold them all, and the other threads' files
+    /// (dozens in a test binary) need not be read at every scan.
+    fn direct_pids(&self, by_parent: &Option<HashMap<Pid, Vec<Pid>>>) -> Vec<Pid> {
+        if by_parent.is_some() {
+            return children(self.me, by_parent);
+        }
+        let mut pids = Vec::new();
+        for tid in [self.me, self.tid] {
+            if let Ok(text) =
+                std::fs::read_to_string(format!("/proc/{}/task/{tid}/children", self.me))
+            {
+                pids.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse::<Pid>().ok()),
+                );
+            }
+            if self.tid == self.me {
+                break;
+            }
+        }
+        pids
+    }
+
+    /// The backend's direct children, with their state and owner. An orphan's owner is kept in
+    /// `seen`, so its environment is read once, not at every scan of a kill.
+    fn direct(&mut self, by_parent: &Option<HashMap<Pid, Vec<Pid>>>) -> Vec<(Proc, Stat, Owner)> {
+        let mut found = Vec::new();
+        for pid in self.direct_pids(by_parent) {
+            let Some(stat) = Stat::read(pid) else {
+                continue;
+            };
+            let proc = Proc {
+                pid,
+                start: stat.start,
+            };
+            let owner = self.owner(proc, stat);
+            if let Owner::Orphan(tree) = owner {
+                self.seen.insert(proc, tree);
+            }
+            found.push((proc, stat, owner));
+        }
+        found
     }
 
     /// The tree an adopted orphan is counted in: its own, or (when orphans are claimed) the only
@@ -438,23 +502,26 @@ impl Reaper {
         }
     }
 
-    /// The living processes of `tree`: its root (while it runs), its adopted orphans, and all
-    /// their descendants. Each is remembered in `seen`.
-    fn members(&mut self, tree: u64) -> Vec<Proc> {
+    /// The living processes of `trees`, each with its tree: each tree's root (while it runs),
+    /// its adopted orphans, and all their descendants. Each is remembered in `seen`. One scan
+    /// serves any number of trees, so trees ending together share it.
+    fn members(&mut self, trees: &HashSet<u64>) -> Vec<(Proc, u64)> {
         let by_parent = self.by_parent();
-        let mut queue: Vec<Pid> = Vec::new();
+        let mut queue: Vec<(Pid, u64)> = Vec::new();
         for (proc, stat, owner) in self.direct(&by_parent) {
-            let mine = match owner {
-                Owner::Root(of) => of == tree,
-                other => self.orphan_tree(other) == Some(tree),
+            let tree = match owner {
+                Owner::Root(tree) => Some(tree),
+                other => self.orphan_tree(other),
             };
-            if mine && !stat.dead() {
-                queue.push(proc.pid);
+            if let Some(tree) = tree.filter(|tree| trees.contains(tree)) {
+                if !stat.dead() {
+                    queue.push((proc.pid, tree));
+                }
             }
         }
         let mut found = Vec::new();
         let mut visited = HashSet::new();
-        while let Some(pid) = queue.pop() {
+        while let Some((pid, tree)) = queue.pop() {
             if !visited.insert(pid) {
                 continue;
             }
@@ -469,42 +536,55 @@ impl Reaper {
                 start: stat.start,
             };
             self.seen.insert(proc, tree);
-            found.push(proc);
-            queue.extend(children(pid, &by_parent));
+            found.push((proc, tree));
+            queue.extend(
+                children(pid, &by_parent)
+                    .into_iter()
+                    .map(|child| (child, tree)),
+            );
         }
         found
     }
 
-    /// Stops, then kills, every member of `tree` until none is left; reaps what it adopted;
-    /// forgets the tree.
-    fn end(&mut self, tree: u64) {
-        let Some(root) = self.trees.get(&tree).copied() else {
+    /// Stops, then kills, every member of `trees` until none is left; reaps what they adopted;
+    /// forgets them.
+    fn end(&mut self, trees: &HashSet<u64>) {
+        let trees: HashSet<u64> = trees
+            .iter()
+            .copied()
+            .filter(|tree| self.trees.contains_key(tree))
+            .collect();
+        if trees.is_empty() {
             return;
-        };
-        // Without /proc there is only the root's process group (its pgid is its pid).
-        #[cfg(not(target_os = "linux"))]
-        if self.roots.contains_key(&root.pid) {
-            signal(-root.pid, libc::SIGKILL);
         }
-        let _ = root;
-        self.kill(tree);
-        self.trees.remove(&tree);
+        // Without /proc there is only each root's process group (its pgid is its pid).
+        #[cfg(not(target_os = "linux"))]
+        for tree in &trees {
+            if let Some(root) = self.trees.get(tree) {
+                if self.roots.contains_key(&root.pid) {
+                    signal(-root.pid, libc::SIGKILL);
+                }
+            }
+        }
+        self.kill(&trees);
+        self.trees.retain(|tree, _| !trees.contains(tree));
         self.reap_zombies();
-        self.seen.retain(|_, owner| *owner != tree);
+        self.seen.retain(|_, owner| !trees.contains(owner));
         if self.trees.is_empty() {
             // Nothing runs that could own a leftover: a last look for anything still marked.
             self.tick();
         }
     }
 
-    fn kill(&mut self, tree: u64) {
+    fn kill(&mut self, trees: &HashSet<u64>) {
         // Stopped processes cannot fork, and none of them dies, so no child is orphaned while
         // the tree is being read: scan until a scan finds nothing new to stop.
         let mut stopped = HashSet::new();
         for _ in 0..STOP_ROUNDS {
             let fresh: Vec<Proc> = self
-                .members(tree)
+                .members(trees)
                 .into_iter()
+                .map(|(proc, _)| proc)
                 .filter(|proc| !stopped.contains(proc))
                 .collect();
             if fresh.is_empty() {
@@ -515,24 +595,26 @@ impl Reaper {
                 stopped.insert(proc);
             }
         }
+        for proc in &stopped {
+            signal(proc.pid, libc::SIGKILL);
+        }
         let deadline = Instant::now() + KILL_LIMIT;
         loop {
-            let members = self.members(tree);
+            std::thread::sleep(Duration::from_millis(1));
+            let members = self.members(trees);
             if members.is_empty() {
                 return;
             }
-            for proc in &members {
+            for (proc, _) in &members {
                 signal(proc.pid, libc::SIGKILL);
             }
             if Instant::now() > deadline {
                 tracing::warn!(
-                    tree,
                     left = members.len(),
                     "processes did not die within {KILL_LIMIT:?} of SIGKILL"
                 );
                 return;
             }
-            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
@@ -557,13 +639,8 @@ impl Reaper {
     /// The periodic look: learn every running tree's members, reap adopted zombies, kill orphans
     /// of trees that have ended, and forget roots tokio has reaped.
     fn tick(&mut self) {
-        let trees: Vec<u64> = self.trees.keys().copied().collect();
-        let mut seen = HashMap::new();
-        for tree in trees {
-            for proc in self.members(tree) {
-                seen.insert(proc, tree);
-            }
-        }
+        let trees: HashSet<u64> = self.trees.keys().copied().collect();
+        let seen: HashMap<Proc, u64> = self.members(&trees).into_iter().collect();
         self.reap_zombies();
         let by_parent = self.by_parent();
         let leftovers: Vec<Proc> = self
@@ -587,7 +664,7 @@ impl Reaper {
                 self.seen.insert(*proc, LEFTOVERS);
             }
             self.trees.insert(LEFTOVERS, Proc { pid: 0, start: 0 });
-            self.kill(LEFTOVERS);
+            self.kill(&HashSet::from([LEFTOVERS]));
             self.trees.remove(&LEFTOVERS);
             self.reap_zombies();
             self.seen.retain(|_, owner| *owner != LEFTOVERS);

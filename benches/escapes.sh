@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# How long `agent-nvim tool run_bash` takes to return after the command's shell ends, for each way
+# a process can leave the command's process group, and how many of those processes survive it.
+# usage: benches/escapes.sh [AGENT_NVIM_BINARY]   (default: target/release/agent-nvim)
+set -uo pipefail
+bin=$(realpath "${1:-target/release/agent-nvim}")
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cd "$dir" || exit 1
+m=escbench$$
+sleeper="exec -a $m sleep 1000"
+names=("setsid &" "setsid -f" "python double fork" "set -m" "setpgid(0,0)" "timeout &"
+  "tmux new -d" "start-stop-daemon" "env -i + setsid -f")
+cases=(
+  "setsid bash -c '$sleeper' &"
+  "setsid -f bash -c '$sleeper'"
+  "python3 -c 'import os, time
+if os.fork(): os._exit(0)
+os.setsid()
+if os.fork(): os._exit(0)
+time.sleep(1000)' $m"
+  "set -m; bash -c '$sleeper' &"
+  "python3 -c 'import os, time; os.setpgid(0, 0); time.sleep(1000)' $m &"
+  "timeout 999 bash -c '$sleeper' &"
+  "tmux -L $m -f /dev/null new -d '$sleeper'"
+  "start-stop-daemon --start --background --pidfile $dir/pid --make-pidfile --startas /bin/bash -- -c '$sleeper'"
+  "env -i setsid -f /bin/bash -c '$sleeper'"
+)
+for i in "${!cases[@]}"; do
+  args=$(python3 -c 'import json, sys; print(json.dumps({"command": sys.argv[1] + "\nsleep 0.3; date +%s%N"}))' "${cases[$i]}")
+  out=$("$bin" tool run_bash "$args" --auto-approve)
+  back=$(date +%s%N)
+  end=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["text"].split()[0])' "$out")
+  survivors=$(pgrep -f "$m")
+  left=$(printf '%s' "$survivors" | grep -c .)
+  # Survivors (the old binary leaves them) are killed by pid.
+  [ -n "$survivors" ] && kill -9 $survivors
+  rm -f "$dir/pid"
+  printf '%-22s %5d ms after the shell ended, %d left\n' "${names[$i]}" $(((back - end) / 1000000)) "$left"
+done
