@@ -14,17 +14,17 @@
 //! - the backend's direct children are the roots it spawned and the orphans it adopted; an orphan
 //!   belongs to the tree it was seen in while its parent lived (a scan every [`TICK`] while a tree
 //!   is running), else to the tree its `AGENT_NVIM_TREE` names, else to the tree whose root's
-//!   process group it is still in; a tree's members are everything
-//!   below its root and its adopted orphans (`/proc/PID/task/*/children`);
+//!   process group it is still in; a tree's members are everything below its root and its
+//!   adopted orphans (`/proc/PID/task/*/children`);
 //! - ending a tree stops every member (SIGSTOP, scanning again until no new member shows up, so a
 //!   fork racing the kill is caught), then SIGKILLs them all until none is left, and reaps the
 //!   zombies of the orphans it adopted, by pid: never `waitpid(-1)`, which would steal tokio's
 //!   children's statuses (tokio reaps its own, by pid or pidfd).
 //!
-//! What escapes: a process that both clears its environment and leaves its parent within one
-//! [`TICK`] while another tree runs too (with one tree running, or in the `agent-nvim` binary
-//! where [`claim_orphans`] is on, it is caught), and a process handed to a daemon that is not our
-//! descendant (a tmux server started before the backend). cgroups would close both holes but
+//! What escapes: a process that clears its environment and leaves both its parent and its group
+//! within one [`TICK`] (in the `agent-nvim` binary, where [`claim_orphans`] is on, only while two
+//! trees run at once), and a process handed to a daemon that is not our descendant (a tmux
+//! server started before the backend). cgroups would close both holes but
 //! need a writable cgroup v2 hierarchy, which most users' sessions do not grant; this path needs
 //! nothing but `/proc`.
 
@@ -41,7 +41,7 @@ use tokio::sync::oneshot;
 /// The environment variable naming a process's tree.
 pub const TREE_VAR: &str = "AGENT_NVIM_TREE";
 /// How often running trees are scanned, to learn members before they are orphaned.
-const TICK: Duration = Duration::from_millis(100);
+const TICK: Duration = Duration::from_millis(200);
 /// Scans of the stop phase before giving up on stopping and killing anyway.
 const STOP_ROUNDS: usize = 64;
 /// The longest an end waits for killed processes to be gone (a process in uninterruptible sleep
