@@ -1059,29 +1059,43 @@ mod tests {
         assert_eq!(left, Vec::<Pid>::new());
     }
 
-    #[test]
-    fn an_orphan_of_a_tree_that_has_ended_is_killed_by_the_next_tick() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_orphan_of_a_tree_that_has_ended_is_killed_by_the_next_tick() {
+        // A running tree keeps the reaper scanning.
+        let mut keep = Command::new("/bin/bash");
+        keep.args(["-c", "sleep 30"]);
+        let (_keep_child, keep_tree) = spawn(keep).await.unwrap();
+        // An orphan the backend adopts that names a tree of this backend that is not running
+        // (its parent, not spawned through the reaper and carrying no tree, is left alone).
         let m = marker("ended");
-        // A child of this process that names a tree of it that is not running.
-        let child = std::process::Command::new("/bin/bash")
-            .args(["-c", &format!("exec -a {m} sleep 1000")])
-            .env(TREE_VAR, format!("{}:{}", std::process::id(), u64::MAX - 1))
-            .stdout(std::process::Stdio::null())
+        let status = std::process::Command::new("/bin/bash")
+            .args([
+                "-c",
+                &format!(
+                    "{TREE_VAR}={}:{} setsid -f bash -c 'echo $$; exec -a {m} sleep 1000 >/dev/null'",
+                    std::process::id(),
+                    u64::MAX - 1
+                ),
+            ])
             .stderr(std::process::Stdio::null())
-            .spawn()
+            .output()
             .unwrap();
-        let pid = Pid::try_from(child.id()).unwrap();
-        // Never waited for here: the tick reaps it.
-        std::mem::forget(child);
+        let pid: Pid = String::from_utf8_lossy(&status.stdout)
+            .trim()
+            .parse()
+            .unwrap();
         let start = Instant::now();
-        while with_marker(&m).is_empty() && start.elapsed() < Duration::from_secs(5) {
-            std::thread::sleep(Duration::from_millis(5));
+        while Path::new(&format!("/proc/{pid}")).exists()
+            && start.elapsed() < Duration::from_secs(3)
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        Reaper::new().tick();
         let left = with_marker(&m);
         signal(pid, libc::SIGKILL);
+        keep_tree.end().await;
         assert_eq!(left, Vec::<Pid>::new());
-        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "not reaped");
+        // Gone, not a zombie: the reaper waited for it.
+        assert!(!Path::new(&format!("/proc/{pid}")).exists());
     }
 
     #[tokio::test]
