@@ -464,6 +464,27 @@ async fn shutdown_kills_what_the_agent_detached_into_a_session_of_its_own() {
 }
 
 #[tokio::test]
+async fn an_agent_that_crashes_takes_what_it_detached_with_it() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let marker = unique_marker("acpcrash");
+    let mut spec = fx.spec("spawn-detached");
+    spec.env
+        .push(("ACP_TEST_AGENT_MARKER".into(), marker.clone()));
+    let session = acp::connect(spec, host.clone()).await.unwrap();
+    // The detached process holds the agent's stdout: until it is killed, the connection cannot
+    // see the agent go and the turn would not end.
+    let started = Instant::now();
+    assert_eq!(prompt(&session, "crash").await, Outcome::Failed);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        marked_survivors(&marker, Duration::from_secs(3)).await,
+        Vec::<i32>::new()
+    );
+    session.shutdown().await;
+}
+
+#[tokio::test]
 async fn an_agent_that_ignores_its_closed_stdin_is_killed_after_two_seconds() {
     let fx = Fixture::new();
     let host = Arc::new(Host::new(true, Answer::Never));
