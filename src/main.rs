@@ -17,6 +17,9 @@ fn main() -> ExitCode {
         Command::Help => say(cli::USAGE),
         Command::Version => say(&format!("agent-nvim {}\n", env!("CARGO_PKG_VERSION"))),
     });
+    // Whatever tree is still running (dropped at the last moment, its end only queued) ends
+    // before the process does.
+    agent_nvim::reaper::end_all();
     match result {
         Ok(code) => ExitCode::from(code),
         Err(err) => {

@@ -62,6 +62,19 @@ pub fn claim_orphans() {
     CLAIM.store(true, Ordering::SeqCst);
 }
 
+/// Ends every tree still running and waits (at most a few seconds) until that is done: for the
+/// binary's exit, when a tree dropped at the last moment (a runtime shut down with a task still
+/// holding an ACP session) would otherwise only have queued its end.
+pub fn end_all() {
+    if JOBS.get().is_none() {
+        return;
+    }
+    let (reply, done) = mpsc::channel();
+    if send(Job::EndAll { reply }) {
+        let _ = done.recv_timeout(KILL_LIMIT + Duration::from_secs(1));
+    }
+}
+
 /// A spawned tree. Ending it (or dropping it) kills every process in it that is still running.
 #[derive(Debug)]
 pub struct Tree {
@@ -154,6 +167,9 @@ enum Job {
     End {
         tree: u64,
         reply: Option<oneshot::Sender<()>>,
+    },
+    EndAll {
+        reply: mpsc::Sender<()>,
     },
 }
 
@@ -402,8 +418,8 @@ impl Reaper {
                             trees.insert(tree);
                             replies.extend(reply);
                         }
-                        spawn @ Job::Spawn { .. } => {
-                            next = Some(spawn);
+                        other @ (Job::Spawn { .. } | Job::EndAll { .. }) => {
+                            next = Some(other);
                             break;
                         }
                     }
@@ -415,6 +431,11 @@ impl Reaper {
                 if let Some(job) = next {
                     self.handle(job, jobs);
                 }
+            }
+            Job::EndAll { reply } => {
+                let trees: HashSet<u64> = self.trees.keys().copied().collect();
+                self.end(&trees);
+                let _ = reply.send(());
             }
         }
     }
@@ -1132,5 +1153,56 @@ mod tests {
         );
         cancel.cancel();
         running.await.unwrap().unwrap();
+    }
+
+    /// Run by `end_all_ends_a_tree_whose_handle_never_ended_it` in a process of its own, since
+    /// `end_all` ends every tree of the process (other tests' too).
+    #[test]
+    #[ignore = "a helper process for end_all_ends_a_tree_whose_handle_never_ended_it"]
+    fn end_all_helper() {
+        let Ok(m) = std::env::var("AGENT_NVIM_END_ALL_MARKER") else {
+            return;
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let mut command = Command::new("/bin/bash");
+            command.args([
+                "-c",
+                &format!("setsid -f bash -c 'exec -a {m} sleep 1000' >/dev/null; sleep 1000"),
+            ]);
+            command.stdout(std::process::Stdio::null());
+            let (child, tree) = spawn(command).await.unwrap();
+            // As if the handle were lost in a runtime torn down at exit: no end is queued.
+            std::mem::forget(tree);
+            std::mem::forget(child);
+            let start = Instant::now();
+            while with_marker(&m).is_empty() && start.elapsed() < Duration::from_secs(5) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        end_all();
+    }
+
+    #[test]
+    fn end_all_ends_a_tree_whose_handle_never_ended_it() {
+        let m = marker("endall");
+        let helper = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "reaper::tests::end_all_helper", "--ignored"])
+            .env("AGENT_NVIM_END_ALL_MARKER", &m)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(helper.success());
+        // Without end_all, the detached sleep outlives the helper (its direct child alone dies,
+        // by PDEATHSIG).
+        let left = with_marker(&m);
+        for pid in &left {
+            signal(*pid, libc::SIGKILL);
+        }
+        assert_eq!(left, Vec::<Pid>::new());
     }
 }
