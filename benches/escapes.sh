@@ -25,7 +25,7 @@ time.sleep(1000)' $m"
   "set -m; bash -c '$sleeper' &"
   "python3 -c 'import os, time; os.setpgid(0, 0); time.sleep(1000)' $m &"
   "timeout 999 bash -c '$sleeper' &"
-  "tmux -L $m -f /dev/null new -d '$sleeper'"
+  "tmux -S $dir/tmux.sock -f /dev/null new -d '$sleeper'"
   "start-stop-daemon --start --background --pidfile $dir/pid --make-pidfile --startas /bin/bash -- -c '$sleeper'"
   "env -i setsid -f /bin/bash -c '$sleeper'"
 )

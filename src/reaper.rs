@@ -740,8 +740,9 @@ mod tests {
     /// The escapes, each starting processes that carry `m` in their arguments and hold
     /// the output pipe (except start-stop-daemon's, which points its stdio at /dev/null), with the
     /// tools each needs.
-    fn escapes(m: &str) -> Vec<(&'static str, String, &'static [&'static str])> {
-        let pidfile = std::env::temp_dir().join(format!("{m}.pid"));
+    fn escapes(m: &str, dir: &Path) -> Vec<(&'static str, String, &'static [&'static str])> {
+        let pidfile = dir.join("daemon.pid");
+        let socket = dir.join("tmux.sock");
         vec![
             (
                 "setsid &",
@@ -778,7 +779,10 @@ mod tests {
             ),
             (
                 "tmux new -d",
-                format!("tmux -L {m} -f /dev/null new -d 'exec -a {m} sleep 1000'"),
+                format!(
+                    "tmux -S {} -f /dev/null new -d 'exec -a {m} sleep 1000'",
+                    socket.display()
+                ),
                 &["tmux"],
             ),
             (
@@ -817,9 +821,8 @@ mod tests {
 
     /// Runs one escape ended by `end`; returns how long after the command's end the call
     /// returned, and the survivors found by the marker (killed before returning).
-    async fn escape(launch: &str, m: &str, end: End) -> (Duration, Vec<Pid>) {
-        let dir = tempfile::tempdir().unwrap();
-        let ready = dir.path().join("ready");
+    async fn escape(launch: &str, m: &str, dir: &Path, end: End) -> (Duration, Vec<Pid>) {
+        let ready = dir.join("ready");
         // A moment for the daemons to settle, then the end: the shell's last line, or a file
         // that tells the test the escape is in place.
         let command = match end {
@@ -838,7 +841,7 @@ mod tests {
         let spec = CommandSpec {
             command,
             shell: Some(PathBuf::from("/bin/bash")),
-            cwd: dir.path().to_path_buf(),
+            cwd: dir.to_path_buf(),
             timeout,
         };
         let cancel = CancellationToken::new();
@@ -890,20 +893,16 @@ mod tests {
     /// leaves nothing behind and returns at once.
     async fn every_escape(end: End) {
         let mut runs = Vec::new();
-        for (name, launch, needs) in escapes("") {
+        for case in 0..escapes("", Path::new("")).len() {
+            let dir = tempfile::tempdir().unwrap();
+            let m = marker(&format!("case{case}"));
+            let (name, launch, needs) = escapes(&m, dir.path()).swap_remove(case);
             if let Some(missing) = needs.iter().find(|tool| !on_path(tool)) {
                 eprintln!("skipping '{name}': {missing} is not installed");
                 continue;
             }
-            let _ = launch;
-            let m = marker(&name.replace(|c: char| !c.is_ascii_alphanumeric(), ""));
-            let launch = escapes(&m)
-                .into_iter()
-                .find(|(n, _, _)| *n == name)
-                .unwrap()
-                .1;
             runs.push(async move {
-                let (late, left) = escape(&launch, &m, end).await;
+                let (late, left) = escape(&launch, &m, dir.path(), end).await;
                 (name, late, left)
             });
         }
