@@ -130,7 +130,7 @@ pub async fn run(spec: &CommandSpec, cancel: &CancellationToken) -> io::Result<C
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        // Its own group, so the terminal's Ctrl-C reaches us, not the command.
+        // Its own group: a Ctrl-C at the terminal reaches the backend (which cancels), not it.
         .process_group(0)
         .kill_on_drop(true);
     // The tree ends every process the command started, wherever it moved (see src/reaper.rs).

@@ -93,7 +93,7 @@ pub(super) async fn spawn(spec: &AcpSpec) -> Result<(Process, ChildStdin, ChildS
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        // Its own group, so the terminal's Ctrl-C does not reach it.
+        // Its own group: a Ctrl-C at the terminal reaches the backend, not the agent.
         .process_group(0)
         .kill_on_drop(true);
     let (mut child, tree) = reaper::spawn(command).await.map_err(|err| {
