@@ -301,13 +301,15 @@ fn marker(pid: Pid, me: Pid) -> Option<u64> {
     })
 }
 
-fn signal(pid: Pid, signal: libc::c_int) {
-    if pid > 0 {
-        // SAFETY: kill(2) with plain integers; a pid that is gone answers ESRCH, ignored.
-        unsafe {
-            libc::kill(pid, signal);
-        }
+/// Sends `signal` to `pid`. False only when we may not signal it (EPERM: it changed its user,
+/// as `sudo` does); a pid that is already gone (ESRCH) counts as sent.
+fn signal(pid: Pid, signal: libc::c_int) -> bool {
+    if pid <= 0 {
+        return true;
     }
+    // SAFETY: kill(2) with plain integers.
+    let sent = unsafe { libc::kill(pid, signal) } == 0;
+    sent || io::Error::last_os_error().raw_os_error() != Some(libc::EPERM)
 }
 
 /// Reaps `pid` if it is a zombie; never blocks, never waits for any other pid.
@@ -619,15 +621,29 @@ impl Reaper {
         for proc in &stopped {
             signal(proc.pid, libc::SIGKILL);
         }
+        // A process we may not signal is not waited for: it would only hold the call up.
+        let mut forbidden = HashSet::new();
         let deadline = Instant::now() + KILL_LIMIT;
         loop {
             std::thread::sleep(Duration::from_millis(1));
-            let members = self.members(trees);
+            let members: Vec<(Proc, u64)> = self
+                .members(trees)
+                .into_iter()
+                .filter(|(proc, _)| !forbidden.contains(proc))
+                .collect();
             if members.is_empty() {
+                if !forbidden.is_empty() {
+                    tracing::warn!(
+                        left = forbidden.len(),
+                        "processes of another user cannot be killed"
+                    );
+                }
                 return;
             }
             for (proc, _) in &members {
-                signal(proc.pid, libc::SIGKILL);
+                if !signal(proc.pid, libc::SIGKILL) {
+                    forbidden.insert(*proc);
+                }
             }
             if Instant::now() > deadline {
                 tracing::warn!(
@@ -1203,5 +1219,40 @@ mod tests {
             signal(*pid, libc::SIGKILL);
         }
         assert_eq!(left, Vec::<Pid>::new());
+    }
+
+    /// What `signal` says as a user who may not signal init (pid 1, root's); exits non-zero when
+    /// it is wrong. Run by `a_process_we_may_not_signal_is_told_apart_from_one_that_is_gone`.
+    #[test]
+    #[ignore = "a helper process for a_process_we_may_not_signal_is_told_apart_from_one_that_is_gone"]
+    fn signal_helper() {
+        if std::env::var_os("AGENT_NVIM_SIGNAL_HELPER").is_none() {
+            return;
+        }
+        assert!(!signal(1, 0), "init answered as if we may signal it");
+        // pid_max is at most 2^22: this pid never exists, and that is not a refusal.
+        assert!(signal(1 << 23, 0));
+    }
+
+    #[test]
+    fn a_process_we_may_not_signal_is_told_apart_from_one_that_is_gone() {
+        // SAFETY: geteuid has no arguments and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(!signal(1, 0));
+            assert!(signal(1 << 23, 0));
+            return;
+        }
+        use std::os::unix::process::CommandExt;
+        // Root may signal anything: ask as nobody instead.
+        let helper = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "reaper::tests::signal_helper", "--ignored"])
+            .env("AGENT_NVIM_SIGNAL_HELPER", "1")
+            .uid(65534)
+            .gid(65534)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(helper.success());
     }
 }
