@@ -7,6 +7,13 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "agent: cargo not found; install Rust from https://rustup.rs and run this again" >&2
   exit 1
 fi
+# The process-tree tests start each escape the issue lists with its own tool; one whose tool is
+# missing is skipped (its test says so only when it fails, so say it here).
+for tool in setsid timeout python3 tmux start-stop-daemon; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "agent: $tool not found; the process-tree tests skip the escape that needs it" >&2
+  fi
+done
 AGENT_NVIM_TEST_NVIM="$(scripts/ensure-nvim.sh)"
 export AGENT_NVIM_TEST_NVIM
 cargo test --locked "$@"

@@ -7,6 +7,9 @@ use agent_nvim::cli::{self, Command};
 use agent_nvim::{nvim, terminal, Error};
 
 fn main() -> ExitCode {
+    // Every child of this binary is spawned through the reaper, so any other child is an orphan
+    // adopted from one of its trees.
+    agent_nvim::reaper::claim_orphans();
     let result = cli::parse(std::env::args().skip(1)).and_then(|command| match command {
         Command::Tool(args) => terminal::run_tool(args),
         Command::Run(args) => terminal::run_agent(args),
@@ -14,6 +17,9 @@ fn main() -> ExitCode {
         Command::Help => say(cli::USAGE),
         Command::Version => say(&format!("agent-nvim {}\n", env!("CARGO_PKG_VERSION"))),
     });
+    // Whatever tree is still running (dropped at the last moment, its end only queued) ends
+    // before the process does.
+    agent_nvim::reaper::end_all();
     match result {
         Ok(code) => ExitCode::from(code),
         Err(err) => {

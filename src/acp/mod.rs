@@ -1,10 +1,10 @@
 //! The ACP client: drives an external agent (Claude Code, Gemini CLI, Codex, opencode, ...) over
 //! the Agent Client Protocol from the same UI as the built-in turn loop (SPEC section 5).
 //!
-//! [`connect`] starts the agent in the workspace, in its own process group (`transport.rs`),
-//! initializes it and opens a session; [`AcpSession::prompt`] runs one turn and streams
-//! `session/update` to the front end as [`AcpEvent`]s (`update.rs`); [`AcpSession::shutdown`]
-//! ends it. The agent calls back for file reads and writes (`fs.rs`, through the one path check)
+//! [`connect`] starts the agent in the workspace, as the root of its own process tree
+//! (`transport.rs`), initializes it and opens a session; [`AcpSession::prompt`] runs one turn and
+//! streams `session/update` to the front end as [`AcpEvent`]s (`update.rs`);
+//! [`AcpSession::shutdown`] ends it. The agent calls back for file reads and writes (`fs.rs`, through the one path check)
 //! and for permission (`permission.rs`, through the front end's picker). JSON-RPC itself is the
 //! `agent-client-protocol` crate's.
 //!
@@ -269,7 +269,7 @@ pub struct AcpSession {
 /// (`could not start 'gemini': ... — is it installed and on PATH?`), the agent exits or refuses
 /// during setup, or it does not answer within `spec.connect_timeout`.
 pub async fn connect(spec: AcpSpec, host: Arc<dyn AcpHost>) -> Result<AcpSession, String> {
-    let (process, stdin, stdout) = transport::spawn(&spec)?;
+    let (process, stdin, stdout) = transport::spawn(&spec).await?;
     tracing::info!(agent = %spec.name, command = ?spec.command, "started ACP agent");
     start(spec, host, stdout, stdin, Some(process)).await
 }
@@ -639,7 +639,7 @@ impl AcpSession {
             if process.wait_exit(SHUTDOWN_GRACE).await.is_none() {
                 tracing::info!(agent = %self.shared.name, "did not exit after its stdin closed; killing it");
             }
-            process.kill();
+            process.end().await;
         }
     }
 
@@ -727,7 +727,7 @@ impl AcpSession {
 
 impl Drop for AcpSession {
     fn drop(&mut self) {
-        // Quitting without shutdown still leaves nothing running: the process group is killed
+        // Quitting without shutdown still leaves nothing running: the process tree is killed
         // as `process` drops.
         if let Some(driver) = &self.driver {
             driver.abort();

@@ -1,8 +1,8 @@
 //! The agent's process and the line transport over its stdio.
 //!
-//! The agent runs in the workspace, in its own process group (as `src/process.rs` runs commands),
-//! so that quitting kills what it started too: `npx` wrappers, the real agent behind them, its
-//! language servers. Its stderr goes to the log, never to our stdout (which is Neovim's msgpack
+//! The agent runs in the workspace as the root of a [`reaper::Tree`] (as `src/process.rs` runs
+//! commands), so that quitting kills what it started too: `npx` wrappers, the real agent behind
+//! them, its language servers, and anything it detached (`setsid`, a double fork). Its stderr goes to the log, never to our stdout (which is Neovim's msgpack
 //! channel in RPC mode); the last lines are kept to explain a crash. Its stdout is read a line at
 //! a time and anything that is not a JSON object (a banner, a debugger notice, stray bytes) is
 //! skipped and logged instead of being answered as a parse error.
@@ -11,7 +11,6 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -22,6 +21,7 @@ use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
 
 use super::AcpSpec;
+use crate::reaper::{self, Tree};
 
 /// Lines of the agent's stderr kept to explain how it ended.
 const STDERR_TAIL_LINES: usize = 20;
@@ -30,12 +30,10 @@ const STDERR_LINE_BYTES: usize = 2_000;
 /// How much of a skipped stdout line the log shows, in characters.
 const JUNK_PREVIEW_CHARS: usize = 200;
 
-/// The running agent: its process group, how it ended once it has, and its last stderr lines.
-/// Dropping it kills the group (unless it is already known to be dead).
+/// The running agent: its process tree, how it ended once it has, and its last stderr lines.
+/// Dropping it kills the tree.
 pub(super) struct Process {
-    pgid: libc::pid_t,
-    /// True while the group may still have members we must kill.
-    armed: Arc<AtomicBool>,
+    tree: Arc<Tree>,
     exit: watch::Receiver<Option<String>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
 }
@@ -62,9 +60,14 @@ impl Process {
         tail.back().cloned()
     }
 
-    /// Kills the whole process group.
+    /// Kills the whole process tree without waiting (the tree also ends when this drops).
     pub(super) fn kill(&self) {
-        kill_group(self.pgid, &self.armed);
+        self.tree.end_soon();
+    }
+
+    /// Kills the whole process tree and returns once it is gone.
+    pub(super) async fn end(&self) {
+        self.tree.end().await;
     }
 }
 
@@ -74,68 +77,52 @@ impl Drop for Process {
     }
 }
 
-/// SIGKILLs the group `pgid` once, while `armed`.
-fn kill_group(pgid: libc::pid_t, armed: &AtomicBool) {
-    if armed.swap(false, Ordering::SeqCst) {
-        // SAFETY: kill(2) takes plain integers and touches no memory of ours. `pgid` is never 0
-        // (that would be our own group); ESRCH (already gone) is fine.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-    }
-}
-
-/// Starts the agent in the workspace root, in its own process group, with piped stdio.
-pub(super) fn spawn(spec: &AcpSpec) -> Result<(Process, ChildStdin, ChildStdout), String> {
+/// Starts the agent in the workspace root, as the root of its own tree, with piped stdio.
+pub(super) async fn spawn(spec: &AcpSpec) -> Result<(Process, ChildStdin, ChildStdout), String> {
     let Some((program, args)) = spec.command.split_first() else {
         return Err(format!(
             "agent: no command to start '{}'; set the agent's command",
             spec.name
         ));
     };
-    let mut child = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(args)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .current_dir(spec.workspace.root())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        // Its own group, so one kill reaches wrappers (npx) and everything they start.
+        // Its own group: a Ctrl-C at the terminal reaches the backend, not the agent.
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|err| {
-            format!("could not start '{program}': {err} — is it installed and on PATH?")
-        })?;
-    let (Some(stdin), Some(stdout), Some(stderr), Some(pid)) = (
-        child.stdin.take(),
-        child.stdout.take(),
-        child.stderr.take(),
-        child.id().and_then(|pid| libc::pid_t::try_from(pid).ok()),
-    ) else {
+        .kill_on_drop(true);
+    let (mut child, tree) = reaper::spawn(command).await.map_err(|err| {
+        format!("could not start '{program}': {err} — is it installed and on PATH?")
+    })?;
+    let tree = Arc::new(tree);
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
         return Err(format!("could not start '{program}': its stdio is missing"));
     };
-    let armed = Arc::new(AtomicBool::new(pid > 0));
     let (exit_tx, exit) = watch::channel(None);
     let tail = Arc::new(Mutex::new(VecDeque::new()));
     tokio::spawn(drain_stderr(stderr, spec.name.clone(), tail.clone()));
     let name = spec.name.clone();
-    let group_armed = armed.clone();
+    let agent_tree = tree.clone();
     tokio::spawn(async move {
         let status = match child.wait().await {
             Ok(status) => describe(status),
             Err(err) => format!("status unknown: {err}"),
         };
         tracing::info!(agent = %name, %status, "ACP agent exited");
-        // Whatever it left running in its group could hold the pipes open; nothing should
-        // outlive the agent.
-        kill_group(pid, &group_armed);
+        // Whatever it left running could hold the pipes open; nothing should outlive the agent.
+        agent_tree.end().await;
         let _ = exit_tx.send(Some(status));
     });
     Ok((
         Process {
-            pgid: pid,
-            armed,
+            tree,
             exit,
             stderr: tail,
         },

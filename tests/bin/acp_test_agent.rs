@@ -9,7 +9,9 @@
 //! - `normal` (default);
 //! - `silent`: never answers anything (for the connect timeout);
 //! - `ignore-eof`: keeps running after its stdin closes (for the kill after the grace period);
-//! - `spawn-child`: starts a `sleep` grandchild first (for killing the process tree).
+//! - `spawn-child`: starts a `sleep` grandchild first (for killing the process tree);
+//! - `spawn-detached`: first detaches a `sleep 1000` into a session of its own (`setsid -f`),
+//!   running as `$ACP_TEST_AGENT_MARKER` (for killing what left the tree's group and parent chain).
 //!
 //! Prompts (the prompt's whole text): `chat`, `fs`, `permission`, `cancel`, `crash`, `usage`.
 //! Results the client sent back are reported as agent message chunks, one JSON line each.
@@ -40,6 +42,16 @@ fn main() {
         log(&json!({"grandchild": child.id()}));
         // Never waited for: it is meant to outlive this process unless its group is killed.
         std::mem::forget(child);
+    }
+    if mode == "spawn-detached" {
+        let marker = std::env::var("ACP_TEST_AGENT_MARKER").unwrap_or_else(|_| "detached".into());
+        // It keeps our stdout open, as a language server started by a real agent would.
+        let status = std::process::Command::new("setsid")
+            .args(["-f", "bash", "-c", &format!("exec -a {marker} sleep 1000")])
+            .stdin(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        log(&json!({"detached": status.success()}));
     }
     // What agents and their wrappers print before speaking: must be skipped, not answered.
     raw("Debugger attached.");

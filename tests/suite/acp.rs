@@ -2,7 +2,7 @@
 //! scripted agent speaking ACP on stdio, started as a child in its own process group exactly as
 //! Claude Code's or Gemini's adapter would be.
 
-use crate::support::process::alive;
+use crate::support::process::{alive, marked_survivors, unique_marker, with_marker};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -439,6 +439,49 @@ async fn shutdown_kills_the_agents_process_tree() {
     assert!(started.elapsed() < Duration::from_millis(1900));
     assert!(gone(pid).await);
     assert!(gone(grandchild).await);
+}
+
+#[tokio::test]
+async fn shutdown_kills_what_the_agent_detached_into_a_session_of_its_own() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let marker = unique_marker("acpdetached");
+    let mut spec = fx.spec("spawn-detached");
+    spec.env
+        .push(("ACP_TEST_AGENT_MARKER".into(), marker.clone()));
+    let session = acp::connect(spec, host.clone()).await.unwrap();
+    assert_eq!(
+        with_marker(&marker).len(),
+        1,
+        "the detached process is running"
+    );
+    session.shutdown().await;
+    // shutdown returns once the tree is gone: no waiting needed.
+    assert_eq!(
+        marked_survivors(&marker, Duration::ZERO).await,
+        Vec::<i32>::new()
+    );
+}
+
+#[tokio::test]
+async fn an_agent_that_crashes_takes_what_it_detached_with_it() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let marker = unique_marker("acpcrash");
+    let mut spec = fx.spec("spawn-detached");
+    spec.env
+        .push(("ACP_TEST_AGENT_MARKER".into(), marker.clone()));
+    let session = acp::connect(spec, host.clone()).await.unwrap();
+    // The detached process holds the agent's stdout: until it is killed, the connection cannot
+    // see the agent go and the turn would not end.
+    let started = Instant::now();
+    assert_eq!(prompt(&session, "crash").await, Outcome::Failed);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        marked_survivors(&marker, Duration::from_secs(3)).await,
+        Vec::<i32>::new()
+    );
+    session.shutdown().await;
 }
 
 #[tokio::test]

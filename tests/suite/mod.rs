@@ -6,5 +6,6 @@ mod approval_picker;
 mod nvim_acp;
 mod nvim_keys;
 mod nvim_plugin;
+mod processes;
 mod run_cli;
 mod tool_cli;

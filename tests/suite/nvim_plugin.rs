@@ -446,6 +446,7 @@ async fn help_agent_finds_its_tags() {
         "agent-tools",
         "agent-approval",
         "agent-approval-keys",
+        "agent-processes",
         "agent-acp",
         "agent-health",
     ] {

@@ -48,3 +48,44 @@ pub fn children_named(parent: i32, name: &str) -> Vec<i32> {
     }
     found
 }
+
+/// Running processes with `marker` anywhere in their arguments (a zombie's are empty).
+pub fn with_marker(marker: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(marker) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// A marker no other process has in its arguments: the test's name, this process, the time.
+pub fn unique_marker(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    format!("agentnvim{name}x{}x{nanos}", std::process::id())
+}
+
+/// Waits up to `limit` for no process to carry `marker`; returns those still there, SIGKILLed so
+/// a failing test leaves nothing behind.
+pub async fn marked_survivors(marker: &str, limit: Duration) -> Vec<i32> {
+    let start = Instant::now();
+    loop {
+        let left = with_marker(marker);
+        if left.is_empty() || start.elapsed() > limit {
+            for pid in &left {
+                // SAFETY: a plain signal to a process this test started.
+                unsafe { libc::kill(*pid, libc::SIGKILL) };
+            }
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
