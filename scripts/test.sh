@@ -7,9 +7,28 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "agent: cargo not found; install Rust from https://rustup.rs and run this again" >&2
   exit 1
 fi
-# The process-tree tests start each escape the issue lists with its own tool; one whose tool is
-# missing is skipped (its test says so only when it fails, so say it here).
+# The process-tree tests start each escape the issue lists with its own tool. A missing one is
+# installed when this machine can (root with apt-get, as on CI); otherwise its escape is skipped
+# (its test says so only when it fails, so say it here).
+missing=()
 for tool in setsid timeout python3 tmux start-stop-daemon; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "agent: installing ${missing[*]} for the process-tree tests" >&2
+  packages=()
+  for tool in "${missing[@]}"; do
+    case "$tool" in
+      setsid) packages+=(util-linux) ;;
+      timeout) packages+=(coreutils) ;;
+      start-stop-daemon) packages+=(dpkg) ;;
+      *) packages+=("$tool") ;;
+    esac
+  done
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"; } >&2 ||
+    echo "agent: could not install ${packages[*]}; their escapes are skipped" >&2
+fi
+for tool in "${missing[@]}"; do
   if ! command -v "$tool" >/dev/null 2>&1; then
     echo "agent: $tool not found; the process-tree tests skip the escape that needs it" >&2
   fi
