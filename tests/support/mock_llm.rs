@@ -1468,7 +1468,6 @@ mod tests {
     #[test]
     fn mock_stops_listening_when_dropped() {
         let mock = MockLlm::start(Wire::Anthropic, vec![]);
-        let addr = mock.addr;
         let idle = connect(&mock);
         drop(mock);
         let mut idle = idle;
@@ -1477,6 +1476,8 @@ mod tests {
             0,
             "open connections are closed"
         );
-        assert!(TcpStream::connect(addr).is_err());
+        // Dropping joined the acceptor thread, which owned the listener, so the port is closed.
+        // A connect to it is not asserted to fail: a test running in parallel may have been
+        // given the same port by the kernel since.
     }
 }
