@@ -660,7 +660,7 @@ mod tests {
                 detail: "a\n[… 3 blank lines …]\nb\\e".into(),
                 diff: None,
                 action: crate::approval::Action::Command {
-                    command: "a\\n\\n\\n\\nb\\e".into(),
+                    command: "a\\n[… 3 blank lines …]\\nb\\e".into(),
                 },
                 cwd: "/w".into(),
                 timeout: 5.0,
