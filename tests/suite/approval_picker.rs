@@ -582,3 +582,29 @@ async fn a_commands_coloured_output_reaches_the_chat_and_the_model_without_escap
         .all(|l| !l.contains('\u{1b}') && !l.contains('\r')));
     assert_eq!(tool_result(&mock, 1, "t1").0, "red\n100%\n\n[exit 0]");
 }
+
+#[tokio::test]
+async fn the_status_is_waiting_for_approval_whenever_the_picker_is_open() {
+    let steps = 40;
+    let calls = (1..=steps)
+        .map(|i| {
+            call(
+                &format!("t{i}"),
+                "run_bash",
+                json!({ "command": format!("echo step {i}") }),
+            )
+        })
+        .collect();
+    let mock = MockLlm::start(Wire::Anthropic, vec![turn(calls), done("OK.")]);
+    let nvim = start(&mock).await;
+    nvim.cmd("Agent go").await;
+    for i in 1..=steps {
+        nvim.wait_for_screen(&format!(" echo step {i} ")).await;
+        let state = nvim
+            .lua("return require('agent').status().state", vec![])
+            .await;
+        assert_eq!(state, Value::from("approval"), "question {i}");
+        nvim.api.input("1").await.unwrap();
+    }
+    nvim.wait_for_line(CHAT, "OK.").await;
+}
