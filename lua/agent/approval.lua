@@ -17,6 +17,7 @@ local H = {}
 ---@field detail string for a command, its preview lines (made visible, blank runs as markers)
 ---@field diff? string
 ---@field action { kind: "edit"|"command", rel?: string, command?: string }
+---@field session_choice? string the "Allow … for this session" label, made by the backend
 ---@field cwd string
 ---@field timeout number
 ---@field options? { id: string, name: string, kind: string }[] an external agent's own choices (ACP)
@@ -104,16 +105,9 @@ function H.choices(req)
     return H.agent_choices(req)
   end
   local action = type(req.action) == "table" and req.action or {}
-  local session
-  if action.kind == "edit" then
-    session = "Allow edits for this session"
-  else
-    local command = tostring(action.command or "")
-    if vim.fn.strchars(command) > 40 then
-      command = vim.fn.strcharpart(command, 0, 39) .. "…"
-    end
-    session = ("Allow `%s` for this session"):format(command)
-  end
+  -- The backend names the command (cut where no escape is split, or counted by its lines).
+  local session = type(req.session_choice) == "string" and req.session_choice
+    or (action.kind == "edit" and "Allow edits for this session" or "Allow this command for this session")
   return {
     { key = "allow_once", label = "Allow once", decision = "allow_once" },
     { key = "allow_session", label = session, decision = "allow_session" },

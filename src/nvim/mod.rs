@@ -603,6 +603,7 @@ impl Asker for NvimAsker {
             self.bridge.ask_lua(UiEvent::Approval {
                 id: request.id,
                 title: crate::display::approval_title(&request.tool, &request.detail, is_command),
+                session_choice: Some(crate::display::session_choice(&request.action)),
                 tool: request.tool,
                 detail: request.detail,
                 diff: request.diff,
@@ -705,6 +706,7 @@ mod tests {
             action: crate::approval::Action::Command {
                 command: "a\n\n\n\nb\u{1b}".into(),
             },
+            session_choice: Some("Allow `\u{1b}` for this session".into()),
             cwd: "/w".into(),
             timeout: 5.0,
             options: Some(vec![protocol::AgentOption {
@@ -725,6 +727,7 @@ mod tests {
                 action: crate::approval::Action::Command {
                     command: "a\\n[… 3 blank lines …]\\nb\\e".into(),
                 },
+                session_choice: Some("Allow `\\e` for this session".into()),
                 cwd: "/w".into(),
                 timeout: 5.0,
                 options: Some(vec![protocol::AgentOption {
