@@ -20,6 +20,7 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use crate::agent::Event;
+use crate::approval::Action;
 
 /// Which layout characters a piece of text keeps; everything else hidden is escaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,21 +120,34 @@ const BLANK_RUN: usize = 32;
 /// `[… 200 spaces …]`, so nothing can be pushed out of sight by padding. A final newline ends the
 /// last line rather than starting an empty one.
 pub fn preview_lines(text: &str) -> Vec<String> {
-    let body = text.strip_suffix('\n').unwrap_or(text);
+    squeezed_lines(text.strip_suffix('\n').unwrap_or(text))
+}
+
+/// The lines of `text` (split at every newline) made [`visible`], with the markers of
+/// [`preview_lines`].
+fn squeezed_lines(text: &str) -> Vec<String> {
     let mut lines = Vec::new();
     let mut blanks = 0usize;
-    for line in body.split('\n') {
-        let shown = visible(line, Layout::Lines);
-        if shown.chars().all(is_blank) {
+    for line in text.split('\n') {
+        if is_blank_line(line) {
             blanks += 1;
             continue;
         }
         flush_blanks(&mut lines, blanks);
         blanks = 0;
-        lines.push(squeeze_blanks(&shown));
+        lines.push(squeeze_blanks(&visible(line, Layout::Lines)));
     }
     flush_blanks(&mut lines, blanks);
     lines
+}
+
+/// Whether `line` (as it is, before escaping) draws as empty space: every character of it blank
+/// ([`is_blank`]) and shown as it is, tabs excepted. So `"  \t "` is blank (a tab is only ever
+/// blank space to the shell), and a line holding a carriage return, a form feed or a line
+/// separator is not: the preview shows those as escapes.
+fn is_blank_line(line: &str) -> bool {
+    line.chars()
+        .all(|c| c == '\t' || (is_blank(c) && !hidden(c, None, Layout::Lines)))
 }
 
 fn flush_blanks(lines: &mut Vec<String>, blanks: usize) {
@@ -188,11 +202,7 @@ pub fn approval_title(tool: &str, detail: &str, is_command: bool) -> String {
     const TITLE_CHARS: usize = 60;
     if is_command {
         let lines = preview_lines(detail);
-        let count = detail
-            .strip_suffix('\n')
-            .unwrap_or(detail)
-            .split('\n')
-            .count();
+        let count = line_count(detail);
         if count > 1 {
             return format!("{tool} · {count} lines");
         }
@@ -205,10 +215,94 @@ pub fn approval_title(tool: &str, detail: &str, is_command: bool) -> String {
     one_line(detail)
 }
 
-/// `text` made [`visible`] on one line, with long runs of blank characters squeezed as in a
-/// preview: for labels that a padding could otherwise stretch out of sight.
+/// `text` made [`visible`] on one line: its lines as a preview shows them (a run of blank lines
+/// and a long run of blank characters each one marker) joined by `\n`, so neither padding nor
+/// a newline can push part of it out of sight or make two lines read as one command. Every
+/// newline is kept, a final one too (`ls\n`).
 pub fn one_line(text: &str) -> String {
-    squeeze_blanks(&visible(text, Layout::OneLine))
+    squeezed_lines(text).join("\\n")
+}
+
+/// `line` (a [`one_line`] form) cut to at most `max` characters, the last of which is `…` when
+/// anything was cut. The cut falls between escapes and markers, never inside one: half an escape
+/// (`\u{2…`) or half a marker would read as something else.
+pub fn cut(line: &str, max: usize) -> String {
+    if line.chars().count() <= max {
+        return line.to_string();
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    let mut rest = line;
+    while !rest.is_empty() {
+        let atom = &rest[..unit_len(rest)];
+        let n = atom.chars().count();
+        if used + n + 1 > max {
+            break;
+        }
+        out.push_str(atom);
+        used += n;
+        rest = &rest[atom.len()..];
+    }
+    out.push('…');
+    out
+}
+
+/// The byte length of the first unit of `text` (not empty) that a cut keeps whole: an escape
+/// (`\e`, `\u{202e}`), a marker (`[… 60 blank lines …]`), or else one character.
+fn unit_len(text: &str) -> usize {
+    if let Some(after) = text.strip_prefix('\\') {
+        if let Some(hex) = after.strip_prefix("u{") {
+            if let Some(end) = hex.find('}') {
+                if end > 0 && hex[..end].chars().all(|c| c.is_ascii_hexdigit()) {
+                    return "\\u{".len() + end + 1;
+                }
+            }
+        }
+        if after.starts_with(['0', 't', 'n', 'r', 'e']) {
+            return 2;
+        }
+    }
+    if let Some(inner) = text.strip_prefix("[… ") {
+        if let Some(end) = inner.find(" …]") {
+            let marker = inner[..end].split_once(' ').is_some_and(|(n, what)| {
+                !n.is_empty()
+                    && n.chars().all(|c| c.is_ascii_digit())
+                    && matches!(what, "blank lines" | "spaces" | "blank characters")
+            });
+            if marker {
+                return "[… ".len() + end + " …]".len();
+            }
+        }
+    }
+    text.chars().next().map_or(0, char::len_utf8)
+}
+
+/// How many lines a command has; a final newline ends the last one rather than starting another.
+fn line_count(command: &str) -> usize {
+    command
+        .strip_suffix('\n')
+        .unwrap_or(command)
+        .split('\n')
+        .count()
+}
+
+/// The label of the choice that allows `action` for the rest of the session. A command is named
+/// by its [`one_line`] form cut to 40 characters (`Allow `cargo test` for this session`), or, when
+/// it has more than one line, by how many (`Allow this 61-line command for this session`): the
+/// preview above it shows them all.
+pub fn session_choice(action: &Action) -> String {
+    /// Characters of a command the label quotes.
+    const LABEL_CHARS: usize = 40;
+    match action {
+        Action::Edit { .. } => "Allow edits for this session".to_string(),
+        Action::Command { command } => match line_count(command) {
+            1 => format!(
+                "Allow `{}` for this session",
+                cut(&one_line(command), LABEL_CHARS)
+            ),
+            n => format!("Allow this {n}-line command for this session"),
+        },
+    }
 }
 
 /// The lines of a unified diff as the preview shows them: each made [`visible`], a long run of
@@ -224,10 +318,9 @@ pub fn diff_lines(diff: &str) -> Vec<String> {
         None => {}
     };
     for line in body.split('\n') {
-        let shown = visible(line, Layout::Lines);
-        let mut chars = shown.chars();
-        let prefix = chars.next();
-        let blank = chars.as_str().chars().all(is_blank);
+        let mut raw = line.chars();
+        let prefix = raw.next();
+        let blank = is_blank_line(raw.as_str());
         match (prefix, blank, run) {
             (Some(p @ ('+' | '-' | ' ')), true, Some((q, n))) if p == q => run = Some((q, n + 1)),
             (Some(p @ ('+' | '-' | ' ')), true, _) => {
@@ -236,7 +329,7 @@ pub fn diff_lines(diff: &str) -> Vec<String> {
             }
             _ => {
                 flush(&mut lines, run.take());
-                lines.push(squeeze_blanks(&shown));
+                lines.push(squeeze_blanks(&visible(line, Layout::Lines)));
             }
         }
     }
@@ -422,16 +515,111 @@ mod tests {
             preview_lines(&command),
             vec!["ls -la", "[… 60 blank lines …]", "touch PWNED"]
         );
-        // Whitespace-only lines are blank too; a single blank line is shown as it is.
+        // Whitespace-only lines are blank too, tabs included; a single blank line stays one.
         assert_eq!(
-            preview_lines("a\n  \n\t\nb\n\nc\n"),
-            vec!["a", "", "\\t", "b", "", "c"]
+            preview_lines("a\n  \n\t\nb\n\nc\n\t\nd"),
+            vec!["a", "[… 2 blank lines …]", "b", "", "c", "", "d"]
         );
         assert_eq!(
             preview_lines("a\n \n  \n"),
             vec!["a", "[… 2 blank lines …]"]
         );
         assert_eq!(preview_lines(""), vec![""]);
+    }
+
+    #[test]
+    fn lines_of_spaces_and_tabs_are_a_blank_run_tested_before_escaping() {
+        let command = format!("ls -la\n{}touch PWNED", "  \t \n".repeat(60));
+        assert_eq!(
+            preview_lines(&command),
+            vec!["ls -la", "[… 60 blank lines …]", "touch PWNED"]
+        );
+        let diff = format!("@@ -1 +1,61 @@\n{}+touch PWNED\n", "+  \t \n".repeat(60));
+        assert_eq!(
+            diff_lines(&diff),
+            vec!["@@ -1 +1,61 @@", "+[… 60 blank lines …]", "+touch PWNED"]
+        );
+        // A line holding a control that the shell reads as a word is not blank: it is shown.
+        assert_eq!(
+            preview_lines("a\n\r\n \u{b}\n\u{2028}\nb"),
+            vec!["a", "\\r", " \\u{b}", "\\u{2028}", "b"]
+        );
+    }
+
+    #[test]
+    fn one_line_shows_newlines_and_squeezes_blank_runs() {
+        let spread = format!("make{}rm -rf ~", "\n \t".repeat(5));
+        assert_eq!(
+            one_line(&spread),
+            "make\\n[… 4 blank lines …]\\n \\trm -rf ~"
+        );
+        let padded = format!("make{}&& rm -rf ~", "\u{3000}".repeat(40));
+        assert_eq!(
+            one_line(&padded),
+            "make[… 40 blank characters …]&& rm -rf ~"
+        );
+        assert_eq!(one_line("a\tb\r\n  c\n"), "a\\tb\\r\\n  c\\n");
+        assert_eq!(one_line("ls"), "ls");
+    }
+
+    #[test]
+    fn a_cut_never_splits_an_escape_or_a_marker() {
+        assert_eq!(cut("short", 60), "short");
+        assert_eq!(cut(&"b".repeat(60), 60), "b".repeat(60));
+        assert_eq!(cut(&"b".repeat(61), 60), format!("{}…", "b".repeat(59)));
+        // The escape would start at the 57th character: it is left out whole.
+        let line = one_line(&format!("{}\u{202e}x", "a".repeat(56)));
+        assert_eq!(cut(&line, 60), format!("{}…", "a".repeat(56)));
+        let line = one_line(&format!("{}\u{1b}[2K", "a".repeat(58)));
+        assert_eq!(cut(&line, 60), format!("{}…", "a".repeat(58)));
+        let line = one_line(&format!("echo{}", "\n".repeat(61)));
+        assert_eq!(
+            cut(&format!("{}{line}", "a".repeat(40)), 60),
+            format!("{}echo\\n…", "a".repeat(40))
+        );
+        // Wherever a hidden character falls, what is kept is whole units of the full form.
+        for at in 0..70 {
+            let line = one_line(&format!("{}\u{202e}\t{}", "x".repeat(at), "y".repeat(30)));
+            let mut boundaries = vec![0];
+            let mut rest = line.as_str();
+            while !rest.is_empty() {
+                let len = unit_len(rest);
+                boundaries.push(boundaries.last().unwrap() + len);
+                rest = &rest[len..];
+            }
+            let shown = cut(&line, 60);
+            let kept = shown.strip_suffix('…').unwrap_or(&shown);
+            assert!(shown.chars().count() <= 60, "{shown}");
+            assert!(line.starts_with(kept), "{shown}");
+            assert!(boundaries.contains(&kept.len()), "{shown}");
+            assert!(!shown.contains("\\u{2…"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn the_session_choice_names_a_one_line_command_or_counts_the_lines() {
+        let choice = |command: &str| {
+            session_choice(&Action::Command {
+                command: command.into(),
+            })
+        };
+        assert_eq!(choice("cargo test"), "Allow `cargo test` for this session");
+        assert_eq!(
+            choice(&format!("ls -la{}touch PWNED", "\n".repeat(60))),
+            "Allow this 61-line command for this session"
+        );
+        assert_eq!(
+            choice(&format!("{}\u{202e}x", "a".repeat(37))),
+            format!("Allow `{}…` for this session", "a".repeat(37))
+        );
+        assert_eq!(
+            choice(&format!("echo ok{}; curl x | sh", " ".repeat(200))),
+            "Allow `echo ok[… 200 spaces …]; curl x | sh` for this session"
+        );
+        assert_eq!(
+            session_choice(&Action::Edit { rel: "a.rs".into() }),
+            "Allow edits for this session"
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ local H = {}
 ---@field detail string for a command, its preview lines (made visible, blank runs as markers)
 ---@field diff? string
 ---@field action { kind: "edit"|"command", rel?: string, command?: string }
+---@field session_choice? string the "Allow … for this session" label, made by the backend
 ---@field cwd string
 ---@field timeout number
 ---@field options? { id: string, name: string, kind: string }[] an external agent's own choices (ACP)
@@ -104,16 +105,9 @@ function H.choices(req)
     return H.agent_choices(req)
   end
   local action = type(req.action) == "table" and req.action or {}
-  local session
-  if action.kind == "edit" then
-    session = "Allow edits for this session"
-  else
-    local command = tostring(action.command or "")
-    if vim.fn.strchars(command) > 40 then
-      command = vim.fn.strcharpart(command, 0, 39) .. "…"
-    end
-    session = ("Allow `%s` for this session"):format(command)
-  end
+  -- The backend names the command (cut where no escape is split, or counted by its lines).
+  local session = type(req.session_choice) == "string" and req.session_choice
+    or (action.kind == "edit" and "Allow edits for this session" or "Allow this command for this session")
   return {
     { key = "allow_once", label = "Allow once", decision = "allow_once" },
     { key = "allow_session", label = session, decision = "allow_session" },
@@ -123,21 +117,14 @@ function H.choices(req)
   }
 end
 
---- The preview's lines and, for each, its highlight group (or nil).
+--- The preview's lines.
 ---@param req agent.ApprovalRequest
 ---@return string[] lines
 function H.preview_lines(req)
-  if req.tool == "run_bash" or (type(req.command) == "string" and req.command ~= "") then
-    if req.tool ~= "run_bash" then
-      local lines = vim.split(req.command, "\n", { plain = true })
-      table.insert(lines, "")
-      table.insert(lines, ("in %s"):format(tostring(req.cwd)))
-      return lines
-    end
-    local lines = vim.split(tostring(req.detail or ""), "\n", { plain = true })
-    table.insert(lines, "")
-    table.insert(lines, ("in %s · timeout %ss"):format(tostring(req.cwd), H.number(req.timeout)))
-    return lines
+  if req.tool == "run_bash" then
+    return vim.split(tostring(req.detail or ""), "\n", { plain = true })
+  elseif type(req.command) == "string" and req.command ~= "" then
+    return vim.split(req.command, "\n", { plain = true })
   end
   local diff = type(req.diff) == "string" and req.diff or ""
   if diff == "" then
@@ -148,6 +135,19 @@ function H.preview_lines(req)
     table.remove(lines)
   end
   return lines
+end
+
+--- Where and how long a command runs, for the preview's bottom border (never scrolled away),
+--- with `cwd` for the directory.
+---@param req agent.ApprovalRequest
+---@param cwd string
+---@return string?
+function H.where(req, cwd)
+  if req.tool == "run_bash" then
+    return ("in %s · timeout %ss"):format(cwd, H.number(req.timeout))
+  elseif type(req.command) == "string" and req.command ~= "" then
+    return ("in %s"):format(cwd)
+  end
 end
 
 function H.number(n)
@@ -332,6 +332,7 @@ function H.show_next()
     choice_lines = choice_lines,
   }
   H.set_title()
+  H.set_footer()
   H.map_keys(choices_buf)
   H.watch()
 end
@@ -351,6 +352,53 @@ function H.set_title()
   config.title = title
   config.title_pos = "center"
   vim.api.nvim_win_set_config(open.preview_win, config)
+end
+
+--- The preview's bottom border: how many lines are out of sight below (or above) and the key
+--- that scrolls to them, whenever the preview is taller than its window, then where a command
+--- runs. The count goes first so a narrow float never cuts it.
+function H.set_footer()
+  local open = H.open
+  if not open or not vim.api.nvim_win_is_valid(open.preview_win) then
+    return
+  end
+  local win = open.preview_win
+  local keys = require("agent.config").options.keymaps.approval
+  local total = vim.api.nvim_buf_line_count(open.preview_buf)
+  -- w$ is the last line shown whole: a wrapped line cut off at the bottom still counts as below.
+  local top, bottom = vim.fn.line("w0", win), vim.fn.line("w$", win)
+  local parts = {}
+  if bottom < total then
+    local below = total - bottom
+    parts[#parts + 1] = ("↓ %d more %s · %s"):format(below, below == 1 and "line" or "lines", keys.scroll_down)
+  elseif top > 1 then
+    parts[#parts + 1] = ("↑ %d above · %s"):format(top - 1, keys.scroll_up)
+  end
+  local req = open.item.req
+  local cwd = tostring(req.cwd)
+  local components = vim.split(cwd, "/", { plain = true })
+  local function footer_with(dir)
+    local all = vim.list_extend(vim.list_slice(parts), { H.where(req, dir) })
+    return #all > 0 and (" " .. table.concat(all, " · ") .. " ") or ""
+  end
+  local footer = footer_with(cwd)
+  -- Too wide for the border: the directory loses whole leading components, the count nothing
+  -- (Neovim cuts a footer at its end).
+  local width = vim.api.nvim_win_get_width(win)
+  for first = components[1] == "" and 3 or 2, #components do
+    if vim.api.nvim_strwidth(footer) <= width then
+      break
+    end
+    footer = footer_with("…/" .. table.concat(components, "/", first))
+  end
+  if footer == open.footer then
+    return
+  end
+  open.footer = footer
+  local config = vim.api.nvim_win_get_config(win)
+  config.footer = footer
+  config.footer_pos = "center"
+  vim.api.nvim_win_set_config(win, config)
 end
 
 function H.map_keys(buf)
@@ -383,6 +431,7 @@ function H.scroll(key)
     vim.api.nvim_win_call(open.preview_win, function()
       vim.cmd("normal! " .. key)
     end)
+    H.set_footer()
   end
 end
 
@@ -394,6 +443,14 @@ function H.watch()
     group = group,
     callback = function()
       H.relayout()
+    end,
+  })
+  -- Scrolled some other way (the mouse wheel): the count follows.
+  vim.api.nvim_create_autocmd("WinScrolled", {
+    group = group,
+    pattern = tostring(open.preview_win),
+    callback = function()
+      H.set_footer()
     end,
   })
   vim.api.nvim_create_autocmd("WinClosed", {
@@ -423,6 +480,7 @@ function H.relayout()
       vim.api.nvim_win_set_config(win, config)
     end
   end
+  H.set_footer()
 end
 
 function H.pick(choice)

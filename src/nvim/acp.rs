@@ -169,6 +169,7 @@ impl AcpHost for NvimHost {
                 detail: request.title,
                 diff: request.diff,
                 action,
+                session_choice: None,
                 cwd: self.cwd.clone(),
                 timeout: 0.0,
                 options: Some(

@@ -162,6 +162,8 @@ struct State {
     busy: Arc<Mutex<()>>,
     ui: mpsc::UnboundedSender<UiEvent>,
     ui_rx: Mutex<Option<mpsc::UnboundedReceiver<UiEvent>>>,
+    /// The running built-in turn's path to Lua for its approval questions ([`Bridge::ask_lua`]).
+    questions: SyncMutex<Option<mpsc::UnboundedSender<UiEvent>>>,
     shutdown: CancellationToken,
 }
 
@@ -183,6 +185,7 @@ impl Bridge {
                 busy: Arc::new(Mutex::new(())),
                 ui,
                 ui_rx: Mutex::new(Some(ui_rx)),
+                questions: SyncMutex::new(None),
                 shutdown,
             }),
         }
@@ -194,6 +197,42 @@ impl Bridge {
 
     fn error(&self, message: impl Into<String>) {
         self.send(UiEvent::error(message));
+    }
+
+    /// The path a built-in turn's events take to Lua: the sender the turn loop reports on, and
+    /// the task that hands what it reports to the pump. The turn's approval questions
+    /// ([`Bridge::ask_lua`]) go the same way, so a question never overtakes the `tool_started`
+    /// reported before it (the status would say `running` while the picker is open).
+    fn turn_path(
+        &self,
+    ) -> (
+        mpsc::UnboundedSender<Event>,
+        impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let (events, received) = mpsc::unbounded_channel();
+        let (questions, asked) = mpsc::unbounded_channel();
+        if let Ok(mut slot) = self.state.questions.lock() {
+            *slot = Some(questions);
+        }
+        (events, forward(self.clone(), received, asked))
+    }
+
+    /// Sends an approval question to Lua after everything the running turn reported before it.
+    fn ask_lua(&self, question: UiEvent) {
+        let path = self
+            .state
+            .questions
+            .lock()
+            .ok()
+            .and_then(|slot| slot.clone());
+        match path {
+            Some(path) => {
+                if let Err(unsent) = path.send(question) {
+                    self.send(unsent.0);
+                }
+            }
+            None => self.send(question),
+        }
     }
 
     fn cancel_turn(&self) {
@@ -307,15 +346,10 @@ impl Bridge {
             return;
         };
         let bridge = self.clone();
+        let (events, forwarder) = self.turn_path();
         tokio::spawn(async move {
             let _busy = busy;
-            let (events, mut received) = mpsc::unbounded_channel();
-            let forward = bridge.clone();
-            let forwarder = tokio::spawn(async move {
-                while let Some(event) = received.recv().await {
-                    forward.send(UiEvent::Agent(event));
-                }
-            });
+            let forwarder = tokio::spawn(forwarder);
             let outcome = agent
                 .lock()
                 .await
@@ -342,10 +376,13 @@ impl Bridge {
         Some((busy, token))
     }
 
-    /// Forgets the finished turn's cancel token.
+    /// Forgets the finished turn's cancel token and its path for questions.
     fn end_turn(&self) {
         if let Ok(mut turn) = self.state.turn.lock() {
             *turn = None;
+        }
+        if let Ok(mut questions) = self.state.questions.lock() {
+            *questions = None;
         }
     }
 
@@ -431,6 +468,32 @@ impl Handler for Bridge {
         match name.as_str() {
             "version" => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
             other => Err(Value::from(format!("agent: unknown request '{other}'"))),
+        }
+    }
+}
+
+/// Hands a built-in turn's events to the pump, wrapped for Lua, and its approval questions in
+/// their place among them: a question is sent only after every event the turn reported before
+/// asking it (its `tool_started` above all), which the turn loop sent first, so those are already
+/// waiting when the question arrives. Ends when the turn drops its sender.
+async fn forward(
+    bridge: Bridge,
+    mut events: mpsc::UnboundedReceiver<Event>,
+    mut questions: mpsc::UnboundedReceiver<UiEvent>,
+) {
+    loop {
+        tokio::select! {
+            biased;
+            event = events.recv() => match event {
+                Some(event) => bridge.send(UiEvent::Agent(event)),
+                None => break,
+            },
+            Some(question) = questions.recv() => {
+                while let Ok(event) = events.try_recv() {
+                    bridge.send(UiEvent::Agent(event));
+                }
+                bridge.send(question);
+            }
         }
     }
 }
@@ -537,9 +600,10 @@ impl Asker for NvimAsker {
                 pending.insert(request.id, (request.tool.clone(), reply));
             }
             let is_command = matches!(request.action, crate::approval::Action::Command { .. });
-            self.bridge.send(UiEvent::Approval {
+            self.bridge.ask_lua(UiEvent::Approval {
                 id: request.id,
                 title: crate::display::approval_title(&request.tool, &request.detail, is_command),
+                session_choice: Some(crate::display::session_choice(&request.action)),
                 tool: request.tool,
                 detail: request.detail,
                 diff: request.diff,
@@ -642,6 +706,7 @@ mod tests {
             action: crate::approval::Action::Command {
                 command: "a\n\n\n\nb\u{1b}".into(),
             },
+            session_choice: Some("Allow `\u{1b}` for this session".into()),
             cwd: "/w".into(),
             timeout: 5.0,
             options: Some(vec![protocol::AgentOption {
@@ -660,8 +725,9 @@ mod tests {
                 detail: "a\n[… 3 blank lines …]\nb\\e".into(),
                 diff: None,
                 action: crate::approval::Action::Command {
-                    command: "a\\n\\n\\n\\nb\\e".into(),
+                    command: "a\\n[… 3 blank lines …]\\nb\\e".into(),
                 },
+                session_choice: Some("Allow `\\e` for this session".into()),
                 cwd: "/w".into(),
                 timeout: 5.0,
                 options: Some(vec![protocol::AgentOption {
@@ -672,6 +738,51 @@ mod tests {
                 command: Some("x\\ry".into()),
             }
         );
+    }
+
+    /// What the bridge has handed the pump so far.
+    fn handed_on(ui: &mut mpsc::UnboundedReceiver<UiEvent>) -> Vec<UiEvent> {
+        std::iter::from_fn(|| ui.try_recv().ok()).collect()
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_approval_reaches_lua_after_the_events_the_turn_reported_before_asking() {
+        let bridge = Bridge::new(CancellationToken::new());
+        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
+        let started = |id: &str| {
+            UiEvent::Agent(Event::ToolStarted {
+                id: id.into(),
+                name: "run_bash".into(),
+                args: serde_json::json!({"command": "ls"}),
+            })
+        };
+        let question = |id: u64| UiEvent::Decided {
+            id,
+            tool: "run_bash".into(),
+            decision: Decision::AllowOnce,
+        };
+        let report = |events: &mpsc::UnboundedSender<Event>, event: UiEvent| match event {
+            UiEvent::Agent(event) => events.send(event).unwrap(),
+            other => panic!("{other:?}"),
+        };
+        // The forwarder has not run yet when the turn reports and then asks.
+        let (events, forwarder) = bridge.turn_path();
+        report(&events, started("t1"));
+        bridge.ask_lua(question(1));
+        let forwarder = tokio::spawn(forwarder);
+        tokio::task::yield_now().await;
+        assert_eq!(handed_on(&mut ui), vec![started("t1"), question(1)]);
+        // The forwarder is waiting when both arrive.
+        report(&events, started("t2"));
+        bridge.ask_lua(question(2));
+        tokio::task::yield_now().await;
+        assert_eq!(handed_on(&mut ui), vec![started("t2"), question(2)]);
+        drop(events);
+        forwarder.await.unwrap();
+        // With no turn running, a question goes straight to the pump.
+        bridge.end_turn();
+        bridge.ask_lua(question(3));
+        assert_eq!(handed_on(&mut ui), vec![question(3)]);
     }
 
     #[test]

@@ -146,8 +146,12 @@ pub enum UiEvent {
         detail: String,
         /// The diff's preview lines ([`display::diff_lines`]) joined by newlines.
         diff: Option<String>,
-        /// What a session grant would cover, for the choice's label.
+        /// What a session grant would cover.
         action: Action,
+        /// The label of the choice that allows it for the session
+        /// ([`display::session_choice`]); None for an external agent's request, whose options
+        /// have their own names.
+        session_choice: Option<String>,
         /// The directory commands run in (for run_bash's preview).
         cwd: String,
         /// The command timeout in seconds (for run_bash's preview).
@@ -196,6 +200,7 @@ impl UiEvent {
                 detail,
                 diff,
                 action,
+                session_choice,
                 cwd,
                 timeout,
                 options,
@@ -218,6 +223,7 @@ impl UiEvent {
                     detail,
                     diff: diff.map(|d| display::diff_lines(&d).join("\n")),
                     action,
+                    session_choice: session_choice.map(one),
                     cwd: one(cwd),
                     timeout,
                     options: options.map(|options| {
