@@ -135,19 +135,33 @@ fn squeezed_lines(text: &str) -> Vec<String> {
         }
         flush_blanks(&mut lines, blanks);
         blanks = 0;
-        lines.push(squeeze_blanks(&visible(line, Layout::Lines)));
+        lines.push(shell_blanks(&squeeze_blanks(&visible(line, Layout::Lines))));
     }
     flush_blanks(&mut lines, blanks);
     lines
 }
 
-/// Whether `line` (as it is, before escaping) draws as empty space: every character of it blank
-/// ([`is_blank`]) and shown as it is, tabs excepted. So `"  \t "` is blank (a tab is only ever
-/// blank space to the shell), and a line holding a carriage return, a form feed or a line
-/// separator is not: the preview shows those as escapes.
+/// Whether `line` (as it is, before escaping) is blank to the shell: only spaces and tabs. So
+/// `"  \t "` is blank, and a line holding a no-break space, an ideographic space or the braille
+/// blank is not: bash reads those as part of a word (a line of them runs a command of that
+/// name), so the preview shows that line, with those characters escaped ([`shell_blanks`]).
 fn is_blank_line(line: &str) -> bool {
-    line.chars()
-        .all(|c| c == '\t' || (is_blank(c) && !hidden(c, None, Layout::Lines)))
+    line.chars().all(|c| c == ' ' || c == '\t')
+}
+
+/// `line` with every blank character that is not blank to the shell (no-break spaces, the
+/// Unicode spaces, the braille blank) shown as an escape, so what reads as space in a command
+/// is space when it runs.
+fn shell_blanks(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    for c in line.chars() {
+        if is_blank(c) && c != ' ' && c != '\t' {
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn flush_blanks(lines: &mut Vec<String>, blanks: usize) {
@@ -632,12 +646,37 @@ mod tests {
         let wide = format!("ls{}x", "\u{3000}".repeat(40));
         assert_eq!(preview_lines(&wide), vec!["ls[… 40 blank characters …]x"]);
         let braille = format!("ls{}\n{}x", "\u{2800}".repeat(40), "\u{2800}\n".repeat(3));
+        // A line of braille blanks is a word to the shell, not a blank line: shown, escaped.
         assert_eq!(
             preview_lines(&braille),
-            vec!["ls[… 40 blank characters …]", "[… 3 blank lines …]", "x"]
+            vec![
+                "ls[… 40 blank characters …]",
+                "\\u{2800}",
+                "\\u{2800}",
+                "\\u{2800}",
+                "x"
+            ]
         );
         let short = format!("a{}b", " ".repeat(BLANK_RUN));
         assert_eq!(preview_lines(&short), vec![short.clone()]);
+    }
+
+    /// bash reads a no-break space as part of a word: `PATH=.:$PATH` then a line of them runs a
+    /// program of that name. Such a line must not be folded into the blank-line marker.
+    #[test]
+    fn spaces_the_shell_does_not_split_on_are_shown_not_folded_away() {
+        let command = "PATH=.:$PATH\n  \n\u{a0}\u{a0}\n \n\necho done";
+        assert_eq!(
+            preview_lines(command),
+            vec![
+                "PATH=.:$PATH",
+                "",
+                "\\u{a0}\\u{a0}",
+                "[… 2 blank lines …]",
+                "echo done"
+            ]
+        );
+        assert_eq!(one_line("ls\u{3000}-la"), "ls\\u{3000}-la");
     }
 
     #[test]
