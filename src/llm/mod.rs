@@ -630,7 +630,11 @@ mod tests {
 
     #[test]
     fn every_provider_name_parses_back_to_its_kind() {
-        for kind in [ProviderKind::Anthropic, ProviderKind::OpenAi, ProviderKind::Ollama] {
+        for kind in [
+            ProviderKind::Anthropic,
+            ProviderKind::OpenAi,
+            ProviderKind::Ollama,
+        ] {
             assert_eq!(ProviderKind::parse(kind.name()), Some(kind));
         }
     }
