@@ -15,9 +15,10 @@ local H = {}
 --- package version (tests/suite/install.rs checks it; the release workflow checks the tag).
 M.VERSION = "0.1.0"
 
---- Where releases are published. A placeholder until the repository has its public home; the
---- environment variable AGENT_NVIM_RELEASE_URL overrides the whole base URL.
-M.REPOSITORY = "OWNER/agent.nvim"
+--- Where releases are published: the GitHub path the README installs from, which is assumed (it
+--- stands in until the repository has its public home; change it here only). The environment
+--- variable AGENT_NVIM_RELEASE_URL overrides the whole base URL.
+M.REPOSITORY = "agent-nvim/agent.nvim"
 
 --- The outcome of the last build in this Neovim: { ok = boolean, message = string }.
 ---@type { ok: boolean, message: string }?

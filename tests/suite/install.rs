@@ -453,11 +453,40 @@ async fn build_lua_waits_for_the_install_before_returning() {
     let (setup, _files) =
         start_with_release(&binary, &sha256_hex(&binary), path_without_cargo(None)).await;
 
-    // As a plugin manager runs it: the file, sourced; when it returns, the binary is there.
+    // As lazy.nvim runs it: the file, loaded and called, with the plugin not on the runtimepath
+    // yet; when it returns, the binary is in that plugin's bin/.
     let build_lua = setup.plugin.path().join("build.lua");
     setup
         .nvim
-        .cmd(&format!("source {}", build_lua.display()))
+        .lua(
+            "vim.opt.runtimepath:remove(...) assert(loadfile(select(2, ...)))()",
+            vec![
+                Value::from(setup.plugin.path().to_str().unwrap()),
+                Value::from(build_lua.to_str().unwrap()),
+            ],
+        )
         .await;
     assert_eq!(setup.bin_files(), ["agent-nvim", "agent-nvim.json"]);
+}
+
+#[test]
+fn the_release_workflow_builds_every_target_the_plugin_downloads_under_its_name() {
+    let workflow = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(".github/workflows/release.yml"),
+    )
+    .unwrap();
+    // The targets lua/agent/install.lua's M.target() names.
+    for target in [
+        "x86_64-unknown-linux-musl",
+        "aarch64-unknown-linux-musl",
+        "x86_64-apple-darwin",
+        "aarch64-apple-darwin",
+    ] {
+        assert!(workflow.contains(&format!("target: {target},")), "{target}");
+    }
+    // M.asset(): agent-nvim-<version>-<target>, and its .sha256 beside it.
+    assert!(workflow.contains(r#"asset="agent-nvim-${VERSION}-${{ matrix.target }}""#));
+    assert!(workflow.contains(r#"shasum -a 256 "$asset" > "$asset.sha256""#));
+    // The tag is checked against the one version the plugin has.
+    assert!(workflow.contains("lua/agent/install.lua"));
 }
