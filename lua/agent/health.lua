@@ -64,7 +64,7 @@ function H.backend()
         bin,
         ok and ("exit " .. tostring(result.code) .. " " .. vim.trim(result.stderr or "")) or tostring(result)
       ),
-      { ("rebuild it: `cargo build --release` in %s"):format(root) }
+      { ("run :Agent build (or `cargo build --release` in %s)"):format(root) }
     )
   end
   local info = rpc.info()
@@ -80,7 +80,7 @@ function H.backend()
     if info.protocol ~= rpc.PROTOCOL then
       health.error(
         ("the backend speaks protocol %s, this plugin %d"):format(tostring(info.protocol), rpc.PROTOCOL),
-        { ("rebuild it: `cargo build --release` in %s"):format(root) }
+        { ("run :Agent build (or `cargo build --release` in %s)"):format(root) }
       )
     end
   else

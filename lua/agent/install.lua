@@ -11,6 +11,9 @@
 local M = {}
 local H = {}
 
+-- True while a build runs.
+H.busy = false
+
 --- The plugin's version: the release whose binary is downloaded. It must equal Cargo.toml's
 --- package version (tests/suite/install.rs checks it; the release workflow checks the tag).
 M.VERSION = "0.1.0"
@@ -89,7 +92,10 @@ function M.build(opts)
   local result = nil ---@type { ok: boolean, message: string }?
   -- Always on a later tick, so an early failure reads like a late one (and an error message is
   -- not an error of the :Agent command itself).
-  local function finish(ok, message)
+  local function finish(ok, message, keep_busy)
+    if not keep_busy then
+      H.busy = false
+    end
     vim.schedule(function()
       result = { ok = ok, message = message }
       M.last = result
@@ -99,9 +105,14 @@ function M.build(opts)
       end
     end)
   end
-  if method == "cargo" then
+  if H.busy then
+    -- Two builds at once would share the temporary files in bin/.
+    finish(false, "agent: a build is already running; wait for its message, then run :Agent build again if needed", true)
+  elseif method == "cargo" then
+    H.busy = true
     H.cargo(nil, finish)
   elseif method == "download" or method == "auto" then
+    H.busy = true
     H.download(function(ok, message, missing)
       if ok or not missing or method == "download" then
         return finish(ok, message)
@@ -182,6 +193,9 @@ function H.fetch(url, path, done)
     "=https,http",
     "--connect-timeout",
     "20",
+    -- A release binary is a few MB; a server sending more is not one.
+    "--max-filesize",
+    "200000000",
     "--retry",
     "2",
     "--output",

@@ -337,7 +337,7 @@ function H.dispatch(event)
     chat.handle(event)
     if event.protocol ~= M.PROTOCOL then
       chat.error(
-        ("agent: the backend speaks protocol %s but this plugin speaks %d; rebuild the backend: `cargo build --release` in %s"):format(
+        ("agent: the backend speaks protocol %s but this plugin speaks %d; get the matching one with :Agent build (or `cargo build --release` in %s)"):format(
           tostring(event.protocol),
           M.PROTOCOL,
           M.plugin_root()
@@ -391,7 +391,7 @@ function H.on_exit(id, code, stderr)
   H.job, H.info, H.workspace = nil, nil, nil
   local lines = { ("agent: the backend exited (code %d); see :Agent log"):format(code) }
   if not had_started then
-    lines[#lines + 1] = ("agent: if the plugin was updated, rebuild the backend: `cargo build --release` in %s"):format(
+    lines[#lines + 1] = ("agent: if the plugin was updated, get the matching backend with :Agent build (or `cargo build --release` in %s)"):format(
       M.plugin_root()
     )
   end

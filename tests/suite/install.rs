@@ -490,3 +490,59 @@ fn the_release_workflow_builds_every_target_the_plugin_downloads_under_its_name(
     // The tag is checked against the one version the plugin has.
     assert!(workflow.contains("lua/agent/install.lua"));
 }
+
+#[tokio::test]
+async fn a_second_build_while_one_runs_is_refused_and_the_first_still_installs() {
+    let binary = fake_backend();
+    let (setup, _files) =
+        start_with_release(&binary, &sha256_hex(&binary), path_without_cargo(None)).await;
+    setup
+        .nvim
+        .lua(
+            "_G.outcomes = {}
+             local install = require('agent.install')
+             for _ = 1, 2 do
+               install.build({ on_done = function(ok, message) table.insert(_G.outcomes, { ok, message }) end })
+             end",
+            vec![],
+        )
+        .await;
+    setup.nvim.wait_for("#_G.outcomes == 2").await;
+    let outcomes = setup.nvim.lua("return _G.outcomes", vec![]).await;
+    let outcomes: Vec<(bool, String)> = outcomes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            let o = o.as_array().unwrap();
+            (o[0].as_bool().unwrap(), o[1].as_str().unwrap().to_string())
+        })
+        .collect();
+    assert!(
+        outcomes
+            .iter()
+            .any(|(ok, m)| !ok && m.contains("a build is already running")),
+        "{outcomes:?}"
+    );
+    assert!(outcomes.iter().any(|(ok, _)| *ok), "{outcomes:?}");
+    assert_eq!(setup.bin_files(), ["agent-nvim", "agent-nvim.json"]);
+    assert_eq!(
+        std::fs::read_to_string(setup.bin_dir().join("agent-nvim")).unwrap(),
+        binary
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_build_method_names_the_known_ones() {
+    let setup = start(&closed_url(), path_without_cargo(None)).await;
+    setup
+        .build_fails(
+            "build fast",
+            &[
+                "unknown build method",
+                ":Agent build download",
+                ":Agent build cargo",
+            ],
+        )
+        .await;
+}
