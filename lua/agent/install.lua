@@ -105,9 +105,12 @@ function M.build(opts)
       end
     end)
   end
+  local problem = not H.busy and H.bin_dir_problem()
   if H.busy then
     -- Two builds at once would share the temporary files in bin/.
     finish(false, "agent: a build is already running; wait for its message, then run :Agent build again if needed", true)
+  elseif problem then
+    finish(false, problem)
   elseif method == "cargo" then
     H.busy = true
     H.cargo(nil, finish)
@@ -270,8 +273,20 @@ end
 --- A temporary name in bin/ (the same file system as the binary, so the rename is atomic).
 function H.temp(suffix)
   local binary = M.paths()
-  vim.fn.mkdir(vim.fn.fnamemodify(binary, ":h"), "p")
   return ("%s.%d.%s"):format(binary, vim.uv.os_getpid(), suffix)
+end
+
+--- Makes bin/ when missing; nil, or why it cannot be written (a read-only plugin directory).
+function H.bin_dir_problem()
+  local dir = vim.fn.fnamemodify((M.paths()), ":h")
+  local ok, err = pcall(vim.fn.mkdir, dir, "p")
+  if vim.fn.isdirectory(dir) == 1 and vim.fn.filewritable(dir) == 2 then
+    return nil
+  end
+  return ("agent: cannot write to %s (%s); put agent-nvim elsewhere and set `backend` in setup() to it"):format(
+    dir,
+    ok and "not a writable directory" or tostring(err)
+  )
 end
 
 --- Downloads and installs the release binary; `done(ok, message, missing)`.

@@ -546,3 +546,21 @@ async fn an_unknown_build_method_names_the_known_ones() {
         )
         .await;
 }
+
+#[tokio::test]
+async fn an_unwritable_bin_directory_is_reported_and_nothing_is_fetched() {
+    let binary = fake_backend();
+    let (setup, _files) =
+        start_with_release(&binary, &sha256_hex(&binary), path_without_cargo(None)).await;
+    // A file where bin/ should be: mkdir fails (a read-only plugin directory would too, but the
+    // tests may run as root).
+    std::fs::write(setup.bin_dir(), "not a directory").unwrap();
+    let (ok, message) = setup.build("build").await;
+    assert!(!ok, "{message}");
+    assert!(message.contains("cannot write to"), "{message}");
+    assert!(message.contains("`backend` in setup()"), "{message}");
+    assert_eq!(
+        std::fs::read_to_string(setup.bin_dir()).unwrap(),
+        "not a directory"
+    );
+}
