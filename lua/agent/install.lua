@@ -92,6 +92,7 @@ function M.build(opts)
   local result = nil ---@type { ok: boolean, message: string }?
   -- Always on a later tick, so an early failure reads like a late one (and an error message is
   -- not an error of the :Agent command itself).
+  -- keep_busy: this call never started a build, so a running one stays marked.
   local function finish(ok, message, keep_busy)
     if not keep_busy then
       H.busy = false
@@ -105,8 +106,11 @@ function M.build(opts)
       end
     end)
   end
-  local problem = not H.busy and H.bin_dir_problem()
-  if H.busy then
+  local known = method == "auto" or method == "download" or method == "cargo"
+  local problem = known and not H.busy and H.bin_dir_problem()
+  if not known then
+    finish(false, ("agent: unknown build method %q; use :Agent build, :Agent build download or :Agent build cargo"):format(method), true)
+  elseif H.busy then
     -- Two builds at once would share the temporary files in bin/.
     finish(false, "agent: a build is already running; wait for its message, then run :Agent build again if needed", true)
   elseif problem then
@@ -114,7 +118,7 @@ function M.build(opts)
   elseif method == "cargo" then
     H.busy = true
     H.cargo(nil, finish)
-  elseif method == "download" or method == "auto" then
+  else
     H.busy = true
     H.download(function(ok, message, missing)
       if ok or not missing or method == "download" then
@@ -126,8 +130,6 @@ function M.build(opts)
       end
       finish(false, message .. "; " .. H.by_hand_cargo("cargo is not on PATH either"))
     end)
-  else
-    finish(false, ("agent: unknown build method %q; use :Agent build, :Agent build download or :Agent build cargo"):format(method))
   end
   if opts.wait then
     -- Generous: a first cargo build takes minutes on a slow machine.
