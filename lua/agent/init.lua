@@ -156,6 +156,10 @@ function M._command(cmd)
   if sub then
     return sub()
   end
+  local method = args:match("^build%s+(%S+)%s*$")
+  if method then
+    return require("agent.install").build({ method = method })
+  end
   local acp_name = args:match("^acp%s+(%S+)%s*$")
   if acp_name or args == "acp" then
     return M.acp(acp_name)
@@ -179,6 +183,11 @@ end
 ---@return string[]
 function M._complete(arglead, cmdline)
   local rest = cmdline:match("Agent!?%s+(.*)$") or ""
+  if rest:match("^build%s+%S*$") then
+    return vim.tbl_filter(function(name)
+      return vim.startswith(name, arglead)
+    end, { "cargo", "download" })
+  end
   if rest:match("^acp%s+%S*$") then
     return vim.tbl_filter(function(name)
       return vim.startswith(name, arglead)
@@ -198,6 +207,9 @@ end
 -- Helpers ------------------------------------------------------------------------------------
 
 H.subcommands = {
+  build = function()
+    require("agent.install").build()
+  end,
   stop = function()
     M.stop()
   end,
