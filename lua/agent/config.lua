@@ -37,8 +37,8 @@ H.defaults = {
   pass_env = {}, -- API key variables run_bash's commands get anyway ({ "OPENAI_API_KEY" }); by
   --                default they get none of ANTHROPIC_API_KEY, OPENAI_API_KEY or a copy of a key
   max_edit_mb = 64, -- the largest file edit_file (and an external agent's file requests) will handle
-  -- backend = nil,       -- path to agent-nvim; nil: <plugin root>/bin/agent-nvim (:Agent build),
-  --                         else <plugin root>/target/release/agent-nvim
+  -- backend = nil,       -- path to agent-nvim; nil: the newer of <plugin root>/bin/agent-nvim
+  --                         (:Agent build) and <plugin root>/target/release/agent-nvim
   keymaps = {
     ask = "<leader>aa", -- ask about the current line or the selection; false: no mapping
     approval = { -- keys in the approval picker (buffer-local to it)

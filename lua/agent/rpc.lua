@@ -27,8 +27,9 @@ function M.plugin_root()
 end
 
 --- The backend binary to run, or nil and a message saying how to get one: the `backend` option,
---- else <plugin>/bin/agent-nvim (put there by :Agent build), else <plugin>/target/release/agent-nvim
---- (a `cargo build --release` run by hand).
+--- else the newer of <plugin>/bin/agent-nvim (put there by :Agent build) and
+--- <plugin>/target/release/agent-nvim (a `cargo build --release` run by hand, as scripts/dev.sh
+--- does), so a fresh build in a checkout is not shadowed by an older download.
 ---@return string? path
 ---@return string? message
 function M.backend()
@@ -46,10 +47,18 @@ function M.backend()
         root
       )
   end
+  local newest, newest_time
   for _, path in ipairs({ root .. "/bin/agent-nvim" .. exe, root .. "/target/release/agent-nvim" .. exe }) do
-    if vim.fn.executable(path) == 1 then
-      return path
+    local stat = vim.fn.executable(path) == 1 and vim.uv.fs_stat(path)
+    if stat then
+      local time = stat.mtime.sec + stat.mtime.nsec / 1e9
+      if not newest or time > newest_time then
+        newest, newest_time = path, time
+      end
     end
+  end
+  if newest then
+    return newest
   end
   return nil,
     ("agent: the backend is not installed (no %s/bin/agent-nvim); run :Agent build to download it (or build it with `cargo build --release` in %s), then try again"):format(

@@ -564,3 +564,41 @@ async fn an_unwritable_bin_directory_is_reported_and_nothing_is_fetched() {
         "not a directory"
     );
 }
+
+/// A checkout with a downloaded binary and a newer hand build (scripts/dev.sh) runs the build,
+/// and a newer download wins over an older build.
+#[tokio::test]
+async fn the_newer_of_the_installed_binary_and_a_hand_build_is_run() {
+    let setup = start(&closed_url(), path_without_cargo(None)).await;
+    let installed = setup.bin_dir().join("agent-nvim");
+    let built = setup.plugin.path().join("target/release/agent-nvim");
+    let backend = || async {
+        setup
+            .nvim
+            .lua("return require('agent.rpc').backend()", vec![])
+            .await
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let set_mtime = |path: &Path, secs: i64| {
+        let time = rustix::fs::Timestamps {
+            last_access: rustix::fs::Timespec {
+                tv_sec: secs,
+                tv_nsec: 0,
+            },
+            last_modification: rustix::fs::Timespec {
+                tv_sec: secs,
+                tv_nsec: 0,
+            },
+        };
+        rustix::fs::utimensat(rustix::fs::CWD, path, &time, rustix::fs::AtFlags::empty()).unwrap();
+    };
+    write_executable(&installed, &fake_backend());
+    write_executable(&built, &fake_backend());
+    set_mtime(&installed, 1_000_000);
+    set_mtime(&built, 2_000_000);
+    assert_eq!(backend().await, built.display().to_string());
+    set_mtime(&installed, 3_000_000);
+    assert_eq!(backend().await, installed.display().to_string());
+}
