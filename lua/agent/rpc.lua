@@ -51,7 +51,7 @@ function M.backend()
     return path
   end
   return nil,
-    ("agent: the backend is not built (%s is missing); build it with `cargo build --release` in %s (lazy.nvim: build = \"cargo build --release\"), then try again"):format(
+    ('agent: the backend is not built (%s is missing); build it with `cargo build --release` in %s (lazy.nvim: build = "cargo build --release"), then try again'):format(
       path,
       root
     )

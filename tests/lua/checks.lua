@@ -25,7 +25,6 @@ local function problem(fmt, ...)
   problems[#problems + 1] = fmt:format(...)
 end
 
-
 --- The first `>lua` code block after the line holding `tag`, with the help's indent removed.
 local function code_block(lines, tag)
   local start
