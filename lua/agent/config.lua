@@ -218,9 +218,12 @@ function M.setup(opts)
   table.sort(unknown)
   M.unknown = unknown
   if #M.unknown > 0 then
-    local list = table.concat(vim.tbl_map(function(p)
-      return "`" .. p .. "`"
-    end, M.unknown), ", ")
+    local list = table.concat(
+      vim.tbl_map(function(p)
+        return "`" .. p .. "`"
+      end, M.unknown),
+      ", "
+    )
     vim.notify(
       ("agent: unknown option%s %s ignored; see :help agent-config for the known ones"):format(
         #M.unknown > 1 and "s" or "",

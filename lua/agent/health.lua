@@ -136,7 +136,10 @@ function H.shell(shell)
     if vim.fn.executable(shell) == 1 then
       health.ok(("shell for run_bash: %s (from setup())"):format(shell))
     else
-      health.error(("shell for run_bash: %s is not executable"):format(shell), { "fix `shell` in setup(), or remove it" })
+      health.error(
+        ("shell for run_bash: %s is not executable"):format(shell),
+        { "fix `shell` in setup(), or remove it" }
+      )
     end
   elseif vim.fn.executable("bash") == 1 then
     health.ok(("shell for run_bash: bash (%s)"):format(vim.fn.exepath("bash")))
@@ -155,14 +158,17 @@ function H.keys(provider)
       any = true
       health.ok(name .. " is set")
     elseif needed[provider] == name then
-      health.error(name .. " is not set, and provider is " .. provider, { "export " .. name .. " before starting Neovim" })
+      health.error(
+        name .. " is not set, and provider is " .. provider,
+        { "export " .. name .. " before starting Neovim" }
+      )
     else
       health.info(name .. " is not set")
     end
   end
   if not any and provider ~= "ollama" and not needed[provider] then
     health.warn("no API key is set", {
-      "export ANTHROPIC_API_KEY or OPENAI_API_KEY before starting Neovim, or use provider = \"ollama\"",
+      'export ANTHROPIC_API_KEY or OPENAI_API_KEY before starting Neovim, or use provider = "ollama"',
     })
   end
 end

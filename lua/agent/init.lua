@@ -127,10 +127,7 @@ end
 function M.acp(name)
   H.ensure_init()
   if not name or name == "" then
-    vim.notify(
-      "agent: :Agent acp needs an agent name: " .. table.concat(H.acp_names(), ", "),
-      vim.log.levels.ERROR
-    )
+    vim.notify("agent: :Agent acp needs an agent name: " .. table.concat(H.acp_names(), ", "), vim.log.levels.ERROR)
     return
   end
   local configured = (require("agent.config").options.acp.agents or {})[name]

@@ -109,10 +109,18 @@ function M.build(opts)
   local known = method == "auto" or method == "download" or method == "cargo"
   local problem = known and not H.busy and H.bin_dir_problem()
   if not known then
-    finish(false, ("agent: unknown build method %q; use :Agent build, :Agent build download or :Agent build cargo"):format(method), true)
+    finish(
+      false,
+      ("agent: unknown build method %q; use :Agent build, :Agent build download or :Agent build cargo"):format(method),
+      true
+    )
   elseif H.busy then
     -- Two builds at once would share the temporary files in bin/.
-    finish(false, "agent: a build is already running; wait for its message, then run :Agent build again if needed", true)
+    finish(
+      false,
+      "agent: a build is already running; wait for its message, then run :Agent build again if needed",
+      true
+    )
   elseif problem then
     finish(false, problem)
   elseif method == "cargo" then
@@ -307,7 +315,11 @@ function H.download(done)
     H.root()
   )
   if vim.fn.executable("curl") == 0 then
-    return done(false, "agent: curl is not on PATH, so the backend cannot be downloaded; install curl and run :Agent build again, or " .. by_hand)
+    return done(
+      false,
+      "agent: curl is not on PATH, so the backend cannot be downloaded; install curl and run :Agent build again, or "
+        .. by_hand
+    )
   end
   H.progress(("agent: downloading agent-nvim v%s for %s from %s"):format(M.VERSION, target, url))
   local sum_file, tmp = H.temp("sha256"), H.temp("download")
@@ -354,7 +366,14 @@ function H.download(done)
         if problem then
           return fail(("agent: %s; %s"):format(problem, by_hand))
         end
-        done(true, ("agent: installed agent-nvim v%s for %s (downloaded, sha256 checked) at %s"):format(M.VERSION, target, binary))
+        done(
+          true,
+          ("agent: installed agent-nvim v%s for %s (downloaded, sha256 checked) at %s"):format(
+            M.VERSION,
+            target,
+            binary
+          )
+        )
       end)
     end)
   end)
@@ -389,14 +408,25 @@ function H.cargo(why, done)
     local ok, err = vim.uv.fs_copyfile(built, tmp)
     if not ok then
       os.remove(tmp)
-      return done(false, ("agent: %scargo finished but %s cannot be copied (%s); run `cargo build --release` in %s by hand"):format(prefix, built, tostring(err), root))
+      return done(
+        false,
+        ("agent: %scargo finished but %s cannot be copied (%s); run `cargo build --release` in %s by hand"):format(
+          prefix,
+          built,
+          tostring(err),
+          root
+        )
+      )
     end
     local problem = H.install(tmp, { method = "cargo" })
     if problem then
       os.remove(tmp)
       return done(false, ("agent: %s%s; the build is at %s"):format(prefix, problem, built))
     end
-    done(true, ("agent: %sbuilt agent-nvim v%s with cargo and installed it at %s"):format(prefix, M.VERSION, (M.paths())))
+    done(
+      true,
+      ("agent: %sbuilt agent-nvim v%s with cargo and installed it at %s"):format(prefix, M.VERSION, (M.paths()))
+    )
   end)
 end
 
