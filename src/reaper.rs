@@ -739,6 +739,14 @@ mod tests {
     }
 
     /// Running processes with `marker` in their arguments (a zombie's are empty).
+    /// `marker` as shell text that does not contain it (`ab""cd` for `abcd`), for a test that
+    /// counts the processes carrying it while the shells that started them still run: their
+    /// command lines must not count.
+    fn unspelled(marker: &str) -> String {
+        let (head, tail) = marker.split_at(marker.len() / 2);
+        format!("{head}\"\"{tail}")
+    }
+
     fn with_marker(marker: &str) -> Vec<Pid> {
         all_pids()
             .filter(|pid| {
@@ -1030,7 +1038,8 @@ mod tests {
         let ready = dir.path().join("ready");
         let cancel = CancellationToken::new();
         let long = spec(&format!(
-            "setsid -f bash -c 'exec -a {other} sleep 1000'; touch '{}'; sleep 1000",
+            "setsid -f bash -c 'exec -a {} sleep 1000'; touch '{}'; sleep 1000",
+            unspelled(&other),
             ready.display()
         ));
         let running = {
@@ -1057,7 +1066,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let ready = dir.path().join("ready");
         let command = format!(
-            "setsid -f bash -c 'exec -a {m} sleep 1000'; touch '{}'; sleep 1000",
+            "setsid -f bash -c 'exec -a {} sleep 1000'; touch '{}'; sleep 1000",
+            unspelled(&m),
             ready.display()
         );
         let spec = spec(&command);
