@@ -48,7 +48,7 @@ fn tool_calls(turns: usize) -> Vec<Reply> {
 
 /// One prompt whose model asks for read_file `turns` times before it finishes.
 fn round_trips(turns: usize) {
-    let mock = MockLlm::start(Wire::Anthropic, tool_calls(turns));
+    let mock = MockLlm::start(Wire::Anthropic, tool_calls(turns)).without_bodies();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "alpha\n".repeat(50)).unwrap();
     let executor = Executor::new(ToolContext {

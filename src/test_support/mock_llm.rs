@@ -124,6 +124,8 @@ struct Shared {
     replies: Mutex<VecDeque<Reply>>,
     pace: Mutex<Pace>,
     log: Mutex<Vec<Recorded>>,
+    /// Whether [`MockLlm::requests`] keeps each request's body (see [`MockLlm::without_bodies`]).
+    keep_bodies: AtomicBool,
     /// When each text delta of a [`Reply::Spread`] was about to be written.
     text_sent: Mutex<Vec<Instant>>,
     arrived: Condvar,
@@ -143,6 +145,7 @@ impl MockLlm {
             pace: Mutex::new(Pace::default()),
             log: Mutex::new(Vec::new()),
             text_sent: Mutex::new(Vec::new()),
+            keep_bodies: AtomicBool::new(true),
             arrived: Condvar::new(),
             stop: AtomicBool::new(false),
             connections: Mutex::new(Vec::new()),
@@ -164,6 +167,14 @@ impl MockLlm {
     /// Writes every streamed body from now on at this pace.
     pub fn with_pace(self, pace: Pace) -> Self {
         *lock(&self.shared.pace) = pace;
+        self
+    }
+
+    /// Records requests from now on with a `Null` body (they are still read and answered as
+    /// usual): for benches whose request bodies grow with the history, so that keeping them all
+    /// does not weigh on what is measured.
+    pub fn without_bodies(self) -> Self {
+        self.shared.keep_bodies.store(false, Ordering::SeqCst);
         self
     }
 
@@ -263,7 +274,11 @@ fn accept(listener: &TcpListener, shared: &Arc<Shared>) {
 fn serve(shared: &Shared, mut stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let mut buf = Vec::new();
-    while let Ok(Some(request)) = read_request(&mut stream, &mut buf) {
+    loop {
+        let keep_body = shared.keep_bodies.load(Ordering::SeqCst);
+        let Ok(Some(request)) = read_request(&mut stream, &mut buf, keep_body) else {
+            break;
+        };
         let close = request
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
@@ -281,7 +296,13 @@ const MAX_HEAD: usize = 1 << 20;
 /// follows it in `buf`; `None` when the client closed the connection between requests.
 /// A chunked request body is not read (reqwest sends JSON with a length): its `body` is `Null`
 /// and [`answer`] refuses it.
-fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<Option<Recorded>> {
+/// Unless `keep_body`, only the fields [`answer`] reads are kept from the body, and parsing skips
+/// the rest without building it (a bench's bodies grow with the history).
+fn read_request(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    keep_body: bool,
+) -> io::Result<Option<Recorded>> {
     let head_len = loop {
         if let Some(i) = find(buf, b"\r\n\r\n") {
             break i + 4;
@@ -332,11 +353,27 @@ fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<Option<
     let body: Vec<u8> = buf.drain(..len).collect();
     request.body = if body.is_empty() {
         Value::Null
+    } else if !keep_body {
+        serde_json::from_slice::<Probe>(&body).map_or(
+            Value::Null,
+            |p| json!({"model": p.model, "stream": p.stream, "stream_options": p.stream_options}),
+        )
     } else {
         serde_json::from_slice(&body)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()))
     };
     Ok(Some(request))
+}
+
+/// The fields of a request body that shape the answer.
+#[derive(serde::Deserialize)]
+struct Probe {
+    #[serde(default)]
+    model: Value,
+    #[serde(default)]
+    stream: Value,
+    #[serde(default)]
+    stream_options: Value,
 }
 
 /// Reads what is available into `buf`; false at end of stream.
@@ -369,7 +406,14 @@ fn answer(shared: &Shared, stream: &mut TcpStream, request: Recorded) -> io::Res
     let target = format!("{} {}", request.method, request.path);
     let number = {
         let mut log = lock(&shared.log);
-        log.push(request);
+        if shared.keep_bodies.load(Ordering::SeqCst) {
+            log.push(request);
+        } else {
+            log.push(Recorded {
+                body: Value::Null,
+                ..request
+            });
+        }
         shared.arrived.notify_all();
         log.len()
     };
@@ -1616,5 +1660,28 @@ mod tests {
                 assert!(*at >= sent[0] + over / 5 * k as u32, "delta {k} early");
             }
         }
+    }
+
+    /// Without bodies the request is still answered from its body (model, stream) but recorded
+    /// with a `Null` one.
+    #[test]
+    fn without_bodies_answers_as_usual_and_records_no_body() {
+        let reply = Reply::Turn {
+            parts: vec![Part::Text("ok".into())],
+            usage: (1, 1),
+        };
+        let mock = MockLlm::start(Wire::Anthropic, vec![reply]).without_bodies();
+        let response = post(
+            &mock,
+            "/v1/messages",
+            &json!({"model": "m-1", "stream": true}),
+        );
+        assert_eq!(response.status, 200);
+        let events = sse(&response.body);
+        assert_eq!(events[0].1.pointer("/message/model"), Some(&json!("m-1")));
+        let recorded = mock.requests();
+        assert_eq!(recorded.len(), 1);
+        assert_eq!(recorded[0].path, "/v1/messages");
+        assert_eq!(recorded[0].body, Value::Null);
     }
 }
