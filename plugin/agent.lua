@@ -10,7 +10,7 @@ vim.api.nvim_create_user_command("Agent", function(cmd)
 end, {
   nargs = "*",
   range = true,
-  desc = "agent: open the conversation, send a prompt, or stop|new|log",
+  desc = "agent: open the conversation, send a prompt, or stop|new|log|build",
   complete = function(arglead, cmdline)
     return require("agent")._complete(arglead, cmdline)
   end,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what the tests need when the machine lacks it, then runs every
-# Rust unit and integration test (the integration tests drive a real Neovim).
+# The whole test suite: installs what the tests need when the machine lacks it, checks the Lua
+# files' formatting (StyLua), then runs every Rust unit and integration test (the integration
+# tests drive a real Neovim).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if ! command -v cargo >/dev/null 2>&1; then
@@ -33,6 +34,15 @@ for tool in "${missing[@]}"; do
     echo "agent: $tool not found; the process-tree tests skip the escape that needs it" >&2
   fi
 done
+# The download tests (tests/suite/install.rs) fetch from a local server with curl, as the plugin
+# does; without curl they fail, so get it where this machine can.
+if ! command -v curl >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "agent: installing curl for the download tests" >&2
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl; } >&2 ||
+    echo "agent: could not install curl; the download tests will fail" >&2
+fi
+# Lua style first: it is quick, and a formatting slip should not wait for the whole build.
+scripts/format-lua.sh --check
 AGENT_NVIM_TEST_NVIM="$(scripts/ensure-nvim.sh)"
 export AGENT_NVIM_TEST_NVIM
 cargo test --locked "$@"

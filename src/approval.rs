@@ -1,8 +1,9 @@
 //! The approval gate: every mutating tool call asks here first, and this is the only place that
 //! decides whether it may go ahead. Front ends only show the question and carry the answer back.
 //!
-//! Session memory lives here too, so "Allow for this session" means the same thing in Neovim, in
-//! the terminal and over ACP.
+//! Session memory lives here too, so "Allow for this session" means the same thing in Neovim and
+//! in the terminal. (An external ACP agent keeps its own: its permission requests carry its own
+//! options, answered by the person or by auto_approve, never from these grants.)
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -37,7 +37,8 @@ H.defaults = {
   pass_env = {}, -- API key variables run_bash's commands get anyway ({ "OPENAI_API_KEY" }); by
   --                default they get none of ANTHROPIC_API_KEY, OPENAI_API_KEY or a copy of a key
   max_edit_mb = 64, -- the largest file edit_file (and an external agent's file requests) will handle
-  -- backend = nil,       -- path to agent-nvim; nil: <plugin root>/target/release/agent-nvim
+  -- backend = nil,       -- path to agent-nvim; nil: the newer of <plugin root>/bin/agent-nvim
+  --                         (:Agent build) and <plugin root>/target/release/agent-nvim
   keymaps = {
     ask = "<leader>aa", -- ask about the current line or the selection; false: no mapping
     approval = { -- keys in the approval picker (buffer-local to it)
@@ -217,9 +218,12 @@ function M.setup(opts)
   table.sort(unknown)
   M.unknown = unknown
   if #M.unknown > 0 then
-    local list = table.concat(vim.tbl_map(function(p)
-      return "`" .. p .. "`"
-    end, M.unknown), ", ")
+    local list = table.concat(
+      vim.tbl_map(function(p)
+        return "`" .. p .. "`"
+      end, M.unknown),
+      ", "
+    )
     vim.notify(
       ("agent: unknown option%s %s ignored; see :help agent-config for the known ones"):format(
         #M.unknown > 1 and "s" or "",

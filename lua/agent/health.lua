@@ -45,7 +45,10 @@ function H.backend()
   local root = rpc.plugin_root()
   local bin, problem = rpc.backend()
   if not bin then
-    health.error(problem or "agent: no backend", { ("run `cargo build --release` in %s"):format(root) })
+    health.error(
+      problem or "agent: no backend",
+      { "run :Agent build (downloads it)", ("or `cargo build --release` in %s"):format(root) }
+    )
     return
   end
   local ok, result = pcall(function()
@@ -54,13 +57,14 @@ function H.backend()
   local out = ok and result and vim.trim(result.stdout or "") or ""
   if ok and result.code == 0 and out ~= "" then
     health.ok(("backend: %s (%s)"):format(bin, out))
+    H.provenance(bin, out)
   else
     health.error(
       ("backend %s does not answer `--version` (%s)"):format(
         bin,
         ok and ("exit " .. tostring(result.code) .. " " .. vim.trim(result.stderr or "")) or tostring(result)
       ),
-      { ("rebuild it: `cargo build --release` in %s"):format(root) }
+      { ("run :Agent build (or `cargo build --release` in %s)"):format(root) }
     )
   end
   local info = rpc.info()
@@ -76,11 +80,53 @@ function H.backend()
     if info.protocol ~= rpc.PROTOCOL then
       health.error(
         ("the backend speaks protocol %s, this plugin %d"):format(tostring(info.protocol), rpc.PROTOCOL),
-        { ("rebuild it: `cargo build --release` in %s"):format(root) }
+        { ("run :Agent build (or `cargo build --release` in %s)"):format(root) }
       )
     end
   else
     health.info("backend not running (it starts on first use: :Agent)")
+  end
+end
+
+--- How the backend got there (the record :Agent build wrote) and whether its version is the
+--- plugin's.
+---@param bin string the backend in use
+---@param version_line string its `--version` ("agent-nvim 0.1.0")
+function H.provenance(bin, version_line)
+  local health = vim.health
+  local install = require("agent.install")
+  local installed = install.paths()
+  local root = require("agent.rpc").plugin_root()
+  local record = install.record()
+  if bin ~= installed then
+    health.info(
+      ("the backend is not the one :Agent build installs (%s): %s"):format(
+        installed,
+        require("agent.config").options.backend and "`backend` in setup()" or "a `cargo build --release` run by hand"
+      )
+    )
+  elseif not record then
+    health.info(("%s has no install record (bin/agent-nvim.json): it was put there by hand"):format(bin))
+  elseif record.method == "download" then
+    health.ok(
+      ("installed by :Agent build: downloaded v%s for %s from %s (sha256 %s checked)"):format(
+        tostring(record.version),
+        tostring(record.target),
+        tostring(record.url),
+        tostring(record.sha256)
+      )
+    )
+  else
+    health.ok(("installed by :Agent build: built v%s with cargo"):format(tostring(record.version)))
+  end
+  local version = version_line:match("(%d+%.%d+%.%d+%S*)")
+  if version == install.VERSION then
+    health.ok(("the backend's version %s is the plugin's"):format(version))
+  else
+    health.warn(
+      ("the backend's version is %s, the plugin's %s"):format(tostring(version), install.VERSION),
+      { ("run :Agent build (or `cargo build --release` in %s)"):format(root) }
+    )
   end
 end
 
@@ -90,7 +136,10 @@ function H.shell(shell)
     if vim.fn.executable(shell) == 1 then
       health.ok(("shell for run_bash: %s (from setup())"):format(shell))
     else
-      health.error(("shell for run_bash: %s is not executable"):format(shell), { "fix `shell` in setup(), or remove it" })
+      health.error(
+        ("shell for run_bash: %s is not executable"):format(shell),
+        { "fix `shell` in setup(), or remove it" }
+      )
     end
   elseif vim.fn.executable("bash") == 1 then
     health.ok(("shell for run_bash: bash (%s)"):format(vim.fn.exepath("bash")))
@@ -109,14 +158,17 @@ function H.keys(provider)
       any = true
       health.ok(name .. " is set")
     elseif needed[provider] == name then
-      health.error(name .. " is not set, and provider is " .. provider, { "export " .. name .. " before starting Neovim" })
+      health.error(
+        name .. " is not set, and provider is " .. provider,
+        { "export " .. name .. " before starting Neovim" }
+      )
     else
       health.info(name .. " is not set")
     end
   end
   if not any and provider ~= "ollama" and not needed[provider] then
     health.warn("no API key is set", {
-      "export ANTHROPIC_API_KEY or OPENAI_API_KEY before starting Neovim, or use provider = \"ollama\"",
+      'export ANTHROPIC_API_KEY or OPENAI_API_KEY before starting Neovim, or use provider = "ollama"',
     })
   end
 end

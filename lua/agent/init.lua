@@ -127,10 +127,7 @@ end
 function M.acp(name)
   H.ensure_init()
   if not name or name == "" then
-    vim.notify(
-      "agent: :Agent acp needs an agent name: " .. table.concat(H.acp_names(), ", "),
-      vim.log.levels.ERROR
-    )
+    vim.notify("agent: :Agent acp needs an agent name: " .. table.concat(H.acp_names(), ", "), vim.log.levels.ERROR)
     return
   end
   local configured = (require("agent.config").options.acp.agents or {})[name]
@@ -156,6 +153,10 @@ function M._command(cmd)
   if sub then
     return sub()
   end
+  local method = args:match("^build%s+(%S+)%s*$")
+  if method then
+    return require("agent.install").build({ method = method })
+  end
   local acp_name = args:match("^acp%s+(%S+)%s*$")
   if acp_name or args == "acp" then
     return M.acp(acp_name)
@@ -179,6 +180,11 @@ end
 ---@return string[]
 function M._complete(arglead, cmdline)
   local rest = cmdline:match("Agent!?%s+(.*)$") or ""
+  if rest:match("^build%s+%S*$") then
+    return vim.tbl_filter(function(name)
+      return vim.startswith(name, arglead)
+    end, { "cargo", "download" })
+  end
   if rest:match("^acp%s+%S*$") then
     return vim.tbl_filter(function(name)
       return vim.startswith(name, arglead)
@@ -198,6 +204,9 @@ end
 -- Helpers ------------------------------------------------------------------------------------
 
 H.subcommands = {
+  build = function()
+    require("agent.install").build()
+  end,
   stop = function()
     M.stop()
   end,

@@ -26,7 +26,10 @@ function M.plugin_root()
   return vim.fn.fnamemodify(source, ":p:h:h:h")
 end
 
---- The backend binary to run, or nil and a message saying how to get one.
+--- The backend binary to run, or nil and a message saying how to get one: the `backend` option,
+--- else the newer of <plugin>/bin/agent-nvim (put there by :Agent build) and
+--- <plugin>/target/release/agent-nvim (a `cargo build --release` run by hand, as scripts/dev.sh
+--- does), so a fresh build in a checkout is not shadowed by an older download.
 ---@return string? path
 ---@return string? message
 function M.backend()
@@ -39,20 +42,27 @@ function M.backend()
       return path
     end
     return nil,
-      ("agent: `backend` is %s, which is not an executable file; fix the path in setup(), or remove it to use %s/target/release/agent-nvim%s (build it with `cargo build --release` in %s)"):format(
+      ("agent: `backend` is %s, which is not an executable file; fix the path in setup(), or remove it and run :Agent build (or `cargo build --release` in %s)"):format(
         path,
-        root,
-        exe,
         root
       )
   end
-  local path = root .. "/target/release/agent-nvim" .. exe
-  if vim.fn.executable(path) == 1 then
-    return path
+  local newest, newest_time
+  for _, path in ipairs({ root .. "/bin/agent-nvim" .. exe, root .. "/target/release/agent-nvim" .. exe }) do
+    local stat = vim.fn.executable(path) == 1 and vim.uv.fs_stat(path)
+    if stat then
+      local time = stat.mtime.sec + stat.mtime.nsec / 1e9
+      if not newest or time > newest_time then
+        newest, newest_time = path, time
+      end
+    end
+  end
+  if newest then
+    return newest
   end
   return nil,
-    ("agent: the backend is not built (%s is missing); build it with `cargo build --release` in %s (lazy.nvim: build = \"cargo build --release\"), then try again"):format(
-      path,
+    ("agent: the backend is not installed (no %s/bin/agent-nvim); run :Agent build to download it (or build it with `cargo build --release` in %s), then try again"):format(
+      root,
       root
     )
 end
@@ -336,7 +346,7 @@ function H.dispatch(event)
     chat.handle(event)
     if event.protocol ~= M.PROTOCOL then
       chat.error(
-        ("agent: the backend speaks protocol %s but this plugin speaks %d; rebuild the backend: `cargo build --release` in %s"):format(
+        ("agent: the backend speaks protocol %s but this plugin speaks %d; get the matching one with :Agent build (or `cargo build --release` in %s)"):format(
           tostring(event.protocol),
           M.PROTOCOL,
           M.plugin_root()
@@ -390,7 +400,7 @@ function H.on_exit(id, code, stderr)
   H.job, H.info, H.workspace = nil, nil, nil
   local lines = { ("agent: the backend exited (code %d); see :Agent log"):format(code) }
   if not had_started then
-    lines[#lines + 1] = ("agent: if the plugin was updated, rebuild the backend: `cargo build --release` in %s"):format(
+    lines[#lines + 1] = ("agent: if the plugin was updated, get the matching backend with :Agent build (or `cargo build --release` in %s)"):format(
       M.plugin_root()
     )
   end

@@ -36,6 +36,15 @@ impl ProviderKind {
         }
     }
 
+    /// The name users type and status lines show (`anthropic`, `openai`, `ollama`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Ollama => "ollama",
+        }
+    }
+
     fn default_model(self) -> &'static str {
         match self {
             ProviderKind::Anthropic => "claude-sonnet-4-5",
@@ -618,6 +627,17 @@ async fn status_error(response: reqwest::Response) -> LlmError {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_provider_name_parses_back_to_its_kind() {
+        for kind in [
+            ProviderKind::Anthropic,
+            ProviderKind::OpenAi,
+            ProviderKind::Ollama,
+        ] {
+            assert_eq!(ProviderKind::parse(kind.name()), Some(kind));
+        }
+    }
 
     fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
         move |name| {

@@ -295,7 +295,7 @@ impl Bridge {
         let (provider, model, agent) = match configured {
             Ok(client) => {
                 let cfg = client.config();
-                let provider = format!("{:?}", cfg.kind).to_lowercase();
+                let provider = cfg.kind.name().to_string();
                 let model = cfg.model.clone();
                 let max_turns = start.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
                 (

@@ -3,6 +3,8 @@
 mod acp;
 mod agent;
 mod approval_picker;
+mod install;
+mod lua_tooling;
 mod nvim_acp;
 mod nvim_keys;
 mod nvim_plugin;

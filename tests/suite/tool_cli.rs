@@ -218,6 +218,21 @@ fn concurrent_edits_of_one_file_never_lose_one_that_reported_success() {
     }
 }
 
+/// `agent-nvim tool NAME JSON --auto-approve` in `dir`, run as uid and gid 1234 (the caller is
+/// root), stdin empty.
+fn tool_as_user_1234(dir: &std::path::Path, name: &str, json: &str) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    bin()
+        .current_dir(dir)
+        .env("HOME", dir)
+        .args(["tool", name, json, "--auto-approve"])
+        .uid(1234)
+        .gid(1234)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// A user edits a setuid and setgid file of someone else's that they may write: the new file is
 /// theirs (the owner cannot be kept), so it must not come out setuid to them, nor setgid to a
 /// group that is not the file's.
@@ -225,7 +240,6 @@ fn concurrent_edits_of_one_file_never_lose_one_that_reported_success() {
 #[allow(clippy::print_stderr)]
 fn an_edit_that_cannot_keep_the_owner_drops_setuid_and_setgid() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    use std::os::unix::process::CommandExt;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: only root can make a file owned by another user");
@@ -241,15 +255,7 @@ fn an_edit_that_cannot_keep_the_owner_drops_setuid_and_setgid() {
     std::os::unix::fs::chown(&file, Some(4321), Some(4321)).unwrap();
     mode(&file, 0o6777);
     let args = json!({"path": "tool.sh", "old_str": "old", "new_str": "new"});
-    let out = bin()
-        .current_dir(dir.path())
-        .env("HOME", dir.path())
-        .args(["tool", "edit_file", &args.to_string(), "--auto-approve"])
-        .uid(1234)
-        .gid(1234)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
+    let out = tool_as_user_1234(dir.path(), "edit_file", &args.to_string());
     assert_eq!(json(&out)["ok"], true, "{out:?}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "new\n");
     let meta = std::fs::metadata(&file).unwrap();
@@ -264,7 +270,6 @@ fn an_edit_that_cannot_keep_the_owner_drops_setuid_and_setgid() {
 #[allow(clippy::print_stderr)]
 fn a_path_through_a_directory_the_user_may_not_search_says_permission_denied() {
     use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::CommandExt;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: only root can run the tool as another user");
@@ -279,15 +284,7 @@ fn a_path_through_a_directory_the_user_may_not_search_says_permission_denied() {
         std::fs::Permissions::from_mode(0o000),
     )
     .unwrap();
-    let out = bin()
-        .current_dir(dir.path())
-        .env("HOME", dir.path())
-        .args(["tool", "read_file", r#"{"path":"locked/x"}"#])
-        .uid(1234)
-        .gid(1234)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
+    let out = tool_as_user_1234(dir.path(), "read_file", r#"{"path":"locked/x"}"#);
     assert_eq!(
         json(&out)["text"],
         "Refused: 'locked/x' cannot be looked up: permission denied."
