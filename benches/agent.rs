@@ -2,21 +2,22 @@
 //! the model answers at once, and how soon a streamed text delta reaches `agent-nvim run`'s stdout
 //! after the server sent it. Run with `cargo bench --bench agent`; figures go in BENCHMARKS.md.
 //!
-//! It has its own minimal SSE server (Anthropic format) so that the send time of every event is
-//! known on the same clock as the time its text is read back.
+//! The model is the tests' mock server (`agent_nvim::test_support::mock_llm`, Anthropic format),
+//! which records the send time of every text delta on the same clock as the time its text is
+//! read back.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_nvim::agent::{Agent, Outcome};
 use agent_nvim::approval::Gate;
 use agent_nvim::editor::NoEditor;
 use agent_nvim::llm::{ApiKey, Client, ProviderConfig, ProviderKind};
+use agent_nvim::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
 use agent_nvim::tools::{Executor, Settings, ToolContext};
 use agent_nvim::workspace::Workspace;
 use tokio_util::sync::CancellationToken;
@@ -28,96 +29,26 @@ fn main() {
     delta_latency();
 }
 
-/// Reads one HTTP request (head and content-length body) from `stream`; false at EOF.
-fn read_request(reader: &mut BufReader<TcpStream>) -> Option<String> {
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        if line == "\r\n" {
-            break;
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = v.trim().parse().ok()?;
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
-    String::from_utf8(body).ok()
-}
-
-fn chunk(stream: &mut TcpStream, data: &str) {
-    // The client may hang up; the next request comes on a new connection.
-    let _ = write!(stream, "{:x}\r\n{data}\r\n", data.len()).and_then(|()| stream.flush());
-}
-
-fn sse(name: &str, data: &str) -> String {
-    format!("event: {name}\ndata: {data}\n\n")
-}
-
-const HEAD: &str =
-    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
-
-/// Serves `turns` responses that each call read_file, then one that ends the turn.
-fn serve_tool_calls(listener: TcpListener, turns: usize) {
-    std::thread::spawn(move || {
-        let mut served = 0;
-        for stream in listener.incoming() {
-            let stream = stream.unwrap();
-            stream.set_nodelay(true).unwrap();
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut stream = stream;
-            while read_request(&mut reader).is_some() {
-                served += 1;
-                stream.write_all(HEAD.as_bytes()).unwrap();
-                let mut body = sse(
-                    "message_start",
-                    r#"{"type":"message_start","message":{"usage":{"input_tokens":10,"output_tokens":1}}}"#,
-                );
-                if served <= turns {
-                    body += &sse(
-                        "content_block_start",
-                        &format!(
-                            r#"{{"type":"content_block_start","index":0,"content_block":{{"type":"tool_use","id":"t{served}","name":"read_file","input":{{}}}}}}"#
-                        ),
-                    );
-                    body += &sse(
-                        "content_block_delta",
-                        r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"path\":\"a.txt\"}"}}"#,
-                    );
-                } else {
-                    body += &sse(
-                        "content_block_start",
-                        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
-                    );
-                    body += &sse(
-                        "content_block_delta",
-                        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"done"}}"#,
-                    );
-                }
-                body += &sse(
-                    "content_block_stop",
-                    r#"{"type":"content_block_stop","index":0}"#,
-                );
-                body += &sse(
-                    "message_delta",
-                    r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":5}}"#,
-                );
-                body += &sse("message_stop", r#"{"type":"message_stop"}"#);
-                chunk(&mut stream, &body);
-                chunk(&mut stream, "");
-            }
-        }
-    });
+/// `turns` responses that each call read_file, then one that ends the turn.
+fn tool_calls(turns: usize) -> Vec<Reply> {
+    let call = |n: usize| Reply::Turn {
+        parts: vec![Part::ToolCall {
+            id: format!("t{n}"),
+            name: "read_file".into(),
+            args: r#"{"path":"a.txt"}"#.into(),
+        }],
+        usage: (10, 5),
+    };
+    let done = Reply::Turn {
+        parts: vec![Part::Text("done".into())],
+        usage: (10, 5),
+    };
+    (1..=turns).map(call).chain([done]).collect()
 }
 
 /// One prompt whose model asks for read_file `turns` times before it finishes.
 fn round_trips(turns: usize) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    serve_tool_calls(listener, turns);
+    let mock = MockLlm::start(Wire::Anthropic, tool_calls(turns)).without_bodies();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "alpha\n".repeat(50)).unwrap();
     let executor = Executor::new(ToolContext {
@@ -129,7 +60,7 @@ fn round_trips(turns: usize) {
     let config = ProviderConfig {
         kind: ProviderKind::Anthropic,
         model: "bench".into(),
-        base_url: base,
+        base_url: mock.base_url(),
         api_key: Some(ApiKey::new("k".into())),
     };
     let client = Client::new(config, &executor.catalogue()).unwrap();
@@ -159,61 +90,21 @@ fn round_trips(turns: usize) {
 
 fn delta_latency() {
     const DELTAS: usize = 200;
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let sent: Arc<Mutex<Vec<Instant>>> = Arc::default();
-    let sent_by_server = sent.clone();
-    std::thread::spawn(move || {
-        let stream = listener.incoming().next().unwrap().unwrap();
-        stream.set_nodelay(true).unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut stream = stream;
-        read_request(&mut reader).unwrap();
-        stream.write_all(HEAD.as_bytes()).unwrap();
-        chunk(
-            &mut stream,
-            &sse(
-                "message_start",
-                r#"{"type":"message_start","message":{"usage":{"input_tokens":1}}}"#,
-            ),
-        );
-        chunk(
-            &mut stream,
-            &sse(
-                "content_block_start",
-                r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
-            ),
-        );
-        for i in 0..DELTAS {
-            std::thread::sleep(Duration::from_millis(10));
-            // One line per delta, so the reader can tell them apart.
-            let event = sse(
-                "content_block_delta",
-                &format!(
-                    r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"delta {i}\n"}}}}"#
-                ),
-            );
-            sent_by_server.lock().unwrap().push(Instant::now());
-            chunk(&mut stream, &event);
-        }
-        let mut tail = sse(
-            "content_block_stop",
-            r#"{"type":"content_block_stop","index":0}"#,
-        );
-        tail += &sse(
-            "message_delta",
-            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":5}}"#,
-        );
-        tail += &sse("message_stop", r#"{"type":"message_stop"}"#);
-        chunk(&mut stream, &tail);
-        chunk(&mut stream, "");
-    });
+    // One line per delta, so the reader can tell them apart.
+    let deltas = (0..DELTAS).map(|i| format!("delta {i}\n")).collect();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![Reply::Spread {
+            parts: vec![Part::Deltas(deltas)],
+            over: Duration::from_millis(10) * DELTAS as u32,
+        }],
+    );
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_agent-nvim"))
         .current_dir(dir.path())
         .args(["run", "hi"])
         .env("ANTHROPIC_API_KEY", "k")
-        .env("ANTHROPIC_BASE_URL", &base)
+        .env("ANTHROPIC_BASE_URL", mock.base_url())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
@@ -225,7 +116,7 @@ fn delta_latency() {
         received.push(Instant::now());
     }
     child.wait().unwrap();
-    let sent = sent.lock().unwrap();
+    let sent = mock.text_sent();
     let mut latency: Vec<Duration> = received
         .iter()
         .zip(sent.iter())

@@ -4,9 +4,10 @@
 //! `:Agent` takes to be ready. Run with `cargo bench --bench nvim`; figures go in BENCHMARKS.md.
 //!
 //! Neovim comes from scripts/ensure-nvim.sh (or $AGENT_NVIM_TEST_NVIM); the backend is the binary
-//! `cargo bench` builds (the release profile). Like benches/agent.rs it has its own minimal SSE
-//! server (Anthropic format), so that the send time of every delta is known. Times taken inside
-//! Neovim (`vim.uv.hrtime()`) and here (`CLOCK_MONOTONIC`) are on the same clock.
+//! `cargo bench` builds (the release profile). Like benches/agent.rs the model is the tests' mock
+//! server (`agent_nvim::test_support::mock_llm`, Anthropic format), which records the send time
+//! of every delta. Times taken inside Neovim (`vim.uv.hrtime()`) and here (`CLOCK_MONOTONIC`) are
+//! on the same clock.
 //!
 //! Knobs: AGENT_NVIM_BENCH_STREAM_SECS (how long the server takes to send the 50,000 deltas,
 //! default 5), AGENT_NVIM_BENCH_RUNS (start-up and first-`:Agent` samples, default 20 and 10).
@@ -17,13 +18,12 @@
 #[path = "../tests/support/nvim.rs"]
 mod nvim_support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use agent_nvim::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
 use nvim_support::{setup_lua, Nvim, Options};
 use rmpv::Value;
 
@@ -356,110 +356,6 @@ fn answer() -> String {
     out
 }
 
-/// Reads one HTTP request (head and content-length body); None at EOF.
-fn read_request(reader: &mut BufReader<TcpStream>) -> Option<()> {
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        if line == "\r\n" {
-            break;
-        }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = v.trim().parse().ok()?;
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
-    Some(())
-}
-
-/// One SSE event as one HTTP chunk, in one write.
-fn send_event(stream: &mut TcpStream, name: &str, data: &str) {
-    let event = format!("event: {name}\ndata: {data}\n\n");
-    let _ = write!(stream, "{:x}\r\n{event}\r\n", event.len());
-}
-
-/// What the server did, on both clocks.
-#[derive(Default)]
-struct Sent {
-    first: Option<(Instant, f64)>,
-    last: Option<(Instant, f64)>,
-    events: usize,
-}
-
-/// Serves one streamed answer: `deltas` as separate `content_block_delta` events, delta i sent
-/// at `i * over / deltas` after the first (whatever is due is written, then a short sleep).
-fn serve_stream(
-    listener: TcpListener,
-    deltas: Vec<String>,
-    over: Duration,
-    sent: Arc<Mutex<Sent>>,
-) {
-    std::thread::spawn(move || {
-        let stream = listener.incoming().next().unwrap().unwrap();
-        stream.set_nodelay(true).unwrap();
-        let mut reader = BufReader::new(stream.try_clone().unwrap());
-        let mut stream = stream;
-        read_request(&mut reader).unwrap();
-        stream
-            .write_all(
-                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
-            )
-            .unwrap();
-        send_event(
-            &mut stream,
-            "message_start",
-            r#"{"type":"message_start","message":{"id":"msg_bench","type":"message","role":"assistant","model":"bench","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":10,"output_tokens":1}}}"#,
-        );
-        send_event(
-            &mut stream,
-            "content_block_start",
-            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
-        );
-        send_event(&mut stream, "ping", r#"{"type":"ping"}"#);
-        let start = Instant::now();
-        let interval = over.as_secs_f64() / deltas.len() as f64;
-        let mut i = 0;
-        while i < deltas.len() {
-            let due = ((start.elapsed().as_secs_f64() / interval) as usize + 1).min(deltas.len());
-            while i < due {
-                let data = format!(
-                    r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":{}}}}}"#,
-                    serde_json::to_string(&deltas[i]).unwrap()
-                );
-                send_event(&mut stream, "content_block_delta", &data);
-                i += 1;
-                let mut s = sent.lock().unwrap();
-                s.events += 1;
-                if i == 1 {
-                    s.first = Some((Instant::now(), mono_ns()));
-                }
-                if i == deltas.len() {
-                    s.last = Some((Instant::now(), mono_ns()));
-                }
-            }
-            std::thread::sleep(Duration::from_micros(500));
-        }
-        send_event(
-            &mut stream,
-            "content_block_stop",
-            r#"{"type":"content_block_stop","index":0}"#,
-        );
-        send_event(
-            &mut stream,
-            "message_delta",
-            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":250000}}"#,
-        );
-        send_event(&mut stream, "message_stop", r#"{"type":"message_stop"}"#);
-        let _ = stream.write_all(b"0\r\n\r\n");
-        // Keep the connection open until the client closes it.
-        let _ = reader.read(&mut [0u8; 1]);
-    });
-}
-
 /// Wraps `rpc.receive`: per batch, when it began (hrtime), how long it took and its text bytes;
 /// and when the chat held all `target` bytes of the answer.
 const RECORD_LUA: &str = r#"
@@ -492,16 +388,22 @@ async fn stream(over: Duration) {
         .map(|c| std::str::from_utf8(c).unwrap().to_string())
         .collect();
     assert_eq!(deltas.len(), DELTAS);
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let sent: Arc<Mutex<Sent>> = Arc::default();
-    serve_stream(listener, deltas, over, sent.clone());
+    // Delta i is due i * over / DELTAS after the first; each is its own SSE event and HTTP chunk.
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![Reply::Spread {
+            parts: vec![Part::Deltas(deltas)],
+            over,
+        }],
+    );
+    // Instant is CLOCK_MONOTONIC too: one reading of both converts the mock's times.
+    let (clock_at, clock_ns) = (Instant::now(), mono_ns());
 
     let nvim = Nvim::start(Options {
         ui: Some(UI),
         env: vec![
             ("ANTHROPIC_API_KEY".into(), "bench-key".into()),
-            ("ANTHROPIC_BASE_URL".into(), base),
+            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
         ],
         setup: setup_lua(""),
     })
@@ -549,7 +451,7 @@ async fn stream(over: Duration) {
         let now_screen = nvim.screen();
         if now_screen != previous {
             let now = Instant::now();
-            if sent.lock().unwrap().first.is_some() {
+            if mock.text_sent_count() > 0 {
                 screen_changes += 1;
                 longest_still = longest_still.max(now.duration_since(last_change));
             }
@@ -598,10 +500,9 @@ async fn stream(over: Duration) {
     let complete_ns = num(&stats[3]);
     let cpu = list(4);
 
-    let (first_at, (last_at, last_ns), events) = {
-        let sent = sent.lock().unwrap();
-        (sent.first.unwrap().0, sent.last.unwrap(), sent.events)
-    };
+    let sent = mock.text_sent();
+    let (first_at, last_at, events) = (sent[0], sent[sent.len() - 1], sent.len());
+    let last_ns = clock_ns + last_at.duration_since(clock_at).as_nanos() as f64;
     let sending = last_at.duration_since(first_at);
 
     // Probes during the stream: from the first delta sent to the end shown.

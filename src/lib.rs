@@ -18,6 +18,8 @@ pub mod process;
 pub mod reaper;
 pub mod secrets;
 pub mod terminal;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 pub mod text;
 pub mod tools;
 pub mod workspace;

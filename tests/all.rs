@@ -2,8 +2,5 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-// So that files shared with the library's unit tests can name its modules through `crate::`.
-use agent_nvim::{acp, agent, editor};
-
 mod suite;
 mod support;

@@ -19,8 +19,6 @@ mod transport;
 mod update;
 
 #[cfg(test)]
-pub(crate) mod fake_host;
-#[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests;
 

@@ -1,9 +1,10 @@
 //! `acp-test-agent`: a scripted ACP agent for agent.nvim's tests. No model, no network: it speaks
 //! ACP (JSON-RPC 2.0, one message a line) on stdin/stdout and does what each prompt's text names.
 //!
-//! It is a `[[bin]]` of the package so that `cargo test` builds it on a fresh clone and the
-//! integration tests find it through `CARGO_BIN_EXE_acp-test-agent`; it depends on nothing but
-//! std and serde_json.
+//! It is a `[[bin]]` of the package that needs the `test-support` feature: `cargo test` turns that
+//! on (the package's dev-dependency on itself) and builds it on a fresh clone, the integration
+//! tests find it through `CARGO_BIN_EXE_acp-test-agent`, and `cargo build --release` leaves it
+//! out. It depends on nothing but std and serde_json.
 //!
 //! `acp-test-agent [MODE]`, MODE one of:
 //! - `normal` (default);

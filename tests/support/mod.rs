@@ -1,8 +1,6 @@
 //! Helpers shared by the integration tests.
 
-#[path = "../../src/acp/fake_host.rs"]
-pub mod fake_host;
-pub mod mock_llm;
+pub use agent_nvim::test_support::{fake_host, mock_llm};
 pub mod nvim;
 pub mod process;
 pub mod pty;

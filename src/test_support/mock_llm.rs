@@ -1,8 +1,10 @@
-//! A local stand-in for the LLM vendors, for tests: it speaks the real wire formats (Anthropic
+//! A local stand-in for the LLM vendors, for the tests and the benches: it speaks the real wire formats (Anthropic
 //! Messages and OpenAI chat completions, streamed as server-sent events over HTTP/1.1 chunked
 //! encoding) on 127.0.0.1 only, answers each request with the next scripted [`Reply`], and records
 //! every request. Faults come on demand: bodies split at awkward byte boundaries with delays
 //! ([`Pace`]), error statuses with `retry-after`, connections cut mid-body, `error` events mid-stream.
+//! For the benches, a reply can spread its text deltas over a set time and record when each was
+//! written ([`Reply::Spread`], [`MockLlm::text_sent`]), on the same clock as the reader's.
 //!
 //! The HTTP is hand-written over `std::net` so that every byte on the wire is the script's; each
 //! connection has its own thread, so sync tests, `#[tokio::test]` tests and a separate `nvim`
@@ -35,6 +37,8 @@ pub enum Wire {
 pub enum Part {
     /// Assistant text, streamed as several deltas.
     Text(String),
+    /// Assistant text streamed as exactly these deltas, one event each.
+    Deltas(Vec<String>),
     /// A tool call; `args` is the raw JSON text the model wrote, malformed on purpose if a test wants.
     ToolCall {
         id: String,
@@ -65,6 +69,10 @@ pub enum Reply {
     /// A redirect (301, 302, 307, 308) to `location`, as sent (absolute or relative), with an
     /// empty body.
     Redirect { code: u16, location: String },
+    /// A `Turn` (usage 0, 0) written one SSE event per HTTP chunk, ignoring the [`Pace`]: the
+    /// other events at once, text delta k at `k * over / deltas` after the first one (for the
+    /// benches; [`MockLlm::text_sent`] says when each went out).
+    Spread { parts: Vec<Part>, over: Duration },
 }
 
 /// How a streamed body is written: in pieces of `chunk_bytes` (one HTTP chunk each; the whole
@@ -116,6 +124,10 @@ struct Shared {
     replies: Mutex<VecDeque<Reply>>,
     pace: Mutex<Pace>,
     log: Mutex<Vec<Recorded>>,
+    /// Whether [`MockLlm::requests`] keeps each request's body (see [`MockLlm::without_bodies`]).
+    keep_bodies: AtomicBool,
+    /// When each text delta of a [`Reply::Spread`] was about to be written.
+    text_sent: Mutex<Vec<Instant>>,
     arrived: Condvar,
     stop: AtomicBool,
     /// A handle on each connection's socket (to shut it down on drop) and its thread.
@@ -132,6 +144,8 @@ impl MockLlm {
             replies: Mutex::new(replies.into()),
             pace: Mutex::new(Pace::default()),
             log: Mutex::new(Vec::new()),
+            text_sent: Mutex::new(Vec::new()),
+            keep_bodies: AtomicBool::new(true),
             arrived: Condvar::new(),
             stop: AtomicBool::new(false),
             connections: Mutex::new(Vec::new()),
@@ -156,6 +170,14 @@ impl MockLlm {
         self
     }
 
+    /// Records requests from now on with a `Null` body (they are still read and answered as
+    /// usual): for benches whose request bodies grow with the history, so that keeping them all
+    /// does not weigh on what is measured.
+    pub fn without_bodies(self) -> Self {
+        self.shared.keep_bodies.store(false, Ordering::SeqCst);
+        self
+    }
+
     /// What the client is configured with: `http://127.0.0.1:PORT` for Anthropic (the client
     /// posts to `{base}/v1/messages`), `http://127.0.0.1:PORT/v1` for OpenAI (`{base}/chat/completions`).
     pub fn base_url(&self) -> String {
@@ -168,6 +190,18 @@ impl MockLlm {
     /// Every request received so far, in arrival order.
     pub fn requests(&self) -> Vec<Recorded> {
         lock(&self.shared.log).clone()
+    }
+
+    /// When each text delta of the [`Reply::Spread`] replies so far was written (just before its
+    /// write), in order.
+    pub fn text_sent(&self) -> Vec<Instant> {
+        lock(&self.shared.text_sent).clone()
+    }
+
+    /// How many text deltas of [`Reply::Spread`] replies have gone out (cheaper than
+    /// [`MockLlm::text_sent`] for polling).
+    pub fn text_sent_count(&self) -> usize {
+        lock(&self.shared.text_sent).len()
     }
 
     /// Waits until at least `n` requests have arrived and returns them all; panics, listing
@@ -240,7 +274,11 @@ fn accept(listener: &TcpListener, shared: &Arc<Shared>) {
 fn serve(shared: &Shared, mut stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let mut buf = Vec::new();
-    while let Ok(Some(request)) = read_request(&mut stream, &mut buf) {
+    loop {
+        let keep_body = shared.keep_bodies.load(Ordering::SeqCst);
+        let Ok(Some(request)) = read_request(&mut stream, &mut buf, keep_body) else {
+            break;
+        };
         let close = request
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
@@ -258,7 +296,13 @@ const MAX_HEAD: usize = 1 << 20;
 /// follows it in `buf`; `None` when the client closed the connection between requests.
 /// A chunked request body is not read (reqwest sends JSON with a length): its `body` is `Null`
 /// and [`answer`] refuses it.
-fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<Option<Recorded>> {
+/// Unless `keep_body`, only the fields [`answer`] reads are kept from the body, and parsing skips
+/// the rest without building it (a bench's bodies grow with the history).
+fn read_request(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    keep_body: bool,
+) -> io::Result<Option<Recorded>> {
     let head_len = loop {
         if let Some(i) = find(buf, b"\r\n\r\n") {
             break i + 4;
@@ -309,11 +353,27 @@ fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<Option<
     let body: Vec<u8> = buf.drain(..len).collect();
     request.body = if body.is_empty() {
         Value::Null
+    } else if !keep_body {
+        serde_json::from_slice::<Probe>(&body).map_or(
+            Value::Null,
+            |p| json!({"model": p.model, "stream": p.stream, "stream_options": p.stream_options}),
+        )
     } else {
         serde_json::from_slice(&body)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()))
     };
     Ok(Some(request))
+}
+
+/// The fields of a request body that shape the answer.
+#[derive(serde::Deserialize)]
+struct Probe {
+    #[serde(default)]
+    model: Value,
+    #[serde(default)]
+    stream: Value,
+    #[serde(default)]
+    stream_options: Value,
 }
 
 /// Reads what is available into `buf`; false at end of stream.
@@ -346,7 +406,14 @@ fn answer(shared: &Shared, stream: &mut TcpStream, request: Recorded) -> io::Res
     let target = format!("{} {}", request.method, request.path);
     let number = {
         let mut log = lock(&shared.log);
-        log.push(request);
+        if shared.keep_bodies.load(Ordering::SeqCst) {
+            log.push(request);
+        } else {
+            log.push(Recorded {
+                body: Value::Null,
+                ..request
+            });
+        }
         shared.arrived.notify_all();
         log.len()
     };
@@ -415,13 +482,13 @@ fn answer(shared: &Shared, stream: &mut TcpStream, request: Recorded) -> io::Res
                 shared,
                 stream,
                 number,
-                sse.turn(&parts, usage).as_bytes(),
+                sse.turn(&parts, usage).concat().as_bytes(),
                 true,
             )?;
             Ok(true)
         }
         Reply::CutAfter { bytes, parts } => {
-            let body = sse.turn(&parts, (0, 0));
+            let body = sse.turn(&parts, (0, 0)).concat();
             write_stream(
                 shared,
                 stream,
@@ -436,12 +503,66 @@ fn answer(shared: &Shared, stream: &mut TcpStream, request: Recorded) -> io::Res
                 shared,
                 stream,
                 number,
-                sse.error(&parts, &message).as_bytes(),
+                sse.error(&parts, &message).concat().as_bytes(),
                 true,
             )?;
             Ok(true)
         }
+        Reply::Spread { parts, over } => {
+            write_spread(shared, stream, number, &sse.turn(&parts, (0, 0)), over)?;
+            Ok(true)
+        }
     }
+}
+
+/// The head of a 200 event-stream response.
+fn stream_head(shared: &Shared, number: usize) -> String {
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n{}: req_mock_{number}\r\n\r\n",
+        shared.wire.request_id_header(),
+    )
+}
+
+/// One HTTP chunk holding `piece`.
+fn http_chunk(piece: &[u8]) -> Vec<u8> {
+    let mut chunk = format!("{:x}\r\n", piece.len()).into_bytes();
+    chunk.extend_from_slice(piece);
+    chunk.extend_from_slice(b"\r\n");
+    chunk
+}
+
+/// Writes a [`Reply::Spread`]: each event its own HTTP chunk, text delta k due `k * over / n`
+/// after the first; whatever is due goes out, then a short sleep.
+fn write_spread(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    number: usize,
+    events: &Events,
+    over: Duration,
+) -> io::Result<()> {
+    stream.write_all(stream_head(shared, number).as_bytes())?;
+    let deltas = events.0.iter().filter(|(_, text)| *text).count().max(1);
+    let interval = over.div_f64(deltas as f64);
+    let mut start = None;
+    let mut k: u32 = 0;
+    for (event, text) in &events.0 {
+        if *text {
+            let first = *start.get_or_insert_with(Instant::now);
+            let due = first + interval * k;
+            while Instant::now() < due {
+                if shared.stop.load(Ordering::SeqCst) {
+                    return Err(io::Error::other("mock: stopping"));
+                }
+                thread::sleep(Duration::from_micros(500).min(due - Instant::now()));
+            }
+            k += 1;
+        }
+        if *text {
+            lock(&shared.text_sent).push(Instant::now());
+        }
+        stream.write_all(&http_chunk(event.as_bytes()))?;
+    }
+    stream.write_all(b"0\r\n\r\n")
 }
 
 /// Writes a 200 event-stream response: the head, `body` in HTTP chunks at the mock's pace, and
@@ -454,17 +575,10 @@ fn write_stream(
     terminate: bool,
 ) -> io::Result<()> {
     let pace = lock(&shared.pace).clone();
-    let head = format!(
-        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n{}: req_mock_{number}\r\n\r\n",
-        shared.wire.request_id_header(),
-    );
-    stream.write_all(head.as_bytes())?;
+    stream.write_all(stream_head(shared, number).as_bytes())?;
     for piece in body.chunks(pace.chunk_bytes.unwrap_or(body.len()).max(1)) {
         pause(pace.delay, &shared.stop)?;
-        let mut chunk = format!("{:x}\r\n", piece.len()).into_bytes();
-        chunk.extend_from_slice(piece);
-        chunk.extend_from_slice(b"\r\n");
-        stream.write_all(&chunk)?;
+        stream.write_all(&http_chunk(piece))?;
     }
     if terminate {
         pause(pace.delay, &shared.stop)?;
@@ -556,6 +670,25 @@ impl Wire {
     }
 }
 
+/// A streamed body as its SSE events in order, each marked when it is a text delta.
+#[derive(Default)]
+struct Events(Vec<(String, bool)>);
+
+impl Events {
+    fn push(&mut self, event: String) {
+        self.0.push((event, false));
+    }
+
+    fn push_text(&mut self, event: String) {
+        self.0.push((event, true));
+    }
+
+    /// The whole body as one text.
+    fn concat(&self) -> String {
+        self.0.iter().map(|(event, _)| event.as_str()).collect()
+    }
+}
+
 /// The streamed body of one response.
 struct Sse {
     wire: Wire,
@@ -570,49 +703,51 @@ const CREATED: u64 = 1_700_000_000;
 
 impl Sse {
     /// A whole response: the parts, then the stop with usage, then the end of the stream.
-    fn turn(&self, parts: &[Part], (input, output): (u64, u64)) -> String {
+    fn turn(&self, parts: &[Part], (input, output): (u64, u64)) -> Events {
         let mut body = self.opening(input, parts.is_empty());
         self.parts(parts, &mut body);
         let tools = parts.iter().any(|p| matches!(p, Part::ToolCall { .. }));
         match self.wire {
             Wire::Anthropic => {
                 let stop = if tools { "tool_use" } else { "end_turn" };
-                body += &event(
+                body.push(event(
                     "message_delta",
                     json!({"type": "message_delta",
                            "delta": {"stop_reason": stop, "stop_sequence": null},
                            "usage": {"output_tokens": output}}),
-                );
-                body += &event("message_stop", json!({"type": "message_stop"}));
+                ));
+                body.push(event("message_stop", json!({"type": "message_stop"})));
             }
             Wire::OpenAi | Wire::OpenAiOllamaStyle => {
                 let finish = if tools { "tool_calls" } else { "stop" };
-                body += &self.chunk(json!({}), json!(finish));
+                body.push(self.chunk(json!({}), json!(finish)));
                 if self.include_usage {
                     let usage = json!({"prompt_tokens": input, "completion_tokens": output,
                                        "total_tokens": input + output});
-                    body += &data(self.envelope(json!([]), usage));
+                    body.push(data(self.envelope(json!([]), usage)));
                 }
-                body += "data: [DONE]\n\n";
+                body.push("data: [DONE]\n\n".into());
             }
         }
         body
     }
 
     /// The first part, then the vendor's mid-stream error; the stream ends there.
-    fn error(&self, parts: &[Part], message: &str) -> String {
+    fn error(&self, parts: &[Part], message: &str) -> Events {
         let mut body = self.opening(0, parts.is_empty());
         self.parts(&parts[..parts.len().min(1)], &mut body);
         match self.wire {
             Wire::Anthropic => {
-                body += &event(
+                body.push(event(
                     "error",
                     json!({"type": "error", "error": {"type": "overloaded_error", "message": message}}),
-                );
+                ));
             }
             Wire::OpenAi | Wire::OpenAiOllamaStyle => {
-                body += &data(json!({"error": {"message": message, "type": "server_error",
-                                               "param": null, "code": null}}));
+                body.push(data(
+                    json!({"error": {"message": message, "type": "server_error",
+                                               "param": null, "code": null}}),
+                ));
             }
         }
         body
@@ -620,72 +755,82 @@ impl Sse {
 
     /// Anthropic `message_start` (and a `ping` if no block will carry one); OpenAI's first chunk
     /// with the role (Ollama has none: its every chunk carries the role).
-    fn opening(&self, input: u64, no_parts: bool) -> String {
+    fn opening(&self, input: u64, no_parts: bool) -> Events {
+        let mut body = Events::default();
         match self.wire {
             Wire::Anthropic => {
-                let mut body = event(
+                body.push(event(
                     "message_start",
                     json!({"type": "message_start", "message": {
                         "id": format!("msg_mock_{}", self.number), "type": "message",
                         "role": "assistant", "model": self.model, "content": [],
                         "stop_reason": null, "stop_sequence": null,
                         "usage": {"input_tokens": input, "output_tokens": 1}}}),
-                );
+                ));
                 if no_parts {
-                    body += &event("ping", json!({"type": "ping"}));
+                    body.push(event("ping", json!({"type": "ping"})));
                 }
-                body
             }
-            Wire::OpenAi => self.chunk(json!({"role": "assistant", "content": ""}), Value::Null),
-            Wire::OpenAiOllamaStyle => String::new(),
+            Wire::OpenAi => {
+                body.push(self.chunk(json!({"role": "assistant", "content": ""}), Value::Null));
+            }
+            Wire::OpenAiOllamaStyle => {}
         }
+        body
     }
 
-    /// Each part as its deltas: text in up to 3 pieces, tool arguments in up to 4 fragments.
-    fn parts(&self, parts: &[Part], body: &mut String) {
+    /// Each part as its deltas: text in up to 3 pieces (or the given ones), tool arguments in up
+    /// to 4 fragments.
+    fn parts(&self, parts: &[Part], body: &mut Events) {
         let mut tool_index = 0;
         for (index, part) in parts.iter().enumerate() {
+            let text: Vec<&str> = match part {
+                Part::Text(text) => pieces(text, 3),
+                Part::Deltas(deltas) => deltas.iter().map(String::as_str).collect(),
+                Part::ToolCall { .. } => Vec::new(),
+            };
             match (self.wire, part) {
-                (Wire::Anthropic, Part::Text(text)) => {
-                    body.push_str(&self.block_start(index, json!({"type": "text", "text": ""})));
-                    for piece in pieces(text, 3) {
-                        body.push_str(&delta(index, json!({"type": "text_delta", "text": piece})));
+                (Wire::Anthropic, Part::Text(_) | Part::Deltas(_)) => {
+                    block_start(body, index, json!({"type": "text", "text": ""}));
+                    for piece in text {
+                        body.push_text(delta(index, json!({"type": "text_delta", "text": piece})));
                     }
-                    body.push_str(&block_stop(index));
+                    body.push(block_stop(index));
                 }
                 (Wire::Anthropic, Part::ToolCall { id, name, args }) => {
-                    body.push_str(&self.block_start(
+                    block_start(
+                        body,
                         index,
                         json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
-                    ));
+                    );
                     // The API opens every tool input with an empty fragment.
                     for piece in std::iter::once("").chain(pieces(args, 4)) {
-                        body.push_str(&delta(
+                        body.push(delta(
                             index,
                             json!({"type": "input_json_delta", "partial_json": piece}),
                         ));
                     }
-                    body.push_str(&block_stop(index));
+                    body.push(block_stop(index));
                 }
-                (Wire::OpenAi, Part::Text(text)) => {
-                    for piece in pieces(text, 3) {
-                        body.push_str(&self.chunk(json!({"content": piece}), Value::Null));
+                (Wire::OpenAi, Part::Text(_) | Part::Deltas(_)) => {
+                    for piece in text {
+                        body.push_text(self.chunk(json!({"content": piece}), Value::Null));
                     }
                 }
-                (Wire::OpenAiOllamaStyle, Part::Text(text)) => {
-                    for piece in pieces(text, 3) {
+                (Wire::OpenAiOllamaStyle, Part::Text(_) | Part::Deltas(_)) => {
+                    for piece in text {
                         let delta = json!({"role": "assistant", "content": piece});
-                        body.push_str(&self.chunk(delta, Value::Null));
+                        body.push_text(self.chunk(delta, Value::Null));
                     }
                 }
                 (Wire::OpenAi, Part::ToolCall { id, name, args }) => {
                     let first = json!({"tool_calls": [{"index": tool_index, "id": id, "type": "function",
                                                       "function": {"name": name, "arguments": ""}}]});
-                    body.push_str(&self.chunk(first, Value::Null));
+                    body.push(self.chunk(first, Value::Null));
                     for piece in pieces(args, 4) {
                         let more = json!({"tool_calls": [{"index": tool_index,
                                                           "function": {"arguments": piece}}]});
-                        body.push_str(&self.chunk(more, Value::Null));
+                        body.push(self.chunk(more, Value::Null));
                     }
                     tool_index += 1;
                 }
@@ -693,22 +838,10 @@ impl Sse {
                     let whole = json!({"role": "assistant", "content": "",
                                        "tool_calls": [{"index": 0, "id": id, "type": "function",
                                                        "function": {"name": name, "arguments": args}}]});
-                    body.push_str(&self.chunk(whole, Value::Null));
+                    body.push(self.chunk(whole, Value::Null));
                 }
             }
         }
-    }
-
-    /// A `content_block_start`; the first block is followed by a `ping`, as the API does.
-    fn block_start(&self, index: usize, block: Value) -> String {
-        let mut out = event(
-            "content_block_start",
-            json!({"type": "content_block_start", "index": index, "content_block": block}),
-        );
-        if index == 0 {
-            out += &event("ping", json!({"type": "ping"}));
-        }
-        out
     }
 
     /// One `chat.completion.chunk` with a single choice.
@@ -748,6 +881,17 @@ fn delta(index: usize, delta: Value) -> String {
         "content_block_delta",
         json!({"type": "content_block_delta", "index": index, "delta": delta}),
     )
+}
+
+/// A `content_block_start`; the first block is followed by a `ping`, as the API does.
+fn block_start(body: &mut Events, index: usize, block: Value) {
+    body.push(event(
+        "content_block_start",
+        json!({"type": "content_block_start", "index": index, "content_block": block}),
+    ));
+    if index == 0 {
+        body.push(event("ping", json!({"type": "ping"})));
+    }
 }
 
 fn block_stop(index: usize) -> String {
@@ -1479,5 +1623,65 @@ mod tests {
         // Dropping joined the acceptor thread, which owned the listener, so the port is closed.
         // A connect to it is not asserted to fail: a test running in parallel may have been
         // given the same port by the kernel since.
+    }
+
+    /// A spread reply: given deltas each in its own event and HTTP chunk, delta k no sooner than
+    /// k intervals after the first, and the send times recorded; the same deltas on both wires.
+    #[test]
+    fn spread_sends_each_delta_in_its_own_chunk_on_schedule() {
+        let deltas: Vec<String> = (0..5).map(|i| format!("d{i}\n")).collect();
+        let over = Duration::from_millis(100);
+        for wire in [Wire::Anthropic, Wire::OpenAi] {
+            let reply = Reply::Spread {
+                parts: vec![Part::Deltas(deltas.clone())],
+                over,
+            };
+            let mock = MockLlm::start(wire, vec![reply]);
+            let path = wire.endpoint();
+            let response = post(&mock, path, &json!({"model": "m", "stream": true}));
+            assert_eq!(response.status, 200);
+            assert!(response.complete);
+            let events = sse(&response.body);
+            assert_eq!(response.chunks.len(), events.len(), "{events:?}");
+            let texts: Vec<String> = events
+                .iter()
+                .filter_map(|(_, data)| {
+                    data.pointer("/delta/text")
+                        .or_else(|| data.pointer("/choices/0/delta/content"))
+                        .and_then(Value::as_str)
+                        .filter(|t| !t.is_empty())
+                        .map(str::to_owned)
+                })
+                .collect();
+            assert_eq!(texts, deltas);
+            let sent = mock.text_sent();
+            assert_eq!(sent.len(), deltas.len());
+            for (k, at) in sent.iter().enumerate() {
+                assert!(*at >= sent[0] + over / 5 * k as u32, "delta {k} early");
+            }
+        }
+    }
+
+    /// Without bodies the request is still answered from its body (model, stream) but recorded
+    /// with a `Null` one.
+    #[test]
+    fn without_bodies_answers_as_usual_and_records_no_body() {
+        let reply = Reply::Turn {
+            parts: vec![Part::Text("ok".into())],
+            usage: (1, 1),
+        };
+        let mock = MockLlm::start(Wire::Anthropic, vec![reply]).without_bodies();
+        let response = post(
+            &mock,
+            "/v1/messages",
+            &json!({"model": "m-1", "stream": true}),
+        );
+        assert_eq!(response.status, 200);
+        let events = sse(&response.body);
+        assert_eq!(events[0].1.pointer("/message/model"), Some(&json!("m-1")));
+        let recorded = mock.requests();
+        assert_eq!(recorded.len(), 1);
+        assert_eq!(recorded[0].path, "/v1/messages");
+        assert_eq!(recorded[0].body, Value::Null);
     }
 }

@@ -1,8 +1,6 @@
 //! A front end for ACP tests: records what the client shows it and answers permission questions
 //! as told. Shared by the unit tests (`crate::acp::tests`) and the integration tests
-//! (tests/suite/acp.rs includes this file), so it names everything through `crate::`.
-
-#![allow(dead_code, clippy::unwrap_used)]
+//! (tests/suite/acp.rs, through tests/support).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

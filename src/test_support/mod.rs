@@ -1,0 +1,15 @@
+//! Fixtures for the tests and benches, compiled only with the `test-support` feature (which the
+//! package's dev-dependency on itself turns on for `cargo test` and `cargo bench`) or in the unit
+//! tests: never part of a `cargo build` of the product.
+//!
+//! - [`mock_llm`]: the one stand-in for the LLM vendors' streaming APIs, used by the unit tests,
+//!   the integration tests (tests/support re-exports it) and the benches.
+//! - [`fake_host`]: a scripted ACP front end for the ACP client's tests.
+//!
+//! A fixture that cannot do what a test asked panics: that is how the test fails, so `unwrap` and
+//! `expect` are allowed here and nowhere else in the library.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod fake_host;
+pub mod mock_llm;
