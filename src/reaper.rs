@@ -1046,7 +1046,11 @@ mod tests {
             let cancel = cancel.clone();
             tokio::spawn(async move { run(&long, &cancel).await.unwrap() })
         };
-        while !ready.exists() {
+        // `setsid -f` returns before its child has exec'd the marked sleep: wait for both.
+        let started = Instant::now();
+        while !(ready.exists() && with_marker(&other).len() == 1)
+            && started.elapsed() < Duration::from_secs(20)
+        {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let short = format!("setsid -f bash -c 'exec -a {mine} sleep 1000'; sleep 0.3");
@@ -1075,7 +1079,10 @@ mod tests {
         // Boxed, so that dropping it drops the future itself.
         let mut running = Box::pin(run(&spec, &cancel));
         let started = Instant::now();
-        while !ready.exists() && started.elapsed() < Duration::from_secs(20) {
+        // `setsid -f` returns before its child has exec'd the marked sleep: wait for both.
+        while !(ready.exists() && with_marker(&m).len() == 1)
+            && started.elapsed() < Duration::from_secs(20)
+        {
             let _ = tokio::time::timeout(Duration::from_millis(10), &mut running).await;
         }
         assert_eq!(with_marker(&m).len(), 1);
