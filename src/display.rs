@@ -156,7 +156,7 @@ fn shell_blanks(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     for c in line.chars() {
         if is_blank(c) && c != ' ' && c != '\t' {
-            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            push_escape(&mut out, c, None, Layout::Lines);
         } else {
             out.push(c);
         }

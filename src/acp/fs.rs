@@ -16,7 +16,7 @@ use agent_client_protocol::{Error, ErrorCode};
 
 use super::AcpHost;
 use crate::tools::DEFAULT_MAX_EDIT_MB;
-use crate::workspace::beneath::{self, FsError};
+use crate::workspace::beneath::{self, FsError, Locked};
 use crate::workspace::{Refusal, Resolved, Workspace};
 
 /// The largest file an agent may read or write through the client.
@@ -201,13 +201,10 @@ fn write_file(workspace: &Workspace, target: &Resolved, bytes: &[u8]) -> Result<
             if file.read_only() {
                 return Err(Failure::ReadOnly);
             }
-            if !file.lock(LOCK_WAIT, &|| false)? {
-                return Err(Failure::Busy);
-            }
-            if !file.still_named()? {
-                return Err(Failure::Busy);
-            }
-            return Ok(file.replace(&|out| out.write_all(bytes))?);
+            return match file.lock_named(LOCK_WAIT, &|| false)? {
+                Locked::Held => Ok(file.replace(&|out| out.write_all(bytes))?),
+                Locked::Busy | Locked::Replaced => Err(Failure::Busy),
+            };
         }
         let (dir, name) = workspace.handle().make_parents(rel)?;
         match beneath::create_new(dir.as_fd(), &name, bytes) {

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::{blocking, fs_failure, Args, Tool, ToolContext, ToolResult, CANCELLED};
 use crate::approval::{Action, Verdict};
 use crate::diff;
-use crate::workspace::beneath::{self, FsError, Identity};
+use crate::workspace::beneath::{self, FsError, Identity, Locked};
 use crate::workspace::{Resolved, Workspace};
 
 /// Edits or creates a file inside the workspace.
@@ -268,18 +268,13 @@ fn replace(
         }
         Err(err) => return Err(Stop::Fs(err)),
     };
-    if !file
-        .lock(LOCK_WAIT, &|| cancel.is_cancelled())
-        .map_err(Stop::Write)?
-    {
-        return Err(if cancel.is_cancelled() {
-            Stop::Cancelled
-        } else {
-            Stop::Busy
-        });
+    match file.lock_named(LOCK_WAIT, &|| cancel.is_cancelled())? {
+        Locked::Held => {}
+        Locked::Busy if cancel.is_cancelled() => return Err(Stop::Cancelled),
+        Locked::Busy => return Err(Stop::Busy),
+        Locked::Replaced => return Err(Stop::Changed),
     }
-    let unchanged = file.still_named()? && file.holds(&snapshot.bytes).map_err(Stop::Write)?;
-    if !unchanged {
+    if !file.holds(&snapshot.bytes).map_err(Stop::Write)? {
         return Err(Stop::Changed);
     }
     file.replace(write).map_err(Stop::Write)

@@ -114,6 +114,17 @@ impl Identity {
     }
 }
 
+/// What [`InDir::lock_named`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Locked {
+    /// The lock is ours and the path still names the file.
+    Held,
+    /// Another holder kept the lock past the wait (or the caller cancelled).
+    Busy,
+    /// The lock is ours, but another file now stands at the path.
+    Replaced,
+}
+
 /// An existing regular file in its parent directory's handle: what an edit reads, locks and
 /// replaces.
 #[derive(Debug)]
@@ -276,13 +287,31 @@ impl InDir {
         loop {
             match rustix::fs::flock(&self.opened.file, FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => return Ok(true),
-                Err(Errno::WOULDBLOCK | Errno::INTR) if start.elapsed() < wait && !cancelled() => {
+                Err(Errno::WOULDBLOCK | Errno::INTR) => {
+                    if start.elapsed() >= wait || cancelled() {
+                        return Ok(false);
+                    }
                     std::thread::sleep(Duration::from_millis(5));
                 }
-                Err(Errno::WOULDBLOCK) => return Ok(false),
                 Err(errno) => return Err(errno.into()),
             }
         }
+    }
+
+    /// Takes the edit lock ([`InDir::lock`]), then checks that the path still names this file:
+    /// an edit that held the lock before us may have renamed a new file over it.
+    pub fn lock_named(
+        &self,
+        wait: Duration,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Locked, FsError> {
+        if !self.lock(wait, cancelled)? {
+            return Ok(Locked::Busy);
+        }
+        if !self.still_named()? {
+            return Ok(Locked::Replaced);
+        }
+        Ok(Locked::Held)
     }
 
     /// Whether the file holds exactly `bytes` now, compared a chunk at a time (no second copy).
