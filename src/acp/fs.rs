@@ -15,7 +15,7 @@ use std::os::fd::AsFd;
 use agent_client_protocol::{Error, ErrorCode};
 
 use super::AcpHost;
-use crate::tools::DEFAULT_MAX_EDIT_MB;
+use crate::tools::{blocking, DEFAULT_MAX_EDIT_MB};
 use crate::workspace::beneath::{self, FsError, Locked};
 use crate::workspace::{Refusal, Resolved, Workspace};
 
@@ -57,10 +57,8 @@ pub(super) async fn read_text_file(
         Some(text) => text,
         None => {
             let (ws, target) = (workspace.clone(), resolved.clone());
-            let bytes = tokio::task::spawn_blocking(move || read_file(&ws, &target))
+            let bytes = blocking(move || read_file(&ws, &target))
                 .await
-                .map_err(|err| Failure::Fs(FsError::Io(io::Error::other(err.to_string()))))
-                .and_then(|read| read)
                 .map_err(|failure| error_for(path, "read", failure))?;
             crate::text::lossy(&bytes).into_owned()
         }
@@ -87,10 +85,8 @@ pub(super) async fn write_text_file(
         ));
     }
     let (ws, target) = (workspace.clone(), resolved.clone());
-    tokio::task::spawn_blocking(move || write_file(&ws, &target, content.as_bytes()))
+    blocking(move || write_file(&ws, &target, content.as_bytes()))
         .await
-        .map_err(|err| Failure::Fs(FsError::Io(io::Error::other(err.to_string()))))
-        .and_then(|written| written)
         .map_err(|failure| error_for(path, "write", failure))?;
     editor.file_written(&resolved.path).await;
     Ok(())

@@ -104,6 +104,12 @@ impl From<FsError> for Stop {
     }
 }
 
+impl From<std::io::Error> for Stop {
+    fn from(err: std::io::Error) -> Self {
+        Stop::Write(err)
+    }
+}
+
 /// How long an edit waits for another edit of the same file to finish.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -125,9 +131,7 @@ async fn edit(
     let limit = cx.settings.max_edit_bytes();
     let workspace = cx.workspace.clone();
     let path = workspace.relative(&target).to_path_buf();
-    let snapshot = blocking(move || Ok(snapshot(&workspace, &path, limit)))
-        .await
-        .unwrap_or_else(|err| Err(Stop::Fs(FsError::Io(err))));
+    let snapshot = blocking(move || snapshot(&workspace, &path, limit)).await;
     let snapshot = match snapshot {
         Ok(snapshot) => snapshot,
         Err(stop) => return stopped(cx, given, &target, stop),
@@ -193,7 +197,7 @@ async fn edit(
     let old_len = old.len();
     let waiting = cancel.clone();
     let written = blocking(move || {
-        Ok(replace(
+        replace(
             &workspace,
             &owned_given,
             &shown,
@@ -204,10 +208,9 @@ async fn edit(
                 out.write_all(new.as_bytes())?;
                 out.write_all(&snapshot.bytes[at + old_len..])
             },
-        ))
+        )
     })
-    .await
-    .unwrap_or_else(|err| Err(Stop::Write(err)));
+    .await;
     if let Err(stop) = written {
         return stopped(cx, given, &target, stop);
     }
@@ -301,12 +304,11 @@ async fn create(
     let bytes = content.as_bytes().to_vec();
     let created = blocking(move || {
         if !still_resolves(&workspace, &owned_given, &shown) {
-            return Ok(Err(Stop::Changed));
+            return Err(Stop::Changed);
         }
-        Ok(write_new(&workspace, &shown, &bytes))
+        write_new(&workspace, &shown, &bytes)
     })
-    .await
-    .unwrap_or_else(|err| Err(Stop::Write(err)));
+    .await;
     if let Err(stop) = created {
         return stopped(cx, given, target, stop);
     }

@@ -57,10 +57,7 @@ impl Tool for ListFiles {
             };
             let workspace = cx.workspace.clone();
             let listed = target.clone();
-            let entries = match blocking(move || Ok(entries(&workspace, &listed)))
-                .await
-                .unwrap_or_else(|err| Err(FsError::Io(err)))
-            {
+            let entries = match blocking(move || entries(&workspace, &listed)).await {
                 Ok(entries) => entries,
                 Err(FsError::NotFound | FsError::NotADirectory) => {
                     return ToolResult::fail(format!("No such directory: {given}"))

@@ -230,14 +230,16 @@ pub(crate) fn fs_failure(
 }
 
 /// Runs blocking file I/O off the async workers, so a 50 MB read never stalls a front end's loop.
-pub(crate) async fn blocking<T, F>(f: F) -> std::io::Result<T>
+/// A task that never finished (it panicked) is the caller's error like any other I/O error.
+pub(crate) async fn blocking<T, E, F>(f: F) -> Result<T, E>
 where
     T: Send + 'static,
-    F: FnOnce() -> std::io::Result<T> + Send + 'static,
+    E: From<std::io::Error> + Send + 'static,
+    F: FnOnce() -> Result<T, E> + Send + 'static,
 {
     tokio::task::spawn_blocking(f)
         .await
-        .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string())))
+        .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string()).into()))
 }
 
 /// Runs tool calls by name against one context.

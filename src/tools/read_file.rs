@@ -68,9 +68,7 @@ impl Tool for ReadFile {
             let workspace = cx.workspace.clone();
             let rel = workspace.relative(&target).to_path_buf();
             let dir_only = target.dir_only;
-            let read = blocking(move || Ok(read_prefix(workspace.handle(), &rel, dir_only)))
-                .await
-                .unwrap_or_else(|err| Err(FsError::Io(err)));
+            let read = blocking(move || read_prefix(workspace.handle(), &rel, dir_only)).await;
             let text = match read {
                 Ok(Contents::Binary) => {
                     return ToolResult::fail(format!("Not a text file: {given}"))
