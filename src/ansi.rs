@@ -272,8 +272,9 @@ struct Sink<'a> {
 impl Perform for Sink<'_> {
     fn print(&mut self, c: char) {
         self.ground = true;
-        // DEL draws nothing on a terminal.
-        if c != '\u{7f}' {
+        // DEL and the C1 controls draw nothing on a terminal (vte hands a C1 control that arrives
+        // as a UTF-8 pair to print, not to execute).
+        if !matches!(c, '\u{7f}'..='\u{9f}') {
             self.line.print(c, self.out);
         }
     }
@@ -380,6 +381,9 @@ mod tests {
         check("\u{1b}Pq#0;1;2\u{1b}\\x\n", "x\n");
         check("\u{1b}[?25lhidden cursor\u{1b}[?25h\n", "hidden cursor\n");
         check("bell\u{7} and del\u{7f}\n", "bell and del\n");
+        // C1 controls arrive as UTF-8 pairs, which vte hands to print: they are dropped too.
+        check("x\u{1b}[31m\u{85}y\n", "xy\n");
+        check("a\u{9b}31mb\n", "a31mb\n");
         check("tab\tkept\n", "tab\tkept\n");
         check("é😀 日本\n", "é😀 日本\n");
     }

@@ -394,11 +394,16 @@ impl Reaper {
                 };
                 if let Ok(child) = &result {
                     let pid = child.id().and_then(|pid| Pid::try_from(pid).ok());
-                    if let Some((pid, stat)) = pid.and_then(|pid| Some((pid, Stat::read(pid)?))) {
-                        let root = Proc {
-                            pid,
-                            start: stat.start,
-                        };
+                    // Without /proc (not Linux) the start time is unknown; the root is still
+                    // registered, so its group is killed when the tree ends.
+                    let started = pid.and_then(|pid| {
+                        let start = Stat::read(pid).map(|stat| stat.start);
+                        #[cfg(not(target_os = "linux"))]
+                        let start = start.or(Some(0));
+                        Some((pid, start?))
+                    });
+                    if let Some((pid, start)) = started {
+                        let root = Proc { pid, start };
                         self.trees.insert(tree, root);
                         self.roots.insert(pid, (root, tree));
                     }
@@ -584,8 +589,9 @@ impl Reaper {
         #[cfg(not(target_os = "linux"))]
         for tree in &trees {
             if let Some(root) = self.trees.get(tree) {
-                if self.roots.contains_key(&root.pid) {
-                    signal(-root.pid, libc::SIGKILL);
+                if self.roots.contains_key(&root.pid) && root.pid > 0 {
+                    // SAFETY: kill(2) with plain integers; a negative pid names the group.
+                    unsafe { libc::kill(-root.pid, libc::SIGKILL) };
                 }
             }
         }
