@@ -13,7 +13,11 @@ pub const REDACTED: &str = "[redacted]";
 
 /// The variables the providers read their keys from. run_bash's children never get them unless
 /// the user names them in `pass_env`.
-pub const KEY_VARS: [&str; 2] = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"];
+fn key_vars() -> impl Iterator<Item = &'static str> {
+    crate::llm::ProviderKind::ALL
+        .into_iter()
+        .filter_map(crate::llm::ProviderKind::key_var)
+}
 
 /// Values shorter than this are not treated as secrets: replacing `k` or `test` everywhere would
 /// mangle ordinary text and protect nothing a guess would not find.
@@ -66,7 +70,7 @@ impl Redactor {
         secrets.iter().any(|s| value.contains(s.as_str()))
     }
 
-    /// The variables of `vars` a child must not get: [`KEY_VARS`] and every variable whose value
+    /// The variables of `vars` a child must not get: the providers' key variables and every variable whose value
     /// holds a secret, less those named in `pass_env`.
     fn hidden_in(
         &self,
@@ -74,8 +78,7 @@ impl Redactor {
         pass_env: &[String],
     ) -> Vec<OsString> {
         let passed = |name: &OsStr| pass_env.iter().any(|p| OsStr::new(p) == name);
-        let mut hidden: Vec<OsString> = KEY_VARS
-            .iter()
+        let mut hidden: Vec<OsString> = key_vars()
             .map(OsString::from)
             .filter(|name| !passed(name))
             .collect();
@@ -88,7 +91,7 @@ impl Redactor {
     }
 }
 
-/// The process's redactor: the keys of every provider configured, and those in [`KEY_VARS`].
+/// The process's redactor: the keys of every provider configured, and those in the providers' key variables.
 static KEYS: Redactor = Redactor::new();
 
 /// Adds `secret` to the process's redactor.
@@ -96,10 +99,10 @@ pub fn protect(secret: &str) {
     KEYS.add(secret);
 }
 
-/// Adds the values of [`KEY_VARS`] in this process's environment: a key the user has set is
+/// Adds the values of the providers' key variables in this process's environment: a key the user has set is
 /// kept in whichever provider is in use. Every front end calls this first.
 pub fn protect_env_keys() {
-    for var in KEY_VARS {
+    for var in key_vars() {
         if let Ok(value) = std::env::var(var) {
             KEYS.add(&value);
         }

@@ -53,7 +53,15 @@ impl ProviderKind {
         }
     }
 
-    fn key_var(self) -> Option<&'static str> {
+    /// Every provider.
+    pub const ALL: [ProviderKind; 3] = [
+        ProviderKind::Anthropic,
+        ProviderKind::OpenAi,
+        ProviderKind::Ollama,
+    ];
+
+    /// The environment variable its key is read from; None for a provider without a key.
+    pub fn key_var(self) -> Option<&'static str> {
         match self {
             ProviderKind::Anthropic => Some("ANTHROPIC_API_KEY"),
             ProviderKind::OpenAi => Some("OPENAI_API_KEY"),
@@ -524,17 +532,10 @@ const MAX_REDIRECTS: usize = 10;
 /// [`redirected`] reports it: reqwest would strip `Authorization` on the way but not Anthropic's
 /// `x-api-key`.
 fn same_origin_only(attempt: reqwest::redirect::Attempt<'_>) -> reqwest::redirect::Action {
-    let origin = |url: &reqwest::Url| {
-        (
-            url.scheme().to_string(),
-            url.host_str().map(str::to_string),
-            url.port_or_known_default(),
-        )
-    };
     let same = attempt
         .previous()
         .first()
-        .is_some_and(|first| origin(first) == origin(attempt.url()));
+        .is_some_and(|first| first.origin() == attempt.url().origin());
     if !same {
         attempt.stop()
     } else if attempt.previous().len() > MAX_REDIRECTS {
@@ -630,11 +631,7 @@ mod tests {
 
     #[test]
     fn every_provider_name_parses_back_to_its_kind() {
-        for kind in [
-            ProviderKind::Anthropic,
-            ProviderKind::OpenAi,
-            ProviderKind::Ollama,
-        ] {
+        for kind in ProviderKind::ALL {
             assert_eq!(ProviderKind::parse(kind.name()), Some(kind));
         }
     }
