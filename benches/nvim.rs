@@ -14,17 +14,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-#[allow(dead_code)]
-#[path = "../tests/support/nvim.rs"]
-mod nvim_support;
-
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent_nvim::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
-use nvim_support::{setup_lua, Nvim, Options};
+use agent_nvim::test_support::nvim::{self as nvim_support, setup_lua_for, Nvim, Options};
 use rmpv::Value;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -213,7 +209,7 @@ async fn first_agent_ready(runs: usize) {
                 ("ANTHROPIC_API_KEY".into(), "bench-key".into()),
                 ("ANTHROPIC_BASE_URL".into(), "http://127.0.0.1:9".into()),
             ],
-            setup: setup_lua(""),
+            setup: setup_lua_for(env!("CARGO_BIN_EXE_agent-nvim"), ""),
         })
         .await;
         let sync_ms = num(&nvim.lua(AGENT_READY_LUA, vec![]).await);
@@ -405,7 +401,7 @@ async fn stream(over: Duration) {
             ("ANTHROPIC_API_KEY".into(), "bench-key".into()),
             ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
         ],
-        setup: setup_lua(""),
+        setup: setup_lua_for(env!("CARGO_BIN_EXE_agent-nvim"), ""),
     })
     .await;
     nvim.lua(RECORD_LUA, vec![Value::from(text.len() as u64)])

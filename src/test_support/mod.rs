@@ -5,6 +5,8 @@
 //! - [`mock_llm`]: the one stand-in for the LLM vendors' streaming APIs, used by the unit tests,
 //!   the integration tests (tests/support re-exports it) and the benches.
 //! - [`fake_host`]: a scripted ACP front end for the ACP client's tests.
+//! - [`nvim`]: a real Neovim (`nvim --embed`) with the plugin loaded from this checkout, driven
+//!   over msgpack-RPC, its screen kept as text; used by the integration tests and `benches/nvim.rs`.
 //!
 //! A fixture that cannot do what a test asked panics: that is how the test fails, so `unwrap` and
 //! `expect` are allowed here and nowhere else in the library.
@@ -13,3 +15,4 @@
 
 pub mod fake_host;
 pub mod mock_llm;
+pub mod nvim;
