@@ -2,19 +2,11 @@
 //! computed in Rust and shown in Neovim's float. Run with `cargo bench --bench picker`; the
 //! figures go in BENCHMARKS.md.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::print_stdout,
-    dead_code
-)]
-
-#[path = "../tests/support/nvim.rs"]
-mod nvim_support;
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::time::{Duration, Instant};
 
-use nvim_support::{Nvim, Options};
+use agent_nvim::test_support::nvim::{Nvim, Options};
 use rmpv::Value;
 
 const RUNS: usize = 7;
