@@ -47,6 +47,8 @@ const STOP_ROUNDS: usize = 64;
 /// The longest an end waits for killed processes to be gone (a process in uninterruptible sleep
 /// may take longer; it is left to the next tick).
 const KILL_LIMIT: Duration = Duration::from_secs(2);
+/// The longest pause between two looks at processes that were sent SIGKILL.
+const KILL_POLL_MAX: Duration = Duration::from_millis(32);
 
 type Pid = libc::pid_t;
 
@@ -212,6 +214,7 @@ struct Proc {
 #[derive(Debug, Clone, Copy)]
 struct Stat {
     state: u8,
+    ppid: Pid,
     pgrp: Pid,
     start: u64,
 }
@@ -224,6 +227,7 @@ impl Stat {
         let fields: Vec<&str> = rest.split_whitespace().collect();
         Some(Stat {
             state: fields.first()?.bytes().next()?,
+            ppid: fields.get(1)?.parse().ok()?,
             pgrp: fields.get(2)?.parse().ok()?,
             start: fields.get(19)?.parse().ok()?,
         })
@@ -247,14 +251,20 @@ fn children(pid: Pid, by_parent: &Option<HashMap<Pid, Vec<Pid>>>) -> Vec<Pid> {
         return found;
     };
     for task in tasks.flatten() {
-        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            found.extend(
-                text.split_whitespace()
-                    .filter_map(|p| p.parse::<Pid>().ok()),
-            );
-        }
+        found.extend(children_file(&task.path().join("children")));
     }
     found
+}
+
+/// The pids a `/proc/PID/task/TID/children` file lists (none when it cannot be read).
+fn children_file(path: &Path) -> Vec<Pid> {
+    std::fs::read_to_string(path)
+        .map(|text| {
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<Pid>().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The pid of every process on the machine, from `/proc`.
@@ -270,14 +280,8 @@ fn all_pids() -> impl Iterator<Item = Pid> {
 fn parent_map() -> HashMap<Pid, Vec<Pid>> {
     let mut map: HashMap<Pid, Vec<Pid>> = HashMap::new();
     for pid in all_pids() {
-        let ppid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|text| {
-                let (_, rest) = text.rsplit_once(')')?;
-                rest.split_whitespace().nth(1)?.parse::<Pid>().ok()
-            });
-        if let Some(ppid) = ppid {
-            map.entry(ppid).or_default().push(pid);
+        if let Some(stat) = Stat::read(pid) {
+            map.entry(stat.ppid).or_default().push(pid);
         }
     }
     map
@@ -482,14 +486,8 @@ impl Reaper {
         }
         let mut pids = Vec::new();
         for tid in [self.me, self.tid] {
-            if let Ok(text) =
-                std::fs::read_to_string(format!("/proc/{}/task/{tid}/children", self.me))
-            {
-                pids.extend(
-                    text.split_whitespace()
-                        .filter_map(|p| p.parse::<Pid>().ok()),
-                );
-            }
+            let file = format!("/proc/{}/task/{tid}/children", self.me);
+            pids.extend(children_file(Path::new(&file)));
             if self.tid == self.me {
                 break;
             }
@@ -535,8 +533,19 @@ impl Reaper {
     /// serves any number of trees, so trees ending together share it.
     fn members(&mut self, trees: &HashSet<u64>) -> Vec<(Proc, u64)> {
         let by_parent = self.by_parent();
+        let direct = self.direct(&by_parent);
+        self.members_among(&direct, &by_parent, trees)
+    }
+
+    /// [`Reaper::members`], from a scan of the backend's direct children already made.
+    fn members_among(
+        &mut self,
+        direct: &[(Proc, Stat, Owner)],
+        by_parent: &Option<HashMap<Pid, Vec<Pid>>>,
+        trees: &HashSet<u64>,
+    ) -> Vec<(Proc, u64)> {
         let mut queue: Vec<(Pid, u64)> = Vec::new();
-        for (proc, stat, owner) in self.direct(&by_parent) {
+        for &(proc, stat, owner) in direct {
             let tree = match owner {
                 Owner::Root(tree) => Some(tree),
                 other => self.orphan_tree(other),
@@ -566,7 +575,7 @@ impl Reaper {
             self.seen.insert(proc, tree);
             found.push((proc, tree));
             queue.extend(
-                children(pid, &by_parent)
+                children(pid, by_parent)
                     .into_iter()
                     .map(|child| (child, tree)),
             );
@@ -630,8 +639,12 @@ impl Reaper {
         // A process we may not signal is not waited for: it would only hold the call up.
         let mut forbidden = HashSet::new();
         let deadline = Instant::now() + KILL_LIMIT;
+        // Killed processes are usually gone within a millisecond; one that is not (stuck in the
+        // kernel) is looked at less and less often, not rescanned every millisecond for 2 s.
+        let mut pause = Duration::from_millis(1);
         loop {
-            std::thread::sleep(Duration::from_millis(1));
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(KILL_POLL_MAX);
             let members: Vec<(Proc, u64)> = self
                 .members(trees)
                 .into_iter()
@@ -664,9 +677,15 @@ impl Reaper {
     /// Reaps every zombie among the orphans the backend adopted (never a root: tokio reaps
     /// those). An orphan is known by its tree, or, when orphans are claimed, by not being a root.
     fn reap_zombies(&mut self) {
-        let claim = CLAIM.load(Ordering::SeqCst);
         let by_parent = self.by_parent();
-        for (proc, stat, owner) in self.direct(&by_parent) {
+        let direct = self.direct(&by_parent);
+        self.reap_among(&direct);
+    }
+
+    /// [`Reaper::reap_zombies`], from a scan of the backend's direct children already made.
+    fn reap_among(&mut self, direct: &[(Proc, Stat, Owner)]) {
+        let claim = CLAIM.load(Ordering::SeqCst);
+        for &(proc, stat, owner) in direct {
             let adopted = match owner {
                 Owner::Root(_) => false,
                 Owner::Orphan(_) => true,
@@ -681,13 +700,17 @@ impl Reaper {
 
     /// The periodic look: learn every running tree's members, reap adopted zombies, kill orphans
     /// of trees that have ended, and forget roots tokio has reaped.
+    /// One scan of the backend's direct children serves all three.
     fn tick(&mut self) {
         let trees: HashSet<u64> = self.trees.keys().copied().collect();
-        let seen: HashMap<Proc, u64> = self.members(&trees).into_iter().collect();
-        self.reap_zombies();
         let by_parent = self.by_parent();
-        let leftovers: Vec<Proc> = self
-            .direct(&by_parent)
+        let direct = self.direct(&by_parent);
+        let seen: HashMap<Proc, u64> = self
+            .members_among(&direct, &by_parent, &trees)
+            .into_iter()
+            .collect();
+        self.reap_among(&direct);
+        let leftovers: Vec<Proc> = direct
             .into_iter()
             .filter(|(_, stat, owner)| {
                 !stat.dead()
@@ -1118,6 +1141,33 @@ mod tests {
             signal(*pid, libc::SIGKILL);
         }
         assert_eq!(left, Vec::<Pid>::new());
+    }
+
+    #[test]
+    fn an_unmarked_unseen_orphan_belongs_to_the_running_tree_whose_group_it_is_in() {
+        // The rule alone: a pid that was never seen and has no readable environment (so no
+        // marker) is owned by the running tree whose root leads its process group, and by no
+        // tree when its group is nobody's.
+        let mut reaper = Reaper::new();
+        let root = Proc {
+            pid: 4_000_000,
+            start: 7,
+        };
+        reaper.trees.insert(9, root);
+        let stranger = Proc {
+            pid: 4_000_001,
+            start: 8,
+        };
+        let in_group = |pgrp| Stat {
+            state: b'S',
+            ppid: reaper.me,
+            pgrp,
+            start: stranger.start,
+        };
+        assert_eq!(reaper.owner(stranger, in_group(root.pid)), Owner::Orphan(9));
+        assert_eq!(reaper.owner(stranger, in_group(4_000_002)), Owner::Unknown);
+        reaper.trees.clear();
+        assert_eq!(reaper.owner(stranger, in_group(root.pid)), Owner::Unknown);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
