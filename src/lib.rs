@@ -15,6 +15,7 @@ pub mod error;
 pub mod llm;
 pub mod nvim;
 pub mod process;
+pub mod questions;
 pub mod reaper;
 pub mod secrets;
 pub mod terminal;
