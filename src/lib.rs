@@ -8,6 +8,7 @@ pub mod agent;
 pub mod ansi;
 pub mod approval;
 pub mod cli;
+pub mod conversation;
 pub mod diff;
 pub mod display;
 pub mod editor;
@@ -18,6 +19,7 @@ pub mod process;
 pub mod questions;
 pub mod reaper;
 pub mod secrets;
+pub mod session;
 pub mod terminal;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
