@@ -4,7 +4,8 @@
 //! [`connect`] starts the agent in the workspace, as the root of its own process tree
 //! (`transport.rs`), initializes it and opens a session; [`AcpSession::prompt`] runs one turn and
 //! streams `session/update` to the front end as [`AcpEvent`]s (`update.rs`);
-//! [`AcpSession::shutdown`] ends it. The agent calls back for file reads and writes (`fs.rs`, through the one path check)
+//! [`AcpSession::shutdown`] ends it. `AcpSession` is a [`crate::conversation::Conversation`], so a
+//! front end drives it as it drives the built-in agent. The agent calls back for file reads and writes (`fs.rs`, through the one path check)
 //! and for permission (`permission.rs`, through the front end's picker). JSON-RPC itself is the
 //! `agent-client-protocol` crate's.
 //!
