@@ -42,14 +42,7 @@ impl Bridge {
         let bridge = self.clone();
         tokio::spawn(async move {
             bridge.idle().await;
-            let starting = Unavailable::new(
-                start.name.clone(),
-                format!(
-                    "agent: still starting {}; send the prompt again in a moment",
-                    start.name
-                ),
-            );
-            bridge.switch_to(Arc::new(starting)).await;
+            bridge.switch_to(Arc::new(starting(&start.name))).await;
             let mut spec = AcpSpec::new(start.name.clone(), command, workspace.clone());
             spec.env = start.env.unwrap_or_default().into_iter().collect();
             spec.auto_approve = auto_approve;
@@ -78,6 +71,14 @@ impl Bridge {
             bridge.switch_to(next).await;
         });
     }
+}
+
+/// What prompts go to while the agent `name` connects (npx may take a while).
+fn starting(name: &str) -> Unavailable {
+    Unavailable::new(
+        name,
+        format!("agent: still starting {name}; send the prompt again in a moment"),
+    )
 }
 
 /// The external agent's view of Neovim.
@@ -223,6 +224,20 @@ mod tests {
     /// The next event the bridge hands the pump.
     async fn next(ui: &mut mpsc::UnboundedReceiver<UiEvent>) -> UiEvent {
         ui.recv().await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn while_an_agent_starts_a_prompt_is_answered_still_starting_and_ends_no_turn() {
+        let bridge = Bridge::new(CancellationToken::new());
+        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
+        bridge.switch_to(Arc::new(starting("claude"))).await;
+        bridge.prompt(Prompt { text: "hi".into() }).await;
+        assert_eq!(
+            next(&mut ui).await,
+            UiEvent::error("agent: still starting claude; send the prompt again in a moment")
+        );
+        bridge.idle().await;
+        assert!(ui.try_recv().is_err());
     }
 
     #[tokio::test]
