@@ -293,7 +293,10 @@ impl Bridge {
             auto_approve,
             nvim,
         });
-        self.switch_to(native).await;
+        // Not awaited here: an external agent takes seconds to end, and notifications wait.
+        if let Some(ended) = self.replace_conversation(native).await {
+            tokio::spawn(ended);
+        }
         self.send(UiEvent::Started {
             version: env!("CARGO_PKG_VERSION").to_string(),
             protocol: PROTOCOL,
@@ -305,11 +308,21 @@ impl Bridge {
 
     /// Makes `next` the conversation prompts go to, and ends the one it replaces.
     async fn switch_to(&self, next: Arc<dyn Conversation>) {
-        let replaced = self.state.conversation.lock().await.replace(next.clone());
-        if let Some(replaced) = replaced.filter(|old| !Arc::ptr_eq(old, &next)) {
-            tracing::info!(name = replaced.name(), "ending a conversation");
-            replaced.end().await;
+        if let Some(replaced) = self.replace_conversation(next).await {
+            replaced.await;
         }
+    }
+
+    /// Makes `next` the conversation prompts go to; the end of the one it replaces (if another)
+    /// is left to the caller, to await or to spawn.
+    async fn replace_conversation(
+        &self,
+        next: Arc<dyn Conversation>,
+    ) -> Option<BoxFuture<'static, ()>> {
+        let replaced = self.state.conversation.lock().await.replace(next.clone());
+        let replaced = replaced.filter(|old| !Arc::ptr_eq(old, &next))?;
+        tracing::info!(name = replaced.name(), "ending a conversation");
+        Some(replaced.end())
     }
 
     /// Ends the conversation prompts go to (Neovim is going): an external agent's stdin is
