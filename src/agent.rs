@@ -54,6 +54,19 @@ pub enum Event {
     Error { message: String },
 }
 
+/// Where a turn reports its [`Event`]s: a channel of them (the terminal), or a conversation's
+/// event stream ([`crate::conversation::Events`]).
+pub trait Report: Send + Sync {
+    /// Passes one event on; a receiver that has gone is not an error (nobody is watching).
+    fn report(&self, event: Event);
+}
+
+impl Report for UnboundedSender<Event> {
+    fn report(&self, event: Event) {
+        let _ = self.send(event);
+    }
+}
+
 /// How a turn ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -120,6 +133,11 @@ impl Agent {
         &self.history
     }
 
+    /// The client (and through it the provider and model).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// The executor (and through it the workspace and gate).
     pub fn executor(&self) -> &Executor {
         &self.executor
@@ -136,12 +154,10 @@ impl Agent {
     pub async fn prompt(
         &mut self,
         text: String,
-        events: &UnboundedSender<Event>,
+        events: &impl Report,
         cancel: &CancellationToken,
     ) -> Outcome {
-        let send = |event: Event| {
-            let _ = events.send(event);
-        };
+        let send = |event: Event| events.report(event);
         send(Event::TurnStarted);
         self.history.push(Message::User(text));
         let mut total = Usage::default();

@@ -26,7 +26,8 @@ pub enum Action {
 /// One question to the user. The decision that answers it echoes its `id`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalRequest {
-    /// Unique within the process; the front end echoes it with the decision.
+    /// The gate's count of its questions; the front end echoes it with the decision (Neovim
+    /// puts its question registry's id here instead, `src/questions.rs`).
     pub id: u64,
     /// The tool asking (`edit_file`, `run_bash`).
     pub tool: String,

@@ -10,8 +10,8 @@ pub enum Error {
     #[error("{0}")]
     Usage(String),
     /// Returned by front ends when the provider cannot be configured (no key, unknown name).
-    #[error("{0}")]
-    Config(String),
+    #[error("agent: {0}")]
+    Provider(#[from] crate::llm::ProviderError),
     /// Returned by [`crate::workspace::Workspace::new`] when the root cannot be used.
     #[error("agent: cannot use workspace root {path}: {source}")]
     Workspace {

@@ -8,6 +8,7 @@ pub mod agent;
 pub mod ansi;
 pub mod approval;
 pub mod cli;
+pub mod conversation;
 pub mod diff;
 pub mod display;
 pub mod editor;
@@ -15,8 +16,10 @@ pub mod error;
 pub mod llm;
 pub mod nvim;
 pub mod process;
+pub mod questions;
 pub mod reaper;
 pub mod secrets;
+pub mod session;
 pub mod terminal;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;

@@ -30,7 +30,7 @@ fn main() -> ExitCode {
             );
             ExitCode::from(match err {
                 Error::Usage(_) => 2,
-                Error::Config(_) | Error::Workspace { .. } | Error::Io { .. } => 1,
+                Error::Provider(_) | Error::Workspace { .. } | Error::Io { .. } => 1,
             })
         }
     }

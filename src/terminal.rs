@@ -7,14 +7,13 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Agent, Event, Outcome, DEFAULT_MAX_TURNS};
-use crate::approval::{Action, ApprovalRequest, Asker, Decision, Gate};
+use crate::agent::{Event, Outcome};
+use crate::approval::{Action, ApprovalRequest, Asker, Decision};
 use crate::cli::{RunArgs, ToolArgs};
 use crate::display::{self, Layout};
 use crate::editor::NoEditor;
-use crate::llm::{Client, ProviderConfig};
-use crate::tools::{Executor, Settings, ToolContext};
-use crate::workspace::Workspace;
+use crate::session::{self, SessionConfig};
+use crate::tools::Executor;
 use crate::{Error, Result};
 
 /// Asks on the controlling terminal, one key: `1`/`y` allow once, `3`/`a` allow everything this
@@ -140,15 +139,14 @@ impl Drop for RawMode {
     }
 }
 
-/// The tools' context for a terminal front end: the workspace (the current directory unless
-/// given), a gate that asks on the terminal when stdin is one, no editor.
-fn terminal_context(
+/// A terminal session's configuration: the workspace (the current directory unless given),
+/// the command-line choices, everything else at its default.
+fn terminal_config(
     workspace: Option<std::path::PathBuf>,
     auto_approve: bool,
     timeout: Option<std::time::Duration>,
     pass_env: Vec<String>,
-) -> Result<ToolContext> {
-    crate::secrets::protect_env_keys();
+) -> Result<SessionConfig> {
     let root = match workspace {
         Some(dir) => dir,
         None => std::env::current_dir().map_err(|source| Error::Io {
@@ -156,29 +154,39 @@ fn terminal_context(
             source,
         })?,
     };
-    let workspace = Workspace::new(&root).map_err(|err| Error::Usage(err.to_string()))?;
-    let mut settings = Settings::default();
+    let mut config = SessionConfig::new(root);
+    config.auto_approve = auto_approve;
     if let Some(timeout) = timeout {
-        settings.command_timeout = timeout;
+        config.settings.command_timeout = timeout;
     }
-    settings.pass_env = pass_env;
-    Ok(ToolContext {
-        workspace,
-        gate: Arc::new(Gate::new(auto_approve, TerminalAsker::if_interactive())),
-        editor: Arc::new(NoEditor),
-        settings,
+    config.settings.pass_env = pass_env;
+    Ok(config)
+}
+
+/// The tools of a terminal session: a gate that asks on the terminal when stdin is one, no
+/// editor. A root that cannot be used is a usage error (exit 2).
+fn terminal_executor(config: &SessionConfig) -> Result<Executor> {
+    session::executor(
+        config,
+        Box::new(|_, _| TerminalAsker::if_interactive()),
+        Arc::new(NoEditor),
+    )
+    .map_err(|err| match err {
+        Error::Workspace { .. } => Error::Usage(err.to_string()),
+        other => other,
     })
 }
 
 /// `agent-nvim tool`: runs one tool and prints `{"ok", "text", "summary"}` on stdout. Exit 0 when
 /// the tool ran, whatever its result.
 pub fn run_tool(args: ToolArgs) -> Result<u8> {
-    let executor = Executor::new(terminal_context(
+    let config = terminal_config(
         args.workspace,
         args.auto_approve,
         args.timeout,
         args.pass_env,
-    )?);
+    )?;
+    let executor = terminal_executor(&config)?;
     // One thread: a single call gains nothing from more, and cross-thread wake-ups cost.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -207,21 +215,19 @@ pub fn run_tool(args: ToolArgs) -> Result<u8> {
 /// tool call, then `done · ...`. Exit 0 when the turn completes, 1 on an API or configuration
 /// error, 130 after Ctrl-C (which cancels the turn and kills a running command's tree first).
 pub fn run_agent(args: RunArgs) -> Result<u8> {
-    let executor = Executor::new(terminal_context(
+    let mut config = terminal_config(
         args.workspace,
         args.auto_approve,
         args.timeout,
         args.pass_env,
-    )?);
-    let config = ProviderConfig::resolve(&args.choice, &|name| std::env::var(name).ok())
-        .map_err(Error::Config)?;
-    let client = Client::new(config, &executor.catalogue()).map_err(Error::Config)?;
-    let mut agent = Agent::new(
-        client,
-        executor,
-        args.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
-    );
-    let runtime = runtime()?;
+    )?;
+    config.provider = args.choice;
+    if let Some(max_turns) = args.max_turns {
+        config.max_turns = max_turns;
+    }
+    let executor = terminal_executor(&config)?;
+    let mut agent = session::agent(&config, executor)?;
+    let runtime = session::runtime()?;
     let code = runtime.block_on(async {
         let (events, received) = tokio::sync::mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
@@ -304,17 +310,6 @@ async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Event>) {
             return;
         }
     }
-}
-
-/// The multi-threaded runtime every front end runs on.
-pub fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|source| Error::Io {
-            context: "cannot start the async runtime",
-            source,
-        })
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //! [`connect`] starts the agent in the workspace, as the root of its own process tree
 //! (`transport.rs`), initializes it and opens a session; [`AcpSession::prompt`] runs one turn and
 //! streams `session/update` to the front end as [`AcpEvent`]s (`update.rs`);
-//! [`AcpSession::shutdown`] ends it. The agent calls back for file reads and writes (`fs.rs`, through the one path check)
+//! [`AcpSession::shutdown`] ends it. `AcpSession` is a [`crate::conversation::Conversation`], so a
+//! front end drives it as it drives the built-in agent. The agent calls back for file reads and writes (`fs.rs`, through the one path check)
 //! and for permission (`permission.rs`, through the front end's picker). JSON-RPC itself is the
 //! `agent-client-protocol` crate's.
 //!
@@ -45,6 +46,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Event, Outcome};
+use crate::conversation::{Conversation, Events};
 use crate::editor::Editor;
 use crate::workspace::Workspace;
 use transport::Process;
@@ -77,17 +79,9 @@ pub trait AcpHost: Send + Sync {
     fn can_ask(&self) -> BoxFuture<'_, bool>;
 }
 
-/// What an ACP session shows, in order: the turn loop's own [`Event`]s, plus what only an ACP
-/// agent reports. Serialized flat either way, as a map with a `type` field
-/// (`{"type":"text","text":"Hi"}`, `{"type":"thought","text":"..."}`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum AcpEvent {
-    /// Turn started and done, message text, tool started and finished, usage, errors.
-    Turn(Event),
-    /// Thoughts, plans, tool rows updated in place.
-    Agent(AgentUpdate),
-}
+/// What an ACP session shows, in order: a conversation's events
+/// ([`crate::conversation::ConversationEvent`]).
+pub use crate::conversation::ConversationEvent as AcpEvent;
 
 /// What only an ACP agent reports.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -181,6 +175,57 @@ impl AcpSpec {
     }
 }
 
+/// Why [`connect`] gave up. The texts are what the user reads after `agent: `, which the front
+/// end adds where it shows them.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The spec has an empty command.
+    #[error("no command to start '{name}'; set the agent's command")]
+    NoCommand { name: String },
+    /// The program could not be started.
+    #[error("could not start '{program}': {source} — is it installed and on PATH?")]
+    NotStarted {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// It started without the pipes it was given.
+    #[error("could not start '{program}': its stdio is missing")]
+    NoPipes { program: String },
+    /// The JSON-RPC connection never came up.
+    #[error("{name}: the connection did not start")]
+    NoConnection { name: String },
+    /// It asked for a login during `step` (JSON-RPC error `auth_required`).
+    #[error(
+        "{name} needs you to log in first ({step}: {message}); log in with the agent's own \
+         command, then start it again"
+    )]
+    LoginRequired {
+        name: String,
+        step: &'static str,
+        message: String,
+    },
+    /// It answered `step` with a JSON-RPC error.
+    #[error("{name} refused {step}: {message} ({code})")]
+    Refused {
+        name: String,
+        step: &'static str,
+        message: String,
+        code: i32,
+    },
+    /// It did not get through `step` within the connect timeout.
+    #[error("{name} did not {step} within {secs} s; is `{command}` an ACP agent?")]
+    TimedOut {
+        name: String,
+        step: &'static str,
+        secs: f64,
+        command: String,
+    },
+    /// It exited or closed its output during setup: how ([`AcpSession::ended`]).
+    #[error("{0}")]
+    Ended(String),
+}
+
 /// The command of a preset agent a user can name (SPEC section 5), or None.
 pub fn preset(name: &str) -> Option<Vec<String>> {
     let command: &[&str] = match name {
@@ -220,6 +265,9 @@ struct Shared {
     /// The current turn's token: cancelling it answers its open permission questions `cancelled`.
     turn: Mutex<CancellationToken>,
     tools: Mutex<Tools>,
+    /// Where the running turn reports ([`Conversation::prompt`]'s stream); between turns, and
+    /// for a turn run by [`AcpSession::prompt`] itself, the host's [`AcpHost::event`].
+    reports: Mutex<Option<Events>>,
 }
 
 impl Shared {
@@ -242,7 +290,18 @@ impl Shared {
     }
 
     fn emit(&self, event: Event) {
-        self.host.event(AcpEvent::Turn(event));
+        self.report(AcpEvent::Turn(event));
+    }
+
+    /// Shows `event`: on the running turn's stream, else through the host.
+    fn report(&self, event: AcpEvent) {
+        let unsent = match &*self.reports.lock().unwrap_or_else(PoisonError::into_inner) {
+            Some(events) => events.send(event).err().map(|unsent| unsent.0),
+            None => Some(event),
+        };
+        if let Some(event) = unsent {
+            self.host.event(event);
+        }
     }
 }
 
@@ -266,7 +325,7 @@ pub struct AcpSession {
 /// Errors, as the user should read them: the command cannot be started
 /// (`could not start 'gemini': ... — is it installed and on PATH?`), the agent exits or refuses
 /// during setup, or it does not answer within `spec.connect_timeout`.
-pub async fn connect(spec: AcpSpec, host: Arc<dyn AcpHost>) -> Result<AcpSession, String> {
+pub async fn connect(spec: AcpSpec, host: Arc<dyn AcpHost>) -> Result<AcpSession, ConnectError> {
     let (process, stdin, stdout) = transport::spawn(&spec).await?;
     tracing::info!(agent = %spec.name, command = ?spec.command, "started ACP agent");
     start(spec, host, stdout, stdin, Some(process)).await
@@ -279,7 +338,7 @@ async fn start<R, W>(
     reader: R,
     writer: W,
     process: Option<Process>,
-) -> Result<AcpSession, String>
+) -> Result<AcpSession, ConnectError>
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -291,6 +350,7 @@ where
         host,
         turn: Mutex::new(CancellationToken::new()),
         tools: Mutex::new(Tools::default()),
+        reports: Mutex::new(None),
     });
     let lines = transport::lines(reader, writer, spec.name.clone());
     let (cx_tx, cx_rx) = oneshot::channel();
@@ -316,10 +376,9 @@ where
         cx: match cx_rx.await {
             Ok(cx) => cx,
             Err(_) => {
-                return Err(format!(
-                    "agent: {}: the connection did not start",
-                    spec.name
-                ))
+                return Err(ConnectError::NoConnection {
+                    name: spec.name.clone(),
+                })
             }
         },
         session_id: SessionId::new(""),
@@ -363,31 +422,30 @@ where
             session.session_id = session_id;
             return Ok(session);
         }
-        Ok(Err((_, err))) if closed(&err) => session.ended().await,
-        Ok(Err((step, err))) if err.code == ErrorCode::AUTH_REQUIRED => format!(
-            "agent: {} needs you to log in first ({step}: {}); log in with the agent's own \
-             command, then start it again",
-            spec.name, err.message
-        ),
-        Ok(Err((step, err))) => format!(
-            "agent: {} refused {step}: {} ({})",
-            spec.name,
-            err.message,
-            err.code.value()
-        ),
-        Err(_) => {
-            let step = if initialized.load(std::sync::atomic::Ordering::SeqCst) {
+        Ok(Err((_, err))) if closed(&err) => ConnectError::Ended(session.ended().await),
+        Ok(Err((step, err))) if err.code == ErrorCode::AUTH_REQUIRED => {
+            ConnectError::LoginRequired {
+                name: spec.name,
+                step,
+                message: err.message,
+            }
+        }
+        Ok(Err((step, err))) => ConnectError::Refused {
+            name: spec.name,
+            step,
+            message: err.message,
+            code: err.code.value(),
+        },
+        Err(_) => ConnectError::TimedOut {
+            name: spec.name,
+            step: if initialized.load(std::sync::atomic::Ordering::SeqCst) {
                 "open a session"
             } else {
                 "answer initialize"
-            };
-            format!(
-                "agent: {} did not {step} within {} s; is `{}` an ACP agent?",
-                spec.name,
-                spec.connect_timeout.as_secs_f64(),
-                spec.command.join(" ")
-            )
-        }
+            },
+            secs: spec.connect_timeout.as_secs_f64(),
+            command: spec.command.join(" "),
+        },
     };
     session.kill();
     Err(failure)
@@ -410,7 +468,7 @@ fn client(
                     .tools()
                     .apply(&update.0["update"], &updates.workspace);
                 for event in events {
-                    updates.host.event(event);
+                    updates.report(event);
                 }
                 Ok(())
             },
@@ -471,7 +529,7 @@ fn client(
                     (events, ask)
                 };
                 for event in events {
-                    asks.host.event(event);
+                    asks.report(event);
                 }
                 let shared = asks.clone();
                 let turn = asks.turn();
@@ -603,7 +661,7 @@ impl AcpSession {
                 self.finish(outcome, message, usage(&answer))
             }
             Err(err) if closed(&err) => {
-                let message = self.ended().await;
+                let message = format!("agent: {}", self.ended().await);
                 *self.dead.lock().unwrap_or_else(PoisonError::into_inner) = Some(message.clone());
                 self.fail(message)
             }
@@ -654,20 +712,20 @@ impl AcpSession {
         if !self.cx.is_incoming_closed() && self.cx.termination().is_none() {
             return None;
         }
-        let message = self.ended().await;
+        let message = format!("agent: {}", self.ended().await);
         *self.dead.lock().unwrap_or_else(PoisonError::into_inner) = Some(message.clone());
         Some(message)
     }
 
-    /// How the agent went away: `agent: claude exited (exit code 1): {its last stderr line}`.
+    /// How the agent went away: `claude exited (exit code 1): {its last stderr line}`.
     async fn ended(&self) -> String {
         let name = &self.shared.name;
         let Some(process) = &self.process else {
-            return format!("agent: {name} closed the connection");
+            return format!("{name} closed the connection");
         };
         let mut message = match process.wait_exit(EXIT_GRACE).await {
-            Some(status) => format!("agent: {name} exited ({status})"),
-            None => format!("agent: {name} closed its output and stopped answering"),
+            Some(status) => format!("{name} exited ({status})"),
+            None => format!("{name} closed its output and stopped answering"),
         };
         if let Some(line) = process.last_stderr() {
             message.push_str(": ");
@@ -697,7 +755,7 @@ impl AcpSession {
                 .tools()
                 .close(outcome == Outcome::Done, note, &self.shared.workspace);
         for event in closed {
-            self.shared.host.event(event);
+            self.shared.report(event);
         }
         let (input, output) = usage.unwrap_or_default();
         if usage.is_some() {
@@ -720,6 +778,44 @@ impl AcpSession {
         if let Some(process) = self.process.take() {
             process.kill();
         }
+    }
+}
+
+impl Conversation for AcpSession {
+    fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    fn prompt<'a>(
+        &'a self,
+        text: String,
+        events: &'a Events,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            *self
+                .shared
+                .reports
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(events.clone());
+            let outcome = AcpSession::prompt(self, text, cancel).await;
+            *self
+                .shared
+                .reports
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = None;
+            outcome
+        })
+    }
+
+    fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            match Arc::try_unwrap(self) {
+                Ok(session) => session.shutdown().await,
+                // A turn still holds it: dropping the last handle kills the process tree.
+                Err(shared) => drop(shared),
+            }
+        })
     }
 }
 

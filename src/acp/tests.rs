@@ -210,6 +210,69 @@ async fn requests_from_id_zero_unknown_methods_and_junk_lines_are_handled() {
 }
 
 #[tokio::test]
+async fn as_a_conversation_a_turn_reports_on_the_stream_it_is_given_and_then_the_host_again() {
+    use crate::conversation::Conversation;
+    let host = Arc::new(FakeHost::new(true, Answer::Never));
+    let (_dir, session, mut agent) = pair(host.clone(), false).await;
+    let agent_side = async {
+        let (id, _) = agent.expect("session/prompt").await;
+        agent
+            .update(json!({"sessionUpdate": "agent_thought_chunk",
+                "content": {"type": "text", "text": "hm"}}))
+            .await;
+        agent
+            .update(json!({"sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": "hello"}}))
+            .await;
+        agent.respond(id, json!({"stopReason": "end_turn"})).await;
+    };
+    let (events, mut reported) = tokio::sync::mpsc::unbounded_channel();
+    let never = CancellationToken::new();
+    let conversation: &dyn Conversation = &session;
+    let (outcome, ()) = tokio::join!(
+        conversation.prompt("hi".into(), &events, &never),
+        agent_side
+    );
+    assert_eq!(outcome, Outcome::Done);
+    drop(events);
+    let mut seen = Vec::new();
+    while let Some(event) = reported.recv().await {
+        seen.push(event);
+    }
+    assert_eq!(
+        seen,
+        vec![
+            AcpEvent::Turn(Event::TurnStarted),
+            AcpEvent::Agent(AgentUpdate::Thought { text: "hm".into() }),
+            AcpEvent::Turn(Event::Text {
+                text: "hello".into()
+            }),
+            done(Outcome::Done, "done (end_turn)"),
+        ]
+    );
+    assert_eq!(host.events(), vec![]);
+    // Between turns, what the agent sends goes to the host.
+    agent
+        .update(json!({"sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "late"}}))
+        .await;
+    for _ in 0..1000 {
+        if !host.events().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(text(&host.events()), "late");
+    assert_eq!(
+        conversation.rewind(1).await,
+        Err(crate::conversation::ConversationError::Unsupported {
+            name: "fake".into(),
+            what: "rewind"
+        })
+    );
+}
+
+#[tokio::test]
 async fn a_path_outside_is_refused_with_invalid_params_and_no_content() {
     let host = Arc::new(FakeHost::new(true, Answer::Never));
     let (dir, session, mut agent) = pair(host.clone(), false).await;
@@ -285,6 +348,7 @@ fn shared(host: Arc<FakeHost>, auto_approve: bool) -> (tempfile::TempDir, Shared
         host,
         turn: Mutex::new(CancellationToken::new()),
         tools: Mutex::new(Tools::default()),
+        reports: Mutex::new(None),
     };
     (dir, shared)
 }
@@ -504,7 +568,7 @@ async fn an_agent_that_never_answers_initialize_times_out() {
         .unwrap();
     assert!(started.elapsed() < Duration::from_secs(3));
     assert_eq!(
-        err,
+        format!("agent: {err}"),
         "agent: mute did not answer initialize within 0.2 s; is `mute --acp` an ACP agent?"
     );
 }

@@ -20,7 +20,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
 
-use super::AcpSpec;
+use super::{AcpSpec, ConnectError};
 use crate::reaper::{self, Tree};
 
 /// Lines of the agent's stderr kept to explain how it ended.
@@ -78,12 +78,13 @@ impl Drop for Process {
 }
 
 /// Starts the agent in the workspace root, as the root of its own tree, with piped stdio.
-pub(super) async fn spawn(spec: &AcpSpec) -> Result<(Process, ChildStdin, ChildStdout), String> {
+pub(super) async fn spawn(
+    spec: &AcpSpec,
+) -> Result<(Process, ChildStdin, ChildStdout), ConnectError> {
     let Some((program, args)) = spec.command.split_first() else {
-        return Err(format!(
-            "agent: no command to start '{}'; set the agent's command",
-            spec.name
-        ));
+        return Err(ConnectError::NoCommand {
+            name: spec.name.clone(),
+        });
     };
     let mut command = Command::new(program);
     command
@@ -96,14 +97,20 @@ pub(super) async fn spawn(spec: &AcpSpec) -> Result<(Process, ChildStdin, ChildS
         // Its own group: a Ctrl-C at the terminal reaches the backend, not the agent.
         .process_group(0)
         .kill_on_drop(true);
-    let (mut child, tree) = reaper::spawn(command).await.map_err(|err| {
-        format!("could not start '{program}': {err} — is it installed and on PATH?")
-    })?;
+    let (mut child, tree) =
+        reaper::spawn(command)
+            .await
+            .map_err(|source| ConnectError::NotStarted {
+                program: program.clone(),
+                source,
+            })?;
     let tree = Arc::new(tree);
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
-        return Err(format!("could not start '{program}': its stdio is missing"));
+        return Err(ConnectError::NoPipes {
+            program: program.clone(),
+        });
     };
     let (exit_tx, exit) = watch::channel(None);
     let tail = Arc::new(Mutex::new(VecDeque::new()));

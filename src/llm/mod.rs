@@ -128,34 +128,46 @@ pub struct ProviderConfig {
     pub api_key: Option<ApiKey>,
 }
 
+/// Why no provider could be configured. The texts are what the user reads after `agent: `,
+/// which the front end adds where it shows them.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// `provider` names none we know.
+    #[error("unknown provider '{0}'; use anthropic, openai or ollama")]
+    UnknownProvider(String),
+    /// No provider named and no key set.
+    #[error(
+        "no model provider configured: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or choose the \
+         provider ollama for a local model"
+    )]
+    NoProvider,
+    /// The named provider's key variable is not set.
+    #[error("the {var} environment variable is not set; set it to use this provider")]
+    MissingKey { var: &'static str },
+    /// reqwest could not build its client (the TLS backend failed to load).
+    #[error("cannot set up the HTTP client: {0}")]
+    Http(#[source] reqwest::Error),
+}
+
 impl ProviderConfig {
     /// Resolves a choice against the environment: with no provider named, the first whose key is
     /// set (Anthropic, then OpenAI) is used.
     pub fn resolve(
         choice: &ProviderChoice,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ProviderError> {
         let env_set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
         let kind = match &choice.provider {
-            Some(name) => ProviderKind::parse(name).ok_or_else(|| {
-                format!("agent: unknown provider '{name}'; use anthropic, openai or ollama")
-            })?,
+            Some(name) => ProviderKind::parse(name)
+                .ok_or_else(|| ProviderError::UnknownProvider(name.clone()))?,
             None if env_set("ANTHROPIC_API_KEY").is_some() => ProviderKind::Anthropic,
             None if env_set("OPENAI_API_KEY").is_some() => ProviderKind::OpenAi,
-            None => {
-                return Err(
-                    "agent: no model provider configured: set ANTHROPIC_API_KEY or \
-                            OPENAI_API_KEY, or choose the provider ollama for a local model"
-                        .to_string(),
-                )
-            }
+            None => return Err(ProviderError::NoProvider),
         };
         let api_key = match kind.key_var() {
-            Some(var) => Some(ApiKey(env_set(var).ok_or_else(|| {
-                format!(
-                    "agent: the {var} environment variable is not set; set it to use this provider"
-                )
-            })?)),
+            Some(var) => Some(ApiKey(
+                env_set(var).ok_or(ProviderError::MissingKey { var })?,
+            )),
             None => None,
         };
         let base_url = choice
@@ -360,7 +372,7 @@ pub struct Client {
 
 impl Client {
     /// A client for `config` offering `tools`.
-    pub fn new(config: ProviderConfig, tools: &[ToolSpec]) -> Result<Self, String> {
+    pub fn new(config: ProviderConfig, tools: &[ToolSpec]) -> Result<Self, ProviderError> {
         if let Some(key) = &config.api_key {
             crate::secrets::protect(key.expose());
         }
@@ -368,7 +380,7 @@ impl Client {
             .connect_timeout(Duration::from_secs(30))
             .redirect(reqwest::redirect::Policy::custom(same_origin_only))
             .build()
-            .map_err(|e| format!("agent: cannot set up the HTTP client: {e}"))?;
+            .map_err(ProviderError::Http)?;
         let tools = match config.kind {
             ProviderKind::Anthropic => anthropic::tools(tools),
             ProviderKind::OpenAi | ProviderKind::Ollama => openai::tools(tools),
@@ -675,6 +687,7 @@ mod tests {
     #[test]
     fn with_no_key_at_all_the_message_names_the_variables() {
         let err = ProviderConfig::resolve(&ProviderChoice::default(), &env_of(&[])).unwrap_err();
+        let err = crate::Error::from(err).to_string();
         assert!(
             err.contains("ANTHROPIC_API_KEY") && err.contains("OPENAI_API_KEY"),
             "{err}"
@@ -685,7 +698,7 @@ mod tests {
         };
         let err =
             ProviderConfig::resolve(&choice, &env_of(&[("ANTHROPIC_API_KEY", "k")])).unwrap_err();
-        assert_eq!(err, "agent: the OPENAI_API_KEY environment variable is not set; set it to use this provider");
+        assert_eq!(crate::Error::from(err).to_string(), "agent: the OPENAI_API_KEY environment variable is not set; set it to use this provider");
     }
 
     #[test]

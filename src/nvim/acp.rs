@@ -3,39 +3,30 @@
 //! as the built-in agent's (the host below).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use rmpv::Value;
-use tokio::sync::oneshot;
 
-use super::protocol::{AcpStart, AgentOption, Prompt, UiEvent};
+use super::protocol::{AcpStart, AgentOption, UiEvent};
 use super::{Bridge, Nvim, NvimEditor};
-use crate::acp::{self, AcpEvent, AcpHost, AcpSession, AcpSpec, PermissionAsk};
+use crate::acp::{self, AcpEvent, AcpHost, AcpSpec, PermissionAsk};
 use crate::approval::Action;
-
-/// Which external agent, if any, the prompts go to.
-pub(super) enum Slot {
-    /// None: the built-in agent answers.
-    Empty,
-    /// One is starting (npx may take a while); prompts wait for it.
-    Connecting(String),
-    /// One is connected.
-    Ready {
-        name: String,
-        session: Arc<AcpSession>,
-    },
-}
-
-/// Ids for permission questions, apart from the gate's (which count from 1).
-static NEXT_QUESTION: AtomicU64 = AtomicU64::new(1 << 40);
+use crate::conversation::{Conversation, Unavailable};
 
 impl Bridge {
-    /// `acp {name}`: ends any external agent, then connects the named one in the background.
+    /// `acp {name}`: ends the conversation prompts go to, then connects the named agent in the
+    /// background; prompts are answered "still starting" until it is connected, and go back to
+    /// the built-in conversation when it cannot be.
     pub(super) async fn start_external(&self, start: AcpStart) {
-        let (workspace, auto_approve, nvim) = match self.state.session.lock().await.as_ref() {
-            Some(s) => (s.workspace.clone(), s.auto_approve, s.nvim.clone()),
+        let (workspace, auto_approve, nvim, native) = match self.state.session.lock().await.as_ref()
+        {
+            Some(s) => (
+                s.workspace.clone(),
+                s.auto_approve,
+                s.nvim.clone(),
+                s.native.clone(),
+            ),
             None => return self.error("agent: the backend was not started; run :Agent again"),
         };
         let command = match start.cmd.filter(|c| !c.is_empty()).or_else(|| acp::preset(&start.name)) {
@@ -51,8 +42,7 @@ impl Bridge {
         let bridge = self.clone();
         tokio::spawn(async move {
             bridge.idle().await;
-            bridge.end_external().await;
-            *bridge.state.acp.lock().await = Slot::Connecting(start.name.clone());
+            bridge.switch_to(Arc::new(starting(&start.name))).await;
             let mut spec = AcpSpec::new(start.name.clone(), command, workspace.clone());
             spec.env = start.env.unwrap_or_default().into_iter().collect();
             spec.auto_approve = auto_approve;
@@ -66,69 +56,29 @@ impl Bridge {
                 cwd: workspace.root().display().to_string(),
             });
             tracing::info!(name = %start.name, "connecting to an external agent");
-            let slot = match acp::connect(spec, host).await {
+            let next: Arc<dyn Conversation> = match acp::connect(spec, host).await {
                 Ok(session) => {
                     bridge.send(UiEvent::AcpStarted {
                         name: start.name.clone(),
                     });
-                    Slot::Ready {
-                        name: start.name,
-                        session: Arc::new(session),
-                    }
+                    Arc::new(session)
                 }
-                Err(message) => {
-                    let message = if message.starts_with("agent:") {
-                        message
-                    } else {
-                        format!("agent: {message}")
-                    };
-                    bridge.error(message);
-                    Slot::Empty
+                Err(err) => {
+                    bridge.error(format!("agent: {err}"));
+                    native
                 }
             };
-            *bridge.state.acp.lock().await = slot;
+            bridge.switch_to(next).await;
         });
     }
+}
 
-    /// Sends `prompt` to the external agent when one is connected (true), else leaves it to the
-    /// built-in agent (false).
-    pub(super) async fn prompt_external(&self, prompt: &Prompt) -> bool {
-        let session = match &*self.state.acp.lock().await {
-            Slot::Empty => return false,
-            Slot::Connecting(name) => {
-                self.error(format!(
-                    "agent: still starting {name}; send the prompt again in a moment"
-                ));
-                return true;
-            }
-            Slot::Ready { session, .. } => session.clone(),
-        };
-        let Some((busy, token)) = self.begin_turn() else {
-            return true;
-        };
-        let bridge = self.clone();
-        let text = prompt.text.clone();
-        tokio::spawn(async move {
-            let _busy = busy;
-            let outcome = session.prompt(text, &token).await;
-            tracing::info!(?outcome, "external turn ended");
-            bridge.end_turn();
-        });
-        true
-    }
-
-    /// Ends the external agent, if any: close its stdin, wait 2 s, kill its process tree.
-    pub(super) async fn end_external(&self) {
-        let slot = std::mem::replace(&mut *self.state.acp.lock().await, Slot::Empty);
-        if let Slot::Ready { name, session } = slot {
-            tracing::info!(%name, "ending the external agent");
-            match Arc::try_unwrap(session) {
-                Ok(session) => session.shutdown().await,
-                // A turn still holds it: dropping the last handle kills the process group.
-                Err(shared) => drop(shared),
-            }
-        }
-    }
+/// What prompts go to while the agent `name` connects (npx may take a while).
+fn starting(name: &str) -> Unavailable {
+    Unavailable::new(
+        name,
+        format!("agent: still starting {name}; send the prompt again in a moment"),
+    )
 }
 
 /// The external agent's view of Neovim.
@@ -141,19 +91,12 @@ struct NvimHost {
 
 impl AcpHost for NvimHost {
     fn event(&self, event: AcpEvent) {
-        self.bridge.send(match event {
-            AcpEvent::Turn(event) => UiEvent::Agent(event),
-            AcpEvent::Agent(update) => UiEvent::Update(update),
-        });
+        self.bridge.send(event.into());
     }
 
     fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<String>> {
         Box::pin(async move {
-            let id = NEXT_QUESTION.fetch_add(1, Ordering::Relaxed);
-            let (reply, answer) = oneshot::channel();
-            if let Ok(mut pending) = self.bridge.state.pending.lock() {
-                pending.insert(id, (request.title.clone(), reply));
-            }
+            let (id, answer) = self.bridge.state.pending.open(request.title.clone());
             let action = match (&request.diff, &request.command) {
                 (Some(_), _) => Action::Edit {
                     rel: request.title.clone(),
@@ -162,7 +105,8 @@ impl AcpHost for NvimHost {
                     command: command.clone().unwrap_or_else(|| request.title.clone()),
                 },
             };
-            self.bridge.send(UiEvent::Approval {
+            // After the agent's updates the turn reported before asking (its tool row).
+            self.bridge.ask_lua(UiEvent::Approval {
                 id,
                 title: crate::display::approval_title(&request.title, &request.title, false),
                 tool: request.title.clone(),
@@ -215,5 +159,141 @@ impl AcpHost for NvimHost {
 
     fn can_ask(&self) -> BoxFuture<'_, bool> {
         Box::pin(async move { self.nvim.list_uis().await.is_ok_and(|uis| !uis.is_empty()) })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::acp::AgentUpdate;
+    use crate::agent::{Event, Outcome};
+    use crate::approval::Decision;
+    use crate::conversation::{ConversationEvent, Events};
+    use crate::nvim::protocol::{Decide, Prompt};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::sync::mpsc;
+    use tokio_util::sync::CancellationToken;
+
+    /// A conversation of either kind as the bridge sees it: reports an update, asks one question
+    /// through the bridge's registry, and ends its turn with the answer's option.
+    struct Scripted {
+        name: &'static str,
+        bridge: Bridge,
+        ended: AtomicBool,
+    }
+
+    impl Conversation for Scripted {
+        fn name(&self) -> &str {
+            self.name
+        }
+
+        fn prompt<'a>(
+            &'a self,
+            text: String,
+            events: &'a Events,
+            _cancel: &'a CancellationToken,
+        ) -> BoxFuture<'a, Outcome> {
+            Box::pin(async move {
+                let send = |event| events.send(event).unwrap();
+                send(ConversationEvent::Turn(Event::TurnStarted));
+                send(ConversationEvent::Agent(AgentUpdate::Thought { text }));
+                let (id, answer) = self.bridge.state.pending.open(self.name);
+                self.bridge.ask_lua(UiEvent::Decided {
+                    id,
+                    tool: self.name.into(),
+                    decision: Decision::AllowOnce,
+                });
+                let picked = answer.await.unwrap().option.unwrap_or_default();
+                send(ConversationEvent::Turn(Event::TurnDone {
+                    input: 0,
+                    output: 0,
+                    outcome: Outcome::Done,
+                    message: picked,
+                }));
+                Outcome::Done
+            })
+        }
+
+        fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
+            self.ended.store(true, Ordering::SeqCst);
+            Box::pin(async {})
+        }
+    }
+
+    /// The next event the bridge hands the pump.
+    async fn next(ui: &mut mpsc::UnboundedReceiver<UiEvent>) -> UiEvent {
+        ui.recv().await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn while_an_agent_starts_a_prompt_is_answered_still_starting_and_ends_no_turn() {
+        let bridge = Bridge::new(CancellationToken::new());
+        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
+        bridge.switch_to(Arc::new(starting("claude"))).await;
+        bridge.prompt(Prompt { text: "hi".into() }).await;
+        assert_eq!(
+            next(&mut ui).await,
+            UiEvent::error("agent: still starting claude; send the prompt again in a moment")
+        );
+        bridge.idle().await;
+        assert!(ui.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn prompts_go_to_the_one_conversation_held_and_a_switch_ends_the_old_one() {
+        let bridge = Bridge::new(CancellationToken::new());
+        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
+        let scripted = |name| {
+            Arc::new(Scripted {
+                name,
+                bridge: bridge.clone(),
+                ended: AtomicBool::new(false),
+            })
+        };
+        let (first, second) = (scripted("built-in"), scripted("claude"));
+        bridge.switch_to(first.clone()).await;
+        for (conversation, answer) in [(&first, "a"), (&second, "b")] {
+            bridge
+                .prompt(Prompt {
+                    text: conversation.name.into(),
+                })
+                .await;
+            assert_eq!(next(&mut ui).await, UiEvent::Agent(Event::TurnStarted));
+            assert_eq!(
+                next(&mut ui).await,
+                UiEvent::Update(AgentUpdate::Thought {
+                    text: conversation.name.into()
+                })
+            );
+            let UiEvent::Decided { id, .. } = next(&mut ui).await else {
+                panic!("expected the question");
+            };
+            bridge.decide(Decide {
+                id,
+                decision: Decision::AllowOnce,
+                option: Some(answer.into()),
+            });
+            assert_eq!(
+                next(&mut ui).await,
+                UiEvent::Decided {
+                    id,
+                    tool: conversation.name.into(),
+                    decision: Decision::AllowOnce
+                }
+            );
+            let UiEvent::Agent(Event::TurnDone { message, .. }) = next(&mut ui).await else {
+                panic!("expected the end of the turn");
+            };
+            assert_eq!(message, answer);
+            bridge.idle().await;
+            assert!(!second.ended.load(Ordering::SeqCst));
+            bridge.switch_to(second.clone()).await;
+            // Switching to the conversation already held ends nothing.
+            assert!(!second.ended.load(Ordering::SeqCst));
+        }
+        assert!(first.ended.load(Ordering::SeqCst));
+        bridge.end_conversation().await;
+        assert!(second.ended.load(Ordering::SeqCst));
     }
 }

@@ -8,7 +8,6 @@
 mod acp;
 pub mod protocol;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex as SyncMutex};
 use std::time::Duration;
@@ -18,14 +17,16 @@ use futures::future::BoxFuture;
 use nvim_rs::compat::tokio::Compat;
 use nvim_rs::{Handler, Neovim};
 use rmpv::Value;
-use tokio::sync::{mpsc, oneshot, Mutex};
+use tokio::sync::{mpsc, Mutex};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Agent, Event, DEFAULT_MAX_TURNS};
-use crate::approval::{ApprovalRequest, Asker, Decision, Gate};
+use crate::agent::{Event, DEFAULT_MAX_TURNS};
+use crate::approval::{ApprovalRequest, Asker, Decision};
+use crate::conversation::{Conversation, ConversationEvent, Native, Unavailable};
 use crate::editor::Editor;
-use crate::llm::{Client, ProviderChoice, ProviderConfig};
-use crate::tools::{Executor, Settings, ToolContext};
+use crate::llm::ProviderChoice;
+use crate::questions::Questions;
+use crate::session::{self, SessionConfig};
 use crate::workspace::Workspace;
 use crate::{Error, Result};
 use protocol::{method, BufferState, Decide, Prompt, Start, UiEvent, PROTOCOL};
@@ -40,7 +41,7 @@ const FRAME: Duration = Duration::from_millis(16);
 pub fn run(log: Option<PathBuf>) -> Result<u8> {
     crate::secrets::protect_env_keys();
     init_log(log.as_deref());
-    let runtime = crate::terminal::runtime()?;
+    let runtime = session::runtime()?;
     runtime.block_on(serve());
     // A blocked call must not keep the process alive once Neovim has gone.
     runtime.shutdown_timeout(Duration::from_millis(200));
@@ -118,7 +119,7 @@ async fn serve() {
     bridge.cancel_turn();
     let _ = tokio::time::timeout(Duration::from_secs(1), bridge.idle()).await;
     // An external agent's process tree goes with us.
-    let _ = tokio::time::timeout(Duration::from_secs(3), bridge.end_external()).await;
+    let _ = tokio::time::timeout(Duration::from_secs(3), bridge.end_conversation()).await;
 }
 
 /// Resolves on SIGTERM, SIGHUP or SIGINT (Neovim stops its jobs with SIGTERM when it quits).
@@ -139,8 +140,9 @@ async fn stop_signals() {
 
 /// The session the `start` notification configured.
 struct Session {
-    /// None when the provider could not be configured; the message says why.
-    agent: std::result::Result<Arc<Mutex<Agent>>, String>,
+    /// The built-in conversation (one that answers with the reason when the provider could not
+    /// be configured): where prompts go until an external agent is started, and after `new`.
+    native: Arc<dyn Conversation>,
     /// The root, for an external agent's session.
     workspace: Workspace,
     /// Whether everything is allowed without asking (external agents too).
@@ -152,10 +154,11 @@ struct Session {
 /// Shared state of the front end.
 struct State {
     session: Mutex<Option<Session>>,
-    /// Approval requests waiting for Lua's `decide`, with the tool that asked.
-    pending: SyncMutex<HashMap<u64, (String, oneshot::Sender<Decide>)>>,
-    /// The external agent driven over ACP, when one is.
-    acp: Mutex<acp::Slot>,
+    /// The conversation prompts go to: the built-in one or an external agent's (connected, or
+    /// one that answers "still starting"). None until `start`.
+    conversation: Mutex<Option<Arc<dyn Conversation>>>,
+    /// Every question waiting for Lua's `decide`: the gate's and an external agent's.
+    pending: Questions<Decide>,
     /// The running turn's cancel token.
     turn: SyncMutex<Option<CancellationToken>>,
     /// Held by a running turn; taking it waits for the turn to end.
@@ -179,8 +182,8 @@ impl Bridge {
         Bridge {
             state: Arc::new(State {
                 session: Mutex::new(None),
-                pending: SyncMutex::new(HashMap::new()),
-                acp: Mutex::new(acp::Slot::Empty),
+                conversation: Mutex::new(None),
+                pending: Questions::default(),
                 turn: SyncMutex::new(None),
                 busy: Arc::new(Mutex::new(())),
                 ui,
@@ -199,14 +202,14 @@ impl Bridge {
         self.send(UiEvent::error(message));
     }
 
-    /// The path a built-in turn's events take to Lua: the sender the turn loop reports on, and
-    /// the task that hands what it reports to the pump. The turn's approval questions
-    /// ([`Bridge::ask_lua`]) go the same way, so a question never overtakes the `tool_started`
-    /// reported before it (the status would say `running` while the picker is open).
-    fn turn_path(
+    /// The path a turn's events take to Lua: the sender the conversation reports on, and the
+    /// task that hands what it reports to the pump. The turn's questions ([`Bridge::ask_lua`])
+    /// go the same way, so a question never overtakes the `tool_started` reported before it
+    /// (the status would say `running` while the picker is open).
+    fn turn_path<E: Into<UiEvent> + Send + 'static>(
         &self,
     ) -> (
-        mpsc::UnboundedSender<Event>,
+        mpsc::UnboundedSender<E>,
         impl std::future::Future<Output = ()> + Send + 'static,
     ) {
         let (events, received) = mpsc::unbounded_channel();
@@ -242,9 +245,7 @@ impl Bridge {
             }
         }
         // Every open question is answered: the picker may be closed by the Lua side.
-        if let Ok(mut pending) = self.state.pending.lock() {
-            pending.clear();
-        }
+        self.state.pending.clear();
     }
 
     /// Resolves when no turn is running.
@@ -253,70 +254,49 @@ impl Bridge {
     }
 
     async fn start(&self, start: Start, nvim: Nvim) {
-        let workspace = match Workspace::new(Path::new(&start.workspace)) {
-            Ok(workspace) => workspace,
+        let auto_approve = start.auto_approve;
+        let config = session_config(start);
+        let bridge = self.clone();
+        let asker_nvim = nvim.clone();
+        let asker: session::AskerFor<'_> = Box::new(move |workspace, settings| {
+            Some(Arc::new(NvimAsker {
+                nvim: asker_nvim,
+                bridge,
+                cwd: workspace.root().display().to_string(),
+                timeout: settings.command_timeout.as_secs_f64(),
+            }) as Arc<dyn Asker>)
+        });
+        let editor = Arc::new(NvimEditor { nvim: nvim.clone() });
+        let built = match session::build(&config, asker, editor) {
+            Ok(built) => built,
             Err(err) => return self.error(err.to_string()),
         };
-        let mut settings = Settings::default();
-        if let Some(secs) = start.command_timeout.filter(|s| s.is_finite() && *s > 0.0) {
-            settings.command_timeout = Duration::from_secs_f64(secs);
-        }
-        settings.shell = start
-            .shell
-            .as_deref()
-            .filter(|s| !s.is_empty())
-            .map(PathBuf::from);
-        settings.pass_env = start.pass_env.unwrap_or_default();
-        if let Some(mb) = start.max_edit_mb.filter(|mb| *mb > 0) {
-            settings.max_edit_mb = mb;
-        }
-        let session_workspace = workspace.clone();
-        let session_nvim = nvim.clone();
-        let asker = Arc::new(NvimAsker {
-            nvim: nvim.clone(),
-            bridge: self.clone(),
-            cwd: workspace.root().display().to_string(),
-            timeout: settings.command_timeout.as_secs_f64(),
-        });
-        let root = workspace.root().display().to_string();
-        let executor = Executor::new(ToolContext {
-            workspace,
-            gate: Arc::new(Gate::new(start.auto_approve, Some(asker))),
-            editor: Arc::new(NvimEditor { nvim }),
-            settings,
-        });
-        let choice = ProviderChoice {
-            provider: start.provider.filter(|p| !p.is_empty()),
-            model: start.model.filter(|m| !m.is_empty()),
-            base_url: start.base_url.filter(|u| !u.is_empty()),
-        };
-        let configured = ProviderConfig::resolve(&choice, &|name| std::env::var(name).ok())
-            .and_then(|config| Client::new(config, &executor.catalogue()));
-        let (provider, model, agent) = match configured {
-            Ok(client) => {
-                let cfg = client.config();
-                let provider = cfg.kind.name().to_string();
-                let model = cfg.model.clone();
-                let max_turns = start.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
-                (
-                    provider,
-                    model,
-                    Ok(Arc::new(Mutex::new(Agent::new(
-                        client, executor, max_turns,
-                    )))),
-                )
+        let root = built.workspace.root().display().to_string();
+        let (provider, model, native): (_, _, Arc<dyn Conversation>) = match built.agent {
+            Ok(agent) => {
+                let cfg = agent.client().config();
+                let (provider, model) = (cfg.kind.name().to_string(), cfg.model.clone());
+                (provider, model, Arc::new(Native::new(agent)))
             }
-            Err(message) => (String::new(), String::new(), Err(message)),
+            // A missing key is reported when a prompt needs the provider, not now: a session
+            // that only drives an external agent (ACP) never does.
+            Err(err) => (
+                String::new(),
+                String::new(),
+                Arc::new(Unavailable::new("built-in", format!("agent: {err}"))),
+            ),
         };
-        // A missing key is reported when a prompt needs the provider, not now: a session that
-        // only drives an external agent (ACP) never does.
-        tracing::info!(%root, %provider, %model, auto_approve = start.auto_approve, "session started");
+        tracing::info!(%root, %provider, %model, auto_approve, "session started");
         *self.state.session.lock().await = Some(Session {
-            agent,
-            workspace: session_workspace,
-            auto_approve: start.auto_approve,
-            nvim: session_nvim,
+            native: native.clone(),
+            workspace: built.workspace,
+            auto_approve,
+            nvim,
         });
+        // Not awaited here: an external agent takes seconds to end, and notifications wait.
+        if let Some(ended) = self.replace_conversation(native).await {
+            tokio::spawn(ended);
+        }
         self.send(UiEvent::Started {
             version: env!("CARGO_PKG_VERSION").to_string(),
             protocol: PROTOCOL,
@@ -326,39 +306,56 @@ impl Bridge {
         });
     }
 
-    async fn prompt(&self, prompt: Prompt) {
-        if self.prompt_external(&prompt).await {
-            return;
+    /// Makes `next` the conversation prompts go to, and ends the one it replaces.
+    async fn switch_to(&self, next: Arc<dyn Conversation>) {
+        if let Some(replaced) = self.replace_conversation(next).await {
+            replaced.await;
         }
-        let agent = match self
-            .state
-            .session
-            .lock()
-            .await
-            .as_ref()
-            .map(|s| s.agent.clone())
-        {
-            Some(Ok(agent)) => agent,
-            Some(Err(message)) => return self.error(message),
-            None => return self.error("agent: the backend was not started; run :Agent again"),
+    }
+
+    /// Makes `next` the conversation prompts go to; the end of the one it replaces (if another)
+    /// is left to the caller, to await or to spawn.
+    async fn replace_conversation(
+        &self,
+        next: Arc<dyn Conversation>,
+    ) -> Option<BoxFuture<'static, ()>> {
+        let replaced = self.state.conversation.lock().await.replace(next.clone());
+        let replaced = replaced.filter(|old| !Arc::ptr_eq(old, &next))?;
+        tracing::info!(name = replaced.name(), "ending a conversation");
+        Some(replaced.end())
+    }
+
+    /// Ends the conversation prompts go to (Neovim is going): an external agent's stdin is
+    /// closed, and its process tree killed 2 s later.
+    async fn end_conversation(&self) {
+        let ended = self.state.conversation.lock().await.take();
+        if let Some(ended) = ended {
+            tracing::info!(name = ended.name(), "ending a conversation");
+            ended.end().await;
+        }
+    }
+
+    async fn prompt(&self, prompt: Prompt) {
+        let conversation = self.state.conversation.lock().await.clone();
+        let Some(conversation) = conversation else {
+            return self.error("agent: the backend was not started; run :Agent again");
         };
         let Some((busy, token)) = self.begin_turn() else {
             return;
         };
         let bridge = self.clone();
-        let (events, forwarder) = self.turn_path();
+        let (events, forwarder) = self.turn_path::<ConversationEvent>();
         tokio::spawn(async move {
-            let _busy = busy;
             let forwarder = tokio::spawn(forwarder);
-            let outcome = agent
-                .lock()
-                .await
-                .prompt(prompt.text, &events, &token)
-                .await;
+            let outcome = conversation.prompt(prompt.text, &events, &token).await;
             drop(events);
             let _ = forwarder.await;
-            tracing::info!(?outcome, "turn ended");
+            tracing::info!(name = conversation.name(), ?outcome, "turn ended");
             bridge.end_turn();
+            // The turn lets go of the conversation before it is idle, so whoever waits for that
+            // to end the conversation holds the last handle.
+            drop(conversation);
+            drop(busy);
         });
     }
 
@@ -386,40 +383,68 @@ impl Bridge {
         }
     }
 
+    /// `new`: cancels the turn, ends an external agent, and starts the built-in conversation
+    /// over (history and session grants forgotten).
     fn new_conversation(&self) {
         self.cancel_turn();
         let bridge = self.clone();
         tokio::spawn(async move {
             bridge.idle().await;
-            bridge.end_external().await;
-            if let Some(Session {
-                agent: Ok(agent), ..
-            }) = bridge.state.session.lock().await.as_ref()
-            {
-                agent.lock().await.reset();
+            let native = bridge
+                .state
+                .session
+                .lock()
+                .await
+                .as_ref()
+                .map(|s| s.native.clone());
+            let Some(native) = native else {
+                return;
+            };
+            bridge.switch_to(native.clone()).await;
+            if let Err(err) = native.reset().await {
+                tracing::warn!(%err, "the conversation did not start over");
             }
         });
     }
 
     fn decide(&self, decide: Decide) {
-        let waiting = self
-            .state
-            .pending
-            .lock()
-            .ok()
-            .and_then(|mut p| p.remove(&decide.id));
-        match waiting {
-            Some((tool, reply)) => {
-                self.send(UiEvent::Decided {
-                    id: decide.id,
-                    tool,
-                    decision: decide.decision.clone(),
-                });
-                let _ = reply.send(decide);
-            }
-            None => tracing::warn!(id = decide.id, "a decision for a request nobody waits for"),
+        // An unknown or late id is logged by the registry and ignored.
+        if let Some(waiter) = self.state.pending.take(decide.id) {
+            self.send(UiEvent::Decided {
+                id: decide.id,
+                tool: waiter.about.clone(),
+                decision: decide.decision.clone(),
+            });
+            waiter.answer(decide);
         }
     }
+}
+
+/// The session `start` configures: the plugin's options, anything unset or out of range at its
+/// default.
+fn session_config(start: Start) -> SessionConfig {
+    let mut config = SessionConfig::new(start.workspace);
+    config.auto_approve = start.auto_approve;
+    let settings = &mut config.settings;
+    if let Some(secs) = start.command_timeout.filter(|s| s.is_finite() && *s > 0.0) {
+        settings.command_timeout = Duration::from_secs_f64(secs);
+    }
+    settings.shell = start
+        .shell
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from);
+    settings.pass_env = start.pass_env.unwrap_or_default();
+    if let Some(mb) = start.max_edit_mb.filter(|mb| *mb > 0) {
+        settings.max_edit_mb = mb;
+    }
+    config.provider = ProviderChoice {
+        provider: start.provider.filter(|p| !p.is_empty()),
+        model: start.model.filter(|m| !m.is_empty()),
+        base_url: start.base_url.filter(|u| !u.is_empty()),
+    };
+    config.max_turns = start.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
+    config
 }
 
 /// Decodes the one map argument of a notification.
@@ -476,24 +501,39 @@ impl Handler for Bridge {
 /// their place among them: a question is sent only after every event the turn reported before
 /// asking it (its `tool_started` above all), which the turn loop sent first, so those are already
 /// waiting when the question arrives. Ends when the turn drops its sender.
-async fn forward(
+async fn forward<E: Into<UiEvent>>(
     bridge: Bridge,
-    mut events: mpsc::UnboundedReceiver<Event>,
+    mut events: mpsc::UnboundedReceiver<E>,
     mut questions: mpsc::UnboundedReceiver<UiEvent>,
 ) {
     loop {
         tokio::select! {
             biased;
             event = events.recv() => match event {
-                Some(event) => bridge.send(UiEvent::Agent(event)),
+                Some(event) => bridge.send(event.into()),
                 None => break,
             },
             Some(question) = questions.recv() => {
                 while let Ok(event) = events.try_recv() {
-                    bridge.send(UiEvent::Agent(event));
+                    bridge.send(event.into());
                 }
                 bridge.send(question);
             }
+        }
+    }
+}
+
+impl From<Event> for UiEvent {
+    fn from(event: Event) -> Self {
+        UiEvent::Agent(event)
+    }
+}
+
+impl From<ConversationEvent> for UiEvent {
+    fn from(event: ConversationEvent) -> Self {
+        match event {
+            ConversationEvent::Turn(event) => UiEvent::Agent(event),
+            ConversationEvent::Agent(update) => UiEvent::Update(update),
         }
     }
 }
@@ -595,10 +635,9 @@ impl Asker for NvimAsker {
                     return None;
                 }
             }
-            let (reply, answer) = oneshot::channel();
-            if let Ok(mut pending) = self.bridge.state.pending.lock() {
-                pending.insert(request.id, (request.tool.clone(), reply));
-            }
+            // The question's id is the registry's, shared with an external agent's questions.
+            let (id, answer) = self.bridge.state.pending.open(request.tool.clone());
+            let request = ApprovalRequest { id, ..request };
             let is_command = matches!(request.action, crate::approval::Action::Command { .. });
             self.bridge.ask_lua(UiEvent::Approval {
                 id: request.id,

@@ -403,7 +403,7 @@ async fn an_agent_that_never_answers_initialize_is_given_up_and_killed() {
     let err = acp::connect(spec, host).await.err().unwrap();
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(
-        err,
+        format!("agent: {err}"),
         format!("agent: test did not answer initialize within 0.5 s; is `{command}` an ACP agent?")
     );
     assert!(gone(fx.logged_pid("pid")).await);
@@ -420,7 +420,7 @@ async fn a_command_that_is_not_installed_says_so() {
     );
     let err = acp::connect(spec, host).await.err().unwrap();
     assert_eq!(
-        err,
+        err.to_string(),
         "could not start 'agent-nvim-no-such-agent': No such file or directory (os error 2) \
          — is it installed and on PATH?"
     );
@@ -530,7 +530,7 @@ async fn an_agent_that_exits_at_once_reports_how_it_ended() {
         .err()
         .unwrap();
     assert_eq!(
-        err,
+        format!("agent: {err}"),
         "agent: broken exited (exit code 7): Error: not logged in"
     );
 }

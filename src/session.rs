@@ -1,0 +1,238 @@
+//! The one place a session is assembled, for every front end: workspace → settings → gate →
+//! executor → provider → client → agent, from one [`SessionConfig`] plus what only the front end
+//! has (who can be asked, which editor holds the files). The terminal and Neovim differ only in
+//! those two and in where the configuration comes from (the command line, the `start` message).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::agent::{Agent, DEFAULT_MAX_TURNS};
+use crate::approval::{Asker, Gate};
+use crate::editor::Editor;
+use crate::llm::{Client, ProviderChoice, ProviderConfig, ProviderError};
+use crate::tools::{Executor, Settings, ToolContext};
+use crate::workspace::Workspace;
+use crate::{Error, Result};
+
+/// Everything a front end configures about a session.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// The workspace root (the tools never reach outside it).
+    pub workspace: PathBuf,
+    /// Allow every tool call without asking.
+    pub auto_approve: bool,
+    /// The tools' settings (timeout, shell, `pass_env`, `max_edit_mb`).
+    pub settings: Settings,
+    /// Which provider and model, as the user chose them (unset parts come from the environment).
+    pub provider: ProviderChoice,
+    /// The cap on model calls per prompt.
+    pub max_turns: u32,
+}
+
+impl SessionConfig {
+    /// A session in `workspace` with every other setting at its default.
+    pub fn new(workspace: impl Into<PathBuf>) -> Self {
+        SessionConfig {
+            workspace: workspace.into(),
+            auto_approve: false,
+            settings: Settings::default(),
+            provider: ProviderChoice::default(),
+            max_turns: DEFAULT_MAX_TURNS,
+        }
+    }
+}
+
+/// Who answers the gate's questions, built once the workspace is known (Neovim's picker shows
+/// the root). None: nobody can be asked, and the gate refuses.
+pub type AskerFor<'a> = Box<dyn FnOnce(&Workspace, &Settings) -> Option<Arc<dyn Asker>> + 'a>;
+
+/// The tools of a session: the workspace opened, the gate over `asker`, the editor view.
+/// Errors when the root cannot be used ([`Error::Workspace`]).
+pub fn executor(
+    config: &SessionConfig,
+    asker: AskerFor<'_>,
+    editor: Arc<dyn Editor>,
+) -> Result<Executor> {
+    crate::secrets::protect_env_keys();
+    let workspace = Workspace::new(&config.workspace)?;
+    let asker = asker(&workspace, &config.settings);
+    Ok(Executor::new(ToolContext {
+        workspace,
+        gate: Arc::new(Gate::new(config.auto_approve, asker)),
+        editor,
+        settings: config.settings.clone(),
+    }))
+}
+
+/// The built-in agent over `executor`, talking to the provider `config` chooses (its key read
+/// from the environment).
+pub fn agent(
+    config: &SessionConfig,
+    executor: Executor,
+) -> std::result::Result<Agent, ProviderError> {
+    let provider = ProviderConfig::resolve(&config.provider, &|name| std::env::var(name).ok())?;
+    let client = Client::new(provider, &executor.catalogue())?;
+    Ok(Agent::new(client, executor, config.max_turns))
+}
+
+/// A session as [`build`] assembles it.
+pub struct Session {
+    /// The workspace, resolved (external agents start in it).
+    pub workspace: Workspace,
+    /// The built-in agent, or why the provider could not be configured (a session that only
+    /// drives an external agent needs no provider, so this is not an error yet).
+    pub agent: std::result::Result<Agent, ProviderError>,
+}
+
+/// Builds a session: [`executor`], then [`agent`] over it.
+pub fn build(
+    config: &SessionConfig,
+    asker: AskerFor<'_>,
+    editor: Arc<dyn Editor>,
+) -> Result<Session> {
+    let executor = executor(config, asker, editor)?;
+    let workspace = executor.context().workspace.clone();
+    Ok(Session {
+        workspace,
+        agent: agent(config, executor),
+    })
+}
+
+/// The multi-threaded runtime every front end runs on.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| Error::Io {
+            context: "cannot start the async runtime",
+            source,
+        })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use std::sync::Mutex;
+
+    use futures::future::BoxFuture;
+    use tokio_util::sync::CancellationToken;
+
+    use crate::agent::{Event, Outcome};
+    use crate::approval::{ApprovalRequest, Decision};
+    use crate::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
+
+    /// Allows every question once and remembers what it was asked.
+    #[derive(Default)]
+    struct Allowing(Mutex<Vec<String>>);
+
+    impl Asker for Allowing {
+        fn ask(&self, request: ApprovalRequest) -> BoxFuture<'_, Option<Decision>> {
+            self.0.lock().unwrap().push(request.detail);
+            Box::pin(async { Some(Decision::AllowOnce) })
+        }
+    }
+
+    /// Remembers the files it was told were written.
+    #[derive(Default)]
+    struct Watching(Mutex<Vec<PathBuf>>);
+
+    impl Editor for Watching {
+        fn has_unsaved_changes<'a>(&'a self, _path: &'a Path) -> BoxFuture<'a, bool> {
+            Box::pin(async { false })
+        }
+        fn file_written<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, ()> {
+            self.0.lock().unwrap().push(path.to_path_buf());
+            Box::pin(async {})
+        }
+        fn command_finished(&self) -> BoxFuture<'_, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    #[tokio::test]
+    async fn a_built_session_runs_a_tool_call_through_its_asker_and_editor() {
+        let dir = tempfile::tempdir().unwrap();
+        let mock = MockLlm::start(
+            Wire::OpenAi,
+            vec![
+                Reply::Turn {
+                    parts: vec![Part::ToolCall {
+                        id: "c1".into(),
+                        name: "edit_file".into(),
+                        args: r#"{"path": "new.txt", "old_str": "", "new_str": "hi\n"}"#.into(),
+                    }],
+                    usage: (1, 1),
+                },
+                Reply::Turn {
+                    parts: vec![Part::Text("made it".into())],
+                    usage: (1, 1),
+                },
+            ],
+        );
+        let mut config = SessionConfig::new(dir.path());
+        config.provider = ProviderChoice {
+            provider: Some("ollama".into()),
+            model: Some("m".into()),
+            base_url: Some(mock.base_url()),
+        };
+        let asker = Arc::new(Allowing::default());
+        let editor = Arc::new(Watching::default());
+        let for_gate = asker.clone();
+        let session = build(
+            &config,
+            Box::new(move |_, _| Some(for_gate as Arc<dyn Asker>)),
+            editor.clone(),
+        )
+        .unwrap();
+        let mut agent = session.agent.unwrap();
+        let (events, mut seen) = tokio::sync::mpsc::unbounded_channel();
+        let outcome = agent
+            .prompt("make a file".into(), &events, &CancellationToken::new())
+            .await;
+        assert_eq!(outcome, Outcome::Done);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("new.txt")).unwrap(),
+            "hi\n"
+        );
+        assert_eq!(asker.0.lock().unwrap().len(), 1);
+        let root = session.workspace.root().to_path_buf();
+        assert_eq!(*editor.0.lock().unwrap(), vec![root.join("new.txt")]);
+        drop(events);
+        let mut finished = Vec::new();
+        while let Some(event) = seen.recv().await {
+            if let Event::ToolFinished { ok, .. } = event {
+                finished.push(ok);
+            }
+        }
+        assert_eq!(finished, [true]);
+    }
+
+    #[test]
+    fn a_provider_that_cannot_be_configured_leaves_the_tools_usable() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = SessionConfig::new(dir.path());
+        config.provider.provider = Some("nope".into());
+        let session = build(
+            &config,
+            Box::new(|_, _| None),
+            Arc::new(crate::editor::NoEditor),
+        )
+        .unwrap();
+        assert!(matches!(
+            session.agent,
+            Err(ProviderError::UnknownProvider(ref name)) if name == "nope"
+        ));
+        assert_eq!(session.workspace.root(), dir.path().canonicalize().unwrap());
+        config.workspace = dir.path().join("missing");
+        assert!(matches!(
+            build(
+                &config,
+                Box::new(|_, _| None),
+                Arc::new(crate::editor::NoEditor)
+            ),
+            Err(Error::Workspace { .. })
+        ));
+    }
+}
