@@ -10,10 +10,9 @@ use futures::future::BoxFuture;
 use rmpv::Value;
 use tokio::sync::oneshot;
 
-use super::protocol::{AcpStart, AgentOption, Prompt, UiEvent};
+use super::protocol::{lua, AcpStart, Choices, Preview, Prompt, UiEvent};
 use super::{Bridge, Nvim, NvimEditor};
 use crate::acp::{self, AcpEvent, AcpHost, AcpSession, AcpSpec, PermissionAsk};
-use crate::approval::Action;
 
 /// Which external agent, if any, the prompts go to.
 pub(super) enum Slot {
@@ -42,8 +41,9 @@ impl Bridge {
             Some(command) => command,
             None => {
                 return self.error(format!(
-                    "agent: no ACP agent named '{}'; use claude, gemini, codex or opencode, or configure it in setup({{ acp = {{ agents = ... }} }})",
-                    start.name
+                    "agent: no ACP agent named '{}'; use {}, or configure it in setup({{ acp = {{ agents = ... }} }})",
+                    start.name,
+                    acp::preset_names().join(", ")
                 ))
             }
         };
@@ -154,36 +154,27 @@ impl AcpHost for NvimHost {
             if let Ok(mut pending) = self.bridge.state.pending.lock() {
                 pending.insert(id, (request.title.clone(), reply));
             }
-            let action = match (&request.diff, &request.command) {
-                (Some(_), _) => Action::Edit {
-                    rel: request.title.clone(),
+            // The preview is what the request carries: a diff, else a command, else nothing.
+            let preview = match (request.diff, request.command) {
+                (Some(unified), _) => Preview::Diff {
+                    path: request.title.clone(),
+                    unified,
                 },
-                (None, command) => Action::Command {
-                    command: command.clone().unwrap_or_else(|| request.title.clone()),
+                (None, Some(command)) => Preview::Command {
+                    command,
+                    cwd: self.cwd.clone(),
+                    timeout: None,
                 },
+                (None, None) => Preview::None,
             };
             self.bridge.send(UiEvent::Approval {
                 id,
                 title: crate::display::approval_title(&request.title, &request.title, false),
-                tool: request.title.clone(),
-                detail: request.title,
-                diff: request.diff,
-                action,
-                session_choice: None,
-                cwd: self.cwd.clone(),
-                timeout: 0.0,
-                options: Some(
-                    request
-                        .options
-                        .into_iter()
-                        .map(|o| AgentOption {
-                            id: o.id,
-                            name: o.name,
-                            kind: o.kind,
-                        })
-                        .collect(),
-                ),
-                command: request.command,
+                tool: request.title,
+                preview,
+                choices: Choices::Agent {
+                    options: request.options,
+                },
             });
             // A refusal without one of the agent's options (Esc when it offered no reject) is a
             // cancel.
@@ -194,11 +185,7 @@ impl AcpHost for NvimHost {
     fn buffer_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<String>> {
         Box::pin(async move {
             let args = vec![Value::from(path.display().to_string())];
-            match self
-                .nvim
-                .exec_lua("return require('agent.rpc').buffer_text(...)", args)
-                .await
-            {
+            match self.nvim.exec_lua(lua::BUFFER_TEXT, args).await {
                 Ok(Value::String(text)) => text.into_str(),
                 Ok(_) => None,
                 Err(err) => {
