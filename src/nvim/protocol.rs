@@ -56,6 +56,8 @@ pub mod method {
     pub const DECIDE: &str = "decide";
     /// [`super::AcpStart`]: drive an external agent over ACP; prompts go to it until `new`.
     pub const ACP: &str = "acp";
+    /// Every method above, for the test that checks Lua sends each one.
+    pub const ALL: [&str; 6] = [START, PROMPT, CANCEL, NEW, DECIDE, ACP];
 }
 
 /// `start`: the session's settings, from `require("agent").setup()`.
