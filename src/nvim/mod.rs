@@ -412,11 +412,7 @@ impl Bridge {
             .and_then(|mut p| p.remove(&decide.id));
         match waiting {
             Some((tool, reply)) => {
-                self.send(UiEvent::Decided {
-                    id: decide.id,
-                    tool,
-                    decision: decide.decision.clone(),
-                });
+                self.send(UiEvent::decided(decide.id, tool, decide.decision.clone()));
                 let _ = reply.send(decide);
             }
             None => tracing::warn!(id = decide.id, "a decision for a request nobody waits for"),
@@ -829,11 +825,7 @@ mod tests {
                 },
                 choices: Choices::Agent { options: vec![] },
             },
-            UiEvent::Decided {
-                id: 1,
-                tool: "t".into(),
-                decision: Decision::Refuse { reason: None },
-            },
+            UiEvent::decided(1, "t".into(), Decision::Refuse { reason: None }),
             UiEvent::Agent(Event::ToolStarted {
                 id: "c".into(),
                 name: "n".into(),
@@ -869,6 +861,7 @@ mod tests {
                     (Value::from("id"), Value::from(1)),
                     (Value::from("tool"), Value::from("t")),
                     (Value::from("decision"), Value::from("refuse")),
+                    (Value::from("note"), Value::from("refused")),
                 ])),
                 sorted(Value::Map(vec![
                     (Value::from("type"), Value::from("tool_started")),
@@ -895,11 +888,7 @@ mod tests {
                 args: serde_json::json!({"command": "ls"}),
             })
         };
-        let question = |id: u64| UiEvent::Decided {
-            id,
-            tool: "run_bash".into(),
-            decision: Decision::AllowOnce,
-        };
+        let question = |id: u64| UiEvent::decided(id, "run_bash".into(), Decision::AllowOnce);
         let report = |events: &mpsc::UnboundedSender<Event>, event: UiEvent| match event {
             UiEvent::Agent(event) => events.send(event).unwrap(),
             other => panic!("{other:?}"),

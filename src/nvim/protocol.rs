@@ -228,13 +228,15 @@ pub enum UiEvent {
         /// The choices, in the picker's order, with their labels.
         choices: Choices,
     },
-    /// How an approval was answered (to record on the tool row): `decision`, and `reason` with
-    /// a refusal that gave one.
+    /// How an approval was answered: `decision`, `reason` with a refusal that gave one, and
+    /// `note`, what the tool row records ([`display::decision_note`]). Built by
+    /// [`UiEvent::decided`].
     Decided {
         id: u64,
         tool: String,
         #[serde(flatten)]
         decision: Decision,
+        note: String,
     },
     /// An external agent (ACP) is connected; prompts go to it until `new`.
     AcpStarted { name: String },
@@ -247,6 +249,16 @@ pub enum UiEvent {
 }
 
 impl UiEvent {
+    /// The event that says how approval `id` of `tool` was answered.
+    pub fn decided(id: u64, tool: String, decision: Decision) -> Self {
+        UiEvent::Decided {
+            id,
+            tool,
+            note: display::decision_note(&decision),
+            decision,
+        }
+    }
+
     /// An error to show; `message` starts with `agent:` and says what to do.
     pub fn error(message: impl Into<String>) -> Self {
         UiEvent::Agent(Event::Error {
@@ -309,9 +321,15 @@ impl UiEvent {
                     },
                 },
             },
-            UiEvent::Decided { id, tool, decision } => UiEvent::Decided {
+            UiEvent::Decided {
+                id,
+                tool,
+                decision,
+                note,
+            } => UiEvent::Decided {
                 id,
                 tool: one(tool),
+                note: one(note),
                 decision: match decision {
                     Decision::Refuse { reason } => Decision::Refuse {
                         reason: reason.map(one),

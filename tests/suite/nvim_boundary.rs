@@ -73,13 +73,13 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
                 },
             ),
             Preview::Diff { .. } => approval(3, Preview::None, Choices::Agent { options: vec![] }),
-            Preview::None => UiEvent::Decided {
-                id: 1,
-                tool: "run_bash".into(),
-                decision: Decision::Refuse {
+            Preview::None => UiEvent::decided(
+                1,
+                "run_bash".into(),
+                Decision::Refuse {
                     reason: Some("not now".into()),
                 },
-            },
+            ),
         },
         Some(UiEvent::Decided { .. }) => UiEvent::Update(AgentUpdate::ToolUpdated {
             id: "t1".into(),

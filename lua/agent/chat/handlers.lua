@@ -185,21 +185,11 @@ function handlers.approval()
   status.set("approval")
 end
 
--- How each decision is recorded on the tool's row.
-H.notes = {
-  allow_once = "allowed once",
-  allow_session = "allowed for this session",
-  allow_all = "allowed (everything this session)",
-  refuse = "refused",
-}
-
 function handlers.decided(e)
   local tool = H.running_tool and render.tools[H.running_tool]
   if tool then
-    tool.note = H.notes[e.decision] or tostring(e.decision)
-    if e.decision == "refuse" and type(e.reason) == "string" and e.reason ~= "" then
-      tool.note = "refused: " .. text.one_line(e.reason)
-    end
+    -- What the row records, worded by the backend (`allowed once`, `refused: {reason}`).
+    tool.note = tostring(e.note or e.decision)
     render.flush()
     local row = render.row_of(tool)
     if row then
