@@ -464,7 +464,7 @@ impl Handler for Bridge {
         _nvim: Nvim,
     ) -> std::result::Result<Value, Value> {
         match name.as_str() {
-            "version" => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
+            protocol::request::VERSION => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
             other => Err(Value::from(format!("agent: unknown request '{other}'"))),
         }
     }

@@ -60,6 +60,13 @@ pub mod method {
     pub const ALL: [&str; 6] = [START, PROMPT, CANCEL, NEW, DECIDE, ACP];
 }
 
+/// Request names Lua may send (`vim.rpcrequest`; the plugin itself sends none, since Neovim would
+/// wait for the answer).
+pub mod request {
+    /// No argument; answers the backend's version (`CARGO_PKG_VERSION`).
+    pub const VERSION: &str = "version";
+}
+
 /// `start`: the session's settings, from `require("agent").setup()`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Start {

@@ -181,6 +181,11 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])
         .await;
+    assert_eq!(
+        nvim.lua("return require('agent.rpc').PROTOCOL", vec![])
+            .await,
+        Value::from(PROTOCOL)
+    );
     let problems = receive(&nvim, events).await;
     assert!(problems.is_empty(), "{problems:#?}");
     assert_eq!(
