@@ -3,7 +3,7 @@
 --- the answer in one key. Requests that arrive while one is open wait in a queue.
 ---
 --- Neovim never waits on the backend: the backend awaits the answer, matched by the request's id,
---- which `on_decide` sends back (lua/agent/rpc.lua).
+--- which `on_decide` sends back (`decide`, lua/agent/rpc/init.lua).
 
 local M = {}
 local H = {}
