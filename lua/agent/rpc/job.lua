@@ -48,8 +48,8 @@ function M.backend()
     return newest
   end
   return nil,
-    ("agent: the backend is not installed (no %s/bin/agent-nvim); run :Agent build to download it (or build it with `cargo build --release` in %s), then try again"):format(
-      root,
+    ("agent: the backend is not installed (no %s); run :Agent build to download it (or build it with `cargo build --release` in %s), then try again"):format(
+      (paths.installed()),
       root
     )
 end
