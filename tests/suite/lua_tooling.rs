@@ -44,7 +44,14 @@ async fn help_defaults_are_the_config_modules_defaults_key_for_key() {
 
 #[tokio::test]
 async fn public_lua_functions_carry_luacats_annotations() {
-    for module in ["lua/agent/init.lua", "lua/agent/config.lua"] {
+    for module in [
+        "lua/agent/init.lua",
+        "lua/agent/config.lua",
+        "lua/agent/chat/init.lua",
+        "lua/agent/rpc/init.lua",
+        "lua/agent/text.lua",
+        "lua/agent/paths.lua",
+    ] {
         let problems = lua_check("annotations", &format!("{ROOT}/{module}")).await;
         assert!(
             problems.is_empty(),
