@@ -66,8 +66,9 @@ fn bench(every: usize) {
                     "local diff, id = ... \
                      local t = vim.uv.hrtime() \
                      require('agent.approval').ask({ id = id, tool = 'edit_file', \
-                       title = 'edit src/big.rs (replace 1 chars with 2)', detail = 'edit src/big.rs (replace 1 chars with 2)', diff = diff, \
-                       action = { kind = 'edit', rel = 'src/big.rs' }, cwd = '/w', timeout = 120 }, function() end) \
+                       title = 'edit src/big.rs (replace 1 chars with 2)', \
+                       preview = { kind = 'diff', path = 'src/big.rs', unified = diff }, \
+                       choices = { kind = 'builtin', choices = { { key = 'allow_once', label = 'Allow once' } } } }, function() end) \
                      vim.cmd.redraw() \
                      local ms = (vim.uv.hrtime() - t) / 1e6 \
                      require('agent.approval').dismiss_all() \

@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use crate::agent::Event;
-use crate::approval::Action;
+use crate::approval::{Action, Decision};
 
 /// Which layout characters a piece of text keeps; everything else hidden is escaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -298,6 +298,21 @@ fn line_count(command: &str) -> usize {
         .unwrap_or(command)
         .split('\n')
         .count()
+}
+
+/// How an approval was answered, as the chat's tool row and the terminal record it: `allowed
+/// once`, `allowed for this session`, `allowed (everything this session)`, `refused`, or
+/// `refused: {reason}` with the reason on one line ([`one_line`]).
+pub fn decision_note(decision: &Decision) -> String {
+    match decision {
+        Decision::AllowOnce => "allowed once".into(),
+        Decision::AllowSession => "allowed for this session".into(),
+        Decision::AllowAll => "allowed (everything this session)".into(),
+        Decision::Refuse {
+            reason: Some(reason),
+        } if !reason.trim().is_empty() => format!("refused: {}", one_line(reason)),
+        Decision::Refuse { .. } => "refused".into(),
+    }
 }
 
 /// The label of the choice that allows `action` for the rest of the session. A command is named
@@ -608,6 +623,30 @@ mod tests {
             assert!(boundaries.contains(&kept.len()), "{shown}");
             assert!(!shown.contains("\\u{2…"), "{shown}");
         }
+    }
+
+    #[test]
+    fn a_decision_is_recorded_in_words_with_a_refusals_reason_on_one_line() {
+        let note = |decision| decision_note(&decision);
+        assert_eq!(note(Decision::AllowOnce), "allowed once");
+        assert_eq!(note(Decision::AllowSession), "allowed for this session");
+        assert_eq!(
+            note(Decision::AllowAll),
+            "allowed (everything this session)"
+        );
+        assert_eq!(note(Decision::Refuse { reason: None }), "refused");
+        assert_eq!(
+            note(Decision::Refuse {
+                reason: Some(" ".into())
+            }),
+            "refused"
+        );
+        assert_eq!(
+            note(Decision::Refuse {
+                reason: Some("not\nnow\u{1b}".into())
+            }),
+            "refused: not\\nnow\\e"
+        );
     }
 
     #[test]

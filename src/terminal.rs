@@ -97,13 +97,7 @@ fn prompt(request: &ApprovalRequest) -> std::io::Result<Decision> {
         }
     };
     drop(raw);
-    let label = match &decision {
-        Decision::AllowOnce => "allowed once",
-        Decision::AllowSession => "allowed for this session",
-        Decision::AllowAll => "allowed (everything this session)",
-        Decision::Refuse { .. } => "refused",
-    };
-    writeln!(err, "{label}")?;
+    writeln!(err, "{}", display::decision_note(&decision))?;
     Ok(decision)
 }
 

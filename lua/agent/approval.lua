@@ -3,25 +3,38 @@
 --- the answer in one key. Requests that arrive while one is open wait in a queue.
 ---
 --- Neovim never waits on the backend: the backend awaits the answer, matched by the request's id,
---- which `on_decide` sends back (lua/agent/rpc.lua).
+--- which `on_decide` sends back (`decide`, lua/agent/rpc/init.lua).
 
 local M = {}
 local H = {}
 
 ---@alias agent.Decision "allow_once"|"allow_session"|"allow_all"|"refuse"
 
+--- An approval request as the backend sends it (src/nvim/protocol.rs, UiEvent::Approval). Every
+--- string in it was made visible by the backend (src/display.rs); absent fields are nil.
 ---@class agent.ApprovalRequest
 ---@field id integer
 ---@field tool string
----@field title string the float's title, made visible by the backend (src/display.rs)
----@field detail string for a command, its preview lines (made visible, blank runs as markers)
----@field diff? string
----@field action { kind: "edit"|"command", rel?: string, command?: string }
----@field session_choice? string the "Allow … for this session" label, made by the backend
----@field cwd string
----@field timeout number
----@field options? { id: string, name: string, kind: string }[] an external agent's own choices (ACP)
----@field command? string an external agent's shell command, for the preview
+---@field title string the float's title
+---@field preview agent.ApprovalPreview
+---@field choices agent.ApprovalChoices
+
+--- What the preview shows: a diff, a command (its lines, blank runs as markers, where it runs and,
+--- for the built-in run_bash, its timeout), or nothing but the title.
+---@class agent.ApprovalPreview
+---@field kind "diff"|"command"|"none"
+---@field path? string diff: the file
+---@field unified? string diff: its lines
+---@field command? string command: its lines
+---@field cwd? string command: where it runs
+---@field timeout? number command: seconds it may run (nil for an external agent's command)
+
+--- The choices and their labels, from the backend: the built-in tools' five (`key` names the
+--- entry of `keymaps.approval` that picks it), or an external agent's own options (ACP).
+---@class agent.ApprovalChoices
+---@field kind "builtin"|"agent"
+---@field choices? { key: string, label: string }[] builtin
+---@field options? { id: string, name: string, kind: string }[] agent
 
 --- Queued requests, the one shown first, each with its callback.
 ---@type { req: agent.ApprovalRequest, on_decide: fun(decision: agent.Decision, reason?: string) }[]
@@ -60,10 +73,10 @@ end
 
 --- An external agent's own permission options (ACP), shown by their names in the agent's order:
 --- keys 1..n, y picks the first allow option, n and <Esc> the first reject option (or cancel).
-function H.agent_choices(req)
+function H.agent_choices(options)
   local choices = {}
   local first_allow, first_reject
-  for i, option in ipairs(req.options) do
+  for i, option in ipairs(options) do
     local allow = option.kind == "allow_once" or option.kind == "allow_always"
     local choice = {
       digit = i <= 9 and tostring(i) or nil,
@@ -98,56 +111,59 @@ function H.agent_choices(req)
   return choices
 end
 
---- The choices, in order. `key` names the entry of `keymaps.approval` that picks it.
+--- True when an external agent offers the choices (its own options, its own keys).
+---@param req agent.ApprovalRequest
+function H.from_agent(req)
+  return req.choices.kind == "agent"
+end
+
+--- The choices, in order, with the labels the backend sent. `key` names the entry of
+--- `keymaps.approval` that picks it; `reason` asks for one before refusing.
 ---@param req agent.ApprovalRequest
 function H.choices(req)
-  if type(req.options) == "table" and #req.options > 0 then
-    return H.agent_choices(req)
+  if H.from_agent(req) then
+    return H.agent_choices(req.choices.options or {})
   end
-  local action = type(req.action) == "table" and req.action or {}
-  -- The backend names the command (cut where no escape is split, or counted by its lines).
-  local session = type(req.session_choice) == "string" and req.session_choice
-    or (action.kind == "edit" and "Allow edits for this session" or "Allow this command for this session")
-  return {
-    { key = "allow_once", label = "Allow once", decision = "allow_once" },
-    { key = "allow_session", label = session, decision = "allow_session" },
-    { key = "allow_all", label = "Allow everything this session", decision = "allow_all" },
-    { key = "refuse", label = "Refuse", decision = "refuse" },
-    { key = "refuse_with_reason", label = "Refuse with a reason…", decision = "refuse", reason = true },
-  }
+  local choices = {}
+  for _, choice in ipairs(req.choices.choices or {}) do
+    local with_reason = choice.key == "refuse_with_reason"
+    choices[#choices + 1] = {
+      key = choice.key,
+      label = choice.label,
+      decision = with_reason and "refuse" or choice.key,
+      reason = with_reason,
+    }
+  end
+  return choices
 end
 
 --- The preview's lines.
----@param req agent.ApprovalRequest
+---@param preview agent.ApprovalPreview
 ---@return string[] lines
-function H.preview_lines(req)
-  if req.tool == "run_bash" then
-    return vim.split(tostring(req.detail or ""), "\n", { plain = true })
-  elseif type(req.command) == "string" and req.command ~= "" then
-    return vim.split(req.command, "\n", { plain = true })
-  end
-  local diff = type(req.diff) == "string" and req.diff or ""
-  if diff == "" then
+function H.preview_lines(preview)
+  local text = preview.kind == "command" and preview.command or preview.kind == "diff" and preview.unified or ""
+  if text == "" then
     return { "(no preview)" }
   end
-  local lines = vim.split(diff, "\n", { plain = true })
-  if lines[#lines] == "" then
+  local lines = vim.split(text, "\n", { plain = true })
+  if preview.kind == "diff" and lines[#lines] == "" then
     table.remove(lines)
   end
   return lines
 end
 
 --- Where and how long a command runs, for the preview's bottom border (never scrolled away),
---- with `cwd` for the directory.
----@param req agent.ApprovalRequest
+--- with `cwd` for the directory; nil for any other preview.
+---@param preview agent.ApprovalPreview
 ---@param cwd string
 ---@return string?
-function H.where(req, cwd)
-  if req.tool == "run_bash" then
-    return ("in %s · timeout %ss"):format(cwd, H.number(req.timeout))
-  elseif type(req.command) == "string" and req.command ~= "" then
-    return ("in %s"):format(cwd)
+function H.where(preview, cwd)
+  if preview.kind ~= "command" then
+    return nil
+  elseif preview.timeout then
+    return ("in %s · timeout %ss"):format(cwd, H.number(preview.timeout))
   end
+  return ("in %s"):format(cwd)
 end
 
 function H.number(n)
@@ -231,7 +247,7 @@ end
 --- The keys that pick `choice`: from `keymaps.approval` for our own choices; for an external
 --- agent's options, their digit, plus y for the first allow and n/<Esc> for the first reject.
 function H.keys_for(choice, req)
-  if type(req.options) == "table" and #req.options > 0 then
+  if H.from_agent(req) then
     local out = { choice.digit }
     if choice.key == "allow_once" then
       table.insert(out, "y")
@@ -263,7 +279,7 @@ function H.show_next()
   end
   local req = item.req
   local choices = H.choices(req)
-  local preview = H.preview_lines(req)
+  local preview = H.preview_lines(req.preview)
   local choice_lines = H.choice_lines(choices, req)
   local place = H.layout(preview, choice_lines)
 
@@ -275,6 +291,8 @@ function H.show_next()
   local preview_buf = H.scratch("agent://approval-preview")
   vim.api.nvim_buf_set_lines(preview_buf, 0, -1, false, preview)
   vim.bo[preview_buf].modifiable = false
+  -- What the preview is, for statuslines and tests: "diff", "command" or "none".
+  vim.b[preview_buf].agent_preview = req.preview.kind
   local choices_buf = H.scratch("agent://approval")
   vim.api.nvim_buf_set_lines(choices_buf, 0, -1, false, choice_lines)
   vim.bo[choices_buf].modifiable = false
@@ -327,7 +345,7 @@ function H.show_next()
     preview_buf = preview_buf,
     choices_win = choices_win,
     choices_buf = choices_buf,
-    is_diff = req.tool ~= "run_bash",
+    is_diff = req.preview.kind == "diff",
     preview_lines = preview,
     choice_lines = choice_lines,
   }
@@ -374,11 +392,11 @@ function H.set_footer()
   elseif top > 1 then
     parts[#parts + 1] = ("↑ %d above · %s"):format(top - 1, keys.scroll_up)
   end
-  local req = open.item.req
-  local cwd = tostring(req.cwd)
+  local preview = open.item.req.preview
+  local cwd = tostring(preview.cwd or "")
   local components = vim.split(cwd, "/", { plain = true })
   local function footer_with(dir)
-    local all = vim.list_extend(vim.list_slice(parts), { H.where(req, dir) })
+    local all = vim.list_extend(vim.list_slice(parts), { H.where(preview, dir) })
     return #all > 0 and (" " .. table.concat(all, " · ") .. " ") or ""
   end
   local footer = footer_with(cwd)

@@ -84,7 +84,7 @@ function M.new()
   if rpc.running() then
     rpc.new()
   end
-  require("agent.chat").clear()
+  require("agent.chat").clear(rpc.running())
 end
 
 ---@class agent.Status
@@ -104,14 +104,28 @@ function M.status()
   return require("agent.chat").status()
 end
 
---- Presets the backend knows by name (src/acp: claude, gemini, codex, opencode).
-H.acp_presets = { "claude", "codex", "gemini", "opencode" }
+--- The names of the preset agents the backend knows: the one list, lua/agent/acp_presets.json,
+--- which the backend reads too (src/acp/mod.rs).
+---@return string[]
+function H.acp_presets()
+  if not H.presets then
+    local path = require("agent.paths").root() .. "/lua/agent/acp_presets.json"
+    local ok, list = pcall(function()
+      return vim.json.decode(table.concat(vim.fn.readfile(path), "\n"))
+    end)
+    H.presets = {}
+    for _, preset in ipairs(ok and type(list) == "table" and list or {}) do
+      H.presets[#H.presets + 1] = preset.name
+    end
+  end
+  return H.presets
+end
 
 --- Agent names for `:Agent acp`: configured ones, then the presets not overridden.
 function H.acp_names()
   local agents = require("agent.config").options.acp.agents or {}
   local names = vim.tbl_keys(agents)
-  for _, preset in ipairs(H.acp_presets) do
+  for _, preset in ipairs(H.acp_presets()) do
     if agents[preset] == nil then
       names[#names + 1] = preset
     end
@@ -131,7 +145,7 @@ function M.acp(name)
     return
   end
   local configured = (require("agent.config").options.acp.agents or {})[name]
-  if not configured and not vim.tbl_contains(H.acp_presets, name) then
+  if not configured and not vim.tbl_contains(H.acp_presets(), name) then
     vim.notify(
       ("agent: no ACP agent named '%s'; use one of %s, or add it to setup({ acp = { agents = { ... } } })"):format(
         name,
@@ -261,12 +275,21 @@ function H.create_autocommands()
   })
 end
 
--- Autocommands and highlights also without setup(): done once, on first use.
+-- Autocommands and highlights also without setup(), and what the chat's keys do (the chat
+-- never requires this module): done once, on first use.
 function H.ensure_init()
   if H.initialized then
     return
   end
   H.initialized = true
+  require("agent.chat").set_actions({
+    submit = function(text)
+      return M.ask(text)
+    end,
+    cancel = function()
+      M.stop()
+    end,
+  })
   if not require("agent.config").did_setup then
     H.create_autocommands()
     H.define_highlights()

@@ -62,8 +62,7 @@ end
 ---@return string binary
 ---@return string record
 function M.paths()
-  local dir = require("agent.rpc").plugin_root() .. "/bin"
-  return dir .. "/agent-nvim", dir .. "/agent-nvim.json"
+  return require("agent.paths").installed()
 end
 
 --- How the installed binary got there (the record `:Agent build` wrote), or nil.
@@ -158,7 +157,7 @@ function H.progress(message)
 end
 
 function H.root()
-  return require("agent.rpc").plugin_root()
+  return require("agent.paths").root()
 end
 
 --- The hint for building by hand with cargo.
@@ -403,7 +402,7 @@ function H.cargo(why, done)
         )
       )
     end
-    local built = root .. "/target/release/agent-nvim"
+    local built = require("agent.paths").built()
     local tmp = H.temp("build")
     local ok, err = vim.uv.fs_copyfile(built, tmp)
     if not ok then

@@ -226,16 +226,33 @@ pub enum ConnectError {
     Ended(String),
 }
 
-/// The command of a preset agent a user can name (SPEC section 5), or None.
+/// The preset agents a user can name (SPEC section 5): the one list, which the plugin reads too
+/// (`:Agent acp` completion), so it lives beside the Lua: `[{ "name": .., "cmd": [..] }]`.
+const PRESETS: &str = include_str!("../../lua/agent/acp_presets.json");
+
+/// One entry of [`PRESETS`].
+#[derive(Deserialize)]
+struct Preset {
+    name: String,
+    cmd: Vec<String>,
+}
+
+fn presets() -> Vec<Preset> {
+    // The file is part of the binary; a test parses it, so this never comes out empty.
+    serde_json::from_str(PRESETS).unwrap_or_default()
+}
+
+/// The command of a preset agent a user can name, or None.
 pub fn preset(name: &str) -> Option<Vec<String>> {
-    let command: &[&str] = match name {
-        "claude" => &["npx", "-y", "@agentclientprotocol/claude-agent-acp"],
-        "gemini" => &["gemini", "--acp"],
-        "codex" => &["npx", "-y", "@agentclientprotocol/codex-acp"],
-        "opencode" => &["opencode", "acp"],
-        _ => return None,
-    };
-    Some(command.iter().map(|word| word.to_string()).collect())
+    presets()
+        .into_iter()
+        .find(|preset| preset.name == name)
+        .map(|preset| preset.cmd)
+}
+
+/// The preset names, in the list's order.
+pub fn preset_names() -> Vec<String> {
+    presets().into_iter().map(|preset| preset.name).collect()
 }
 
 /// `session/update`, kept as JSON (see `update.rs` for why).

@@ -124,6 +124,7 @@ fn presets_resolve_to_the_specs_commands() {
     );
     assert_eq!(words("opencode").as_deref(), Some("opencode acp"));
     assert_eq!(words("aider"), None);
+    assert_eq!(preset_names(), ["claude", "gemini", "codex", "opencode"]);
 }
 
 #[test]

@@ -8,10 +8,9 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use rmpv::Value;
 
-use super::protocol::{AcpStart, AgentOption, UiEvent};
+use super::protocol::{lua, AcpStart, Choices, Preview, UiEvent};
 use super::{Bridge, Nvim, NvimEditor};
 use crate::acp::{self, AcpEvent, AcpHost, AcpSpec, PermissionAsk};
-use crate::approval::Action;
 use crate::conversation::{Conversation, Unavailable};
 
 impl Bridge {
@@ -33,8 +32,9 @@ impl Bridge {
             Some(command) => command,
             None => {
                 return self.error(format!(
-                    "agent: no ACP agent named '{}'; use claude, gemini, codex or opencode, or configure it in setup({{ acp = {{ agents = ... }} }})",
-                    start.name
+                    "agent: no ACP agent named '{}'; use {}, or configure it in setup({{ acp = {{ agents = ... }} }})",
+                    start.name,
+                    acp::preset_names().join(", ")
                 ))
             }
         };
@@ -97,37 +97,28 @@ impl AcpHost for NvimHost {
     fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<String>> {
         Box::pin(async move {
             let (id, answer) = self.bridge.state.pending.open(request.title.clone());
-            let action = match (&request.diff, &request.command) {
-                (Some(_), _) => Action::Edit {
-                    rel: request.title.clone(),
+            // The preview is what the request carries: a diff, else a command, else nothing.
+            let preview = match (request.diff, request.command) {
+                (Some(unified), _) => Preview::Diff {
+                    path: request.title.clone(),
+                    unified,
                 },
-                (None, command) => Action::Command {
-                    command: command.clone().unwrap_or_else(|| request.title.clone()),
+                (None, Some(command)) => Preview::Command {
+                    command,
+                    cwd: self.cwd.clone(),
+                    timeout: None,
                 },
+                (None, None) => Preview::None,
             };
             // After the agent's updates the turn reported before asking (its tool row).
             self.bridge.ask_lua(UiEvent::Approval {
                 id,
                 title: crate::display::approval_title(&request.title, &request.title, false),
-                tool: request.title.clone(),
-                detail: request.title,
-                diff: request.diff,
-                action,
-                session_choice: None,
-                cwd: self.cwd.clone(),
-                timeout: 0.0,
-                options: Some(
-                    request
-                        .options
-                        .into_iter()
-                        .map(|o| AgentOption {
-                            id: o.id,
-                            name: o.name,
-                            kind: o.kind,
-                        })
-                        .collect(),
-                ),
-                command: request.command,
+                tool: request.title,
+                preview,
+                choices: Choices::Agent {
+                    options: request.options,
+                },
             });
             // A refusal without one of the agent's options (Esc when it offered no reject) is a
             // cancel.
@@ -138,11 +129,7 @@ impl AcpHost for NvimHost {
     fn buffer_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<String>> {
         Box::pin(async move {
             let args = vec![Value::from(path.display().to_string())];
-            match self
-                .nvim
-                .exec_lua("return require('agent.rpc').buffer_text(...)", args)
-                .await
-            {
+            match self.nvim.exec_lua(lua::BUFFER_TEXT, args).await {
                 Ok(Value::String(text)) => text.into_str(),
                 Ok(_) => None,
                 Err(err) => {
@@ -199,11 +186,8 @@ mod tests {
                 send(ConversationEvent::Turn(Event::TurnStarted));
                 send(ConversationEvent::Agent(AgentUpdate::Thought { text }));
                 let (id, answer) = self.bridge.state.pending.open(self.name);
-                self.bridge.ask_lua(UiEvent::Decided {
-                    id,
-                    tool: self.name.into(),
-                    decision: Decision::AllowOnce,
-                });
+                self.bridge
+                    .ask_lua(UiEvent::decided(id, self.name.into(), Decision::AllowOnce));
                 let picked = answer.await.unwrap().option.unwrap_or_default();
                 send(ConversationEvent::Turn(Event::TurnDone {
                     input: 0,
@@ -276,11 +260,7 @@ mod tests {
             });
             assert_eq!(
                 next(&mut ui).await,
-                UiEvent::Decided {
-                    id,
-                    tool: conversation.name.into(),
-                    decision: Decision::AllowOnce
-                }
+                UiEvent::decided(id, conversation.name.into(), Decision::AllowOnce)
             );
             let UiEvent::Agent(Event::TurnDone { message, .. }) = next(&mut ui).await else {
                 panic!("expected the end of the turn");

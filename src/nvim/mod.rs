@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Event, DEFAULT_MAX_TURNS};
-use crate::approval::{ApprovalRequest, Asker, Decision};
+use crate::approval::{Action, ApprovalRequest, Asker, Decision};
 use crate::conversation::{Conversation, ConversationEvent, Native, Unavailable};
 use crate::editor::Editor;
 use crate::llm::ProviderChoice;
@@ -29,7 +29,9 @@ use crate::questions::Questions;
 use crate::session::{self, SessionConfig};
 use crate::workspace::Workspace;
 use crate::{Error, Result};
-use protocol::{method, BufferState, Decide, Prompt, Start, UiEvent, PROTOCOL};
+use protocol::{
+    lua, method, BufferState, Choice, Choices, Decide, Preview, Prompt, Start, UiEvent, PROTOCOL,
+};
 
 /// The handle to the Neovim that started us.
 type Nvim = Neovim<Compat<tokio::fs::File>>;
@@ -410,11 +412,11 @@ impl Bridge {
     fn decide(&self, decide: Decide) {
         // An unknown or late id is logged by the registry and ignored.
         if let Some(waiter) = self.state.pending.take(decide.id) {
-            self.send(UiEvent::Decided {
-                id: decide.id,
-                tool: waiter.about.clone(),
-                decision: decide.decision.clone(),
-            });
+            self.send(UiEvent::decided(
+                decide.id,
+                waiter.about.clone(),
+                decide.decision.clone(),
+            ));
             waiter.answer(decide);
         }
     }
@@ -491,7 +493,7 @@ impl Handler for Bridge {
         _nvim: Nvim,
     ) -> std::result::Result<Value, Value> {
         match name.as_str() {
-            "version" => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
+            protocol::request::VERSION => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
             other => Err(Value::from(format!("agent: unknown request '{other}'"))),
         }
     }
@@ -557,18 +559,9 @@ async fn pump(nvim: Nvim, events: Option<mpsc::UnboundedReceiver<UiEvent>>) {
             }
         }
         last_send = tokio::time::Instant::now();
-        let batch = join_text(batch);
-        let values: Vec<Value> = batch
-            .into_iter()
-            .map(UiEvent::shown)
-            .filter_map(|e| serde_json::to_value(e).ok())
-            .map(|v| to_msgpack(&v))
-            .collect();
+        let values = for_lua(join_text(batch));
         if let Err(err) = nvim
-            .exec_lua(
-                "return require('agent.rpc').receive(...)",
-                vec![Value::Array(values)],
-            )
+            .exec_lua(lua::RECEIVE, vec![Value::Array(values)])
             .await
         {
             tracing::warn!(%err, "Lua did not take a batch of events");
@@ -576,9 +569,22 @@ async fn pump(nvim: Nvim, events: Option<mpsc::UnboundedReceiver<UiEvent>>) {
     }
 }
 
+/// A batch of events as [`lua::RECEIVE`] takes it: each made visible ([`UiEvent::shown`]) and
+/// written as a msgpack map ([`to_msgpack`]). Public for the tests that send Lua every kind of
+/// event the way the pump does.
+pub fn for_lua(batch: Vec<UiEvent>) -> Vec<Value> {
+    batch
+        .into_iter()
+        .map(UiEvent::shown)
+        .filter_map(|e| serde_json::to_value(e).ok())
+        .map(|v| to_msgpack(&v))
+        .collect()
+}
+
 /// A JSON value as msgpack, objects as maps with string keys (what Lua tables need; rmpv's serde
-/// support would write structs as arrays). Every string is redacted: this is the one way events
-/// reach the chat.
+/// support would write structs as arrays). A null in an object is left out, so Lua never reads
+/// `vim.NIL` for an absent field. Every string is redacted: this is the one way events reach the
+/// chat.
 fn to_msgpack(value: &serde_json::Value) -> Value {
     match value {
         serde_json::Value::Null => Value::Nil,
@@ -592,6 +598,7 @@ fn to_msgpack(value: &serde_json::Value) -> Value {
         serde_json::Value::Array(items) => Value::Array(items.iter().map(to_msgpack).collect()),
         serde_json::Value::Object(map) => Value::Map(
             map.iter()
+                .filter(|(_, v)| !v.is_null())
                 .map(|(k, v)| (Value::from(k.as_str()), to_msgpack(v)))
                 .collect(),
         ),
@@ -638,19 +645,27 @@ impl Asker for NvimAsker {
             // The question's id is the registry's, shared with an external agent's questions.
             let (id, answer) = self.bridge.state.pending.open(request.tool.clone());
             let request = ApprovalRequest { id, ..request };
-            let is_command = matches!(request.action, crate::approval::Action::Command { .. });
+            let is_command = matches!(request.action, Action::Command { .. });
+            let preview = match (&request.action, request.diff) {
+                (Action::Command { command }, _) => Preview::Command {
+                    command: command.clone(),
+                    cwd: self.cwd.clone(),
+                    timeout: Some(self.timeout),
+                },
+                (Action::Edit { rel }, Some(unified)) => Preview::Diff {
+                    path: rel.clone(),
+                    unified,
+                },
+                (Action::Edit { .. }, None) => Preview::None,
+            };
             self.bridge.ask_lua(UiEvent::Approval {
                 id: request.id,
                 title: crate::display::approval_title(&request.tool, &request.detail, is_command),
-                session_choice: Some(crate::display::session_choice(&request.action)),
+                choices: Choices::Builtin {
+                    choices: Choice::builtin(&request.action),
+                },
                 tool: request.tool,
-                detail: request.detail,
-                diff: request.diff,
-                action: request.action,
-                cwd: self.cwd.clone(),
-                timeout: self.timeout,
-                options: None,
-                command: None,
+                preview,
             });
             answer.await.ok().map(|decide| decide.decision)
         })
@@ -681,7 +696,7 @@ impl NvimEditor {
 impl Editor for NvimEditor {
     fn has_unsaved_changes<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, bool> {
         Box::pin(async move {
-            self.lua("return require('agent.rpc').buffer_state(...)", Some(path))
+            self.lua(lua::BUFFER_STATE, Some(path))
                 .await
                 .and_then(|v| rmpv::ext::from_value::<BufferState>(v).ok())
                 .is_some_and(|state| state.loaded && state.modified)
@@ -690,14 +705,13 @@ impl Editor for NvimEditor {
 
     fn file_written<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            self.lua("require('agent.rpc').reload(...)", Some(path))
-                .await;
+            self.lua(lua::RELOAD, Some(path)).await;
         })
     }
 
     fn command_finished(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            self.lua("require('agent.rpc').checktime()", None).await;
+            self.lua(lua::CHECKTIME, None).await;
         })
     }
 }
@@ -736,24 +750,22 @@ mod tests {
 
     #[test]
     fn approvals_reach_lua_as_display_strings_and_keep_their_ids() {
+        let command = "a\n\n\n\nb\u{1b}";
         let approval = UiEvent::Approval {
             id: 3,
             tool: "run_bash".into(),
-            title: crate::display::approval_title("run_bash", "a\n\n\n\nb\u{1b}", true),
-            detail: "a\n\n\n\nb\u{1b}".into(),
-            diff: None,
-            action: crate::approval::Action::Command {
-                command: "a\n\n\n\nb\u{1b}".into(),
+            title: crate::display::approval_title("run_bash", command, true),
+            preview: Preview::Command {
+                command: command.into(),
+                cwd: "/w\u{1b}".into(),
+                timeout: Some(5.0),
             },
-            session_choice: Some("Allow `\u{1b}` for this session".into()),
-            cwd: "/w".into(),
-            timeout: 5.0,
-            options: Some(vec![protocol::AgentOption {
-                id: "al\u{1b}low".into(),
-                name: "Allow \u{202e}".into(),
-                kind: "allow_once".into(),
-            }]),
-            command: Some("x\ry".into()),
+            choices: Choices::Builtin {
+                choices: vec![Choice {
+                    key: "allow_session".into(),
+                    label: "Allow `\u{1b}` for this session".into(),
+                }],
+            },
         };
         assert_eq!(
             approval.shown(),
@@ -761,21 +773,145 @@ mod tests {
                 id: 3,
                 tool: "run_bash".into(),
                 title: "run_bash · 5 lines".into(),
-                detail: "a\n[… 3 blank lines …]\nb\\e".into(),
-                diff: None,
-                action: crate::approval::Action::Command {
-                    command: "a\\n[… 3 blank lines …]\\nb\\e".into(),
+                preview: Preview::Command {
+                    command: "a\n[… 3 blank lines …]\nb\\e".into(),
+                    cwd: "/w\\e".into(),
+                    timeout: Some(5.0),
                 },
-                session_choice: Some("Allow `\\e` for this session".into()),
-                cwd: "/w".into(),
-                timeout: 5.0,
-                options: Some(vec![protocol::AgentOption {
-                    id: "al\u{1b}low".into(),
-                    name: "Allow \\u{202e}".into(),
-                    kind: "allow_once".into(),
-                }]),
-                command: Some("x\\ry".into()),
+                choices: Choices::Builtin {
+                    choices: vec![Choice {
+                        key: "allow_session".into(),
+                        label: "Allow `\\e` for this session".into(),
+                    }],
+                },
             }
+        );
+        let agent = UiEvent::Approval {
+            id: 4,
+            tool: "Edit \u{202e}".into(),
+            title: "Edit \u{202e}".into(),
+            preview: Preview::Diff {
+                path: "Edit \u{202e}".into(),
+                unified: "+x\ry\n".into(),
+            },
+            choices: Choices::Agent {
+                options: vec![crate::acp::PermissionChoice {
+                    id: "al\u{1b}low".into(),
+                    name: "Allow \u{202e}".into(),
+                    kind: "allow_once".into(),
+                }],
+            },
+        };
+        assert_eq!(
+            agent.shown(),
+            UiEvent::Approval {
+                id: 4,
+                tool: "Edit \\u{202e}".into(),
+                title: "Edit \\u{202e}".into(),
+                preview: Preview::Diff {
+                    path: "Edit \\u{202e}".into(),
+                    unified: "+x\\ry".into(),
+                },
+                choices: Choices::Agent {
+                    options: vec![crate::acp::PermissionChoice {
+                        id: "al\u{1b}low".into(),
+                        name: "Allow \\u{202e}".into(),
+                        kind: "allow_once".into(),
+                    }],
+                },
+            }
+        );
+    }
+
+    #[test]
+    fn the_builtin_choices_come_in_the_pickers_order_with_the_session_one_named_for_its_scope() {
+        let labels = |action: Action| -> Vec<(String, String)> {
+            Choice::builtin(&action)
+                .into_iter()
+                .map(|c| (c.key, c.label))
+                .collect()
+        };
+        let pairs = |list: [(&str, &str); 5]| -> Vec<(String, String)> {
+            list.iter()
+                .map(|(k, l)| (k.to_string(), l.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            labels(Action::Command {
+                command: "cargo test".into()
+            }),
+            pairs([
+                ("allow_once", "Allow once"),
+                ("allow_session", "Allow `cargo test` for this session"),
+                ("allow_all", "Allow everything this session"),
+                ("refuse", "Refuse"),
+                ("refuse_with_reason", "Refuse with a reason…"),
+            ])
+        );
+        assert_eq!(
+            labels(Action::Edit { rel: "a".into() })[1].1,
+            "Allow edits for this session"
+        );
+    }
+
+    #[test]
+    fn absent_fields_are_left_out_of_what_lua_reads() {
+        let values = for_lua(vec![
+            UiEvent::Approval {
+                id: 1,
+                tool: "t".into(),
+                title: "t".into(),
+                preview: Preview::Command {
+                    command: "ls".into(),
+                    cwd: "/w".into(),
+                    timeout: None,
+                },
+                choices: Choices::Agent { options: vec![] },
+            },
+            UiEvent::decided(1, "t".into(), Decision::Refuse { reason: None }),
+            UiEvent::Agent(Event::ToolStarted {
+                id: "c".into(),
+                name: "n".into(),
+                args: serde_json::Value::Null,
+            }),
+        ]);
+        assert_eq!(
+            values.into_iter().map(sorted).collect::<Vec<_>>(),
+            vec![
+                sorted(Value::Map(vec![
+                    (Value::from("type"), Value::from("approval")),
+                    (Value::from("id"), Value::from(1)),
+                    (Value::from("tool"), Value::from("t")),
+                    (Value::from("title"), Value::from("t")),
+                    (
+                        Value::from("preview"),
+                        Value::Map(vec![
+                            (Value::from("kind"), Value::from("command")),
+                            (Value::from("command"), Value::from("ls")),
+                            (Value::from("cwd"), Value::from("/w")),
+                        ])
+                    ),
+                    (
+                        Value::from("choices"),
+                        Value::Map(vec![
+                            (Value::from("kind"), Value::from("agent")),
+                            (Value::from("options"), Value::Array(vec![])),
+                        ])
+                    ),
+                ])),
+                sorted(Value::Map(vec![
+                    (Value::from("type"), Value::from("decided")),
+                    (Value::from("id"), Value::from(1)),
+                    (Value::from("tool"), Value::from("t")),
+                    (Value::from("decision"), Value::from("refuse")),
+                    (Value::from("note"), Value::from("refused")),
+                ])),
+                sorted(Value::Map(vec![
+                    (Value::from("type"), Value::from("tool_started")),
+                    (Value::from("id"), Value::from("c")),
+                    (Value::from("name"), Value::from("n")),
+                ])),
+            ]
         );
     }
 
@@ -795,11 +931,7 @@ mod tests {
                 args: serde_json::json!({"command": "ls"}),
             })
         };
-        let question = |id: u64| UiEvent::Decided {
-            id,
-            tool: "run_bash".into(),
-            decision: Decision::AllowOnce,
-        };
+        let question = |id: u64| UiEvent::decided(id, "run_bash".into(), Decision::AllowOnce);
         let report = |events: &mpsc::UnboundedSender<Event>, event: UiEvent| match event {
             UiEvent::Agent(event) => events.send(event).unwrap(),
             other => panic!("{other:?}"),

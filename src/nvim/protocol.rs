@@ -1,24 +1,46 @@
 //! Every message that crosses the Rust/Lua boundary, declared once. Lua's side of it is
-//! `lua/agent/rpc.lua`; keep the two in step (and bump [`PROTOCOL`] when a shape changes).
+//! `lua/agent/rpc/` (`wire.lua` sends, `init.lua` receives, `buffers.lua` answers the queries);
+//! keep the two in step (and bump [`PROTOCOL`] when a shape changes).
 //!
 //! Direction Lua → Rust: msgpack-RPC notifications on the job channel (`vim.rpcnotify`), so
 //! Neovim's loop never waits on the backend. Method names are [`method`]'s constants; each takes
 //! one map argument, decoded into the struct named beside it.
 //!
-//! Direction Rust → Lua: `nvim_exec_lua("return require('agent.rpc').receive(...)", {events})`,
-//! a batch of [`UiEvent`] maps at most once a frame, and a few small queries about buffers
-//! (`buffer_state`, `reload`, `checktime`) answered by `agent.rpc`.
+//! Direction Rust → Lua: `nvim_exec_lua` of one of [`lua`]'s entry points: [`lua::RECEIVE`] with
+//! a batch of [`UiEvent`] maps at most once a frame, and the buffer queries.
+//!
+//! Maps sent to Lua never hold nil: a field that is absent is left out (an `Option` that is None
+//! is skipped, and the pump drops any null left in a map), so Lua reads `nil`, never `vim.NIL`.
 
 use serde::{Deserialize, Serialize};
 
-use crate::acp::{AgentUpdate, PlanEntry};
+use crate::acp::{AgentUpdate, PermissionChoice, PlanEntry};
 use crate::agent::Event;
 use crate::approval::{Action, Decision};
 use crate::display::{self, Layout};
 
 /// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
 /// says how to rebuild it.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
+
+/// The Lua functions Rust calls, as the code given to `nvim_exec_lua` (`...` are its arguments).
+/// Each lives in `agent.rpc` (the module Lua users and tests `require`).
+pub mod lua {
+    /// `receive(events)`: one frame's [`super::UiEvent`]s, in order. Returns nothing.
+    pub const RECEIVE: &str = "return require('agent.rpc').receive(...)";
+    /// `buffer_state(path)` → [`super::BufferState`]: whether a buffer holds the file at the
+    /// resolved absolute `path`, and whether it has unsaved changes.
+    pub const BUFFER_STATE: &str = "return require('agent.rpc').buffer_state(...)";
+    /// `buffer_text(path)` → string or nil: the text of the loaded buffer holding `path`, unsaved
+    /// changes included (an external agent's `fs/read_text_file`).
+    pub const BUFFER_TEXT: &str = "return require('agent.rpc').buffer_text(...)";
+    /// `reload(path)`: re-read the unmodified buffer of a file the backend wrote.
+    pub const RELOAD: &str = "return require('agent.rpc').reload(...)";
+    /// `checktime()`: re-read every unmodified buffer whose file changed (after a command).
+    pub const CHECKTIME: &str = "return require('agent.rpc').checktime()";
+    /// Every entry point above, for the test that checks Lua has each one.
+    pub const ALL: [&str; 5] = [RECEIVE, BUFFER_STATE, BUFFER_TEXT, RELOAD, CHECKTIME];
+}
 
 /// Notification names Lua sends.
 pub mod method {
@@ -34,6 +56,15 @@ pub mod method {
     pub const DECIDE: &str = "decide";
     /// [`super::AcpStart`]: drive an external agent over ACP; prompts go to it until `new`.
     pub const ACP: &str = "acp";
+    /// Every method above, for the test that checks Lua sends each one.
+    pub const ALL: [&str; 6] = [START, PROMPT, CANCEL, NEW, DECIDE, ACP];
+}
+
+/// Request names Lua may send (`vim.rpcrequest`; the plugin itself sends none, since Neovim would
+/// wait for the answer).
+pub mod request {
+    /// No argument; answers the backend's version (`CARGO_PKG_VERSION`).
+    pub const VERSION: &str = "version";
 }
 
 /// `start`: the session's settings, from `require("agent").setup()`.
@@ -93,7 +124,7 @@ pub struct Decide {
 /// `acp`: which external agent to start.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct AcpStart {
-    /// A configured name or a preset (claude, gemini, codex, opencode).
+    /// A configured name or a preset (`lua/agent/acp_presets.json`).
     pub name: String,
     /// The configured command; None uses the preset for `name`.
     #[serde(default)]
@@ -106,15 +137,72 @@ pub struct AcpStart {
     pub connect_timeout: Option<f64>,
 }
 
-/// One of an external agent's permission options, shown by its own name.
+/// What an approval's preview shows. Serialized with a `kind` field.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Preview {
+    /// An edit: the file and its diff.
+    Diff {
+        /// The file, relative to the workspace (an external agent's request names none: its
+        /// tool call's title).
+        path: String,
+        /// The diff's preview lines ([`display::diff_lines`]) joined by newlines.
+        unified: String,
+    },
+    /// A command: its preview lines ([`display::preview_lines`]) joined by newlines, where it
+    /// runs, and its timeout in seconds (absent for an external agent's command, whose timeout
+    /// is the agent's business).
+    Command {
+        command: String,
+        cwd: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timeout: Option<f64>,
+    },
+    /// Nothing to show but the title.
+    None,
+}
+
+/// Who offers the choices of an approval. Serialized with a `kind` field.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Choices {
+    /// The built-in tools' five choices ([`Choice::builtin`]), in order.
+    Builtin { choices: Vec<Choice> },
+    /// An external agent's own options (ACP), in the agent's order; the picked one's id is
+    /// echoed in `decide.option`.
+    Agent { options: Vec<PermissionChoice> },
+}
+
+/// One of the built-in choices: the entry of `keymaps.approval` that picks it, and its label.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AgentOption {
-    /// The agent's id for it (echoed in `decide.option`).
-    pub id: String,
-    /// The agent's label.
-    pub name: String,
-    /// `allow_once` | `allow_always` | `reject_once` | `reject_always`.
-    pub kind: String,
+pub struct Choice {
+    /// `allow_once` | `allow_session` | `allow_all` | `refuse` | `refuse_with_reason` (a refusal
+    /// that asks for the reason first).
+    pub key: String,
+    /// What the picker shows.
+    pub label: String,
+}
+
+impl Choice {
+    /// The built-in choices for a request whose session grant would cover `action`, in the
+    /// picker's order (SPEC section 4); the session one is named for its scope
+    /// ([`display::session_choice`]).
+    pub fn builtin(action: &Action) -> Vec<Choice> {
+        let session = display::session_choice(action);
+        [
+            ("allow_once", "Allow once"),
+            ("allow_session", session.as_str()),
+            ("allow_all", "Allow everything this session"),
+            ("refuse", "Refuse"),
+            ("refuse_with_reason", "Refuse with a reason…"),
+        ]
+        .into_iter()
+        .map(|(key, label)| Choice {
+            key: key.into(),
+            label: label.into(),
+        })
+        .collect()
+    }
 }
 
 /// What Rust tells Lua, in order. Serialized as a map with a `type` field: the variants below,
@@ -137,35 +225,25 @@ pub enum UiEvent {
     /// or grant anything.
     Approval {
         id: u64,
+        /// The tool asking (`edit_file`, `run_bash`), or an external agent's tool call title.
         tool: String,
         /// The float's title: the detail on one line, or `run_bash · 62 lines`
         /// ([`display::approval_title`]).
         title: String,
-        /// For a command, its preview lines ([`display::preview_lines`]) joined by newlines;
-        /// otherwise one line.
-        detail: String,
-        /// The diff's preview lines ([`display::diff_lines`]) joined by newlines.
-        diff: Option<String>,
-        /// What a session grant would cover.
-        action: Action,
-        /// The label of the choice that allows it for the session
-        /// ([`display::session_choice`]); None for an external agent's request, whose options
-        /// have their own names.
-        session_choice: Option<String>,
-        /// The directory commands run in (for run_bash's preview).
-        cwd: String,
-        /// The command timeout in seconds (for run_bash's preview).
-        timeout: f64,
-        /// An external agent's own choices (ACP); None for the built-in tools.
-        options: Option<Vec<AgentOption>>,
-        /// An external agent's shell command, for the preview (ACP).
-        command: Option<String>,
+        /// What the preview shows.
+        preview: Preview,
+        /// The choices, in the picker's order, with their labels.
+        choices: Choices,
     },
-    /// How an approval was answered (to record on the tool row).
+    /// How an approval was answered: `decision`, `reason` with a refusal that gave one, and
+    /// `note`, what the tool row records ([`display::decision_note`]). Built by
+    /// [`UiEvent::decided`].
     Decided {
         id: u64,
         tool: String,
+        #[serde(flatten)]
         decision: Decision,
+        note: String,
     },
     /// An external agent (ACP) is connected; prompts go to it until `new`.
     AcpStarted { name: String },
@@ -178,6 +256,16 @@ pub enum UiEvent {
 }
 
 impl UiEvent {
+    /// The event that says how approval `id` of `tool` was answered.
+    pub fn decided(id: u64, tool: String, decision: Decision) -> Self {
+        UiEvent::Decided {
+            id,
+            tool,
+            note: display::decision_note(&decision),
+            decision,
+        }
+    }
+
     /// An error to show; `message` starts with `agent:` and says what to do.
     pub fn error(message: impl Into<String>) -> Self {
         UiEvent::Agent(Event::Error {
@@ -197,50 +285,58 @@ impl UiEvent {
                 id,
                 tool,
                 title,
-                detail,
-                diff,
-                action,
-                session_choice,
-                cwd,
-                timeout,
-                options,
-                command,
-            } => {
-                let detail = match &action {
-                    Action::Command { .. } => display::preview_lines(&detail).join("\n"),
-                    Action::Edit { .. } => one(detail),
-                };
-                let action = match action {
-                    Action::Edit { rel } => Action::Edit { rel: one(rel) },
-                    Action::Command { command } => Action::Command {
-                        command: display::one_line(&command),
+                preview,
+                choices,
+            } => UiEvent::Approval {
+                id,
+                tool: one(tool),
+                title: one(title),
+                preview: match preview {
+                    Preview::Diff { path, unified } => Preview::Diff {
+                        path: one(path),
+                        unified: display::diff_lines(&unified).join("\n"),
                     },
-                };
-                UiEvent::Approval {
-                    id,
-                    tool: one(tool),
-                    title: one(title),
-                    detail,
-                    diff: diff.map(|d| display::diff_lines(&d).join("\n")),
-                    action,
-                    session_choice: session_choice.map(one),
-                    cwd: one(cwd),
-                    timeout,
-                    options: options.map(|options| {
-                        options
+                    Preview::Command {
+                        command,
+                        cwd,
+                        timeout,
+                    } => Preview::Command {
+                        command: display::preview_lines(&command).join("\n"),
+                        cwd: one(cwd),
+                        timeout,
+                    },
+                    Preview::None => Preview::None,
+                },
+                choices: match choices {
+                    Choices::Builtin { choices } => Choices::Builtin {
+                        choices: choices
                             .into_iter()
-                            .map(|o| AgentOption {
+                            .map(|c| Choice {
+                                label: one(c.label),
+                                ..c
+                            })
+                            .collect(),
+                    },
+                    Choices::Agent { options } => Choices::Agent {
+                        options: options
+                            .into_iter()
+                            .map(|o| PermissionChoice {
                                 name: display::one_line(&o.name),
                                 ..o
                             })
-                            .collect()
-                    }),
-                    command: command.map(|c| display::preview_lines(&c).join("\n")),
-                }
-            }
-            UiEvent::Decided { id, tool, decision } => UiEvent::Decided {
+                            .collect(),
+                    },
+                },
+            },
+            UiEvent::Decided {
+                id,
+                tool,
+                decision,
+                note,
+            } => UiEvent::Decided {
                 id,
                 tool: one(tool),
+                note: one(note),
                 decision: match decision {
                     Decision::Refuse { reason } => Decision::Refuse {
                         reason: reason.map(one),

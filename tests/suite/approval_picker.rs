@@ -235,7 +235,13 @@ async fn queued_requests_are_shown_one_at_a_time_in_order_with_a_count() {
         vim.g.answers = {}
         local approval = require('agent.approval')
         local function req(id, command)
-          return { id = id, tool = 'run_bash', title = command, detail = command, action = { kind = 'command', command = command }, cwd = '/w', timeout = 120 }
+          local choices = {}
+          for _, key in ipairs({ 'allow_once', 'allow_session', 'allow_all', 'refuse', 'refuse_with_reason' }) do
+            choices[#choices + 1] = { key = key, label = key }
+          end
+          return { id = id, tool = 'run_bash', title = command,
+            preview = { kind = 'command', command = command, cwd = '/w', timeout = 120 },
+            choices = { kind = 'builtin', choices = choices } }
         end
         for id, command in ipairs({ 'make first', 'make second' }) do
           approval.ask(req(id, command), function(decision)

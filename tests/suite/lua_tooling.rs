@@ -44,7 +44,14 @@ async fn help_defaults_are_the_config_modules_defaults_key_for_key() {
 
 #[tokio::test]
 async fn public_lua_functions_carry_luacats_annotations() {
-    for module in ["lua/agent/init.lua", "lua/agent/config.lua"] {
+    for module in [
+        "lua/agent/init.lua",
+        "lua/agent/config.lua",
+        "lua/agent/chat/init.lua",
+        "lua/agent/rpc/init.lua",
+        "lua/agent/text.lua",
+        "lua/agent/paths.lua",
+    ] {
         let problems = lua_check("annotations", &format!("{ROOT}/{module}")).await;
         assert!(
             problems.is_empty(),
@@ -113,4 +120,205 @@ async fn annotations_check_reports_a_missing_param_and_return() {
         );
     }
     assert_eq!(problems.len(), expected.len(), "{problems:?}");
+}
+
+/// The modules each Lua file under `root/lua` requires (`require("agent…")`, wherever it is
+/// called: at load time or lazily inside a function), by module name.
+fn require_graph(
+    root: &std::path::Path,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "lua") {
+                out.push(path);
+            }
+        }
+    }
+    let lua = root.join("lua");
+    let mut paths = Vec::new();
+    files(&lua, &mut paths);
+    let mut graph = std::collections::BTreeMap::new();
+    for path in paths {
+        let rel = path.strip_prefix(&lua).unwrap().with_extension("");
+        let name = rel.to_str().unwrap().replace('/', ".");
+        let name = name.strip_suffix(".init").unwrap_or(&name).to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let needs = required(&text)
+            .into_iter()
+            .filter(|m| m == "agent" || m.starts_with("agent."))
+            .collect();
+        graph.insert(name, needs);
+    }
+    graph
+}
+
+/// The modules a Lua source requires: `require("m")`, `require('m')` or `require "m"` in code,
+/// not in comments or strings (a small lexer: comments, quoted and long strings, names).
+fn required(text: &str) -> Vec<String> {
+    #[derive(PartialEq)]
+    enum Token {
+        Name(String),
+        Str(String),
+        Other(char),
+    }
+    let chars: Vec<char> = text.chars().collect();
+    // The end of a long bracket opening at `i` (`[[`, `[==[`): the index after it, and its level.
+    let long_open = |i: usize| -> Option<(usize, usize)> {
+        let mut j = i + 1;
+        while chars.get(j) == Some(&'=') {
+            j += 1;
+        }
+        (chars.get(i) == Some(&'[') && chars.get(j) == Some(&'[')).then_some((j + 1, j - i - 1))
+    };
+    let long_close = |from: usize, level: usize| -> usize {
+        let close: String = std::iter::once(']')
+            .chain(std::iter::repeat_n('=', level))
+            .chain(std::iter::once(']'))
+            .collect();
+        let rest: String = chars[from..].iter().collect();
+        rest.find(&close).map_or(chars.len(), |at| {
+            from + rest[..at].chars().count() + level + 2
+        })
+    };
+    let mut tokens = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '-' && chars.get(i + 1) == Some(&'-') {
+            i = match long_open(i + 2) {
+                Some((body, level)) => long_close(body, level),
+                None => (i..chars.len())
+                    .find(|&j| chars[j] == '\n')
+                    .unwrap_or(chars.len()),
+            };
+        } else if c == '"' || c == '\'' {
+            let mut j = i + 1;
+            let mut value = String::new();
+            while j < chars.len() && chars[j] != c {
+                if chars[j] == '\\' {
+                    j += 1;
+                }
+                if let Some(&ch) = chars.get(j) {
+                    value.push(ch);
+                }
+                j += 1;
+            }
+            tokens.push(Token::Str(value));
+            i = j + 1;
+        } else if let Some((body, level)) = long_open(i) {
+            let end = long_close(body, level);
+            tokens.push(Token::Str(
+                chars[body..end.saturating_sub(level + 2).max(body)]
+                    .iter()
+                    .collect(),
+            ));
+            i = end;
+        } else if c.is_alphanumeric() || c == '_' {
+            let mut j = i;
+            while j < chars.len() && (chars[j].is_alphanumeric() || chars[j] == '_') {
+                j += 1;
+            }
+            tokens.push(Token::Name(chars[i..j].iter().collect()));
+            i = j;
+        } else {
+            if !c.is_whitespace() {
+                tokens.push(Token::Other(c));
+            }
+            i += 1;
+        }
+    }
+    let mut modules = Vec::new();
+    for (at, token) in tokens.iter().enumerate() {
+        if *token != Token::Name("require".into()) {
+            continue;
+        }
+        let arg = match (tokens.get(at + 1), tokens.get(at + 2)) {
+            (Some(Token::Other('(')), Some(Token::Str(m))) | (Some(Token::Str(m)), _) => m,
+            _ => continue,
+        };
+        modules.push(arg.clone());
+    }
+    modules
+}
+
+/// A cycle in `graph`, as the modules along it, or None.
+fn require_cycle(
+    graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+) -> Option<Vec<String>> {
+    fn visit(
+        graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        module: &str,
+        stack: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = stack.iter().position(|m| m == module) {
+            let mut cycle = stack[at..].to_vec();
+            cycle.push(module.to_string());
+            return Some(cycle);
+        }
+        if !done.insert(module.to_string()) {
+            return None;
+        }
+        stack.push(module.to_string());
+        for next in graph.get(module).into_iter().flatten() {
+            if let Some(cycle) = visit(graph, next, stack, done) {
+                return Some(cycle);
+            }
+        }
+        stack.pop();
+        None
+    }
+    let mut done = std::collections::BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|module| visit(graph, module, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_lua_module_requires_one_that_requires_it_back() {
+    let graph = require_graph(std::path::Path::new(ROOT));
+    assert!(graph.contains_key("agent.chat") && graph.contains_key("agent.rpc.wire"));
+    assert!(graph["agent.rpc"].contains("agent.rpc.wire"), "{graph:?}");
+    assert_eq!(require_cycle(&graph), None, "{graph:#?}");
+}
+
+#[test]
+fn requires_are_read_from_code_only() {
+    let source = "local a = require(\"agent.a\")\n\
+        -- require('agent.comment')\n\
+        --[[ require('agent.long_comment') ]]\n\
+        local s = \"fix it in require('agent.string')\" .. [[require('agent.long')]]\n\
+        local function f() return require 'agent.b' end\n\
+        local c = require('agent.c').x\n";
+    assert_eq!(required(source), ["agent.a", "agent.b", "agent.c"]);
+}
+
+/// The check above can fail: a lazy require inside a function closes a cycle it names.
+#[test]
+fn a_lazy_require_cycle_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let lua = dir.path().join("lua/agent/chat");
+    std::fs::create_dir_all(&lua).unwrap();
+    std::fs::write(
+        dir.path().join("lua/agent/init.lua"),
+        "local M = {}\nfunction M.open() require('agent.chat').open() end\nreturn M\n",
+    )
+    .unwrap();
+    std::fs::write(
+        lua.join("init.lua"),
+        "local M = {}\nfunction M.key() require(\"agent\").stop() end\nreturn M\n",
+    )
+    .unwrap();
+    let cycle = require_cycle(&require_graph(dir.path()));
+    assert_eq!(
+        cycle,
+        Some(vec![
+            "agent".to_string(),
+            "agent.chat".to_string(),
+            "agent".to_string()
+        ])
+    );
 }

@@ -6,6 +6,7 @@ mod approval_picker;
 mod install;
 mod lua_tooling;
 mod nvim_acp;
+mod nvim_boundary;
 mod nvim_keys;
 mod nvim_plugin;
 mod processes;

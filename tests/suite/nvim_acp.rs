@@ -243,6 +243,32 @@ async fn an_agents_permission_title_command_and_option_names_are_shown_escaped()
         .any(|l| l.contains(r"Run touch PWNED #\r\e[2Kls -la")));
 }
 
+/// An agent's shell command is previewed as a command (where it runs, no diff colours), not as
+/// a diff: the request says which, rather than Lua guessing from the tool's name.
+#[tokio::test]
+async fn an_agents_execute_permission_shows_the_command_preview_not_a_diff() {
+    let nvim = connected(Some((80, 24)), "normal", "").await;
+    nvim.cmd("Agent cancel").await;
+    let screen = nvim.wait_for_screen("Always allow").await;
+    assert!(screen.contains("│sleep 100"), "{screen}");
+    assert!(screen.contains(" in "), "{screen}");
+    assert!(!screen.contains("timeout"), "{screen}");
+    assert!(!screen.contains("(no preview)"), "{screen}");
+    let kind = nvim
+        .lua(
+            "return vim.b[vim.fn.bufnr('agent://approval-preview')].agent_preview",
+            vec![],
+        )
+        .await;
+    assert_eq!(kind, Value::from("command"));
+    nvim.api.input("n").await.unwrap();
+    let lines = nvim.wait_for_line(CHAT, "permission: ").await;
+    assert_eq!(
+        reported(&lines, "permission")["result"]["outcome"],
+        serde_json::json!({"outcome": "selected", "optionId": "reject"})
+    );
+}
+
 #[tokio::test]
 async fn headless_the_permission_is_cancelled_and_auto_approve_picks_allow_always() {
     let nvim = connected(None, "normal", "").await;

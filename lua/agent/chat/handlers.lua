@@ -1,0 +1,275 @@
+--- What each event from the backend does to the chat and its state (the events are declared in
+--- src/nvim/protocol.rs, UiEvent; every string in them was made visible by the backend, and an
+--- absent field is nil).
+
+local render = require("agent.chat.render")
+local status = require("agent.chat.status")
+local text = require("agent.text")
+local window = require("agent.chat.window")
+
+local M = {}
+local H = {}
+
+--- One handler for each event type the backend sends.
+---@type table<string, fun(event: table)>
+M.handlers = {}
+
+H.running_tool = nil ---@type string? the id of the tool call running now
+H.draining = false -- after `:Agent new` during a turn: skip that turn's last events
+H.last_error = nil ---@type string? the last error shown in this turn (a failed turn ends with it)
+
+--- Shows one event. Returns false when no handler knows its type.
+---@param event table
+---@return boolean handled
+function M.handle(event)
+  render.ensure()
+  local kind = event.type
+  if H.draining then
+    if kind == "turn_done" or kind == "turn_started" then
+      H.draining = false
+    end
+    if kind ~= "turn_started" and kind ~= "started" and kind ~= "error" then
+      return M.handlers[kind] ~= nil
+    end
+  end
+  local handler = M.handlers[kind]
+  render.end_block(kind)
+  if handler then
+    handler(event)
+  end
+  render.write()
+  return handler ~= nil
+end
+
+--- Shows an error (highlighted) in the chat, and through vim.notify when the chat is not
+--- visible.
+---@param message string
+function M.error(message)
+  H.last_error = message
+  render.ensure()
+  render.newline()
+  render.put(message, "AgentError")
+  render.put("\n")
+  render.write()
+  if not status.current.turn and status.current.state == "thinking" then
+    -- The prompt failed before a turn began: no turn_done will come.
+    status.set("idle")
+  end
+  if not window.visible() then
+    vim.notify(message, vim.log.levels.ERROR)
+  end
+end
+
+--- Shows the user's prompt under `## You`; the state becomes `thinking`.
+---@param prompt string
+function M.user_prompt(prompt)
+  render.ensure()
+  render.blank_line()
+  render.put("## You", "AgentHeader")
+  render.put("\n\n")
+  render.put(prompt)
+  render.newline()
+  render.write()
+  status.current.input, status.current.output = 0, 0
+  status.current.turn = false
+  status.set("thinking")
+end
+
+--- Forgets the running turn's rows; what is left of a turn still running (the backend cancels
+--- it) is not shown.
+function M.clear()
+  H.draining = status.current.turn
+  H.running_tool = nil
+end
+
+-- Handlers -----------------------------------------------------------------------------------
+
+local handlers = M.handlers
+
+-- An external agent (ACP) is connected: prompts go to it until :Agent new.
+function handlers.acp_started(e)
+  status.current.model = tostring(e.name)
+  render.blank_line()
+  render.put(("connected to %s (ACP); prompts go to it until :Agent new"):format(tostring(e.name)), "AgentNotice")
+  render.put("\n")
+  status.render()
+end
+
+function handlers.started(e)
+  status.current.provider = e.provider ~= "" and e.provider or nil
+  status.current.model = e.model ~= "" and e.model or nil
+  if status.current.state == "off" then
+    status.current.state = "idle"
+  end
+  status.render()
+end
+
+function handlers.turn_started()
+  H.last_error = nil
+  status.current.turn = true
+  status.current.input, status.current.output = 0, 0
+  render.blank_line()
+  render.put("## Agent", "AgentHeader")
+  render.put("\n\n")
+  status.set("thinking")
+end
+
+function handlers.text(e)
+  if status.current.state == "retrying" then
+    status.set("thinking")
+  end
+  render.put(e.text or "")
+end
+
+function handlers.tool_started(e)
+  local name = tostring(e.name)
+  render.tools[e.id] = { name = name }
+  H.running_tool = e.id
+  render.newline()
+  render.put("… running " .. name, "AgentToolRunning", e.id)
+  render.put("\n")
+  local args = type(e.args) == "table" and e.args or {}
+  status.current.tool = name
+  status.current.command = name == "run_bash" and type(args.command) == "string" and args.command or nil
+  status.current.since = vim.uv.now()
+  status.set("running")
+end
+
+-- An external agent's thinking (ACP): dimmed, folded under a `thinking` row.
+function handlers.thought(e)
+  local block = render.block("thought", "… thinking", "AgentThought")
+  block.text = block.text .. tostring(e.text or "")
+  local lines = render.indented(block.text)
+  local row = render.row_of(block)
+  if row then
+    local title = ("… thought (%d line%s)"):format(#lines, #lines == 1 and "" or "s")
+    render.write_row(block, row, title, "AgentThought", lines, { output_hl = "AgentThought" })
+  end
+end
+
+H.plan_marks = { completed = "[x]", in_progress = "[~]", pending = "[ ]" }
+
+-- An external agent's plan (ACP), as a checklist; a new plan replaces the shown one.
+function handlers.plan(e)
+  local block = render.block("plan", "Plan", "AgentHeader")
+  local lines = {}
+  for _, entry in ipairs(type(e.entries) == "table" and e.entries or {}) do
+    local mark = H.plan_marks[entry.status] or "[ ]"
+    lines[#lines + 1] = ("- %s %s"):format(mark, text.one_line(entry.content or ""))
+  end
+  local row = render.row_of(block)
+  if row then
+    render.write_row(block, row, "Plan", "AgentHeader", lines, { fold = false, output_hl = "Normal" })
+  end
+end
+
+-- An external agent's tool call changed (ACP tool_call_update): its row is rewritten in place.
+function handlers.tool_updated(e)
+  local tool = render.tools[e.id]
+  local row = tool and render.row_of(tool)
+  if not row then
+    return
+  end
+  local title = text.one_line(e.title or e.name or tool.name or "")
+  if title ~= "" then
+    tool.name = title
+  end
+  local state = e.status and tostring(e.status) or nil
+  local row_text = "… " .. tool.name .. ((state and state ~= "in_progress") and (" (" .. state .. ")") or "")
+  local output = render.indented(e.output)
+  render.flush()
+  render.write_row(tool, row, row_text, "AgentToolRunning", output)
+end
+
+function handlers.approval()
+  status.set("approval")
+end
+
+function handlers.decided(e)
+  local tool = H.running_tool and render.tools[H.running_tool]
+  if tool then
+    -- What the row records, worded by the backend (`allowed once`, `refused: {reason}`).
+    tool.note = tostring(e.note or e.decision)
+    render.flush()
+    local row = render.row_of(tool)
+    if row then
+      render.write_row(tool, row, "… running " .. tool.name, "AgentToolRunning", {})
+    end
+  end
+  if status.current.state == "approval" then
+    status.current.since = vim.uv.now() -- a command's seconds count from when it may run
+    status.set("running")
+  end
+end
+
+function handlers.tool_finished(e)
+  local tool = render.tools[e.id]
+  local summary = (e.ok and "▸ " or "✗ ") .. text.one_line(e.summary or e.name or "")
+  render.flush()
+  local row = tool and render.row_of(tool)
+  if not row then
+    -- No tool_started for it: give it a row now.
+    tool = { name = e.name }
+    render.tools[e.id] = tool
+    render.newline()
+    render.put(summary, nil, e.id)
+    render.put("\n")
+    render.flush()
+    row = render.row_of(tool)
+  end
+  tool.ok = e.ok
+  render.write_row(tool, row, summary, e.ok and "AgentToolRow" or "AgentToolError", render.indented(e.output))
+  if H.running_tool == e.id then
+    H.running_tool = nil
+  end
+  status.current.tool, status.current.command = nil, nil
+  if status.current.turn then
+    status.set("thinking")
+  end
+end
+
+function handlers.retrying(e)
+  render.newline()
+  render.put(
+    ("retrying in %.1fs (attempt %d): %s"):format(
+      (e.delay_ms or 0) / 1000,
+      e.attempt or 0,
+      text.one_line(e.reason or "")
+    ),
+    "AgentNotice"
+  )
+  render.put("\n")
+  status.current.attempt = e.attempt
+  status.set("retrying")
+end
+
+function handlers.usage(e)
+  status.current.input, status.current.output = e.input or status.current.input, e.output or status.current.output
+  status.render()
+end
+
+function handlers.turn_done(e)
+  local s = status.current
+  s.input, s.output = e.input or s.input, e.output or s.output
+  s.turn = false
+  s.tool, s.command = nil, nil
+  H.running_tool = nil
+  local message = e.message
+  -- A failed turn ends with the error it already reported: shown once.
+  if e.outcome == "failed" and message == H.last_error then
+    message = nil
+  end
+  if message and message ~= "" then
+    render.blank_line()
+    local calm = e.outcome == "done" or e.outcome == "cancelled"
+    render.put(message, calm and "AgentNotice" or "AgentError")
+    render.put("\n")
+  end
+  status.set("idle")
+end
+
+function handlers.error(e)
+  M.error(e.message or "agent: unknown error")
+end
+
+return M

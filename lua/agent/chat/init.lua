@@ -1,0 +1,111 @@
+--- The conversation split: `agent://chat` above `agent://input`, and the state shown in the chat
+--- window's winbar. This module is the chat's API; the parts live beside it:
+--- - window.lua: the buffers, windows, their options and keys;
+--- - render.lua: writing to the chat buffer (batched appends, rows rewritten in place, folds);
+--- - handlers.lua: what each backend event does;
+--- - status.lua: the state machine and the winbar.
+--- None of them requires require("agent") or require("agent.rpc"): what the keys do is handed in
+--- (set_actions), and the backend tells the chat about itself.
+
+local handlers = require("agent.chat.handlers")
+local render = require("agent.chat.render")
+local status = require("agent.chat.status")
+local window = require("agent.chat.window")
+
+local M = {}
+
+window.on_chat_window = render.refold
+
+--- What the chat's keys do: `submit(text)` sends a prompt (true when it was sent), `cancel()`
+--- stops the turn. require("agent") sets them.
+---@param actions { submit: fun(text: string): boolean, cancel: fun() }
+function M.set_actions(actions)
+  window.actions = actions
+end
+
+--- Opens the split (chat above, input below) in the current tab page if it is not there.
+---@param opts? { focus?: boolean } focus: put the cursor in the input window
+function M.open(opts)
+  opts = opts or {}
+  render.ensure()
+  window.open(opts.focus)
+  status.render()
+end
+
+--- True when the chat is shown in the current tab page.
+---@return boolean
+function M.visible()
+  return window.buf ~= nil and window.visible()
+end
+
+--- Moves the cursor out of the agent's windows (to the previous window, else a new one).
+M.leave = window.leave
+
+--- True while a prompt is being worked on (from sending it to `turn_done`).
+M.busy = status.busy
+
+--- The state for statuslines: see :help agent-statusline.
+---@return agent.Status
+function M.status()
+  local s = status.current
+  return {
+    state = s.state,
+    text = status.text(),
+    input = s.input,
+    output = s.output,
+    provider = s.provider,
+    model = s.model,
+  }
+end
+
+--- Shows the user's prompt under `## You`; the state becomes `thinking`.
+M.user_prompt = handlers.user_prompt
+
+--- Shows an error (highlighted) in the chat, and through vim.notify when the chat is not
+--- visible.
+M.error = handlers.error
+
+--- Clears the conversation (`:Agent new`). What is left of a turn that was running (the
+--- backend cancels it) is not shown in the fresh chat.
+---@param running boolean whether a backend runs (the state becomes idle, else off)
+function M.clear(running)
+  handlers.clear()
+  render.clear()
+  local s = status.current
+  s.input, s.output, s.turn = 0, 0, false
+  status.set(running and "idle" or "off")
+end
+
+--- Holds buffer writes until end_batch(), so one batch of events is one buffer call.
+M.begin_batch = render.begin_batch
+
+--- Writes what the batch queued.
+M.end_batch = render.end_batch
+
+--- The backend was started: `idle` until a prompt is sent.
+function M.backend_started()
+  if status.current.state == "off" then
+    status.set("idle")
+  end
+end
+
+--- The backend was stopped on purpose.
+function M.backend_stopped()
+  status.current.turn = false
+  status.set("off")
+end
+
+--- The backend exited by itself: say so in the chat; the next prompt starts a new one.
+---@param message string
+function M.backend_exited(message)
+  status.current.turn = false
+  status.set("off")
+  M.error(message)
+end
+
+--- Shows one event from the backend (see src/nvim/protocol.rs, UiEvent).
+---@param event table
+---@return boolean handled false when the chat has no handler for its type
+M.handle = handlers.handle
+
+return M

@@ -1,0 +1,83 @@
+--- The chat's state machine and its winbar: off → idle → thinking → running / approval /
+--- retrying → idle, with the token counts, the model, and how long a command has run. What
+--- require("agent").status() returns (see :help agent-statusline).
+
+local text = require("agent.text")
+local window = require("agent.chat.window")
+
+local M = {}
+local H = {}
+
+--- Characters of a running command the status quotes.
+H.COMMAND_CHARS = 40
+
+--- The state: `state`, the token counts of the turn, whether a turn is running (`turn`), and
+--- what the winbar names (provider, model, tool, command and since when, retry attempt).
+M.current = { state = "off", input = 0, output = 0, turn = false }
+H.timer = nil
+
+--- Moves to `state` and redraws; a running command's seconds tick while it runs.
+---@param state string
+function M.set(state)
+  M.current.state = state
+  local counting = state == "running" and M.current.command ~= nil
+  if counting and not H.timer then
+    H.timer = vim.uv.new_timer()
+    H.timer:start(1000, 1000, vim.schedule_wrap(M.render))
+  elseif not counting and H.timer then
+    H.timer:stop()
+    H.timer:close()
+    H.timer = nil
+  end
+  M.render()
+end
+
+--- True while a prompt is being worked on (from sending it to `turn_done`).
+---@return boolean
+function M.busy()
+  local state = M.current.state
+  return state == "thinking" or state == "running" or state == "approval" or state == "retrying"
+end
+
+--- What the winbar's left side says: "idle", "running `cargo test` 12s", ...
+---@return string
+function M.text()
+  local s = M.current
+  if s.state == "running" then
+    if s.command then
+      local command = text.cut(text.one_line(s.command), H.COMMAND_CHARS)
+      return ("running `%s` %ds"):format(command, math.floor((vim.uv.now() - (s.since or vim.uv.now())) / 1000))
+    end
+    return "running " .. (s.tool or "a tool")
+  elseif s.state == "approval" then
+    return "waiting for approval"
+  elseif s.state == "retrying" then
+    return ("retrying (attempt %d)"):format(s.attempt or 0)
+  end
+  return s.state
+end
+
+--- Redraws the winbar of every chat window: the state always, then what fits of the tokens and
+--- the model.
+function M.render()
+  local function escape(s)
+    return (s:gsub("%%", "%%%%"))
+  end
+  local s = M.current
+  local left = M.text()
+  local tokens = ("%d in / %d out"):format(s.input, s.output)
+  local full = s.model and (s.model .. " · " .. tokens) or tokens
+  for _, win in ipairs(window.chat_windows()) do
+    local room = vim.api.nvim_win_get_width(win) - vim.fn.strdisplaywidth(left) - 3
+    local right = ""
+    if vim.fn.strdisplaywidth(full) <= room then
+      right = full
+    elseif vim.fn.strdisplaywidth(tokens) <= room then
+      right = tokens
+    end
+    local bar = " " .. escape(left) .. "%=" .. escape(right) .. " "
+    vim.api.nvim_set_option_value("winbar", bar, { win = win, scope = "local" })
+  end
+end
+
+return M

@@ -1,0 +1,276 @@
+--- The chat's buffers and windows: `agent://chat` (the conversation, markdown, never edited by
+--- hand) above `agent://input` (the prompt being written), their window options and keys.
+--- Windows are never entered but on request: the user's cursor and focus stay where they are.
+
+local M = {}
+local H = {}
+
+H.CHAT = "agent://chat"
+H.INPUT = "agent://input"
+H.INPUT_HEIGHT = 5
+H.ns_hint = vim.api.nvim_create_namespace("agent.input.hint")
+
+--- The chat buffer, when it exists.
+M.buf = nil ---@type integer?
+--- The input buffer, when it exists.
+M.input_buf = nil ---@type integer?
+
+--- What the keys of the two buffers do, set by require("agent") (the chat never requires it):
+--- `submit(text)` sends a prompt and returns whether it was sent; `cancel()` stops the turn.
+M.actions = {
+  submit = function()
+    return false
+  end,
+  cancel = function() end,
+}
+
+--- Called with each new chat window (folds are per window: the renderer puts them back).
+---@type fun(win: integer)?
+M.on_chat_window = nil
+
+--- Makes the buffers that are missing.
+---@return boolean new_chat true when the chat buffer was (re)made: what was written is gone
+function M.ensure_buffers()
+  local new_chat = false
+  if not (M.buf and vim.api.nvim_buf_is_valid(M.buf)) then
+    new_chat = true
+    local buf = H.scratch(H.CHAT)
+    M.buf = buf
+    vim.bo[buf].undolevels = -1 -- nothing to undo, and no memory spent on it
+    vim.bo[buf].modifiable = false
+    H.plain(buf)
+    vim.schedule(function()
+      H.plain(buf) -- FileType handlers that start treesitter later
+    end)
+    vim.api.nvim_create_autocmd("BufWinEnter", {
+      buffer = buf,
+      desc = "agent: keep the chat's highlighting cost flat",
+      callback = function()
+        H.plain(buf)
+      end,
+    })
+    H.keymaps(buf, {
+      { "n", "<CR>", H.toggle_fold, "agent: show or hide the tool output under the cursor" },
+      { "n", "<C-c>", H.cancel, "agent: stop the running turn" },
+    })
+  end
+  if not (M.input_buf and vim.api.nvim_buf_is_valid(M.input_buf)) then
+    local buf = H.scratch(H.INPUT)
+    M.input_buf = buf
+    H.keymaps(buf, {
+      { "n", "<CR>", H.submit, "agent: send the prompt" },
+      { { "n", "i" }, "<C-s>", H.submit, "agent: send the prompt" },
+      { "n", "<C-c>", H.cancel, "agent: stop the running turn" },
+    })
+    vim.api.nvim_create_autocmd({ "TextChanged", "TextChangedI", "BufWinEnter" }, {
+      buffer = buf,
+      desc = "agent: the input's hint when it is empty",
+      callback = function()
+        H.hint(buf)
+      end,
+    })
+    H.hint(buf)
+  end
+  return new_chat
+end
+
+--- Opens the split (chat above, input below) in the current tab page where it is missing.
+---@param focus? boolean put the cursor in the input window
+function M.open(focus)
+  local config = require("agent.config")
+  local chat_win = M.window(M.buf)
+  if not chat_win then
+    chat_win = vim.api.nvim_open_win(M.buf, false, {
+      split = config.options.window.side,
+      win = -1,
+      width = config.window_width(),
+    })
+    H.setup_chat_window(chat_win)
+  end
+  local input_win = M.window(M.input_buf)
+  if not input_win then
+    input_win = vim.api.nvim_open_win(M.input_buf, false, {
+      split = "below",
+      win = chat_win,
+      height = H.INPUT_HEIGHT,
+    })
+    H.setup_input_window(input_win)
+  end
+  if focus then
+    vim.api.nvim_set_current_win(input_win)
+  end
+end
+
+--- The window showing `buf` in the current tab page.
+---@param buf? integer
+---@return integer?
+function M.window(buf)
+  if not buf then
+    return nil
+  end
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+    if vim.api.nvim_win_get_buf(win) == buf then
+      return win
+    end
+  end
+  return nil
+end
+
+--- Every window showing the chat, in any tab page.
+---@return integer[]
+function M.chat_windows()
+  return M.buf and vim.fn.win_findbuf(M.buf) or {}
+end
+
+--- True when the chat is shown in the current tab page.
+---@return boolean
+function M.visible()
+  return M.window(M.buf) ~= nil
+end
+
+--- Moves the cursor out of the agent's windows (to the previous window, else a new one).
+function M.leave()
+  local function ours()
+    local buf = vim.api.nvim_get_current_buf()
+    return buf == M.buf or buf == M.input_buf
+  end
+  if not ours() then
+    return
+  end
+  vim.cmd("wincmd p")
+  if ours() then
+    local side = require("agent.config").options.window.side
+    vim.cmd((side == "right" and "topleft" or "botright") .. " vnew")
+  end
+end
+
+-- Helpers ------------------------------------------------------------------------------------
+
+function H.scratch(name)
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_get_name(buf) == name then
+      vim.api.nvim_buf_delete(buf, { force = true })
+    end
+  end
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_name(buf, name)
+  vim.bo[buf].buftype = "nofile"
+  vim.bo[buf].bufhidden = "hide"
+  vim.bo[buf].swapfile = false
+  vim.bo[buf].filetype = "markdown"
+  return buf
+end
+
+-- Markdown's regex syntax and treesitter re-parse the buffer as it grows: off for the chat.
+function H.plain(buf)
+  if not vim.api.nvim_buf_is_valid(buf) then
+    return
+  end
+  local highlighter = package.loaded["vim.treesitter.highlighter"]
+  if highlighter and highlighter.active[buf] then
+    pcall(vim.treesitter.stop, buf)
+  end
+  if vim.bo[buf].syntax ~= "OFF" then
+    vim.bo[buf].syntax = "OFF"
+  end
+end
+
+function H.keymaps(buf, maps)
+  for _, map in ipairs(maps) do
+    vim.keymap.set(map[1], map[2], map[3], { buffer = buf, desc = map[4], nowait = true, silent = true })
+  end
+end
+
+function H.hint(buf)
+  vim.api.nvim_buf_clear_namespace(buf, H.ns_hint, 0, -1)
+  local lines = vim.api.nvim_buf_get_lines(buf, 0, 2, false)
+  if #lines == 1 and lines[1] == "" then
+    vim.api.nvim_buf_set_extmark(buf, H.ns_hint, 0, 0, {
+      virt_text = { { "Ask the agent… <C-s> sends, <C-c> stops", "AgentInputHint" } },
+      virt_text_pos = "overlay",
+    })
+  end
+end
+
+function H.window_options(win, options)
+  for name, value in pairs(options) do
+    vim.api.nvim_set_option_value(name, value, { win = win, scope = "local" })
+  end
+end
+
+-- What the chat and the input windows share: no gutter, soft-wrapped text.
+H.plain_window = {
+  number = false,
+  relativenumber = false,
+  signcolumn = "no",
+  foldcolumn = "0",
+  statuscolumn = "",
+  colorcolumn = "",
+  wrap = true,
+  linebreak = true,
+  winfixwidth = true,
+}
+
+function H.setup_chat_window(win)
+  H.window_options(win, H.plain_window)
+  H.window_options(win, {
+    spell = false,
+    list = false,
+    foldenable = true,
+    foldmethod = "manual",
+    foldlevel = 0,
+    foldminlines = 0,
+    foldtext = "",
+    fillchars = "fold: ,eob: ",
+  })
+  if M.on_chat_window then
+    M.on_chat_window(win)
+  end
+  vim.api.nvim_win_set_cursor(win, { vim.api.nvim_buf_line_count(M.buf), 0 })
+  local input_buf = M.input_buf
+  vim.api.nvim_create_autocmd("WinClosed", {
+    pattern = tostring(win),
+    once = true,
+    desc = "agent: close the input with its chat",
+    callback = function()
+      vim.schedule(function()
+        local input_win = M.window(input_buf)
+        if input_win and #vim.api.nvim_tabpage_list_wins(0) > 1 then
+          pcall(vim.api.nvim_win_close, input_win, false)
+        end
+      end)
+    end,
+  })
+end
+
+function H.setup_input_window(win)
+  H.window_options(win, H.plain_window)
+  H.window_options(win, {
+    winfixheight = true,
+    fillchars = "eob: ",
+  })
+end
+
+function H.toggle_fold()
+  if vim.fn.foldlevel(".") > 0 then
+    vim.cmd("normal! za")
+  end
+end
+
+function H.cancel()
+  M.actions.cancel()
+end
+
+function H.submit()
+  local buf = M.input_buf
+  local text = vim.trim(table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n"))
+  if text == "" then
+    return
+  end
+  if M.actions.submit(text) then
+    vim.api.nvim_buf_set_lines(buf, 0, -1, false, {})
+    H.hint(buf)
+  end
+end
+
+return M

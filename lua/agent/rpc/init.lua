@@ -1,0 +1,182 @@
+--- The channel to the backend, for the rest of the plugin. Its parts live beside it:
+--- - wire.lua: the only place that sends (vim.rpcnotify), and the notification names;
+--- - job.lua: the backend job (which binary, start, stop, exit);
+--- - buffers.lua: the backend's questions about buffers.
+---
+--- Lua → Rust: notifications (`start`, `prompt`, `cancel`, `new`, `decide`, `acp`), so Neovim
+--- never waits on the backend. Rust → Lua: `receive(events)` with a list of event maps at most
+--- once a frame, and the buffer queries `buffer_state`, `buffer_text`, `reload`, `checktime`.
+--- The shapes are declared in src/nvim/protocol.rs; keep the two in step and bump PROTOCOL in
+--- both when one changes.
+
+local buffers = require("agent.rpc.buffers")
+local job = require("agent.rpc.job")
+local paths = require("agent.paths")
+local wire = require("agent.rpc.wire")
+
+local M = {}
+local H = {}
+
+--- The protocol this file speaks; a backend announcing another one is stopped, with a message
+--- saying how to rebuild it.
+M.PROTOCOL = 3
+
+--- The plugin's root: the directory holding lua/ and plugin/.
+M.plugin_root = paths.root
+--- The log file the backend writes (`agent-nvim nvim --log FILE`).
+M.logfile = paths.logfile
+--- The backend binary to run, or nil and a message saying how to get one.
+M.backend = job.backend
+--- The workspace: the running backend's, else the one a backend started now would get.
+M.workspace = job.workspace
+--- True while a backend process is running.
+M.running = job.running
+--- The `started` event of the running backend (version, protocol, provider, model, workspace).
+M.info = job.info
+--- Starts the backend unless it runs, and sends it `start`. On failure shows why and what to do.
+M.ensure = job.ensure
+--- Stops the backend (its exit is not reported). The next prompt starts a new one.
+M.shutdown = job.shutdown
+
+-- The buffer queries Rust calls (protocol.rs `lua`).
+M.buffer_state = buffers.buffer_state
+M.buffer_text = buffers.buffer_text
+M.reload = buffers.reload
+M.checktime = buffers.checktime
+
+--- Runs a turn on `text`.
+---@param text string
+function M.prompt(text)
+  wire.notify(wire.method.PROMPT, { text = text })
+end
+
+--- Connects to an external ACP agent; prompts go to it until `new`.
+---@param name string
+---@param cmd? string[] a configured command (nil: the backend's preset for `name`)
+---@param env? table<string, string>
+function M.acp(name, cmd, env)
+  if not M.ensure() then
+    return
+  end
+  -- An empty Lua table would travel as an array; leave empty ones out.
+  wire.notify(wire.method.ACP, {
+    name = name,
+    connect_timeout = require("agent.config").options.acp.connect_timeout,
+    cmd = (cmd and #cmd > 0) and cmd or nil,
+    env = (env and next(env)) and env or nil,
+  })
+end
+
+--- Cancels the running turn.
+function M.cancel()
+  wire.notify(wire.method.CANCEL)
+end
+
+--- Cancels, then starts a fresh conversation (history and session grants forgotten).
+function M.new()
+  if package.loaded["agent.approval"] then
+    require("agent.approval").dismiss_all()
+  end
+  wire.notify(wire.method.NEW)
+end
+
+--- Answers approval request `id`.
+---@param id integer the request's id
+---@param decision "allow_once"|"allow_session"|"allow_all"|"refuse"
+---@param reason? string with "refuse": passed to the model
+---@param option? string the external agent's option id, when it offered its own (ACP)
+function M.decide(id, decision, reason, option)
+  wire.notify(wire.method.DECIDE, { id = id, decision = decision, reason = reason, option = option })
+end
+
+--- Called by Rust with the events of one frame, in order. Each is dispatched to the chat (and
+--- the approval picker); the chat writes them to its buffer once, at the end of the batch.
+---@param events table[]
+function M.receive(events)
+  local chat = require("agent.chat")
+  chat.begin_batch()
+  for _, event in ipairs(events or {}) do
+    H.guarded(event, H.dispatch, event)
+  end
+  chat.end_batch()
+end
+
+--- What went wrong showing events since the last call, and forgets it: one line for each event
+--- no handler knew and each error a handler raised (each error was also shown when it
+--- happened). For tests, and a bug report.
+---@return string[]
+function M.problems()
+  local problems = H.problems
+  H.problems = {}
+  return problems
+end
+
+-- Helpers ------------------------------------------------------------------------------------
+
+H.problems = {}
+
+-- Runs fn(...) for `event`; an error is shown, with what to do, and kept for M.problems().
+function H.guarded(event, fn, ...)
+  local ok, err = xpcall(fn, debug.traceback, ...)
+  if not ok then
+    local kind = tostring(type(event) == "table" and event.type)
+    H.problems[#H.problems + 1] = ("`%s`: %s"):format(kind, err)
+    vim.notify(
+      ("agent: could not show a `%s` event (a bug; please report it with :Agent log): %s"):format(kind, err),
+      vim.log.levels.ERROR
+    )
+  end
+end
+
+function H.dispatch(event)
+  local chat = require("agent.chat")
+  local kind = event.type
+  if not chat.handle(event) then
+    H.problems[#H.problems + 1] = ("`%s`: no handler"):format(tostring(kind))
+  end
+  if kind == "started" then
+    job.started(event)
+    if event.protocol ~= M.PROTOCOL then
+      chat.error(
+        ("agent: the backend speaks protocol %s but this plugin speaks %d; get the matching one with :Agent build (or `cargo build --release` in %s)"):format(
+          tostring(event.protocol),
+          M.PROTOCOL,
+          paths.root()
+        )
+      )
+      M.shutdown()
+    end
+  elseif kind == "turn_started" then
+    H.fire("AgentTurnStart", {})
+  elseif kind == "turn_done" then
+    -- The turn is over: a question still open (or waiting) can no longer be answered.
+    if package.loaded["agent.approval"] then
+      require("agent.approval").dismiss_all()
+    end
+    H.fire("AgentTurnDone", {
+      outcome = event.outcome,
+      input = event.input,
+      output = event.output,
+      message = event.message,
+    })
+  elseif kind == "approval" then
+    H.fire("AgentApprovalRequest", event)
+    -- Out of the RPC request: the picker waits for the user, the backend must not.
+    vim.schedule(function()
+      H.guarded(event, function()
+        require("agent.approval").ask(event, function(decision, reason, option)
+          M.decide(event.id, decision, reason, option)
+        end)
+      end)
+    end)
+  end
+end
+
+function H.fire(pattern, data)
+  local ok, err = pcall(vim.api.nvim_exec_autocmds, "User", { pattern = pattern, modeline = false, data = data })
+  if not ok then
+    vim.notify(("agent: a User %s autocommand failed: %s"):format(pattern, err), vim.log.levels.ERROR)
+  end
+end
+
+return M

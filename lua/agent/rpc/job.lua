@@ -1,0 +1,198 @@
+--- The backend job: which binary, starting it (`agent-nvim nvim` as an RPC child, then the
+--- `start` notification), stopping it, and telling the chat when it exits by itself.
+
+local paths = require("agent.paths")
+local wire = require("agent.rpc.wire")
+
+local M = {}
+local H = {}
+
+-- The running backend: its channel, the `started` event it sent, the workspace it runs in.
+H.job = nil ---@type integer?
+H.info = nil ---@type table?
+H.workspace = nil ---@type string?
+-- Jobs stopped on purpose: their exit is not reported as a failure.
+H.stopping = {}
+
+--- The backend binary to run, or nil and a message saying how to get one: the `backend` option,
+--- else the newer of the one :Agent build installs (<plugin>/bin/agent-nvim) and the one a
+--- `cargo build --release` in the plugin's directory makes (as scripts/dev.sh does), so a fresh
+--- build in a checkout is not shadowed by an older download.
+---@return string? path
+---@return string? message
+function M.backend()
+  local root = paths.root()
+  local configured = require("agent.config").options.backend
+  if configured then
+    local path = vim.fn.expand(configured)
+    if vim.fn.executable(path) == 1 then
+      return path
+    end
+    return nil,
+      ("agent: `backend` is %s, which is not an executable file; fix the path in setup(), or remove it and run :Agent build (or `cargo build --release` in %s)"):format(
+        path,
+        root
+      )
+  end
+  local newest, newest_time
+  for _, path in ipairs({ (paths.installed()), paths.built() }) do
+    local stat = vim.fn.executable(path) == 1 and vim.uv.fs_stat(path)
+    if stat then
+      local time = stat.mtime.sec + stat.mtime.nsec / 1e9
+      if not newest or time > newest_time then
+        newest, newest_time = path, time
+      end
+    end
+  end
+  if newest then
+    return newest
+  end
+  return nil,
+    ("agent: the backend is not installed (no %s); run :Agent build to download it (or build it with `cargo build --release` in %s), then try again"):format(
+      (paths.installed()),
+      root
+    )
+end
+
+--- The workspace: the running backend's, else the one a backend started now would get.
+---@return string
+function M.workspace()
+  if H.workspace then
+    return H.workspace
+  end
+  local configured = require("agent.config").options.workspace
+  local dir = configured and vim.fn.fnamemodify(vim.fn.expand(configured), ":p") or vim.fn.getcwd()
+  if #dir > 1 then
+    dir = dir:gsub("/+$", "")
+  end
+  return dir
+end
+
+--- True while a backend process is running.
+---@return boolean
+function M.running()
+  return H.job ~= nil
+end
+
+--- The `started` event of the running backend (version, protocol, provider, model, workspace).
+---@return table?
+function M.info()
+  return H.info
+end
+
+--- Records the running backend's `started` event.
+---@param event table
+function M.started(event)
+  H.info = event
+end
+
+--- Starts the backend unless it runs, and sends it `start`. On failure shows why and what to do.
+---@return boolean running
+function M.ensure()
+  if H.job then
+    return true
+  end
+  local bin, problem = M.backend()
+  if not bin then
+    vim.notify(problem, vim.log.levels.ERROR)
+    return false
+  end
+  local workspace = M.workspace()
+  if vim.fn.isdirectory(workspace) == 0 then
+    vim.notify(
+      ("agent: the workspace %s is not a directory; set `workspace` in setup() to one, or :cd to it"):format(workspace),
+      vim.log.levels.ERROR
+    )
+    return false
+  end
+  local log = paths.logfile()
+  vim.fn.mkdir(vim.fn.fnamemodify(log, ":h"), "p")
+  local stderr = {}
+  local ok, job = pcall(vim.fn.jobstart, { bin, "nvim", "--log", log }, {
+    rpc = true,
+    cwd = workspace,
+    on_stderr = function(_, data)
+      H.keep_tail(stderr, data)
+    end,
+    on_exit = function(id, code)
+      H.on_exit(id, code, stderr)
+    end,
+  })
+  if not ok or type(job) ~= "number" or job <= 0 then
+    vim.notify(
+      ("agent: could not start the backend %s (%s); see :checkhealth agent"):format(bin, ok and job or tostring(job)),
+      vim.log.levels.ERROR
+    )
+    return false
+  end
+  H.job, H.info, H.workspace = job, nil, workspace
+  wire.attach(job)
+  require("agent.chat").backend_started()
+  local config = require("agent.config").options
+  wire.notify(wire.method.START, {
+    workspace = workspace,
+    provider = config.provider,
+    model = config.model,
+    base_url = config.base_url,
+    auto_approve = config.auto_approve,
+    command_timeout = config.command_timeout,
+    shell = config.shell,
+    max_turns = config.max_turns,
+    pass_env = #config.pass_env > 0 and config.pass_env or nil,
+    max_edit_mb = config.max_edit_mb,
+  })
+  return true
+end
+
+--- Stops the backend (its exit is not reported). The next prompt starts a new one.
+function M.shutdown()
+  if H.job then
+    H.stopping[H.job] = true
+    pcall(vim.fn.jobstop, H.job)
+    H.forget()
+    require("agent.chat").backend_stopped()
+  end
+end
+
+-- Helpers ------------------------------------------------------------------------------------
+
+function H.forget()
+  H.job, H.info, H.workspace = nil, nil, nil
+  wire.attach(nil)
+end
+
+function H.on_exit(id, code, stderr)
+  if H.stopping[id] then
+    H.stopping[id] = nil
+    return
+  end
+  if H.job ~= id or vim.v.exiting ~= vim.NIL then
+    return
+  end
+  local had_started = H.info ~= nil
+  H.forget()
+  local lines = { ("agent: the backend exited (code %d); see :Agent log"):format(code) }
+  if not had_started then
+    lines[#lines + 1] = ("agent: if the plugin was updated, get the matching backend with :Agent build (or `cargo build --release` in %s)"):format(
+      paths.root()
+    )
+  end
+  for _, line in ipairs(stderr) do
+    lines[#lines + 1] = line
+  end
+  require("agent.chat").backend_exited(table.concat(lines, "\n"))
+end
+
+-- Keeps the last lines a job wrote to stderr (the log has the rest).
+function H.keep_tail(tail, data)
+  for _, line in ipairs(data) do
+    if line ~= "" then
+      tail[#tail + 1] = line
+      if #tail > 10 then
+        table.remove(tail, 1)
+      end
+    end
+  end
+end
+
+return M

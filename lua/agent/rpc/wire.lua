@@ -1,0 +1,54 @@
+--- The wire to the backend: the only place that calls vim.rpcnotify. Lua → Rust messages are
+--- notifications, so Neovim never waits on the backend; their names and shapes are declared in
+--- src/nvim/protocol.rs (`method`, and the struct each one carries).
+
+local M = {}
+local H = {}
+
+--- The notification names (protocol.rs `method`).
+M.method = {
+  START = "start",
+  PROMPT = "prompt",
+  CANCEL = "cancel",
+  NEW = "new",
+  DECIDE = "decide",
+  ACP = "acp",
+}
+
+--- For tests: when a table, each notification sent is also appended to it as
+--- `{ method = name, arg = map }` (`arg` absent for the ones without one), exactly as it went.
+---@type { method: string, arg?: table }[]?
+M.recorded = nil
+
+H.channel = nil ---@type integer?
+
+--- Sends from now on to the job `channel` (nil: nowhere).
+---@param channel? integer
+function M.attach(channel)
+  H.channel = channel
+end
+
+--- Sends notification `method` with `arg` (one map, or nil for none). False, after saying why,
+--- when it could not be sent; false without a word when no backend runs.
+---@param method string one of M.method
+---@param arg? table
+---@return boolean sent
+function M.notify(method, arg)
+  if not H.channel then
+    return false
+  end
+  local ok, err
+  if arg == nil then
+    ok, err = pcall(vim.rpcnotify, H.channel, method)
+  else
+    ok, err = pcall(vim.rpcnotify, H.channel, method, arg)
+  end
+  if not ok then
+    vim.notify(("agent: could not reach the backend (%s); see :Agent log"):format(err), vim.log.levels.ERROR)
+  elseif M.recorded then
+    table.insert(M.recorded, { method = method, arg = arg })
+  end
+  return ok
+end
+
+return M

@@ -1,0 +1,402 @@
+//! The Rust/Lua boundary in a real Neovim: every event Rust can send has a Lua handler that shows
+//! it without an error, every message Lua sends decodes into the struct `protocol.rs` names for
+//! it, and every Lua entry point Rust calls exists.
+
+use agent_nvim::acp::{AgentUpdate, PermissionChoice, PlanEntry};
+use agent_nvim::agent::{Event, Outcome};
+use agent_nvim::approval::{Action, Decision};
+use agent_nvim::nvim::for_lua;
+use agent_nvim::nvim::protocol::{
+    lua, method, AcpStart, Choice, Choices, Decide, Preview, Prompt, Start, UiEvent, PROTOCOL,
+};
+use rmpv::Value;
+
+use crate::support::nvim::{setup_lua, Nvim, Options};
+
+/// The example that follows `previous` (None: the first); None after the last. The match has no
+/// wildcard: a variant added to `UiEvent`, `Event`, `AgentUpdate` or `Preview` does not compile
+/// here until its arm says what follows it, which is where its own example goes into the chain.
+fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
+    let approval = |id, preview, choices| UiEvent::Approval {
+        id,
+        tool: "run_bash".into(),
+        title: "run_bash `ls`".into(),
+        preview,
+        choices,
+    };
+    let next = match previous {
+        None => UiEvent::Started {
+            version: "0.0.0".into(),
+            protocol: PROTOCOL,
+            provider: "anthropic".into(),
+            model: "m".into(),
+            workspace: "/w".into(),
+        },
+        Some(UiEvent::Started { .. }) => UiEvent::AcpStarted {
+            name: "test".into(),
+        },
+        Some(UiEvent::AcpStarted { .. }) => UiEvent::Agent(Event::TurnStarted),
+        Some(UiEvent::Agent(Event::TurnStarted)) => UiEvent::Agent(Event::Text {
+            text: "Hello\u{1b}[2J".into(),
+        }),
+        Some(UiEvent::Agent(Event::Text { .. })) => UiEvent::Agent(Event::ToolStarted {
+            id: "t1".into(),
+            name: "run_bash".into(),
+            args: serde_json::json!({"command": "ls", "nothing": null}),
+        }),
+        Some(UiEvent::Agent(Event::ToolStarted { .. })) => approval(
+            1,
+            Preview::Command {
+                command: "ls".into(),
+                cwd: "/w".into(),
+                timeout: Some(120.0),
+            },
+            Choices::Builtin {
+                choices: Choice::builtin(&Action::Command {
+                    command: "ls".into(),
+                }),
+            },
+        ),
+        Some(UiEvent::Approval { preview, .. }) => match preview {
+            Preview::Command { .. } => approval(
+                2,
+                Preview::Diff {
+                    path: "a.txt".into(),
+                    unified: "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+b\n".into(),
+                },
+                Choices::Agent {
+                    options: vec![PermissionChoice {
+                        id: "allow".into(),
+                        name: "Allow".into(),
+                        kind: "allow_once".into(),
+                    }],
+                },
+            ),
+            Preview::Diff { .. } => approval(3, Preview::None, Choices::Agent { options: vec![] }),
+            Preview::None => UiEvent::decided(
+                1,
+                "run_bash".into(),
+                Decision::Refuse {
+                    reason: Some("not now".into()),
+                },
+            ),
+        },
+        Some(UiEvent::Decided { .. }) => UiEvent::Update(AgentUpdate::ToolUpdated {
+            id: "t1".into(),
+            title: "Run ls".into(),
+            status: "in_progress".into(),
+            kind: "execute".into(),
+            output: "a\nb".into(),
+        }),
+        Some(UiEvent::Update(AgentUpdate::ToolUpdated { .. })) => {
+            UiEvent::Update(AgentUpdate::Thought {
+                text: "Let me think.".into(),
+            })
+        }
+        Some(UiEvent::Update(AgentUpdate::Thought { .. })) => UiEvent::Update(AgentUpdate::Plan {
+            entries: vec![PlanEntry {
+                content: "Read".into(),
+                status: "completed".into(),
+                priority: "high".into(),
+            }],
+        }),
+        Some(UiEvent::Update(AgentUpdate::Plan { .. })) => UiEvent::Agent(Event::Retrying {
+            attempt: 1,
+            delay_ms: 500,
+            reason: "overloaded".into(),
+        }),
+        Some(UiEvent::Agent(Event::Retrying { .. })) => UiEvent::Agent(Event::Usage {
+            input: 10,
+            output: 5,
+        }),
+        Some(UiEvent::Agent(Event::Usage { .. })) => UiEvent::Agent(Event::ToolFinished {
+            id: "t1".into(),
+            name: "run_bash".into(),
+            ok: true,
+            summary: "$ ls -> exit 0".into(),
+            output: "a\nb\n".into(),
+        }),
+        Some(UiEvent::Agent(Event::ToolFinished { .. })) => UiEvent::error("agent: boom"),
+        Some(UiEvent::Agent(Event::Error { .. })) => UiEvent::Agent(Event::TurnDone {
+            input: 10,
+            output: 5,
+            outcome: Outcome::Done,
+            message: "done".into(),
+        }),
+        Some(UiEvent::Agent(Event::TurnDone { .. })) => return None,
+    };
+    Some(next)
+}
+
+/// One example of every event, in the order of the chain above.
+fn every_event() -> Vec<UiEvent> {
+    let mut events: Vec<UiEvent> = Vec::new();
+    while let Some(next) = example_after(events.last()) {
+        events.push(next);
+    }
+    events
+}
+
+async fn headless() -> Nvim {
+    Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: setup_lua(""),
+    })
+    .await
+}
+
+/// Sends `events` to Lua the way the pump does; returns what `agent.rpc` found wrong once the
+/// pickers the approvals open (scheduled) have opened.
+async fn receive(nvim: &Nvim, events: Vec<UiEvent>) -> Vec<String> {
+    nvim.lua(lua::RECEIVE, vec![Value::Array(for_lua(events))])
+        .await;
+    // A scheduled callback runs before this request is answered.
+    nvim.lua("vim.schedule(function() end)", vec![]).await;
+    let problems = nvim
+        .lua("return require('agent.rpc').problems()", vec![])
+        .await;
+    problems
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error() {
+    let events = every_event();
+    let kinds: std::collections::BTreeSet<String> = events
+        .iter()
+        .map(|e| {
+            serde_json::to_value(e).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(kinds.len(), 15, "{kinds:?}");
+    let nvim = headless().await;
+    // With the chat open, an `error` event is shown there only: any error message is a problem.
+    nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])
+        .await;
+    assert_eq!(
+        nvim.lua("return require('agent.rpc').PROTOCOL", vec![])
+            .await,
+        Value::from(PROTOCOL)
+    );
+    let problems = receive(&nvim, events).await;
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert_eq!(
+        nvim.lua("return vim.v.errmsg", vec![]).await,
+        Value::from("")
+    );
+    // The approvals opened the picker, each with its kind of preview.
+    assert_eq!(
+        nvim.lua("return require('agent.approval').pending()", vec![])
+            .await,
+        Value::from(3)
+    );
+    let chat = nvim.buffer_lines("agent://chat").await.join("\n");
+    for shown in ["connected to test (ACP)", "Hello\\e[2J", "Plan", "done"] {
+        assert!(chat.contains(shown), "{shown}:\n{chat}");
+    }
+}
+
+/// The check above can fail: an event without a handler, and a handler that raises, are named.
+#[tokio::test]
+async fn an_event_lua_cannot_handle_or_that_raises_is_reported() {
+    let nvim = headless().await;
+    nvim.lua(
+        "local handlers = require('agent.chat.handlers').handlers \
+         handlers.plan = nil \
+         handlers.usage = function() error('broken usage') end",
+        vec![],
+    )
+    .await;
+    let problems = receive(
+        &nvim,
+        vec![
+            UiEvent::Update(AgentUpdate::Plan { entries: vec![] }),
+            UiEvent::Agent(Event::Usage {
+                input: 1,
+                output: 1,
+            }),
+            UiEvent::Agent(Event::Text { text: "ok".into() }),
+        ],
+    )
+    .await;
+    assert_eq!(problems.len(), 2, "{problems:#?}");
+    assert!(
+        problems[0].starts_with("`plan`: no handler"),
+        "{problems:#?}"
+    );
+    assert!(
+        problems[1].starts_with("`usage`:") && problems[1].contains("broken usage"),
+        "{problems:#?}"
+    );
+}
+
+#[tokio::test]
+async fn every_lua_entry_point_rust_calls_exists() {
+    let nvim = headless().await;
+    let path = Value::from("/nonexistent/a.txt");
+    for code in lua::ALL {
+        let args = match code {
+            lua::RECEIVE => vec![Value::Array(vec![])],
+            lua::CHECKTIME => vec![],
+            _ => vec![path.clone()],
+        };
+        // A missing function is an error, and Nvim::lua panics on one.
+        nvim.lua(code, args).await;
+    }
+    let state = nvim.lua(lua::BUFFER_STATE, vec![path.clone()]).await;
+    assert_eq!(
+        rmpv::ext::from_value::<agent_nvim::nvim::protocol::BufferState>(state).unwrap(),
+        Default::default()
+    );
+    assert_eq!(nvim.lua(lua::BUFFER_TEXT, vec![path]).await, Value::Nil);
+}
+
+/// What Lua sent, as `wire.recorded` kept it: (method, its argument if any).
+async fn recorded(nvim: &Nvim) -> Vec<(String, Option<Value>)> {
+    let value = nvim
+        .lua("return require('agent.rpc.wire').recorded", vec![])
+        .await;
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| {
+            let field = |name: &str| {
+                entry
+                    .as_map()
+                    .unwrap()
+                    .iter()
+                    .find(|(k, _)| k.as_str() == Some(name))
+                    .map(|(_, v)| v.clone())
+            };
+            let method = field("method").unwrap().as_str().unwrap().to_string();
+            (method, field("arg"))
+        })
+        .collect()
+}
+
+/// Answers the picker's open question with `keys` and waits for it to close.
+async fn answer(nvim: &Nvim, keys: &str, left: i64) {
+    nvim.api.input(keys).await.unwrap();
+    nvim.wait_for(&format!("require('agent.approval').pending() == {left}"))
+        .await;
+}
+
+#[tokio::test]
+async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
+    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
+    let nvim = headless().await;
+    nvim.lua(
+        "require('agent.rpc.wire').recorded = {} assert(require('agent.rpc').ensure())",
+        vec![],
+    )
+    .await;
+    // The picker's answers, as a person gives them: each built-in choice, then an agent's option.
+    let builtin = |id| UiEvent::Approval {
+        id,
+        tool: "run_bash".into(),
+        title: "run_bash `ls`".into(),
+        preview: Preview::Command {
+            command: "ls".into(),
+            cwd: "/w".into(),
+            timeout: Some(1.0),
+        },
+        choices: Choices::Builtin {
+            choices: Choice::builtin(&Action::Command {
+                command: "ls".into(),
+            }),
+        },
+    };
+    let mut questions: Vec<UiEvent> = (1..=5).map(builtin).collect();
+    questions.push(UiEvent::Approval {
+        id: 6,
+        tool: "Edit a".into(),
+        title: "Edit a".into(),
+        preview: Preview::None,
+        choices: Choices::Agent {
+            options: vec![PermissionChoice {
+                id: "opt-1".into(),
+                name: "Allow".into(),
+                kind: "allow_once".into(),
+            }],
+        },
+    });
+    assert!(receive(&nvim, questions).await.is_empty());
+    for (i, keys) in ["1", "2", "3", "4"].iter().enumerate() {
+        answer(&nvim, keys, 5 - i as i64).await;
+    }
+    nvim.api.input("r").await.unwrap();
+    nvim.api.input("not now<CR>").await.unwrap();
+    nvim.wait_for("require('agent.approval').pending() == 1")
+        .await;
+    answer(&nvim, "1", 0).await;
+    nvim.lua(
+        &format!(
+            "local rpc = require('agent.rpc') \
+             rpc.prompt('hi') rpc.cancel() rpc.new() \
+             rpc.acp('test', {{ '{agent}' }}, {{ A = '1' }})"
+        ),
+        vec![],
+    )
+    .await;
+
+    let sent = recorded(&nvim).await;
+    let methods: Vec<&str> = sent.iter().map(|(m, _)| m.as_str()).collect();
+    assert_eq!(
+        methods,
+        [
+            "start", "decide", "decide", "decide", "decide", "decide", "decide", "prompt",
+            "cancel", "new", "acp"
+        ]
+    );
+    for name in method::ALL {
+        assert!(methods.contains(&name), "Lua never sent {name}");
+    }
+    let arg = |i: usize| sent[i].1.clone().unwrap_or_else(|| panic!("{:?}", sent[i]));
+    let start: Start = rmpv::ext::from_value(arg(0)).unwrap();
+    assert!(
+        !start.workspace.is_empty() && !start.auto_approve,
+        "{start:?}"
+    );
+    let decides: Vec<Decide> = (1..=6)
+        .map(|i| rmpv::ext::from_value(arg(i)).unwrap())
+        .collect();
+    let decide = |id, decision, option: Option<&str>| Decide {
+        id,
+        decision,
+        option: option.map(String::from),
+    };
+    assert_eq!(
+        decides,
+        [
+            decide(1, Decision::AllowOnce, None),
+            decide(2, Decision::AllowSession, None),
+            decide(3, Decision::AllowAll, None),
+            decide(4, Decision::Refuse { reason: None }, None),
+            decide(
+                5,
+                Decision::Refuse {
+                    reason: Some("not now".into())
+                },
+                None
+            ),
+            decide(6, Decision::AllowOnce, Some("opt-1")),
+        ]
+    );
+    let prompt: Prompt = rmpv::ext::from_value(arg(7)).unwrap();
+    assert_eq!(prompt.text, "hi");
+    assert_eq!((&sent[8].1, &sent[9].1), (&None, &None));
+    let acp: AcpStart = rmpv::ext::from_value(arg(10)).unwrap();
+    assert_eq!(
+        (acp.name.as_str(), acp.cmd, acp.env.map(|e| e.len())),
+        ("test", Some(vec![agent.to_string()]), Some(1))
+    );
+}
