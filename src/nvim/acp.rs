@@ -2,15 +2,12 @@
 //! go to it until `new`, and its requests are answered through the same chat, picker and buffers
 //! as the built-in agent's (the host below).
 
-use std::path::Path;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use rmpv::Value;
-
-use super::protocol::{lua, AcpStart, Choices, Preview, UiEvent};
-use super::{Bridge, Nvim, NvimEditor};
-use crate::acp::{self, AcpEvent, AcpHost, AcpSpec, PermissionAsk};
+use super::adapters::{NvimEditor, NvimHost};
+use super::bridge::Bridge;
+use super::protocol::{AcpStart, UiEvent};
+use crate::acp::{self, AcpSpec};
 use crate::conversation::{Conversation, Unavailable};
 
 impl Bridge {
@@ -81,74 +78,6 @@ fn starting(name: &str) -> Unavailable {
     )
 }
 
-/// The external agent's view of Neovim.
-struct NvimHost {
-    bridge: Bridge,
-    nvim: Nvim,
-    editor: NvimEditor,
-    cwd: String,
-}
-
-impl AcpHost for NvimHost {
-    fn event(&self, event: AcpEvent) {
-        self.bridge.send(event.into());
-    }
-
-    fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<String>> {
-        Box::pin(async move {
-            let (id, answer) = self.bridge.state.pending.open(request.title.clone());
-            // The preview is what the request carries: a diff, else a command, else nothing.
-            let preview = match (request.diff, request.command) {
-                (Some(unified), _) => Preview::Diff {
-                    path: request.title.clone(),
-                    unified,
-                },
-                (None, Some(command)) => Preview::Command {
-                    command,
-                    cwd: self.cwd.clone(),
-                    timeout: None,
-                },
-                (None, None) => Preview::None,
-            };
-            // After the agent's updates the turn reported before asking (its tool row).
-            self.bridge.ask_lua(UiEvent::Approval {
-                id,
-                title: crate::display::approval_title(&request.title, &request.title, false),
-                tool: request.title,
-                preview,
-                choices: Choices::Agent {
-                    options: request.options,
-                },
-            });
-            // A refusal without one of the agent's options (Esc when it offered no reject) is a
-            // cancel.
-            answer.await.ok().and_then(|decide| decide.option)
-        })
-    }
-
-    fn buffer_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<String>> {
-        Box::pin(async move {
-            let args = vec![Value::from(path.display().to_string())];
-            match self.nvim.exec_lua(lua::BUFFER_TEXT, args).await {
-                Ok(Value::String(text)) => text.into_str(),
-                Ok(_) => None,
-                Err(err) => {
-                    tracing::warn!(%err, "cannot read a buffer's text");
-                    None
-                }
-            }
-        })
-    }
-
-    fn editor(&self) -> &dyn crate::editor::Editor {
-        &self.editor
-    }
-
-    fn can_ask(&self) -> BoxFuture<'_, bool> {
-        Box::pin(async move { self.nvim.list_uis().await.is_ok_and(|uis| !uis.is_empty()) })
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -158,6 +87,7 @@ mod tests {
     use crate::approval::Decision;
     use crate::conversation::{ConversationEvent, Events};
     use crate::nvim::protocol::{Decide, Prompt};
+    use futures::future::BoxFuture;
     use std::sync::atomic::{AtomicBool, Ordering};
     use tokio::sync::mpsc;
     use tokio_util::sync::CancellationToken;

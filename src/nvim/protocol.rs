@@ -385,3 +385,114 @@ pub struct BufferState {
     #[serde(default)]
     pub modified: bool,
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approvals_reach_lua_as_display_strings_and_keep_their_ids() {
+        let command = "a\n\n\n\nb\u{1b}";
+        let approval = UiEvent::Approval {
+            id: 3,
+            tool: "run_bash".into(),
+            title: crate::display::approval_title("run_bash", command, true),
+            preview: Preview::Command {
+                command: command.into(),
+                cwd: "/w\u{1b}".into(),
+                timeout: Some(5.0),
+            },
+            choices: Choices::Builtin {
+                choices: vec![Choice {
+                    key: "allow_session".into(),
+                    label: "Allow `\u{1b}` for this session".into(),
+                }],
+            },
+        };
+        assert_eq!(
+            approval.shown(),
+            UiEvent::Approval {
+                id: 3,
+                tool: "run_bash".into(),
+                title: "run_bash · 5 lines".into(),
+                preview: Preview::Command {
+                    command: "a\n[… 3 blank lines …]\nb\\e".into(),
+                    cwd: "/w\\e".into(),
+                    timeout: Some(5.0),
+                },
+                choices: Choices::Builtin {
+                    choices: vec![Choice {
+                        key: "allow_session".into(),
+                        label: "Allow `\\e` for this session".into(),
+                    }],
+                },
+            }
+        );
+        let agent = UiEvent::Approval {
+            id: 4,
+            tool: "Edit \u{202e}".into(),
+            title: "Edit \u{202e}".into(),
+            preview: Preview::Diff {
+                path: "Edit \u{202e}".into(),
+                unified: "+x\ry\n".into(),
+            },
+            choices: Choices::Agent {
+                options: vec![crate::acp::PermissionChoice {
+                    id: "al\u{1b}low".into(),
+                    name: "Allow \u{202e}".into(),
+                    kind: "allow_once".into(),
+                }],
+            },
+        };
+        assert_eq!(
+            agent.shown(),
+            UiEvent::Approval {
+                id: 4,
+                tool: "Edit \\u{202e}".into(),
+                title: "Edit \\u{202e}".into(),
+                preview: Preview::Diff {
+                    path: "Edit \\u{202e}".into(),
+                    unified: "+x\\ry".into(),
+                },
+                choices: Choices::Agent {
+                    options: vec![crate::acp::PermissionChoice {
+                        id: "al\u{1b}low".into(),
+                        name: "Allow \\u{202e}".into(),
+                        kind: "allow_once".into(),
+                    }],
+                },
+            }
+        );
+    }
+    #[test]
+    fn the_builtin_choices_come_in_the_pickers_order_with_the_session_one_named_for_its_scope() {
+        let labels = |action: Action| -> Vec<(String, String)> {
+            Choice::builtin(&action)
+                .into_iter()
+                .map(|c| (c.key, c.label))
+                .collect()
+        };
+        let pairs = |list: [(&str, &str); 5]| -> Vec<(String, String)> {
+            list.iter()
+                .map(|(k, l)| (k.to_string(), l.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            labels(Action::Command {
+                command: "cargo test".into()
+            }),
+            pairs([
+                ("allow_once", "Allow once"),
+                ("allow_session", "Allow `cargo test` for this session"),
+                ("allow_all", "Allow everything this session"),
+                ("refuse", "Refuse"),
+                ("refuse_with_reason", "Refuse with a reason…"),
+            ])
+        );
+        assert_eq!(
+            labels(Action::Edit { rel: "a".into() })[1].1,
+            "Allow edits for this session"
+        );
+    }
+}

@@ -1,0 +1,189 @@
+//! The core's views of Neovim, each a call into the plugin's Lua ([`super::protocol::lua`]):
+//! the asker that shows the gate's questions in the picker, the editor view of open buffers, and
+//! an external agent's host.
+
+use std::path::Path;
+
+use futures::future::BoxFuture;
+use rmpv::Value;
+
+use super::bridge::Bridge;
+use super::protocol::{lua, BufferState, Choice, Choices, Preview, UiEvent};
+use super::Nvim;
+use crate::acp::{AcpEvent, AcpHost, PermissionAsk};
+use crate::approval::{Action, ApprovalRequest, Asker, Decision};
+use crate::editor::Editor;
+use crate::Error;
+
+/// Asks through the plugin's picker; nobody to ask when no UI is attached (headless Neovim).
+pub(super) struct NvimAsker {
+    pub(super) nvim: Nvim,
+    pub(super) bridge: Bridge,
+    pub(super) cwd: String,
+    pub(super) timeout: f64,
+}
+
+impl Asker for NvimAsker {
+    fn ask(&self, request: ApprovalRequest) -> BoxFuture<'_, Option<Decision>> {
+        Box::pin(async move {
+            match self.nvim.list_uis().await {
+                Ok(uis) if !uis.is_empty() => {}
+                Ok(_) => {
+                    tracing::info!(detail = %request.detail, "no UI attached: refusing");
+                    return None;
+                }
+                Err(err) => {
+                    tracing::warn!(%err, "cannot list UIs: refusing");
+                    return None;
+                }
+            }
+            // The question's id is the registry's, shared with an external agent's questions.
+            let (id, answer) = self.bridge.state.pending.open(request.tool.clone());
+            let request = ApprovalRequest { id, ..request };
+            let is_command = matches!(request.action, Action::Command { .. });
+            let preview = match (&request.action, request.diff) {
+                (Action::Command { command }, _) => Preview::Command {
+                    command: command.clone(),
+                    cwd: self.cwd.clone(),
+                    timeout: Some(self.timeout),
+                },
+                (Action::Edit { rel }, Some(unified)) => Preview::Diff {
+                    path: rel.clone(),
+                    unified,
+                },
+                (Action::Edit { .. }, None) => Preview::None,
+            };
+            self.bridge.ask_lua(UiEvent::Approval {
+                id: request.id,
+                title: crate::display::approval_title(&request.tool, &request.detail, is_command),
+                choices: Choices::Builtin {
+                    choices: Choice::builtin(&request.action),
+                },
+                tool: request.tool,
+                preview,
+            });
+            answer.await.ok().map(|decide| decide.decision)
+        })
+    }
+}
+
+/// Open buffers, asked of the plugin.
+#[derive(Clone)]
+pub(super) struct NvimEditor {
+    pub(super) nvim: Nvim,
+}
+
+impl NvimEditor {
+    async fn lua(&self, code: &str, path: Option<&Path>) -> Option<Value> {
+        let args = path
+            .map(|p| vec![Value::from(p.display().to_string())])
+            .unwrap_or_default();
+        match self.nvim.exec_lua(code, args).await {
+            Ok(value) => Some(value),
+            Err(err) => {
+                tracing::warn!(%err, code, "buffer query failed");
+                None
+            }
+        }
+    }
+}
+
+impl Editor for NvimEditor {
+    fn has_unsaved_changes<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            self.lua(lua::BUFFER_STATE, Some(path))
+                .await
+                .and_then(|v| rmpv::ext::from_value::<BufferState>(v).ok())
+                .is_some_and(|state| state.loaded && state.modified)
+        })
+    }
+
+    fn file_written<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.lua(lua::RELOAD, Some(path)).await;
+        })
+    }
+
+    fn command_finished(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            self.lua(lua::CHECKTIME, None).await;
+        })
+    }
+}
+
+impl From<Box<nvim_rs::error::CallError>> for Error {
+    fn from(err: Box<nvim_rs::error::CallError>) -> Self {
+        Error::Io {
+            context: "Neovim did not answer",
+            source: std::io::Error::other(err.to_string()),
+        }
+    }
+}
+
+/// The external agent's view of Neovim.
+pub(super) struct NvimHost {
+    pub(super) bridge: Bridge,
+    pub(super) nvim: Nvim,
+    pub(super) editor: NvimEditor,
+    pub(super) cwd: String,
+}
+
+impl AcpHost for NvimHost {
+    fn event(&self, event: AcpEvent) {
+        self.bridge.send(event.into());
+    }
+
+    fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<String>> {
+        Box::pin(async move {
+            let (id, answer) = self.bridge.state.pending.open(request.title.clone());
+            // The preview is what the request carries: a diff, else a command, else nothing.
+            let preview = match (request.diff, request.command) {
+                (Some(unified), _) => Preview::Diff {
+                    path: request.title.clone(),
+                    unified,
+                },
+                (None, Some(command)) => Preview::Command {
+                    command,
+                    cwd: self.cwd.clone(),
+                    timeout: None,
+                },
+                (None, None) => Preview::None,
+            };
+            // After the agent's updates the turn reported before asking (its tool row).
+            self.bridge.ask_lua(UiEvent::Approval {
+                id,
+                title: crate::display::approval_title(&request.title, &request.title, false),
+                tool: request.title,
+                preview,
+                choices: Choices::Agent {
+                    options: request.options,
+                },
+            });
+            // A refusal without one of the agent's options (Esc when it offered no reject) is a
+            // cancel.
+            answer.await.ok().and_then(|decide| decide.option)
+        })
+    }
+
+    fn buffer_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let args = vec![Value::from(path.display().to_string())];
+            match self.nvim.exec_lua(lua::BUFFER_TEXT, args).await {
+                Ok(Value::String(text)) => text.into_str(),
+                Ok(_) => None,
+                Err(err) => {
+                    tracing::warn!(%err, "cannot read a buffer's text");
+                    None
+                }
+            }
+        })
+    }
+
+    fn editor(&self) -> &dyn crate::editor::Editor {
+        &self.editor
+    }
+
+    fn can_ask(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async move { self.nvim.list_uis().await.is_ok_and(|uis| !uis.is_empty()) })
+    }
+}

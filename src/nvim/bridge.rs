@@ -1,0 +1,471 @@
+//! The bridge: the nvim-rs handler and the state it shares with the turns it starts. It decodes
+//! each notification ([`super::protocol::method`]) and hands it off; it holds the one
+//! conversation prompts go to ([`crate::conversation`]), the registry of open questions
+//! ([`crate::questions`]) and the running turn's cancel token.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex as SyncMutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use nvim_rs::compat::tokio::Compat;
+use nvim_rs::Handler;
+use rmpv::Value;
+use tokio::sync::{mpsc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+use super::adapters::{NvimAsker, NvimEditor};
+use super::protocol::{self, method, Decide, Prompt, Start, UiEvent, PROTOCOL};
+use super::pump::forward;
+use super::Nvim;
+use crate::agent::DEFAULT_MAX_TURNS;
+use crate::approval::Asker;
+use crate::conversation::{Conversation, ConversationEvent, Native, Unavailable};
+use crate::llm::ProviderChoice;
+use crate::questions::Questions;
+use crate::session::{self, SessionConfig};
+use crate::workspace::Workspace;
+
+/// The session the `start` notification configured.
+pub(super) struct Session {
+    /// The built-in conversation (one that answers with the reason when the provider could not
+    /// be configured): where prompts go until an external agent is started, and after `new`.
+    pub(super) native: Arc<dyn Conversation>,
+    /// The root, for an external agent's session.
+    pub(super) workspace: Workspace,
+    /// Whether everything is allowed without asking (external agents too).
+    pub(super) auto_approve: bool,
+    /// The handle to Neovim, for an external agent's host.
+    pub(super) nvim: Nvim,
+}
+
+/// Shared state of the front end.
+pub(super) struct State {
+    pub(super) session: Mutex<Option<Session>>,
+    /// The conversation prompts go to: the built-in one or an external agent's (connected, or
+    /// one that answers "still starting"). None until `start`.
+    pub(super) conversation: Mutex<Option<Arc<dyn Conversation>>>,
+    /// Every question waiting for Lua's `decide`: the gate's and an external agent's.
+    pub(super) pending: Questions<Decide>,
+    /// The running turn's cancel token.
+    pub(super) turn: SyncMutex<Option<CancellationToken>>,
+    /// Held by a running turn; taking it waits for the turn to end.
+    pub(super) busy: Arc<Mutex<()>>,
+    pub(super) ui: mpsc::UnboundedSender<UiEvent>,
+    pub(super) ui_rx: Mutex<Option<mpsc::UnboundedReceiver<UiEvent>>>,
+    /// The running built-in turn's path to Lua for its approval questions ([`Bridge::ask_lua`]).
+    pub(super) questions: SyncMutex<Option<mpsc::UnboundedSender<UiEvent>>>,
+    pub(super) shutdown: CancellationToken,
+}
+
+/// The nvim-rs handler: decodes each notification and hands it off.
+#[derive(Clone)]
+pub struct Bridge {
+    pub(super) state: Arc<State>,
+}
+
+impl Bridge {
+    pub(super) fn new(shutdown: CancellationToken) -> Self {
+        let (ui, ui_rx) = mpsc::unbounded_channel();
+        Bridge {
+            state: Arc::new(State {
+                session: Mutex::new(None),
+                conversation: Mutex::new(None),
+                pending: Questions::default(),
+                turn: SyncMutex::new(None),
+                busy: Arc::new(Mutex::new(())),
+                ui,
+                ui_rx: Mutex::new(Some(ui_rx)),
+                questions: SyncMutex::new(None),
+                shutdown,
+            }),
+        }
+    }
+
+    pub(super) fn send(&self, event: UiEvent) {
+        let _ = self.state.ui.send(event);
+    }
+
+    pub(super) fn error(&self, message: impl Into<String>) {
+        self.send(UiEvent::error(message));
+    }
+
+    /// The path a turn's events take to Lua: the sender the conversation reports on, and the
+    /// task that hands what it reports to the pump. The turn's questions ([`Bridge::ask_lua`])
+    /// go the same way, so a question never overtakes the `tool_started` reported before it
+    /// (the status would say `running` while the picker is open).
+    pub(super) fn turn_path<E: Into<UiEvent> + Send + 'static>(
+        &self,
+    ) -> (
+        mpsc::UnboundedSender<E>,
+        impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let (events, received) = mpsc::unbounded_channel();
+        let (questions, asked) = mpsc::unbounded_channel();
+        if let Ok(mut slot) = self.state.questions.lock() {
+            *slot = Some(questions);
+        }
+        (events, forward(self.clone(), received, asked))
+    }
+
+    /// Sends an approval question to Lua after everything the running turn reported before it.
+    pub(super) fn ask_lua(&self, question: UiEvent) {
+        let path = self
+            .state
+            .questions
+            .lock()
+            .ok()
+            .and_then(|slot| slot.clone());
+        match path {
+            Some(path) => {
+                if let Err(unsent) = path.send(question) {
+                    self.send(unsent.0);
+                }
+            }
+            None => self.send(question),
+        }
+    }
+
+    pub(super) fn cancel_turn(&self) {
+        if let Ok(turn) = self.state.turn.lock() {
+            if let Some(token) = turn.as_ref() {
+                token.cancel();
+            }
+        }
+        // Every open question is answered: the picker may be closed by the Lua side.
+        self.state.pending.clear();
+    }
+
+    /// Resolves when no turn is running.
+    pub(super) async fn idle(&self) {
+        let _ = self.state.busy.lock().await;
+    }
+
+    pub(super) async fn start(&self, start: Start, nvim: Nvim) {
+        let auto_approve = start.auto_approve;
+        let config = session_config(start);
+        let bridge = self.clone();
+        let asker_nvim = nvim.clone();
+        let asker: session::AskerFor<'_> = Box::new(move |workspace, settings| {
+            Some(Arc::new(NvimAsker {
+                nvim: asker_nvim,
+                bridge,
+                cwd: workspace.root().display().to_string(),
+                timeout: settings.command_timeout.as_secs_f64(),
+            }) as Arc<dyn Asker>)
+        });
+        let editor = Arc::new(NvimEditor { nvim: nvim.clone() });
+        let built = match session::build(&config, asker, editor) {
+            Ok(built) => built,
+            Err(err) => return self.error(err.to_string()),
+        };
+        let root = built.workspace.root().display().to_string();
+        let (provider, model, native): (_, _, Arc<dyn Conversation>) = match built.agent {
+            Ok(agent) => {
+                let cfg = agent.client().config();
+                let (provider, model) = (cfg.kind.name().to_string(), cfg.model.clone());
+                (provider, model, Arc::new(Native::new(agent)))
+            }
+            // A missing key is reported when a prompt needs the provider, not now: a session
+            // that only drives an external agent (ACP) never does.
+            Err(err) => (
+                String::new(),
+                String::new(),
+                Arc::new(Unavailable::new("built-in", format!("agent: {err}"))),
+            ),
+        };
+        tracing::info!(%root, %provider, %model, auto_approve, "session started");
+        *self.state.session.lock().await = Some(Session {
+            native: native.clone(),
+            workspace: built.workspace,
+            auto_approve,
+            nvim,
+        });
+        // Not awaited here: an external agent takes seconds to end, and notifications wait.
+        if let Some(ended) = self.replace_conversation(native).await {
+            tokio::spawn(ended);
+        }
+        self.send(UiEvent::Started {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            protocol: PROTOCOL,
+            provider,
+            model,
+            workspace: root,
+        });
+    }
+
+    /// Makes `next` the conversation prompts go to, and ends the one it replaces.
+    pub(super) async fn switch_to(&self, next: Arc<dyn Conversation>) {
+        if let Some(replaced) = self.replace_conversation(next).await {
+            replaced.await;
+        }
+    }
+
+    /// Makes `next` the conversation prompts go to; the end of the one it replaces (if another)
+    /// is left to the caller, to await or to spawn.
+    pub(super) async fn replace_conversation(
+        &self,
+        next: Arc<dyn Conversation>,
+    ) -> Option<BoxFuture<'static, ()>> {
+        let replaced = self.state.conversation.lock().await.replace(next.clone());
+        let replaced = replaced.filter(|old| !Arc::ptr_eq(old, &next))?;
+        tracing::info!(name = replaced.name(), "ending a conversation");
+        Some(replaced.end())
+    }
+
+    /// Ends the conversation prompts go to (Neovim is going): an external agent's stdin is
+    /// closed, and its process tree killed 2 s later.
+    pub(super) async fn end_conversation(&self) {
+        let ended = self.state.conversation.lock().await.take();
+        if let Some(ended) = ended {
+            tracing::info!(name = ended.name(), "ending a conversation");
+            ended.end().await;
+        }
+    }
+
+    pub(super) async fn prompt(&self, prompt: Prompt) {
+        let conversation = self.state.conversation.lock().await.clone();
+        let Some(conversation) = conversation else {
+            return self.error("agent: the backend was not started; run :Agent again");
+        };
+        let Some((busy, token)) = self.begin_turn() else {
+            return;
+        };
+        let bridge = self.clone();
+        let (events, forwarder) = self.turn_path::<ConversationEvent>();
+        tokio::spawn(async move {
+            let forwarder = tokio::spawn(forwarder);
+            let outcome = conversation.prompt(prompt.text, &events, &token).await;
+            drop(events);
+            let _ = forwarder.await;
+            tracing::info!(name = conversation.name(), ?outcome, "turn ended");
+            bridge.end_turn();
+            // The turn lets go of the conversation before it is idle, so whoever waits for that
+            // to end the conversation holds the last handle.
+            drop(conversation);
+            drop(busy);
+        });
+    }
+
+    /// Claims the turn: the busy guard (held until the turn ends) and its cancel token. None,
+    /// with a message to the user, when a turn is already running.
+    pub(super) fn begin_turn(
+        &self,
+    ) -> Option<(tokio::sync::OwnedMutexGuard<()>, CancellationToken)> {
+        let Ok(busy) = self.state.busy.clone().try_lock_owned() else {
+            self.error("agent: a turn is already running; wait for it or :Agent stop");
+            return None;
+        };
+        let token = self.state.shutdown.child_token();
+        if let Ok(mut turn) = self.state.turn.lock() {
+            *turn = Some(token.clone());
+        }
+        Some((busy, token))
+    }
+
+    /// Forgets the finished turn's cancel token and its path for questions.
+    pub(super) fn end_turn(&self) {
+        if let Ok(mut turn) = self.state.turn.lock() {
+            *turn = None;
+        }
+        if let Ok(mut questions) = self.state.questions.lock() {
+            *questions = None;
+        }
+    }
+
+    /// `new`: cancels the turn, ends an external agent, and starts the built-in conversation
+    /// over (history and session grants forgotten).
+    pub(super) fn new_conversation(&self) {
+        self.cancel_turn();
+        let bridge = self.clone();
+        tokio::spawn(async move {
+            bridge.idle().await;
+            let native = bridge
+                .state
+                .session
+                .lock()
+                .await
+                .as_ref()
+                .map(|s| s.native.clone());
+            let Some(native) = native else {
+                return;
+            };
+            bridge.switch_to(native.clone()).await;
+            if let Err(err) = native.reset().await {
+                tracing::warn!(%err, "the conversation did not start over");
+            }
+        });
+    }
+
+    pub(super) fn decide(&self, decide: Decide) {
+        // An unknown or late id is logged by the registry and ignored.
+        if let Some(waiter) = self.state.pending.take(decide.id) {
+            self.send(UiEvent::decided(
+                decide.id,
+                waiter.about.clone(),
+                decide.decision.clone(),
+            ));
+            waiter.answer(decide);
+        }
+    }
+}
+
+/// The session `start` configures: the plugin's options, anything unset or out of range at its
+/// default.
+fn session_config(start: Start) -> SessionConfig {
+    let mut config = SessionConfig::new(start.workspace);
+    config.auto_approve = start.auto_approve;
+    let settings = &mut config.settings;
+    if let Some(secs) = start.command_timeout.filter(|s| s.is_finite() && *s > 0.0) {
+        settings.command_timeout = Duration::from_secs_f64(secs);
+    }
+    settings.shell = start
+        .shell
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from);
+    settings.pass_env = start.pass_env.unwrap_or_default();
+    if let Some(mb) = start.max_edit_mb.filter(|mb| *mb > 0) {
+        settings.max_edit_mb = mb;
+    }
+    config.provider = ProviderChoice {
+        provider: start.provider.filter(|p| !p.is_empty()),
+        model: start.model.filter(|m| !m.is_empty()),
+        base_url: start.base_url.filter(|u| !u.is_empty()),
+    };
+    config.max_turns = start.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
+    config
+}
+
+/// Decodes the one map argument of a notification.
+fn arg<T: serde::de::DeserializeOwned>(args: Vec<Value>) -> std::result::Result<T, String> {
+    let first = args.into_iter().next().unwrap_or(Value::Nil);
+    rmpv::ext::from_value(first).map_err(|e| e.to_string())
+}
+
+#[async_trait]
+impl Handler for Bridge {
+    type Writer = Compat<tokio::fs::File>;
+
+    async fn handle_notify(&self, name: String, args: Vec<Value>, nvim: Nvim) {
+        tracing::debug!(%name, "notification");
+        match name.as_str() {
+            method::START => match arg::<Start>(args) {
+                Ok(start) => self.start(start, nvim).await,
+                Err(err) => self.error(format!(
+                    "agent: bad start message ({err}); update the plugin and rebuild"
+                )),
+            },
+            method::PROMPT => match arg::<Prompt>(args) {
+                Ok(prompt) => self.prompt(prompt).await,
+                Err(err) => self.error(format!("agent: bad prompt message ({err})")),
+            },
+            method::ACP => match arg::<protocol::AcpStart>(args) {
+                Ok(start) => self.start_external(start).await,
+                Err(err) => self.error(format!("agent: bad acp message ({err})")),
+            },
+            method::CANCEL => self.cancel_turn(),
+            method::NEW => self.new_conversation(),
+            method::DECIDE => match arg::<Decide>(args) {
+                Ok(decide) => self.decide(decide),
+                Err(err) => tracing::warn!(%err, "bad decide message"),
+            },
+            other => tracing::warn!(method = other, "unknown notification"),
+        }
+    }
+
+    async fn handle_request(
+        &self,
+        name: String,
+        _args: Vec<Value>,
+        _nvim: Nvim,
+    ) -> std::result::Result<Value, Value> {
+        match name.as_str() {
+            protocol::request::VERSION => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
+            other => Err(Value::from(format!("agent: unknown request '{other}'"))),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::agent::Event;
+    use crate::approval::Decision;
+
+    /// What the bridge has handed the pump so far.
+    pub(super) fn handed_on(ui: &mut mpsc::UnboundedReceiver<UiEvent>) -> Vec<UiEvent> {
+        std::iter::from_fn(|| ui.try_recv().ok()).collect()
+    }
+    #[tokio::test(flavor = "current_thread")]
+    pub(super) async fn an_approval_reaches_lua_after_the_events_the_turn_reported_before_asking() {
+        let bridge = Bridge::new(CancellationToken::new());
+        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
+        let started = |id: &str| {
+            UiEvent::Agent(Event::ToolStarted {
+                id: id.into(),
+                name: "run_bash".into(),
+                args: serde_json::json!({"command": "ls"}),
+            })
+        };
+        let question = |id: u64| UiEvent::decided(id, "run_bash".into(), Decision::AllowOnce);
+        let report = |events: &mpsc::UnboundedSender<Event>, event: UiEvent| match event {
+            UiEvent::Agent(event) => events.send(event).unwrap(),
+            other => panic!("{other:?}"),
+        };
+        // The forwarder has not run yet when the turn reports and then asks.
+        let (events, forwarder) = bridge.turn_path();
+        report(&events, started("t1"));
+        bridge.ask_lua(question(1));
+        let forwarder = tokio::spawn(forwarder);
+        tokio::task::yield_now().await;
+        assert_eq!(handed_on(&mut ui), vec![started("t1"), question(1)]);
+        // The forwarder is waiting when both arrive.
+        report(&events, started("t2"));
+        bridge.ask_lua(question(2));
+        tokio::task::yield_now().await;
+        assert_eq!(handed_on(&mut ui), vec![started("t2"), question(2)]);
+        drop(events);
+        forwarder.await.unwrap();
+        // With no turn running, a question goes straight to the pump.
+        bridge.end_turn();
+        bridge.ask_lua(question(3));
+        assert_eq!(handed_on(&mut ui), vec![question(3)]);
+    }
+    #[test]
+    pub(super) fn messages_from_lua_decode_from_msgpack_maps() {
+        let start = Value::Map(vec![
+            (Value::from("workspace"), Value::from("/w")),
+            (Value::from("auto_approve"), Value::from(true)),
+            (Value::from("command_timeout"), Value::from(30)),
+            (Value::from("provider"), Value::Nil),
+        ]);
+        let start: Start = arg(vec![start]).unwrap();
+        assert_eq!(
+            (
+                start.workspace.as_str(),
+                start.auto_approve,
+                start.command_timeout
+            ),
+            ("/w", true, Some(30.0))
+        );
+        let decide = Value::Map(vec![
+            (Value::from("id"), Value::from(7)),
+            (Value::from("decision"), Value::from("refuse")),
+            (Value::from("reason"), Value::from("not now")),
+        ]);
+        let decide: Decide = arg(vec![decide]).unwrap();
+        assert_eq!(
+            decide,
+            Decide {
+                id: 7,
+                decision: Decision::Refuse {
+                    reason: Some("not now".into())
+                },
+                option: None,
+            }
+        );
+    }
+}

@@ -1,0 +1,294 @@
+//! The pump: the one task that sends Lua what turns produce, in batches at most once a frame,
+//! each event made visible and redacted on the way ([`for_lua`]).
+
+use std::time::Duration;
+
+use rmpv::Value;
+use tokio::sync::mpsc;
+
+use super::bridge::Bridge;
+use super::protocol::{lua, UiEvent};
+use super::Nvim;
+use crate::agent::Event;
+use crate::conversation::ConversationEvent;
+
+/// How long the pump gathers events before it sends a batch: one frame at 60 Hz.
+const FRAME: Duration = Duration::from_millis(16);
+
+/// Hands a built-in turn's events to the pump, wrapped for Lua, and its approval questions in
+/// their place among them: a question is sent only after every event the turn reported before
+/// asking it (its `tool_started` above all), which the turn loop sent first, so those are already
+/// waiting when the question arrives. Ends when the turn drops its sender.
+pub(super) async fn forward<E: Into<UiEvent>>(
+    bridge: Bridge,
+    mut events: mpsc::UnboundedReceiver<E>,
+    mut questions: mpsc::UnboundedReceiver<UiEvent>,
+) {
+    loop {
+        tokio::select! {
+            biased;
+            event = events.recv() => match event {
+                Some(event) => bridge.send(event.into()),
+                None => break,
+            },
+            Some(question) = questions.recv() => {
+                while let Ok(event) = events.try_recv() {
+                    bridge.send(event.into());
+                }
+                bridge.send(question);
+            }
+        }
+    }
+}
+
+impl From<Event> for UiEvent {
+    fn from(event: Event) -> Self {
+        UiEvent::Agent(event)
+    }
+}
+
+impl From<ConversationEvent> for UiEvent {
+    fn from(event: ConversationEvent) -> Self {
+        match event {
+            ConversationEvent::Turn(event) => UiEvent::Agent(event),
+            ConversationEvent::Agent(update) => UiEvent::Update(update),
+        }
+    }
+}
+
+/// Sends Lua the events in batches, at most one a frame, with consecutive text joined, in one
+/// `exec_lua` call. An approval is sent at once.
+pub(super) async fn pump(nvim: Nvim, events: Option<mpsc::UnboundedReceiver<UiEvent>>) {
+    let Some(mut events) = events else {
+        return;
+    };
+    // The frame is counted from the last send: an event after a quiet spell goes out at once, a
+    // stream of them goes out at most once a frame.
+    let mut last_send = tokio::time::Instant::now() - FRAME;
+    while let Some(first) = events.recv().await {
+        let mut batch = vec![first];
+        let deadline = last_send + FRAME;
+        while !matches!(batch.last(), Some(UiEvent::Approval { .. })) {
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Ok(Some(event)) => batch.push(event),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        last_send = tokio::time::Instant::now();
+        let values = for_lua(join_text(batch));
+        if let Err(err) = nvim
+            .exec_lua(lua::RECEIVE, vec![Value::Array(values)])
+            .await
+        {
+            tracing::warn!(%err, "Lua did not take a batch of events");
+        }
+    }
+}
+
+/// A batch of events as [`lua::RECEIVE`] takes it: each made visible ([`UiEvent::shown`]) and
+/// written as a msgpack map ([`to_msgpack`]). Public for the tests that send Lua every kind of
+/// event the way the pump does.
+pub fn for_lua(batch: Vec<UiEvent>) -> Vec<Value> {
+    batch
+        .into_iter()
+        .map(UiEvent::shown)
+        .filter_map(|e| serde_json::to_value(e).ok())
+        .map(|v| to_msgpack(&v))
+        .collect()
+}
+
+/// A JSON value as msgpack, objects as maps with string keys (what Lua tables need; rmpv's serde
+/// support would write structs as arrays). A null in an object is left out, so Lua never reads
+/// `vim.NIL` for an absent field. Every string is redacted: this is the one way events reach the
+/// chat.
+fn to_msgpack(value: &serde_json::Value) -> Value {
+    match value {
+        serde_json::Value::Null => Value::Nil,
+        serde_json::Value::Bool(b) => Value::from(*b),
+        serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => Value::from(i),
+            (None, Some(u), _) => Value::from(u),
+            (None, None, f) => Value::from(f.unwrap_or_default()),
+        },
+        serde_json::Value::String(s) => Value::from(crate::secrets::redact(s).as_ref()),
+        serde_json::Value::Array(items) => Value::Array(items.iter().map(to_msgpack).collect()),
+        serde_json::Value::Object(map) => Value::Map(
+            map.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (Value::from(k.as_str()), to_msgpack(v)))
+                .collect(),
+        ),
+    }
+}
+
+/// Joins consecutive text events so a frame's deltas are appended with one buffer call.
+fn join_text(batch: Vec<UiEvent>) -> Vec<UiEvent> {
+    let mut out: Vec<UiEvent> = Vec::with_capacity(batch.len());
+    for event in batch {
+        match (out.last_mut(), event) {
+            (
+                Some(UiEvent::Agent(Event::Text { text })),
+                UiEvent::Agent(Event::Text { text: more }),
+            ) => text.push_str(&more),
+            (_, event) => out.push(event),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::approval::Decision;
+    use crate::nvim::protocol::{Choices, Preview};
+
+    #[test]
+    fn absent_fields_are_left_out_of_what_lua_reads() {
+        let values = for_lua(vec![
+            UiEvent::Approval {
+                id: 1,
+                tool: "t".into(),
+                title: "t".into(),
+                preview: Preview::Command {
+                    command: "ls".into(),
+                    cwd: "/w".into(),
+                    timeout: None,
+                },
+                choices: Choices::Agent { options: vec![] },
+            },
+            UiEvent::decided(1, "t".into(), Decision::Refuse { reason: None }),
+            UiEvent::Agent(Event::ToolStarted {
+                id: "c".into(),
+                name: "n".into(),
+                args: serde_json::Value::Null,
+            }),
+        ]);
+        assert_eq!(
+            values.into_iter().map(sorted).collect::<Vec<_>>(),
+            vec![
+                sorted(Value::Map(vec![
+                    (Value::from("type"), Value::from("approval")),
+                    (Value::from("id"), Value::from(1)),
+                    (Value::from("tool"), Value::from("t")),
+                    (Value::from("title"), Value::from("t")),
+                    (
+                        Value::from("preview"),
+                        Value::Map(vec![
+                            (Value::from("kind"), Value::from("command")),
+                            (Value::from("command"), Value::from("ls")),
+                            (Value::from("cwd"), Value::from("/w")),
+                        ])
+                    ),
+                    (
+                        Value::from("choices"),
+                        Value::Map(vec![
+                            (Value::from("kind"), Value::from("agent")),
+                            (Value::from("options"), Value::Array(vec![])),
+                        ])
+                    ),
+                ])),
+                sorted(Value::Map(vec![
+                    (Value::from("type"), Value::from("decided")),
+                    (Value::from("id"), Value::from(1)),
+                    (Value::from("tool"), Value::from("t")),
+                    (Value::from("decision"), Value::from("refuse")),
+                    (Value::from("note"), Value::from("refused")),
+                ])),
+                sorted(Value::Map(vec![
+                    (Value::from("type"), Value::from("tool_started")),
+                    (Value::from("id"), Value::from("c")),
+                    (Value::from("name"), Value::from("n")),
+                ])),
+            ]
+        );
+    }
+    #[test]
+    fn a_frame_of_deltas_becomes_one_text_event() {
+        let batch = vec![
+            UiEvent::Agent(Event::Text { text: "a".into() }),
+            UiEvent::Agent(Event::Text { text: "b".into() }),
+            UiEvent::Agent(Event::Usage {
+                input: 1,
+                output: 2,
+            }),
+            UiEvent::Agent(Event::Text { text: "c".into() }),
+        ];
+        assert_eq!(
+            join_text(batch),
+            vec![
+                UiEvent::Agent(Event::Text { text: "ab".into() }),
+                UiEvent::Agent(Event::Usage {
+                    input: 1,
+                    output: 2
+                }),
+                UiEvent::Agent(Event::Text { text: "c".into() })
+            ]
+        );
+    }
+    /// A map's entries sorted by key: key order is serde_json's business (it depends on its
+    /// `preserve_order` feature), not part of what Lua reads.
+    fn sorted(value: Value) -> Value {
+        match value {
+            Value::Map(mut entries) => {
+                entries.sort_by(|a, b| a.0.as_str().cmp(&b.0.as_str()));
+                Value::Map(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+            }
+            other => other,
+        }
+    }
+    #[test]
+    fn every_kind_of_event_reaches_lua_as_one_flat_map_with_its_type() {
+        let kinds = |events: Vec<UiEvent>| -> Vec<String> {
+            events
+                .into_iter()
+                .map(|e| {
+                    serde_json::to_value(e).unwrap()["type"]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                })
+                .collect()
+        };
+        assert_eq!(
+            kinds(vec![
+                UiEvent::AcpStarted { name: "x".into() },
+                UiEvent::error("agent: boom"),
+                UiEvent::Agent(Event::TurnStarted),
+                UiEvent::Update(crate::acp::AgentUpdate::Thought { text: "hm".into() }),
+            ]),
+            ["acp_started", "error", "turn_started", "thought"]
+        );
+        let error = serde_json::to_value(UiEvent::error("agent: boom")).unwrap();
+        assert_eq!(
+            error,
+            serde_json::json!({"type": "error", "message": "agent: boom"})
+        );
+    }
+
+    #[test]
+    fn events_to_lua_are_maps_with_a_type() {
+        let value = to_msgpack(
+            &serde_json::to_value(UiEvent::Agent(Event::Text { text: "hi".into() })).unwrap(),
+        );
+        assert_eq!(
+            sorted(value),
+            Value::Map(vec![
+                (Value::from("text"), Value::from("hi")),
+                (Value::from("type"), Value::from("text"))
+            ])
+        );
+        let value = to_msgpack(&serde_json::json!({"n": -3, "f": 1.5, "list": [true, null]}));
+        assert_eq!(
+            sorted(value),
+            Value::Map(vec![
+                (Value::from("f"), Value::from(1.5)),
+                (
+                    Value::from("list"),
+                    Value::Array(vec![Value::from(true), Value::Nil])
+                ),
+                (Value::from("n"), Value::from(-3)),
+            ])
+        );
+    }
+}
