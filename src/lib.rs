@@ -1,26 +1,35 @@
-//! agent.nvim's backend as a library: the executor every front end shares (the path check, the
-//! four tools, bounded commands, the approval gate) and the front ends built on it.
+//! agent.nvim's backend as a library: the core every front end shares, and the front ends built
+//! on it. `main.rs` only picks a front end; everything that can be tested lives here.
 //!
-//! `main.rs` only picks a front end; everything that can be tested lives here.
+//! The core, in the order a prompt meets it:
+//! - [`session`] builds a conversation from one config ([`conversation`]: the built-in turn
+//!   loop of [`agent`] over [`llm`], or an external agent over [`acp`]);
+//! - [`tools`] are the four tools and the executor, which alone asks the [`approval`] gate and
+//!   applies what was allowed; [`workspace`] is the one path check and all file I/O beneath the
+//!   root; [`process`] and [`reaper`] run bounded commands whose process trees never outlive them;
+//! - [`questions`] numbers every question a person answers; [`display`], [`diff`], [`ansi`],
+//!   [`text`] and [`secrets`] make what a person reads visible, short and free of keys;
+//!   [`editor`] is the core's view of open buffers.
+//!
+//! The front ends ([`front`]): Neovim over msgpack-RPC, the terminal, and the command line that
+//! picks between them.
 
 pub mod acp;
 pub mod agent;
 pub mod ansi;
 pub mod approval;
-pub mod cli;
 pub mod conversation;
 pub mod diff;
 pub mod display;
 pub mod editor;
 pub mod error;
+pub mod front;
 pub mod llm;
-pub mod nvim;
 pub mod process;
 pub mod questions;
 pub mod reaper;
 pub mod secrets;
 pub mod session;
-pub mod terminal;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 pub mod text;

@@ -3,8 +3,9 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use agent_nvim::cli::{self, Command};
-use agent_nvim::{nvim, terminal, Error};
+use agent_nvim::front::cli::{self, Command};
+use agent_nvim::front::{nvim, terminal};
+use agent_nvim::Error;
 
 fn main() -> ExitCode {
     // Every child of this binary is spawned through the reaper, so any other child is an orphan

@@ -10,7 +10,7 @@ local H = {}
 
 ---@alias agent.Decision "allow_once"|"allow_session"|"allow_all"|"refuse"
 
---- An approval request as the backend sends it (src/nvim/protocol.rs, UiEvent::Approval). Every
+--- An approval request as the backend sends it (src/front/nvim/protocol.rs, UiEvent::Approval). Every
 --- string in it was made visible by the backend (src/display.rs); absent fields are nil.
 ---@class agent.ApprovalRequest
 ---@field id integer

@@ -5,8 +5,8 @@
 use agent_nvim::acp::{AgentUpdate, PermissionChoice, PlanEntry};
 use agent_nvim::agent::{Event, Outcome};
 use agent_nvim::approval::{Action, Decision};
-use agent_nvim::nvim::for_lua;
-use agent_nvim::nvim::protocol::{
+use agent_nvim::front::nvim::for_lua;
+use agent_nvim::front::nvim::protocol::{
     lua, method, AcpStart, Choice, Choices, Decide, Preview, Prompt, Start, UiEvent, PROTOCOL,
 };
 use rmpv::Value;
@@ -253,7 +253,7 @@ async fn every_lua_entry_point_rust_calls_exists() {
     }
     let state = nvim.lua(lua::BUFFER_STATE, vec![path.clone()]).await;
     assert_eq!(
-        rmpv::ext::from_value::<agent_nvim::nvim::protocol::BufferState>(state).unwrap(),
+        rmpv::ext::from_value::<agent_nvim::front::nvim::protocol::BufferState>(state).unwrap(),
         Default::default()
     );
     assert_eq!(nvim.lua(lua::BUFFER_TEXT, vec![path]).await, Value::Nil);

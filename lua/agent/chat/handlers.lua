@@ -1,5 +1,5 @@
 --- What each event from the backend does to the chat and its state (the events are declared in
---- src/nvim/protocol.rs, UiEvent; every string in them was made visible by the backend, and an
+--- src/front/nvim/protocol.rs, UiEvent; every string in them was made visible by the backend, and an
 --- absent field is nil).
 
 local render = require("agent.chat.render")

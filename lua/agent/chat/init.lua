@@ -103,7 +103,7 @@ function M.backend_exited(message)
   M.error(message)
 end
 
---- Shows one event from the backend (see src/nvim/protocol.rs, UiEvent).
+--- Shows one event from the backend (see src/front/nvim/protocol.rs, UiEvent).
 ---@param event table
 ---@return boolean handled false when the chat has no handler for its type
 M.handle = handlers.handle

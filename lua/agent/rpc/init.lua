@@ -6,7 +6,7 @@
 --- Lua → Rust: notifications (`start`, `prompt`, `cancel`, `new`, `decide`, `acp`), so Neovim
 --- never waits on the backend. Rust → Lua: `receive(events)` with a list of event maps at most
 --- once a frame, and the buffer queries `buffer_state`, `buffer_text`, `reload`, `checktime`.
---- The shapes are declared in src/nvim/protocol.rs; keep the two in step and bump PROTOCOL in
+--- The shapes are declared in src/front/nvim/protocol.rs; keep the two in step and bump PROTOCOL in
 --- both when one changes.
 
 local buffers = require("agent.rpc.buffers")

@@ -1,6 +1,6 @@
 --- The wire to the backend: the only place that calls vim.rpcnotify. Lua → Rust messages are
 --- notifications, so Neovim never waits on the backend; their names and shapes are declared in
---- src/nvim/protocol.rs (`method`, and the struct each one carries).
+--- src/front/nvim/protocol.rs (`method`, and the struct each one carries).
 
 local M = {}
 local H = {}

@@ -141,7 +141,7 @@ fn join_text(batch: Vec<UiEvent>) -> Vec<UiEvent> {
 mod tests {
     use super::*;
     use crate::approval::Decision;
-    use crate::nvim::protocol::{Choices, Preview};
+    use crate::front::nvim::protocol::{Choices, Preview};
 
     #[test]
     fn absent_fields_are_left_out_of_what_lua_reads() {

@@ -86,7 +86,7 @@ mod tests {
     use crate::agent::{Event, Outcome};
     use crate::approval::Decision;
     use crate::conversation::{ConversationEvent, Events};
-    use crate::nvim::protocol::{Decide, Prompt};
+    use crate::front::nvim::protocol::{Decide, Prompt};
     use futures::future::BoxFuture;
     use std::sync::atomic::{AtomicBool, Ordering};
     use tokio::sync::mpsc;

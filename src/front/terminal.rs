@@ -9,9 +9,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Event, Outcome};
 use crate::approval::{Action, ApprovalRequest, Asker, Decision};
-use crate::cli::{RunArgs, ToolArgs};
 use crate::display::{self, Layout};
 use crate::editor::NoEditor;
+use crate::front::cli::{RunArgs, ToolArgs};
 use crate::session::{self, SessionConfig};
 use crate::tools::Executor;
 use crate::{Error, Result};
