@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::ansi::TermText;
 use crate::reaper;
 use crate::text::{clamp_head, MAX_CHARS};
+use crate::tools::Approved;
 
 /// Characters kept from the beginning of a clamped text.
 const KEEP_HEAD: usize = 8_000;
@@ -112,8 +113,13 @@ fn is_executable(path: &Path) -> bool {
 /// the model reads. Errors only when the shell cannot be started or its exit status cannot be
 /// read; everything else (a non-zero exit, a timeout, a cancel) is in the [`CommandOutput`].
 ///
-/// When `cancel` has already fired, nothing is started.
-pub async fn run(spec: &CommandSpec, cancel: &CancellationToken) -> io::Result<CommandOutput> {
+/// When `cancel` has already fired, nothing is started. Only a step the gate allowed can call it
+/// (the [`Approved`] the executor hands run_bash's plan).
+pub async fn run(
+    spec: &CommandSpec,
+    _approved: &Approved,
+    cancel: &CancellationToken,
+) -> io::Result<CommandOutput> {
     if cancel.is_cancelled() {
         return Ok(CommandOutput {
             text: "\n[cancelled before it started]\n[exit 130]".to_string(),
@@ -525,6 +531,11 @@ fn compose(out: &Capture, err: &Capture) -> String {
 mod tests {
     use super::*;
     use std::time::Instant;
+
+    /// [`super::run`] as run_bash's approved step calls it.
+    async fn run(spec: &CommandSpec, cancel: &CancellationToken) -> io::Result<CommandOutput> {
+        super::run(spec, &Approved::for_tests(), cancel).await
+    }
 
     fn spec(command: &str, timeout: Duration) -> CommandSpec {
         CommandSpec {
