@@ -25,6 +25,22 @@ use crate::approval::{Gate, Question, Verdict};
 /// gate's [`Verdict::Allowed`], and moves it into the plan's step; the functions that change
 /// the disk or start a command for a tool take one (edit_file's replace and create,
 /// [`crate::process::run`]). Neither `Clone` nor `Copy`: one allow, one step.
+///
+/// Outside this file there is no way to make one. The type can be named:
+///
+/// ```
+/// fn effect(_approved: &agent_nvim::tools::Approved) {}
+/// ```
+///
+/// but not built, neither directly nor through the tests' constructor:
+///
+/// ```compile_fail,E0603
+/// let token = agent_nvim::tools::Approved(());
+/// ```
+///
+/// ```compile_fail,E0599
+/// let token = agent_nvim::tools::Approved::for_tests();
+/// ```
 #[derive(Debug)]
 pub struct Approved(());
 
