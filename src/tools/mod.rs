@@ -371,4 +371,73 @@ mod tests {
             "run_bash: arguments must be a JSON object."
         );
     }
+
+    /// The calls that change the disk or start a process, as a tool's source would spell them.
+    const EFFECTS: [&str; 6] = [
+        ".replace(",
+        "create_new(",
+        "make_parents(",
+        "spawn_tree(",
+        "reaper::spawn(",
+        "process::run(",
+    ];
+
+    /// The top-level items of `source` (its tests left out) that spell one of [`EFFECTS`], each as
+    /// its header (the text before its first `{`), whitespace squeezed. An item runs from a line
+    /// that starts with a letter (`fn`, `impl`, `async fn`) to the next one.
+    fn items_with_effects(source: &str) -> Vec<String> {
+        let code = source.split("\n#[cfg(test)]").next().unwrap();
+        let mut items: Vec<String> = Vec::new();
+        for line in code.lines() {
+            let starts_item = line.starts_with(|c: char| c.is_ascii_alphabetic());
+            match items.last_mut() {
+                Some(item) if !starts_item => {
+                    item.push_str(line);
+                    item.push('\n');
+                }
+                _ => items.push(format!("{line}\n")),
+            }
+        }
+        items
+            .into_iter()
+            .filter(|item| EFFECTS.iter().any(|effect| item.contains(effect)))
+            .map(|item| {
+                let header = item.split('{').next().unwrap_or_default();
+                header.split_whitespace().collect::<Vec<_>>().join(" ")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_tools_reach_writes_and_spawns_only_through_functions_that_take_an_approved() {
+        let sources = [
+            ("read_file", include_str!("read_file.rs")),
+            ("list_files", include_str!("list_files.rs")),
+            ("edit_file", include_str!("edit_file.rs")),
+            ("run_bash", include_str!("run_bash.rs")),
+        ];
+        let places: Vec<(&str, String)> = sources
+            .iter()
+            .flat_map(|(tool, source)| {
+                items_with_effects(source)
+                    .into_iter()
+                    .map(move |header| (*tool, header))
+            })
+            .collect();
+        let names: Vec<(&str, &str)> = places
+            .iter()
+            .map(|(tool, header)| (*tool, header.split('(').next().unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("edit_file", "fn replace"),
+                ("edit_file", "fn write_new"),
+                ("run_bash", "async fn run"),
+            ]
+        );
+        for (tool, header) in &places {
+            assert!(header.contains("Approved"), "{tool}: {header}");
+        }
+    }
 }
