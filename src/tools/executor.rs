@@ -265,25 +265,39 @@ mod tests {
         }
     }
 
-    /// Runs the probe once through an executor whose gate answers `answer` (None: nobody to ask);
+    /// A probe, and the count of its step's runs.
+    fn probe_tool() -> (Probe, Arc<AtomicUsize>) {
+        let applied = Arc::new(AtomicUsize::new(0));
+        let probe = Probe {
+            applied: applied.clone(),
+        };
+        (probe, applied)
+    }
+
+    /// The probe's plan (it always plans), proposed in `cx`.
+    async fn plan_of<'a>(
+        probe: &'a Probe,
+        cx: &'a ToolContext,
+        cancel: &'a CancellationToken,
+    ) -> Plan<'a> {
+        static NO_ARGS: std::sync::LazyLock<Map<String, Value>> =
+            std::sync::LazyLock::new(Map::new);
+        match probe
+            .propose(Args::new("probe", &NO_ARGS), cx, cancel)
+            .await
+        {
+            Proposal::Plan(plan) => plan,
+            Proposal::Done(result) => panic!("the probe finished: {result:?}"),
+        }
+    }
+
+    /// Settles the probe's plan once with a gate that answers `answer` (None: nobody to ask);
     /// returns the result and how often its step ran.
     async fn probe(answer: Option<Decision>) -> (ToolResult, usize) {
-        let (_dir, mut ex, _) = executor(answer);
-        let applied = Arc::new(AtomicUsize::new(0));
-        ex.tools.push(Box::new(Probe {
-            applied: applied.clone(),
-        }));
+        let (_dir, ex, _) = executor(answer);
+        let (tool, applied) = probe_tool();
         let cancel = CancellationToken::new();
-        let map = Map::new();
-        let plan = ex
-            .tools
-            .last()
-            .unwrap()
-            .propose(Args::new("probe", &map), &ex.cx, &cancel)
-            .await;
-        let Proposal::Plan(plan) = plan else {
-            panic!("the probe always plans");
-        };
+        let plan = plan_of(&tool, ex.context(), &cancel).await;
         let result = settle(plan, &ex.cx.gate, &cancel).await;
         (result, applied.load(Ordering::SeqCst))
     }
@@ -353,18 +367,9 @@ mod tests {
         let (_dir, ex, _) = executor(None);
         let person = Arc::new(WalksAway::default());
         let gate = Gate::new(false, Some(person.clone()));
-        let applied = Arc::new(AtomicUsize::new(0));
-        let tool = Probe {
-            applied: applied.clone(),
-        };
+        let (tool, applied) = probe_tool();
         let cancel = person.next_turn();
-        let map = Map::new();
-        let Proposal::Plan(plan) = tool
-            .propose(Args::new("probe", &map), &ex.cx, &cancel)
-            .await
-        else {
-            panic!("the probe always plans");
-        };
+        let plan = plan_of(&tool, ex.context(), &cancel).await;
         assert_eq!(
             settle(plan, &gate, &cancel).await,
             ToolResult::fail_with(CANCELLED, "probe: cancelled")
@@ -378,19 +383,10 @@ mod tests {
         // Auto-approve answers without looking at the cancel; the step then runs whole, as an
         // approved edit always has.
         let (_dir, mut ex, recorder) = executor(Some(Decision::AllowOnce));
-        let applied = Arc::new(AtomicUsize::new(0));
-        ex.tools.push(Box::new(Probe {
-            applied: applied.clone(),
-        }));
         ex.cx.gate = Arc::new(Gate::new(true, Some(recorder.clone())));
+        let (tool, applied) = probe_tool();
         let cancel = CancellationToken::new();
-        let map = Map::new();
-        let Proposal::Plan(plan) = ex.tools[4]
-            .propose(Args::new("probe", &map), &ex.cx, &cancel)
-            .await
-        else {
-            panic!("the probe always plans");
-        };
+        let plan = plan_of(&tool, ex.context(), &cancel).await;
         cancel.cancel();
         assert_eq!(
             settle(plan, &ex.cx.gate, &cancel).await,
@@ -403,10 +399,8 @@ mod tests {
     #[tokio::test]
     async fn the_gate_is_asked_the_plans_question_through_a_call_by_name() {
         let (_dir, mut ex, recorder) = executor(Some(Decision::AllowOnce));
-        let applied = Arc::new(AtomicUsize::new(0));
-        ex.tools.push(Box::new(Probe {
-            applied: applied.clone(),
-        }));
+        let (tool, applied) = probe_tool();
+        ex.tools.push(Box::new(tool));
         assert_eq!(
             ex.call("probe", &json!({}), &CancellationToken::new())
                 .await,
