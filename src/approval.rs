@@ -1,5 +1,6 @@
-//! The approval gate: every mutating tool call asks here first, and this is the only place that
-//! decides whether it may go ahead. Front ends only show the question and carry the answer back.
+//! The approval gate: every mutating tool call is asked about here first (by the executor, from
+//! the tool's plan), and this is the only place that decides whether it may go ahead. Front ends
+//! only show the question and carry the answer back.
 //!
 //! Session memory lives here too, so "Allow for this session" means the same thing in Neovim and
 //! in the terminal. (An external ACP agent keeps its own: its permission requests carry its own
@@ -34,6 +35,20 @@ pub struct ApprovalRequest {
     /// Exactly what is about to happen: `edit src/a.rs (replace 3 chars with 5)`, or the command.
     pub detail: String,
     /// For edits: a unified diff of the whole file before and after.
+    pub diff: Option<String>,
+    /// What a session grant would cover.
+    pub action: Action,
+}
+
+/// What the gate is asked about one call: what a person is shown, and what a session grant
+/// would cover. A mutating tool's plan carries one ([`crate::tools::Plan`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    /// The tool asking (`edit_file`, `run_bash`).
+    pub tool: &'static str,
+    /// Exactly what is about to happen (see [`ApprovalRequest::detail`]).
+    pub detail: String,
+    /// For edits: the unified diff.
     pub diff: Option<String>,
     /// What a session grant would cover.
     pub action: Action,
@@ -143,14 +158,13 @@ impl Gate {
 
     /// Decides on one call: auto_approve or an earlier grant allows at once; otherwise the asker is
     /// asked, and its answer is remembered when it grants more than once.
-    pub async fn check(
-        &self,
-        tool: &str,
-        detail: String,
-        diff: Option<String>,
-        action: Action,
-        cancel: &CancellationToken,
-    ) -> Verdict {
+    pub async fn check(&self, question: Question, cancel: &CancellationToken) -> Verdict {
+        let Question {
+            tool,
+            detail,
+            diff,
+            action,
+        } = question;
         if self.auto_approve || self.granted(&action) {
             return Verdict::Allowed;
         }
@@ -236,13 +250,18 @@ mod tests {
         }
     }
 
-    async fn ask(gate: &Gate, tool: &str, action: Action) -> Verdict {
+    async fn ask(gate: &Gate, tool: &'static str, action: Action) -> Verdict {
         let detail = match &action {
             Action::Edit { rel } => format!("edit {rel}"),
             Action::Command { command } => command.clone(),
         };
-        gate.check(tool, detail, None, action, &CancellationToken::new())
-            .await
+        let question = Question {
+            tool,
+            detail,
+            diff: None,
+            action,
+        };
+        gate.check(question, &CancellationToken::new()).await
     }
 
     #[tokio::test]
@@ -393,9 +412,13 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             later.cancel();
         });
-        let verdict = gate
-            .check("run_bash", "ls".into(), None, cmd("ls"), &cancel)
-            .await;
+        let question = Question {
+            tool: "run_bash",
+            detail: "ls".into(),
+            diff: None,
+            action: cmd("ls"),
+        };
+        let verdict = gate.check(question, &cancel).await;
         assert_eq!(verdict, Verdict::Cancelled);
     }
 

@@ -745,11 +745,17 @@ impl Reaper {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 mod tests {
     use super::*;
-    use crate::process::{run, CommandSpec, Ending};
+    use crate::process::{CommandOutput, CommandSpec, Ending};
+    use crate::tools::Approved;
     use std::path::PathBuf;
     use std::sync::atomic::AtomicUsize;
     use std::time::SystemTime;
     use tokio_util::sync::CancellationToken;
+
+    /// [`crate::process::run`] as run_bash's approved step calls it.
+    async fn run(spec: &CommandSpec, cancel: &CancellationToken) -> io::Result<CommandOutput> {
+        crate::process::run(spec, &Approved::for_tests(), cancel).await
+    }
 
     /// How long after the command's end (its shell's last line, the timeout, the cancel) the call
     /// may return. The old group kill failed it by the 2 s drain grace whenever a survivor held

@@ -1,11 +1,12 @@
 //! The agent's process and the line transport over its stdio.
 //!
-//! The agent runs in the workspace as the root of a [`reaper::Tree`] (as `src/process.rs` runs
-//! commands), so that quitting kills what it started too: `npx` wrappers, the real agent behind
-//! them, its language servers, and anything it detached (`setsid`, a double fork). Its stderr goes to the log, never to our stdout (which is Neovim's msgpack
-//! channel in RPC mode); the last lines are kept to explain a crash. Its stdout is read a line at
-//! a time and anything that is not a JSON object (a banner, a debugger notice, stray bytes) is
-//! skipped and logged instead of being answered as a parse error.
+//! The agent runs in the workspace as the root of a [`Tree`], started by the same
+//! [`crate::process::spawn_tree`] as run_bash's commands, so that quitting kills what it started
+//! too: `npx` wrappers, the real agent behind them, its language servers, and anything it
+//! detached (`setsid`, a double fork). Its stderr goes to the log, never to our stdout (which is
+//! Neovim's msgpack channel in RPC mode); the last lines are kept to explain a crash. Its stdout
+//! is read a line at a time and anything that is not a JSON object (a banner, a debugger notice,
+//! stray bytes) is skipped and logged instead of being answered as a parse error.
 
 use std::collections::VecDeque;
 use std::io;
@@ -21,7 +22,7 @@ use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
 
 use super::{AcpSpec, ConnectError};
-use crate::reaper::{self, Tree};
+use crate::reaper::Tree;
 
 /// Lines of the agent's stderr kept to explain how it ended.
 const STDERR_TAIL_LINES: usize = 20;
@@ -93,17 +94,13 @@ pub(super) async fn spawn(
         .current_dir(spec.workspace.root())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own group: a Ctrl-C at the terminal reaches the backend, not the agent.
-        .process_group(0)
-        .kill_on_drop(true);
-    let (mut child, tree) =
-        reaper::spawn(command)
-            .await
-            .map_err(|source| ConnectError::NotStarted {
-                program: program.clone(),
-                source,
-            })?;
+        .stderr(Stdio::piped());
+    let (mut child, tree) = crate::process::spawn_tree(command)
+        .await
+        .map_err(|source| ConnectError::NotStarted {
+            program: program.clone(),
+            source,
+        })?;
     let tree = Arc::new(tree);
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())

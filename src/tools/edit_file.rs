@@ -1,8 +1,10 @@
 //! edit_file: replace one exact occurrence of old_str with new_str, or create a file.
 //!
-//! Checks run in SPEC section 1's order and the gate is asked last, so nobody approves a call that
-//! would fail anyway. The file is handled as bytes: only the replaced span changes, whatever the
-//! encoding, line endings or final newline of the rest. All I/O goes through the root's handle
+//! Checks run in SPEC section 1's order before the plan is made, so nobody approves a call that
+//! would fail anyway; the checks that must hold after the wait (no unsaved buffer, the same file
+//! with the same bytes, where it was) run again in the plan's step, under the edit lock. The file
+//! is handled as bytes: only the replaced span changes, whatever the encoding, line endings or
+//! final newline of the rest. All I/O goes through the root's handle
 //! ([`crate::workspace::beneath`]). The write keeps what the file was (mode, owner, extended
 //! attributes, hard links), and it happens only if the file on disk is still exactly what the
 //! user was shown, where it was shown.
@@ -15,8 +17,10 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{blocking, fs_failure, Args, Tool, ToolContext, ToolResult, CANCELLED};
-use crate::approval::{Action, Verdict};
+use super::{
+    blocking, fs_failure, Approved, Args, Plan, Proposal, Tool, ToolContext, ToolResult, CANCELLED,
+};
+use crate::approval::{Action, Question};
 use crate::diff;
 use crate::workspace::beneath::{self, FsError, Identity, Locked};
 use crate::workspace::{Resolved, Workspace};
@@ -48,16 +52,12 @@ impl Tool for EditFile {
         })
     }
 
-    fn mutating(&self) -> bool {
-        true
-    }
-
-    fn run<'a>(
+    fn propose<'a>(
         &'a self,
         args: Args<'a>,
         cx: &'a ToolContext,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, ToolResult> {
+    ) -> BoxFuture<'a, Proposal<'a>> {
         Box::pin(async move {
             let (given, old, new) = match (
                 args.required("path"),
@@ -65,9 +65,9 @@ impl Tool for EditFile {
                 args.required("new_str"),
             ) {
                 (Ok(p), Ok(o), Ok(n)) => (p, o, n),
-                (Err(fail), _, _) | (_, Err(fail), _) | (_, _, Err(fail)) => return fail,
+                (Err(fail), _, _) | (_, Err(fail), _) | (_, _, Err(fail)) => return fail.into(),
             };
-            edit(cx, given, old, new, cancel).await
+            propose(cx, given, old, new, cancel).await
         })
     }
 }
@@ -113,19 +113,22 @@ impl From<std::io::Error> for Stop {
 /// How long an edit waits for another edit of the same file to finish.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-async fn edit(
-    cx: &ToolContext,
-    given: &str,
-    old: &str,
-    new: &str,
-    cancel: &CancellationToken,
-) -> ToolResult {
+/// Every check of SPEC section 1 that can fail before anyone is asked, then the plan: the
+/// question with its diff, and the write.
+async fn propose<'a>(
+    cx: &'a ToolContext,
+    given: &'a str,
+    old: &'a str,
+    new: &'a str,
+    cancel: &'a CancellationToken,
+) -> Proposal<'a> {
     if old == new {
-        return ToolResult::fail("edit_file: old_str and new_str are identical — nothing to do.");
+        return ToolResult::fail("edit_file: old_str and new_str are identical — nothing to do.")
+            .into();
     }
     let target = match cx.workspace.resolve(given) {
         Ok(target) => target,
-        Err(refusal) => return ToolResult::fail(refusal.to_string()),
+        Err(refusal) => return ToolResult::fail(refusal.to_string()).into(),
     };
     let rel = target.rel.as_str();
     let limit = cx.settings.max_edit_bytes();
@@ -134,39 +137,41 @@ async fn edit(
     let snapshot = blocking(move || snapshot(&workspace, &path, limit)).await;
     let snapshot = match snapshot {
         Ok(snapshot) => snapshot,
-        Err(stop) => return stopped(cx, given, &target, stop),
+        Err(stop) => return stopped(cx, given, &target, stop).into(),
     };
     let Some(snapshot) = snapshot else {
         if !old.is_empty() {
             return ToolResult::fail(format!(
                 "No such file: {given} (pass an empty old_str to create it)."
-            ));
+            ))
+            .into();
         }
         if target.dir_only {
-            return ToolResult::fail(format!("No such file: {given}"));
+            return ToolResult::fail(format!("No such file: {given}")).into();
         }
-        return create(cx, given, &target, new, cancel).await;
+        return propose_create(cx, given, target, new).await;
     };
     if target.dir_only {
-        return ToolResult::fail(format!("No such directory: {given}"));
+        return ToolResult::fail(format!("No such directory: {given}")).into();
     }
 
     let finder = memchr::memmem::Finder::new(old.as_bytes());
     let mut found = finder.find_iter(&snapshot.bytes);
     let at = match (old.is_empty(), found.next(), found.next()) {
         (true, _, _) | (false, None, _) => {
-            return ToolResult::fail(format!("edit_file: old_str not found in {rel}."))
+            return ToolResult::fail(format!("edit_file: old_str not found in {rel}.")).into()
         }
         (false, Some(at), None) => at,
         (false, Some(_), Some(_)) => {
             let n = 2 + found.count();
             return ToolResult::fail(format!(
                 "edit_file: old_str appears {n} times in {rel} — include more surrounding context so it is unique."
-            ));
+            ))
+            .into();
         }
     };
     if cx.editor.has_unsaved_changes(&target.path).await {
-        return unsaved(rel);
+        return unsaved(rel).into();
     }
 
     let detail = format!(
@@ -186,18 +191,77 @@ async fn edit(
             ),
         );
     }
-    if let Some(refused) = ask(cx, detail, preview, rel, cancel).await {
-        return refused;
-    }
+    let rel = rel.to_string();
+    let replacement = Replacement {
+        given,
+        target,
+        snapshot,
+        at,
+        old_len: old.len(),
+        new,
+    };
+    plan(&rel, detail, preview, move |approved| {
+        apply_edit(cx, replacement, approved, cancel)
+    })
+}
+
+/// An edit as it was shown: the file as read, and which bytes of it the new text replaces.
+struct Replacement<'a> {
+    given: &'a str,
+    target: Resolved,
+    snapshot: Snapshot,
+    at: usize,
+    old_len: usize,
+    new: &'a str,
+}
+
+/// The plan for an edit or a create of `rel`: the question, its summary rows, the step.
+fn plan<'a, F, Fut>(rel: &str, detail: String, preview: String, apply: F) -> Proposal<'a>
+where
+    F: FnOnce(Approved) -> Fut + Send + 'a,
+    Fut: std::future::Future<Output = ToolResult> + Send + 'a,
+{
+    let question = Question {
+        tool: "edit_file",
+        detail,
+        diff: Some(preview),
+        action: Action::Edit {
+            rel: rel.to_string(),
+        },
+    };
+    Proposal::Plan(Plan::new(
+        question,
+        format!("edit {rel}: declined"),
+        format!("edit {rel}: cancelled"),
+        apply,
+    ))
+}
+
+/// The approved edit: the checks that must still hold after the wait, then the write.
+async fn apply_edit(
+    cx: &ToolContext,
+    edit: Replacement<'_>,
+    approved: Approved,
+    cancel: &CancellationToken,
+) -> ToolResult {
+    let Replacement {
+        given,
+        target,
+        snapshot,
+        at,
+        old_len,
+        new,
+    } = edit;
+    let rel = target.rel.as_str();
     if cx.editor.has_unsaved_changes(&target.path).await {
         return unsaved(rel);
     }
     let workspace = cx.workspace.clone();
     let (owned_given, shown, new) = (given.to_string(), target.clone(), new.to_string());
-    let old_len = old.len();
     let waiting = cancel.clone();
     let written = blocking(move || {
         replace(
+            &approved,
             &workspace,
             &owned_given,
             &shown,
@@ -252,8 +316,9 @@ fn still_resolves(workspace: &Workspace, given: &str, shown: &Resolved) -> bool 
 /// Writes the approved edit, if the file is still the one the user saw: resolved to the same
 /// place, the same inode, the same bytes, checked under the edit lock that is held to the
 /// rename, so two edits of one file never both succeed with one of them lost. A cancel ends the
-/// wait for the lock (nothing is written then).
+/// wait for the lock (nothing is written then). Only an approved plan's step can call it.
 fn replace(
+    _approved: &Approved,
     workspace: &Workspace,
     given: &str,
     shown: &Resolved,
@@ -283,22 +348,35 @@ fn replace(
     file.replace(write).map_err(Stop::Write)
 }
 
-async fn create(
-    cx: &ToolContext,
-    given: &str,
-    target: &Resolved,
-    content: &str,
-    cancel: &CancellationToken,
-) -> ToolResult {
+/// The plan for creating `target` with `content` (the file does not exist yet).
+async fn propose_create<'a>(
+    cx: &'a ToolContext,
+    given: &'a str,
+    target: Resolved,
+    content: &'a str,
+) -> Proposal<'a> {
     let rel = target.rel.as_str();
     if cx.editor.has_unsaved_changes(&target.path).await {
-        return unsaved(rel);
+        return unsaved(rel).into();
     }
     let detail = format!("create {rel} ({} chars)", content.chars().count());
     let preview = diff::unified(rel, None, content);
-    if let Some(refused) = ask(cx, detail, preview, rel, cancel).await {
-        return refused;
-    }
+    let rel = rel.to_string();
+    plan(&rel, detail, preview, move |approved| {
+        apply_create(cx, given, target, content, approved)
+    })
+}
+
+/// The approved create: the path must still lead where it did, and nothing may have appeared
+/// there meanwhile.
+async fn apply_create(
+    cx: &ToolContext,
+    given: &str,
+    target: Resolved,
+    content: &str,
+    approved: Approved,
+) -> ToolResult {
+    let rel = target.rel.as_str();
     let workspace = cx.workspace.clone();
     let (owned_given, shown) = (given.to_string(), target.clone());
     let bytes = content.as_bytes().to_vec();
@@ -306,19 +384,25 @@ async fn create(
         if !still_resolves(&workspace, &owned_given, &shown) {
             return Err(Stop::Changed);
         }
-        write_new(&workspace, &shown, &bytes)
+        write_new(&approved, &workspace, &shown, &bytes)
     })
     .await;
     if let Err(stop) = created {
-        return stopped(cx, given, target, stop);
+        return stopped(cx, given, &target, stop);
     }
     cx.editor.file_written(&target.path).await;
     ToolResult::ok(format!("Created {rel}."), format!("create {rel}"))
 }
 
 /// Creates the file `target` names, and its parents, beneath the root. Something that appeared
-/// there while the user was deciding, or a link met on the way, is a change.
-fn write_new(workspace: &Workspace, target: &Resolved, bytes: &[u8]) -> Result<(), Stop> {
+/// there while the user was deciding, or a link met on the way, is a change. Only an approved
+/// plan's step can call it.
+fn write_new(
+    _approved: &Approved,
+    workspace: &Workspace,
+    target: &Resolved,
+    bytes: &[u8],
+) -> Result<(), Stop> {
     let (dir, name) = match workspace.handle().make_parents(workspace.relative(target)) {
         Ok(parent) => parent,
         Err(FsError::Moved) => return Err(Stop::Changed),
@@ -352,34 +436,6 @@ fn stopped(cx: &ToolContext, given: &str, target: &Resolved, stop: Stop) -> Tool
         Stop::Fs(FsError::IsDirectory) => ToolResult::fail(format!("Not a regular file: {given}")),
         Stop::Fs(err) => fs_failure("edit_file: cannot read", given, target, err),
         Stop::Write(err) => ToolResult::fail(format!("edit_file: cannot write {rel}: {err}")),
-    }
-}
-
-/// Asks the gate; Some(result) when the user refused.
-async fn ask(
-    cx: &ToolContext,
-    detail: String,
-    preview: String,
-    rel: &str,
-    cancel: &CancellationToken,
-) -> Option<ToolResult> {
-    let action = Action::Edit {
-        rel: rel.to_string(),
-    };
-    match cx
-        .gate
-        .check("edit_file", detail, Some(preview), action, cancel)
-        .await
-    {
-        Verdict::Allowed => None,
-        Verdict::Refused { reason } => Some(ToolResult::fail_with(
-            Verdict::refusal_text("edit_file", reason.as_deref()),
-            format!("edit {rel}: declined"),
-        )),
-        Verdict::Cancelled => Some(ToolResult::fail_with(
-            CANCELLED,
-            format!("edit {rel}: cancelled"),
-        )),
     }
 }
 

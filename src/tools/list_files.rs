@@ -8,7 +8,7 @@ use rustix::fs::{AtFlags, FileType, OFlags};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{blocking, fs_failure, Args, Tool, ToolContext, ToolResult};
+use super::{blocking, fs_failure, Args, Proposal, Tool, ToolContext, ToolResult};
 use crate::text::{clamp_head, head_marker, MAX_CHARS};
 use crate::workspace::beneath::FsError;
 use crate::workspace::{names, Resolved, Workspace};
@@ -36,48 +36,47 @@ impl Tool for ListFiles {
         })
     }
 
-    fn mutating(&self) -> bool {
-        false
-    }
-
-    fn run<'a>(
+    fn propose<'a>(
         &'a self,
         args: Args<'a>,
         cx: &'a ToolContext,
         _cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async move {
-            let given = match args.optional("path") {
-                Ok(given) => given.unwrap_or("."),
-                Err(fail) => return fail,
-            };
-            let target = match cx.workspace.resolve(given) {
-                Ok(target) => target,
-                Err(refusal) => return ToolResult::fail(refusal.to_string()),
-            };
-            let workspace = cx.workspace.clone();
-            let listed = target.clone();
-            let entries = match blocking(move || entries(&workspace, &listed)).await {
-                Ok(entries) => entries,
-                Err(FsError::NotFound | FsError::NotADirectory) => {
-                    return ToolResult::fail(format!("No such directory: {given}"))
-                }
-                Err(err) => return fs_failure("list_files: cannot list", given, &target, err),
-            };
-            let count = entries.len();
-            let listing = if entries.is_empty() {
-                "(empty directory)".to_string()
-            } else {
-                entries.join("\n")
-            };
-            let (kept, truncated) = clamp_head(&listing, MAX_CHARS);
-            let mut text = kept.to_string();
-            if truncated {
-                text.push_str(&head_marker());
-            }
-            ToolResult::ok(text, format!("list {} ({count} entries)", target.rel))
-        })
+    ) -> BoxFuture<'a, Proposal<'a>> {
+        Box::pin(async move { list(args, cx).await.into() })
     }
+}
+
+/// One call: the directory's entries, clamped.
+async fn list(args: Args<'_>, cx: &ToolContext) -> ToolResult {
+    let given = match args.optional("path") {
+        Ok(given) => given.unwrap_or("."),
+        Err(fail) => return fail,
+    };
+    let target = match cx.workspace.resolve(given) {
+        Ok(target) => target,
+        Err(refusal) => return ToolResult::fail(refusal.to_string()),
+    };
+    let workspace = cx.workspace.clone();
+    let listed = target.clone();
+    let entries = match blocking(move || entries(&workspace, &listed)).await {
+        Ok(entries) => entries,
+        Err(FsError::NotFound | FsError::NotADirectory) => {
+            return ToolResult::fail(format!("No such directory: {given}"))
+        }
+        Err(err) => return fs_failure("list_files: cannot list", given, &target, err),
+    };
+    let count = entries.len();
+    let listing = if entries.is_empty() {
+        "(empty directory)".to_string()
+    } else {
+        entries.join("\n")
+    };
+    let (kept, truncated) = clamp_head(&listing, MAX_CHARS);
+    let mut text = kept.to_string();
+    if truncated {
+        text.push_str(&head_marker());
+    }
+    ToolResult::ok(text, format!("list {} ({count} entries)", target.rel))
 }
 
 /// The directory's entries as display lines (`name/` for directories; names that are not simple

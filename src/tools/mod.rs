@@ -1,12 +1,14 @@
 //! The four tools the model gets, in catalogue order, and the executor that runs a call by name.
 //!
 //! Every failure is a [`ToolResult`] with `ok: false` that the model reads and can recover from;
-//! nothing here ends a turn or panics. The path check ([`crate::workspace`]) and the approval gate
-//! ([`crate::approval`]) are applied by the tools themselves, in the order SPEC section 1 gives.
+//! nothing here ends a turn or panics. Each tool applies the path check ([`crate::workspace`])
+//! and its own checks, in the order SPEC section 1 gives, and proposes; the approval gate
+//! ([`crate::approval`]) is asked by the [`Executor`] alone, about the tool's [`Plan`].
 
 #[cfg(test)]
 mod attacks;
 mod edit_file;
+mod executor;
 mod list_files;
 mod read_file;
 mod run_bash;
@@ -26,6 +28,7 @@ use crate::workspace::beneath::FsError;
 use crate::workspace::Workspace;
 
 pub use edit_file::EditFile;
+pub use executor::{Approved, Executor, Plan, Proposal};
 pub use list_files::ListFiles;
 pub use read_file::ReadFile;
 pub use run_bash::RunBash;
@@ -170,7 +173,7 @@ impl<'a> Args<'a> {
     }
 }
 
-/// One tool: its catalogue entry and how to run it.
+/// One tool: its catalogue entry and the first phase of a call.
 pub trait Tool: Send + Sync {
     /// The name the model calls it by.
     fn name(&self) -> &'static str;
@@ -178,15 +181,16 @@ pub trait Tool: Send + Sync {
     fn description(&self) -> &'static str;
     /// JSON Schema of its arguments.
     fn schema(&self) -> Value;
-    /// Whether it changes anything (and so asks the gate).
-    fn mutating(&self) -> bool;
-    /// Runs one call. Never panics; every failure is a failed result.
-    fn run<'a>(
+    /// Checks one call and either finishes it (a read; any check that failed) or plans it (a
+    /// change, with the question the gate will ask). Changes nothing: what changes the disk or
+    /// starts a command is in the plan's step, which only the executor can run. Never panics;
+    /// every failure is a failed result.
+    fn propose<'a>(
         &'a self,
         args: Args<'a>,
         cx: &'a ToolContext,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, ToolResult>;
+    ) -> BoxFuture<'a, Proposal<'a>>;
 }
 
 /// The catalogue entry the providers send for one tool.
@@ -240,86 +244,6 @@ where
     tokio::task::spawn_blocking(f)
         .await
         .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string()).into()))
-}
-
-/// Runs tool calls by name against one context.
-pub struct Executor {
-    tools: Vec<Box<dyn Tool>>,
-    cx: ToolContext,
-}
-
-impl Executor {
-    /// The four tools, in catalogue order, over `cx`.
-    pub fn new(cx: ToolContext) -> Self {
-        let tools: Vec<Box<dyn Tool>> = vec![
-            Box::new(ReadFile),
-            Box::new(ListFiles),
-            Box::new(EditFile),
-            Box::new(RunBash),
-        ];
-        Executor { tools, cx }
-    }
-
-    /// The context the tools run in.
-    pub fn context(&self) -> &ToolContext {
-        &self.cx
-    }
-
-    /// The catalogue, in order: read_file, list_files, edit_file, run_bash.
-    pub fn catalogue(&self) -> Vec<ToolSpec> {
-        self.tools
-            .iter()
-            .map(|t| ToolSpec {
-                name: t.name(),
-                description: t.description(),
-                schema: t.schema(),
-            })
-            .collect()
-    }
-
-    /// Runs one call. Unknown names and non-object arguments are failed results. The result is
-    /// redacted: a key the tool came across (a `.env` file, a command's output) never reaches the
-    /// model or the user's screen.
-    pub async fn call(&self, name: &str, args: &Value, cancel: &CancellationToken) -> ToolResult {
-        let result = self.dispatch(name, args, cancel).await;
-        let redact = |text: String| match crate::secrets::redact(&text) {
-            std::borrow::Cow::Borrowed(_) => text,
-            std::borrow::Cow::Owned(clean) => clean,
-        };
-        ToolResult {
-            ok: result.ok,
-            text: redact(result.text),
-            summary: redact(result.summary),
-        }
-    }
-
-    async fn dispatch(&self, name: &str, args: &Value, cancel: &CancellationToken) -> ToolResult {
-        let Some(tool) = self.tools.iter().find(|t| t.name() == name) else {
-            return ToolResult::fail(format!("Unknown tool '{name}'."));
-        };
-        let empty = Map::new();
-        let map = match args {
-            Value::Object(map) => map,
-            Value::Null => &empty,
-            _ => {
-                return ToolResult::fail(format!(
-                    "{}: arguments must be a JSON object.",
-                    tool.name()
-                ))
-            }
-        };
-        let run = tool.run(Args::new(tool.name(), map), &self.cx, cancel);
-        if tool.mutating() {
-            // The mutating tools end at a cancel themselves (the gate's question, the command's
-            // process tree), and an edit already approved is not cut off halfway.
-            return run.await;
-        }
-        // Whatever a read is waiting on, a cancel ends the call now.
-        tokio::select! {
-            result = run => result,
-            () = cancel.cancelled() => ToolResult::fail(CANCELLED),
-        }
-    }
 }
 
 /// Test helpers shared by the tools' own tests.
@@ -376,10 +300,33 @@ mod tests {
 
     #[tokio::test]
     async fn the_catalogue_has_exactly_the_four_tools_in_order() {
-        let (_dir, ex, _) = executor(None);
+        let (dir, ex, _) = executor(None);
         let names: Vec<_> = ex.catalogue().iter().map(|t| t.name).collect();
         assert_eq!(names, ["read_file", "list_files", "edit_file", "run_bash"]);
-        let mutating: Vec<_> = ex.tools.iter().map(|t| t.mutating()).collect();
+        // Mutating is what a tool's first phase is: a read finishes the call, a change plans it.
+        std::fs::write(dir.path().join("a.txt"), "x").unwrap();
+        let calls = [
+            ("read_file", json!({"path": "a.txt"})),
+            ("list_files", json!({})),
+            (
+                "edit_file",
+                json!({"path": "a.txt", "old_str": "x", "new_str": "y"}),
+            ),
+            ("run_bash", json!({"command": "true"})),
+        ];
+        let cancel = CancellationToken::new();
+        let mut mutating = Vec::new();
+        for (name, args) in &calls {
+            let tool = [&ReadFile as &dyn Tool, &ListFiles, &EditFile, &RunBash]
+                .into_iter()
+                .find(|t| t.name() == *name)
+                .unwrap();
+            let map = args.as_object().unwrap();
+            let proposal = tool
+                .propose(Args::new(name, map), ex.context(), &cancel)
+                .await;
+            mutating.push(matches!(proposal, Proposal::Plan(_)));
+        }
         assert_eq!(mutating, [false, false, true, true]);
     }
 
@@ -423,5 +370,74 @@ mod tests {
             not_object.text,
             "run_bash: arguments must be a JSON object."
         );
+    }
+
+    /// The calls that change the disk or start a process, as a tool's source would spell them.
+    const EFFECTS: [&str; 6] = [
+        ".replace(",
+        "create_new(",
+        "make_parents(",
+        "spawn_tree(",
+        "reaper::spawn(",
+        "process::run(",
+    ];
+
+    /// The top-level items of `source` (its tests left out) that spell one of [`EFFECTS`], each as
+    /// its header (the text before its first `{`), whitespace squeezed. An item runs from a line
+    /// that starts with a letter (`fn`, `impl`, `async fn`) to the next one.
+    fn items_with_effects(source: &str) -> Vec<String> {
+        let code = source.split("\n#[cfg(test)]").next().unwrap();
+        let mut items: Vec<String> = Vec::new();
+        for line in code.lines() {
+            let starts_item = line.starts_with(|c: char| c.is_ascii_alphabetic());
+            match items.last_mut() {
+                Some(item) if !starts_item => {
+                    item.push_str(line);
+                    item.push('\n');
+                }
+                _ => items.push(format!("{line}\n")),
+            }
+        }
+        items
+            .into_iter()
+            .filter(|item| EFFECTS.iter().any(|effect| item.contains(effect)))
+            .map(|item| {
+                let header = item.split('{').next().unwrap_or_default();
+                header.split_whitespace().collect::<Vec<_>>().join(" ")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_tools_reach_writes_and_spawns_only_through_functions_that_take_an_approved() {
+        let sources = [
+            ("read_file", include_str!("read_file.rs")),
+            ("list_files", include_str!("list_files.rs")),
+            ("edit_file", include_str!("edit_file.rs")),
+            ("run_bash", include_str!("run_bash.rs")),
+        ];
+        let places: Vec<(&str, String)> = sources
+            .iter()
+            .flat_map(|(tool, source)| {
+                items_with_effects(source)
+                    .into_iter()
+                    .map(move |header| (*tool, header))
+            })
+            .collect();
+        let names: Vec<(&str, &str)> = places
+            .iter()
+            .map(|(tool, header)| (*tool, header.split('(').next().unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("edit_file", "fn replace"),
+                ("edit_file", "fn write_new"),
+                ("run_bash", "async fn run"),
+            ]
+        );
+        for (tool, header) in &places {
+            assert!(header.contains("Approved"), "{tool}: {header}");
+        }
     }
 }

@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{blocking, fs_failure, Args, Tool, ToolContext, ToolResult};
+use super::{blocking, fs_failure, Args, Proposal, Tool, ToolContext, ToolResult};
 use crate::text::{clamp_head, head_marker, MAX_CHARS};
 use crate::workspace::beneath::{FsError, Root};
 
@@ -46,59 +46,56 @@ impl Tool for ReadFile {
         })
     }
 
-    fn mutating(&self) -> bool {
-        false
-    }
-
-    fn run<'a>(
+    fn propose<'a>(
         &'a self,
         args: Args<'a>,
         cx: &'a ToolContext,
         _cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async move {
-            let given = match args.required("path") {
-                Ok(given) => given,
-                Err(fail) => return fail,
-            };
-            let target = match cx.workspace.resolve(given) {
-                Ok(target) => target,
-                Err(refusal) => return ToolResult::fail(refusal.to_string()),
-            };
-            let workspace = cx.workspace.clone();
-            let rel = workspace.relative(&target).to_path_buf();
-            let dir_only = target.dir_only;
-            let read = blocking(move || read_prefix(workspace.handle(), &rel, dir_only)).await;
-            let text = match read {
-                Ok(Contents::Binary) => {
-                    return ToolResult::fail(format!("Not a text file: {given}"))
-                }
-                Ok(Contents::Text(text)) => text,
-                Err(FsError::NotFound | FsError::IsDirectory) => {
-                    return ToolResult::fail(format!("No such file: {given}"))
-                }
-                Err(err) => return fs_failure("read_file: cannot read", given, &target, err),
-            };
-            let (kept, truncated) = clamp_head(&text, MAX_CHARS);
-            let chars = kept.chars().count();
-            let mut out = kept.to_string();
-            if truncated {
-                out.push_str(&head_marker());
-            }
-            if cx.editor.has_unsaved_changes(&target.path).await {
-                out.push_str(&format!(
-                    "\n[note: {} is open in Neovim with unsaved changes; the buffer differs from this text on disk]",
-                    target.rel
-                ));
-            }
-            let summary = if truncated {
-                format!("read {} ({chars} chars, truncated)", target.rel)
-            } else {
-                format!("read {} ({chars} chars)", target.rel)
-            };
-            ToolResult::ok(out, summary)
-        })
+    ) -> BoxFuture<'a, Proposal<'a>> {
+        Box::pin(async move { read(args, cx).await.into() })
     }
+}
+
+/// One call: the file's text, clamped, with a note when its buffer has unsaved changes.
+async fn read(args: Args<'_>, cx: &ToolContext) -> ToolResult {
+    let given = match args.required("path") {
+        Ok(given) => given,
+        Err(fail) => return fail,
+    };
+    let target = match cx.workspace.resolve(given) {
+        Ok(target) => target,
+        Err(refusal) => return ToolResult::fail(refusal.to_string()),
+    };
+    let workspace = cx.workspace.clone();
+    let rel = workspace.relative(&target).to_path_buf();
+    let dir_only = target.dir_only;
+    let read = blocking(move || read_prefix(workspace.handle(), &rel, dir_only)).await;
+    let text = match read {
+        Ok(Contents::Binary) => return ToolResult::fail(format!("Not a text file: {given}")),
+        Ok(Contents::Text(text)) => text,
+        Err(FsError::NotFound | FsError::IsDirectory) => {
+            return ToolResult::fail(format!("No such file: {given}"))
+        }
+        Err(err) => return fs_failure("read_file: cannot read", given, &target, err),
+    };
+    let (kept, truncated) = clamp_head(&text, MAX_CHARS);
+    let chars = kept.chars().count();
+    let mut out = kept.to_string();
+    if truncated {
+        out.push_str(&head_marker());
+    }
+    if cx.editor.has_unsaved_changes(&target.path).await {
+        out.push_str(&format!(
+                "\n[note: {} is open in Neovim with unsaved changes; the buffer differs from this text on disk]",
+                target.rel
+            ));
+    }
+    let summary = if truncated {
+        format!("read {} ({chars} chars, truncated)", target.rel)
+    } else {
+        format!("read {} ({chars} chars)", target.rel)
+    };
+    ToolResult::ok(out, summary)
 }
 
 /// Reads at most what the answer can hold: MAX_CHARS characters of up to 4 bytes, plus one more.

@@ -1,16 +1,16 @@
 //! run_bash: runs one shell command in the workspace root, after the approval gate allows it.
 //!
 //! The process side (shell, process group, timeout, clamped output) is [`crate::process`]; this
-//! file is the tool's contract: the argument, the gate, the summary row, and which endings are
-//! failures. A non-zero exit is not one: the model reads `[exit 3]` and decides. Only a timeout or
+//! file is the tool's contract: the argument, the question its plan asks, the summary row, and
+//! which endings are failures. A non-zero exit is not one: the model reads `[exit 3]` and decides. Only a timeout or
 //! a cancel is, because then the command did not finish.
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{Args, Tool, ToolContext, ToolResult, CANCELLED};
-use crate::approval::{Action, Verdict};
+use super::{Approved, Args, Plan, Proposal, Tool, ToolContext, ToolResult};
+use crate::approval::{Action, Question};
 use crate::display;
 use crate::process::{self, CommandSpec, Ending};
 
@@ -53,73 +53,68 @@ impl Tool for RunBash {
         })
     }
 
-    fn mutating(&self) -> bool {
-        true
-    }
-
-    fn run<'a>(
+    fn propose<'a>(
         &'a self,
         args: Args<'a>,
         cx: &'a ToolContext,
         cancel: &'a CancellationToken,
-    ) -> BoxFuture<'a, ToolResult> {
-        Box::pin(async move {
-            let command = match args.required("command") {
-                Ok(command) => command,
-                Err(fail) => return fail,
-            };
-            if command.trim().is_empty() {
-                return ToolResult::fail("run_bash: empty command.");
-            }
-            let shown = summary_command(command);
-            let verdict = cx
-                .gate
-                .check(
-                    "run_bash",
-                    command.to_string(),
-                    None,
-                    Action::Command {
-                        command: command.to_string(),
-                    },
-                    cancel,
-                )
-                .await;
-            match verdict {
-                Verdict::Allowed => {}
-                Verdict::Refused { reason } => {
-                    return ToolResult::fail_with(
-                        Verdict::refusal_text("run_bash", reason.as_deref()),
-                        format!("$ {shown} -> declined"),
-                    )
-                }
-                Verdict::Cancelled => {
-                    return ToolResult::fail_with(CANCELLED, format!("$ {shown} -> cancelled"))
-                }
-            }
-            let spec = CommandSpec {
+    ) -> BoxFuture<'a, Proposal<'a>> {
+        let command = match args.required("command") {
+            Ok(command) => command,
+            Err(fail) => return Box::pin(async move { fail.into() }),
+        };
+        if command.trim().is_empty() {
+            return Box::pin(async { ToolResult::fail("run_bash: empty command.").into() });
+        }
+        let shown = summary_command(command);
+        let question = Question {
+            tool: "run_bash",
+            detail: command.to_string(),
+            diff: None,
+            action: Action::Command {
                 command: command.to_string(),
-                shell: cx.settings.shell.clone(),
-                cwd: cx.workspace.root().to_path_buf(),
-                timeout: cx.settings.command_timeout,
-                env_remove: crate::secrets::hidden_env(&cx.settings.pass_env),
-            };
-            let output = match process::run(&spec, cancel).await {
-                Ok(output) => output,
-                Err(err) => {
-                    return ToolResult::fail_with(
-                        format!("run_bash: {err}"),
-                        format!("$ {shown} -> not started"),
-                    )
-                }
-            };
-            // Even a killed command may have changed files before it died.
-            cx.editor.command_finished().await;
-            let summary = format!("$ {shown} -> exit {}", output.exit_code);
-            match output.ending {
-                Ending::Exited | Ending::Signalled(_) => ToolResult::ok(output.text, summary),
-                Ending::TimedOut | Ending::Cancelled => ToolResult::fail_with(output.text, summary),
-            }
-        })
+            },
+        };
+        let plan = Plan::new(
+            question,
+            format!("$ {shown} -> declined"),
+            format!("$ {shown} -> cancelled"),
+            move |approved| run(cx, command, shown, approved, cancel),
+        );
+        Box::pin(async move { Proposal::Plan(plan) })
+    }
+}
+
+/// The approved command, run to its end: the result the model reads and its summary row.
+async fn run(
+    cx: &ToolContext,
+    command: &str,
+    shown: String,
+    approved: Approved,
+    cancel: &CancellationToken,
+) -> ToolResult {
+    let spec = CommandSpec {
+        command: command.to_string(),
+        shell: cx.settings.shell.clone(),
+        cwd: cx.workspace.root().to_path_buf(),
+        timeout: cx.settings.command_timeout,
+        env_remove: crate::secrets::hidden_env(&cx.settings.pass_env),
+    };
+    let output = match process::run(&spec, &approved, cancel).await {
+        Ok(output) => output,
+        Err(err) => {
+            return ToolResult::fail_with(
+                format!("run_bash: {err}"),
+                format!("$ {shown} -> not started"),
+            )
+        }
+    };
+    // Even a killed command may have changed files before it died.
+    cx.editor.command_finished().await;
+    let summary = format!("$ {shown} -> exit {}", output.exit_code);
+    match output.ending {
+        Ending::Exited | Ending::Signalled(_) => ToolResult::ok(output.text, summary),
+        Ending::TimedOut | Ending::Cancelled => ToolResult::fail_with(output.text, summary),
     }
 }
 
@@ -367,9 +362,33 @@ mod tests {
         assert_eq!(editor.0.load(Ordering::SeqCst), 0);
     }
 
-    #[test]
-    fn run_bash_is_mutating_and_requires_a_command() {
-        assert!(RunBash.mutating());
+    #[tokio::test]
+    async fn run_bash_is_mutating_and_requires_a_command() {
+        // Mutating: its first phase plans, asking about the whole command.
+        let (_dir, ex, _) = executor(None);
+        let args = json!({"command": "rm -rf x"});
+        let cancel = CancellationToken::new();
+        let proposal = RunBash
+            .propose(
+                Args::new("run_bash", args.as_object().unwrap()),
+                ex.context(),
+                &cancel,
+            )
+            .await;
+        let Proposal::Plan(plan) = proposal else {
+            panic!("run_bash did not plan");
+        };
+        assert_eq!(
+            *plan.question(),
+            Question {
+                tool: "run_bash",
+                detail: "rm -rf x".into(),
+                diff: None,
+                action: Action::Command {
+                    command: "rm -rf x".into()
+                },
+            }
+        );
         assert_eq!(RunBash.schema()["required"], json!(["command"]));
         assert_eq!(RunBash.schema()["properties"]["command"]["type"], "string");
     }

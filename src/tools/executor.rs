@@ -1,0 +1,463 @@
+//! The executor: runs a call by name in two phases, and is the only code that can let a tool
+//! change anything.
+//!
+//! A tool's [`Tool::propose`] does every check that can fail and either finishes the call (a read,
+//! a failed check) or returns a [`Plan`]: the question a person will be asked and the step that
+//! does the work. Only this module asks the gate about a plan, turns a refusal or a cancel into
+//! the result once, and on an allow runs the plan's step, handing it the one thing the step
+//! needs to write a file or start a command: an [`Approved`]. Its constructor is private to this
+//! file, and a tool module cannot reach it (Rust lets a child module see its parent's private
+//! items, not a sibling's), so a tool has no way to reach its own effect but through its plan.
+
+use std::future::Future;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    Args, EditFile, ListFiles, ReadFile, RunBash, Tool, ToolContext, ToolResult, ToolSpec,
+    CANCELLED,
+};
+use crate::approval::{Gate, Question, Verdict};
+
+/// Proof that the gate allowed the call being applied. Only the executor makes one, after the
+/// gate's [`Verdict::Allowed`], and moves it into the plan's step; the functions that change
+/// the disk or start a command for a tool take one (edit_file's replace and create,
+/// [`crate::process::run`]). Neither `Clone` nor `Copy`: one allow, one step.
+///
+/// Outside this file there is no way to make one. The type can be named:
+///
+/// ```
+/// fn effect(_approved: &agent_nvim::tools::Approved) {}
+/// ```
+///
+/// but not built, neither directly nor through the tests' constructor:
+///
+/// ```compile_fail,E0603
+/// let token = agent_nvim::tools::Approved(());
+/// ```
+///
+/// ```compile_fail,E0599
+/// let token = agent_nvim::tools::Approved::for_tests();
+/// ```
+#[derive(Debug)]
+pub struct Approved(());
+
+impl Approved {
+    /// A token for tests that call an effect function directly (the process module's own tests);
+    /// never compiled into the product.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> Self {
+        Approved(())
+    }
+}
+
+/// The step a plan runs once allowed.
+type Apply<'a> = Box<dyn FnOnce(Approved) -> BoxFuture<'a, ToolResult> + Send + 'a>;
+
+/// A mutating call, checked and ready: what the person is asked, the summary rows for when it does
+/// not run, and the step that does it. Only the executor can run the step.
+pub struct Plan<'a> {
+    question: Question,
+    declined: String,
+    cancelled: String,
+    apply: Apply<'a>,
+}
+
+impl<'a> Plan<'a> {
+    /// A plan asking `question`; `declined` and `cancelled` are the summary rows of a refusal and
+    /// of a cancel while the question is open; `apply` is run only after an allow, and does the
+    /// checks that must hold after the wait (the file did not change meanwhile) itself.
+    pub fn new<F, Fut>(question: Question, declined: String, cancelled: String, apply: F) -> Self
+    where
+        F: FnOnce(Approved) -> Fut + Send + 'a,
+        Fut: Future<Output = ToolResult> + Send + 'a,
+    {
+        Plan {
+            question,
+            declined,
+            cancelled,
+            apply: Box::new(move |approved| Box::pin(apply(approved))),
+        }
+    }
+
+    /// What the gate will be asked.
+    pub fn question(&self) -> &Question {
+        &self.question
+    }
+}
+
+/// What the first phase of a call produced.
+pub enum Proposal<'a> {
+    /// The call is over: a read's result, or a check that failed.
+    Done(ToolResult),
+    /// A mutating call that passed its checks and waits for the gate.
+    Plan(Plan<'a>),
+}
+
+impl From<ToolResult> for Proposal<'_> {
+    fn from(result: ToolResult) -> Self {
+        Proposal::Done(result)
+    }
+}
+
+/// Asks the gate about `plan`, and runs its step only on an allow. A refusal and a cancel are
+/// results here and nowhere else, so every tool's are worded alike.
+async fn settle(plan: Plan<'_>, gate: &Gate, cancel: &CancellationToken) -> ToolResult {
+    let Plan {
+        question,
+        declined,
+        cancelled,
+        apply,
+    } = plan;
+    let tool = question.tool;
+    match gate.check(question, cancel).await {
+        // An allowed step is not cut off by a cancel: an edit is never left half done, and a
+        // command ends at a cancel through its own process tree.
+        Verdict::Allowed => apply(Approved(())).await,
+        Verdict::Refused { reason } => {
+            ToolResult::fail_with(Verdict::refusal_text(tool, reason.as_deref()), declined)
+        }
+        Verdict::Cancelled => ToolResult::fail_with(CANCELLED, cancelled),
+    }
+}
+
+/// Runs tool calls by name against one context.
+pub struct Executor {
+    tools: Vec<Box<dyn Tool>>,
+    cx: ToolContext,
+}
+
+impl Executor {
+    /// The four tools, in catalogue order, over `cx`.
+    pub fn new(cx: ToolContext) -> Self {
+        let tools: Vec<Box<dyn Tool>> = vec![
+            Box::new(ReadFile),
+            Box::new(ListFiles),
+            Box::new(EditFile),
+            Box::new(RunBash),
+        ];
+        Executor { tools, cx }
+    }
+
+    /// The context the tools run in.
+    pub fn context(&self) -> &ToolContext {
+        &self.cx
+    }
+
+    /// The catalogue, in order: read_file, list_files, edit_file, run_bash.
+    pub fn catalogue(&self) -> Vec<ToolSpec> {
+        self.tools
+            .iter()
+            .map(|t| ToolSpec {
+                name: t.name(),
+                description: t.description(),
+                schema: t.schema(),
+            })
+            .collect()
+    }
+
+    /// Runs one call. Unknown names and non-object arguments are failed results. The result is
+    /// redacted: a key the tool came across (a `.env` file, a command's output) never reaches the
+    /// model or the user's screen.
+    pub async fn call(&self, name: &str, args: &Value, cancel: &CancellationToken) -> ToolResult {
+        let result = self.dispatch(name, args, cancel).await;
+        let redact = |text: String| match crate::secrets::redact(&text) {
+            std::borrow::Cow::Borrowed(_) => text,
+            std::borrow::Cow::Owned(clean) => clean,
+        };
+        ToolResult {
+            ok: result.ok,
+            text: redact(result.text),
+            summary: redact(result.summary),
+        }
+    }
+
+    async fn dispatch(&self, name: &str, args: &Value, cancel: &CancellationToken) -> ToolResult {
+        let Some(tool) = self.tools.iter().find(|t| t.name() == name) else {
+            return ToolResult::fail(format!("Unknown tool '{name}'."));
+        };
+        let empty = Map::new();
+        let map = match args {
+            Value::Object(map) => map,
+            Value::Null => &empty,
+            _ => {
+                return ToolResult::fail(format!(
+                    "{}: arguments must be a JSON object.",
+                    tool.name()
+                ))
+            }
+        };
+        self.run(tool.as_ref(), Args::new(tool.name(), map), cancel)
+            .await
+    }
+
+    /// The two phases of one call. Proposing changes nothing, so a cancel ends it at once,
+    /// whatever it was waiting on (a read of a huge file, a buffer query).
+    async fn run<'a>(
+        &'a self,
+        tool: &'a dyn Tool,
+        args: Args<'a>,
+        cancel: &'a CancellationToken,
+    ) -> ToolResult {
+        let proposal = tokio::select! {
+            proposal = tool.propose(args, &self.cx, cancel) => proposal,
+            () = cancel.cancelled() => return ToolResult::fail(CANCELLED),
+        };
+        match proposal {
+            Proposal::Done(result) => result,
+            Proposal::Plan(plan) => settle(plan, &self.cx.gate, cancel).await,
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::approval::{Action, Asker, Decision};
+    use crate::tools::testing::executor;
+    use serde_json::json;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    /// A mutating test tool whose plan counts the times its step ran.
+    struct Probe {
+        applied: Arc<AtomicUsize>,
+    }
+
+    impl Tool for Probe {
+        fn name(&self) -> &'static str {
+            "probe"
+        }
+        fn description(&self) -> &'static str {
+            "test tool"
+        }
+        fn schema(&self) -> Value {
+            json!({"type": "object"})
+        }
+        fn propose<'a>(
+            &'a self,
+            _args: Args<'a>,
+            _cx: &'a ToolContext,
+            _cancel: &'a CancellationToken,
+        ) -> BoxFuture<'a, Proposal<'a>> {
+            let applied = self.applied.clone();
+            let question = Question {
+                tool: "probe",
+                detail: "probe the disk".into(),
+                diff: None,
+                action: Action::Command {
+                    command: "probe".into(),
+                },
+            };
+            let plan = Plan::new(
+                question,
+                "probe: declined".into(),
+                "probe: cancelled".into(),
+                move |_approved: Approved| async move {
+                    applied.fetch_add(1, Ordering::SeqCst);
+                    ToolResult::ok("probed", "probe")
+                },
+            );
+            Box::pin(async move { Proposal::Plan(plan) })
+        }
+    }
+
+    /// A probe, and the count of its step's runs.
+    fn probe_tool() -> (Probe, Arc<AtomicUsize>) {
+        let applied = Arc::new(AtomicUsize::new(0));
+        let probe = Probe {
+            applied: applied.clone(),
+        };
+        (probe, applied)
+    }
+
+    /// The probe's plan (it always plans), proposed in `cx`.
+    async fn plan_of<'a>(
+        probe: &'a Probe,
+        cx: &'a ToolContext,
+        cancel: &'a CancellationToken,
+    ) -> Plan<'a> {
+        static NO_ARGS: std::sync::LazyLock<Map<String, Value>> =
+            std::sync::LazyLock::new(Map::new);
+        match probe
+            .propose(Args::new("probe", &NO_ARGS), cx, cancel)
+            .await
+        {
+            Proposal::Plan(plan) => plan,
+            Proposal::Done(result) => panic!("the probe finished: {result:?}"),
+        }
+    }
+
+    /// Settles the probe's plan once with a gate that answers `answer` (None: nobody to ask);
+    /// returns the result and how often its step ran.
+    async fn probe(answer: Option<Decision>) -> (ToolResult, usize) {
+        let (_dir, ex, _) = executor(answer);
+        let (tool, applied) = probe_tool();
+        let cancel = CancellationToken::new();
+        let plan = plan_of(&tool, ex.context(), &cancel).await;
+        let result = settle(plan, &ex.cx.gate, &cancel).await;
+        (result, applied.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn a_plan_is_applied_once_on_an_allow_and_never_otherwise() {
+        assert_eq!(
+            probe(Some(Decision::AllowOnce)).await,
+            (ToolResult::ok("probed", "probe"), 1)
+        );
+        assert_eq!(
+            probe(Some(Decision::Refuse {
+                reason: Some("no".into())
+            }))
+            .await,
+            (
+                ToolResult::fail_with(
+                    "The user declined to run probe. Ask what they would like to do instead. \
+                     The user said: no",
+                    "probe: declined"
+                ),
+                0
+            )
+        );
+        assert_eq!(
+            probe(None).await,
+            (
+                ToolResult::fail_with(
+                    "The user declined to run probe. Ask what they would like to do instead.",
+                    "probe: declined"
+                ),
+                0
+            )
+        );
+    }
+
+    /// A person who walks away: never answers, and the turn is cancelled while the question is
+    /// open (the token in `turn` is cancelled as the question is asked).
+    #[derive(Default)]
+    struct WalksAway {
+        turn: Mutex<CancellationToken>,
+        asked: Mutex<usize>,
+    }
+
+    impl WalksAway {
+        /// A fresh turn's token, cancelled when the next question is asked.
+        fn next_turn(&self) -> CancellationToken {
+            let cancel = CancellationToken::new();
+            *self.turn.lock().unwrap() = cancel.clone();
+            cancel
+        }
+    }
+
+    impl Asker for WalksAway {
+        fn ask(
+            &self,
+            _request: crate::approval::ApprovalRequest,
+        ) -> BoxFuture<'_, Option<Decision>> {
+            *self.asked.lock().unwrap() += 1;
+            self.turn.lock().unwrap().cancel();
+            Box::pin(futures::future::pending())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cancel_while_the_question_is_open_ends_the_call_without_applying() {
+        let (_dir, ex, _) = executor(None);
+        let person = Arc::new(WalksAway::default());
+        let gate = Gate::new(false, Some(person.clone()));
+        let (tool, applied) = probe_tool();
+        let cancel = person.next_turn();
+        let plan = plan_of(&tool, ex.context(), &cancel).await;
+        assert_eq!(
+            settle(plan, &gate, &cancel).await,
+            ToolResult::fail_with(CANCELLED, "probe: cancelled")
+        );
+        assert_eq!(applied.load(Ordering::SeqCst), 0);
+        assert_eq!(*person.asked.lock().unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_allowed_plan_is_applied_even_when_the_turn_was_cancelled_meanwhile() {
+        // Auto-approve answers without looking at the cancel; the step then runs whole, as an
+        // approved edit always has.
+        let (_dir, mut ex, recorder) = executor(Some(Decision::AllowOnce));
+        ex.cx.gate = Arc::new(Gate::new(true, Some(recorder.clone())));
+        let (tool, applied) = probe_tool();
+        let cancel = CancellationToken::new();
+        let plan = plan_of(&tool, ex.context(), &cancel).await;
+        cancel.cancel();
+        assert_eq!(
+            settle(plan, &ex.cx.gate, &cancel).await,
+            ToolResult::ok("probed", "probe")
+        );
+        assert_eq!(applied.load(Ordering::SeqCst), 1);
+        assert!(recorder.asked.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_gate_is_asked_the_plans_question_through_a_call_by_name() {
+        let (_dir, mut ex, recorder) = executor(Some(Decision::AllowOnce));
+        let (tool, applied) = probe_tool();
+        ex.tools.push(Box::new(tool));
+        assert_eq!(
+            ex.call("probe", &json!({}), &CancellationToken::new())
+                .await,
+            ToolResult::ok("probed", "probe")
+        );
+        let asked: Vec<_> = recorder
+            .asked
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| (r.tool.clone(), r.detail.clone()))
+            .collect();
+        assert_eq!(asked, [("probe".to_string(), "probe the disk".to_string())]);
+        assert_eq!(applied.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_cancel_while_the_question_is_open_ends_each_tool_with_its_own_summary() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "old").unwrap();
+        let person = Arc::new(WalksAway::default());
+        let ex = Executor::new(ToolContext {
+            workspace: crate::workspace::Workspace::new(dir.path()).unwrap(),
+            gate: Arc::new(Gate::new(false, Some(person.clone()))),
+            editor: Arc::new(crate::editor::NoEditor),
+            settings: crate::tools::Settings::default(),
+        });
+        let calls = [
+            (
+                "edit_file",
+                json!({"path": "a.txt", "old_str": "old", "new_str": "new"}),
+                "edit a.txt: cancelled",
+            ),
+            (
+                "edit_file",
+                json!({"path": "b.txt", "old_str": "", "new_str": "new"}),
+                "edit b.txt: cancelled",
+            ),
+            (
+                "run_bash",
+                json!({"command": "touch ran"}),
+                "$ touch ran -> cancelled",
+            ),
+        ];
+        for (tool, args, summary) in calls {
+            let cancel = person.next_turn();
+            assert_eq!(
+                ex.call(tool, &args, &cancel).await,
+                ToolResult::fail_with(CANCELLED, summary)
+            );
+        }
+        assert_eq!(*person.asked.lock().unwrap(), 3);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+            "old"
+        );
+        assert!(!dir.path().join("b.txt").exists());
+        assert!(!dir.path().join("ran").exists());
+    }
+}
