@@ -7,7 +7,6 @@
 //! options, answered by the person or by auto_approve, never from these grants.)
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
@@ -24,29 +23,15 @@ pub enum Action {
     Command { command: String },
 }
 
-/// One question to the user. The decision that answers it echoes its `id`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ApprovalRequest {
-    /// The gate's count of its questions; the front end echoes it with the decision (Neovim
-    /// puts its question registry's id here instead, `src/questions.rs`).
-    pub id: u64,
-    /// The tool asking (`edit_file`, `run_bash`).
-    pub tool: String,
-    /// Exactly what is about to happen: `edit src/a.rs (replace 3 chars with 5)`, or the command.
-    pub detail: String,
-    /// For edits: a unified diff of the whole file before and after.
-    pub diff: Option<String>,
-    /// What a session grant would cover.
-    pub action: Action,
-}
-
-/// What the gate is asked about one call: what a person is shown, and what a session grant
-/// would cover. A mutating tool's plan carries one ([`crate::tools::Plan`]).
+/// One question: what a person is shown before a call, and what a session grant would cover. A
+/// mutating tool's plan carries one ([`crate::tools::Plan`]); the gate hands it to the asker
+/// when nothing allows the call already. It has no id: a front end that must match an answer to
+/// its question numbers it in its own registry ([`crate::questions`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Question {
+pub struct ApprovalRequest {
     /// The tool asking (`edit_file`, `run_bash`).
     pub tool: &'static str,
-    /// Exactly what is about to happen (see [`ApprovalRequest::detail`]).
+    /// Exactly what is about to happen (`edit src/a.rs (replace 3 chars with 5)`, or the command).
     pub detail: String,
     /// For edits: the unified diff.
     pub diff: Option<String>,
@@ -135,7 +120,6 @@ pub struct Gate {
     auto_approve: bool,
     asker: Option<Arc<dyn Asker>>,
     grants: Mutex<Grants>,
-    next_id: AtomicU64,
 }
 
 impl Gate {
@@ -145,7 +129,6 @@ impl Gate {
             auto_approve,
             asker,
             grants: Mutex::new(Grants::default()),
-            next_id: AtomicU64::new(1),
         }
     }
 
@@ -158,26 +141,14 @@ impl Gate {
 
     /// Decides on one call: auto_approve or an earlier grant allows at once; otherwise the asker is
     /// asked, and its answer is remembered when it grants more than once.
-    pub async fn check(&self, question: Question, cancel: &CancellationToken) -> Verdict {
-        let Question {
-            tool,
-            detail,
-            diff,
-            action,
-        } = question;
-        if self.auto_approve || self.granted(&action) {
+    pub async fn check(&self, request: ApprovalRequest, cancel: &CancellationToken) -> Verdict {
+        if self.auto_approve || self.granted(&request.action) {
             return Verdict::Allowed;
         }
         let Some(asker) = &self.asker else {
             return Verdict::Refused { reason: None };
         };
-        let request = ApprovalRequest {
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            tool: tool.to_string(),
-            detail,
-            diff,
-            action: action.clone(),
-        };
+        let action = request.action.clone();
         let answer = tokio::select! {
             answer = asker.ask(request) => answer,
             () = cancel.cancelled() => return Verdict::Cancelled,
@@ -255,7 +226,7 @@ mod tests {
             Action::Edit { rel } => format!("edit {rel}"),
             Action::Command { command } => command.clone(),
         };
-        let question = Question {
+        let question = ApprovalRequest {
             tool,
             detail,
             diff: None,
@@ -412,7 +383,7 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             later.cancel();
         });
-        let question = Question {
+        let question = ApprovalRequest {
             tool: "run_bash",
             detail: "ls".into(),
             diff: None,

@@ -55,8 +55,8 @@ pub fn decision_for_key(key: u8) -> Option<Decision> {
 /// in the request can move the cursor, erase the line or reorder what is read.
 fn question_lines(request: &ApprovalRequest) -> Vec<String> {
     let is_command = matches!(request.action, Action::Command { .. });
-    let title = display::approval_title(&request.tool, &request.detail, is_command);
-    let tool = display::visible(&request.tool, Layout::OneLine);
+    let title = display::approval_title(request.tool, &request.detail, is_command);
+    let tool = display::visible(request.tool, Layout::OneLine);
     let mut lines = vec![format!("agent: {tool} wants to: {title}")];
     if is_command {
         let preview = display::preview_lines(&request.detail);
@@ -313,8 +313,7 @@ mod tests {
 
     fn command(command: &str) -> ApprovalRequest {
         ApprovalRequest {
-            id: 1,
-            tool: "run_bash".into(),
+            tool: "run_bash",
             detail: command.into(),
             diff: None,
             action: Action::Command {
@@ -340,7 +339,7 @@ mod tests {
             ]
         );
         let mut edit = command("edit a\u{202e}b.txt (replace 1 chars with 2)");
-        edit.tool = "edit_file".into();
+        edit.tool = "edit_file";
         edit.action = Action::Edit { rel: "x".into() };
         edit.diff = Some("-a\n+\u{1b}[8mb\n".into());
         assert_eq!(

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::{
     blocking, fs_failure, Approved, Args, Plan, Proposal, Tool, ToolContext, ToolResult, CANCELLED,
 };
-use crate::approval::{Action, Question};
+use crate::approval::{Action, ApprovalRequest};
 use crate::diff;
 use crate::workspace::beneath::{self, FsError, Identity, Locked};
 use crate::workspace::{Resolved, Workspace};
@@ -221,7 +221,7 @@ where
     F: FnOnce(Approved) -> Fut + Send + 'a,
     Fut: std::future::Future<Output = ToolResult> + Send + 'a,
 {
-    let question = Question {
+    let question = ApprovalRequest {
         tool: "edit_file",
         detail,
         diff: Some(preview),

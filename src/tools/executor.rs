@@ -19,7 +19,7 @@ use super::{
     Args, EditFile, ListFiles, ReadFile, RunBash, Tool, ToolContext, ToolResult, ToolSpec,
     CANCELLED,
 };
-use crate::approval::{Gate, Question, Verdict};
+use crate::approval::{ApprovalRequest, Gate, Verdict};
 
 /// Proof that the gate allowed the call being applied. Only the executor makes one, after the
 /// gate's [`Verdict::Allowed`], and moves it into the plan's step; the functions that change
@@ -59,7 +59,7 @@ type Apply<'a> = Box<dyn FnOnce(Approved) -> BoxFuture<'a, ToolResult> + Send + 
 /// A mutating call, checked and ready: what the person is asked, the summary rows for when it does
 /// not run, and the step that does it. Only the executor can run the step.
 pub struct Plan<'a> {
-    question: Question,
+    question: ApprovalRequest,
     declined: String,
     cancelled: String,
     apply: Apply<'a>,
@@ -69,7 +69,12 @@ impl<'a> Plan<'a> {
     /// A plan asking `question`; `declined` and `cancelled` are the summary rows of a refusal and
     /// of a cancel while the question is open; `apply` is run only after an allow, and does the
     /// checks that must hold after the wait (the file did not change meanwhile) itself.
-    pub fn new<F, Fut>(question: Question, declined: String, cancelled: String, apply: F) -> Self
+    pub fn new<F, Fut>(
+        question: ApprovalRequest,
+        declined: String,
+        cancelled: String,
+        apply: F,
+    ) -> Self
     where
         F: FnOnce(Approved) -> Fut + Send + 'a,
         Fut: Future<Output = ToolResult> + Send + 'a,
@@ -83,7 +88,7 @@ impl<'a> Plan<'a> {
     }
 
     /// What the gate will be asked.
-    pub fn question(&self) -> &Question {
+    pub fn question(&self) -> &ApprovalRequest {
         &self.question
     }
 }
@@ -244,7 +249,7 @@ mod tests {
             _cancel: &'a CancellationToken,
         ) -> BoxFuture<'a, Proposal<'a>> {
             let applied = self.applied.clone();
-            let question = Question {
+            let question = ApprovalRequest {
                 tool: "probe",
                 detail: "probe the disk".into(),
                 diff: None,
@@ -411,7 +416,7 @@ mod tests {
             .lock()
             .unwrap()
             .iter()
-            .map(|r| (r.tool.clone(), r.detail.clone()))
+            .map(|r| (r.tool.to_string(), r.detail.clone()))
             .collect();
         assert_eq!(asked, [("probe".to_string(), "probe the disk".to_string())]);
         assert_eq!(applied.load(Ordering::SeqCst), 1);

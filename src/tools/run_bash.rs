@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{Approved, Args, Plan, Proposal, Tool, ToolContext, ToolResult};
-use crate::approval::{Action, Question};
+use crate::approval::{Action, ApprovalRequest};
 use crate::display;
 use crate::process::{self, CommandSpec, Ending};
 
@@ -67,7 +67,7 @@ impl Tool for RunBash {
             return Box::pin(async { ToolResult::fail("run_bash: empty command.").into() });
         }
         let shown = summary_command(command);
-        let question = Question {
+        let question = ApprovalRequest {
             tool: "run_bash",
             detail: command.to_string(),
             diff: None,
@@ -185,8 +185,7 @@ mod tests {
         assert_eq!(
             *recorder.asked.lock().unwrap(),
             vec![ApprovalRequest {
-                id: 1,
-                tool: "run_bash".into(),
+                tool: "run_bash",
                 detail: command.into(),
                 diff: None,
                 action: Action::Command {
@@ -380,7 +379,7 @@ mod tests {
         };
         assert_eq!(
             *plan.question(),
-            Question {
+            ApprovalRequest {
                 tool: "run_bash",
                 detail: "rm -rf x".into(),
                 diff: None,

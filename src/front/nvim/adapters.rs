@@ -38,8 +38,7 @@ impl Asker for NvimAsker {
                 }
             }
             // The question's id is the registry's, shared with an external agent's questions.
-            let (id, answer) = self.bridge.state.pending.open(request.tool.clone());
-            let request = ApprovalRequest { id, ..request };
+            let (id, answer) = self.bridge.state.pending.open(request.tool.to_string());
             let is_command = matches!(request.action, Action::Command { .. });
             let preview = match (&request.action, request.diff) {
                 (Action::Command { command }, _) => Preview::Command {
@@ -54,12 +53,12 @@ impl Asker for NvimAsker {
                 (Action::Edit { .. }, None) => Preview::None,
             };
             self.bridge.ask_lua(UiEvent::Approval {
-                id: request.id,
-                title: crate::display::approval_title(&request.tool, &request.detail, is_command),
+                id,
+                title: crate::display::approval_title(request.tool, &request.detail, is_command),
                 choices: Choices::Builtin {
                     choices: Choice::builtin(&request.action),
                 },
-                tool: request.tool,
+                tool: request.tool.to_string(),
                 preview,
             });
             answer.await.ok().map(|decide| decide.decision)
