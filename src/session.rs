@@ -27,6 +27,9 @@ pub struct SessionConfig {
     pub provider: ProviderChoice,
     /// The cap on model calls per prompt.
     pub max_turns: u32,
+    /// Where what outlives the backend is kept (sessions, checkpoints); None: nothing is.
+    /// Neovim sends its `stdpath("state") .. "/agent"`; the terminal uses [`state_dir`].
+    pub state_dir: Option<PathBuf>,
 }
 
 impl SessionConfig {
@@ -38,8 +41,23 @@ impl SessionConfig {
             settings: Settings::default(),
             provider: ProviderChoice::default(),
             max_turns: DEFAULT_MAX_TURNS,
+            state_dir: None,
         }
     }
+}
+
+/// The directory Neovim's `stdpath("state") .. "/agent"` names, for a front end that is not
+/// Neovim, so the terminal and the plugin keep their state in one place:
+/// `$XDG_STATE_HOME/$NVIM_APPNAME/agent`, with `~/.local/state` and `nvim` for what is unset or
+/// not absolute. None without a home directory.
+pub fn state_dir(env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
+    let set = |name: &str| env(name).filter(|value| !value.is_empty());
+    let base = match set("XDG_STATE_HOME").map(PathBuf::from) {
+        Some(dir) if dir.is_absolute() => dir,
+        _ => PathBuf::from(set("HOME")?).join(".local/state"),
+    };
+    let app = set("NVIM_APPNAME").unwrap_or_else(|| "nvim".into());
+    Some(base.join(app).join("agent"))
 }
 
 /// Who answers the gate's questions, built once the workspace is known (Neovim's picker shows
@@ -126,6 +144,40 @@ mod tests {
     /// Allows every question once and remembers what it was asked.
     #[derive(Default)]
     struct Allowing(Mutex<Vec<String>>);
+
+    #[test]
+    fn the_terminal_keeps_its_state_where_neovim_does() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            }
+        };
+        let dir = |pairs| state_dir(&env(pairs));
+        assert_eq!(
+            dir(&[("HOME", "/home/u")]),
+            Some(PathBuf::from("/home/u/.local/state/nvim/agent"))
+        );
+        assert_eq!(
+            dir(&[
+                ("HOME", "/home/u"),
+                ("XDG_STATE_HOME", "/s"),
+                ("NVIM_APPNAME", "lazy")
+            ]),
+            Some(PathBuf::from("/s/lazy/agent"))
+        );
+        assert_eq!(
+            dir(&[
+                ("HOME", "/home/u"),
+                ("XDG_STATE_HOME", "rel"),
+                ("NVIM_APPNAME", "")
+            ]),
+            Some(PathBuf::from("/home/u/.local/state/nvim/agent"))
+        );
+        assert_eq!(dir(&[]), None);
+    }
 
     impl Asker for Allowing {
         fn ask(&self, request: ApprovalRequest) -> BoxFuture<'_, Option<Decision>> {

@@ -154,6 +154,7 @@ fn terminal_config(
         config.settings.command_timeout = timeout;
     }
     config.settings.pass_env = pass_env;
+    config.state_dir = session::state_dir(&|name| std::env::var_os(name));
     Ok(config)
 }
 

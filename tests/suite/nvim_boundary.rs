@@ -366,6 +366,14 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
         !start.workspace.is_empty() && !start.auto_approve,
         "{start:?}"
     );
+    // The test's XDG_STATE_HOME is a temporary directory: Neovim's stdpath("state") under it.
+    assert!(
+        start
+            .state_dir
+            .as_deref()
+            .is_some_and(|dir| dir.ends_with("/state/nvim/agent")),
+        "{start:?}"
+    );
     let decides: Vec<Decide> = (1..=6)
         .map(|i| rmpv::ext::from_value(arg(i)).unwrap())
         .collect();

@@ -140,6 +140,7 @@ function M.ensure()
     max_turns = config.max_turns,
     pass_env = #config.pass_env > 0 and config.pass_env or nil,
     max_edit_mb = config.max_edit_mb,
+    state_dir = vim.fn.stdpath("state") .. "/agent",
   })
   return true
 end

@@ -329,6 +329,10 @@ fn session_config(start: Start) -> SessionConfig {
     if let Some(mb) = start.max_edit_mb.filter(|mb| *mb > 0) {
         settings.max_edit_mb = mb;
     }
+    config.state_dir = start
+        .state_dir
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from);
     config.provider = ProviderChoice {
         provider: start.provider.filter(|p| !p.is_empty()),
         model: start.model.filter(|m| !m.is_empty()),

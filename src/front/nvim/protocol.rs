@@ -99,6 +99,10 @@ pub struct Start {
     /// The largest file edit_file handles, in MB; nil: 64.
     #[serde(default)]
     pub max_edit_mb: Option<u64>,
+    /// Where the backend keeps what outlives it (sessions, checkpoints): Neovim's
+    /// `stdpath("state") .. "/agent"`; nil: nothing is kept.
+    #[serde(default)]
+    pub state_dir: Option<String>,
 }
 
 /// `prompt`: what the user asked, context included.
