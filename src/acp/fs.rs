@@ -14,8 +14,8 @@ use std::os::fd::AsFd;
 
 use agent_client_protocol::{Error, ErrorCode};
 
-use super::AcpHost;
-use crate::tools::{blocking, DEFAULT_MAX_EDIT_MB};
+use super::{AcpHost, AgentAuthority};
+use crate::tools::{blocking, Approved, DEFAULT_MAX_EDIT_MB};
 use crate::workspace::beneath::{self, FsError, Locked};
 use crate::workspace::{Refusal, Resolved, Workspace};
 
@@ -188,6 +188,8 @@ fn write_file(workspace: &Workspace, target: &Resolved, bytes: &[u8]) -> Result<
         return Err(Failure::Fs(FsError::IsDirectory));
     }
     let rel = workspace.relative(target);
+    // The agent's write, which its own permission flow governs (SPEC section 5), not our gate.
+    let approved = Approved::for_external_agent(&AgentAuthority::of_client());
     // Twice at most: a file that appears between the look and the create is then replaced.
     for _ in 0..2 {
         if let Some(file) = workspace.handle().open_in_dir(rel)? {
@@ -198,12 +200,12 @@ fn write_file(workspace: &Workspace, target: &Resolved, bytes: &[u8]) -> Result<
                 return Err(Failure::ReadOnly);
             }
             return match file.lock_named(LOCK_WAIT, &|| false)? {
-                Locked::Held => Ok(file.replace(&|out| out.write_all(bytes))?),
+                Locked::Held => Ok(file.replace(&|out| out.write_all(bytes), &approved)?),
                 Locked::Busy | Locked::Replaced => Err(Failure::Busy),
             };
         }
-        let (dir, name) = workspace.handle().make_parents(rel)?;
-        match beneath::create_new(dir.as_fd(), &name, bytes) {
+        let (dir, name) = workspace.handle().make_parents(rel, &approved)?;
+        match beneath::create_new(dir.as_fd(), &name, bytes, &approved) {
             Err(FsError::Io(err)) if err.kind() == io::ErrorKind::AlreadyExists => continue,
             other => return Ok(other?),
         }

@@ -95,7 +95,9 @@ pub(super) async fn spawn(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let (mut child, tree) = crate::process::spawn_tree(command)
+    // The agent the user started; what it does is governed by its own permission flow.
+    let approved = crate::tools::Approved::for_external_agent(&super::AgentAuthority::of_client());
+    let (mut child, tree) = crate::process::spawn_tree(command, &approved)
         .await
         .map_err(|source| ConnectError::NotStarted {
             program: program.clone(),

@@ -111,7 +111,7 @@ fn is_executable(path: &Path) -> bool {
 /// (the [`Approved`] the executor hands run_bash's plan).
 pub async fn run(
     spec: &CommandSpec,
-    _approved: &Approved,
+    approved: &Approved,
     cancel: &CancellationToken,
 ) -> io::Result<CommandOutput> {
     if cancel.is_cancelled() {
@@ -136,7 +136,7 @@ pub async fn run(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let (mut child, tree) = spawn_tree(command).await.map_err(|err| {
+    let (mut child, tree) = spawn_tree(command, approved).await.map_err(|err| {
         io::Error::new(
             err.kind(),
             format!(
@@ -221,7 +221,7 @@ pub async fn run(
 /// group, so a Ctrl-C at the terminal reaches the backend (which cancels) and not it, and killed
 /// when its `Child` is dropped. The [`Tree`] ends every process it started, wherever it moved,
 /// when it is ended or dropped. run_bash's commands and ACP agents both start here.
-pub async fn spawn_tree(mut command: Command) -> io::Result<(Child, Tree)> {
+pub async fn spawn_tree(mut command: Command, _approved: &Approved) -> io::Result<(Child, Tree)> {
     command.process_group(0).kill_on_drop(true);
     reaper::spawn(command).await
 }

@@ -318,7 +318,7 @@ fn still_resolves(workspace: &Workspace, given: &str, shown: &Resolved) -> bool 
 /// rename, so two edits of one file never both succeed with one of them lost. A cancel ends the
 /// wait for the lock (nothing is written then). Only an approved plan's step can call it.
 fn replace(
-    _approved: &Approved,
+    approved: &Approved,
     workspace: &Workspace,
     given: &str,
     shown: &Resolved,
@@ -345,7 +345,7 @@ fn replace(
     if !file.holds(&snapshot.bytes).map_err(Stop::Write)? {
         return Err(Stop::Changed);
     }
-    file.replace(write).map_err(Stop::Write)
+    file.replace(write, approved).map_err(Stop::Write)
 }
 
 /// The plan for creating `target` with `content` (the file does not exist yet).
@@ -398,17 +398,20 @@ async fn apply_create(
 /// there while the user was deciding, or a link met on the way, is a change. Only an approved
 /// plan's step can call it.
 fn write_new(
-    _approved: &Approved,
+    approved: &Approved,
     workspace: &Workspace,
     target: &Resolved,
     bytes: &[u8],
 ) -> Result<(), Stop> {
-    let (dir, name) = match workspace.handle().make_parents(workspace.relative(target)) {
+    let (dir, name) = match workspace
+        .handle()
+        .make_parents(workspace.relative(target), approved)
+    {
         Ok(parent) => parent,
         Err(FsError::Moved) => return Err(Stop::Changed),
         Err(err) => return Err(Stop::Fs(err)),
     };
-    match beneath::create_new(dir.as_fd(), &name, bytes) {
+    match beneath::create_new(dir.as_fd(), &name, bytes, approved) {
         Ok(()) => Ok(()),
         Err(FsError::Io(err)) if err.kind() == std::io::ErrorKind::AlreadyExists => {
             Err(Stop::Changed)

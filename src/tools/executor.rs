@@ -22,9 +22,10 @@ use super::{
 use crate::approval::{ApprovalRequest, Gate, Verdict};
 
 /// Proof that the gate allowed the call being applied. Only the executor makes one, after the
-/// gate's [`Verdict::Allowed`], and moves it into the plan's step; the functions that change
-/// the disk or start a command for a tool take one (edit_file's replace and create,
-/// [`crate::process::run`]). Neither `Clone` nor `Copy`: one allow, one step.
+/// gate's [`Verdict::Allowed`], and moves it into the plan's step; every function that changes
+/// the disk or starts a command takes one (the workspace's write primitives,
+/// [`crate::process::spawn_tree`] and [`crate::process::run`]). Neither `Clone` nor `Copy`: one
+/// allow, one step. The ACP client gets its own through [`Approved::for_external_agent`].
 ///
 /// Outside this file there is no way to make one. The type can be named:
 ///
@@ -45,6 +46,14 @@ use crate::approval::{ApprovalRequest, Gate, Verdict};
 pub struct Approved(());
 
 impl Approved {
+    /// The token for what the ACP client does for an external agent (its `fs/write_text_file`,
+    /// the agent's own process), which the agent's own permission flow governs, not our gate.
+    /// Only `crate::acp` can make the [`crate::acp::AgentAuthority`] it takes, so a tool
+    /// cannot come this way either.
+    pub fn for_external_agent(_authority: &crate::acp::AgentAuthority) -> Self {
+        Approved(())
+    }
+
     /// A token for tests that call an effect function directly (the process module's own tests);
     /// never compiled into the product.
     #[cfg(test)]

@@ -372,14 +372,30 @@ mod tests {
         );
     }
 
-    /// The calls that change the disk or start a process, as a tool's source would spell them.
-    const EFFECTS: [&str; 6] = [
+    /// The calls that change the disk or start a process, as a tool's source would spell them:
+    /// the project's own (each of which takes an `Approved`, so the compiler holds that line too)
+    /// and the standard library's and the system's, which a tool must never call at all.
+    const EFFECTS: &[&str] = &[
         ".replace(",
         "create_new(",
         "make_parents(",
         "spawn_tree(",
         "reaper::spawn(",
         "process::run(",
+        "fs::write(",
+        "File::create(",
+        "OpenOptions",
+        "remove_file(",
+        "remove_dir",
+        "fs::rename(",
+        "create_dir",
+        "set_permissions(",
+        "Command::new(",
+        ".spawn(",
+        "unlinkat(",
+        "renameat(",
+        "mkdirat(",
+        "libc::",
     ];
 
     /// The top-level items of `source` (its tests left out) that spell one of [`EFFECTS`], each as

@@ -23,6 +23,7 @@ use std::path::{Component, Path};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::tools::Approved;
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
@@ -199,7 +200,11 @@ impl Root {
     /// Creates the missing directories above `rel`, one `mkdirat` at a time from the root, and
     /// returns the parent's handle and the file's name. A link met on the way fails: the checked
     /// path had none.
-    pub fn make_parents(&self, rel: &Path) -> Result<(OwnedFd, CString), FsError> {
+    pub fn make_parents(
+        &self,
+        rel: &Path,
+        _approved: &Approved,
+    ) -> Result<(OwnedFd, CString), FsError> {
         let (parent, name) = split(rel)?;
         let mut dir = rustix::fs::openat(
             &self.fd,
@@ -339,7 +344,11 @@ impl InDir {
     /// A file with one name is replaced atomically (a temporary file in the same directory,
     /// renamed over it). A file with several hard links is written in place, after the new
     /// content is staged in full in a temporary file, so that every name sees the edit.
-    pub fn replace(&self, write: &dyn Fn(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
+    pub fn replace(
+        &self,
+        write: &dyn Fn(&mut dyn Write) -> io::Result<()>,
+        _approved: &Approved,
+    ) -> io::Result<()> {
         let (temp_name, mut temp) = temp_file(self.dir.as_fd())?;
         let staged = (|| {
             let mut out = io::BufWriter::with_capacity(CHUNK, &mut temp);
@@ -414,7 +423,12 @@ impl InDir {
 }
 
 /// Creates `name` in `dir` (it must not exist) with `bytes`, mode 0666 less the umask.
-pub fn create_new(dir: BorrowedFd<'_>, name: &CString, bytes: &[u8]) -> Result<(), FsError> {
+pub fn create_new(
+    dir: BorrowedFd<'_>,
+    name: &CString,
+    bytes: &[u8],
+    _approved: &Approved,
+) -> Result<(), FsError> {
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let fd = rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(0o666))?;
     let mut file = File::from(fd);
