@@ -33,6 +33,17 @@ impl Tool for EditFile {
         "edit_file"
     }
 
+    fn cancelled(&self, args: Args<'_>, cx: &ToolContext) -> ToolResult {
+        let Ok(path) = args.required("path") else {
+            return ToolResult::fail(CANCELLED);
+        };
+        let rel = match cx.workspace.resolve(path) {
+            Ok(target) => target.rel,
+            Err(_) => crate::display::one_line(path),
+        };
+        ToolResult::fail_with(CANCELLED, cancelled_row(&rel))
+    }
+
     fn description(&self) -> &'static str {
         "Edit a file by replacing one exact occurrence of old_str with new_str. old_str must \
          appear exactly once in the file: include enough surrounding lines to make it unique, \
@@ -215,6 +226,11 @@ struct Replacement<'a> {
     new: &'a str,
 }
 
+/// The row of an edit or create of `rel` that was cancelled before it ran.
+fn cancelled_row(rel: &str) -> String {
+    format!("edit {rel}: cancelled")
+}
+
 /// The plan for an edit or a create of `rel`: the question, its summary rows, the step.
 fn plan<'a, F, Fut>(rel: &str, detail: String, preview: String, apply: F) -> Proposal<'a>
 where
@@ -232,7 +248,7 @@ where
     Proposal::Plan(Plan::new(
         question,
         format!("edit {rel}: declined"),
-        format!("edit {rel}: cancelled"),
+        cancelled_row(rel),
         apply,
     ))
 }
@@ -429,7 +445,7 @@ fn stopped(cx: &ToolContext, given: &str, target: &Resolved, stop: Stop) -> Tool
         Stop::Busy => ToolResult::fail(format!(
             "edit_file: {rel} is being edited by another process; read it again and retry."
         )),
-        Stop::Cancelled => ToolResult::fail_with(CANCELLED, format!("edit {rel}: cancelled")),
+        Stop::Cancelled => ToolResult::fail_with(CANCELLED, cancelled_row(rel)),
         Stop::TooBig(size) => ToolResult::fail(format!(
             "edit_file: {rel} is {} MB, more than the {} MB edit_file handles.",
             super::megabytes(size),

@@ -215,9 +215,13 @@ impl Executor {
         args: Args<'a>,
         cancel: &'a CancellationToken,
     ) -> ToolResult {
+        let again = Args::new(args.tool, args.map);
         let proposal = tokio::select! {
+            // A proposal that is ready wins over a cancel that came meanwhile: the gate then
+            // sees the cancel, and the row is the plan's own.
+            biased;
             proposal = tool.propose(args, &self.cx, cancel) => proposal,
-            () = cancel.cancelled() => return ToolResult::fail(CANCELLED),
+            () = cancel.cancelled() => return tool.cancelled(again, &self.cx),
         };
         match proposal {
             Proposal::Done(result) => result,
@@ -473,5 +477,68 @@ mod tests {
         );
         assert!(!dir.path().join("b.txt").exists());
         assert!(!dir.path().join("ran").exists());
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod cancelled_while_proposing {
+    use super::*;
+    use crate::editor::Editor;
+    use crate::tools::{Settings, ToolContext};
+    use serde_json::json;
+    use std::path::Path;
+    use std::sync::Arc;
+
+    /// An editor whose buffer query cancels the turn and then never answers, so the cancel
+    /// lands while edit_file is still proposing.
+    struct CancelsWhileAsked(CancellationToken);
+
+    impl Editor for CancelsWhileAsked {
+        fn has_unsaved_changes<'a>(&'a self, _path: &'a Path) -> BoxFuture<'a, bool> {
+            self.0.cancel();
+            Box::pin(futures::future::pending())
+        }
+        fn file_written<'a>(&'a self, _path: &'a Path) -> BoxFuture<'a, ()> {
+            Box::pin(async {})
+        }
+        fn command_finished(&self) -> BoxFuture<'_, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cancel_before_the_plan_is_ready_gives_the_tools_own_row_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "old").unwrap();
+        let cancel = CancellationToken::new();
+        // Even with everything allowed, nothing is written: nothing had been proposed yet.
+        let ex = Executor::new(ToolContext {
+            workspace: crate::workspace::Workspace::new(dir.path()).unwrap(),
+            gate: Arc::new(Gate::new(true, None)),
+            editor: Arc::new(CancelsWhileAsked(cancel.clone())),
+            settings: Settings::default(),
+        });
+        let edit = json!({"path": "./a.txt", "old_str": "old", "new_str": "new"});
+        assert_eq!(
+            ex.call("edit_file", &edit, &cancel).await,
+            ToolResult::fail_with(CANCELLED, "edit a.txt: cancelled")
+        );
+        let create = json!({"path": "b.txt", "old_str": "", "new_str": "new"});
+        assert_eq!(
+            ex.call("edit_file", &create, &cancel).await,
+            ToolResult::fail_with(CANCELLED, "edit b.txt: cancelled")
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+            "old"
+        );
+        assert!(!dir.path().join("b.txt").exists());
+        // A read keeps the plain cancel.
+        assert_eq!(
+            ex.call("read_file", &json!({"path": "a.txt"}), &cancel)
+                .await,
+            ToolResult::fail(CANCELLED)
+        );
     }
 }

@@ -191,6 +191,12 @@ pub trait Tool: Send + Sync {
         cx: &'a ToolContext,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Proposal<'a>>;
+
+    /// The result of a call cancelled before its proposal was ready: for a read, [`CANCELLED`];
+    /// a tool that changes things gives the row its plan would have given for a cancel.
+    fn cancelled(&self, _args: Args<'_>, _cx: &ToolContext) -> ToolResult {
+        ToolResult::fail(CANCELLED)
+    }
 }
 
 /// The catalogue entry the providers send for one tool.

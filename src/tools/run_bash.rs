@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{Approved, Args, Plan, Proposal, Tool, ToolContext, ToolResult};
+use super::{Approved, Args, Plan, Proposal, Tool, ToolContext, ToolResult, CANCELLED};
 use crate::approval::{Action, ApprovalRequest};
 use crate::display;
 use crate::process::{self, CommandSpec, Ending};
@@ -23,6 +23,16 @@ pub struct RunBash;
 impl Tool for RunBash {
     fn name(&self) -> &'static str {
         "run_bash"
+    }
+
+    fn cancelled(&self, args: Args<'_>, _cx: &ToolContext) -> ToolResult {
+        match args.required("command") {
+            Ok(command) => ToolResult::fail_with(
+                CANCELLED,
+                format!("$ {} -> cancelled", summary_command(command)),
+            ),
+            Err(_) => ToolResult::fail(CANCELLED),
+        }
     }
 
     fn description(&self) -> &'static str {
