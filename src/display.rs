@@ -315,6 +315,21 @@ pub fn decision_note(decision: &Decision) -> String {
     }
 }
 
+/// The labels of the built-in choices, as the picker and the terminal question show them
+/// (SPEC section 4). The session choice is named for its scope: [`session_choice`].
+pub mod label {
+    /// This call only.
+    pub const ALLOW_ONCE: &str = "Allow once";
+    /// Every call until the session ends.
+    pub const ALLOW_ALL: &str = "Allow everything this session";
+    /// Not this call.
+    pub const REFUSE: &str = "Refuse";
+    /// Not this call, and the person says why.
+    pub const REFUSE_WITH_REASON: &str = "Refuse with a reason…";
+    /// What Esc does to an external agent's question that offers no reject of its own.
+    pub const CANCEL: &str = "Cancel";
+}
+
 /// The label of the choice that allows `action` for the rest of the session. A command is named
 /// by its [`one_line`] form cut to 40 characters (`Allow `cargo test` for this session`), or, when
 /// it has more than one line, by how many (`Allow this 61-line command for this session`): the

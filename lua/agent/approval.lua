@@ -35,9 +35,10 @@ local H = {}
 ---@field kind "builtin"|"agent"
 ---@field choices? { key: string, label: string }[] builtin
 ---@field options? { id: string, name: string, kind: string }[] agent
+---@field cancel? string agent: the label of Esc's choice when no option rejects
 
 --- Queued requests, the one shown first, each with its callback.
----@type { req: agent.ApprovalRequest, on_decide: fun(decision: agent.Decision, reason?: string) }[]
+---@type { req: agent.ApprovalRequest, on_decide: fun(decision: agent.Decision, reason?: string, option?: string) }[]
 H.queue = {}
 
 --- The open picker: its windows, buffers and where focus came from.
@@ -72,8 +73,9 @@ function M.pending()
 end
 
 --- An external agent's own permission options (ACP), shown by their names in the agent's order:
---- keys 1..n, y picks the first allow option, n and <Esc> the first reject option (or cancel).
-function H.agent_choices(options)
+--- keys 1..n, y picks the first allow option, n and <Esc> the first reject option (or the
+--- backend's `cancel` choice when it offers none).
+function H.agent_choices(options, cancel)
   local choices = {}
   local first_allow, first_reject
   for i, option in ipairs(options) do
@@ -98,7 +100,7 @@ function H.agent_choices(options)
   if first_reject then
     first_reject.key = "refuse"
   else
-    choices[#choices + 1] = { key = "refuse", label = "Cancel", decision = "refuse" }
+    choices[#choices + 1] = { key = "refuse", label = cancel, decision = "refuse" }
   end
   -- Allow once (or the first option) first, so a stray <CR> never grants more than once.
   for i, choice in ipairs(choices) do
@@ -122,7 +124,7 @@ end
 ---@param req agent.ApprovalRequest
 function H.choices(req)
   if H.from_agent(req) then
-    return H.agent_choices(req.choices.options or {})
+    return H.agent_choices(req.choices.options or {}, req.choices.cancel or "")
   end
   local choices = {}
   for _, choice in ipairs(req.choices.choices or {}) do

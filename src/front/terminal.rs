@@ -82,7 +82,10 @@ fn prompt(request: &ApprovalRequest) -> std::io::Result<Decision> {
     }
     write!(
         err,
-        "  [1] Allow once  [3] Allow everything this session  [4/Esc] Refuse > "
+        "  [1] {}  [3] {}  [4/Esc] {} > ",
+        display::label::ALLOW_ONCE,
+        display::label::ALLOW_ALL,
+        display::label::REFUSE
     )?;
     err.flush()?;
     let raw = RawMode::enter();

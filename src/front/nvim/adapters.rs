@@ -154,9 +154,7 @@ impl AcpHost for NvimHost {
                 title: crate::display::approval_title(&request.title, &request.title, false),
                 tool: request.title,
                 preview,
-                choices: Choices::Agent {
-                    options: request.options,
-                },
+                choices: Choices::agent(request.options),
             });
             // A refusal without one of the agent's options (Esc when it offered no reject) is a
             // cancel.

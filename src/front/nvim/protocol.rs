@@ -173,8 +173,22 @@ pub enum Choices {
     /// The built-in tools' five choices ([`Choice::builtin`]), in order.
     Builtin { choices: Vec<Choice> },
     /// An external agent's own options (ACP), in the agent's order; the picked one's id is
-    /// echoed in `decide.option`.
-    Agent { options: Vec<PermissionChoice> },
+    /// echoed in `decide.option`. `cancel` labels the choice the picker adds for Esc when the
+    /// agent offers no reject of its own.
+    Agent {
+        options: Vec<PermissionChoice>,
+        cancel: String,
+    },
+}
+
+impl Choices {
+    /// An external agent's `options`, with the cancel label for when none of them rejects.
+    pub fn agent(options: Vec<PermissionChoice>) -> Self {
+        Choices::Agent {
+            options,
+            cancel: display::label::CANCEL.into(),
+        }
+    }
 }
 
 /// One of the built-in choices: the entry of `keymaps.approval` that picks it, and its label.
@@ -194,11 +208,11 @@ impl Choice {
     pub fn builtin(action: &Action) -> Vec<Choice> {
         let session = display::session_choice(action);
         [
-            ("allow_once", "Allow once"),
+            ("allow_once", display::label::ALLOW_ONCE),
             ("allow_session", session.as_str()),
-            ("allow_all", "Allow everything this session"),
-            ("refuse", "Refuse"),
-            ("refuse_with_reason", "Refuse with a reason…"),
+            ("allow_all", display::label::ALLOW_ALL),
+            ("refuse", display::label::REFUSE),
+            ("refuse_with_reason", display::label::REFUSE_WITH_REASON),
         ]
         .into_iter()
         .map(|(key, label)| Choice {
@@ -321,7 +335,8 @@ impl UiEvent {
                             })
                             .collect(),
                     },
-                    Choices::Agent { options } => Choices::Agent {
+                    Choices::Agent { options, cancel } => Choices::Agent {
+                        cancel: one(cancel),
                         options: options
                             .into_iter()
                             .map(|o| PermissionChoice {
@@ -441,13 +456,11 @@ mod tests {
                 path: "Edit \u{202e}".into(),
                 unified: "+x\ry\n".into(),
             },
-            choices: Choices::Agent {
-                options: vec![crate::acp::PermissionChoice {
-                    id: "al\u{1b}low".into(),
-                    name: "Allow \u{202e}".into(),
-                    kind: "allow_once".into(),
-                }],
-            },
+            choices: Choices::agent(vec![crate::acp::PermissionChoice {
+                id: "al\u{1b}low".into(),
+                name: "Allow \u{202e}".into(),
+                kind: "allow_once".into(),
+            }]),
         };
         assert_eq!(
             agent.shown(),
@@ -459,13 +472,11 @@ mod tests {
                     path: "Edit \\u{202e}".into(),
                     unified: "+x\\ry".into(),
                 },
-                choices: Choices::Agent {
-                    options: vec![crate::acp::PermissionChoice {
-                        id: "al\u{1b}low".into(),
-                        name: "Allow \\u{202e}".into(),
-                        kind: "allow_once".into(),
-                    }],
-                },
+                choices: Choices::agent(vec![crate::acp::PermissionChoice {
+                    id: "al\u{1b}low".into(),
+                    name: "Allow \\u{202e}".into(),
+                    kind: "allow_once".into(),
+                }]),
             }
         );
     }

@@ -155,7 +155,7 @@ mod tests {
                     cwd: "/w".into(),
                     timeout: None,
                 },
-                choices: Choices::Agent { options: vec![] },
+                choices: Choices::agent(vec![]),
             },
             UiEvent::decided(1, "t".into(), Decision::Refuse { reason: None }),
             UiEvent::Agent(Event::ToolStarted {
@@ -184,6 +184,7 @@ mod tests {
                         Value::from("choices"),
                         Value::Map(vec![
                             (Value::from("kind"), Value::from("agent")),
+                            (Value::from("cancel"), Value::from("Cancel")),
                             (Value::from("options"), Value::Array(vec![])),
                         ])
                     ),
