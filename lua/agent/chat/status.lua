@@ -45,7 +45,7 @@ function M.text()
   local s = M.current
   if s.state == "running" then
     if s.command then
-      local command = text.cut(text.one_line(s.command), H.COMMAND_CHARS)
+      local command = text.cut(tostring(s.command), H.COMMAND_CHARS)
       return ("running `%s` %ds"):format(command, math.floor((vim.uv.now() - (s.since or vim.uv.now())) / 1000))
     end
     return "running " .. (s.tool or "a tool")
