@@ -60,7 +60,8 @@ pub trait Conversation: Send + Sync {
     fn name(&self) -> &str;
 
     /// Runs one prompt to the end of its turn, reporting on `events` (`TurnStarted` first,
-    /// `TurnDone` last). The conversation stays usable whatever the outcome.
+    /// `TurnDone` last), or a single `Error` when no turn could start (an [`Unavailable`]
+    /// conversation). The conversation stays usable whatever the outcome.
     fn prompt<'a>(
         &'a self,
         text: String,

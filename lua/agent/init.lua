@@ -109,7 +109,7 @@ end
 ---@return string[]
 function H.acp_presets()
   if not H.presets then
-    local path = require("agent.paths").root() .. "/lua/agent/acp_presets.json"
+    local path = require("agent.paths").acp_presets()
     local ok, list = pcall(function()
       return vim.json.decode(table.concat(vim.fn.readfile(path), "\n"))
     end)
@@ -136,7 +136,7 @@ end
 
 --- Drives an external agent over the Agent Client Protocol from the same chat and picker:
 --- `name` is one from `setup({ acp = { agents = { name = { cmd = {...}, env = {...} } } } })` or a
---- preset (claude, gemini, codex, opencode). Prompts go to it until |:Agent| new.
+--- preset (lua/agent/acp_presets.json). Prompts go to it until |:Agent| new.
 ---@param name? string
 function M.acp(name)
   H.ensure_init()

@@ -1,5 +1,5 @@
---- Where the plugin keeps things: its root, the two places a backend binary comes from, and the
---- log. The one place these paths are spelled out (agent.rpc and agent.install both use them).
+--- Where the plugin keeps things: its root, the two places a backend binary comes from, the
+--- preset agents' list, and the log. The one place these paths are spelled out (agent.rpc and agent.install both use them).
 
 local M = {}
 
@@ -26,6 +26,12 @@ end
 ---@return string
 function M.built()
   return M.root() .. "/target/release/agent-nvim" .. exe()
+end
+
+--- The list of preset ACP agents, which the backend compiles in too (src/acp/mod.rs).
+---@return string
+function M.acp_presets()
+  return M.root() .. "/lua/agent/acp_presets.json"
 end
 
 --- The log file the backend writes (`agent-nvim nvim --log FILE`).

@@ -404,3 +404,39 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
         ("test", Some(vec![agent.to_string()]), Some(1))
     );
 }
+
+/// `request::VERSION`, the one request the backend answers, over a real RPC channel from Neovim.
+#[tokio::test]
+async fn the_version_request_answers_the_backends_version() {
+    let nvim = headless().await;
+    let version = nvim
+        .lua(
+            "local method = ...
+             local job = vim.fn.jobstart({ require('agent.rpc').backend(), 'nvim' }, { rpc = true })
+             local ok, answer = pcall(vim.rpcrequest, job, method)
+             vim.fn.jobstop(job)
+             return ok and answer or ('error: ' .. tostring(answer))",
+            vec![Value::from(agent_nvim::front::nvim::protocol::request::VERSION)],
+        )
+        .await;
+    assert_eq!(version.as_str(), Some(env!("CARGO_PKG_VERSION")));
+}
+
+/// `lua::ALL` and `method::ALL` name every constant of their modules, so a new entry point or
+/// notification cannot escape the tests above by being left out of the list.
+#[test]
+fn the_all_lists_name_every_constant_of_their_module() {
+    let source = include_str!("../../src/front/nvim/protocol.rs");
+    let constants = |module: &str| -> usize {
+        let start = source
+            .find(&format!("pub mod {module} {{"))
+            .unwrap_or_else(|| panic!("no module {module}"));
+        let body = &source[start..];
+        let body = &body[..body.find("\n}").unwrap()];
+        body.lines()
+            .filter(|l| l.trim_start().starts_with("pub const ") && !l.contains(" ALL:"))
+            .count()
+    };
+    assert_eq!(constants("lua"), lua::ALL.len());
+    assert_eq!(constants("method"), method::ALL.len());
+}
