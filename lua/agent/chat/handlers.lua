@@ -230,11 +230,7 @@ end
 function handlers.retrying(e)
   render.newline()
   render.put(
-    ("retrying in %.1fs (attempt %d): %s"):format(
-      (e.delay_ms or 0) / 1000,
-      e.attempt or 0,
-      tostring(e.reason or "")
-    ),
+    ("retrying in %.1fs (attempt %d): %s"):format((e.delay_ms or 0) / 1000, e.attempt or 0, tostring(e.reason or "")),
     "AgentNotice"
   )
   render.put("\n")
