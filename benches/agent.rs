@@ -13,16 +13,16 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_nvim::agent::{Agent, Outcome};
-use agent_nvim::approval::Gate;
+use agent_nvim::agent::Outcome;
 use agent_nvim::editor::NoEditor;
-use agent_nvim::llm::{ApiKey, Client, ProviderConfig, ProviderKind};
+use agent_nvim::llm::ProviderChoice;
+use agent_nvim::session::{self, SessionConfig};
 use agent_nvim::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
-use agent_nvim::tools::{Executor, Settings, ToolContext};
-use agent_nvim::workspace::Workspace;
 use tokio_util::sync::CancellationToken;
 
 fn main() {
+    // The session builder reads the key from the environment, as the front ends' does.
+    std::env::set_var("ANTHROPIC_API_KEY", "k");
     round_trips(40);
     round_trips(200);
     round_trips(1000);
@@ -51,24 +51,17 @@ fn round_trips(turns: usize) {
     let mock = MockLlm::start(Wire::Anthropic, tool_calls(turns)).without_bodies();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "alpha\n".repeat(50)).unwrap();
-    let executor = Executor::new(ToolContext {
-        workspace: Workspace::new(dir.path()).unwrap(),
-        gate: Arc::new(Gate::new(true, None)),
-        editor: Arc::new(NoEditor),
-        settings: Settings::default(),
-    });
-    let config = ProviderConfig {
-        kind: ProviderKind::Anthropic,
-        model: "bench".into(),
-        base_url: mock.base_url(),
-        api_key: Some(ApiKey::new("k".into())),
+    let mut config = SessionConfig::new(dir.path());
+    config.auto_approve = true;
+    config.max_turns = (turns + 1) as u32;
+    config.provider = ProviderChoice {
+        provider: Some("anthropic".into()),
+        model: Some("bench".into()),
+        base_url: Some(mock.base_url()),
     };
-    let client = Client::new(config, &executor.catalogue()).unwrap();
-    let mut agent = Agent::new(client, executor, (turns + 1) as u32);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let executor = session::executor(&config, Box::new(|_, _| None), Arc::new(NoEditor)).unwrap();
+    let mut agent = session::agent(&config, executor).unwrap();
+    let runtime = session::runtime().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     runtime.spawn(async move {
         while let Some(event) = rx.recv().await {

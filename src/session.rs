@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::agent::{Agent, DEFAULT_MAX_TURNS};
 use crate::approval::{Asker, Gate};
+use crate::conversation::{Conversation, Native, Unavailable};
 use crate::editor::Editor;
 use crate::llm::{Client, ProviderChoice, ProviderConfig, ProviderError};
 use crate::tools::{Executor, Settings, ToolContext};
@@ -116,15 +117,55 @@ pub fn build(
     })
 }
 
-/// The multi-threaded runtime every front end runs on.
+/// The provider a built-in conversation talks to, as `started` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderInfo {
+    /// `anthropic`, `openai`, `ollama`.
+    pub name: String,
+    /// The model.
+    pub model: String,
+}
+
+impl Session {
+    /// The session as a front end drives it: the workspace, the built-in conversation (the turn
+    /// loop, or, when the provider could not be configured, one that answers each prompt with
+    /// why: a session that only drives an external agent needs no provider), and the provider
+    /// it talks to (None when not configured).
+    pub fn into_conversation(self) -> (Workspace, Arc<dyn Conversation>, Option<ProviderInfo>) {
+        match self.agent {
+            Ok(agent) => {
+                let config = agent.client().config();
+                let provider = ProviderInfo {
+                    name: config.kind.name().to_string(),
+                    model: config.model.clone(),
+                };
+                (self.workspace, Arc::new(Native::new(agent)), Some(provider))
+            }
+            Err(err) => {
+                let message = format!("agent: {err}");
+                let unavailable = Arc::new(Unavailable::new("built-in", message));
+                (self.workspace, unavailable, None)
+            }
+        }
+    }
+}
+
+/// The multi-threaded runtime `agent-nvim run` and `agent-nvim nvim` run on.
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|source| Error::Io {
-            context: "cannot start the async runtime",
-            source,
-        })
+    finish(&mut tokio::runtime::Builder::new_multi_thread())
+}
+
+/// The one-thread runtime for a single tool call (`agent-nvim tool`): one call gains nothing from
+/// more threads, and cross-thread wake-ups cost.
+pub fn runtime_single() -> Result<tokio::runtime::Runtime> {
+    finish(&mut tokio::runtime::Builder::new_current_thread())
+}
+
+fn finish(builder: &mut tokio::runtime::Builder) -> Result<tokio::runtime::Runtime> {
+    builder.enable_all().build().map_err(|source| Error::Io {
+        context: "cannot start the async runtime",
+        source,
+    })
 }
 
 #[cfg(test)]
@@ -259,6 +300,47 @@ mod tests {
             }
         }
         assert_eq!(finished, [true]);
+    }
+
+    #[tokio::test]
+    async fn the_session_a_front_end_drives_is_one_conversation_of_either_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = SessionConfig::new(dir.path());
+        config.provider = ProviderChoice {
+            provider: Some("ollama".into()),
+            model: Some("m".into()),
+            base_url: Some("http://127.0.0.1:9".into()),
+        };
+        let none = || -> AskerFor<'static> { Box::new(|_, _| None) };
+        let editor = || Arc::new(crate::editor::NoEditor);
+        let built = build(&config, none(), editor()).unwrap();
+        let (_, native, provider) = built.into_conversation();
+        assert_eq!(native.name(), "built-in");
+        assert_eq!(
+            provider,
+            Some(ProviderInfo {
+                name: "ollama".into(),
+                model: "m".into()
+            })
+        );
+        config.provider.provider = Some("nope".into());
+        let (_, unavailable, provider) = build(&config, none(), editor())
+            .unwrap()
+            .into_conversation();
+        assert_eq!(provider, None);
+        let (events, mut seen) = tokio::sync::mpsc::unbounded_channel();
+        unavailable
+            .prompt("hi".into(), &events, &CancellationToken::new())
+            .await;
+        let Some(crate::conversation::ConversationEvent::Turn(Event::Error { message })) =
+            seen.recv().await
+        else {
+            panic!("expected one error");
+        };
+        assert!(
+            message.starts_with("agent: ") && message.contains("nope"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -185,14 +185,7 @@ pub fn run_tool(args: ToolArgs) -> Result<u8> {
         args.pass_env,
     )?;
     let executor = terminal_executor(&config)?;
-    // One thread: a single call gains nothing from more, and cross-thread wake-ups cost.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|source| Error::Io {
-            context: "cannot start the async runtime",
-            source,
-        })?;
+    let runtime = session::runtime_single()?;
     let call_args = serde_json::Value::Object(args.args);
     let result = runtime.block_on(executor.call(&args.name, &call_args, &CancellationToken::new()));
     let json = serde_json::to_string(&result).map_err(|err| Error::Io {

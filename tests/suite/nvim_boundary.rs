@@ -416,7 +416,9 @@ async fn the_version_request_answers_the_backends_version() {
              local ok, answer = pcall(vim.rpcrequest, job, method)
              vim.fn.jobstop(job)
              return ok and answer or ('error: ' .. tostring(answer))",
-            vec![Value::from(agent_nvim::front::nvim::protocol::request::VERSION)],
+            vec![Value::from(
+                agent_nvim::front::nvim::protocol::request::VERSION,
+            )],
         )
         .await;
     assert_eq!(version.as_str(), Some(env!("CARGO_PKG_VERSION")));

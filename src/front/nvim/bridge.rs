@@ -21,7 +21,7 @@ use super::pump::forward;
 use super::Nvim;
 use crate::agent::DEFAULT_MAX_TURNS;
 use crate::approval::Asker;
-use crate::conversation::{Conversation, ConversationEvent, Native, Unavailable};
+use crate::conversation::{Conversation, ConversationEvent};
 use crate::llm::ProviderChoice;
 use crate::questions::Questions;
 use crate::session::{self, SessionConfig};
@@ -160,25 +160,15 @@ impl Bridge {
             Ok(built) => built,
             Err(err) => return self.error(err.to_string()),
         };
-        let root = built.workspace.root().display().to_string();
-        let (provider, model, native): (_, _, Arc<dyn Conversation>) = match built.agent {
-            Ok(agent) => {
-                let cfg = agent.client().config();
-                let (provider, model) = (cfg.kind.name().to_string(), cfg.model.clone());
-                (provider, model, Arc::new(Native::new(agent)))
-            }
-            // A missing key is reported when a prompt needs the provider, not now: a session
-            // that only drives an external agent (ACP) never does.
-            Err(err) => (
-                String::new(),
-                String::new(),
-                Arc::new(Unavailable::new("built-in", format!("agent: {err}"))),
-            ),
-        };
+        // A missing key is reported when a prompt needs the provider, not now: a session that
+        // only drives an external agent (ACP) never does.
+        let (workspace, native, provider) = built.into_conversation();
+        let root = workspace.root().display().to_string();
+        let (provider, model) = provider.map_or_else(Default::default, |p| (p.name, p.model));
         tracing::info!(%root, %provider, %model, auto_approve, "session started");
         *self.state.session.lock().await = Some(Session {
             native: native.clone(),
-            workspace: built.workspace,
+            workspace,
             auto_approve,
             nvim,
         });
