@@ -56,6 +56,7 @@ fn round_trips(turns: usize) {
         gate: Arc::new(Gate::new(true, None)),
         editor: Arc::new(NoEditor),
         settings: Settings::default(),
+        checkpoints: None,
     });
     let config = ProviderConfig {
         kind: ProviderKind::Anthropic,

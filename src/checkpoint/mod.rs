@@ -188,6 +188,14 @@ pub struct Checkpoints {
     inner: Arc<Inner>,
 }
 
+impl std::fmt::Debug for Checkpoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkpoints")
+            .field("dir", &self.inner.git.dir)
+            .finish_non_exhaustive()
+    }
+}
+
 struct Inner {
     git: Git,
     workspace: Workspace,
@@ -204,6 +212,8 @@ struct State {
     ready: Option<Result<(), CheckpointError>>,
     /// The next number of each conversation seen.
     next: HashMap<String, u64>,
+    /// The last commit made (HEAD), once known.
+    head: Option<String>,
 }
 
 #[derive(Default)]
@@ -234,12 +244,12 @@ impl Checkpoints {
         }
     }
 
-    /// The same, running `program` instead of the `git` on PATH (tests of a missing git).
+    /// Checkpoints that look for a `git` that is not there (tests of a machine without git).
     #[cfg(test)]
-    fn with_git(state_dir: &Path, workspace: Workspace, program: &str) -> Self {
+    pub(crate) fn without_git(state_dir: &Path, workspace: Workspace) -> Self {
         let mut checkpoints = Checkpoints::new(state_dir, workspace, "c1".into());
         if let Some(inner) = Arc::get_mut(&mut checkpoints.inner) {
-            inner.git.program = PathBuf::from(program);
+            inner.git.program = PathBuf::from("/nonexistent/git");
         }
         checkpoints
     }
@@ -476,42 +486,26 @@ impl Checkpoints {
             }
         };
         let now = self.tree_now().await?;
-        let parent = git
+        // A commit per checkpoint, even when the tree is the last one's: its subject says what
+        // this checkpoint was taken before (a commit of an unchanged tree costs one object).
+        let mut args = vec![
+            "commit-tree".to_string(),
+            now.tree.clone(),
+            "-m".into(),
+            subject(kind, label),
+        ];
+        if let Some(parent) = &state.head {
+            args.extend(["-p".to_string(), parent.clone()]);
+        } else if let Ok(parent) = git
             .line(&["rev-parse", "--verify", "--quiet", "HEAD"])
             .await
-            .ok();
-        let parent_tree = match &parent {
-            Some(parent) => Some(
-                git.line(&["rev-parse", &format!("{parent}^{{tree}}")])
-                    .await?,
-            ),
-            None => None,
-        };
-        let id = match (parent, parent_tree) {
-            // Nothing changed since the last snapshot: the same commit stands for this one.
-            (Some(parent), Some(tree)) if tree == now.tree => parent,
-            (parent, _) => {
-                let subject = subject(kind, label);
-                let mut args = vec![
-                    "commit-tree".to_string(),
-                    now.tree.clone(),
-                    "-m".into(),
-                    subject,
-                ];
-                if let Some(parent) = parent {
-                    args.push("-p".into());
-                    args.push(parent);
-                }
-                let id = git.line(&args).await?;
-                git.run(&["update-ref", "HEAD", &id], b"").await?;
-                id
-            }
-        };
-        git.run(
-            &["update-ref", &format!("refs/agent/{conversation}/{n}"), &id],
-            b"",
-        )
-        .await?;
+        {
+            args.extend(["-p".to_string(), parent]);
+        }
+        let id = git.line(&args).await?;
+        let refs = format!("update HEAD {id}\nupdate refs/agent/{conversation}/{n} {id}\n");
+        git.run(&["update-ref", "--stdin"], refs.as_bytes()).await?;
+        state.head = Some(id.clone());
         state.next.insert(conversation.to_string(), n + 1);
         Ok(Snapshot {
             id,

@@ -229,16 +229,14 @@ async fn a_workspace_that_is_not_a_repository_is_snapshotted_with_its_gitignore_
             .unwrap(),
         None
     );
-    // Nothing changed: the same commit stands for the next checkpoint, on the next ref.
+    // Nothing changed: the next checkpoint, on the next ref, has the same files.
     let second = fx
         .checkpoints
         .snapshot(Kind::Edit, "keep.txt")
         .await
         .unwrap();
-    assert_eq!(
-        (second.n, second.id.as_str(), second.changed.len()),
-        (2, first.id.as_str(), 0)
-    );
+    assert_eq!((second.n, second.changed.len()), (2, 0));
+    assert_eq!(fx.checkpoints.changes(&second.id).await.unwrap(), []);
     fx.write("keep.txt", "changed\n");
     let third = fx
         .checkpoints
@@ -259,7 +257,7 @@ async fn a_workspace_that_is_not_a_repository_is_snapshotted_with_its_gitignore_
         listed,
         vec![
             (1, Kind::Prompt, "p".to_string()),
-            (2, Kind::Prompt, "p".to_string()),
+            (2, Kind::Edit, "keep.txt".to_string()),
             (3, Kind::Command, "echo changed > keep.txt".to_string()),
         ]
     );
@@ -515,11 +513,7 @@ async fn a_restore_never_writes_through_a_link_swapped_in_since() {
 async fn without_git_checkpoints_are_off_and_say_so_once() {
     let ws = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
-    let checkpoints = Checkpoints::with_git(
-        state.path(),
-        Workspace::new(ws.path()).unwrap(),
-        "/nonexistent/git",
-    );
+    let checkpoints = Checkpoints::without_git(state.path(), Workspace::new(ws.path()).unwrap());
     assert_eq!(checkpoints.checkpoint(Kind::Prompt, "hi").await, None);
     assert_eq!(
         checkpoints.take_notice().as_deref(),

@@ -666,6 +666,7 @@ mod tests {
             gate: Arc::new(Gate::new(false, Some(asker))),
             editor,
             settings: Settings::default(),
+            checkpoints: None,
         })
     }
 

@@ -169,6 +169,7 @@ mod tests {
             gate: Arc::new(Gate::new(false, Some(recorder))),
             editor: editor.clone(),
             settings,
+            checkpoints: None,
         };
         (dir, Executor::new(cx), editor)
     }

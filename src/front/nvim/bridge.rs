@@ -21,7 +21,7 @@ use super::pump::forward;
 use super::Nvim;
 use crate::agent::DEFAULT_MAX_TURNS;
 use crate::approval::Asker;
-use crate::conversation::{Conversation, ConversationEvent, Native, Unavailable};
+use crate::conversation::{Checkpointed, Conversation, ConversationEvent, Native, Unavailable};
 use crate::llm::ProviderChoice;
 use crate::questions::Questions;
 use crate::session::{self, SessionConfig};
@@ -38,6 +38,8 @@ pub(super) struct Session {
     pub(super) auto_approve: bool,
     /// The handle to Neovim, for an external agent's host.
     pub(super) nvim: Nvim,
+    /// The workspace's checkpoints, for an external agent's session; None: off.
+    pub(super) checkpoints: Option<crate::checkpoint::Checkpoints>,
 }
 
 /// Shared state of the front end.
@@ -165,7 +167,9 @@ impl Bridge {
             Ok(agent) => {
                 let cfg = agent.client().config();
                 let (provider, model) = (cfg.kind.name().to_string(), cfg.model.clone());
-                (provider, model, Arc::new(Native::new(agent)))
+                let native = Arc::new(Native::new(agent));
+                let native = Checkpointed::wrap(native, built.checkpoints.as_ref());
+                (provider, model, native)
             }
             // A missing key is reported when a prompt needs the provider, not now: a session
             // that only drives an external agent (ACP) never does.
@@ -181,6 +185,7 @@ impl Bridge {
             workspace: built.workspace,
             auto_approve,
             nvim,
+            checkpoints: built.checkpoints,
         });
         // Not awaited here: an external agent takes seconds to end, and notifications wait.
         if let Some(ended) = self.replace_conversation(native).await {
