@@ -214,6 +214,8 @@ struct State {
     next: HashMap<String, u64>,
     /// The last commit made (HEAD), once known.
     head: Option<String>,
+    /// The tree the index was last written as, once known.
+    tree: Option<String>,
 }
 
 #[derive(Default)]
@@ -358,9 +360,9 @@ impl Checkpoints {
     /// What changed between checkpoint `since` and the workspace now: each file's status and
     /// line counts, sorted by path.
     pub async fn changes(&self, since: &str) -> Result<Vec<Change>, CheckpointError> {
-        let _state = self.ready().await?;
+        let mut state = self.ready().await?;
         let from = self.tree_of(since).await?;
-        let now = self.tree_now().await?;
+        let now = self.tree_now(&mut state).await?;
         let out = self
             .inner
             .git
@@ -485,7 +487,7 @@ impl Checkpoints {
                     + 1
             }
         };
-        let now = self.tree_now().await?;
+        let now = self.tree_now(state).await?;
         // A commit per checkpoint, even when the tree is the last one's: its subject says what
         // this checkpoint was taken before (a commit of an unchanged tree costs one object).
         let mut args = vec![
@@ -518,7 +520,7 @@ impl Checkpoints {
 
     /// Brings the shadow index up to the workspace and writes its tree. Only what `git status`
     /// reports as changed is looked at, so an unchanged workspace costs one status.
-    async fn tree_now(&self) -> Result<Now, CheckpointError> {
+    async fn tree_now(&self, state: &mut State) -> Result<Now, CheckpointError> {
         let git = &self.inner.git;
         let status = git
             .run(
@@ -578,7 +580,12 @@ impl Checkpoints {
             )
             .await?;
         }
-        now.tree = git.line(&["write-tree"]).await?;
+        now.tree = match &state.tree {
+            // Nothing changed since the index was last written: the same tree.
+            Some(tree) if present.is_empty() && dropped.is_empty() => tree.clone(),
+            _ => git.line(&["write-tree"]).await?,
+        };
+        state.tree = Some(now.tree.clone());
         Ok(now)
     }
 
