@@ -37,6 +37,10 @@ const SETTINGS: &[&str] = &[
     "core.attributesFile=/dev/null",
     "core.pager=cat",
     "core.sparseCheckout=false",
+    // Files over 32 KiB are hashed by reading, not mapped: git maps a file to hash it, and one
+    // that shrinks meanwhile (a command still writing it) kills git with SIGBUS, leaving its
+    // index lock behind. Read, it fails cleanly, or records what it read.
+    "core.bigFileThreshold=32k",
     "gc.auto=0",
     "maintenance.auto=false",
     "commit.gpgSign=false",

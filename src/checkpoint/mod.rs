@@ -35,6 +35,12 @@ pub use restore::Restored;
 /// The largest file a snapshot records (10 MB); larger ones are skipped and listed.
 pub const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 
+/// How often a snapshot is attempted when files change under it.
+const TRIES: usize = 5;
+
+/// How long an operation waits for another backend's to finish with the repository.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What a snapshot or a restore could not do. Its text follows `checkpoints are off: ` or
 /// `agent: ` where it is shown.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -368,6 +374,10 @@ impl Checkpoints {
             .git
             .run(
                 &[
+                    // Line counts for every recorded file (all are under 10 MB), not only for
+                    // those under the streaming threshold.
+                    "-c",
+                    "core.bigFileThreshold=16m",
                     "diff-tree",
                     "-r",
                     "-z",
@@ -422,15 +432,44 @@ impl Checkpoints {
     }
 
     /// Makes the shadow repository on first use; the state, held for one operation.
-    async fn ready(&self) -> Result<tokio::sync::MutexGuard<'_, State>, CheckpointError> {
+    /// Another backend in the same workspace (a second Neovim) shares the repository: the lock
+    /// file keeps their git commands apart, and while it is held no git of either runs, so an
+    /// `index.lock` left then is one a killed git left behind (a timeout), and is removed.
+    async fn ready(&self) -> Result<Held<'_>, CheckpointError> {
         let mut state = self.inner.state.lock().await;
         if state.ready.is_none() {
             state.ready = Some(self.init().await);
         }
-        match &state.ready {
-            Some(Err(err)) => Err(err.clone()),
-            _ => Ok(state),
+        if let Some(Err(err)) = &state.ready {
+            return Err(err.clone());
         }
+        let dir = &self.inner.git.dir;
+        let store = |err: std::io::Error| CheckpointError::Store {
+            path: dir.clone(),
+            message: err.to_string(),
+        };
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("agent.lock"))
+            .map_err(store)?;
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        loop {
+            match rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => break,
+                Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Err(errno) => return Err(store(errno.into())),
+            }
+        }
+        match std::fs::remove_file(dir.join("index.lock")) {
+            Ok(()) => tracing::warn!("removed a stale index.lock from the checkpoints"),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => return Err(store(err)),
+        }
+        Ok(Held { state, _lock: lock })
     }
 
     /// Checks for git, makes the shadow directory (mode 0700: it holds copies of the user's
@@ -518,9 +557,25 @@ impl Checkpoints {
         })
     }
 
-    /// Brings the shadow index up to the workspace and writes its tree. Only what `git status`
-    /// reports as changed is looked at, so an unchanged workspace costs one status.
+    /// Brings the shadow index up to the workspace and writes its tree, trying again when git
+    /// gives up on a file that changed while it was read (a command still writing it).
     async fn tree_now(&self, state: &mut State) -> Result<Now, CheckpointError> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.tree_once(state).await {
+                Err(CheckpointError::Git(message)) if tries < TRIES => {
+                    tracing::debug!(%message, "a snapshot is tried again");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One attempt of [`Checkpoints::tree_now`]. Only what `git status` reports as changed is
+    /// looked at, so an unchanged workspace costs one status.
+    async fn tree_once(&self, state: &mut State) -> Result<Now, CheckpointError> {
         let git = &self.inner.git;
         let status = git
             .run(
@@ -568,7 +623,14 @@ impl Checkpoints {
         }
         if !present.is_empty() {
             git.run(
-                &["update-index", "--add", "--replace", "-z", "--stdin"],
+                &[
+                    "update-index",
+                    "--add",
+                    "--remove",
+                    "--replace",
+                    "-z",
+                    "--stdin",
+                ],
                 &git::nul_separated(present.iter().map(PathBuf::as_path)),
             )
             .await?;
@@ -643,6 +705,25 @@ impl Checkpoints {
                 Some((mode, blob, PathBuf::from(std::ffi::OsStr::from_bytes(path))))
             })
             .collect())
+    }
+}
+
+/// The state, held for one operation, and the repository's lock file, locked.
+struct Held<'a> {
+    state: tokio::sync::MutexGuard<'a, State>,
+    _lock: std::fs::File,
+}
+
+impl std::ops::Deref for Held<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for Held<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        &mut self.state
     }
 }
 

@@ -1,9 +1,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
-use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::process::Command;
+
+use crate::test_support::user_repo::{differing, entries};
 
 use futures::future::BoxFuture;
 
@@ -44,55 +45,14 @@ impl Fixture {
         std::fs::read_to_string(self.path(rel)).ok()
     }
 
-    /// Runs the user's own git in the workspace, with a configuration of the test's alone.
+    /// Runs the user's own git in the workspace.
     fn user_git(&self, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(self.ws.path())
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_AUTHOR_NAME", "u")
-            .env("GIT_AUTHOR_EMAIL", "u@x")
-            .env("GIT_COMMITTER_NAME", "u")
-            .env("GIT_COMMITTER_EMAIL", "u@x")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap()
+        crate::test_support::user_repo::git(self.ws.path(), args)
     }
 
     async fn snapshot(&self) -> Snapshot {
         self.checkpoints.snapshot(Kind::Prompt, "p").await.unwrap()
     }
-}
-
-/// Every file under `dir` with its bytes, mode and mtime, and every directory: what "byte for
-/// byte" compares.
-fn tree(dir: &Path) -> BTreeMap<PathBuf, (Vec<u8>, u32, i64)> {
-    let mut found = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(at) = stack.pop() {
-        for entry in std::fs::read_dir(&at).unwrap() {
-            let entry = entry.unwrap();
-            let meta = entry.metadata().unwrap();
-            let rel = entry.path().strip_prefix(dir).unwrap().to_path_buf();
-            if meta.is_dir() {
-                stack.push(entry.path());
-                found.insert(rel, (Vec::new(), meta.mode(), meta.mtime_nsec()));
-            } else {
-                let bytes = std::fs::read(entry.path()).unwrap_or_default();
-                found.insert(
-                    rel,
-                    (
-                        bytes,
-                        meta.mode(),
-                        meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-                    ),
-                );
-            }
-        }
-    }
-    found
 }
 
 /// An editor whose buffers for the named files have unsaved changes, recording what it is told.
@@ -140,7 +100,7 @@ async fn a_restore_puts_back_edited_created_and_deleted_files_and_never_touches_
         "core.fsmonitor",
         &format!("touch {}", marker.display()),
     ]);
-    let git_before = tree(&fx.path(".git"));
+    let git_before = entries(&fx.path(".git"));
 
     let checkpoint = fx.snapshot().await;
     // The turn: an edit, a file created by edit_file, one created and one deleted by a command.
@@ -174,15 +134,12 @@ async fn a_restore_puts_back_edited_created_and_deleted_files_and_never_touches_
             fx.path("a.txt").canonicalize().unwrap(),
             fx.path("old.txt").canonicalize().unwrap()
         ]
-        .into_iter()
-        .map(|p| p.to_path_buf())
-        .collect::<Vec<_>>()
     );
     assert_eq!(*lock(&editor.commands), 1);
 
     assert_eq!(
-        tree(&fx.path(".git")),
-        git_before,
+        differing(&git_before, &entries(&fx.path(".git"))),
+        Vec::<PathBuf>::new(),
         "the user's .git changed"
     );
     assert!(!marker.exists(), "a hook or monitor of the user's ran");
@@ -557,4 +514,61 @@ fn shadow_directories_are_named_by_the_workspace_and_a_hash_of_its_path() {
     let name = shadow_name(Path::new("/home/u/my proj!"));
     assert!(name.starts_with("my_proj_-"), "{name}");
     assert_eq!(name.len(), "my_proj_-".len() + 16);
+}
+
+#[tokio::test]
+async fn a_file_rewritten_while_snapshots_run_never_breaks_one() {
+    let fx = Fixture::new();
+    fx.write("busy.txt", "start\n");
+    fx.write("steady.txt", "steady\n");
+    let busy = fx.path("busy.txt");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut n = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                // Growing and shrinking, replaced and rewritten in place.
+                let text = "x".repeat(n % 200_000);
+                if n.is_multiple_of(2) {
+                    std::fs::write(&busy, &text).unwrap();
+                } else {
+                    let temp = busy.with_extension("tmp");
+                    std::fs::write(&temp, &text).unwrap();
+                    std::fs::rename(&temp, &busy).unwrap();
+                }
+                n += 7919;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        })
+    };
+    let mut taken = Vec::new();
+    for _ in 0..15 {
+        taken.push(fx.checkpoints.snapshot(Kind::Prompt, "p").await);
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    writer.join().unwrap();
+    for snapshot in &taken {
+        let snapshot = snapshot.as_ref().unwrap();
+        // Whatever moment each caught, the file beside it is whole.
+        assert_eq!(
+            fx.checkpoints
+                .file_at(&snapshot.id, Path::new("steady.txt"))
+                .await
+                .unwrap(),
+            Some(b"steady\n".to_vec())
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_index_lock_left_by_a_killed_git_does_not_stop_later_snapshots() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "one\n");
+    fx.snapshot().await;
+    std::fs::write(fx.checkpoints.dir().join("index.lock"), "").unwrap();
+    fx.write("a.txt", "two\n");
+    let next = fx.snapshot().await;
+    assert_eq!(next.changed, vec![PathBuf::from("a.txt")]);
+    assert!(!fx.checkpoints.dir().join("index.lock").exists());
 }
