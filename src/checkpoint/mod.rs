@@ -369,6 +369,24 @@ impl Checkpoints {
         let mut state = self.ready().await?;
         let from = self.tree_of(since).await?;
         let now = self.tree_now(&mut state).await?;
+        self.diff(&from, &now.tree).await
+    }
+
+    /// What changed from checkpoint `from` to checkpoint `to` (what one prompt did: from its
+    /// checkpoint to the next prompt's).
+    pub async fn changes_between(
+        &self,
+        from: &str,
+        to: &str,
+    ) -> Result<Vec<Change>, CheckpointError> {
+        let _state = self.ready().await?;
+        let from = self.tree_of(from).await?;
+        let to = self.tree_of(to).await?;
+        self.diff(&from, &to).await
+    }
+
+    /// The changes from tree `from` to tree `to`.
+    async fn diff(&self, from: &str, to: &str) -> Result<Vec<Change>, CheckpointError> {
         let out = self
             .inner
             .git
@@ -386,8 +404,8 @@ impl Checkpoints {
                     "--no-textconv",
                     "--raw",
                     "--numstat",
-                    &from,
-                    &now.tree,
+                    from,
+                    to,
                 ],
                 b"",
             )

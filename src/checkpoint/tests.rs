@@ -328,6 +328,22 @@ async fn changes_since_a_checkpoint_have_their_status_and_line_counts() {
             .unwrap(),
         Some(b"x\ny\n".to_vec())
     );
+    // Between two checkpoints: what happened from one to the other, the same.
+    let later = fx.snapshot().await;
+    assert_eq!(
+        fx.checkpoints
+            .changes_between(&checkpoint.id, &later.id)
+            .await
+            .unwrap(),
+        fx.checkpoints.changes(&checkpoint.id).await.unwrap()
+    );
+    assert_eq!(
+        fx.checkpoints
+            .changes_between(&later.id, &later.id)
+            .await
+            .unwrap(),
+        []
+    );
     assert_eq!(
         fx.checkpoints.changes("not-a-commit").await,
         Err(CheckpointError::Unknown("not-a-commit".into()))
