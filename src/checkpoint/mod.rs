@@ -312,6 +312,20 @@ impl Checkpoints {
         }
     }
 
+    /// Brings the shadow repository up to the workspace without taking a checkpoint: the first
+    /// one hashes every file (seconds in a large workspace), so a front end starts this when the
+    /// session starts, and the first prompt's checkpoint only has what changed since. A failure
+    /// is left for that checkpoint to report.
+    pub async fn warm(&self) {
+        let warmed = match self.ready().await {
+            Ok(mut state) => self.tree_now(&mut state).await.map(|_| ()),
+            Err(err) => Err(err),
+        };
+        if let Err(err) = warmed {
+            tracing::debug!(%err, "checkpoints not warmed");
+        }
+    }
+
     /// The first failure's message (`checkpoints are off: ...`), once; None after that and
     /// while nothing failed.
     pub fn take_notice(&self) -> Option<String> {

@@ -588,3 +588,27 @@ async fn an_index_lock_left_by_a_killed_git_does_not_stop_later_snapshots() {
     assert_eq!(next.changed, vec![PathBuf::from("a.txt")]);
     assert!(!fx.checkpoints.dir().join("index.lock").exists());
 }
+
+#[tokio::test]
+async fn warming_records_the_files_in_the_index_and_takes_no_checkpoint() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "one\n");
+    fx.checkpoints.warm().await;
+    assert!(fx.checkpoints.dir().join("index").exists());
+    assert_eq!(fx.checkpoints.list("c1").await.unwrap(), []);
+    let mode = std::fs::metadata(fx.checkpoints.dir()).unwrap().mode();
+    assert_eq!(
+        mode & 0o777,
+        0o700,
+        "the copies of the files are the user's alone"
+    );
+    fx.write("a.txt", "two\n");
+    let first = fx.snapshot().await;
+    assert_eq!(
+        fx.checkpoints
+            .file_at(&first.id, Path::new("a.txt"))
+            .await
+            .unwrap(),
+        Some(b"two\n".to_vec())
+    );
+}

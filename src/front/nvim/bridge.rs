@@ -162,6 +162,9 @@ impl Bridge {
             Ok(built) => built,
             Err(err) => return self.error(err.to_string()),
         };
+        if let Some(checkpoints) = built.checkpoints.clone() {
+            tokio::spawn(async move { checkpoints.warm().await });
+        }
         let root = built.workspace.root().display().to_string();
         let (provider, model, native): (_, _, Arc<dyn Conversation>) = match built.agent {
             Ok(agent) => {
