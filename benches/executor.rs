@@ -94,6 +94,7 @@ fn executor(root: &std::path::Path) -> Executor {
         gate: Arc::new(Gate::new(true, None)),
         editor: Arc::new(NoEditor),
         settings: Settings::default(),
+        checkpoints: None,
     })
 }
 

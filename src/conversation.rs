@@ -191,7 +191,10 @@ mod tests {
     use crate::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
 
     /// Runs one prompt and returns what it reported.
-    async fn prompt(conversation: &dyn Conversation, text: &str) -> Vec<ConversationEvent> {
+    pub(super) async fn prompt(
+        conversation: &dyn Conversation,
+        text: &str,
+    ) -> Vec<ConversationEvent> {
         let (events, mut reported) = tokio::sync::mpsc::unbounded_channel();
         conversation
             .prompt(text.into(), &events, &CancellationToken::new())
@@ -264,5 +267,196 @@ mod tests {
             })]
         );
         assert_eq!(waiting.reset().await, Ok(()));
+    }
+}
+
+// --- Checkpoints before each prompt (issue 11) ------------------------------------------------
+
+/// A conversation whose every prompt is preceded by a checkpoint of the workspace
+/// ([`crate::checkpoint`]), whatever kind it wraps: the built-in turn loop and an external agent
+/// get the same rewind points without the front end asking which it has. A checkpoint that
+/// cannot be taken never stops the prompt: the first failure is said once in the chat
+/// (`agent: checkpoints are off: ...`, right after `TurnStarted`) and logged.
+pub struct Checkpointed {
+    inner: Arc<dyn Conversation>,
+    checkpoints: crate::checkpoint::Checkpoints,
+}
+
+impl Checkpointed {
+    /// `inner`, checkpointed before each prompt. A new conversation begins: its checkpoints go
+    /// on refs of a new id.
+    pub fn new(inner: Arc<dyn Conversation>, checkpoints: crate::checkpoint::Checkpoints) -> Self {
+        checkpoints.set_conversation(crate::checkpoint::Checkpoints::new_conversation_id());
+        Checkpointed { inner, checkpoints }
+    }
+
+    /// `inner` checkpointed when there are checkpoints, else `inner` as it is.
+    pub fn wrap(
+        inner: Arc<dyn Conversation>,
+        checkpoints: Option<&crate::checkpoint::Checkpoints>,
+    ) -> Arc<dyn Conversation> {
+        match checkpoints {
+            Some(checkpoints) => Arc::new(Checkpointed::new(inner, checkpoints.clone())),
+            None => inner,
+        }
+    }
+}
+
+impl Conversation for Checkpointed {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn prompt<'a>(
+        &'a self,
+        text: String,
+        events: &'a Events,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            self.checkpoints
+                .checkpoint(crate::checkpoint::Kind::Prompt, &text)
+                .await;
+            let Some(notice) = self.checkpoints.take_notice() else {
+                return self.inner.prompt(text, events, cancel).await;
+            };
+            // The notice goes right after the turn's first event, so `TurnStarted` stays first.
+            let (inner_events, mut reported) = tokio::sync::mpsc::unbounded_channel();
+            let run = async move {
+                let outcome = self.inner.prompt(text, &inner_events, cancel).await;
+                drop(inner_events);
+                outcome
+            };
+            let forward = async {
+                let mut notice = Some(notice);
+                while let Some(event) = reported.recv().await {
+                    let _ = events.send(event);
+                    if let Some(message) = notice.take() {
+                        events.report(Event::Error {
+                            message: format!("agent: {message}"),
+                        });
+                    }
+                }
+            };
+            let (outcome, ()) = futures::join!(run, forward);
+            outcome
+        })
+    }
+
+    fn reset(&self) -> BoxFuture<'_, Result<(), ConversationError>> {
+        Box::pin(async move {
+            self.inner.reset().await?;
+            self.checkpoints
+                .set_conversation(crate::checkpoint::Checkpoints::new_conversation_id());
+            Ok(())
+        })
+    }
+
+    fn resume<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<(), ConversationError>> {
+        self.inner.resume(session)
+    }
+
+    fn rewind(&self, turn: usize) -> BoxFuture<'_, Result<(), ConversationError>> {
+        self.inner.rewind(turn)
+    }
+
+    fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
+        self.inner.clone().end()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod checkpointed_tests {
+    use super::tests::prompt;
+    use super::*;
+    use crate::checkpoint::{Checkpoints, Kind};
+
+    /// A conversation whose prompt writes `after.txt`, as a turn's tools would.
+    struct Writes(std::path::PathBuf);
+
+    impl Conversation for Writes {
+        fn name(&self) -> &str {
+            "writes"
+        }
+        fn prompt<'a>(
+            &'a self,
+            _text: String,
+            events: &'a Events,
+            _cancel: &'a CancellationToken,
+        ) -> BoxFuture<'a, Outcome> {
+            Box::pin(async move {
+                events.report(Event::TurnStarted);
+                std::fs::write(self.0.join("after.txt"), "written\n").unwrap();
+                Outcome::Done
+            })
+        }
+        fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    #[tokio::test]
+    async fn each_prompt_is_preceded_by_a_checkpoint_on_the_conversations_refs() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let workspace = crate::workspace::Workspace::new(ws.path()).unwrap();
+        let checkpoints = Checkpoints::new(state.path(), workspace.clone(), "first".into());
+        let conversation = Checkpointed::new(
+            Arc::new(Writes(workspace.root().to_path_buf())),
+            checkpoints.clone(),
+        );
+        let id = checkpoints.conversation();
+        assert_ne!(id, "first");
+        let seen = prompt(&conversation, "make after.txt\nplease").await;
+        assert_eq!(seen, vec![ConversationEvent::Turn(Event::TurnStarted)]);
+        let listed = checkpoints.list(&id).await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(
+            (listed[0].kind, listed[0].label.as_str()),
+            (Kind::Prompt, "make after.txt")
+        );
+        // The checkpoint is of the workspace before the prompt ran.
+        assert_eq!(
+            checkpoints
+                .file_at(&listed[0].id, std::path::Path::new("after.txt"))
+                .await
+                .unwrap(),
+            None
+        );
+        conversation.reset().await.unwrap_err();
+        assert_eq!(
+            checkpoints.conversation(),
+            id,
+            "a failed reset keeps the id"
+        );
+    }
+
+    #[tokio::test]
+    async fn without_git_the_prompt_runs_and_says_once_that_checkpoints_are_off() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let workspace = crate::workspace::Workspace::new(ws.path()).unwrap();
+        let checkpoints = Checkpoints::without_git(state.path(), workspace.clone());
+        let conversation = Checkpointed::new(
+            Arc::new(Writes(workspace.root().to_path_buf())),
+            checkpoints,
+        );
+        let off = "agent: checkpoints are off: git was not found on PATH; install git to be \
+                   able to rewind";
+        assert_eq!(
+            prompt(&conversation, "one").await,
+            vec![
+                ConversationEvent::Turn(Event::TurnStarted),
+                ConversationEvent::Turn(Event::Error {
+                    message: off.into()
+                }),
+            ]
+        );
+        assert!(ws.path().join("after.txt").exists());
+        assert_eq!(
+            prompt(&conversation, "two").await,
+            vec![ConversationEvent::Turn(Event::TurnStarted)]
+        );
     }
 }

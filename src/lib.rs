@@ -18,6 +18,7 @@ pub mod acp;
 pub mod agent;
 pub mod ansi;
 pub mod approval;
+pub mod checkpoint;
 pub mod conversation;
 pub mod diff;
 pub mod display;

@@ -2,13 +2,17 @@
 //! executor → provider → client → agent, from one [`SessionConfig`] plus what only the front end
 //! has (who can be asked, which editor holds the files). The terminal and Neovim differ only in
 //! those two and in where the configuration comes from (the command line, the `start` message).
+//! With a state directory the session has checkpoints ([`Checkpoints`]): one handle, given to
+//! the executor (before each allowed change) and returned for the front end to wrap its
+//! conversations in ([`crate::conversation::Checkpointed`]) and hand to an external agent.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::agent::{Agent, DEFAULT_MAX_TURNS};
 use crate::approval::{Asker, Gate};
-use crate::conversation::{Conversation, Native, Unavailable};
+use crate::checkpoint::Checkpoints;
+use crate::conversation::{Checkpointed, Conversation, Native, Unavailable};
 use crate::editor::Editor;
 use crate::llm::{Client, ProviderChoice, ProviderConfig, ProviderError};
 use crate::tools::{Executor, Settings, ToolContext};
@@ -75,11 +79,19 @@ pub fn executor(
     crate::secrets::protect_env_keys();
     let workspace = Workspace::new(&config.workspace)?;
     let asker = asker(&workspace, &config.settings);
+    let checkpoints = config.state_dir.as_deref().map(|state_dir| {
+        Checkpoints::new(
+            state_dir,
+            workspace.clone(),
+            Checkpoints::new_conversation_id(),
+        )
+    });
     Ok(Executor::new(ToolContext {
         workspace,
         gate: Arc::new(Gate::new(config.auto_approve, asker)),
         editor,
         settings: config.settings.clone(),
+        checkpoints,
     }))
 }
 
@@ -98,6 +110,9 @@ pub fn agent(
 pub struct Session {
     /// The workspace, resolved (external agents start in it).
     pub workspace: Workspace,
+    /// Its checkpoints, shared by the tools, the conversation and an external agent; None
+    /// without a state directory.
+    pub checkpoints: Option<Checkpoints>,
     /// The built-in agent, or why the provider could not be configured (a session that only
     /// drives an external agent needs no provider, so this is not an error yet).
     pub agent: std::result::Result<Agent, ProviderError>,
@@ -111,8 +126,10 @@ pub fn build(
 ) -> Result<Session> {
     let executor = executor(config, asker, editor)?;
     let workspace = executor.context().workspace.clone();
+    let checkpoints = executor.context().checkpoints.clone();
     Ok(Session {
         workspace,
+        checkpoints,
         agent: agent(config, executor),
     })
 }
@@ -128,7 +145,7 @@ pub struct ProviderInfo {
 
 impl Session {
     /// The session as a front end drives it: the workspace, the built-in conversation (the turn
-    /// loop, or, when the provider could not be configured, one that answers each prompt with
+    /// loop, checkpointed before each prompt when checkpoints are on, or, when the provider could not be configured, one that answers each prompt with
     /// why: a session that only drives an external agent needs no provider), and the provider
     /// it talks to (None when not configured).
     pub fn into_conversation(self) -> (Workspace, Arc<dyn Conversation>, Option<ProviderInfo>) {
@@ -139,7 +156,9 @@ impl Session {
                     name: config.kind.name().to_string(),
                     model: config.model.clone(),
                 };
-                (self.workspace, Arc::new(Native::new(agent)), Some(provider))
+                let native = Arc::new(Native::new(agent));
+                let native = Checkpointed::wrap(native, self.checkpoints.as_ref());
+                (self.workspace, native, Some(provider))
             }
             Err(err) => {
                 let message = format!("agent: {err}");

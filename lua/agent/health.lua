@@ -1,5 +1,5 @@
 --- :checkhealth agent: Neovim's version, the backend and its version, the configuration, the
---- shell, and which API keys are set (never their values).
+--- shell, git (which checkpoints need), and which API keys are set (never their values).
 
 local M = {}
 local H = {}
@@ -34,6 +34,7 @@ function M.check()
 
   H.backend()
   H.shell(config.options.shell)
+  H.git()
   H.keys(config.options.provider)
   H.pass_env(config.options.pass_env)
   health.info("log file: " .. require("agent.rpc").logfile())
@@ -127,6 +128,28 @@ function H.provenance(bin, version_line)
       ("the backend's version is %s, the plugin's %s"):format(tostring(version), install.VERSION),
       { ("run :Agent build (or `cargo build --release` in %s)"):format(root) }
     )
+  end
+end
+
+--- Checkpoints (rewind, review) need the `git` binary; without it they are off and the chat
+--- says so once.
+function H.git()
+  local health = vim.health
+  local where = vim.fn.stdpath("state") .. "/agent/checkpoints"
+  if vim.fn.executable("git") ~= 1 then
+    health.warn(
+      "git was not found on PATH: checkpoints are off (no rewind, no review of changes)",
+      { "install git; the chat works without it" }
+    )
+    return
+  end
+  local ok, result = pcall(function()
+    return vim.system({ "git", "--version" }, { text = true }):wait(5000)
+  end)
+  if ok and result.code == 0 then
+    health.ok(("%s: checkpoints on, kept in %s"):format(vim.trim(result.stdout or ""), where))
+  else
+    health.warn("git does not answer `--version`: checkpoints may fail", { "check your git installation" })
   end
 end
 

@@ -46,6 +46,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Event, Outcome};
+use crate::checkpoint::{Checkpoints, Kind};
 use crate::conversation::{Conversation, Events};
 use crate::editor::Editor;
 use crate::workspace::Workspace;
@@ -159,6 +160,9 @@ pub struct AcpSpec {
     pub auto_approve: bool,
     /// How long initialize and session/new may take.
     pub connect_timeout: Duration,
+    /// The workspace's checkpoints: taken before each permission answer and each
+    /// fs/write_text_file, so the agent's changes can be rewound. None: off.
+    pub checkpoints: Option<Checkpoints>,
 }
 
 impl AcpSpec {
@@ -171,6 +175,7 @@ impl AcpSpec {
             workspace,
             auto_approve: false,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            checkpoints: None,
         }
     }
 }
@@ -301,6 +306,8 @@ struct Shared {
     /// Where the running turn reports ([`Conversation::prompt`]'s stream); between turns, and
     /// for a turn run by [`AcpSession::prompt`] itself, the host's [`AcpHost::event`].
     reports: Mutex<Option<Events>>,
+    /// See [`AcpSpec::checkpoints`].
+    checkpoints: Option<Checkpoints>,
 }
 
 impl Shared {
@@ -313,6 +320,13 @@ impl Shared {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// A checkpoint before the agent may change the workspace (when checkpoints are on).
+    async fn checkpoint(&self, kind: Kind, label: &str) {
+        if let Some(checkpoints) = &self.checkpoints {
+            checkpoints.checkpoint(kind, label).await;
+        }
     }
 
     /// Starts a turn: a fresh token for its permission questions.
@@ -384,6 +398,7 @@ where
         turn: Mutex::new(CancellationToken::new()),
         tools: Mutex::new(Tools::default()),
         reports: Mutex::new(None),
+        checkpoints: spec.checkpoints.clone(),
     });
     let lines = transport::lines(reader, writer, spec.name.clone());
     let (cx_tx, cx_rx) = oneshot::channel();
@@ -532,6 +547,7 @@ fn client(
                         responder: Responder<WriteTextFileResponse>,
                         _cx| {
                 let path = request.path.to_string_lossy();
+                writes.checkpoint(Kind::Write, &path).await;
                 let written = fs::write_text_file(
                     &writes.workspace,
                     writes.host.as_ref(),
@@ -568,7 +584,11 @@ fn client(
                 let turn = asks.turn();
                 // Off the dispatch loop: the answer waits for a person.
                 cx.spawn(async move {
+                    let label = ask.title.clone();
                     let answer = decide(&shared, ask, &turn).await;
+                    // The agent writes the disk itself once allowed: what it changes from here
+                    // can be rewound.
+                    shared.checkpoint(Kind::Permission, &label).await;
                     if let Err(err) = responder.respond(answer) {
                         tracing::debug!(%err, "a permission answer was not delivered");
                     }

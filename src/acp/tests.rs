@@ -350,6 +350,7 @@ fn shared(host: Arc<FakeHost>, auto_approve: bool) -> (tempfile::TempDir, Shared
         turn: Mutex::new(CancellationToken::new()),
         tools: Mutex::new(Tools::default()),
         reports: Mutex::new(None),
+        checkpoints: None,
     };
     (dir, shared)
 }

@@ -178,12 +178,14 @@ fn terminal_executor(config: &SessionConfig) -> Result<Executor> {
 /// `agent-nvim tool`: runs one tool and prints `{"ok", "text", "summary"}` on stdout. Exit 0 when
 /// the tool ran, whatever its result.
 pub fn run_tool(args: ToolArgs) -> Result<u8> {
-    let config = terminal_config(
+    let mut config = terminal_config(
         args.workspace,
         args.auto_approve,
         args.timeout,
         args.pass_env,
     )?;
+    // One call for a script: no conversation to rewind, so no checkpoints.
+    config.state_dir = None;
     let executor = terminal_executor(&config)?;
     let runtime = session::runtime_single()?;
     let call_args = serde_json::Value::Object(args.args);

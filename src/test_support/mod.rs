@@ -5,6 +5,7 @@
 //! - [`mock_llm`]: the one stand-in for the LLM vendors' streaming APIs, used by the unit tests,
 //!   the integration tests (tests/support re-exports it) and the benches.
 //! - [`fake_host`]: a scripted ACP front end for the ACP client's tests.
+//! - [`user_repo`]: the user's own git repository, run and compared byte for byte (checkpoints).
 //! - [`nvim`]: a real Neovim (`nvim --embed`) with the plugin loaded from this checkout, driven
 //!   over msgpack-RPC, its screen kept as text; used by the integration tests and `benches/nvim.rs`.
 //!
@@ -16,3 +17,4 @@
 pub mod fake_host;
 pub mod mock_llm;
 pub mod nvim;
+pub mod user_repo;

@@ -322,6 +322,19 @@ impl Nvim {
             .to_string()
     }
 
+    /// What `:checkhealth agent` reports, as text.
+    pub async fn checkhealth(&self) -> String {
+        self.cmd("checkhealth agent").await;
+        self.lua(
+            "return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')",
+            vec![],
+        )
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+    }
+
     /// Writes a file in the workspace.
     pub fn write(&self, rel: &str, text: &str) {
         let path = self.workspace.path().join(rel);

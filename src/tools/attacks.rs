@@ -77,6 +77,7 @@ fn auto_executor(ws: Workspace, settings: Settings) -> Executor {
         gate: Arc::new(Gate::new(true, None)),
         editor: Arc::new(NoEditor),
         settings,
+        checkpoints: None,
     })
 }
 
@@ -178,6 +179,7 @@ fn asking_executor(root: &Path, on_ask: impl Fn() + Send + Sync + 'static) -> Ex
         gate: Arc::new(Gate::new(false, Some(Arc::new(OnAsk(Box::new(on_ask)))))),
         editor: Arc::new(NoEditor),
         settings: Settings::default(),
+        checkpoints: None,
     })
 }
 

@@ -685,6 +685,7 @@ mod tests {
             gate: Arc::new(Gate::new(false, Some(asker))),
             editor,
             settings: Settings::default(),
+            checkpoints: None,
         })
     }
 

@@ -20,6 +20,7 @@ use super::{
     CANCELLED,
 };
 use crate::approval::{ApprovalRequest, Gate, Verdict};
+use crate::checkpoint::{Checkpoints, Kind};
 
 /// Proof that the gate allowed the call being applied. Only the executor makes one, after the
 /// gate's [`Verdict::Allowed`], and moves it into the plan's step; every function that changes
@@ -51,6 +52,13 @@ impl Approved {
     /// Only `crate::acp` can make the [`crate::acp::AgentAuthority`] it takes, so a tool
     /// cannot come this way either.
     pub fn for_external_agent(_authority: &crate::acp::AgentAuthority) -> Self {
+        Approved(())
+    }
+
+    /// The token for what the checkpoints do ([`crate::checkpoint`]): git run on the shadow
+    /// repository, and the files a person's rewind puts back. Only `crate::checkpoint` can make
+    /// the [`crate::checkpoint::Authority`] it takes.
+    pub fn for_checkpoints(_authority: &crate::checkpoint::Authority) -> Self {
         Approved(())
     }
 
@@ -117,8 +125,15 @@ impl From<ToolResult> for Proposal<'_> {
 }
 
 /// Asks the gate about `plan`, and runs its step only on an allow. A refusal and a cancel are
-/// results here and nowhere else, so every tool's are worded alike.
-async fn settle(plan: Plan<'_>, gate: &Gate, cancel: &CancellationToken) -> ToolResult {
+/// results here and nowhere else, so every tool's are worded alike. An allowed step runs after
+/// a checkpoint of the workspace (when `checkpoints` is on), so what it does can be rewound; a
+/// checkpoint that fails is reported once by the handle and never stops the step.
+async fn settle(
+    plan: Plan<'_>,
+    gate: &Gate,
+    checkpoints: Option<&Checkpoints>,
+    cancel: &CancellationToken,
+) -> ToolResult {
     let Plan {
         question,
         declined,
@@ -126,10 +141,20 @@ async fn settle(plan: Plan<'_>, gate: &Gate, cancel: &CancellationToken) -> Tool
         apply,
     } = plan;
     let tool = question.tool;
+    let detail = question.detail.clone();
     match gate.check(question, cancel).await {
         // An allowed step is not cut off by a cancel: an edit is never left half done, and a
         // command ends at a cancel through its own process tree.
-        Verdict::Allowed => apply(Approved(())).await,
+        Verdict::Allowed => {
+            if let Some(checkpoints) = checkpoints {
+                let kind = match tool {
+                    "run_bash" => Kind::Command,
+                    _ => Kind::Edit,
+                };
+                checkpoints.checkpoint(kind, &detail).await;
+            }
+            apply(Approved(())).await
+        }
         Verdict::Refused { reason } => {
             ToolResult::fail_with(Verdict::refusal_text(tool, reason.as_deref()), declined)
         }
@@ -225,7 +250,9 @@ impl Executor {
         };
         match proposal {
             Proposal::Done(result) => result,
-            Proposal::Plan(plan) => settle(plan, &self.cx.gate, cancel).await,
+            Proposal::Plan(plan) => {
+                settle(plan, &self.cx.gate, self.cx.checkpoints.as_ref(), cancel).await
+            }
         }
     }
 }
@@ -316,7 +343,7 @@ mod tests {
         let (tool, applied) = probe_tool();
         let cancel = CancellationToken::new();
         let plan = plan_of(&tool, ex.context(), &cancel).await;
-        let result = settle(plan, &ex.cx.gate, &cancel).await;
+        let result = settle(plan, &ex.cx.gate, None, &cancel).await;
         (result, applied.load(Ordering::SeqCst))
     }
 
@@ -389,7 +416,7 @@ mod tests {
         let cancel = person.next_turn();
         let plan = plan_of(&tool, ex.context(), &cancel).await;
         assert_eq!(
-            settle(plan, &gate, &cancel).await,
+            settle(plan, &gate, None, &cancel).await,
             ToolResult::fail_with(CANCELLED, "probe: cancelled")
         );
         assert_eq!(applied.load(Ordering::SeqCst), 0);
@@ -407,7 +434,7 @@ mod tests {
         let plan = plan_of(&tool, ex.context(), &cancel).await;
         cancel.cancel();
         assert_eq!(
-            settle(plan, &ex.cx.gate, &cancel).await,
+            settle(plan, &ex.cx.gate, None, &cancel).await,
             ToolResult::ok("probed", "probe")
         );
         assert_eq!(applied.load(Ordering::SeqCst), 1);
@@ -445,6 +472,7 @@ mod tests {
             gate: Arc::new(Gate::new(false, Some(person.clone()))),
             editor: Arc::new(crate::editor::NoEditor),
             settings: crate::tools::Settings::default(),
+            checkpoints: None,
         });
         let calls = [
             (
@@ -477,6 +505,51 @@ mod tests {
         );
         assert!(!dir.path().join("b.txt").exists());
         assert!(!dir.path().join("ran").exists());
+    }
+
+    #[tokio::test]
+    async fn an_allowed_change_is_checkpointed_before_it_runs_and_a_refused_one_is_not() {
+        let state = tempfile::tempdir().unwrap();
+        let (dir, mut ex, _) = executor(Some(Decision::AllowOnce));
+        std::fs::write(dir.path().join("a.txt"), "old").unwrap();
+        let checkpoints = Checkpoints::new(state.path(), ex.cx.workspace.clone(), "c".into());
+        ex.cx.checkpoints = Some(checkpoints.clone());
+        let edit = json!({"path": "a.txt", "old_str": "old", "new_str": "new"});
+        assert!(
+            ex.call("edit_file", &edit, &CancellationToken::new())
+                .await
+                .ok
+        );
+        let command = json!({"command": "echo made > b.txt"});
+        assert!(
+            ex.call("run_bash", &command, &CancellationToken::new())
+                .await
+                .ok
+        );
+        let listed = checkpoints.list("c").await.unwrap();
+        let kinds: Vec<(Kind, &str)> = listed.iter().map(|c| (c.kind, c.label.as_str())).collect();
+        assert_eq!(
+            kinds,
+            [
+                (Kind::Edit, "edit a.txt (replace 3 chars with 3)"),
+                (Kind::Command, "echo made > b.txt")
+            ]
+        );
+        let before_edit = checkpoints.file_at(&listed[0].id, "a.txt".as_ref()).await;
+        assert_eq!(before_edit.unwrap(), Some(b"old".to_vec()));
+        let before_command = checkpoints.file_at(&listed[1].id, "b.txt".as_ref()).await;
+        assert_eq!(before_command.unwrap(), None);
+
+        let (_dir, mut refusing, _) = executor(Some(Decision::Refuse { reason: None }));
+        let refused = Checkpoints::new(state.path(), refusing.cx.workspace.clone(), "r".into());
+        refusing.cx.checkpoints = Some(refused.clone());
+        assert!(
+            !refusing
+                .call("run_bash", &command, &CancellationToken::new())
+                .await
+                .ok
+        );
+        assert_eq!(refused.list("r").await.unwrap(), []);
     }
 }
 
@@ -518,6 +591,7 @@ mod cancelled_while_proposing {
             gate: Arc::new(Gate::new(true, None)),
             editor: Arc::new(CancelsWhileAsked(cancel.clone())),
             settings: Settings::default(),
+            checkpoints: None,
         });
         let edit = json!({"path": "./a.txt", "old_str": "old", "new_str": "new"});
         assert_eq!(

@@ -135,6 +135,8 @@ pub struct ToolContext {
     pub editor: Arc<dyn Editor>,
     /// Timeouts and shell.
     pub settings: Settings,
+    /// Where the workspace is snapshotted before each allowed change; None: checkpoints off.
+    pub checkpoints: Option<crate::checkpoint::Checkpoints>,
 }
 
 /// A call's arguments, with the tool's name for error messages.
@@ -287,6 +289,7 @@ pub(crate) mod testing {
             gate: Arc::new(Gate::new(false, Some(recorder.clone()))),
             editor: Arc::new(NoEditor),
             settings: Settings::default(),
+            checkpoints: None,
         };
         (dir, Executor::new(cx), recorder)
     }

@@ -179,6 +179,7 @@ mod tests {
             gate: Arc::new(Gate::new(false, Some(recorder))),
             editor: editor.clone(),
             settings,
+            checkpoints: None,
         };
         (dir, Executor::new(cx), editor)
     }

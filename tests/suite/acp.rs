@@ -534,3 +534,42 @@ async fn an_agent_that_exits_at_once_reports_how_it_ended() {
         "agent: broken exited (exit code 7): Error: not logged in"
     );
 }
+
+#[tokio::test]
+async fn an_agents_write_and_what_it_did_after_a_permission_are_undone_by_a_restore() {
+    use agent_nvim::checkpoint::{Checkpoints, Kind};
+    let fx = Fixture::new();
+    let state = tempfile::tempdir().unwrap();
+    let checkpoints = Checkpoints::new(state.path(), fx.workspace.clone(), "acp".into());
+    let host = Arc::new(Host::new(true, Answer::Kind("allow_once")));
+    let mut spec = fx.spec("normal");
+    spec.checkpoints = Some(checkpoints.clone());
+    let session = acp::connect(spec, host.clone()).await.unwrap();
+    assert_eq!(prompt(&session, "fs").await, Outcome::Done);
+    assert!(fx.root().join("made/by/agent.txt").exists());
+    assert_eq!(prompt(&session, "permission").await, Outcome::Done);
+    session.shutdown().await;
+
+    let listed = checkpoints.list("acp").await.unwrap();
+    let kinds: Vec<(Kind, &str)> = listed.iter().map(|c| (c.kind, c.label.as_str())).collect();
+    assert_eq!(
+        kinds,
+        [
+            (Kind::Write, "made/by/agent.txt"),
+            (Kind::Write, "dirty.txt"),
+            (Kind::Write, "../escape.txt"),
+            (Kind::Permission, "Edit notes.txt"),
+        ]
+    );
+    let restored = checkpoints
+        .restore(&listed[0].id, &agent_nvim::editor::NoEditor)
+        .await
+        .unwrap();
+    // The agent's two writes undone (the host has no unsaved buffer, so dirty.txt was written).
+    assert!(!fx.root().join("made/by/agent.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(fx.root().join("dirty.txt")).unwrap(),
+        "original"
+    );
+    assert_eq!(restored.files.len(), 2, "{restored:?}");
+}

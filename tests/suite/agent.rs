@@ -57,6 +57,7 @@ fn agent(mock: &MockLlm, wire: Wire, root: &Path, max_turns: u32) -> Agent {
             shell: None,
             ..Settings::default()
         },
+        checkpoints: None,
     });
     let client = Client::new(config, &executor.catalogue())
         .unwrap()

@@ -3,6 +3,7 @@
 mod acp;
 mod agent;
 mod approval_picker;
+mod checkpoints;
 mod install;
 mod lua_tooling;
 mod nvim_acp;

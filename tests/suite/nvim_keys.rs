@@ -139,18 +139,9 @@ async fn pass_env_must_be_a_list_of_variable_names() {
         kept,
         rmpv::Value::Array(vec![rmpv::Value::from("OPENAI_API_KEY")])
     );
-    nvim.cmd("checkhealth agent").await;
-    let report = nvim
-        .lua(
-            "return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')",
-            vec![],
-        )
-        .await;
+    let report = nvim.checkhealth().await;
     assert!(
-        report
-            .as_str()
-            .unwrap()
-            .contains("run_bash's commands get OPENAI_API_KEY (pass_env)"),
+        report.contains("run_bash's commands get OPENAI_API_KEY (pass_env)"),
         "{report}"
     );
 }

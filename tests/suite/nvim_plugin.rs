@@ -477,14 +477,8 @@ async fn checkhealth_reports_the_backend_and_which_keys_are_set_never_their_valu
         setup: setup_lua(""),
     })
     .await;
-    nvim.cmd("checkhealth agent").await;
-    let report = nvim
-        .lua(
-            "return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')",
-            vec![],
-        )
-        .await;
-    let report = report.as_str().unwrap();
+    let report = nvim.checkhealth().await;
+    let report = report.as_str();
     assert!(
         report.contains(&format!("agent-nvim {}", env!("CARGO_PKG_VERSION"))),
         "{report}"
@@ -669,4 +663,64 @@ async fn a_backend_speaking_another_protocol_is_refused_with_how_to_rebuild() {
         lines.join("\n").contains("cargo build --release"),
         "{lines:?}"
     );
+}
+
+/// A PATH with a shell and nothing else (no git): a machine where checkpoints cannot work.
+fn path_without_git() -> (tempfile::TempDir, String) {
+    let bin = tempfile::tempdir().unwrap();
+    for name in ["bash", "sh"] {
+        let found = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|dir| std::path::Path::new(dir).join(name))
+            .find(|path| path.exists())
+            .unwrap();
+        std::os::unix::fs::symlink(found, bin.path().join(name)).unwrap();
+    }
+    let path = bin.path().display().to_string();
+    (bin, path)
+}
+
+#[tokio::test]
+async fn without_git_the_chat_works_says_once_that_checkpoints_are_off_and_checkhealth_says_why() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![turn(vec![text("first")]), turn(vec![text("second")])],
+    );
+    let (_bin, path) = path_without_git();
+    let mut env = env(&mock);
+    env.push(("PATH".into(), path));
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env,
+        setup: setup_lua(""),
+    })
+    .await;
+    nvim.cmd("Agent hello").await;
+    nvim.wait_for_line(CHAT, "first").await;
+    nvim.cmd("Agent again").await;
+    let lines = nvim.wait_for_line(CHAT, "second").await;
+    let off = "agent: checkpoints are off: git was not found on PATH; install git to be able to \
+               rewind";
+    let said: Vec<&String> = lines.iter().filter(|line| line.contains(off)).collect();
+    assert_eq!(said.len(), 1, "{lines:#?}");
+
+    let report = nvim.checkhealth().await;
+    let report = report.as_str();
+    assert!(
+        report.contains("git was not found on PATH: checkpoints are off"),
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn checkhealth_says_checkpoints_are_on_where_git_is() {
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: setup_lua(""),
+    })
+    .await;
+    let report = nvim.checkhealth().await;
+    let report = report.as_str();
+    assert!(report.contains("checkpoints on, kept in "), "{report}");
 }

@@ -8,9 +8,15 @@ pub mod pty;
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// The agent-nvim binary cargo built for these tests.
+/// The agent-nvim binary cargo built for these tests, keeping its state (checkpoints) in cargo's
+/// scratch directory for tests rather than the user's `~/.local/state`.
 pub fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_agent-nvim"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agent-nvim"));
+    command.env(
+        "XDG_STATE_HOME",
+        concat!(env!("CARGO_TARGET_TMPDIR"), "/state"),
+    );
+    command
 }
 
 /// Runs `agent-nvim tool NAME JSON` in `dir` with extra flags, stdin empty (not a terminal).

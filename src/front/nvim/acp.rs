@@ -8,23 +8,24 @@ use super::adapters::{NvimEditor, NvimHost};
 use super::bridge::Bridge;
 use super::protocol::{AcpStart, UiEvent};
 use crate::acp::{self, AcpSpec};
-use crate::conversation::{Conversation, Unavailable};
+use crate::conversation::{Checkpointed, Conversation, Unavailable};
 
 impl Bridge {
     /// `acp {name}`: ends the conversation prompts go to, then connects the named agent in the
     /// background; prompts are answered "still starting" until it is connected, and go back to
     /// the built-in conversation when it cannot be.
     pub(super) async fn start_external(&self, start: AcpStart) {
-        let (workspace, auto_approve, nvim, native) = match self.state.session.lock().await.as_ref()
-        {
-            Some(s) => (
-                s.workspace.clone(),
-                s.auto_approve,
-                s.nvim.clone(),
-                s.native.clone(),
-            ),
-            None => return self.error("agent: the backend was not started; run :Agent again"),
-        };
+        let (workspace, auto_approve, nvim, native, checkpoints) =
+            match self.state.session.lock().await.as_ref() {
+                Some(s) => (
+                    s.workspace.clone(),
+                    s.auto_approve,
+                    s.nvim.clone(),
+                    s.native.clone(),
+                    s.checkpoints.clone(),
+                ),
+                None => return self.error("agent: the backend was not started; run :Agent again"),
+            };
         let command = match start.cmd.filter(|c| !c.is_empty()).or_else(|| acp::preset(&start.name)) {
             Some(command) => command,
             None => {
@@ -43,6 +44,7 @@ impl Bridge {
             let mut spec = AcpSpec::new(start.name.clone(), command, workspace.clone());
             spec.env = start.env.unwrap_or_default().into_iter().collect();
             spec.auto_approve = auto_approve;
+            spec.checkpoints = checkpoints.clone();
             if let Some(secs) = start.connect_timeout.filter(|s| s.is_finite() && *s > 0.0) {
                 spec.connect_timeout = std::time::Duration::from_secs_f64(secs);
             }
@@ -58,7 +60,7 @@ impl Bridge {
                     bridge.send(UiEvent::AcpStarted {
                         name: start.name.clone(),
                     });
-                    Arc::new(session)
+                    Checkpointed::wrap(Arc::new(session), checkpoints.as_ref())
                 }
                 Err(err) => {
                     bridge.error(format!("agent: {err}"));

@@ -38,6 +38,8 @@ pub(super) struct Session {
     pub(super) auto_approve: bool,
     /// The handle to Neovim, for an external agent's host.
     pub(super) nvim: Nvim,
+    /// The workspace's checkpoints, for an external agent's session; None: off.
+    pub(super) checkpoints: Option<crate::checkpoint::Checkpoints>,
 }
 
 /// Shared state of the front end.
@@ -160,6 +162,10 @@ impl Bridge {
             Ok(built) => built,
             Err(err) => return self.error(err.to_string()),
         };
+        if let Some(checkpoints) = built.checkpoints.clone() {
+            tokio::spawn(async move { checkpoints.warm().await });
+        }
+        let checkpoints = built.checkpoints.clone();
         // A missing key is reported when a prompt needs the provider, not now: a session that
         // only drives an external agent (ACP) never does.
         let (workspace, native, provider) = built.into_conversation();
@@ -171,6 +177,7 @@ impl Bridge {
             workspace,
             auto_approve,
             nvim,
+            checkpoints,
         });
         // Not awaited here: an external agent takes seconds to end, and notifications wait.
         if let Some(ended) = self.replace_conversation(native).await {

@@ -1,0 +1,269 @@
+//! Putting a checkpoint's files back, beneath the root.
+//!
+//! What differs between the snapshot of the present and the checkpoint is read from git; every
+//! write and removal then goes through the workspace's root handle ([`crate::workspace::beneath`]):
+//! parents are made one `mkdirat` at a time and a link met on the way is refused, a last
+//! component that is a link is replaced, never followed. So a checkpoint's path that now leads
+//! outside (a directory swapped for a link since) is refused and listed, not written through.
+
+use std::ffi::{CString, OsStr};
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{AtFlags, Mode, OFlags};
+
+use super::{CheckpointError, Checkpoints, Snapshot, Status};
+use crate::editor::Editor;
+use crate::workspace::beneath::{self, FsError, Root};
+
+/// What a restore did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restored {
+    /// The snapshot taken just before: restoring it undoes this restore.
+    pub undo: Snapshot,
+    /// Each file put back, relative to the root: `Added` brought back, `Modified` rewritten,
+    /// `Deleted` removed (created since the checkpoint).
+    pub files: Vec<(Status, PathBuf)>,
+    /// Files left as they are because they are over the size a snapshot records (their present
+    /// content is in no checkpoint, so it would be lost).
+    pub kept: Vec<PathBuf>,
+    /// Files that could not be put back, and why (a path that now leads outside the root).
+    pub failed: Vec<(PathBuf, String)>,
+}
+
+/// One difference to undo.
+struct Step {
+    status: Status,
+    path: PathBuf,
+    /// The checkpoint's mode and blob (None for a removal).
+    blob: Option<(String, String)>,
+    /// The blob's bytes, once read.
+    bytes: Vec<u8>,
+}
+
+/// Restores `target` over the present, recorded as `undo`.
+pub(super) async fn restore(
+    checkpoints: &Checkpoints,
+    undo: &Snapshot,
+    target: &str,
+    editor: &dyn Editor,
+) -> Result<Restored, CheckpointError> {
+    let git = &checkpoints.inner.git;
+    let workspace = &checkpoints.inner.workspace;
+    let out = git
+        .run(
+            &[
+                "diff-tree",
+                "-r",
+                "-z",
+                "--no-renames",
+                "--raw",
+                &undo.id,
+                target,
+            ],
+            b"",
+        )
+        .await?;
+    let mut kept = Vec::new();
+    let mut steps = Vec::new();
+    let mut fields = out.split(|byte| *byte == 0);
+    while let Some(field) = fields.next() {
+        let Some(raw) = field.strip_prefix(b":") else {
+            continue;
+        };
+        let Some(path) = fields.next() else { break };
+        let path = PathBuf::from(OsStr::from_bytes(path));
+        let raw = String::from_utf8_lossy(raw);
+        let parts: Vec<&str> = raw.split(' ').collect();
+        let [old_mode, new_mode, _old, new_blob, status] = parts[..] else {
+            continue;
+        };
+        if old_mode == "160000" || new_mode == "160000" {
+            continue;
+        }
+        if undo.skipped.contains(&path) {
+            kept.push(path);
+            continue;
+        }
+        let (status, blob) = match status {
+            "D" => (Status::Deleted, None),
+            "A" => (
+                Status::Added,
+                Some((new_mode.to_string(), new_blob.to_string())),
+            ),
+            _ => (
+                Status::Modified,
+                Some((new_mode.to_string(), new_blob.to_string())),
+            ),
+        };
+        steps.push(Step {
+            status,
+            path,
+            blob,
+            bytes: Vec::new(),
+        });
+    }
+
+    let mut unsaved = Vec::new();
+    for step in &steps {
+        if editor
+            .has_unsaved_changes(&workspace.root().join(&step.path))
+            .await
+        {
+            unsaved.push(crate::workspace::names::show(step.path.as_os_str()).into_owned());
+        }
+    }
+    if !unsaved.is_empty() {
+        return Err(CheckpointError::Unsaved(unsaved));
+    }
+
+    for step in &mut steps {
+        if let Some((_, blob)) = &step.blob {
+            step.bytes = git.run(&["cat-file", "blob", blob], b"").await?;
+        }
+    }
+    // Removals first, deepest first, so a directory a file must replace is emptied before.
+    steps.sort_by_key(|step| {
+        (
+            step.blob.is_some(),
+            std::cmp::Reverse(step.path.components().count()),
+        )
+    });
+    let ws = workspace.clone();
+    let done = crate::tools::blocking(move || {
+        let mut files = Vec::new();
+        let mut failed = Vec::new();
+        for step in steps {
+            let result = match &step.blob {
+                Some((mode, _)) => write(ws.handle(), &step.path, mode, &step.bytes),
+                None => remove(ws.handle(), &step.path),
+            };
+            match result {
+                Ok(()) => files.push((step.status, step.path)),
+                Err(err) => failed.push((step.path, describe(err))),
+            }
+        }
+        Ok::<_, std::io::Error>((files, failed))
+    })
+    .await
+    .map_err(|err| CheckpointError::Git(format!("restore stopped: {err}")))?;
+    let (mut files, failed) = done;
+    files.sort_by(|a, b| a.1.cmp(&b.1));
+    for (status, path) in &files {
+        if *status != Status::Deleted {
+            editor.file_written(&workspace.root().join(path)).await;
+        }
+    }
+    if files.iter().any(|(status, _)| *status == Status::Deleted) {
+        editor.command_finished().await;
+    }
+    Ok(Restored {
+        undo: undo.clone(),
+        files,
+        kept,
+        failed,
+    })
+}
+
+/// Why a file could not be put back, in words.
+fn describe(err: FsError) -> String {
+    match err {
+        FsError::Moved => "it now leads outside the workspace (a link); not followed".into(),
+        FsError::NotADirectory => "a file stands where its directory was".into(),
+        FsError::Loop => "too many levels of symbolic links".into(),
+        FsError::TooLong => "the path is too long".into(),
+        FsError::IsDirectory => "a directory stands where it was".into(),
+        FsError::NotRegular => "not a regular file".into(),
+        FsError::NotFound => "its directory is gone".into(),
+        FsError::Io(err) => err.to_string(),
+    }
+}
+
+/// `path` as a checkpoint may hold it: plain names only, never `.git`.
+fn checked(path: &Path) -> Result<(&Path, CString), FsError> {
+    let plain = path.components().all(|component| {
+        matches!(component, Component::Normal(name) if !name.eq_ignore_ascii_case(".git"))
+    });
+    let name = path.file_name().filter(|_| plain).ok_or(FsError::Moved)?;
+    let name = CString::new(name.as_bytes()).map_err(|_| FsError::Moved)?;
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    Ok((parent.unwrap_or(Path::new(".")), name))
+}
+
+/// Removes the file (or link) at `path`, never what a link points to. Gone already is fine.
+fn remove(root: &Root, path: &Path) -> Result<(), FsError> {
+    let (parent, name) = checked(path)?;
+    let dir = match root.open_at(parent, OFlags::PATH | OFlags::DIRECTORY) {
+        Ok(dir) => dir,
+        Err(FsError::NotFound) => return Ok(()),
+        Err(err) => return Err(err),
+    };
+    match rustix::fs::unlinkat(&dir, &name, AtFlags::empty()) {
+        Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+        Err(errno) => Err(errno.into()),
+    }
+}
+
+/// Writes `bytes` at `path` as git mode `mode` (a file, an executable, a link).
+fn write(root: &Root, path: &Path, mode: &str, bytes: &[u8]) -> Result<(), FsError> {
+    checked(path)?;
+    // The person asked for this restore (`:Agent rewind`), after seeing what it restores.
+    let approved = super::Authority::token();
+    let (dir, name) = root.make_parents(path, &approved)?;
+    let probe = rustix::fs::openat(
+        &dir,
+        &name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    );
+    let existing = match probe {
+        Ok(fd) => Some(rustix::fs::FileType::from_raw_mode(
+            rustix::fs::fstat(&fd)?.st_mode,
+        )),
+        Err(rustix::io::Errno::NOENT) => None,
+        Err(errno) => return Err(errno.into()),
+    };
+    let executable = mode == "100755";
+    if mode != "120000" && existing == Some(rustix::fs::FileType::RegularFile) {
+        if let Some(file) = root.open_in_dir(path)? {
+            // An edited file keeps its owner, mode and attributes, as edit_file's writes do.
+            file.replace(&|out: &mut dyn Write| out.write_all(bytes), &approved)?;
+            return set_executable(dir.as_fd(), &name, executable);
+        }
+    }
+    match existing {
+        Some(rustix::fs::FileType::Directory) => {
+            rustix::fs::unlinkat(&dir, &name, AtFlags::REMOVEDIR)?
+        }
+        Some(_) => rustix::fs::unlinkat(&dir, &name, AtFlags::empty())?,
+        None => {}
+    }
+    if mode == "120000" {
+        rustix::fs::symlinkat(OsStr::from_bytes(bytes), &dir, &name)?;
+        return Ok(());
+    }
+    beneath::create_new(dir.as_fd(), &name, bytes, &approved)?;
+    set_executable(dir.as_fd(), &name, executable)
+}
+
+/// Gives the file at `name` the execute bits where it has read bits (`executable`), or takes
+/// them away.
+fn set_executable(
+    dir: std::os::fd::BorrowedFd<'_>,
+    name: &CString,
+    executable: bool,
+) -> Result<(), FsError> {
+    let opened = beneath::open_in(dir, name)?;
+    let mode = opened.stat.st_mode & 0o7777;
+    let wanted = if executable {
+        mode | ((mode & 0o444) >> 2)
+    } else {
+        mode & !0o111
+    };
+    if wanted != mode {
+        rustix::fs::fchmod(&opened.file, Mode::from_raw_mode(wanted))?;
+    }
+    Ok(())
+}
