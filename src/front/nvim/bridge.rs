@@ -21,7 +21,7 @@ use super::pump::forward;
 use super::Nvim;
 use crate::agent::DEFAULT_MAX_TURNS;
 use crate::approval::Asker;
-use crate::conversation::{Conversation, ConversationEvent, Native, Unavailable};
+use crate::conversation::{Conversation, ConversationEvent, Events, Native, Unavailable};
 use crate::llm::ProviderChoice;
 use crate::questions::Questions;
 use crate::session::{self, SessionConfig};
@@ -234,6 +234,7 @@ impl Bridge {
         };
         let bridge = self.clone();
         let (events, forwarder) = self.turn_path::<ConversationEvent>();
+        let events = Events::new(events);
         tokio::spawn(async move {
             let forwarder = tokio::spawn(forwarder);
             let outcome = conversation.prompt(prompt.text, &events, &token).await;
