@@ -457,6 +457,18 @@ pub fn title_of(prompt: &str) -> String {
     prompt.lines().next().unwrap_or_default().trim().to_string()
 }
 
+/// How long ago `secs` seconds is, as a list shows it: `just now`, `5 min ago`, `3 h ago`,
+/// `2 days ago`.
+pub fn age(secs: u64) -> String {
+    match secs {
+        0..60 => "just now".into(),
+        60..3600 => format!("{} min ago", secs / 60),
+        3600..86_400 => format!("{} h ago", secs / 3600),
+        86_400..172_800 => "1 day ago".into(),
+        _ => format!("{} days ago", secs / 86_400),
+    }
+}
+
 /// Whether `id` is one [`new_id`] makes: digits, lower-case letters and `-`, so it names a file
 /// in the folder and nothing else.
 pub fn valid_id(id: &str) -> bool {
