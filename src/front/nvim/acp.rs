@@ -9,22 +9,24 @@ use super::bridge::Bridge;
 use super::protocol::{AcpStart, UiEvent};
 use crate::acp::{self, AcpSpec};
 use crate::conversation::{Conversation, Unavailable};
+use crate::sessions::Recorded;
 
 impl Bridge {
     /// `acp {name}`: ends the conversation prompts go to, then connects the named agent in the
     /// background; prompts are answered "still starting" until it is connected, and go back to
     /// the built-in conversation when it cannot be.
     pub(super) async fn start_external(&self, start: AcpStart) {
-        let (workspace, auto_approve, nvim, native) = match self.state.session.lock().await.as_ref()
-        {
-            Some(s) => (
-                s.workspace.clone(),
-                s.auto_approve,
-                s.nvim.clone(),
-                s.native.clone(),
-            ),
-            None => return self.error("agent: the backend was not started; run :Agent again"),
-        };
+        let (workspace, auto_approve, nvim, native, store) =
+            match self.state.session.lock().await.as_ref() {
+                Some(s) => (
+                    s.workspace.clone(),
+                    s.auto_approve,
+                    s.nvim.clone(),
+                    s.native.clone(),
+                    s.store.clone(),
+                ),
+                None => return self.error("agent: the backend was not started; run :Agent again"),
+            };
         let command = match start.cmd.filter(|c| !c.is_empty()).or_else(|| acp::preset(&start.name)) {
             Some(command) => command,
             None => {
@@ -58,7 +60,12 @@ impl Bridge {
                     bridge.send(UiEvent::AcpStarted {
                         name: start.name.clone(),
                     });
-                    Arc::new(session)
+                    let session: Arc<dyn Conversation> = Arc::new(session);
+                    match store {
+                        // Saved like the built-in one (it cannot be resumed yet).
+                        Some(store) => Arc::new(Recorded::new(session, store)),
+                        None => session,
+                    }
                 }
                 Err(err) => {
                     bridge.error(format!("agent: {err}"));
@@ -183,11 +190,13 @@ mod tests {
             let UiEvent::Decided { id, .. } = next(&mut ui).await else {
                 panic!("expected the question");
             };
-            bridge.decide(Decide {
-                id,
-                decision: Decision::AllowOnce,
-                option: Some(answer.into()),
-            });
+            bridge
+                .decide(Decide {
+                    id,
+                    decision: Decision::AllowOnce,
+                    option: Some(answer.into()),
+                })
+                .await;
             assert_eq!(
                 next(&mut ui).await,
                 UiEvent::decided(id, conversation.name.into(), Decision::AllowOnce)
