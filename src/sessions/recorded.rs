@@ -161,6 +161,8 @@ impl Conversation for Recorded {
     }
 
     fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
+        // What was recorded reaches the disk before the process may end (Neovim quitting).
+        self.flush();
         let inner = self.inner.clone();
         drop(self);
         inner.end()
