@@ -111,7 +111,8 @@ end
 ---@param id? string
 function M.resume(id)
   if not id or id == "" then
-    return H.pick_session()
+    H.pick_session()
+    return
   end
   H.ensure_init()
   local rpc = require("agent.rpc")
