@@ -291,7 +291,7 @@ async fn a_recorded_conversation_resumes_with_the_model_seeing_what_it_saw() {
     drop(first);
 
     let saved = store.load(&id).unwrap();
-    let kinds: Vec<String> = saved
+    let mut kinds: Vec<String> = saved
         .records
         .iter()
         .map(|r| match r {
@@ -304,6 +304,8 @@ async fn a_recorded_conversation_resumes_with_the_model_seeing_what_it_saw() {
             Record::Model { .. } => "model".into(),
         })
         .collect();
+    // Text deltas may be joined into one line or not, as the writer finds them queued.
+    kinds.dedup_by(|a, b| a == "text" && b == "text");
     assert_eq!(
         kinds,
         [
