@@ -204,7 +204,14 @@ async fn resume() {
     .await;
     let shown = Instant::now();
     nvim.cmd("Agent and one more").await;
-    nvim.wait_for_line("agent://chat", "done · ").await;
+    let asked = shown.elapsed();
+    // The new answer's last delta (the replayed conversation already holds a `done` line).
+    // Read from the chat's last lines only: fetching all 92,000 would itself stall Neovim.
+    nvim.wait_for(
+        "vim.fn.match(vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://chat'), -6, -1, false), \
+         'delta 04999') >= 0",
+    )
+    .await;
     let streamed = Instant::now();
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     probe.await.unwrap();
@@ -219,6 +226,18 @@ async fn resume() {
         v
     };
     let (drawing, streaming) = (window(started, shown), window(shown, streamed));
+    for (at, took) in probes
+        .iter()
+        .filter(|(_, d)| *d > Duration::from_millis(100))
+    {
+        let when = if *at < shown {
+            format!("{:.0} ms into the resume", ms(*at - started))
+        } else {
+            format!("{:.0} ms after it was shown", ms(*at - shown))
+        };
+        println!("  slow probe: {:.0} ms, {when}", ms(*took));
+    }
+    println!("  `:Agent and one more` itself took {:.0} ms", ms(asked));
     let lines = nvim
         .lua(
             "return vim.api.nvim_buf_line_count(vim.fn.bufnr('agent://chat'))",

@@ -400,8 +400,8 @@ impl Bridge {
 
 /// How many saved events [`replay`] sends before it lets a frame pass, and how many bytes of
 /// text: a big conversation reaches the chat in frames Neovim draws between, not in one call.
-const REPLAY_EVENTS: usize = 400;
-const REPLAY_BYTES: usize = 256 * 1024;
+const REPLAY_EVENTS: usize = 100;
+const REPLAY_BYTES: usize = 64 * 1024;
 
 /// Sends the chat a saved conversation's records as the events they were (a prompt as
 /// [`UiEvent::Prompt`], a decision as [`UiEvent::Decided`]), then [`UiEvent::Resumed`]. Each
