@@ -303,6 +303,7 @@ impl Store {
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(|source| missing_or(id, &path, source))?;
         let mut text = Vec::new();
@@ -329,6 +330,10 @@ impl Store {
         let text = std::fs::read(&path).map_err(|source| missing_or(id, &path, source))?;
         let mut lines = text.split(|&b| b == b'\n');
         let header = read_header(id, lines.next().unwrap_or_default())?;
+        if header.id != id {
+            // A file renamed or edited by hand: its header must not send appends elsewhere.
+            return Err(StoreError::Unreadable(id.to_string()));
+        }
         let mut records = Vec::new();
         for (n, line) in lines.enumerate() {
             if line.is_empty() {
@@ -425,12 +430,19 @@ fn summarize(id: &str, path: &Path) -> Listed {
         }
     };
     let mut lines = text.split(|&b| b == b'\n');
-    if let Err(err) = read_header(id, lines.next().unwrap_or_default()) {
-        listed.problem = Some(match err {
-            StoreError::Foreign { version, .. } => format!("format {version}, not {FORMAT}"),
-            _ => "unreadable: no header".to_string(),
-        });
-        return listed;
+    match read_header(id, lines.next().unwrap_or_default()) {
+        Ok(header) if header.id != id => {
+            listed.problem = Some("unreadable: its header names another conversation".into());
+            return listed;
+        }
+        Ok(_) => {}
+        Err(err) => {
+            listed.problem = Some(match err {
+                StoreError::Foreign { version, .. } => format!("format {version}, not {FORMAT}"),
+                _ => "unreadable: no header".to_string(),
+            });
+            return listed;
+        }
     }
     for line in lines {
         if line.starts_with(br#"{"t":"prompt""#) {

@@ -159,11 +159,14 @@ fn unreadable_and_foreign_files_are_listed_as_such_and_never_loaded() {
     .unwrap();
     std::fs::write(dir.join("20200101-000000-bbbb.jsonl"), "not json\n").unwrap();
     std::fs::write(dir.join("20200101-000000-cccc.jsonl"), [0xff, 0xfe]).unwrap();
+    // A header naming another conversation is not this one's.
+    let copied = std::fs::read(dir.join(format!("{}.jsonl", good.id()))).unwrap();
+    std::fs::write(dir.join("20200101-000000-ffff.jsonl"), copied).unwrap();
     // Not ids: ignored.
     std::fs::write(dir.join("Notes.jsonl"), "x").unwrap();
     std::fs::write(dir.join("20200101-000000-dddd.txt"), "x").unwrap();
     let old = std::time::SystemTime::now() - Duration::from_secs(3600);
-    for name in ["aaaa", "bbbb", "cccc"] {
+    for name in ["aaaa", "bbbb", "cccc", "ffff"] {
         let file = File::options()
             .write(true)
             .open(dir.join(format!("20200101-000000-{name}.jsonl")))
@@ -175,19 +178,27 @@ fn unreadable_and_foreign_files_are_listed_as_such_and_never_loaded() {
         .iter()
         .map(|l| (l.id.as_str(), l.problem.as_deref()))
         .collect();
-    assert_eq!(seen.len(), 4, "{listed:?}");
+    assert_eq!(seen.len(), 5, "{listed:?}");
     // The most recent first.
     assert_eq!(seen[0], (good.id(), None));
     assert_eq!(listed[0].title, "fix the build");
     assert!(seen.contains(&("20200101-000000-aaaa", Some("format 99, not 1"))));
     assert!(seen.contains(&("20200101-000000-bbbb", Some("unreadable: no header"))));
     assert!(seen.contains(&("20200101-000000-cccc", Some("unreadable: no header"))));
+    assert!(seen.contains(&(
+        "20200101-000000-ffff",
+        Some("unreadable: its header names another conversation")
+    )));
     assert!(matches!(
         store.load("20200101-000000-aaaa"),
         Err(StoreError::Foreign { version: 99, .. })
     ));
     assert!(matches!(
         store.load("20200101-000000-bbbb"),
+        Err(StoreError::Unreadable(_))
+    ));
+    assert!(matches!(
+        store.load("20200101-000000-ffff"),
         Err(StoreError::Unreadable(_))
     ));
     assert!(matches!(
