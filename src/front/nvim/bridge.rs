@@ -580,6 +580,50 @@ mod tests {
         bridge.ask_lua(question(3));
         assert_eq!(handed_on(&mut ui), vec![question(3)]);
     }
+    #[tokio::test]
+    async fn a_decision_is_recorded_in_the_conversation_it_was_asked_in() {
+        let bridge = Bridge::new(CancellationToken::new());
+        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let store = Store::new(state.path(), std::path::Path::new("/w"));
+        let recorded = Arc::new(Recorded::new(
+            Arc::new(Unavailable::new("built-in", "agent: no provider")),
+            store.clone(),
+        ));
+        // A prompt creates its file.
+        let (events, _seen) = mpsc::unbounded_channel();
+        recorded
+            .prompt("hi".into(), &Events::new(events), &CancellationToken::new())
+            .await;
+        *bridge.state.conversation.lock().await = Some(recorded.clone());
+        let (id, answer) = bridge.state.pending.open("run_bash");
+        bridge
+            .decide(Decide {
+                id,
+                decision: Decision::Refuse {
+                    reason: Some("not now".into()),
+                },
+                option: None,
+            })
+            .await;
+        assert!(answer.await.is_ok());
+        assert!(matches!(handed_on(&mut ui)[..], [UiEvent::Decided { .. }]));
+        recorded.flush();
+        let saved = store.load(&recorded.id().unwrap()).unwrap();
+        assert_eq!(
+            saved.records.last(),
+            Some(&Record::Decided {
+                tool: "run_bash".into(),
+                decision: Decision::Refuse {
+                    reason: Some("not now".into())
+                },
+                note: crate::display::decision_note(&Decision::Refuse {
+                    reason: Some("not now".into())
+                }),
+            })
+        );
+    }
+
     #[test]
     pub(super) fn messages_from_lua_decode_from_msgpack_maps() {
         let start = Value::Map(vec![
