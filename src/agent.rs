@@ -2,7 +2,7 @@
 //! talks to the model through [`crate::llm::Client`], runs tool calls through the
 //! [`crate::tools::Executor`], and reports what happens as [`Event`]s for a front end to show.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
@@ -14,7 +14,7 @@ use crate::tools::{Executor, ToolResult, CANCELLED};
 pub const DEFAULT_MAX_TURNS: u32 = 40;
 
 /// What the loop reports to its front end, in order.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     /// Turn started (the prompt was accepted).
@@ -68,7 +68,7 @@ impl Report for UnboundedSender<Event> {
 }
 
 /// How a turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// The model finished.
@@ -141,6 +141,13 @@ impl Agent {
     /// The executor (and through it the workspace and gate).
     pub fn executor(&self) -> &Executor {
         &self.executor
+    }
+
+    /// Continues a saved conversation: `history` is what the model saw (a session's `model`
+    /// records); the session grants start empty, as in any new session.
+    pub fn restore(&mut self, history: Vec<Message>) {
+        self.history = history;
+        self.executor.context().gate.reset();
     }
 
     /// Starts a new conversation: history and session grants are forgotten.

@@ -7,18 +7,22 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc::error::SendError;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::acp::AgentUpdate;
 use crate::agent::{Agent, Event, Outcome, Report};
+use crate::approval::Decision;
+use crate::llm::Message;
+use crate::sessions::{self, Record};
 
 /// What a conversation reports while it runs a prompt, in order: the turn loop's own
 /// [`Event`]s, plus what only an external agent reports. Serialized flat either way, as a map
 /// with a `type` field (`{"type":"text","text":"Hi"}`, `{"type":"thought","text":"..."}`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ConversationEvent {
     /// Turn started and done, message text, tool started and finished, usage, errors.
@@ -28,8 +32,50 @@ pub enum ConversationEvent {
 }
 
 /// The stream a prompt's events go to. Every conversation reports on the one it is given, so a
-/// front end (or, later, a session recorder) sees every kind of conversation the same way.
-pub type Events = UnboundedSender<ConversationEvent>;
+/// front end (and the session recorder, [`sessions::Recorded`]) sees every kind of conversation
+/// the same way. A recorded stream queues each event for the session file in the same call that
+/// passes it on, so recording adds no hop (and no reordering) on an event's way to the screen.
+#[derive(Clone)]
+pub struct Events {
+    sender: UnboundedSender<ConversationEvent>,
+    record: Option<sessions::Writer>,
+}
+
+impl Events {
+    /// The stream that passes each event to `sender`.
+    pub fn new(sender: UnboundedSender<ConversationEvent>) -> Self {
+        Events {
+            sender,
+            record: None,
+        }
+    }
+
+    /// This stream, also recording each event to `writer`.
+    pub fn recorded_to(&self, writer: sessions::Writer) -> Self {
+        Events {
+            sender: self.sender.clone(),
+            record: Some(writer),
+        }
+    }
+
+    /// Passes `event` on (and records it); an error when the receiver has gone, holding the
+    /// event, as [`UnboundedSender::send`] does (the ACP session shows it elsewhere then).
+    #[allow(clippy::result_large_err)]
+    pub fn send(&self, event: ConversationEvent) -> Result<(), SendError<ConversationEvent>> {
+        if let Some(writer) = &self.record {
+            writer.write(Record::Event {
+                event: event.clone(),
+            });
+        }
+        self.sender.send(event)
+    }
+}
+
+impl From<UnboundedSender<ConversationEvent>> for Events {
+    fn from(sender: UnboundedSender<ConversationEvent>) -> Self {
+        Events::new(sender)
+    }
+}
 
 impl Report for Events {
     fn report(&self, event: Event) {
@@ -48,6 +94,9 @@ pub enum ConversationError {
         /// What was asked: `start over`, `resume a session`, `rewind`.
         what: &'static str,
     },
+    /// A saved conversation could not be read or written (`sessions::StoreError`'s text).
+    #[error("{0}")]
+    Store(String),
 }
 
 /// A conversation: prompts in, events out.
@@ -74,10 +123,30 @@ pub trait Conversation: Send + Sync {
         Box::pin(async { Err(self.unsupported("start over")) })
     }
 
-    /// Continues a saved session (issue 11). None of today's conversations can.
-    fn resume<'a>(&'a self, _session: &'a str) -> BoxFuture<'a, Result<(), ConversationError>> {
+    /// Continues a saved conversation: its model's view becomes this one's history (the
+    /// session grants start empty). The built-in one can; an external agent cannot (yet).
+    fn resume<'a>(
+        &'a self,
+        _saved: &'a sessions::Conversation,
+    ) -> BoxFuture<'a, Result<(), ConversationError>> {
         Box::pin(async { Err(self.unsupported("resume a session")) })
     }
+
+    /// The model's view of the conversation from its `from`-th message on, as the next request
+    /// would send it; None for a conversation whose history is not ours (an external agent's).
+    fn model_view(&self, _from: usize) -> BoxFuture<'_, Option<Vec<Message>>> {
+        Box::pin(async { None })
+    }
+
+    /// The id of the saved conversation it is (`20261201-123456-ab12`), once it has one: for
+    /// what is kept beside a conversation (checkpoints). None when it is not saved.
+    fn id(&self) -> Option<String> {
+        None
+    }
+
+    /// Tells it how a question of its turn was answered (`note` is what the tool row shows),
+    /// for the record. Nothing by default.
+    fn decided(&self, _tool: &str, _decision: &Decision, _note: &str) {}
 
     /// Goes back to before the `turn`-th prompt (issue 11). None of today's conversations can.
     fn rewind(&self, _turn: usize) -> BoxFuture<'_, Result<(), ConversationError>> {
@@ -129,6 +198,23 @@ impl Conversation for Native {
         Box::pin(async move {
             self.agent.lock().await.reset();
             Ok(())
+        })
+    }
+
+    fn resume<'a>(
+        &'a self,
+        saved: &'a sessions::Conversation,
+    ) -> BoxFuture<'a, Result<(), ConversationError>> {
+        Box::pin(async move {
+            self.agent.lock().await.restore(saved.model_view());
+            Ok(())
+        })
+    }
+
+    fn model_view(&self, from: usize) -> BoxFuture<'_, Option<Vec<Message>>> {
+        Box::pin(async move {
+            let agent = self.agent.lock().await;
+            Some(agent.history().get(from..).unwrap_or_default().to_vec())
         })
     }
 
@@ -186,16 +272,34 @@ impl Conversation for Unavailable {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
 
+    /// The built-in conversation in `dir`, talking to the mock at `base_url`, asking nobody.
+    pub(crate) fn native(dir: &std::path::Path, base_url: String) -> Native {
+        let mut config = crate::session::SessionConfig::new(dir);
+        config.provider = crate::llm::ProviderChoice {
+            provider: Some("ollama".into()),
+            model: Some("m".into()),
+            base_url: Some(base_url),
+        };
+        let built = crate::session::build(
+            &config,
+            Box::new(|_, _| None),
+            Arc::new(crate::editor::NoEditor),
+        )
+        .unwrap();
+        Native::new(built.agent.unwrap())
+    }
+
     /// Runs one prompt and returns what it reported.
-    pub(super) async fn prompt(
+    pub(crate) async fn prompt(
         conversation: &dyn Conversation,
         text: &str,
     ) -> Vec<ConversationEvent> {
         let (events, mut reported) = tokio::sync::mpsc::unbounded_channel();
+        let events = Events::new(events);
         conversation
             .prompt(text.into(), &events, &CancellationToken::new())
             .await;
@@ -215,19 +319,7 @@ mod tests {
             usage: (1, 1),
         };
         let mock = MockLlm::start(Wire::OpenAi, vec![reply("one"), reply("two")]);
-        let mut config = crate::session::SessionConfig::new(dir.path());
-        config.provider = crate::llm::ProviderChoice {
-            provider: Some("ollama".into()),
-            model: Some("m".into()),
-            base_url: Some(mock.base_url()),
-        };
-        let built = crate::session::build(
-            &config,
-            Box::new(|_, _| None),
-            Arc::new(crate::editor::NoEditor),
-        )
-        .unwrap();
-        let native = Native::new(built.agent.unwrap());
+        let native = native(dir.path(), mock.base_url());
         let seen = prompt(&native, "hi").await;
         assert_eq!(
             seen.first(),
@@ -248,13 +340,6 @@ mod tests {
         // The second request carries only the prompt after the reset.
         let sent = &mock.requests()[1].body;
         assert_eq!(sent["messages"].as_array().unwrap().len(), 2, "{sent}");
-        assert_eq!(
-            native.resume("s1").await,
-            Err(ConversationError::Unsupported {
-                name: "built-in".into(),
-                what: "resume a session"
-            })
-        );
     }
 
     #[tokio::test]
@@ -267,6 +352,24 @@ mod tests {
             })]
         );
         assert_eq!(waiting.reset().await, Ok(()));
+        let saved = crate::sessions::Conversation {
+            header: crate::sessions::Header {
+                agent_nvim_session: crate::sessions::FORMAT,
+                id: "20261201-000000-0000".into(),
+                workspace: "/w".into(),
+                created: "2026-12-01T00:00:00Z".into(),
+                conversation: "claude".into(),
+            },
+            records: Vec::new(),
+        };
+        assert_eq!(
+            waiting.resume(&saved).await,
+            Err(ConversationError::Unsupported {
+                name: "claude".into(),
+                what: "resume a session"
+            })
+        );
+        assert_eq!(waiting.id(), None);
     }
 }
 
@@ -314,6 +417,10 @@ impl Conversation for Checkpointed {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
+            // A saved conversation's checkpoints go on its own id, so they are found beside it.
+            if let Some(id) = self.inner.id() {
+                self.checkpoints.set_conversation(id);
+            }
             self.checkpoints
                 .checkpoint(crate::checkpoint::Kind::Prompt, &text)
                 .await;
@@ -322,6 +429,7 @@ impl Conversation for Checkpointed {
             };
             // The notice goes right after the turn's first event, so `TurnStarted` stays first.
             let (inner_events, mut reported) = tokio::sync::mpsc::unbounded_channel();
+            let inner_events = Events::new(inner_events);
             let run = async move {
                 let outcome = self.inner.prompt(text, &inner_events, cancel).await;
                 drop(inner_events);
@@ -352,8 +460,23 @@ impl Conversation for Checkpointed {
         })
     }
 
-    fn resume<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<(), ConversationError>> {
-        self.inner.resume(session)
+    fn resume<'a>(
+        &'a self,
+        saved: &'a sessions::Conversation,
+    ) -> BoxFuture<'a, Result<(), ConversationError>> {
+        self.inner.resume(saved)
+    }
+
+    fn model_view(&self, from: usize) -> BoxFuture<'_, Option<Vec<Message>>> {
+        self.inner.model_view(from)
+    }
+
+    fn id(&self) -> Option<String> {
+        self.inner.id()
+    }
+
+    fn decided(&self, tool: &str, decision: &Decision, note: &str) {
+        self.inner.decided(tool, decision, note)
     }
 
     fn rewind(&self, turn: usize) -> BoxFuture<'_, Result<(), ConversationError>> {

@@ -19,6 +19,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A saved conversation could not be found, read or continued.
+    #[error("agent: {0}")]
+    Session(String),
     /// Returned by front ends when their own input or output fails (a closed terminal, a broken pipe).
     #[error("agent: {context}: {source}")]
     Io {

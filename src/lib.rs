@@ -31,6 +31,7 @@ pub mod questions;
 pub mod reaper;
 pub mod secrets;
 pub mod session;
+pub mod sessions;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 pub mod text;

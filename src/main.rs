@@ -14,6 +14,7 @@ fn main() -> ExitCode {
     let result = cli::parse(std::env::args().skip(1)).and_then(|command| match command {
         Command::Tool(args) => terminal::run_tool(args),
         Command::Run(args) => terminal::run_agent(args),
+        Command::Sessions { workspace } => terminal::list_sessions(workspace),
         Command::Nvim { log } => nvim::run(log),
         Command::Help => say(cli::USAGE),
         Command::Version => say(&format!("agent-nvim {}\n", env!("CARGO_PKG_VERSION"))),
@@ -31,7 +32,10 @@ fn main() -> ExitCode {
             );
             ExitCode::from(match err {
                 Error::Usage(_) => 2,
-                Error::Provider(_) | Error::Workspace { .. } | Error::Io { .. } => 1,
+                Error::Provider(_)
+                | Error::Workspace { .. }
+                | Error::Session(_)
+                | Error::Io { .. } => 1,
             })
         }
     }

@@ -15,6 +15,7 @@ use crate::checkpoint::Checkpoints;
 use crate::conversation::{Checkpointed, Conversation, Native, Unavailable};
 use crate::editor::Editor;
 use crate::llm::{Client, ProviderChoice, ProviderConfig, ProviderError};
+use crate::sessions::{Recorded, Store};
 use crate::tools::{Executor, Settings, ToolContext};
 use crate::workspace::Workspace;
 use crate::{Error, Result};
@@ -113,6 +114,8 @@ pub struct Session {
     /// Its checkpoints, shared by the tools, the conversation and an external agent; None
     /// without a state directory.
     pub checkpoints: Option<Checkpoints>,
+    /// Where its conversations are saved ([`crate::sessions`]); None without a state directory.
+    pub store: Option<Store>,
     /// The built-in agent, or why the provider could not be configured (a session that only
     /// drives an external agent needs no provider, so this is not an error yet).
     pub agent: std::result::Result<Agent, ProviderError>,
@@ -127,11 +130,31 @@ pub fn build(
     let executor = executor(config, asker, editor)?;
     let workspace = executor.context().workspace.clone();
     let checkpoints = executor.context().checkpoints.clone();
+    let store = config
+        .state_dir
+        .as_deref()
+        .map(|dir| Store::new(dir, workspace.root()));
     Ok(Session {
         workspace,
         checkpoints,
+        store,
         agent: agent(config, executor),
     })
+}
+
+/// What every conversation a session drives is wrapped in, the built-in one and an external
+/// agent's alike, in this order: saved as it happens ([`Recorded`], when there is a store), then
+/// checkpointed before each prompt ([`Checkpointed`], on the saved conversation's id).
+pub fn decorate(
+    inner: Arc<dyn Conversation>,
+    store: Option<&Store>,
+    checkpoints: Option<&Checkpoints>,
+) -> Arc<dyn Conversation> {
+    let saved: Arc<dyn Conversation> = match store {
+        Some(store) => Arc::new(Recorded::new(inner, store.clone())),
+        None => inner,
+    };
+    Checkpointed::wrap(saved, checkpoints)
 }
 
 /// The provider a built-in conversation talks to, as `started` reports it.
@@ -157,7 +180,7 @@ impl Session {
                     model: config.model.clone(),
                 };
                 let native = Arc::new(Native::new(agent));
-                let native = Checkpointed::wrap(native, self.checkpoints.as_ref());
+                let native = decorate(native, self.store.as_ref(), self.checkpoints.as_ref());
                 (self.workspace, native, Some(provider))
             }
             Err(err) => {
@@ -348,6 +371,7 @@ mod tests {
             .into_conversation();
         assert_eq!(provider, None);
         let (events, mut seen) = tokio::sync::mpsc::unbounded_channel();
+        let events = crate::conversation::Events::new(events);
         unavailable
             .prompt("hi".into(), &events, &CancellationToken::new())
             .await;

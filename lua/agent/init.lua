@@ -1,6 +1,6 @@
 --- agent.nvim: a coding agent in a Neovim split, run by the Rust backend `agent-nvim`.
 ---
---- Public API: setup(), ask(), open(), status(), stop(), new(). See :help agent.
+--- Public API: setup(), ask(), open(), status(), stop(), new(), sessions(), resume(). See :help agent.
 
 local M = {}
 local H = {}
@@ -87,6 +87,100 @@ function M.new()
   require("agent.chat").clear(rpc.running())
 end
 
+--- This workspace's saved conversations, the most recent first (see :help agent-sessions).
+--- Starts the backend if it is not running. Each is `{ id, title, updated, prompts, tokens,
+--- problem? }`; one with a `problem` cannot be resumed. Nil (after saying why) when the backend
+--- cannot answer.
+---@return agent.Session[]?
+function M.sessions()
+  H.ensure_init()
+  local rpc = require("agent.rpc")
+  if not rpc.ensure() then
+    return nil
+  end
+  local list, err = rpc.sessions()
+  if not list then
+    vim.notify(("agent: cannot list the saved conversations: %s"):format(err), vim.log.levels.ERROR)
+    return nil
+  end
+  return list
+end
+
+--- Continues saved conversation `id` with the built-in agent: the chat shows it as it looked, and
+--- the next prompt goes on with its whole history. Without `id`, picks one with vim.ui.select.
+---@param id? string
+function M.resume(id)
+  if not id or id == "" then
+    H.pick_session()
+    return
+  end
+  H.ensure_init()
+  local rpc = require("agent.rpc")
+  local chat = require("agent.chat")
+  if not rpc.ensure() then
+    return
+  end
+  if package.loaded["agent.approval"] then
+    require("agent.approval").dismiss_all()
+  end
+  chat.clear(true)
+  chat.open({ focus = false })
+  rpc.resume(id)
+end
+
+--- How long ago `updated` (seconds since the epoch) was.
+function H.age(updated)
+  local secs = math.max(0, os.time() - (tonumber(updated) or 0))
+  if secs < 60 then
+    return "just now"
+  elseif secs < 3600 then
+    return ("%d min ago"):format(math.floor(secs / 60))
+  elseif secs < 86400 then
+    return ("%d h ago"):format(math.floor(secs / 3600))
+  end
+  local days = math.floor(secs / 86400)
+  return days == 1 and "1 day ago" or ("%d days ago"):format(days)
+end
+
+--- One conversation as the picker shows it: title, age, prompts, tokens.
+---@param session agent.Session
+---@return string
+function H.session_item(session)
+  if session.problem then
+    return ("%s (%s)"):format(session.id, session.problem)
+  end
+  local title = session.title ~= "" and session.title or session.id
+  return ("%s · %s · %d prompt%s · %d tokens"):format(
+    title,
+    H.age(session.updated),
+    session.prompts,
+    session.prompts == 1 and "" or "s",
+    session.tokens
+  )
+end
+
+--- `:Agent resume` without an id: vim.ui.select over the workspace's conversations.
+function H.pick_session()
+  local list = M.sessions()
+  if not list then
+    return
+  end
+  if #list == 0 then
+    vim.notify("agent: no saved conversation in this workspace", vim.log.levels.INFO)
+    return
+  end
+  vim.ui.select(list, { prompt = "Resume a conversation", format_item = H.session_item }, function(choice)
+    if not choice then
+      return
+    end
+    if choice.problem then
+      vim.notify(("agent: %s cannot be resumed: %s"):format(choice.id, choice.problem), vim.log.levels.ERROR)
+      return
+    end
+    M.resume(choice.id)
+  end)
+end
+
 ---@class agent.Status
 ---@field state "off"|"idle"|"thinking"|"running"|"approval"|"retrying"
 ---@field text string what the chat's winbar shows: "idle", "thinking", "running `cargo test` 12s", "waiting for approval"
@@ -171,6 +265,10 @@ function M._command(cmd)
   if method then
     return require("agent.install").build({ method = method })
   end
+  local resume_id = args:match("^resume%s*(%S*)%s*$")
+  if resume_id then
+    return M.resume(resume_id)
+  end
   local acp_name = args:match("^acp%s+(%S+)%s*$")
   if acp_name or args == "acp" then
     return M.acp(acp_name)
@@ -204,11 +302,21 @@ function M._complete(arglead, cmdline)
       return vim.startswith(name, arglead)
     end, H.acp_names())
   end
+  if rest:match("^resume%s+%S*$") then
+    local ids = {}
+    for _, session in ipairs(M.sessions() or {}) do
+      ids[#ids + 1] = session.id
+    end
+    return vim.tbl_filter(function(id)
+      return vim.startswith(id, arglead)
+    end, ids)
+  end
   if rest:find("%s") then
     return {}
   end
   local names = vim.tbl_keys(H.subcommands)
   table.insert(names, "acp")
+  table.insert(names, "resume")
   table.sort(names)
   return vim.tbl_filter(function(name)
     return vim.startswith(name, arglead)

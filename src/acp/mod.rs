@@ -85,7 +85,7 @@ pub trait AcpHost: Send + Sync {
 pub use crate::conversation::ConversationEvent as AcpEvent;
 
 /// What only an ACP agent reports.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AgentUpdate {
     /// More of the agent's reasoning (shown apart from its answer, consecutive chunks joined).
@@ -109,7 +109,7 @@ pub enum AgentUpdate {
 }
 
 /// One step of a plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanEntry {
     /// What the step is.
     pub content: String,

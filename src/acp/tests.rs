@@ -228,6 +228,7 @@ async fn as_a_conversation_a_turn_reports_on_the_stream_it_is_given_and_then_the
         agent.respond(id, json!({"stopReason": "end_turn"})).await;
     };
     let (events, mut reported) = tokio::sync::mpsc::unbounded_channel();
+    let events = crate::conversation::Events::new(events);
     let never = CancellationToken::new();
     let conversation: &dyn Conversation = &session;
     let (outcome, ()) = tokio::join!(

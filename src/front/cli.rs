@@ -13,10 +13,14 @@ usage:
                   [--pass-env NAME]...
       Run one tool (read_file, list_files, edit_file, run_bash) and print its result as JSON.
   agent-nvim run [--workspace DIR] [--provider P] [--model M] [--base-url URL]
-                 [--auto-approve] [--max-turns N] [--timeout SECS] [--pass-env NAME]... PROMPT
-      Run the agent on one prompt in the terminal; its text streams to stdout.
+                 [--auto-approve] [--max-turns N] [--timeout SECS] [--pass-env NAME]...
+                 [--resume [ID]] PROMPT
+      Run the agent on one prompt in the terminal; its text streams to stdout. The
+      conversation is saved; --resume continues the one with ID (the latest without one).
       Providers: anthropic (ANTHROPIC_API_KEY), openai (OPENAI_API_KEY), ollama (no key).
       run_bash's commands do not get the API key variables; --pass-env NAME passes one.
+  agent-nvim sessions [--workspace DIR]
+      List the workspace's saved conversations, the most recent first.
   agent-nvim nvim [--log FILE]
       The Neovim front end (msgpack-RPC on stdio); the plugin starts it.
   agent-nvim --version
@@ -29,6 +33,8 @@ pub enum Command {
     Tool(ToolArgs),
     /// `agent-nvim run ...`: the agent in the terminal.
     Run(RunArgs),
+    /// `agent-nvim sessions [--workspace DIR]`: the workspace's saved conversations.
+    Sessions { workspace: Option<PathBuf> },
     /// `agent-nvim nvim [--log FILE]`: the Neovim front end, started by the plugin.
     Nvim { log: Option<PathBuf> },
     /// `--help`.
@@ -71,6 +77,8 @@ pub struct RunArgs {
     pub timeout: Option<Duration>,
     /// Key variables run_bash's commands get anyway (`--pass-env NAME`, repeatable).
     pub pass_env: Vec<String>,
+    /// `--resume [ID]`: continue a saved conversation, `Some(None)` the latest.
+    pub resume: Option<Option<String>>,
 }
 
 fn usage(message: impl std::fmt::Display) -> Error {
@@ -86,6 +94,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command> {
         Some("-V" | "--version") => Ok(Command::Version),
         Some("tool") => parse_tool(args).map(Command::Tool),
         Some("run") => parse_run(args).map(Command::Run),
+        Some("sessions") => parse_sessions(args),
         Some("nvim") => parse_nvim(args),
         Some(other) => Err(usage(format!("unknown command '{other}'"))),
     }
@@ -148,6 +157,7 @@ fn parse_run(args: impl Iterator<Item = String>) -> Result<RunArgs> {
         max_turns: None,
         timeout: None,
         pass_env: Vec::new(),
+        resume: None,
     };
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
@@ -170,6 +180,11 @@ fn parse_run(args: impl Iterator<Item = String>) -> Result<RunArgs> {
             }
             "--timeout" => run.timeout = Some(seconds(&value(&mut args, "--timeout")?)?),
             "--pass-env" => run.pass_env.push(value(&mut args, "--pass-env")?),
+            // The id is optional: the next word is taken as one only when it has an id's shape.
+            "--resume" => run.resume = Some(args.next_if(|word| is_id(word))),
+            flag if flag.starts_with("--resume=") => {
+                run.resume = Some(Some(flag["--resume=".len()..].to_string()))
+            }
             "--" => words.extend(args.by_ref()),
             flag if flag.starts_with("--") => return Err(usage(format!("unknown flag '{flag}'"))),
             _ => words.push(arg),
@@ -180,6 +195,27 @@ fn parse_run(args: impl Iterator<Item = String>) -> Result<RunArgs> {
         return Err(usage("'run' needs a PROMPT"));
     }
     Ok(run)
+}
+
+/// Whether `word` has a conversation id's shape (`20261201-123456-ab12`): 8 digits and a dash
+/// first, so no prompt word is taken for one.
+fn is_id(word: &str) -> bool {
+    let bytes = word.as_bytes();
+    bytes.len() > 9
+        && bytes[..8].iter().all(u8::is_ascii_digit)
+        && bytes[8] == b'-'
+        && crate::sessions::valid_id(word)
+}
+
+fn parse_sessions(mut args: impl Iterator<Item = String>) -> Result<Command> {
+    let mut workspace = None;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--workspace" => workspace = Some(PathBuf::from(value(&mut args, "--workspace")?)),
+            other => return Err(usage(format!("unknown argument to 'sessions': '{other}'"))),
+        }
+    }
+    Ok(Command::Sessions { workspace })
 }
 
 fn parse_nvim(mut args: impl Iterator<Item = String>) -> Result<Command> {
@@ -269,8 +305,37 @@ mod tests {
                 max_turns: Some(3),
                 timeout: None,
                 pass_env: vec!["A".into(), "B".into()],
+                resume: None,
             })
         );
+    }
+
+    #[test]
+    fn resume_takes_an_id_only_when_the_next_word_has_an_ids_shape() {
+        let resume = |words: &str| match parse_words(words).unwrap() {
+            Command::Run(run) => (run.resume, run.prompt),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            resume("run --resume 20261201-123456-ab12 go on"),
+            (Some(Some("20261201-123456-ab12".into())), "go on".into())
+        );
+        assert_eq!(resume("run --resume fix it"), (Some(None), "fix it".into()));
+        assert_eq!(
+            resume("run go --resume=20261201-123456-ab12"),
+            (Some(Some("20261201-123456-ab12".into())), "go".into())
+        );
+        assert_eq!(resume("run fix it"), (None, "fix it".into()));
+        assert_eq!(
+            parse_words("sessions --workspace /w").unwrap(),
+            Command::Sessions {
+                workspace: Some("/w".into())
+            }
+        );
+        assert!(matches!(
+            parse_words("sessions extra"),
+            Err(Error::Usage(_))
+        ));
     }
 
     #[test]

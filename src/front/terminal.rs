@@ -9,10 +9,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Event, Outcome};
 use crate::approval::{Action, ApprovalRequest, Asker, Decision};
+use crate::conversation::{Conversation, ConversationEvent, Events, Native};
 use crate::display::{self, Layout};
 use crate::editor::NoEditor;
 use crate::front::cli::{RunArgs, ToolArgs};
 use crate::session::{self, SessionConfig};
+use crate::sessions::{self, Recorded, Store};
 use crate::tools::Executor;
 use crate::{Error, Result};
 
@@ -219,10 +221,50 @@ pub fn run_agent(args: RunArgs) -> Result<u8> {
         config.max_turns = max_turns;
     }
     let executor = terminal_executor(&config)?;
-    let mut agent = session::agent(&config, executor)?;
+    let store = config
+        .state_dir
+        .as_deref()
+        .map(|dir| Store::new(dir, executor.context().workspace.root()));
+    let resumed = match (args.resume, &store) {
+        (None, _) => None,
+        (Some(_), None) => {
+            return Err(Error::Session(
+                "--resume needs a state directory: set HOME or XDG_STATE_HOME".into(),
+            ))
+        }
+        (Some(id), Some(store)) => {
+            let id = id.or_else(|| store.latest()).ok_or_else(|| {
+                Error::Session("no saved conversation in this workspace to resume".into())
+            })?;
+            Some(
+                store
+                    .load(&id)
+                    .map_err(|err| Error::Session(err.to_string()))?,
+            )
+        }
+    };
+    let native: Arc<dyn Conversation> = Arc::new(Native::new(session::agent(&config, executor)?));
+    let recorded = store.map(|store| Arc::new(Recorded::new(native.clone(), store)));
+    let conversation: Arc<dyn Conversation> = match &recorded {
+        Some(recorded) => recorded.clone(),
+        None => native,
+    };
     let runtime = session::runtime()?;
     let code = runtime.block_on(async {
+        if let Some(saved) = &resumed {
+            conversation
+                .resume(saved)
+                .await
+                .map_err(|err| Error::Session(err.to_string()))?;
+            let _ = writeln!(
+                std::io::stderr(),
+                "agent: resumed {} · {}",
+                saved.header.id,
+                display::one_line(&crate::secrets::redact(&saved.title()))
+            );
+        }
         let (events, received) = tokio::sync::mpsc::unbounded_channel();
+        let events = Events::new(events);
         let cancel = CancellationToken::new();
         let on_interrupt = cancel.clone();
         tokio::spawn(async move {
@@ -231,29 +273,73 @@ pub fn run_agent(args: RunArgs) -> Result<u8> {
             }
         });
         let printer = tokio::spawn(print_events(received));
-        let outcome = agent.prompt(args.prompt, &events, &cancel).await;
+        let outcome = conversation.prompt(args.prompt, &events, &cancel).await;
         drop(events);
         let _ = printer.await;
-        match outcome {
+        Ok::<u8, Error>(match outcome {
             Outcome::Done => 0,
             Outcome::Failed | Outcome::MaxTurns => 1,
             Outcome::Cancelled => 130,
-        }
+        })
     });
+    // Everything recorded is on the disk before the process ends.
+    if let Some(recorded) = &recorded {
+        recorded.flush();
+    }
     // A question still waiting for a key must not keep the process alive.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
-    Ok(code)
+    code
+}
+
+/// `agent-nvim sessions`: the workspace's saved conversations, the most recent first, one a
+/// line: id, age, prompts, tokens, title (or why it cannot be resumed).
+pub fn list_sessions(workspace: Option<std::path::PathBuf>) -> Result<u8> {
+    let config = terminal_config(workspace, false, None, Vec::new())?;
+    let executor = terminal_executor(&config)?;
+    let Some(state_dir) = config.state_dir.as_deref() else {
+        return Err(Error::Session(
+            "no state directory: set HOME or XDG_STATE_HOME".into(),
+        ));
+    };
+    let store = Store::new(state_dir, executor.context().workspace.root());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut out = std::io::stdout().lock();
+    for listed in store.list() {
+        let line = match &listed.problem {
+            Some(problem) => format!("{}  ({problem})", listed.id),
+            None => format!(
+                "{}  {}  {} prompt{}  {} tokens  {}",
+                listed.id,
+                sessions::age(now.saturating_sub(listed.updated)),
+                listed.prompts,
+                if listed.prompts == 1 { "" } else { "s" },
+                listed.tokens,
+                display::one_line(&listed.title)
+            ),
+        };
+        writeln!(out, "{line}").map_err(|source| Error::Io {
+            context: "cannot write the list",
+            source,
+        })?;
+    }
+    Ok(0)
 }
 
 /// Shows the agent's events: text and tool rows on stdout, problems on stderr. Each is made
 /// visible first (src/display.rs), so the model's text cannot hide, repaint or move anything on
 /// the terminal, the question included; every text is redacted; and a failed turn's closing
 /// line is not printed again when it repeats the error just shown.
-async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Event>) {
+async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<ConversationEvent>) {
     use crate::secrets::redact;
     let mut at_line_start = true;
     let mut last_error: Option<String> = None;
     while let Some(event) = events.recv().await {
+        // The built-in agent reports no external agent's updates.
+        let ConversationEvent::Turn(event) = event else {
+            continue;
+        };
         let event = display::shown(event);
         let mut out = std::io::stdout().lock();
         let mut line = |text: &str, out: &mut std::io::StdoutLock<'_>| {

@@ -173,6 +173,29 @@ impl Nvim {
     pub async fn start(options: Options) -> Nvim {
         let workspace = tempfile::tempdir().unwrap();
         let home = tempfile::tempdir().unwrap();
+        Nvim::start_in(options, workspace, home).await
+    }
+
+    /// Quits this Neovim (its backend goes with it) and starts another in the same workspace
+    /// and XDG dirs: what a person restarting Neovim gets.
+    pub async fn restart(self, options: Options) -> Nvim {
+        let Nvim {
+            api,
+            mut child,
+            workspace,
+            _home: home,
+            ..
+        } = self;
+        let _ = api.command("qall!").await;
+        let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+        Nvim::start_in(options, workspace, home).await
+    }
+
+    async fn start_in(
+        options: Options,
+        workspace: tempfile::TempDir,
+        home: tempfile::TempDir,
+    ) -> Nvim {
         let root = env!("CARGO_MANIFEST_DIR");
         let mut command = Command::new(nvim_binary());
         command

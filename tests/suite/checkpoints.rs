@@ -83,6 +83,7 @@ async fn restoring_the_prompts_checkpoint_undoes_its_edits_and_commands_and_neve
         Some(&checkpoints),
     );
     let (events, _seen) = tokio::sync::mpsc::unbounded_channel();
+    let events = agent_nvim::conversation::Events::new(events);
     conversation
         .prompt("change things".into(), &events, &CancellationToken::new())
         .await;

@@ -7,7 +7,8 @@ use agent_nvim::agent::{Event, Outcome};
 use agent_nvim::approval::{Action, Decision};
 use agent_nvim::front::nvim::for_lua;
 use agent_nvim::front::nvim::protocol::{
-    lua, method, AcpStart, Choice, Choices, Decide, Preview, Prompt, Start, UiEvent, PROTOCOL,
+    lua, method, AcpStart, Choice, Choices, Decide, Preview, Prompt, Resume, Start, UiEvent,
+    PROTOCOL,
 };
 use rmpv::Value;
 
@@ -121,7 +122,14 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             outcome: Outcome::Done,
             message: "done".into(),
         }),
-        Some(UiEvent::Agent(Event::TurnDone { .. })) => return None,
+        Some(UiEvent::Agent(Event::TurnDone { .. })) => UiEvent::Prompt {
+            text: "a saved prompt\u{202e}".into(),
+        },
+        Some(UiEvent::Prompt { .. }) => UiEvent::Resumed {
+            id: "20261201-123456-ab12".into(),
+            title: "a saved prompt".into(),
+        },
+        Some(UiEvent::Resumed { .. }) => return None,
     };
     Some(next)
 }
@@ -174,7 +182,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 15, "{kinds:?}");
+    assert_eq!(kinds.len(), 17, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])
@@ -197,7 +205,14 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
         Value::from(3)
     );
     let chat = nvim.buffer_lines("agent://chat").await.join("\n");
-    for shown in ["connected to test (ACP)", "Hello\\e[2J", "Plan", "done"] {
+    for shown in [
+        "connected to test (ACP)",
+        "Hello\\e[2J",
+        "Plan",
+        "done",
+        "a saved prompt\\u{202e}",
+        "resumed: a saved prompt",
+    ] {
         assert!(chat.contains(shown), "{shown}:\n{chat}");
     }
 }
@@ -338,7 +353,8 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
         &format!(
             "local rpc = require('agent.rpc') \
              rpc.prompt('hi') rpc.cancel() rpc.new() \
-             rpc.acp('test', {{ '{agent}' }}, {{ A = '1' }})"
+             rpc.acp('test', {{ '{agent}' }}, {{ A = '1' }}) \
+             rpc.resume('20261201-123456-ab12')"
         ),
         vec![],
     )
@@ -350,7 +366,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
         methods,
         [
             "start", "decide", "decide", "decide", "decide", "decide", "decide", "prompt",
-            "cancel", "new", "acp"
+            "cancel", "new", "acp", "resume"
         ]
     );
     for name in method::ALL {
@@ -403,6 +419,8 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
         (acp.name.as_str(), acp.cmd, acp.env.map(|e| e.len())),
         ("test", Some(vec![agent.to_string()]), Some(1))
     );
+    let resume: Resume = rmpv::ext::from_value(arg(11)).unwrap();
+    assert_eq!(resume.id, "20261201-123456-ab12");
 }
 
 /// `request::VERSION`, the one request the backend answers, over a real RPC channel from Neovim.

@@ -421,3 +421,88 @@ fn the_models_text_and_tool_rows_cannot_control_the_terminal() {
         "fine\\e[8m hidden\\e[0m\\r\\e[1A\\u{202e}!\n▸ $ true #\\r\\e[2Kls -> exit 0\nok\ndone · 2400 in / 68 out tokens\n"
     );
 }
+
+#[test]
+fn a_run_is_saved_listed_and_resumed_with_the_earlier_turns_sent_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![Part::ToolCall {
+                id: "t1".into(),
+                name: "read_file".into(),
+                args: json!({"path": "a.txt"}).to_string(),
+            }]),
+            turn(vec![Part::Text("It says alpha.".into())]),
+            turn(vec![Part::Text("Still alpha.".into())]),
+        ],
+    );
+    let in_state = |mut command: Command| {
+        command.env("XDG_STATE_HOME", state.path());
+        command.output().unwrap()
+    };
+    let sessions = || {
+        let mut command = bin();
+        command.current_dir(dir.path()).arg("sessions");
+        let out = in_state(command);
+        assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(sessions(), "", "nothing saved yet");
+    let first = in_state(run(
+        Some(&mock),
+        dir.path(),
+        &["what is in a.txt?\nsecond line"],
+    ));
+    assert_eq!(first.status.code(), Some(0), "{}", all_output(&first));
+    let listed = sessions();
+    let line = listed.lines().next().unwrap();
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+    // The title is the first prompt's first line.
+    assert!(
+        line.ends_with(" ago  1 prompt  2468 tokens  what is in a.txt?")
+            || line.ends_with(" just now  1 prompt  2468 tokens  what is in a.txt?"),
+        "{line}"
+    );
+    let id = line.split(' ').next().unwrap().to_string();
+
+    let again = in_state(run(Some(&mock), dir.path(), &["--resume", "go", "on"]));
+    assert_eq!(again.status.code(), Some(0), "{}", all_output(&again));
+    assert!(
+        String::from_utf8_lossy(&again.stderr)
+            .contains(&format!("agent: resumed {id} · what is in a.txt?")),
+        "{}",
+        all_output(&again)
+    );
+    // The third request carries the first prompt, the call, its result and the answer.
+    let sent = &mock.requests()[2].body["messages"];
+    let sent = sent.as_array().unwrap();
+    assert_eq!(sent.len(), 5, "{sent:?}");
+    assert_eq!(
+        sent[0]["content"][0]["text"],
+        "what is in a.txt?\nsecond line"
+    );
+    assert_eq!(sent[1]["content"][0]["name"], "read_file");
+    assert!(sent[2].to_string().contains("alpha"), "{}", sent[2]);
+    assert_eq!(sent[4]["content"][0]["text"], "go on");
+    let listed = sessions();
+    assert!(
+        listed.contains(&format!("{id}  ")) && listed.contains("  2 prompts  "),
+        "{listed}"
+    );
+
+    let missing = in_state(run(
+        Some(&mock),
+        dir.path(),
+        &["--resume", "20000101-000000-0000", "x"],
+    ));
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr)
+            .contains("agent: no saved conversation '20000101-000000-0000' in this workspace"),
+        "{}",
+        all_output(&missing)
+    );
+}

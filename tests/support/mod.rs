@@ -8,15 +8,22 @@ pub mod pty;
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// The agent-nvim binary cargo built for these tests, keeping its state (checkpoints) in cargo's
-/// scratch directory for tests rather than the user's `~/.local/state`.
+/// The agent-nvim binary cargo built for these tests, saving its conversations in a state
+/// directory of the test process's own (never the user's).
 pub fn bin() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_agent-nvim"));
-    command.env(
-        "XDG_STATE_HOME",
-        concat!(env!("CARGO_TARGET_TMPDIR"), "/state"),
-    );
+    command.env("XDG_STATE_HOME", state_home());
     command
+}
+
+/// The state directory [`bin`] gives the binary, shared by the tests of this process.
+pub fn state_home() -> &'static Path {
+    static HOME: std::sync::OnceLock<Option<tempfile::TempDir>> = std::sync::OnceLock::new();
+    HOME.get_or_init(|| tempfile::tempdir().ok())
+        .as_ref()
+        .map_or(Path::new("/nonexistent/agent-nvim-test-state"), |dir| {
+            dir.path()
+        })
 }
 
 /// Runs `agent-nvim tool NAME JSON` in `dir` with extra flags, stdin empty (not a terminal).

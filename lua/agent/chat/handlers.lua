@@ -103,6 +103,22 @@ function handlers.started(e)
   status.render()
 end
 
+-- A prompt of a resumed conversation, shown as it was sent.
+function handlers.prompt(e)
+  M.user_prompt(tostring(e.text or ""))
+end
+
+-- A resumed conversation has been shown whole: the next prompt continues it.
+function handlers.resumed(e)
+  local s = status.current
+  s.turn, s.tool, s.command = false, nil, nil
+  H.running_tool = nil
+  render.blank_line()
+  render.put(("resumed: %s"):format(tostring(e.title or e.id or "")), "AgentNotice")
+  render.put("\n")
+  status.set("idle")
+end
+
 function handlers.turn_started()
   H.last_error = nil
   status.current.turn = true

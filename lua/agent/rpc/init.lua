@@ -3,8 +3,8 @@
 --- - job.lua: the backend job (which binary, start, stop, exit);
 --- - buffers.lua: the backend's questions about buffers.
 ---
---- Lua → Rust: notifications (`start`, `prompt`, `cancel`, `new`, `decide`, `acp`), so Neovim
---- never waits on the backend. Rust → Lua: `receive(events)` with a list of event maps at most
+--- Lua → Rust: notifications (`start`, `prompt`, `cancel`, `new`, `decide`, `acp`, `resume`), so
+--- Neovim never waits on the backend; one request, `sessions`, answered from a directory listing. Rust → Lua: `receive(events)` with a list of event maps at most
 --- once a frame, and the buffer queries `buffer_state`, `buffer_text`, `reload`, `checktime`.
 --- The shapes are declared in src/front/nvim/protocol.rs; keep the two in step and bump PROTOCOL in
 --- both when one changes.
@@ -19,7 +19,7 @@ local H = {}
 
 --- The protocol this file speaks; a backend announcing another one is stopped, with a message
 --- saying how to rebuild it.
-M.PROTOCOL = 3
+M.PROTOCOL = 4
 
 --- The plugin's root: the directory holding lua/ and plugin/.
 M.plugin_root = paths.root
@@ -65,6 +65,28 @@ function M.acp(name, cmd, env)
     cmd = (cmd and #cmd > 0) and cmd or nil,
     env = (env and next(env)) and env or nil,
   })
+end
+
+--- Continues saved conversation `id` (the chat is sent its events again, then `resumed`).
+---@param id string
+function M.resume(id)
+  wire.notify(wire.method.RESUME, { id = id })
+end
+
+---@class agent.Session
+---@field id string
+---@field title string the first line of its first prompt
+---@field updated integer when it was last written, seconds since the epoch
+---@field prompts integer
+---@field tokens integer
+---@field problem? string why it cannot be resumed (unreadable, another format version)
+
+--- This workspace's saved conversations, the most recent first; nil and why when the backend
+--- cannot answer.
+---@return agent.Session[]? sessions
+---@return string? err
+function M.sessions()
+  return wire.request(wire.request_name.SESSIONS)
 end
 
 --- Cancels the running turn.

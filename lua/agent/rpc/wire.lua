@@ -1,4 +1,5 @@
---- The wire to the backend: the only place that calls vim.rpcnotify. Lua → Rust messages are
+--- The wire to the backend: the only place that calls vim.rpcnotify (and vim.rpcrequest, for the
+--- one request the plugin sends: `sessions`, which reads a directory listing and answers at once). Lua → Rust messages are
 --- notifications, so Neovim never waits on the backend; their names and shapes are declared in
 --- src/front/nvim/protocol.rs (`method`, and the struct each one carries).
 
@@ -13,6 +14,12 @@ M.method = {
   NEW = "new",
   DECIDE = "decide",
   ACP = "acp",
+  RESUME = "resume",
+}
+
+--- The request names (protocol.rs `request`).
+M.request_name = {
+  SESSIONS = "sessions",
 }
 
 --- For tests: when a table, each notification sent is also appended to it as
@@ -49,6 +56,22 @@ function M.notify(method, arg)
     table.insert(M.recorded, { method = method, arg = arg })
   end
   return ok
+end
+
+--- Sends request `method` (no argument) and returns its answer, or nil and the error (the
+--- backend's message, or that none runs).
+---@param method string one of M.request_name
+---@return any? answer
+---@return string? err
+function M.request(method)
+  if not H.channel then
+    return nil, "agent: the backend is not running"
+  end
+  local ok, answer = pcall(vim.rpcrequest, H.channel, method)
+  if not ok then
+    return nil, tostring(answer)
+  end
+  return answer
 end
 
 return M

@@ -8,14 +8,15 @@ use super::adapters::{NvimEditor, NvimHost};
 use super::bridge::Bridge;
 use super::protocol::{AcpStart, UiEvent};
 use crate::acp::{self, AcpSpec};
-use crate::conversation::{Checkpointed, Conversation, Unavailable};
+use crate::conversation::{Conversation, Unavailable};
+use crate::session;
 
 impl Bridge {
     /// `acp {name}`: ends the conversation prompts go to, then connects the named agent in the
     /// background; prompts are answered "still starting" until it is connected, and go back to
     /// the built-in conversation when it cannot be.
     pub(super) async fn start_external(&self, start: AcpStart) {
-        let (workspace, auto_approve, nvim, native, checkpoints) =
+        let (workspace, auto_approve, nvim, native, checkpoints, store) =
             match self.state.session.lock().await.as_ref() {
                 Some(s) => (
                     s.workspace.clone(),
@@ -23,6 +24,7 @@ impl Bridge {
                     s.nvim.clone(),
                     s.native.clone(),
                     s.checkpoints.clone(),
+                    s.store.clone(),
                 ),
                 None => return self.error("agent: the backend was not started; run :Agent again"),
             };
@@ -60,7 +62,8 @@ impl Bridge {
                     bridge.send(UiEvent::AcpStarted {
                         name: start.name.clone(),
                     });
-                    Checkpointed::wrap(Arc::new(session), checkpoints.as_ref())
+                    // Saved and checkpointed like the built-in one (it cannot be resumed yet).
+                    session::decorate(Arc::new(session), store.as_ref(), checkpoints.as_ref())
                 }
                 Err(err) => {
                     bridge.error(format!("agent: {err}"));
@@ -185,11 +188,13 @@ mod tests {
             let UiEvent::Decided { id, .. } = next(&mut ui).await else {
                 panic!("expected the question");
             };
-            bridge.decide(Decide {
-                id,
-                decision: Decision::AllowOnce,
-                option: Some(answer.into()),
-            });
+            bridge
+                .decide(Decide {
+                    id,
+                    decision: Decision::AllowOnce,
+                    option: Some(answer.into()),
+                })
+                .await;
             assert_eq!(
                 next(&mut ui).await,
                 UiEvent::decided(id, conversation.name.into(), Decision::AllowOnce)

@@ -16,15 +16,18 @@ use tokio::sync::{mpsc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 use super::adapters::{NvimAsker, NvimEditor};
-use super::protocol::{self, method, Decide, Prompt, Start, UiEvent, PROTOCOL};
+use super::protocol::{self, method, Decide, Prompt, Resume, Start, UiEvent, PROTOCOL};
 use super::pump::forward;
 use super::Nvim;
-use crate::agent::DEFAULT_MAX_TURNS;
+use crate::acp::AgentUpdate;
+use crate::agent::{Event, DEFAULT_MAX_TURNS};
 use crate::approval::Asker;
-use crate::conversation::{Conversation, ConversationEvent};
+use crate::conversation::{Conversation, ConversationEvent, Events};
+use crate::display;
 use crate::llm::ProviderChoice;
 use crate::questions::Questions;
 use crate::session::{self, SessionConfig};
+use crate::sessions::{self, Record, Store};
 use crate::workspace::Workspace;
 
 /// The session the `start` notification configured.
@@ -36,6 +39,8 @@ pub(super) struct Session {
     pub(super) workspace: Workspace,
     /// Whether everything is allowed without asking (external agents too).
     pub(super) auto_approve: bool,
+    /// Where this workspace's conversations are saved; None without a state directory.
+    pub(super) store: Option<Store>,
     /// The handle to Neovim, for an external agent's host.
     pub(super) nvim: Nvim,
     /// The workspace's checkpoints, for an external agent's session; None: off.
@@ -166,6 +171,7 @@ impl Bridge {
             tokio::spawn(async move { checkpoints.warm().await });
         }
         let checkpoints = built.checkpoints.clone();
+        let store = built.store.clone();
         // A missing key is reported when a prompt needs the provider, not now: a session that
         // only drives an external agent (ACP) never does.
         let (workspace, native, provider) = built.into_conversation();
@@ -176,6 +182,7 @@ impl Bridge {
             native: native.clone(),
             workspace,
             auto_approve,
+            store,
             nvim,
             checkpoints,
         });
@@ -231,6 +238,7 @@ impl Bridge {
         };
         let bridge = self.clone();
         let (events, forwarder) = self.turn_path::<ConversationEvent>();
+        let events = Events::new(events);
         tokio::spawn(async move {
             let forwarder = tokio::spawn(forwarder);
             let outcome = conversation.prompt(prompt.text, &events, &token).await;
@@ -295,16 +303,137 @@ impl Bridge {
         });
     }
 
-    pub(super) fn decide(&self, decide: Decide) {
+    pub(super) async fn decide(&self, decide: Decide) {
         // An unknown or late id is logged by the registry and ignored.
         if let Some(waiter) = self.state.pending.take(decide.id) {
-            self.send(UiEvent::decided(
-                decide.id,
-                waiter.about.clone(),
-                decide.decision.clone(),
-            ));
+            let decided =
+                UiEvent::decided(decide.id, waiter.about.clone(), decide.decision.clone());
+            if let UiEvent::Decided { tool, note, .. } = &decided {
+                let conversation = self.state.conversation.lock().await.clone();
+                if let Some(conversation) = conversation {
+                    conversation.decided(tool, &decide.decision, note);
+                }
+            }
+            self.send(decided);
             waiter.answer(decide);
         }
+    }
+
+    /// `resume {id}`: cancels the turn, makes the built-in conversation the current one again
+    /// with the saved one's history, and sends the chat every saved event (Lua has cleared
+    /// it), a few at a time so Neovim keeps drawing, then `resumed`. No prompt runs meanwhile.
+    pub(super) fn resume(&self, resume: Resume) {
+        self.cancel_turn();
+        let bridge = self.clone();
+        tokio::spawn(async move {
+            let busy = bridge.state.busy.clone().lock_owned().await;
+            let session = bridge.state.session.lock().await;
+            let Some((native, store)) = session
+                .as_ref()
+                .map(|s| (s.native.clone(), s.store.clone()))
+            else {
+                return bridge.error("agent: the backend was not started; run :Agent again");
+            };
+            drop(session);
+            let Some(store) = store else {
+                return bridge.error(
+                    "agent: conversations are not saved here (no state directory), so none can be resumed",
+                );
+            };
+            let saved = match store.load(&resume.id) {
+                Ok(saved) => saved,
+                Err(err) => return bridge.error(format!("agent: {err}")),
+            };
+            if saved.header.conversation != native.name() {
+                return bridge.error(format!(
+                    "agent: conversation '{}' was with {}; only the built-in agent's can be resumed",
+                    saved.header.id, saved.header.conversation
+                ));
+            }
+            bridge.switch_to(native.clone()).await;
+            if let Err(err) = native.resume(&saved).await {
+                return bridge.error(format!("agent: {err}"));
+            }
+            tracing::info!(id = %saved.header.id, records = saved.records.len(), "resuming a conversation");
+            replay(&bridge, &saved).await;
+            drop(busy);
+        });
+    }
+
+    /// `sessions`: this workspace's saved conversations, for Lua.
+    async fn sessions(&self) -> std::result::Result<Value, Value> {
+        let store = self
+            .state
+            .session
+            .lock()
+            .await
+            .as_ref()
+            .map(|s| s.store.clone());
+        let Some(store) = store else {
+            return Err(Value::from(
+                "agent: the backend was not started; run :Agent again",
+            ));
+        };
+        let listed = store.map(|store| store.list()).unwrap_or_default();
+        let listed: Vec<Value> = listed
+            .into_iter()
+            .map(|mut listed| {
+                listed.title = display::one_line(&listed.title);
+                listed.problem = listed.problem.map(|p| display::one_line(&p));
+                serde_json::to_value(listed).map_or(Value::Nil, |v| super::pump::to_msgpack(&v))
+            })
+            .collect();
+        Ok(Value::Array(listed))
+    }
+}
+
+/// How many saved events [`replay`] sends before it lets a frame pass, and how many bytes of
+/// text: a big conversation reaches the chat in frames Neovim draws between, not in one call.
+const REPLAY_EVENTS: usize = 100;
+const REPLAY_BYTES: usize = 64 * 1024;
+
+/// Sends the chat a saved conversation's records as the events they were (a prompt as
+/// [`UiEvent::Prompt`], a decision as [`UiEvent::Decided`]), then [`UiEvent::Resumed`]. Each
+/// still goes through the pump, so it is made visible and redacted like a live one.
+async fn replay(bridge: &Bridge, saved: &sessions::Conversation) {
+    let (mut events, mut bytes) = (0, 0);
+    for record in &saved.records {
+        let event = match record {
+            Record::Prompt { text } => UiEvent::Prompt { text: text.clone() },
+            Record::Event { event } => event.clone().into(),
+            Record::Decided {
+                tool,
+                decision,
+                note,
+            } => UiEvent::Decided {
+                id: 0,
+                tool: tool.clone(),
+                decision: decision.clone(),
+                note: note.clone(),
+            },
+            Record::Model { .. } => continue,
+        };
+        bytes += size_of_text(&event);
+        events += 1;
+        bridge.send(event);
+        if events >= REPLAY_EVENTS || bytes >= REPLAY_BYTES {
+            (events, bytes) = (0, 0);
+            tokio::time::sleep(super::pump::FRAME).await;
+        }
+    }
+    bridge.send(UiEvent::Resumed {
+        id: saved.header.id.clone(),
+        title: saved.title(),
+    });
+}
+
+/// Roughly how much text an event carries to the chat.
+fn size_of_text(event: &UiEvent) -> usize {
+    match event {
+        UiEvent::Prompt { text } | UiEvent::Agent(Event::Text { text }) => text.len(),
+        UiEvent::Agent(Event::ToolFinished { output, .. }) => output.len(),
+        UiEvent::Update(AgentUpdate::ToolUpdated { output, .. }) => output.len(),
+        _ => 64,
     }
 }
 
@@ -368,8 +497,12 @@ impl Handler for Bridge {
             },
             method::CANCEL => self.cancel_turn(),
             method::NEW => self.new_conversation(),
+            method::RESUME => match arg::<Resume>(args) {
+                Ok(resume) => self.resume(resume),
+                Err(err) => self.error(format!("agent: bad resume message ({err})")),
+            },
             method::DECIDE => match arg::<Decide>(args) {
-                Ok(decide) => self.decide(decide),
+                Ok(decide) => self.decide(decide).await,
                 Err(err) => tracing::warn!(%err, "bad decide message"),
             },
             other => tracing::warn!(method = other, "unknown notification"),
@@ -384,6 +517,7 @@ impl Handler for Bridge {
     ) -> std::result::Result<Value, Value> {
         match name.as_str() {
             protocol::request::VERSION => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
+            protocol::request::SESSIONS => self.sessions().await,
             other => Err(Value::from(format!("agent: unknown request '{other}'"))),
         }
     }
@@ -395,6 +529,8 @@ mod tests {
     use super::*;
     use crate::agent::Event;
     use crate::approval::Decision;
+    use crate::conversation::Unavailable;
+    use crate::sessions::Recorded;
 
     /// What the bridge has handed the pump so far.
     pub(super) fn handed_on(ui: &mut mpsc::UnboundedReceiver<UiEvent>) -> Vec<UiEvent> {
@@ -435,6 +571,50 @@ mod tests {
         bridge.ask_lua(question(3));
         assert_eq!(handed_on(&mut ui), vec![question(3)]);
     }
+    #[tokio::test]
+    async fn a_decision_is_recorded_in_the_conversation_it_was_asked_in() {
+        let bridge = Bridge::new(CancellationToken::new());
+        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let store = Store::new(state.path(), std::path::Path::new("/w"));
+        let recorded = Arc::new(Recorded::new(
+            Arc::new(Unavailable::new("built-in", "agent: no provider")),
+            store.clone(),
+        ));
+        // A prompt creates its file.
+        let (events, _seen) = mpsc::unbounded_channel();
+        recorded
+            .prompt("hi".into(), &Events::new(events), &CancellationToken::new())
+            .await;
+        *bridge.state.conversation.lock().await = Some(recorded.clone());
+        let (id, answer) = bridge.state.pending.open("run_bash");
+        bridge
+            .decide(Decide {
+                id,
+                decision: Decision::Refuse {
+                    reason: Some("not now".into()),
+                },
+                option: None,
+            })
+            .await;
+        assert!(answer.await.is_ok());
+        assert!(matches!(handed_on(&mut ui)[..], [UiEvent::Decided { .. }]));
+        recorded.flush();
+        let saved = store.load(&recorded.id().unwrap()).unwrap();
+        assert_eq!(
+            saved.records.last(),
+            Some(&Record::Decided {
+                tool: "run_bash".into(),
+                decision: Decision::Refuse {
+                    reason: Some("not now".into())
+                },
+                note: crate::display::decision_note(&Decision::Refuse {
+                    reason: Some("not now".into())
+                }),
+            })
+        );
+    }
+
     #[test]
     pub(super) fn messages_from_lua_decode_from_msgpack_maps() {
         let start = Value::Map(vec![

@@ -21,7 +21,7 @@ use crate::display::{self, Layout};
 
 /// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
 /// says how to rebuild it.
-pub const PROTOCOL: u32 = 3;
+pub const PROTOCOL: u32 = 4;
 
 /// The Lua functions Rust calls, as the code given to `nvim_exec_lua` (`...` are its arguments).
 /// Each lives in `agent.rpc` (the module Lua users and tests `require`).
@@ -56,8 +56,11 @@ pub mod method {
     pub const DECIDE: &str = "decide";
     /// [`super::AcpStart`]: drive an external agent over ACP; prompts go to it until `new`.
     pub const ACP: &str = "acp";
+    /// [`super::Resume`]: continue a saved conversation of this workspace with the built-in
+    /// agent; the chat is sent its events again (Lua clears it first), then `resumed`.
+    pub const RESUME: &str = "resume";
     /// Every method above, for the test that checks Lua sends each one.
-    pub const ALL: [&str; 6] = [START, PROMPT, CANCEL, NEW, DECIDE, ACP];
+    pub const ALL: [&str; 7] = [START, PROMPT, CANCEL, NEW, DECIDE, ACP, RESUME];
 }
 
 /// Request names Lua may send (`vim.rpcrequest`; the plugin itself sends none, since Neovim would
@@ -65,6 +68,11 @@ pub mod method {
 pub mod request {
     /// No argument; answers the backend's version (`CARGO_PKG_VERSION`).
     pub const VERSION: &str = "version";
+    /// No argument; answers this workspace's saved conversations, the most recent first: an
+    /// array of [`crate::sessions::Listed`] maps (`id`, `title` made visible, `updated` in
+    /// seconds since the epoch, `prompts`, `tokens`, and `problem` when it cannot be resumed).
+    /// `require("agent").sessions()` sends it, after `start`.
+    pub const SESSIONS: &str = "sessions";
 }
 
 /// `start`: the session's settings, from `require("agent").setup()`.
@@ -123,6 +131,13 @@ pub struct Decide {
     /// For an external agent's own options (ACP): the id of the option picked.
     #[serde(default)]
     pub option: Option<String>,
+}
+
+/// `resume`: which saved conversation to continue.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Resume {
+    /// Its id (`20261201-123456-ab12`), as `sessions` listed it.
+    pub id: String,
 }
 
 /// `acp`: which external agent to start.
@@ -265,6 +280,11 @@ pub enum UiEvent {
     },
     /// An external agent (ACP) is connected; prompts go to it until `new`.
     AcpStarted { name: String },
+    /// A prompt of a resumed conversation, shown as the user sent it (under `## You`).
+    Prompt { text: String },
+    /// A resumed conversation has been sent whole; prompts continue it. `title` is its first
+    /// prompt's first line.
+    Resumed { id: String, title: String },
     /// What the turn loop (or an external agent's turn) reports.
     #[serde(untagged)]
     Agent(Event),
@@ -364,6 +384,11 @@ impl UiEvent {
                 },
             },
             UiEvent::AcpStarted { name } => UiEvent::AcpStarted { name: one(name) },
+            UiEvent::Prompt { text } => UiEvent::Prompt { text: prose(text) },
+            UiEvent::Resumed { id, title } => UiEvent::Resumed {
+                id: one(id),
+                title: one(title),
+            },
             UiEvent::Agent(event) => UiEvent::Agent(display::shown(event)),
             UiEvent::Update(AgentUpdate::Thought { text }) => {
                 UiEvent::Update(AgentUpdate::Thought { text: prose(text) })

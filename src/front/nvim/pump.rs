@@ -13,7 +13,7 @@ use crate::agent::Event;
 use crate::conversation::ConversationEvent;
 
 /// How long the pump gathers events before it sends a batch: one frame at 60 Hz.
-const FRAME: Duration = Duration::from_millis(16);
+pub(super) const FRAME: Duration = Duration::from_millis(16);
 
 /// Hands a built-in turn's events to the pump, wrapped for Lua, and its approval questions in
 /// their place among them: a question is sent only after every event the turn reported before
@@ -101,7 +101,7 @@ pub fn for_lua(batch: Vec<UiEvent>) -> Vec<Value> {
 /// support would write structs as arrays). A null in an object is left out, so Lua never reads
 /// `vim.NIL` for an absent field. Every string is redacted: this is the one way events reach the
 /// chat.
-fn to_msgpack(value: &serde_json::Value) -> Value {
+pub(super) fn to_msgpack(value: &serde_json::Value) -> Value {
     match value {
         serde_json::Value::Null => Value::Nil,
         serde_json::Value::Bool(b) => Value::from(*b),

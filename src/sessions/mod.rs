@@ -1,0 +1,673 @@
+//! Saved conversations: the one reader and writer of the session format (`:help
+//! agent-sessions`). Each conversation is one append-only JSONL file,
+//! `{state_dir}/sessions/{workspace folder}/{id}.jsonl`: a header line, then one record a line,
+//! each written whole, redacted and flushed as it happens (by a thread of its own, so saving never
+//! waits on the disk in an event's way to the screen). [`Recorded`] is the decorator that saves
+//! any [`crate::conversation::Conversation`].
+
+mod recorded;
+
+pub use recorded::Recorded;
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::hash::Hasher;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::Event;
+use crate::approval::Decision;
+use crate::conversation::ConversationEvent;
+use crate::llm::{CallResult, Message, ToolCall};
+
+/// The format's version, the header's `agent_nvim_session`. Bumped when a record changes shape;
+/// a file of another version is listed as such and never loaded.
+pub const FORMAT: u32 = 1;
+
+/// The first line of a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    /// The format version ([`FORMAT`]).
+    pub agent_nvim_session: u32,
+    /// The conversation's id, also the file's name.
+    pub id: String,
+    /// The workspace root it ran in.
+    pub workspace: String,
+    /// When it began, UTC, `2026-12-01T12:34:56Z`.
+    pub created: String,
+    /// The conversation's kind ([`crate::conversation::Conversation::name`]).
+    pub conversation: String,
+}
+
+/// One line after the header, with a `t` field naming its kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum Record {
+    /// What the user sent, context included, exactly as the conversation got it.
+    Prompt { text: String },
+    /// What the conversation reported, as the chat got it (text, tool rows, usage, errors).
+    Event { event: ConversationEvent },
+    /// How a question was answered, and the note its tool row shows.
+    Decided {
+        tool: String,
+        decision: Decision,
+        note: String,
+    },
+    /// What the model's view of the conversation gained in the turn just ended: the messages
+    /// a resumed conversation sends again.
+    Model { messages: Vec<Saved> },
+}
+
+/// One message of the model's view, as saved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Saved {
+    /// The user's prompt.
+    User { text: String },
+    /// One model response: its text and its tool calls, arguments as the model sent them.
+    Assistant { text: String, calls: Vec<SavedCall> },
+    /// The results of the previous response's calls.
+    Results { results: Vec<SavedResult> },
+}
+
+/// A tool call as saved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments' text exactly as the model sent it.
+    pub args: String,
+}
+
+/// A tool result as saved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedResult {
+    pub id: String,
+    pub ok: bool,
+    pub text: String,
+}
+
+impl From<&Message> for Saved {
+    fn from(message: &Message) -> Self {
+        match message {
+            Message::User(text) => Saved::User { text: text.clone() },
+            Message::Assistant { text, calls } => Saved::Assistant {
+                text: text.clone(),
+                calls: calls
+                    .iter()
+                    .map(|call| SavedCall {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        args: call.raw_args.clone(),
+                    })
+                    .collect(),
+            },
+            Message::Results(results) => Saved::Results {
+                results: results
+                    .iter()
+                    .map(|r| SavedResult {
+                        id: r.id.clone(),
+                        ok: r.ok,
+                        text: r.text.clone(),
+                    })
+                    .collect(),
+            },
+        }
+    }
+}
+
+impl From<Saved> for Message {
+    fn from(saved: Saved) -> Self {
+        match saved {
+            Saved::User { text } => Message::User(text),
+            Saved::Assistant { text, calls } => Message::Assistant {
+                text,
+                calls: calls
+                    .into_iter()
+                    .map(|c| ToolCall::new(c.id, c.name, c.args))
+                    .collect(),
+            },
+            Saved::Results { results } => Message::Results(
+                results
+                    .into_iter()
+                    .map(|r| CallResult {
+                        id: r.id,
+                        ok: r.ok,
+                        text: r.text,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// Why a saved conversation could not be opened or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The id is not one this store hands out (it could name a path elsewhere).
+    #[error("'{0}' is not a conversation id")]
+    BadId(String),
+    /// No file for the id.
+    #[error("no saved conversation '{0}' in this workspace")]
+    Missing(String),
+    /// The file is of another format version.
+    #[error(
+        "conversation '{id}' was saved in format {version}; this agent-nvim reads format {FORMAT}"
+    )]
+    Foreign { id: String, version: u32 },
+    /// The header is missing or not one.
+    #[error("conversation '{0}' has no readable header")]
+    Unreadable(String),
+    /// The disk said no.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// A saved conversation as [`Store::load`] reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversation {
+    pub header: Header,
+    /// Every whole record, in order.
+    pub records: Vec<Record>,
+}
+
+impl Conversation {
+    /// The model's view: every message the `model` records hold, in order.
+    pub fn model_view(&self) -> Vec<Message> {
+        self.records
+            .iter()
+            .filter_map(|record| match record {
+                Record::Model { messages } => Some(messages),
+                _ => None,
+            })
+            .flatten()
+            .cloned()
+            .map(Message::from)
+            .collect()
+    }
+
+    /// Its title: the first line of its first prompt.
+    pub fn title(&self) -> String {
+        self.records
+            .iter()
+            .find_map(|record| match record {
+                Record::Prompt { text } => Some(title_of(text)),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// One conversation in [`Store::list`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Listed {
+    pub id: String,
+    /// The first line of the first prompt (empty when there is none, or the file is unreadable).
+    pub title: String,
+    /// When it was last written, in seconds since the epoch.
+    pub updated: u64,
+    /// How many prompts it holds.
+    pub prompts: u64,
+    /// Tokens used by all its turns, in and out.
+    pub tokens: u64,
+    /// Why it cannot be resumed (unreadable, another format version); absent when it can.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// The saved conversations of one workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Store {
+    dir: PathBuf,
+    root: String,
+}
+
+impl Store {
+    /// The store of the workspace at `root`, under `state_dir` (`stdpath("state")/agent`).
+    pub fn new(state_dir: &Path, root: &Path) -> Self {
+        Store {
+            dir: state_dir.join("sessions").join(workspace_folder(root)),
+            root: root.display().to_string(),
+        }
+    }
+
+    /// The workspace's folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, id: &str) -> Result<PathBuf, StoreError> {
+        if !valid_id(id) {
+            return Err(StoreError::BadId(id.to_string()));
+        }
+        Ok(self.dir.join(format!("{id}.jsonl")))
+    }
+
+    /// Starts a new file for a conversation of kind `conversation`: its header written, mode
+    /// 0600, the folders 0700.
+    pub fn create(&self, conversation: &str) -> Result<Writer, StoreError> {
+        let io_error = |context: &str| {
+            let context = format!("{context} {}", self.dir.display());
+            move |source| StoreError::Io { context, source }
+        };
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(io_error("cannot create"))?;
+        let now = SystemTime::now();
+        for _ in 0..16 {
+            let id = new_id(now);
+            let path = self.path(&id)?;
+            let opened = OpenOptions::new()
+                .append(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path);
+            let mut file = match opened {
+                Ok(file) => file,
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(err) => return Err(io_error("cannot create a file in")(err)),
+            };
+            let header = Header {
+                agent_nvim_session: FORMAT,
+                id: id.clone(),
+                workspace: self.root.clone(),
+                created: rfc3339(now),
+                conversation: conversation.to_string(),
+            };
+            let mut line = serde_json::to_string(&header).unwrap_or_default();
+            line.push('\n');
+            file.write_all(line.as_bytes())
+                .map_err(io_error("cannot write in"))?;
+            return Ok(Writer::start(id, file));
+        }
+        Err(io_error("no free conversation id in")(io::Error::other(
+            "16 tries",
+        )))
+    }
+
+    /// Opens conversation `id` to append to it (a resumed conversation goes on in its own file).
+    /// A partial last line (a crash while writing it) is cut off first, so the next record
+    /// starts a line of its own.
+    pub fn append(&self, id: &str) -> Result<Writer, StoreError> {
+        let path = self.path(id)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|source| missing_or(id, &path, source))?;
+        let mut text = Vec::new();
+        file.read_to_end(&mut text)
+            .map_err(|source| missing_or(id, &path, source))?;
+        let whole = text
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |at| at + 1);
+        if whole < text.len() {
+            tracing::warn!(path = %path.display(), "cutting off a partial last line before appending");
+            file.set_len(whole as u64)
+                .map_err(|source| missing_or(id, &path, source))?;
+        }
+        file.seek(SeekFrom::End(0))
+            .map_err(|source| missing_or(id, &path, source))?;
+        Ok(Writer::start(id.to_string(), file))
+    }
+
+    /// Reads conversation `id`. A line that is not a whole record (a partial last line after a
+    /// crash) is skipped with a note in the log.
+    pub fn load(&self, id: &str) -> Result<Conversation, StoreError> {
+        let path = self.path(id)?;
+        let text = std::fs::read(&path).map_err(|source| missing_or(id, &path, source))?;
+        let mut lines = text.split(|&b| b == b'\n');
+        let header = read_header(id, lines.next().unwrap_or_default())?;
+        if header.id != id {
+            // A file renamed or edited by hand: its header must not send appends elsewhere.
+            return Err(StoreError::Unreadable(id.to_string()));
+        }
+        let mut records = Vec::new();
+        for (n, line) in lines.enumerate() {
+            if line.is_empty() {
+                continue;
+            }
+            match serde_json::from_slice::<Record>(line) {
+                Ok(record) => records.push(record),
+                Err(err) => tracing::warn!(
+                    path = %path.display(),
+                    line = n + 2,
+                    %err,
+                    "skipping a line that is not a whole record"
+                ),
+            }
+        }
+        Ok(Conversation { header, records })
+    }
+
+    /// This workspace's conversations, most recently written first. A file that cannot be read
+    /// or is of another version is listed with its problem.
+    pub fn list(&self) -> Vec<Listed> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut listed: Vec<Listed> = entries
+            .filter_map(|entry| entry.ok())
+            .filter_map(|entry| {
+                let name = entry.file_name().into_string().ok()?;
+                let id = name.strip_suffix(".jsonl")?;
+                valid_id(id).then(|| summarize(id, &entry.path()))
+            })
+            .collect();
+        listed.sort_by(|a, b| (b.updated, &b.id).cmp(&(a.updated, &a.id)));
+        listed
+    }
+
+    /// The id of the most recently written conversation that can be resumed.
+    pub fn latest(&self) -> Option<String> {
+        self.list()
+            .into_iter()
+            .find(|listed| listed.problem.is_none())
+            .map(|listed| listed.id)
+    }
+}
+
+fn missing_or(id: &str, path: &Path, source: io::Error) -> StoreError {
+    if source.kind() == io::ErrorKind::NotFound {
+        StoreError::Missing(id.to_string())
+    } else {
+        StoreError::Io {
+            context: format!("cannot read {}", path.display()),
+            source,
+        }
+    }
+}
+
+fn read_header(id: &str, line: &[u8]) -> Result<Header, StoreError> {
+    #[derive(Deserialize)]
+    struct Version {
+        agent_nvim_session: u32,
+    }
+    let version = serde_json::from_slice::<Version>(line)
+        .map_err(|_| StoreError::Unreadable(id.to_string()))?
+        .agent_nvim_session;
+    if version != FORMAT {
+        return Err(StoreError::Foreign {
+            id: id.to_string(),
+            version,
+        });
+    }
+    serde_json::from_slice(line).map_err(|_| StoreError::Unreadable(id.to_string()))
+}
+
+/// What the list shows of one file, read without parsing every record: only prompts and the
+/// turns' last lines are.
+fn summarize(id: &str, path: &Path) -> Listed {
+    let mut listed = Listed {
+        id: id.to_string(),
+        title: String::new(),
+        updated: std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs()),
+        prompts: 0,
+        tokens: 0,
+        problem: None,
+    };
+    let text = match std::fs::read(path) {
+        Ok(text) => text,
+        Err(err) => {
+            listed.problem = Some(format!("unreadable: {err}"));
+            return listed;
+        }
+    };
+    let mut lines = text.split(|&b| b == b'\n');
+    match read_header(id, lines.next().unwrap_or_default()) {
+        Ok(header) if header.id != id => {
+            listed.problem = Some("unreadable: its header names another conversation".into());
+            return listed;
+        }
+        Ok(_) => {}
+        Err(err) => {
+            listed.problem = Some(match err {
+                StoreError::Foreign { version, .. } => format!("format {version}, not {FORMAT}"),
+                _ => "unreadable: no header".to_string(),
+            });
+            return listed;
+        }
+    }
+    for line in lines {
+        if line.starts_with(br#"{"t":"prompt""#) {
+            listed.prompts += 1;
+            if listed.prompts == 1 {
+                if let Ok(Record::Prompt { text }) = serde_json::from_slice(line) {
+                    listed.title = title_of(&text);
+                }
+            }
+        } else if line.starts_with(br#"{"t":"event","event":{"type":"turn_done""#) {
+            if let Ok(Record::Event {
+                event: ConversationEvent::Turn(Event::TurnDone { input, output, .. }),
+            }) = serde_json::from_slice(line)
+            {
+                listed.tokens += input + output;
+            }
+        }
+    }
+    listed
+}
+
+/// A conversation's title: the first line of its first prompt.
+pub fn title_of(prompt: &str) -> String {
+    prompt.lines().next().unwrap_or_default().trim().to_string()
+}
+
+/// How long ago `secs` seconds is, as a list shows it: `just now`, `5 min ago`, `3 h ago`,
+/// `2 days ago`.
+pub fn age(secs: u64) -> String {
+    match secs {
+        0..60 => "just now".into(),
+        60..3600 => format!("{} min ago", secs / 60),
+        3600..86_400 => format!("{} h ago", secs / 3600),
+        86_400..172_800 => "1 day ago".into(),
+        _ => format!("{} days ago", secs / 86_400),
+    }
+}
+
+/// Whether `id` is one [`new_id`] makes: digits, lower-case letters and `-`, so it names a file
+/// in the folder and nothing else.
+pub fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase() || b == b'-')
+}
+
+/// A new id: the UTC time and four random hex digits, `20261201-123456-ab12`, so ids sort by
+/// time.
+pub fn new_id(now: SystemTime) -> String {
+    let (date, time) = utc(now);
+    format!("{date}-{time}-{:04x}", fastrand::u16(..))
+}
+
+/// The folder of the workspace at `root`: a readable slug of its last component and a hash of
+/// the whole path, `agent.nvim-1f3a5c7e9b2d4f60`. Never `.`/`..`, never holds a `/`.
+pub fn workspace_folder(root: &Path) -> String {
+    let last = root
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut slug: String = last
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    if slug.starts_with('.') {
+        slug.replace_range(..1, "_");
+    }
+    if slug.is_empty() {
+        slug.push_str("root");
+    }
+    let mut hash = fnv::FnvHasher::default();
+    hash.write(root.as_os_str().as_encoded_bytes());
+    format!("{slug}-{:016x}", hash.finish())
+}
+
+/// `(YYYYMMDD, HHMMSS)` of `at`, UTC.
+fn utc(at: SystemTime) -> (String, String) {
+    let (y, m, d, hh, mm, ss) = civil(at);
+    (
+        format!("{y:04}{m:02}{d:02}"),
+        format!("{hh:02}{mm:02}{ss:02}"),
+    )
+}
+
+fn rfc3339(at: SystemTime) -> String {
+    let (y, m, d, hh, mm, ss) = civil(at);
+    format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
+}
+
+/// The UTC calendar date and time of `at` (the days-to-civil algorithm of H. Hinnant's
+/// `chrono`-compatible date library, proleptic Gregorian).
+fn civil(at: SystemTime) -> (i64, u32, u32, u32, u32, u32) {
+    let secs = at
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let rest = rest as u32;
+    (y, m, d, rest / 3600, rest / 60 % 60, rest % 60)
+}
+
+/// What the writer thread is given.
+enum Line {
+    Record(Box<Record>),
+    /// Answered once everything before it is on the disk (tests, and a front end that exits).
+    Flush(mpsc::Sender<()>),
+}
+
+/// Appends records to one conversation's file, from a thread of its own: [`Writer::write`]
+/// only queues, the thread writes each record as one whole line as soon as it gets it (text
+/// deltas queued together are joined into one line), every string redacted
+/// ([`crate::secrets::redact`]). Dropping every clone ends the thread once the queue is written.
+#[derive(Clone)]
+pub struct Writer {
+    id: String,
+    queue: mpsc::Sender<Line>,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").field("id", &self.id).finish()
+    }
+}
+
+impl Writer {
+    fn start(id: String, file: File) -> Self {
+        let (queue, lines) = mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("agent-session".into())
+            .spawn(move || write_lines(file, lines));
+        if let Err(err) = spawned {
+            tracing::warn!(%err, "cannot start the session writer; this conversation is not saved");
+        }
+        Writer { id, queue }
+    }
+
+    /// The conversation's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Queues `record`; it is on the disk a moment later.
+    pub fn write(&self, record: Record) {
+        let _ = self.queue.send(Line::Record(Box::new(record)));
+    }
+
+    /// Waits until everything queued before is written.
+    pub fn flush(&self) {
+        let (done, wait) = mpsc::channel();
+        if self.queue.send(Line::Flush(done)).is_ok() {
+            let _ = wait.recv();
+        }
+    }
+}
+
+fn write_lines(mut file: File, lines: mpsc::Receiver<Line>) {
+    let mut failed = false;
+    let mut next = lines.recv().ok();
+    while let Some(line) = next.take() {
+        let mut record = match line {
+            Line::Record(record) => *record,
+            Line::Flush(done) => {
+                let _ = done.send(());
+                next = lines.recv().ok();
+                continue;
+            }
+        };
+        // Join the text deltas already waiting, so a fast stream is not a line a delta.
+        while let Record::Event {
+            event: ConversationEvent::Turn(Event::Text { text }),
+        } = &mut record
+        {
+            match lines.try_recv() {
+                Ok(Line::Record(more)) => match *more {
+                    Record::Event {
+                        event: ConversationEvent::Turn(Event::Text { text: more }),
+                    } => text.push_str(&more),
+                    other => {
+                        next = Some(Line::Record(Box::new(other)));
+                        break;
+                    }
+                },
+                Ok(flush) => {
+                    next = Some(flush);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let mut text = match serde_json::to_string(&record) {
+            Ok(text) => crate::secrets::redact(&text).into_owned(),
+            Err(err) => {
+                tracing::warn!(%err, "a session record could not be written");
+                continue;
+            }
+        };
+        text.push('\n');
+        if let Err(err) = file.write_all(text.as_bytes()) {
+            if !failed {
+                tracing::warn!(%err, "cannot write the session file; later records may be lost");
+            }
+            failed = true;
+        }
+        if next.is_none() {
+            next = lines.recv().ok();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,170 @@
+//! [`Recorded`]: any conversation, saved as it happens. It records each prompt, taps the
+//! conversation's event stream (each event is queued for the file as it is passed on, in the
+//! same call, so nothing is reordered on its way to the screen), records the decision of each
+//! question, and after each turn what the model's view gained.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use super::{Conversation as SavedConversation, Record, Saved, Store, Writer};
+use crate::agent::Outcome;
+use crate::approval::Decision;
+use crate::conversation::{Conversation, ConversationError, Events};
+use crate::llm::Message;
+
+/// The file a conversation is saved to, and how many of its model messages are saved.
+struct File {
+    writer: Writer,
+    saved: usize,
+}
+
+/// A conversation saved to a [`Store`]: one file a conversation, created at its first prompt
+/// (an empty conversation leaves no file), a new one after [`Conversation::reset`], the saved
+/// one again after [`Conversation::resume`].
+pub struct Recorded {
+    inner: Arc<dyn Conversation>,
+    store: Store,
+    file: Mutex<Option<File>>,
+}
+
+impl Recorded {
+    /// `inner`, saved in `store`.
+    pub fn new(inner: Arc<dyn Conversation>, store: Store) -> Self {
+        Recorded {
+            inner,
+            store,
+            file: Mutex::new(None),
+        }
+    }
+
+    /// The conversation it saves.
+    pub fn inner(&self) -> &Arc<dyn Conversation> {
+        &self.inner
+    }
+
+    /// Waits until everything recorded so far is on the disk.
+    pub fn flush(&self) {
+        if let Some(writer) = self.writer() {
+            writer.flush();
+        }
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<File>> {
+        self.file.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn writer(&self) -> Option<Writer> {
+        self.slot().as_ref().map(|file| file.writer.clone())
+    }
+
+    /// The current file's writer, the file created first when there is none. None when it
+    /// cannot be (logged): the conversation goes on unsaved.
+    fn writer_or_create(&self) -> Option<(Writer, usize)> {
+        let mut slot = self.slot();
+        if let Some(file) = slot.as_ref() {
+            return Some((file.writer.clone(), file.saved));
+        }
+        match self.store.create(self.inner.name()) {
+            Ok(writer) => {
+                *slot = Some(File {
+                    writer: writer.clone(),
+                    saved: 0,
+                });
+                Some((writer, 0))
+            }
+            Err(err) => {
+                tracing::warn!(%err, "this conversation is not saved");
+                None
+            }
+        }
+    }
+}
+
+impl Conversation for Recorded {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn prompt<'a>(
+        &'a self,
+        text: String,
+        events: &'a Events,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            let Some((writer, from)) = self.writer_or_create() else {
+                return self.inner.prompt(text, events, cancel).await;
+            };
+            writer.write(Record::Prompt { text: text.clone() });
+            let tapped = events.recorded_to(writer.clone());
+            let outcome = self.inner.prompt(text, &tapped, cancel).await;
+            if let Some(gained) = self.inner.model_view(from).await {
+                if let Some(file) = self.slot().as_mut() {
+                    file.saved = from + gained.len();
+                }
+                if !gained.is_empty() {
+                    writer.write(Record::Model {
+                        messages: gained.iter().map(Saved::from).collect(),
+                    });
+                }
+            }
+            outcome
+        })
+    }
+
+    fn reset(&self) -> BoxFuture<'_, Result<(), ConversationError>> {
+        Box::pin(async move {
+            self.inner.reset().await?;
+            *self.slot() = None;
+            Ok(())
+        })
+    }
+
+    fn resume<'a>(
+        &'a self,
+        saved: &'a SavedConversation,
+    ) -> BoxFuture<'a, Result<(), ConversationError>> {
+        Box::pin(async move {
+            self.inner.resume(saved).await?;
+            let writer = self
+                .store
+                .append(&saved.header.id)
+                .map_err(|err| ConversationError::Store(err.to_string()))?;
+            *self.slot() = Some(File {
+                writer,
+                saved: saved.model_view().len(),
+            });
+            Ok(())
+        })
+    }
+
+    fn model_view(&self, from: usize) -> BoxFuture<'_, Option<Vec<Message>>> {
+        self.inner.model_view(from)
+    }
+
+    fn id(&self) -> Option<String> {
+        self.slot()
+            .as_ref()
+            .map(|file| file.writer.id().to_string())
+    }
+
+    fn decided(&self, tool: &str, decision: &Decision, note: &str) {
+        if let Some(writer) = self.writer() {
+            writer.write(Record::Decided {
+                tool: tool.to_string(),
+                decision: decision.clone(),
+                note: note.to_string(),
+            });
+        }
+    }
+
+    fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
+        // What was recorded reaches the disk before the process may end (Neovim quitting).
+        self.flush();
+        let inner = self.inner.clone();
+        drop(self);
+        inner.end()
+    }
+}

@@ -1,0 +1,360 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::conversation::tests::prompt;
+use crate::conversation::Conversation as _;
+use crate::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
+
+fn text(text: &str) -> Record {
+    Record::Event {
+        event: ConversationEvent::Turn(Event::Text { text: text.into() }),
+    }
+}
+
+fn done(input: u64, output: u64) -> Record {
+    Record::Event {
+        event: ConversationEvent::Turn(Event::TurnDone {
+            input,
+            output,
+            outcome: crate::agent::Outcome::Done,
+            message: "done".into(),
+        }),
+    }
+}
+
+fn store(state: &Path) -> Store {
+    Store::new(state, Path::new("/home/u/my project"))
+}
+
+#[test]
+fn a_conversation_is_read_back_as_it_was_written_private_to_its_user() {
+    let state = tempfile::tempdir().unwrap();
+    let store = store(state.path());
+    let writer = store.create("built-in").unwrap();
+    let history = vec![
+        Message::User("list it\nplease".into()),
+        Message::Assistant {
+            text: "looking".into(),
+            calls: vec![ToolCall::new(
+                "c1".into(),
+                "list_files".into(),
+                r#"{ "path":"." }"#.into(),
+            )],
+        },
+        Message::Results(vec![CallResult {
+            id: "c1".into(),
+            ok: true,
+            text: "a.txt".into(),
+        }]),
+    ];
+    let records = vec![
+        Record::Prompt {
+            text: "list it\nplease".into(),
+        },
+        Record::Event {
+            event: ConversationEvent::Turn(Event::ToolStarted {
+                id: "c1".into(),
+                name: "list_files".into(),
+                args: serde_json::json!({"path": "."}),
+            }),
+        },
+        Record::Decided {
+            tool: "run_bash".into(),
+            decision: Decision::Refuse {
+                reason: Some("no".into()),
+            },
+            note: "refused: no".into(),
+        },
+        Record::Event {
+            event: ConversationEvent::Agent(crate::acp::AgentUpdate::Thought {
+                text: "hmm".into(),
+            }),
+        },
+        Record::Model {
+            messages: history.iter().map(Saved::from).collect(),
+        },
+        done(10, 5),
+    ];
+    for record in &records {
+        writer.write(record.clone());
+    }
+    writer.flush();
+    let loaded = store.load(writer.id()).unwrap();
+    assert_eq!(loaded.records, records);
+    assert_eq!(loaded.header.id, writer.id());
+    assert_eq!(loaded.header.workspace, "/home/u/my project");
+    assert_eq!(loaded.header.agent_nvim_session, FORMAT);
+    // The model's view comes back exactly, the arguments' text as the model sent it.
+    assert_eq!(loaded.model_view(), history);
+    assert_eq!(loaded.title(), "list it");
+    let path = store.dir().join(format!("{}.jsonl", writer.id()));
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(store.dir()), 0o700);
+    let listed = store.list();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (
+            listed[0].title.as_str(),
+            listed[0].prompts,
+            listed[0].tokens
+        ),
+        ("list it", 1, 15)
+    );
+    assert_eq!(listed[0].problem, None);
+}
+
+#[test]
+fn a_partial_last_line_is_skipped_and_cut_off_before_appending() {
+    let state = tempfile::tempdir().unwrap();
+    let store = store(state.path());
+    let writer = store.create("built-in").unwrap();
+    writer.write(Record::Prompt { text: "one".into() });
+    writer.write(text("whole"));
+    writer.flush();
+    let id = writer.id().to_string();
+    drop(writer);
+    let path = store.dir().join(format!("{id}.jsonl"));
+    let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+    file.write_all(br#"{"t":"event","event":{"type":"text","te"#)
+        .unwrap();
+    let loaded = store.load(&id).unwrap();
+    assert_eq!(
+        loaded.records,
+        vec![Record::Prompt { text: "one".into() }, text("whole")]
+    );
+    let writer = store.append(&id).unwrap();
+    writer.write(Record::Prompt { text: "two".into() });
+    writer.flush();
+    let loaded = store.load(&id).unwrap();
+    assert_eq!(
+        loaded.records,
+        vec![
+            Record::Prompt { text: "one".into() },
+            text("whole"),
+            Record::Prompt { text: "two".into() }
+        ]
+    );
+    assert_eq!(store.list()[0].prompts, 2);
+}
+
+#[test]
+fn unreadable_and_foreign_files_are_listed_as_such_and_never_loaded() {
+    let state = tempfile::tempdir().unwrap();
+    let store = store(state.path());
+    let good = store.create("built-in").unwrap();
+    good.write(Record::Prompt {
+        text: "fix the build".into(),
+    });
+    good.flush();
+    let dir = store.dir();
+    std::fs::write(
+        dir.join("20200101-000000-aaaa.jsonl"),
+        "{\"agent_nvim_session\":99,\"id\":\"x\"}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("20200101-000000-bbbb.jsonl"), "not json\n").unwrap();
+    std::fs::write(dir.join("20200101-000000-cccc.jsonl"), [0xff, 0xfe]).unwrap();
+    // A header naming another conversation is not this one's.
+    let copied = std::fs::read(dir.join(format!("{}.jsonl", good.id()))).unwrap();
+    std::fs::write(dir.join("20200101-000000-ffff.jsonl"), copied).unwrap();
+    // Not ids: ignored.
+    std::fs::write(dir.join("Notes.jsonl"), "x").unwrap();
+    std::fs::write(dir.join("20200101-000000-dddd.txt"), "x").unwrap();
+    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for name in ["aaaa", "bbbb", "cccc", "ffff"] {
+        let file = File::options()
+            .write(true)
+            .open(dir.join(format!("20200101-000000-{name}.jsonl")))
+            .unwrap();
+        file.set_modified(old).unwrap();
+    }
+    let listed = store.list();
+    let seen: Vec<(&str, Option<&str>)> = listed
+        .iter()
+        .map(|l| (l.id.as_str(), l.problem.as_deref()))
+        .collect();
+    assert_eq!(seen.len(), 5, "{listed:?}");
+    // The most recent first.
+    assert_eq!(seen[0], (good.id(), None));
+    assert_eq!(listed[0].title, "fix the build");
+    assert!(seen.contains(&("20200101-000000-aaaa", Some("format 99, not 1"))));
+    assert!(seen.contains(&("20200101-000000-bbbb", Some("unreadable: no header"))));
+    assert!(seen.contains(&("20200101-000000-cccc", Some("unreadable: no header"))));
+    assert!(seen.contains(&(
+        "20200101-000000-ffff",
+        Some("unreadable: its header names another conversation")
+    )));
+    assert!(matches!(
+        store.load("20200101-000000-aaaa"),
+        Err(StoreError::Foreign { version: 99, .. })
+    ));
+    assert!(matches!(
+        store.load("20200101-000000-bbbb"),
+        Err(StoreError::Unreadable(_))
+    ));
+    assert!(matches!(
+        store.load("20200101-000000-ffff"),
+        Err(StoreError::Unreadable(_))
+    ));
+    assert!(matches!(
+        store.load("20200101-000000-eeee"),
+        Err(StoreError::Missing(_))
+    ));
+    assert_eq!(store.latest().as_deref(), Some(good.id()));
+}
+
+#[test]
+fn ids_and_workspace_folders_name_one_file_and_nothing_else() {
+    let state = tempfile::tempdir().unwrap();
+    let store = store(state.path());
+    for id in ["../x", "a/b", "", "..", "A", "x.jsonl"] {
+        assert!(!valid_id(id), "{id}");
+        assert!(matches!(store.load(id), Err(StoreError::BadId(_))), "{id}");
+        assert!(
+            matches!(store.append(id), Err(StoreError::BadId(_))),
+            "{id}"
+        );
+    }
+    // 2026-12-01 12:34:56 UTC.
+    let at = UNIX_EPOCH + Duration::from_secs(1_796_128_496);
+    let id = new_id(at);
+    assert!(id.starts_with("20261201-123456-"), "{id}");
+    assert!(valid_id(&id));
+    assert_eq!(rfc3339(at), "2026-12-01T12:34:56Z");
+    assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+    let folder = |root: &str| workspace_folder(Path::new(root));
+    for root in ["/", "/a/..", "/x/.hidden", "/x/a b/ü/", "/x/..."] {
+        let name = folder(root);
+        assert!(!name.contains('/') && !name.starts_with('.'), "{name}");
+    }
+    assert!(folder("/x/my project").starts_with("my_project-"));
+    assert_ne!(folder("/a/proj"), folder("/b/proj"));
+    assert_eq!(folder("/a/proj"), folder("/a/proj"));
+}
+
+#[test]
+fn a_key_never_reaches_the_file() {
+    let key = "sk-session-test-0123456789abcdef";
+    crate::secrets::protect(key);
+    let state = tempfile::tempdir().unwrap();
+    let store = store(state.path());
+    let writer = store.create("built-in").unwrap();
+    writer.write(Record::Prompt {
+        text: format!("my key is {key}"),
+    });
+    writer.write(Record::Model {
+        messages: vec![Saved::Results {
+            results: vec![SavedResult {
+                id: "c1".into(),
+                ok: true,
+                text: format!("KEY={key}"),
+            }],
+        }],
+    });
+    writer.flush();
+    let path = store.dir().join(format!("{}.jsonl", writer.id()));
+    let raw = std::fs::read_to_string(path).unwrap();
+    assert!(!raw.contains(key), "{raw}");
+    assert!(raw.contains("my key is [redacted]"), "{raw}");
+}
+
+fn native(dir: &Path, mock: &MockLlm) -> Arc<dyn crate::conversation::Conversation> {
+    Arc::new(crate::conversation::tests::native(dir, mock.base_url()))
+}
+
+#[tokio::test]
+async fn a_recorded_conversation_resumes_with_the_model_seeing_what_it_saw() {
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("marker.txt"), "x").unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let store = Store::new(state.path(), work.path());
+    let mock = MockLlm::start(
+        Wire::OpenAi,
+        vec![
+            Reply::Turn {
+                parts: vec![Part::ToolCall {
+                    id: "c1".into(),
+                    name: "list_files".into(),
+                    args: r#"{"path": "."}"#.into(),
+                }],
+                usage: (3, 1),
+            },
+            Reply::Turn {
+                parts: vec![Part::Text("one file".into())],
+                usage: (4, 2),
+            },
+            Reply::Turn {
+                parts: vec![Part::Text("still one".into())],
+                usage: (5, 1),
+            },
+        ],
+    );
+    let first = Recorded::new(native(work.path(), &mock), store.clone());
+    assert_eq!(first.id(), None, "no file before the first prompt");
+    prompt(&first, "what is here?").await;
+    let id = first.id().unwrap();
+    first.flush();
+    drop(first);
+
+    let saved = store.load(&id).unwrap();
+    let mut kinds: Vec<String> = saved
+        .records
+        .iter()
+        .map(|r| match r {
+            Record::Prompt { .. } => "prompt".to_string(),
+            Record::Event { event } => serde_json::to_value(event).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+            Record::Decided { .. } => "decided".into(),
+            Record::Model { .. } => "model".into(),
+        })
+        .collect();
+    // Text deltas may be joined into one line or not, as the writer finds them queued.
+    kinds.dedup_by(|a, b| a == "text" && b == "text");
+    assert_eq!(
+        kinds,
+        [
+            "prompt",
+            "turn_started",
+            "usage",
+            "tool_started",
+            "tool_finished",
+            "text",
+            "usage",
+            "turn_done",
+            "model"
+        ]
+    );
+    assert_eq!(saved.model_view().len(), 4);
+    assert_eq!(store.list()[0].tokens, 7 + 3);
+
+    // A new process: a fresh agent, resumed from the file.
+    let second = Recorded::new(native(work.path(), &mock), store.clone());
+    second.resume(&saved).await.unwrap();
+    assert_eq!(second.id().as_deref(), Some(id.as_str()));
+    prompt(&second, "and now?").await;
+    second.flush();
+    let sent = &mock.requests()[2].body["messages"];
+    let sent = sent.as_array().unwrap();
+    // system, the first prompt, the call, its result, the answer, the new prompt.
+    assert_eq!(sent.len(), 6, "{sent:?}");
+    assert_eq!(sent[1]["content"], "what is here?");
+    assert_eq!(sent[2]["tool_calls"][0]["function"]["name"], "list_files");
+    assert!(sent[3]["content"].as_str().unwrap().contains("marker.txt"));
+    assert_eq!(sent[5]["content"], "and now?");
+    // The same file goes on; its model records now hold both turns.
+    let again = store.load(&id).unwrap();
+    assert_eq!(again.model_view().len(), 6);
+    assert_eq!(store.list().len(), 1);
+    assert_eq!(store.list()[0].prompts, 2);
+
+    // Starting over is a new conversation, a new file at its next prompt.
+    second.reset().await.unwrap();
+    assert_eq!(second.id(), None);
+}

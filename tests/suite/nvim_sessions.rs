@@ -1,0 +1,140 @@
+//! Saved conversations in a real Neovim, against the mock server: saved as they happen, listed
+//! and resumed after Neovim restarts, with the model seeing the whole history again.
+
+use rmpv::Value;
+use serde_json::json;
+
+use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
+use crate::support::nvim::{setup_lua, Nvim, Options};
+
+const CHAT: &str = "agent://chat";
+
+fn turn(parts: Vec<Part>) -> Reply {
+    Reply::Turn {
+        parts,
+        usage: (321, 12),
+    }
+}
+
+fn options(mock: &MockLlm) -> Options {
+    Options {
+        ui: None,
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "test-key".into()),
+            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+        ],
+        setup: setup_lua(""),
+    }
+}
+
+/// The one session file under Neovim's state directory.
+fn session_file(nvim: &Nvim) -> std::path::PathBuf {
+    let sessions = nvim._home.path().join("state/nvim/agent/sessions");
+    let folders: Vec<_> = std::fs::read_dir(&sessions)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(folders.len(), 1, "{folders:?}");
+    let files: Vec<_> = std::fs::read_dir(&folders[0])
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    files[0].clone()
+}
+
+#[tokio::test]
+async fn a_conversation_saved_before_neovim_quit_is_resumed_as_it_looked_and_the_model_sees_it_all()
+{
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![Part::ToolCall {
+                id: "t1".into(),
+                name: "read_file".into(),
+                args: json!({"path": "a.txt"}).to_string(),
+            }]),
+            turn(vec![Part::Text("It says alpha.".into())]),
+            turn(vec![Part::Text("Still alpha.".into())]),
+        ],
+    );
+    let nvim = Nvim::start(options(&mock)).await;
+    nvim.write("a.txt", "alpha\n");
+    nvim.cmd("Agent what is in a.txt?").await;
+    let before = nvim
+        .wait_for_line(CHAT, "done · 642 in / 24 out tokens")
+        .await;
+    let file = session_file(&nvim);
+    let nvim = nvim.restart(options(&mock)).await;
+    // A crash while a line was being written leaves part of it: it is skipped.
+    use std::io::Write as _;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap()
+        .write_all(br#"{"t":"event","event":{"type":"text","text":"LOST"#)
+        .unwrap();
+
+    // The picker lists it; choosing it resumes it.
+    nvim.lua(
+        "vim.ui.select = function(items, opts, on_choice) \
+           _G.listed = vim.tbl_map(opts.format_item, items) on_choice(items[1]) end",
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent resume").await;
+    let after = nvim.wait_for_line(CHAT, "resumed: what is in a.txt?").await;
+    let listed = nvim.lua("return _G.listed", vec![]).await;
+    let listed: Vec<String> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(
+        listed[0].starts_with("what is in a.txt? · ")
+            && listed[0].ends_with(" · 1 prompt · 666 tokens"),
+        "{listed:?}"
+    );
+    // The chat shows what it showed before, then the note.
+    assert_eq!(after[..before.len()], before[..], "{after:#?}");
+    assert!(!after.join("\n").contains("LOST"), "{after:#?}");
+    // The tool row's output is folded as it was.
+    let folded = nvim
+        .lua(
+            "local b = vim.fn.bufnr('agent://chat') local w = vim.fn.win_findbuf(b)[1] \
+             local row = vim.fn.match(vim.api.nvim_buf_get_lines(b, 0, -1, false), '^▸ read a.txt') + 1 \
+             return { row, vim.api.nvim_win_call(w, function() return vim.fn.foldclosed(row) end) }",
+            vec![],
+        )
+        .await;
+    let folded: Vec<i64> = folded
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    assert!(folded[0] > 0 && folded[1] == folded[0], "{folded:?}");
+
+    nvim.cmd("Agent and now?").await;
+    nvim.wait_for_line(CHAT, "Still alpha.").await;
+    let sent = &mock.requests()[2].body["messages"];
+    let sent = sent.as_array().unwrap();
+    // The first prompt, the call, its result, the answer, the new prompt.
+    assert_eq!(sent.len(), 5, "{sent:#?}");
+    assert_eq!(sent[0]["content"][0]["text"], "what is in a.txt?");
+    assert_eq!(sent[1]["content"][0]["name"], "read_file");
+    assert!(sent[2].to_string().contains("alpha"), "{}", sent[2]);
+    assert_eq!(sent[3]["content"][0]["text"], "It says alpha.");
+    assert_eq!(sent[4]["content"][0]["text"], "and now?");
+    // It went on in the same file, which now holds both prompts.
+    assert_eq!(session_file(&nvim), file);
+    let ids = nvim
+        .lua(
+            "return vim.tbl_map(function(s) return s.prompts end, require('agent').sessions())",
+            vec![],
+        )
+        .await;
+    assert_eq!(ids, Value::Array(vec![Value::from(2)]));
+}
