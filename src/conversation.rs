@@ -144,6 +144,13 @@ pub trait Conversation: Send + Sync {
         None
     }
 
+    /// The id a prompt about to run will be saved under: a saved conversation that has no file
+    /// yet opens it now, so what is kept beside the prompt (its checkpoint) can name it before
+    /// the prompt runs. The same as [`Conversation::id`] by default.
+    fn id_for_prompt(&self) -> Option<String> {
+        self.id()
+    }
+
     /// Tells it how a question of its turn was answered (`note` is what the tool row shows),
     /// for the record. Nothing by default.
     fn decided(&self, _tool: &str, _decision: &Decision, _note: &str) {}
@@ -418,7 +425,7 @@ impl Conversation for Checkpointed {
     ) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
             // A saved conversation's checkpoints go on its own id, so they are found beside it.
-            if let Some(id) = self.inner.id() {
+            if let Some(id) = self.inner.id_for_prompt() {
                 self.checkpoints.set_conversation(id);
             }
             self.checkpoints
@@ -473,6 +480,10 @@ impl Conversation for Checkpointed {
 
     fn id(&self) -> Option<String> {
         self.inner.id()
+    }
+
+    fn id_for_prompt(&self) -> Option<String> {
+        self.inner.id_for_prompt()
     }
 
     fn decided(&self, tool: &str, decision: &Decision, note: &str) {

@@ -344,6 +344,68 @@ mod tests {
         assert_eq!(finished, [true]);
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_conversation_is_saved_and_its_checkpoints_are_kept_under_its_saved_id() {
+        if std::process::Command::new("git")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipped: no git");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let mock = MockLlm::start(
+            Wire::OpenAi,
+            vec![Reply::Turn {
+                parts: vec![Part::Text("hello".into())],
+                usage: (1, 1),
+            }],
+        );
+        let mut config = SessionConfig::new(dir.path());
+        config.state_dir = Some(state.path().to_path_buf());
+        config.provider = ProviderChoice {
+            provider: Some("ollama".into()),
+            model: Some("m".into()),
+            base_url: Some(mock.base_url()),
+        };
+        let built = build(
+            &config,
+            Box::new(|_, _| None),
+            Arc::new(crate::editor::NoEditor),
+        )
+        .unwrap();
+        let (checkpoints, store) = (
+            built.checkpoints.clone().unwrap(),
+            built.store.clone().unwrap(),
+        );
+        let (_, conversation, _) = built.into_conversation();
+        let (events, _seen) = tokio::sync::mpsc::unbounded_channel();
+        let events = crate::conversation::Events::new(events);
+        let outcome = conversation
+            .prompt("first prompt".into(), &events, &CancellationToken::new())
+            .await;
+        assert_eq!(outcome, Outcome::Done);
+        let id = conversation.id().expect("a saved conversation has an id");
+        let listed = store.list();
+        assert_eq!(
+            listed
+                .iter()
+                .map(|entry| entry.id.clone())
+                .collect::<Vec<_>>(),
+            vec![id.clone()]
+        );
+        let taken = checkpoints.list(&id).await.unwrap();
+        assert_eq!(
+            taken
+                .iter()
+                .map(|c| (c.kind, c.label.as_str()))
+                .collect::<Vec<_>>(),
+            [(crate::checkpoint::Kind::Prompt, "first prompt")]
+        );
+    }
+
     #[tokio::test]
     async fn the_session_a_front_end_drives_is_one_conversation_of_either_kind() {
         let dir = tempfile::tempdir().unwrap();

@@ -150,6 +150,11 @@ impl Conversation for Recorded {
             .map(|file| file.writer.id().to_string())
     }
 
+    fn id_for_prompt(&self) -> Option<String> {
+        self.writer_or_create()
+            .map(|(writer, _)| writer.id().to_string())
+    }
+
     fn decided(&self, tool: &str, decision: &Decision, note: &str) {
         if let Some(writer) = self.writer() {
             writer.write(Record::Decided {
