@@ -346,14 +346,6 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_conversation_is_saved_and_its_checkpoints_are_kept_under_its_saved_id() {
-        if std::process::Command::new("git")
-            .arg("--version")
-            .output()
-            .is_err()
-        {
-            eprintln!("skipped: no git");
-            return;
-        }
         let dir = tempfile::tempdir().unwrap();
         let state = tempfile::tempdir().unwrap();
         let mock = MockLlm::start(
