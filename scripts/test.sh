@@ -41,6 +41,12 @@ if ! command -v curl >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl; } >&2 ||
     echo "agent: could not install curl; the download tests will fail" >&2
 fi
+# The checkpoint tests drive the git binary (checkpoints need nothing else); get it the same way.
+if ! command -v git >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "agent: installing git for the checkpoint tests" >&2
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq git; } >&2 ||
+    echo "agent: could not install git; the checkpoint tests will fail" >&2
+fi
 # Lua style first: it is quick, and a formatting slip should not wait for the whole build.
 scripts/format-lua.sh --check
 AGENT_NVIM_TEST_NVIM="$(scripts/ensure-nvim.sh)"
