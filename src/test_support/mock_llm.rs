@@ -379,7 +379,14 @@ struct Probe {
 /// Reads what is available into `buf`; false at end of stream.
 fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<bool> {
     let mut chunk = [0u8; 8192];
-    let n = stream.read(&mut chunk)?;
+    // A signal the test process gets (a child's SIGCHLD, a stop and continue) may interrupt the
+    // read before anything arrived: that is no end of the stream, so read again.
+    let n = loop {
+        match stream.read(&mut chunk) {
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            other => break other?,
+        }
+    };
     buf.extend_from_slice(&chunk[..n]);
     Ok(n > 0)
 }
