@@ -411,7 +411,7 @@ async fn replay(bridge: &Bridge, saved: &sessions::Conversation) {
                 decision: decision.clone(),
                 note: note.clone(),
             },
-            Record::Model { .. } => continue,
+            Record::Model { .. } | Record::Rewound { .. } => continue,
         };
         bytes += size_of_text(&event);
         events += 1;
