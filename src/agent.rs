@@ -150,6 +150,12 @@ impl Agent {
         self.executor.context().gate.reset();
     }
 
+    /// Rewinds: only the first `len` messages of the history are kept. The session grants stay
+    /// (it is the same session).
+    pub fn truncate(&mut self, len: usize) {
+        self.history.truncate(len);
+    }
+
     /// Starts a new conversation: history and session grants are forgotten.
     pub fn reset(&mut self) {
         self.history.clear();

@@ -97,6 +97,9 @@ pub enum ConversationError {
     /// A saved conversation could not be read or written (`sessions::StoreError`'s text).
     #[error("{0}")]
     Store(String),
+    /// A rewind named a prompt the conversation does not have (they count from 1).
+    #[error("there is no prompt {0} to rewind to")]
+    NoSuchPrompt(usize),
 }
 
 /// A conversation: prompts in, events out.
@@ -155,7 +158,8 @@ pub trait Conversation: Send + Sync {
     /// for the record. Nothing by default.
     fn decided(&self, _tool: &str, _decision: &Decision, _note: &str) {}
 
-    /// Goes back to before the `turn`-th prompt (issue 11). None of today's conversations can.
+    /// Goes back to before its `turn`-th prompt (counting from 1): that prompt and all after it
+    /// are forgotten, so the next request no longer carries them. The built-in one can.
     fn rewind(&self, _turn: usize) -> BoxFuture<'_, Result<(), ConversationError>> {
         Box::pin(async { Err(self.unsupported("rewind")) })
     }
@@ -225,10 +229,34 @@ impl Conversation for Native {
         })
     }
 
+    fn rewind(&self, turn: usize) -> BoxFuture<'_, Result<(), ConversationError>> {
+        Box::pin(async move {
+            let mut agent = self.agent.lock().await;
+            let history = agent.history();
+            let Some(cut) = prompt_start(history, turn) else {
+                return Err(ConversationError::NoSuchPrompt(turn));
+            };
+            agent.truncate(cut);
+            Ok(())
+        })
+    }
+
     fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
         // Nothing runs between turns; its history stays for whoever still holds it.
         Box::pin(async {})
     }
+}
+
+/// Where the `turn`-th prompt (counting from 1) begins in `history`: the index of its user
+/// message. None when there are fewer prompts.
+pub fn prompt_start(history: &[Message], turn: usize) -> Option<usize> {
+    let nth = turn.checked_sub(1)?;
+    history
+        .iter()
+        .enumerate()
+        .filter(|(_, message)| matches!(message, Message::User(_)))
+        .nth(nth)
+        .map(|(at, _)| at)
 }
 
 /// A conversation that cannot take prompts yet: each prompt is answered with one error event

@@ -16,6 +16,7 @@
 //! through the workspace's handle ([`restore`]).
 
 mod git;
+pub mod points;
 mod restore;
 #[cfg(test)]
 mod tests;

@@ -612,3 +612,47 @@ async fn warming_records_the_files_in_the_index_and_takes_no_checkpoint() {
         Some(b"two\n".to_vec())
     );
 }
+
+#[tokio::test]
+async fn rewind_points_are_the_prompts_newest_first_with_what_each_turn_changed() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "one\n");
+    fx.checkpoints
+        .snapshot(Kind::Prompt, "first")
+        .await
+        .unwrap();
+    fx.write("a.txt", "two\n");
+    fx.checkpoints.snapshot(Kind::Edit, "a.txt").await.unwrap();
+    fx.write("b.txt", "new\n");
+    fx.checkpoints
+        .snapshot(Kind::Prompt, "second")
+        .await
+        .unwrap();
+    fx.write("c.txt", "later\n");
+    let points = fx.checkpoints.points("c1").await.unwrap();
+    let seen: Vec<(usize, &str, usize)> = points
+        .iter()
+        .map(|p| (p.turn, p.label.as_str(), p.files))
+        .collect();
+    assert_eq!(seen, [(2, "second", 1), (1, "first", 2)]);
+
+    let point = points::Point {
+        turn: 3,
+        id: "x".into(),
+        label: "fix the failing test".into(),
+        files: 2,
+        time: 1000,
+    };
+    assert_eq!(
+        points::row(&point, 1000 + 4 * 60 + 5),
+        "3 · fix the failing test · 2 files changed · 4 min ago"
+    );
+    let hostile = points::Point {
+        files: 1,
+        label: "ok\u{1b}[2J\nrm -rf".into(),
+        ..point
+    };
+    let row = points::row(&hostile, 1000);
+    assert!(!row.contains('\u{1b}') && !row.contains('\n'), "{row}");
+    assert!(row.ends_with(" · 1 file changed · just now"), "{row}");
+}

@@ -60,6 +60,9 @@ pub enum Record {
     /// What the model's view of the conversation gained in the turn just ended: the messages
     /// a resumed conversation sends again.
     Model { messages: Vec<Saved> },
+    /// The conversation was rewound: the model's view is cut to its first `kept` messages
+    /// (those saved before this line); `model` lines after it continue from there.
+    Rewound { kept: usize },
 }
 
 /// One message of the model's view, as saved.
@@ -182,16 +185,17 @@ pub struct Conversation {
 impl Conversation {
     /// The model's view: every message the `model` records hold, in order.
     pub fn model_view(&self) -> Vec<Message> {
-        self.records
-            .iter()
-            .filter_map(|record| match record {
-                Record::Model { messages } => Some(messages),
-                _ => None,
-            })
-            .flatten()
-            .cloned()
-            .map(Message::from)
-            .collect()
+        let mut view = Vec::new();
+        for record in &self.records {
+            match record {
+                Record::Model { messages } => {
+                    view.extend(messages.iter().cloned().map(Message::from));
+                }
+                Record::Rewound { kept } => view.truncate(*kept),
+                _ => {}
+            }
+        }
+        view
     }
 
     /// Its title: the first line of its first prompt.

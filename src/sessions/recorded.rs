@@ -144,6 +144,21 @@ impl Conversation for Recorded {
         self.inner.model_view(from)
     }
 
+    fn rewind(&self, turn: usize) -> BoxFuture<'_, Result<(), ConversationError>> {
+        Box::pin(async move {
+            self.inner.rewind(turn).await?;
+            // The file says where the view was cut, so a resume sends only what is left.
+            let Some(kept) = self.inner.model_view(0).await.map(|view| view.len()) else {
+                return Ok(());
+            };
+            if let Some(file) = self.slot().as_mut() {
+                file.saved = kept;
+                file.writer.write(Record::Rewound { kept });
+            }
+            Ok(())
+        })
+    }
+
     fn id(&self) -> Option<String> {
         self.slot()
             .as_ref()

@@ -313,6 +313,7 @@ async fn a_recorded_conversation_resumes_with_the_model_seeing_what_it_saw() {
                 .to_string(),
             Record::Decided { .. } => "decided".into(),
             Record::Model { .. } => "model".into(),
+            Record::Rewound { .. } => "rewound".into(),
         })
         .collect();
     // Text deltas may be joined into one line or not, as the writer finds them queued.
@@ -357,4 +358,64 @@ async fn a_recorded_conversation_resumes_with_the_model_seeing_what_it_saw() {
     // Starting over is a new conversation, a new file at its next prompt.
     second.reset().await.unwrap();
     assert_eq!(second.id(), None);
+}
+
+#[tokio::test]
+async fn a_rewind_cuts_the_view_before_that_prompt_live_and_in_the_file() {
+    let work = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let store = Store::new(state.path(), work.path());
+    let reply = |text: &str| Reply::Turn {
+        parts: vec![Part::Text(text.into())],
+        usage: (1, 1),
+    };
+    let mock = MockLlm::start(
+        Wire::OpenAi,
+        vec![reply("a1"), reply("a2"), reply("a3"), reply("a4")],
+    );
+    let recorded = Recorded::new(native(work.path(), &mock), store.clone());
+    for text in ["one", "two", "three"] {
+        prompt(&recorded, text).await;
+    }
+    assert_eq!(
+        recorded.rewind(4).await,
+        Err(crate::conversation::ConversationError::NoSuchPrompt(4))
+    );
+    assert_eq!(
+        recorded.rewind(0).await,
+        Err(crate::conversation::ConversationError::NoSuchPrompt(0))
+    );
+    recorded.rewind(2).await.unwrap();
+    let users = |view: &[Message]| -> Vec<String> {
+        view.iter()
+            .filter_map(|m| match m {
+                Message::User(text) => Some(text.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let live = recorded.model_view(0).await.unwrap();
+    assert_eq!(users(&live), ["one"]);
+    assert_eq!(live.len(), 2, "the first prompt and its answer stay");
+
+    // The next request carries only what is left, then the new prompt.
+    prompt(&recorded, "two again").await;
+    let sent = &mock.requests()[3].body["messages"];
+    let said: Vec<&str> = sent
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(said, ["one", "two again"], "{sent}");
+
+    // The file records the cut: a resume sees the same view as the live conversation.
+    recorded.flush();
+    let saved = store.load(&recorded.id().unwrap()).unwrap();
+    assert!(saved
+        .records
+        .iter()
+        .any(|r| matches!(r, Record::Rewound { kept: 2 })));
+    assert_eq!(saved.model_view(), recorded.model_view(0).await.unwrap());
 }

@@ -362,18 +362,7 @@ impl Bridge {
 
     /// `sessions`: this workspace's saved conversations, for Lua.
     async fn sessions(&self) -> std::result::Result<Value, Value> {
-        let store = self
-            .state
-            .session
-            .lock()
-            .await
-            .as_ref()
-            .map(|s| s.store.clone());
-        let Some(store) = store else {
-            return Err(Value::from(
-                "agent: the backend was not started; run :Agent again",
-            ));
-        };
+        let store = self.of_session(|s| s.store.clone()).await?;
         let listed = store.map(|store| store.list()).unwrap_or_default();
         let listed: Vec<Value> = listed
             .into_iter()
@@ -385,6 +374,62 @@ impl Bridge {
             .collect();
         Ok(Value::Array(listed))
     }
+}
+
+impl Bridge {
+    /// What `pick` takes from the session, for a request; the error Lua shows before `start`.
+    async fn of_session<T>(
+        &self,
+        pick: impl FnOnce(&Session) -> T,
+    ) -> std::result::Result<T, Value> {
+        self.state
+            .session
+            .lock()
+            .await
+            .as_ref()
+            .map(pick)
+            .ok_or_else(|| Value::from("agent: the backend was not started; run :Agent again"))
+    }
+
+    /// `rewind_points`: the current conversation's prompts a rewind can go back to, for Lua.
+    async fn rewind_points(&self) -> std::result::Result<Value, Value> {
+        let checkpoints = self.of_session(|s| s.checkpoints.clone()).await?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::SystemTime::UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs());
+        rewind_points(checkpoints.as_ref(), now).await
+    }
+}
+
+/// The rewind points of `checkpoints`' current conversation, newest first, as Lua gets them:
+/// maps of `turn`, `id` and `row` (the line the list shows, made visible).
+async fn rewind_points(
+    checkpoints: Option<&crate::checkpoint::Checkpoints>,
+    now: u64,
+) -> std::result::Result<Value, Value> {
+    let Some(checkpoints) = checkpoints else {
+        return Err(Value::from(
+            "agent: checkpoints are off (no state directory), so there is nothing to rewind to",
+        ));
+    };
+    let points = checkpoints
+        .points(&checkpoints.conversation())
+        .await
+        .map_err(|err| Value::from(format!("agent: {err}")))?;
+    let listed = points
+        .iter()
+        .map(|point| {
+            Value::Map(vec![
+                (Value::from("turn"), Value::from(point.turn as u64)),
+                (Value::from("id"), Value::from(point.id.clone())),
+                (
+                    Value::from("row"),
+                    Value::from(crate::checkpoint::points::row(point, now)),
+                ),
+            ])
+        })
+        .collect();
+    Ok(Value::Array(listed))
 }
 
 /// How many saved events [`replay`] sends before it lets a frame pass, and how many bytes of
@@ -411,7 +456,7 @@ async fn replay(bridge: &Bridge, saved: &sessions::Conversation) {
                 decision: decision.clone(),
                 note: note.clone(),
             },
-            Record::Model { .. } => continue,
+            Record::Model { .. } | Record::Rewound { .. } => continue,
         };
         bytes += size_of_text(&event);
         events += 1;
@@ -518,6 +563,7 @@ impl Handler for Bridge {
         match name.as_str() {
             protocol::request::VERSION => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
             protocol::request::SESSIONS => self.sessions().await,
+            protocol::request::REWIND_POINTS => self.rewind_points().await,
             other => Err(Value::from(format!("agent: unknown request '{other}'"))),
         }
     }
@@ -531,6 +577,55 @@ mod tests {
     use crate::approval::Decision;
     use crate::conversation::Unavailable;
     use crate::sessions::Recorded;
+
+    #[tokio::test]
+    async fn rewind_points_reach_lua_as_rows_newest_first_and_say_when_checkpoints_are_off() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let checkpoints = crate::checkpoint::Checkpoints::new(
+            state.path(),
+            Workspace::new(ws.path()).unwrap(),
+            "c1".into(),
+        );
+        use crate::checkpoint::Kind;
+        checkpoints.snapshot(Kind::Prompt, "first").await.unwrap();
+        std::fs::write(ws.path().join("a.txt"), "a\n").unwrap();
+        checkpoints.snapshot(Kind::Prompt, "second").await.unwrap();
+        let listed = rewind_points(Some(&checkpoints), 0).await.unwrap();
+        let rows: Vec<(u64, String)> = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|point| {
+                let field = |name: &str| {
+                    point
+                        .as_map()
+                        .unwrap()
+                        .iter()
+                        .find(|(k, _)| k.as_str() == Some(name))
+                        .map(|(_, v)| v.clone())
+                        .unwrap()
+                };
+                (
+                    field("turn").as_u64().unwrap(),
+                    field("row").as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (2, "2 · second · 0 files changed · just now".to_string()),
+                (1, "1 · first · 1 file changed · just now".to_string()),
+            ]
+        );
+        assert_eq!(
+            rewind_points(None, 0).await,
+            Err(Value::from(
+                "agent: checkpoints are off (no state directory), so there is nothing to rewind to"
+            ))
+        );
+    }
 
     /// What the bridge has handed the pump so far.
     pub(super) fn handed_on(ui: &mut mpsc::UnboundedReceiver<UiEvent>) -> Vec<UiEvent> {

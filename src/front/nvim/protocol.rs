@@ -73,6 +73,11 @@ pub mod request {
     /// seconds since the epoch, `prompts`, `tokens`, and `problem` when it cannot be resumed).
     /// `require("agent").sessions()` sends it, after `start`.
     pub const SESSIONS: &str = "sessions";
+    /// No argument; answers the current conversation's prompts a rewind can go back to, the
+    /// newest first: an array of maps of `turn` (from 1), `id` (the checkpoint) and `row`
+    /// (`3 · fix the failing test · 2 files changed · 4 min ago`, made visible). An error
+    /// string when checkpoints are off.
+    pub const REWIND_POINTS: &str = "rewind_points";
 }
 
 /// `start`: the session's settings, from `require("agent").setup()`.
