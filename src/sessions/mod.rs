@@ -183,17 +183,36 @@ pub struct Conversation {
 }
 
 impl Conversation {
-    /// The model's view: every message the `model` records hold, in order.
+    /// The model's view: every message the `model` records hold, in order. A turn the file
+    /// holds no `model` record for (the session ended while it ran: a crash, a kill) is given as
+    /// its prompt and a reply saying what the turn had done when it was cut off, so the model
+    /// still knows of it and the prompts are counted as the chat shows them.
     pub fn model_view(&self) -> Vec<Message> {
         let mut view = Vec::new();
+        let mut cut: Option<CutTurn> = None;
         for record in &self.records {
             match record {
+                Record::Prompt { text } => {
+                    if let Some(turn) = cut.take() {
+                        turn.into_view(&mut view);
+                    }
+                    cut = Some(CutTurn::new(text));
+                }
+                Record::Event { event } => {
+                    if let Some(turn) = cut.as_mut() {
+                        turn.saw(event);
+                    }
+                }
                 Record::Model { messages } => {
+                    cut = None;
                     view.extend(messages.iter().cloned().map(Message::from));
                 }
                 Record::Rewound { kept } => view.truncate(*kept),
-                _ => {}
+                Record::Decided { .. } => {}
             }
+        }
+        if let Some(turn) = cut {
+            turn.into_view(&mut view);
         }
         view
     }
@@ -209,6 +228,60 @@ impl Conversation {
             .unwrap_or_default()
     }
 }
+
+/// A turn whose end the file never got: its prompt, the text the model had written and the
+/// tools that had finished.
+struct CutTurn {
+    prompt: String,
+    text: String,
+    tools: Vec<String>,
+}
+
+impl CutTurn {
+    fn new(prompt: &str) -> Self {
+        CutTurn {
+            prompt: prompt.to_string(),
+            text: String::new(),
+            tools: Vec::new(),
+        }
+    }
+
+    fn saw(&mut self, event: &ConversationEvent) {
+        match event {
+            ConversationEvent::Turn(Event::Text { text }) => self.text.push_str(text),
+            ConversationEvent::Turn(Event::ToolFinished {
+                ok, summary, name, ..
+            }) => {
+                let what = if summary.is_empty() { name } else { summary };
+                let how = if *ok { "done" } else { "failed" };
+                self.tools.push(format!("{what} ({how})"));
+            }
+            _ => {}
+        }
+    }
+
+    /// The prompt and a reply: the text so far, the tools that finished, and that it was cut off.
+    fn into_view(self, view: &mut Vec<Message>) {
+        let mut reply = self.text;
+        if !reply.is_empty() {
+            reply.push_str("\n\n");
+        }
+        reply.push_str(CUT_OFF);
+        if !self.tools.is_empty() {
+            reply.push_str(" Tools that had finished: ");
+            reply.push_str(&self.tools.join("; "));
+            reply.push('.');
+        }
+        view.push(Message::User(self.prompt));
+        view.push(Message::Assistant {
+            text: reply,
+            calls: Vec::new(),
+        });
+    }
+}
+
+/// What a cut-off turn's reply says of it.
+pub const CUT_OFF: &str = "[This turn was cut off: the session ended before it finished.]";
 
 /// One conversation in [`Store::list`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -104,11 +104,11 @@ impl Conversation for Recorded {
                 if let Some(file) = self.slot().as_mut() {
                     file.saved = from + gained.len();
                 }
-                if !gained.is_empty() {
-                    writer.write(Record::Model {
-                        messages: gained.iter().map(Saved::from).collect(),
-                    });
-                }
+                // Written even when the turn gained nothing (it failed at once): a prompt with
+                // no `model` record after it is a turn the session ended in the middle of.
+                writer.write(Record::Model {
+                    messages: gained.iter().map(Saved::from).collect(),
+                });
             }
             outcome
         })

@@ -419,3 +419,75 @@ async fn a_rewind_cuts_the_view_before_that_prompt_live_and_in_the_file() {
         .any(|r| matches!(r, Record::Rewound { kept: 2 })));
     assert_eq!(saved.model_view(), recorded.model_view(0).await.unwrap());
 }
+
+#[test]
+fn a_turn_the_session_ended_in_is_given_to_the_model_as_cut_off() {
+    let tool_finished = |summary: &str, ok| Record::Event {
+        event: ConversationEvent::Turn(Event::ToolFinished {
+            id: "c1".into(),
+            name: "run_bash".into(),
+            ok,
+            summary: summary.into(),
+            output: "secret output stays out".into(),
+        }),
+    };
+    let conversation = Conversation {
+        header: Header {
+            agent_nvim_session: FORMAT,
+            id: "x".into(),
+            workspace: "/w".into(),
+            created: "2026-12-01T12:00:00Z".into(),
+            conversation: "built-in".into(),
+        },
+        records: vec![
+            Record::Prompt {
+                text: "first".into(),
+            },
+            text("one"),
+            done(1, 1),
+            Record::Model {
+                messages: vec![
+                    Saved::User {
+                        text: "first".into(),
+                    },
+                    Saved::Assistant {
+                        text: "one".into(),
+                        calls: vec![],
+                    },
+                ],
+            },
+            // Killed while this turn ran: its model record was never written.
+            Record::Prompt {
+                text: "second".into(),
+            },
+            text("Running the "),
+            text("tests."),
+            tool_finished("$ cargo test -> exit 101", false),
+        ],
+    };
+    let view = conversation.model_view();
+    assert_eq!(view.len(), 4, "{view:?}");
+    assert_eq!(view[2], Message::User("second".into()));
+    let Message::Assistant { text, calls } = &view[3] else {
+        panic!("{view:?}")
+    };
+    assert!(calls.is_empty());
+    assert_eq!(
+        text,
+        &format!("Running the tests.\n\n{CUT_OFF} Tools that had finished: $ cargo test -> exit 101 (failed).")
+    );
+
+    // A turn that ended, even one that gained nothing, is not cut off.
+    let mut ended = conversation.clone();
+    ended.records.push(Record::Model { messages: vec![] });
+    assert_eq!(ended.model_view().len(), 2);
+    // A cut-off turn before a later one keeps its place.
+    let mut later = conversation.clone();
+    later.records.push(Record::Prompt {
+        text: "third".into(),
+    });
+    let view = later.model_view();
+    assert_eq!(view.len(), 6);
+    assert_eq!(view[2], Message::User("second".into()));
+    assert_eq!(view[4], Message::User("third".into()));
+}
