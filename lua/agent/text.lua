@@ -61,7 +61,10 @@ function M.lines(output)
   if type(output) ~= "string" or output == "" then
     return {}
   end
-  local lines = vim.split(output:gsub("\r\n", "\n"), "\n", { plain = true })
+  if output:find("\r\n", 1, true) then
+    output = output:gsub("\r\n", "\n") -- only then: a gsub over a resumed chat's outputs is slow
+  end
+  local lines = vim.split(output, "\n", { plain = true })
   while #lines > 0 and lines[#lines] == "" do
     lines[#lines] = nil
   end

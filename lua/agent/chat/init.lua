@@ -76,11 +76,18 @@ function M.clear(running)
   status.set(running and "idle" or "off")
 end
 
---- Holds buffer writes until end_batch(), so one batch of events is one buffer call.
-M.begin_batch = render.begin_batch
+--- Holds buffer writes and winbar redraws until end_batch(), so one batch of events is one
+--- buffer call.
+function M.begin_batch()
+  render.begin_batch()
+  status.hold(true)
+end
 
---- Writes what the batch queued.
-M.end_batch = render.end_batch
+--- Writes what the batch queued, and the winbar if it changed.
+function M.end_batch()
+  render.end_batch()
+  status.hold(false)
+end
 
 --- The backend was started: `idle` until a prompt is sent.
 function M.backend_started()

@@ -1,9 +1,13 @@
 --- Writes the conversation into the chat buffer. Streaming must not slow Neovim down as the
---- conversation grows (SPEC section 6), so:
---- - text only ever goes to the end of the buffer, one nvim_buf_set_text per batch of events;
---- - the few highlights (headers, tool rows) are extmarks placed on the lines as they are written;
+--- conversation grows (SPEC section 6), and a resumed conversation of thousands of rows must be
+--- shown at once (issue 11), so:
+--- - a batch of events is first written into a document in Lua (its lines, highlights, rows and
+---   folds); at the batch's end the document goes to the end of the buffer in one
+---   nvim_buf_set_text, its highlights and row marks as extmarks, its folds in one window call;
 --- - a tool's output is written below its row, folded with it; rows and blocks (thoughts, plans)
----   are rewritten in place, found again through an extmark.
+---   are rewritten in place: in the document while they are still in it, else in the buffer,
+---   found again through an extmark.
+--- Live events and a replayed conversation take the same way, so a resumed chat looks as it did.
 --- A chat window whose cursor is on the last line follows the text, like a log.
 
 local text = require("agent.text")
@@ -19,7 +23,8 @@ H.ns_rows = vim.api.nvim_create_namespace("agent.chat.rows") -- where each tool 
 --- lines (output lines under it), ok, note (how its approval was answered), folded }.
 M.tools = {}
 
-H.pending = {} -- pieces not yet in the buffer: { text, hl = group?, tool = id? }
+H.pending = {} -- pieces not yet in the document: { text, hl = group?, tool = id? }
+H.doc = nil ---@type agent.ChatDocument? what the batch wrote, not yet in the buffer
 H.batching = false
 H.tail = "" -- the last two bytes of the chat's text, pending pieces included ("" = empty)
 H.end_row, H.end_col = 0, 0 -- where the buffer's text ends (pending pieces excluded)
@@ -93,61 +98,34 @@ function M.blank_line()
   M.put(H.tail:sub(-1) == "\n" and "\n" or "\n\n")
 end
 
---- Writes the pending pieces with one nvim_buf_set_text at the end, then places their
---- highlights and row marks.
+---@class agent.ChatDocument
+---@field lines string[] its lines; the first continues the buffer's last line
+---@field hls { [1]: integer, [2]: integer, [3]: integer, [4]: integer, [5]: string }[] highlights: start row, start col, end row, end col (rows from the document's first line, ordered by start), group
+---@field rows table[] the rows (tools, blocks) whose line is in it
+
+--- Moves the pending pieces into the batch's document, and the document into the buffer unless
+--- a batch is being handled (its end does that).
 function M.flush()
-  if #H.pending == 0 then
-    return
+  if #H.pending > 0 then
+    H.append(H.pending)
+    H.pending = {}
   end
-  local pieces = H.pending
-  H.pending = {}
-  local buf = window.buf
-  local texts = {}
-  for i, piece in ipairs(pieces) do
-    texts[i] = piece.text
+  if not H.batching then
+    H.commit()
   end
-  local lines = vim.split(table.concat(texts), "\n", { plain = true })
-  local followers = H.followers()
-  H.check_end()
-  H.modify(function()
-    vim.api.nvim_buf_set_text(buf, H.end_row, H.end_col, H.end_row, H.end_col, lines)
-  end)
-  local row, col = H.end_row, H.end_col
-  for _, piece in ipairs(pieces) do
-    local start_row, start_col = row, col
-    local newlines, last = 0, nil
-    local from = 1
-    while true do
-      local at = piece.text:find("\n", from, true)
-      if not at then
-        break
-      end
-      newlines, last, from = newlines + 1, at, at + 1
-    end
-    if newlines == 0 then
-      col = col + #piece.text
-    else
-      row, col = row + newlines, #piece.text - last
-    end
-    if piece.hl then
-      vim.api.nvim_buf_set_extmark(buf, H.ns, start_row, start_col, {
-        end_row = row,
-        end_col = col,
-        hl_group = piece.hl,
-      })
-    end
-    local tool = piece.tool and M.tools[piece.tool]
-    if tool then
-      tool.mark = vim.api.nvim_buf_set_extmark(buf, H.ns_rows, start_row, 0, {})
-    end
-  end
-  H.end_row, H.end_col = row, col
-  H.follow(followers)
 end
 
 --- The row a tool's (or block's) line is on now, or nil when it was never written.
 ---@return integer?
 function M.row_of(tool)
+  if not tool.mark and not tool.doc and #H.pending > 0 then
+    -- Its row may still be a pending piece: written to the document, it has one.
+    H.append(H.pending)
+    H.pending = {}
+  end
+  if tool.doc and tool.doc == H.doc then
+    return H.end_row + tool.doc_row
+  end
   if not tool.mark then
     return nil
   end
@@ -168,6 +146,14 @@ function M.write_row(tool, row, s, hl, output, opts)
   local lines = { s }
   for _, line in ipairs(output) do
     lines[#lines + 1] = line
+  end
+  if tool.doc and tool.doc == H.doc then
+    if H.rewrite_last(tool, row - H.end_row, lines, hl, opts) then
+      return
+    end
+    -- Lines follow it in the document: write the document out and rewrite the row in the buffer.
+    H.commit()
+    row = assert(M.row_of(tool))
   end
   local followers = H.followers()
   -- The row and the output written under it before (an updated tool call, a growing thought).
@@ -203,9 +189,11 @@ end
 ---@param output any
 ---@return string[]
 function M.indented(output)
-  local lines = {}
-  for _, line in ipairs(text.lines(output)) do
-    lines[#lines + 1] = line == "" and "" or ("  " .. line)
+  local lines = text.lines(output)
+  for i, line in ipairs(lines) do
+    if line ~= "" then
+      lines[i] = "  " .. line
+    end
   end
   return lines
 end
@@ -245,7 +233,8 @@ function M.refold(win)
     vim.cmd("silent! normal! zE")
   end)
   for _, tool in pairs(M.tools) do
-    local row = (tool.lines or 0) > 0 and tool.folded ~= false and M.row_of(tool)
+    -- A row still in the batch's document gets its folds when the document is written.
+    local row = (tool.lines or 0) > 0 and tool.folded ~= false and not tool.doc and M.row_of(tool)
     if row then
       H.fold(win, row, tool.lines)
     end
@@ -254,8 +243,132 @@ end
 
 -- Helpers ------------------------------------------------------------------------------------
 
+-- Appends `pieces` to the batch's document (a new one if there is none): their text, their
+-- highlights and the rows they start.
+function H.append(pieces)
+  local doc = H.doc
+  if not doc then
+    doc = { lines = { "" }, hls = {}, rows = {} }
+    H.doc = doc
+  end
+  local texts = {}
+  for i, piece in ipairs(pieces) do
+    texts[i] = piece.text
+  end
+  local lines = doc.lines
+  local at = #lines
+  local row, col = at - 1, #lines[at]
+  local new = vim.split(table.concat(texts), "\n", { plain = true })
+  lines[at] = lines[at] .. new[1]
+  for i = 2, #new do
+    lines[at + i - 1] = new[i]
+  end
+  for _, piece in ipairs(pieces) do
+    local start_row, start_col = row, col
+    local newlines, last = 0, nil
+    local from = 1
+    while true do
+      local found = piece.text:find("\n", from, true)
+      if not found then
+        break
+      end
+      newlines, last, from = newlines + 1, found, found + 1
+    end
+    if newlines == 0 then
+      col = col + #piece.text
+    else
+      row, col = row + newlines, #piece.text - last
+    end
+    if piece.hl then
+      doc.hls[#doc.hls + 1] = { start_row, start_col, row, col, piece.hl }
+    end
+    local tool = piece.tool and M.tools[piece.tool]
+    if tool then
+      tool.doc, tool.doc_row, tool.mark = doc, start_row, nil
+      doc.rows[#doc.rows + 1] = tool
+    end
+  end
+end
+
+-- Rewrites `tool`'s row (document row `row`) and the output under it as `lines` when nothing
+-- but the line being written follows them in the document; false when something does.
+function H.rewrite_last(tool, row, lines, hl, opts)
+  local doc = assert(H.doc)
+  local old = tool.lines or 0
+  local count = #doc.lines
+  -- Rows are 0-based, doc.lines 1-based: the open last line is doc.lines[count], row count - 1.
+  if row + 1 + old ~= count - 1 or doc.lines[count] ~= "" then
+    return false
+  end
+  local hls = doc.hls
+  while #hls > 0 and hls[#hls][1] >= row do
+    hls[#hls] = nil
+  end
+  for i = count, row + 1, -1 do
+    doc.lines[i] = nil
+  end
+  for i, line in ipairs(lines) do
+    doc.lines[row + i] = line
+  end
+  doc.lines[#doc.lines + 1] = ""
+  hls[#hls + 1] = { row, 0, row, #lines[1], hl }
+  local output = #lines - 1
+  if output > 0 then
+    hls[#hls + 1] = { row + 1, 0, row + output, #lines[#lines], opts.output_hl or "AgentToolOutput" }
+  end
+  tool.lines = output
+  tool.folded = output > 0 and opts.fold ~= false
+  return true
+end
+
+-- Writes the batch's document at the end of the buffer: its text in one call, then its
+-- highlights, its rows' marks and (in one window call each) its folds.
+function H.commit()
+  local doc = H.doc
+  if not doc then
+    return
+  end
+  H.doc = nil
+  if #doc.lines == 1 and doc.lines[1] == "" and #doc.rows == 0 then
+    return
+  end
+  local buf = window.buf
+  local followers = H.followers()
+  H.check_end()
+  local base_row, base_col = H.end_row, H.end_col
+  H.modify(function()
+    vim.api.nvim_buf_set_text(buf, base_row, base_col, base_row, base_col, doc.lines)
+  end)
+  local set_extmark = vim.api.nvim_buf_set_extmark
+  for _, h in ipairs(doc.hls) do
+    set_extmark(buf, H.ns, base_row + h[1], h[1] == 0 and base_col + h[2] or h[2], {
+      end_row = base_row + h[3],
+      end_col = h[3] == 0 and base_col + h[4] or h[4],
+      hl_group = h[5],
+    })
+  end
+  local folds = {}
+  for _, tool in ipairs(doc.rows) do
+    local row = base_row + tool.doc_row
+    tool.doc, tool.doc_row = nil, nil
+    tool.mark = set_extmark(buf, H.ns_rows, row, 0, {})
+    if tool.folded and (tool.lines or 0) > 0 then
+      folds[#folds + 1] = { row, tool.lines }
+    end
+  end
+  local count = #doc.lines
+  H.end_row = base_row + count - 1
+  H.end_col = (count == 1 and base_col or 0) + #doc.lines[count]
+  if #folds > 0 then
+    for _, win in ipairs(window.chat_windows()) do
+      H.fold_all(win, folds)
+    end
+  end
+  H.follow(followers)
+end
+
 function H.forget()
-  H.pending, M.tools = {}, {}
+  H.pending, M.tools, H.doc = {}, {}, nil
   H.tail, H.end_row, H.end_col = "", 0, 0
   H.open_block = nil
 end
@@ -313,9 +426,17 @@ end
 
 -- Folds a tool's row with its output, closed: the closed fold shows the row ('foldtext' empty).
 function H.fold(win, row, lines)
+  H.fold_all(win, { { row, lines } })
+end
+
+-- Folds each { row, lines } of `folds` as H.fold does, in one window call.
+function H.fold_all(win, folds)
   pcall(vim.api.nvim_win_call, win, function()
-    vim.cmd(("%d,%dfold"):format(row + 1, row + 1 + lines))
-    vim.cmd(("silent! %dfoldclose"):format(row + 1))
+    for _, fold in ipairs(folds) do
+      local row, lines = fold[1], fold[2]
+      vim.cmd(("%d,%dfold"):format(row + 1, row + 1 + lines))
+      vim.cmd(("silent! %dfoldclose"):format(row + 1))
+    end
   end)
 end
 

@@ -15,6 +15,8 @@ H.COMMAND_CHARS = 40
 --- what the winbar names (provider, model, tool, command and since when, retry attempt).
 M.current = { state = "off", input = 0, output = 0, turn = false }
 H.timer = nil
+H.held = false -- a batch of events is being handled: the winbar is drawn once, at its end
+H.stale = false -- something changed while held
 
 --- Moves to `state` and redraws; a running command's seconds tick while it runs.
 ---@param state string
@@ -57,9 +59,24 @@ function M.text()
   return s.state
 end
 
+--- Holds the winbar's redraws while a batch of events is handled (`true`), then draws it once if
+--- anything changed (`false`).
+---@param held boolean
+function M.hold(held)
+  H.held = held
+  if not held and H.stale then
+    M.render()
+  end
+end
+
 --- Redraws the winbar of every chat window: the state always, then what fits of the tokens and
 --- the model.
 function M.render()
+  if H.held then
+    H.stale = true
+    return
+  end
+  H.stale = false
   local function escape(s)
     return (s:gsub("%%", "%%%%"))
   end

@@ -19,8 +19,7 @@ use super::adapters::{NvimAsker, NvimEditor};
 use super::protocol::{self, method, Decide, Prompt, Resume, Start, UiEvent, PROTOCOL};
 use super::pump::forward;
 use super::Nvim;
-use crate::acp::AgentUpdate;
-use crate::agent::{Event, DEFAULT_MAX_TURNS};
+use crate::agent::DEFAULT_MAX_TURNS;
 use crate::approval::Asker;
 use crate::conversation::{Conversation, ConversationEvent, Events};
 use crate::display;
@@ -355,7 +354,7 @@ impl Bridge {
                 return bridge.error(format!("agent: {err}"));
             }
             tracing::info!(id = %saved.header.id, records = saved.records.len(), "resuming a conversation");
-            replay(&bridge, &saved).await;
+            replay(&bridge, &saved);
             drop(busy);
         });
     }
@@ -432,16 +431,11 @@ async fn rewind_points(
     Ok(Value::Array(listed))
 }
 
-/// How many saved events [`replay`] sends before it lets a frame pass, and how many bytes of
-/// text: a big conversation reaches the chat in frames Neovim draws between, not in one call.
-const REPLAY_EVENTS: usize = 100;
-const REPLAY_BYTES: usize = 64 * 1024;
-
 /// Sends the chat a saved conversation's records as the events they were (a prompt as
 /// [`UiEvent::Prompt`], a decision as [`UiEvent::Decided`]), then [`UiEvent::Resumed`]. Each
-/// still goes through the pump, so it is made visible and redacted like a live one.
-async fn replay(bridge: &Bridge, saved: &sessions::Conversation) {
-    let (mut events, mut bytes) = (0, 0);
+/// still goes through the pump, so it is made visible and redacted like a live one; the pump
+/// cuts the flood into batches Lua shows between Neovim's other requests.
+fn replay(bridge: &Bridge, saved: &sessions::Conversation) {
     for record in &saved.records {
         let event = match record {
             Record::Prompt { text } => UiEvent::Prompt { text: text.clone() },
@@ -458,28 +452,12 @@ async fn replay(bridge: &Bridge, saved: &sessions::Conversation) {
             },
             Record::Model { .. } | Record::Rewound { .. } => continue,
         };
-        bytes += size_of_text(&event);
-        events += 1;
         bridge.send(event);
-        if events >= REPLAY_EVENTS || bytes >= REPLAY_BYTES {
-            (events, bytes) = (0, 0);
-            tokio::time::sleep(super::pump::FRAME).await;
-        }
     }
     bridge.send(UiEvent::Resumed {
         id: saved.header.id.clone(),
         title: saved.title(),
     });
-}
-
-/// Roughly how much text an event carries to the chat.
-fn size_of_text(event: &UiEvent) -> usize {
-    match event {
-        UiEvent::Prompt { text } | UiEvent::Agent(Event::Text { text }) => text.len(),
-        UiEvent::Agent(Event::ToolFinished { output, .. }) => output.len(),
-        UiEvent::Update(AgentUpdate::ToolUpdated { output, .. }) => output.len(),
-        _ => 64,
-    }
 }
 
 /// The session `start` configures: the plugin's options, anything unset or out of range at its

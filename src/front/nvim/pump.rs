@@ -1,5 +1,6 @@
-//! The pump: the one task that sends Lua what turns produce, in batches at most once a frame,
-//! each event made visible and redacted on the way ([`for_lua`]).
+//! The pump: the one task that sends Lua what turns produce, in batches at most once a frame
+//! (a flood, such as a resumed conversation, in bounded batches back to back), each event made
+//! visible and redacted on the way ([`for_lua`]).
 
 use std::time::Duration;
 
@@ -56,8 +57,15 @@ impl From<ConversationEvent> for UiEvent {
     }
 }
 
+/// The most events, and roughly the most bytes of text, one batch carries: Lua shows a full one
+/// in a few milliseconds, so Neovim still answers its other requests between two of them.
+pub(super) const BATCH_EVENTS: usize = 200;
+pub(super) const BATCH_BYTES: usize = 128 * 1024;
+
 /// Sends Lua the events in batches, at most one a frame, with consecutive text joined, in one
-/// `exec_lua` call. An approval is sent at once.
+/// `exec_lua` call. An approval is sent at once. A full batch ([`BATCH_EVENTS`], [`BATCH_BYTES`])
+/// is followed by the next at once: a flood goes out as fast as Lua takes it, each `exec_lua`
+/// awaited, so requests from elsewhere are answered between two batches.
 pub(super) async fn pump(nvim: Nvim, events: Option<mpsc::UnboundedReceiver<UiEvent>>) {
     let Some(mut events) = events else {
         return;
@@ -65,15 +73,15 @@ pub(super) async fn pump(nvim: Nvim, events: Option<mpsc::UnboundedReceiver<UiEv
     // The frame is counted from the last send: an event after a quiet spell goes out at once, a
     // stream of them goes out at most once a frame.
     let mut last_send = tokio::time::Instant::now() - FRAME;
+    let mut full = false;
     while let Some(first) = events.recv().await {
-        let mut batch = vec![first];
-        let deadline = last_send + FRAME;
-        while !matches!(batch.last(), Some(UiEvent::Approval { .. })) {
-            match tokio::time::timeout_at(deadline, events.recv()).await {
-                Ok(Some(event)) => batch.push(event),
-                Ok(None) | Err(_) => break,
-            }
-        }
+        let deadline = if full {
+            tokio::time::Instant::now()
+        } else {
+            last_send + FRAME
+        };
+        let batch;
+        (batch, full) = gather(first, &mut events, deadline).await;
         last_send = tokio::time::Instant::now();
         let values = for_lua(join_text(batch));
         if let Err(err) = nvim
@@ -83,6 +91,30 @@ pub(super) async fn pump(nvim: Nvim, events: Option<mpsc::UnboundedReceiver<UiEv
             tracing::warn!(%err, "Lua did not take a batch of events");
         }
     }
+}
+
+/// One batch: `first` and what else comes before `deadline`, up to an approval (sent at once)
+/// or until the batch is full; true when it is full (more may be waiting).
+async fn gather(
+    first: UiEvent,
+    events: &mut mpsc::UnboundedReceiver<UiEvent>,
+    deadline: tokio::time::Instant,
+) -> (Vec<UiEvent>, bool) {
+    let mut bytes = size_of_text(&first);
+    let mut batch = vec![first];
+    while !matches!(batch.last(), Some(UiEvent::Approval { .. })) {
+        if batch.len() >= BATCH_EVENTS || bytes >= BATCH_BYTES {
+            return (batch, true);
+        }
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Some(event)) => {
+                bytes += size_of_text(&event);
+                batch.push(event);
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    (batch, false)
 }
 
 /// A batch of events as [`lua::RECEIVE`] takes it: each made visible ([`UiEvent::shown`]) and
@@ -121,6 +153,16 @@ pub(super) fn to_msgpack(value: &serde_json::Value) -> Value {
     }
 }
 
+/// Roughly how much text an event carries to the chat.
+pub(super) fn size_of_text(event: &UiEvent) -> usize {
+    match event {
+        UiEvent::Prompt { text } | UiEvent::Agent(Event::Text { text }) => text.len(),
+        UiEvent::Agent(Event::ToolFinished { output, .. }) => output.len(),
+        UiEvent::Update(crate::acp::AgentUpdate::ToolUpdated { output, .. }) => output.len(),
+        _ => 64,
+    }
+}
+
 /// Joins consecutive text events so a frame's deltas are appended with one buffer call.
 fn join_text(batch: Vec<UiEvent>) -> Vec<UiEvent> {
     let mut out: Vec<UiEvent> = Vec::with_capacity(batch.len());
@@ -142,6 +184,71 @@ mod tests {
     use super::*;
     use crate::approval::Decision;
     use crate::front::nvim::protocol::{Choices, Preview};
+
+    fn text(s: &str) -> UiEvent {
+        UiEvent::Agent(Event::Text { text: s.into() })
+    }
+
+    #[tokio::test]
+    async fn a_flood_goes_out_in_bounded_batches_a_trickle_once_a_frame() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        // A flood (a resumed conversation): full batches; after a full one the next is
+        // gathered with a deadline already past, so it takes only what is waiting.
+        for _ in 0..BATCH_EVENTS * 2 + 5 {
+            tx.send(text("x")).unwrap();
+        }
+        let later = tokio::time::Instant::now() + Duration::from_secs(60);
+        let first = rx.recv().await.unwrap();
+        let (batch, full) = gather(first, &mut rx, later).await;
+        assert_eq!((batch.len(), full), (BATCH_EVENTS, true));
+        let first = rx.recv().await.unwrap();
+        let (batch, full) = gather(first, &mut rx, tokio::time::Instant::now()).await;
+        assert_eq!((batch.len(), full), (BATCH_EVENTS, true));
+        let first = rx.recv().await.unwrap();
+        let (batch, full) = gather(first, &mut rx, tokio::time::Instant::now()).await;
+        assert_eq!((batch.len(), full), (5, false));
+
+        // Big outputs fill a batch by their size.
+        let big = "y".repeat(BATCH_BYTES / 2 + 1);
+        for _ in 0..3 {
+            tx.send(text(&big)).unwrap();
+        }
+        let first = rx.recv().await.unwrap();
+        let (batch, full) = gather(first, &mut rx, later).await;
+        assert_eq!((batch.len(), full), (2, true));
+        let first = rx.recv().await.unwrap();
+        let (batch, _) = gather(first, &mut rx, tokio::time::Instant::now()).await;
+        assert_eq!(batch.len(), 1);
+
+        // A trickle: what comes before the deadline joins the batch (here until the sender is
+        // gone), and an approval goes out at once with what came before it.
+        let sender = tx.clone();
+        drop(tx);
+        tokio::spawn(async move {
+            for _ in 0..3 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                sender.send(text("z")).unwrap();
+            }
+            sender.send(UiEvent::error("e")).unwrap();
+        });
+        let (batch, full) = gather(text("z"), &mut rx, later).await;
+        assert_eq!((batch.len(), full), (5, false));
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        tx.send(text("after")).unwrap();
+        let approval = UiEvent::Approval {
+            id: 1,
+            tool: "t".into(),
+            title: "t".into(),
+            preview: Preview::None,
+            choices: Choices::agent(vec![]),
+        };
+        let (batch, full) = gather(approval, &mut rx, later).await;
+        assert_eq!(
+            (batch.len(), full),
+            (1, false),
+            "an approval waits for nothing"
+        );
+    }
 
     #[test]
     fn absent_fields_are_left_out_of_what_lua_reads() {

@@ -1,0 +1,245 @@
+//! The chat writes a batch of events into a document first and puts it into the buffer at the
+//! batch's end (lua/agent/chat/render.lua). What a person sees must not depend on how the events
+//! were cut into batches: one event a batch (a slow live stream), a few a batch, or all of them
+//! in one (a resumed conversation) give the same lines, highlights and folds.
+
+use agent_nvim::acp::{AgentUpdate, PlanEntry};
+use agent_nvim::agent::{Event, Outcome};
+use agent_nvim::approval::Decision;
+use agent_nvim::front::nvim::for_lua;
+use agent_nvim::front::nvim::protocol::{lua, UiEvent};
+use rmpv::Value;
+
+use crate::support::nvim::{setup_lua, Nvim, Options};
+
+fn tool_started(id: &str, name: &str) -> UiEvent {
+    UiEvent::Agent(Event::ToolStarted {
+        id: id.into(),
+        name: name.into(),
+        args: serde_json::json!({ "path": "a.txt" }),
+    })
+}
+
+fn tool_finished(id: &str, ok: bool, output: &str) -> UiEvent {
+    UiEvent::Agent(Event::ToolFinished {
+        id: id.into(),
+        name: "read_file".into(),
+        ok,
+        summary: format!("read_file {id}"),
+        output: output.into(),
+    })
+}
+
+fn text(s: &str) -> UiEvent {
+    UiEvent::Agent(Event::Text { text: s.into() })
+}
+
+/// Two turns with the rows a chat holds: text around tool rows (one refused, one failed, one
+/// without output), a decision, an external agent's tool call updated after later text (its
+/// row is then no longer the last thing written), a thought that grows over several events, a
+/// plan replaced by a newer one, a retry, an error and the turns' ends.
+fn conversation() -> Vec<UiEvent> {
+    vec![
+        UiEvent::Prompt {
+            text: "read the files\nand tell me".into(),
+        },
+        UiEvent::Agent(Event::TurnStarted),
+        text("Let me look"),
+        text(" at them.\n"),
+        tool_started("t1", "read_file"),
+        UiEvent::decided(0, "read_file".into(), Decision::AllowOnce),
+        tool_finished("t1", true, "line one\n\nline three\r\nline four\n"),
+        tool_started("t2", "edit_file"),
+        UiEvent::decided(
+            0,
+            "edit_file".into(),
+            Decision::Refuse {
+                reason: Some("not that one".into()),
+            },
+        ),
+        tool_finished("t2", false, "refused: not that one"),
+        tool_started("t3", "list_files"),
+        tool_finished("t3", true, ""),
+        text("Done with the first part."),
+        UiEvent::Agent(Event::Usage {
+            input: 120,
+            output: 30,
+        }),
+        UiEvent::Agent(Event::TurnDone {
+            input: 120,
+            output: 30,
+            outcome: Outcome::Done,
+            message: "done".into(),
+        }),
+        UiEvent::Prompt {
+            text: "now the agent".into(),
+        },
+        UiEvent::Agent(Event::TurnStarted),
+        UiEvent::Update(AgentUpdate::Thought {
+            text: "First I think".into(),
+        }),
+        UiEvent::Update(AgentUpdate::Thought {
+            text: " about it,\nthen".into(),
+        }),
+        UiEvent::Update(AgentUpdate::Thought {
+            text: " decide.".into(),
+        }),
+        tool_started("a1", "run_bash"),
+        UiEvent::Update(AgentUpdate::ToolUpdated {
+            id: "a1".into(),
+            title: "Run ls".into(),
+            status: "in_progress".into(),
+            kind: "execute".into(),
+            output: "a\nb".into(),
+        }),
+        text("While it runs: "),
+        UiEvent::Update(AgentUpdate::ToolUpdated {
+            id: "a1".into(),
+            title: "Run ls".into(),
+            status: "completed".into(),
+            kind: "execute".into(),
+            output: "a\nb\nc\nd".into(),
+        }),
+        text("more text.\n"),
+        UiEvent::Update(AgentUpdate::Plan {
+            entries: vec![PlanEntry {
+                content: "Read".into(),
+                status: "in_progress".into(),
+                priority: "high".into(),
+            }],
+        }),
+        UiEvent::Update(AgentUpdate::Plan {
+            entries: vec![
+                PlanEntry {
+                    content: "Read".into(),
+                    status: "completed".into(),
+                    priority: "high".into(),
+                },
+                PlanEntry {
+                    content: "Write".into(),
+                    status: "pending".into(),
+                    priority: "low".into(),
+                },
+            ],
+        }),
+        UiEvent::Agent(Event::Retrying {
+            attempt: 1,
+            delay_ms: 500,
+            reason: "overloaded".into(),
+        }),
+        tool_started("t4", "read_file"),
+        tool_finished("t4", true, "x\ny\n"),
+        UiEvent::error("agent: the server hung up"),
+        UiEvent::Agent(Event::TurnDone {
+            input: 300,
+            output: 60,
+            outcome: Outcome::Failed,
+            message: "agent: the server hung up".into(),
+        }),
+    ]
+}
+
+/// What a person sees of the chat: its lines, its highlights (row, column, end row, end column,
+/// group) and, for each line of the chat window, where the closed fold around it starts and
+/// ends (-1 when it is not folded).
+const SEEN: &str = r#"
+local buf = vim.fn.bufnr('agent://chat')
+local win = vim.fn.win_findbuf(buf)[1]
+local ns = vim.api.nvim_create_namespace('agent.chat')
+local hls = {}
+for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true })) do
+  hls[#hls + 1] = ('%d:%d-%d:%d %s'):format(m[2], m[3], m[4].end_row, m[4].end_col, m[4].hl_group)
+end
+table.sort(hls)
+local folds = vim.api.nvim_win_call(win, function()
+  local out = {}
+  for lnum = 1, vim.api.nvim_buf_line_count(buf) do
+    out[#out + 1] = ('%d:%d,%d'):format(lnum, vim.fn.foldclosed(lnum), vim.fn.foldclosedend(lnum))
+  end
+  return out
+end)
+return { lines = vim.api.nvim_buf_get_lines(buf, 0, -1, true), hls = hls, folds = folds }
+"#;
+
+/// Empties the chat, sends it `events` in batches of `size` the way the pump does, and reads back
+/// what it shows.
+async fn shown_in_batches(nvim: &Nvim, events: &[UiEvent], size: usize) -> Value {
+    nvim.lua(
+        "require('agent.chat').clear(true) require('agent.chat').open()",
+        vec![],
+    )
+    .await;
+    for batch in events.chunks(size) {
+        nvim.lua(lua::RECEIVE, vec![Value::Array(for_lua(batch.to_vec()))])
+            .await;
+    }
+    let problems = nvim
+        .lua("return require('agent.rpc').problems()", vec![])
+        .await;
+    assert_eq!(problems, Value::Array(vec![]), "the chat raised");
+    nvim.lua(SEEN, vec![]).await
+}
+
+#[tokio::test]
+async fn the_chat_looks_the_same_however_its_events_were_batched() {
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: setup_lua(""),
+    })
+    .await;
+    let events = conversation();
+    let one_by_one = shown_in_batches(&nvim, &events, 1).await;
+    let lines = one_by_one["lines"].as_array().unwrap();
+    let text: Vec<&str> = lines.iter().map(|l| l.as_str().unwrap()).collect();
+    // What the person reads, one event a batch (each written to the buffer as it comes).
+    for expected in [
+        "## You",
+        "read the files",
+        "▸ read_file t1 · allowed once",
+        "  line one",
+        "  line three",
+        "✗ read_file t2 · refused: not that one",
+        "▸ read_file t3",
+        "… thought (2 lines)",
+        "  First I think about it,",
+        "… Run ls (completed)",
+        "  d",
+        "- [x] Read",
+        "- [ ] Write",
+        "agent: the server hung up",
+    ] {
+        assert!(text.contains(&expected), "{expected:?} not in {text:#?}");
+    }
+    // The empty line in t1's output stays empty, not two spaces.
+    let at = text.iter().position(|l| *l == "  line one").unwrap();
+    assert_eq!(text[at + 1], "");
+    // The tool rows with output are folded closed, their output hidden under the row.
+    let folds: Vec<&str> = one_by_one["folds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    let row = text
+        .iter()
+        .position(|l| *l == "▸ read_file t1 · allowed once")
+        .unwrap()
+        + 1;
+    assert_eq!(folds[row - 1], format!("{row}:{row},{}", row + 4));
+    for size in [2, 3, 7, events.len()] {
+        let batched = shown_in_batches(&nvim, &events, size).await;
+        assert_eq!(
+            batched["lines"], one_by_one["lines"],
+            "lines differ with batches of {size}"
+        );
+        assert_eq!(
+            batched["hls"], one_by_one["hls"],
+            "highlights differ with batches of {size}"
+        );
+        assert_eq!(
+            batched["folds"], one_by_one["folds"],
+            "folds differ with batches of {size}"
+        );
+    }
+}
