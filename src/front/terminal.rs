@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::{Event, Outcome};
 use crate::approval::{Action, ApprovalRequest, Asker, Decision};
-use crate::conversation::{Conversation, ConversationEvent, Events, Native};
+use crate::conversation::{Checkpointed, Conversation, ConversationEvent, Events, Native};
 use crate::display::{self, Layout};
 use crate::editor::NoEditor;
 use crate::front::cli::{RunArgs, ToolArgs};
@@ -243,12 +243,16 @@ pub fn run_agent(args: RunArgs) -> Result<u8> {
             )
         }
     };
+    let checkpoints = executor.context().checkpoints.clone();
     let native: Arc<dyn Conversation> = Arc::new(Native::new(session::agent(&config, executor)?));
     let recorded = store.map(|store| Arc::new(Recorded::new(native.clone(), store)));
-    let conversation: Arc<dyn Conversation> = match &recorded {
+    let saved: Arc<dyn Conversation> = match &recorded {
         Some(recorded) => recorded.clone(),
         None => native,
     };
+    // Checkpointed before the prompt as in Neovim (session::decorate's order), so a rewind from
+    // Neovim after `--resume` can go back to before it.
+    let conversation = Checkpointed::wrap(saved, checkpoints.as_ref());
     let runtime = session::runtime()?;
     let code = runtime.block_on(async {
         if let Some(saved) = &resumed {

@@ -403,6 +403,35 @@ impl Store {
     /// Reads conversation `id`. A line that is not a whole record (a partial last line after a
     /// crash) is skipped with a note in the log.
     pub fn load(&self, id: &str) -> Result<Conversation, StoreError> {
+        self.load_with(id, |_| true)
+    }
+
+    /// Conversation `id`'s header alone, read from the file's first line: what a resume checks
+    /// before it reads the rest.
+    pub fn header(&self, id: &str) -> Result<Header, StoreError> {
+        use std::io::BufRead as _;
+        let path = self.path(id)?;
+        let file = File::open(&path).map_err(|source| missing_or(id, &path, source))?;
+        let mut line = Vec::new();
+        io::BufReader::new(file)
+            .take(MAX_HEADER)
+            .read_until(b'\n', &mut line)
+            .map_err(|source| missing_or(id, &path, source))?;
+        let header = read_header(id, line.strip_suffix(b"\n").unwrap_or(&line))?;
+        if header.id != id {
+            return Err(StoreError::Unreadable(id.to_string()));
+        }
+        Ok(header)
+    }
+
+    /// [`Store::load`], handing `each` every record as soon as it is read, so a resume can show
+    /// the first ones while the rest are parsed; `each` returning false stops the reading (what
+    /// was read so far is returned).
+    pub fn load_with(
+        &self,
+        id: &str,
+        mut each: impl FnMut(&Record) -> bool,
+    ) -> Result<Conversation, StoreError> {
         let path = self.path(id)?;
         let text = std::fs::read(&path).map_err(|source| missing_or(id, &path, source))?;
         let mut lines = text.split(|&b| b == b'\n');
@@ -417,7 +446,13 @@ impl Store {
                 continue;
             }
             match serde_json::from_slice::<Record>(line) {
-                Ok(record) => records.push(record),
+                Ok(record) => {
+                    let go_on = each(&record);
+                    records.push(record);
+                    if !go_on {
+                        break;
+                    }
+                }
                 Err(err) => tracing::warn!(
                     path = %path.display(),
                     line = n + 2,
@@ -466,6 +501,9 @@ fn missing_or(id: &str, path: &Path, source: io::Error) -> StoreError {
         }
     }
 }
+
+/// The longest header line [`Store::header`] reads.
+const MAX_HEADER: u64 = 64 * 1024;
 
 fn read_header(id: &str, line: &[u8]) -> Result<Header, StoreError> {
     #[derive(Deserialize)]

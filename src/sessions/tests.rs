@@ -491,3 +491,62 @@ fn a_turn_the_session_ended_in_is_given_to_the_model_as_cut_off() {
     assert_eq!(view[2], Message::User("second".into()));
     assert_eq!(view[4], Message::User("third".into()));
 }
+
+#[test]
+fn a_header_is_read_alone_and_records_are_handed_on_as_they_are_read() {
+    let state = tempfile::tempdir().unwrap();
+    let store = store(state.path());
+    let writer = store.create("built-in").unwrap();
+    for n in 0..5 {
+        writer.write(Record::Prompt {
+            text: format!("prompt {n}"),
+        });
+    }
+    writer.flush();
+    let id = writer.id().to_string();
+    drop(writer);
+    let header = store.header(&id).unwrap();
+    assert_eq!(
+        (header.id.as_str(), header.conversation.as_str()),
+        (id.as_str(), "built-in")
+    );
+
+    // Handed on in order; false stops the reading there.
+    let mut seen = Vec::new();
+    let loaded = store
+        .load_with(&id, |record| {
+            seen.push(record.clone());
+            seen.len() < 3
+        })
+        .unwrap();
+    assert_eq!(seen.len(), 3);
+    assert_eq!(loaded.records, seen);
+    let mut all = 0;
+    store
+        .load_with(&id, |_| {
+            all += 1;
+            true
+        })
+        .unwrap();
+    assert_eq!(all, 5);
+
+    // A header of another version, or naming another id, is refused as load refuses it.
+    let path = store.dir().join(format!("{id}.jsonl"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replacen(&format!("\"id\":\"{id}\""), "\"id\":\"other\"", 1),
+    )
+    .unwrap();
+    assert!(matches!(store.header(&id), Err(StoreError::Unreadable(_))));
+    std::fs::write(
+        &path,
+        text.replacen("\"agent_nvim_session\":1", "\"agent_nvim_session\":99", 1),
+    )
+    .unwrap();
+    assert!(matches!(
+        store.header(&id),
+        Err(StoreError::Foreign { version: 99, .. })
+    ));
+    assert!(matches!(store.header("../x"), Err(StoreError::BadId(_))));
+}

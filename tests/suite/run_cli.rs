@@ -492,6 +492,27 @@ fn a_run_is_saved_listed_and_resumed_with_the_earlier_turns_sent_again() {
         listed.contains(&format!("{id}  ")) && listed.contains("  2 prompts  "),
         "{listed}"
     );
+    // Each run took a checkpoint before its prompt, under the saved conversation's id: both
+    // prompts are rewind points.
+    let mut config = agent_nvim::session::SessionConfig::new(dir.path().to_path_buf());
+    config.state_dir = Some(state.path().join("nvim/agent"));
+    let built = agent_nvim::session::build(
+        &config,
+        Box::new(|_, _| None),
+        std::sync::Arc::new(agent_nvim::editor::NoEditor),
+    )
+    .unwrap();
+    let checkpoints = built.checkpoints.unwrap();
+    let points = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(checkpoints.points(&id))
+        .unwrap();
+    let labels: Vec<(usize, &str)> = points.iter().map(|p| (p.turn, p.label.as_str())).collect();
+    assert_eq!(
+        labels,
+        [(2, "go on"), (1, "what is in a.txt?")],
+        "{points:?}"
+    );
 
     let missing = in_state(run(
         Some(&mock),

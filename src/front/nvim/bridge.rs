@@ -26,7 +26,7 @@ use crate::display;
 use crate::llm::ProviderChoice;
 use crate::questions::Questions;
 use crate::session::{self, SessionConfig};
-use crate::sessions::{self, Record, Store};
+use crate::sessions::{Record, Store};
 use crate::workspace::Workspace;
 
 /// The session the `start` notification configured.
@@ -318,9 +318,9 @@ impl Bridge {
         }
     }
 
-    /// `resume {id}`: cancels the turn, makes the built-in conversation the current one again
-    /// with the saved one's history, and sends the chat every saved event (Lua has cleared
-    /// it), a few at a time so Neovim keeps drawing, then `resumed`. No prompt runs meanwhile.
+    /// `resume {id}`: cancels the turn, makes the built-in conversation the current one again,
+    /// sends the chat every saved event as the file is read (Lua has cleared it), gives the
+    /// conversation the saved history, then sends `resumed`. No prompt runs meanwhile.
     pub(super) fn resume(&self, resume: Resume) {
         self.cancel_turn();
         let bridge = self.clone();
@@ -339,22 +339,48 @@ impl Bridge {
                     "agent: conversations are not saved here (no state directory), so none can be resumed",
                 );
             };
-            let saved = match store.load(&resume.id) {
-                Ok(saved) => saved,
+            let header = match store.header(&resume.id) {
+                Ok(header) => header,
                 Err(err) => return bridge.error(format!("agent: {err}")),
             };
-            if saved.header.conversation != native.name() {
+            if header.conversation != native.name() {
                 return bridge.error(format!(
                     "agent: conversation '{}' was with {}; only the built-in agent's can be resumed",
-                    saved.header.id, saved.header.conversation
+                    header.id, header.conversation
                 ));
             }
             bridge.switch_to(native.clone()).await;
-            if let Err(err) = native.resume(&saved).await {
-                return bridge.error(format!("agent: {err}"));
+            // The file is parsed on a thread of its own while the chat shows what it has read.
+            let (shown, mut to_show) = mpsc::unbounded_channel();
+            let id = resume.id.clone();
+            let loading = tokio::task::spawn_blocking(move || {
+                store.load_with(&id, |record| {
+                    if let Some(event) = replayed(record) {
+                        return shown.send(event).is_ok();
+                    }
+                    true
+                })
+            });
+            while let Some(event) = to_show.recv().await {
+                bridge.send(event);
             }
+            let saved = match loading.await {
+                Ok(Ok(saved)) => saved,
+                Ok(Err(err)) => return bridge.error(format!("agent: {err}")),
+                Err(err) => {
+                    return bridge.error(format!("agent: reading the conversation failed: {err}"))
+                }
+            };
             tracing::info!(id = %saved.header.id, records = saved.records.len(), "resuming a conversation");
-            replay(&bridge, &saved);
+            if let Err(err) = native.resume(&saved).await {
+                return bridge.error(format!(
+                    "agent: the conversation is shown but cannot be continued: {err}"
+                ));
+            }
+            bridge.send(UiEvent::Resumed {
+                id: saved.header.id.clone(),
+                title: saved.title(),
+            });
             drop(busy);
         });
     }
@@ -431,33 +457,26 @@ async fn rewind_points(
     Ok(Value::Array(listed))
 }
 
-/// Sends the chat a saved conversation's records as the events they were (a prompt as
-/// [`UiEvent::Prompt`], a decision as [`UiEvent::Decided`]), then [`UiEvent::Resumed`]. Each
-/// still goes through the pump, so it is made visible and redacted like a live one; the pump
-/// cuts the flood into batches Lua shows between Neovim's other requests.
-fn replay(bridge: &Bridge, saved: &sessions::Conversation) {
-    for record in &saved.records {
-        let event = match record {
-            Record::Prompt { text } => UiEvent::Prompt { text: text.clone() },
-            Record::Event { event } => event.clone().into(),
-            Record::Decided {
-                tool,
-                decision,
-                note,
-            } => UiEvent::Decided {
-                id: 0,
-                tool: tool.clone(),
-                decision: decision.clone(),
-                note: note.clone(),
-            },
-            Record::Model { .. } | Record::Rewound { .. } => continue,
-        };
-        bridge.send(event);
-    }
-    bridge.send(UiEvent::Resumed {
-        id: saved.header.id.clone(),
-        title: saved.title(),
-    });
+/// What the chat is sent for a saved record, the event it was (a prompt as
+/// [`UiEvent::Prompt`], a decision as [`UiEvent::Decided`]); nothing for what only the model
+/// reads. Each still goes through the pump, so it is made visible and redacted like a live one;
+/// the pump cuts the flood into batches Lua shows between Neovim's other requests.
+fn replayed(record: &Record) -> Option<UiEvent> {
+    Some(match record {
+        Record::Prompt { text } => UiEvent::Prompt { text: text.clone() },
+        Record::Event { event } => event.clone().into(),
+        Record::Decided {
+            tool,
+            decision,
+            note,
+        } => UiEvent::Decided {
+            id: 0,
+            tool: tool.clone(),
+            decision: decision.clone(),
+            note: note.clone(),
+        },
+        Record::Model { .. } | Record::Rewound { .. } => return None,
+    })
 }
 
 /// The session `start` configures: the plugin's options, anything unset or out of range at its

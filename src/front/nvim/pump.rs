@@ -65,32 +65,44 @@ pub(super) const BATCH_BYTES: usize = 128 * 1024;
 /// Sends Lua the events in batches, at most one a frame, with consecutive text joined, in one
 /// `exec_lua` call. An approval is sent at once. A full batch ([`BATCH_EVENTS`], [`BATCH_BYTES`])
 /// is followed by the next at once: a flood goes out as fast as Lua takes it, each `exec_lua`
-/// awaited, so requests from elsewhere are answered between two batches.
+/// awaited, so requests from elsewhere are answered between two batches. The next batch is
+/// gathered and turned into msgpack while Lua shows the current one.
 pub(super) async fn pump(nvim: Nvim, events: Option<mpsc::UnboundedReceiver<UiEvent>>) {
     let Some(mut events) = events else {
         return;
     };
-    // The frame is counted from the last send: an event after a quiet spell goes out at once, a
-    // stream of them goes out at most once a frame.
-    let mut last_send = tokio::time::Instant::now() - FRAME;
-    let mut full = false;
-    while let Some(first) = events.recv().await {
-        let deadline = if full {
-            tokio::time::Instant::now()
-        } else {
-            last_send + FRAME
-        };
-        let batch;
-        (batch, full) = gather(first, &mut events, deadline).await;
-        last_send = tokio::time::Instant::now();
-        let values = for_lua(join_text(batch));
-        if let Err(err) = nvim
-            .exec_lua(lua::RECEIVE, vec![Value::Array(values)])
-            .await
-        {
-            tracing::warn!(%err, "Lua did not take a batch of events");
+    // One batch ready while another is with Lua.
+    let (ready, mut to_send) = mpsc::channel::<Vec<Value>>(1);
+    let gathering = async move {
+        // The frame is counted from the last batch: an event after a quiet spell goes out at
+        // once, a stream of them goes out at most once a frame.
+        let mut last_send = tokio::time::Instant::now() - FRAME;
+        let mut full = false;
+        while let Some(first) = events.recv().await {
+            let deadline = if full {
+                tokio::time::Instant::now()
+            } else {
+                last_send + FRAME
+            };
+            let batch;
+            (batch, full) = gather(first, &mut events, deadline).await;
+            last_send = tokio::time::Instant::now();
+            if ready.send(for_lua(join_text(batch))).await.is_err() {
+                break;
+            }
         }
-    }
+    };
+    let sending = async move {
+        while let Some(values) = to_send.recv().await {
+            if let Err(err) = nvim
+                .exec_lua(lua::RECEIVE, vec![Value::Array(values)])
+                .await
+            {
+                tracing::warn!(%err, "Lua did not take a batch of events");
+            }
+        }
+    };
+    tokio::join!(gathering, sending);
 }
 
 /// One batch: `first` and what else comes before `deadline`, up to an approval (sent at once)
