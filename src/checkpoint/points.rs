@@ -2,7 +2,7 @@
 //! first, each numbered as the conversation counts its prompts and with how many files its turn
 //! changed.
 
-use super::{CheckpointError, Checkpoints, Kind};
+use super::{Checkpoint, CheckpointError, Checkpoints, Kind};
 use crate::display;
 
 /// One prompt a rewind can go back to.
@@ -14,20 +14,37 @@ pub struct Point {
     pub id: String,
     /// The prompt's first line, as given (made visible by [`row`]).
     pub label: String,
-    /// How many files its turn changed: up to the next prompt's checkpoint, or to now.
+    /// How many files changed from its checkpoint to the next prompt's on the live line (or
+    /// to now, for the newest).
     pub files: usize,
     /// When it was taken, in seconds since the epoch.
     pub time: u64,
 }
 
 impl Checkpoints {
-    /// The prompts of `conversation` a rewind can go back to, newest first.
+    /// The prompts of `conversation` a rewind can go back to, newest first: the live line of
+    /// its history. Walked oldest first, a prompt numbered `t` (the history's number when it
+    /// was sent) replaces whatever was `t` or later, and a cut to before `t` drops those, so
+    /// the prompts a conversation rewind took out of the history leave the list, and the
+    /// prompts sent after it take their numbers. A prompt checkpointed without a number (an
+    /// older shadow repository) follows the one before it.
     pub async fn points(&self, conversation: &str) -> Result<Vec<Point>, CheckpointError> {
         let all = self.list(conversation).await?;
-        let prompts: Vec<_> = all.iter().filter(|c| c.kind == Kind::Prompt).collect();
-        let mut points = Vec::with_capacity(prompts.len());
-        for (at, checkpoint) in prompts.iter().enumerate() {
-            let changes = match prompts.get(at + 1) {
+        let mut live: Vec<&Checkpoint> = Vec::new();
+        for checkpoint in &all {
+            match (checkpoint.kind, checkpoint.turn) {
+                (Kind::Prompt, turn) => {
+                    let turn = turn.unwrap_or(live.len() + 1).max(1);
+                    live.truncate(turn - 1);
+                    live.push(checkpoint);
+                }
+                (Kind::Cut, Some(turn)) => live.truncate(turn.saturating_sub(1)),
+                _ => {}
+            }
+        }
+        let mut points = Vec::with_capacity(live.len());
+        for (at, checkpoint) in live.iter().enumerate() {
+            let changes = match live.get(at + 1) {
                 Some(next) => self.changes_between(&checkpoint.id, &next.id).await?,
                 None => self.changes(&checkpoint.id).await?,
             };
