@@ -10,6 +10,7 @@ mod nvim_acp;
 mod nvim_boundary;
 mod nvim_keys;
 mod nvim_plugin;
+mod nvim_rewind;
 mod nvim_sessions;
 mod processes;
 mod run_cli;

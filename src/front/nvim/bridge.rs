@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 use super::adapters::{NvimAsker, NvimEditor};
-use super::protocol::{self, method, Decide, Prompt, Resume, Start, UiEvent, PROTOCOL};
+use super::protocol::{self, method, Decide, Prompt, Resume, Rewind, Start, UiEvent, PROTOCOL};
 use super::pump::forward;
 use super::Nvim;
 use crate::acp::AgentUpdate;
@@ -360,6 +360,75 @@ impl Bridge {
         });
     }
 
+    /// `rewind`: goes back to before a prompt of the current conversation, as
+    /// `front/nvim/rewind.rs` does it, and tells the chat (`rewound`) or says why nothing
+    /// changed. Refused while a turn runs; no prompt runs meanwhile.
+    pub(super) fn rewind(&self, rewind: Rewind) {
+        let Ok(busy) = self.state.busy.clone().try_lock_owned() else {
+            return self.error(
+                "agent: a turn is running; wait for it or cancel it (:Agent stop) before rewinding",
+            );
+        };
+        let bridge = self.clone();
+        tokio::spawn(async move {
+            match bridge.rewound(&rewind).await {
+                Ok(done) => bridge.send(UiEvent::Rewound {
+                    turn: rewind.turn,
+                    cut: done.cut,
+                    message: Some(done.message),
+                    prompt: done.prompt,
+                }),
+                Err(message) => bridge.error(message),
+            }
+            drop(busy);
+        });
+    }
+
+    /// The rewind itself: the point found among the current conversation's, then the step.
+    async fn rewound(&self, rewind: &Rewind) -> std::result::Result<super::rewind::Done, String> {
+        let session = self.state.session.lock().await;
+        let Some((checkpoints, nvim)) = session
+            .as_ref()
+            .map(|s| (s.checkpoints.clone(), s.nvim.clone()))
+        else {
+            return Err("agent: the backend was not started; run :Agent again".into());
+        };
+        drop(session);
+        let conversation = self.state.conversation.lock().await.clone();
+        let Some(conversation) = conversation else {
+            return Err("agent: the backend was not started; run :Agent again".into());
+        };
+        let no_such = || {
+            format!(
+                "agent: {}",
+                crate::conversation::ConversationError::NoSuchPrompt(rewind.turn)
+            )
+        };
+        let id = match &checkpoints {
+            Some(checkpoints) => match checkpoints.points(&checkpoints.conversation()).await {
+                Ok(points) => points
+                    .into_iter()
+                    .find(|point| point.turn == rewind.turn)
+                    .map(|point| point.id)
+                    .ok_or_else(no_such)?,
+                // Without the checkpoints, the history can still be cut.
+                Err(err) if rewind.mode.code() => return Err(format!("agent: {err}")),
+                Err(_) => String::new(),
+            },
+            None => String::new(),
+        };
+        let editor = NvimEditor { nvim };
+        super::rewind::rewind(
+            rewind.mode,
+            rewind.turn,
+            &id,
+            checkpoints.as_ref(),
+            conversation.as_ref(),
+            &editor,
+        )
+        .await
+    }
+
     /// `sessions`: this workspace's saved conversations, for Lua.
     async fn sessions(&self) -> std::result::Result<Value, Value> {
         let store = self.of_session(|s| s.store.clone()).await?;
@@ -438,10 +507,13 @@ const REPLAY_EVENTS: usize = 100;
 const REPLAY_BYTES: usize = 64 * 1024;
 
 /// Sends the chat a saved conversation's records as the events they were (a prompt as
-/// [`UiEvent::Prompt`], a decision as [`UiEvent::Decided`]), then [`UiEvent::Resumed`]. Each
-/// still goes through the pump, so it is made visible and redacted like a live one.
+/// [`UiEvent::Prompt`], a decision as [`UiEvent::Decided`], a cut as [`UiEvent::Rewound`]),
+/// then [`UiEvent::Resumed`]. Each still goes through the pump, so it is made visible and
+/// redacted like a live one.
 async fn replay(bridge: &Bridge, saved: &sessions::Conversation) {
     let (mut events, mut bytes) = (0, 0);
+    // Which messages of the model's view so far are prompts, to number a cut's prompt.
+    let mut prompts: Vec<bool> = Vec::new();
     for record in &saved.records {
         let event = match record {
             Record::Prompt { text } => UiEvent::Prompt { text: text.clone() },
@@ -456,7 +528,20 @@ async fn replay(bridge: &Bridge, saved: &sessions::Conversation) {
                 decision: decision.clone(),
                 note: note.clone(),
             },
-            Record::Model { .. } | Record::Rewound { .. } => continue,
+            Record::Model { messages } => {
+                let is_prompt = |m: &sessions::Saved| matches!(m, sessions::Saved::User { .. });
+                prompts.extend(messages.iter().map(is_prompt));
+                continue;
+            }
+            Record::Rewound { kept } => {
+                prompts.truncate(*kept);
+                UiEvent::Rewound {
+                    turn: prompts.iter().filter(|p| **p).count() + 1,
+                    cut: true,
+                    message: None,
+                    prompt: None,
+                }
+            }
         };
         bytes += size_of_text(&event);
         events += 1;
@@ -546,6 +631,10 @@ impl Handler for Bridge {
                 Ok(resume) => self.resume(resume),
                 Err(err) => self.error(format!("agent: bad resume message ({err})")),
             },
+            method::REWIND => match arg::<Rewind>(args) {
+                Ok(rewind) => self.rewind(rewind),
+                Err(err) => self.error(format!("agent: bad rewind message ({err})")),
+            },
             method::DECIDE => match arg::<Decide>(args) {
                 Ok(decide) => self.decide(decide).await,
                 Err(err) => tracing::warn!(%err, "bad decide message"),
@@ -625,6 +714,67 @@ mod tests {
                 "agent: checkpoints are off (no state directory), so there is nothing to rewind to"
             ))
         );
+    }
+
+    #[tokio::test]
+    async fn a_replayed_cut_reaches_the_chat_numbered_as_the_history_was_and_a_busy_turn_refuses_a_rewind(
+    ) {
+        let bridge = Bridge::new(CancellationToken::new());
+        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
+        let user = |text: &str| sessions::Saved::User { text: text.into() };
+        let answer = || sessions::Saved::Assistant {
+            text: "ok".into(),
+            calls: vec![],
+        };
+        let prompt = |text: &str| Record::Prompt { text: text.into() };
+        let model = |messages| Record::Model { messages };
+        let saved = sessions::Conversation {
+            header: sessions::Header {
+                agent_nvim_session: sessions::FORMAT,
+                id: "20261201-000000-0000".into(),
+                workspace: "/w".into(),
+                created: "2026-12-01T00:00:00Z".into(),
+                conversation: "built-in".into(),
+            },
+            records: vec![
+                prompt("one"),
+                model(vec![user("one"), answer()]),
+                prompt("two"),
+                model(vec![user("two"), answer()]),
+                prompt("three"),
+                model(vec![user("three"), answer()]),
+                // Cut to before "two", then "two again" is prompt 2, then cut to before it.
+                Record::Rewound { kept: 2 },
+                prompt("two again"),
+                model(vec![user("two again"), answer()]),
+                Record::Rewound { kept: 2 },
+            ],
+        };
+        replay(&bridge, &saved).await;
+        let cuts: Vec<UiEvent> = handed_on(&mut ui)
+            .into_iter()
+            .filter(|event| matches!(event, UiEvent::Rewound { .. }))
+            .collect();
+        let cut = |turn| UiEvent::Rewound {
+            turn,
+            cut: true,
+            message: None,
+            prompt: None,
+        };
+        assert_eq!(cuts, [cut(2), cut(2)]);
+
+        let running = bridge.state.busy.clone().try_lock_owned().unwrap();
+        bridge.rewind(Rewind {
+            turn: 1,
+            mode: protocol::RewindMode::Both,
+        });
+        assert_eq!(
+            handed_on(&mut ui),
+            [UiEvent::error(
+                "agent: a turn is running; wait for it or cancel it (:Agent stop) before rewinding"
+            )]
+        );
+        drop(running);
     }
 
     /// What the bridge has handed the pump so far.
