@@ -212,24 +212,30 @@ H.rewind_modes = {
 --- Goes back to before prompt `n` of the current conversation (see :help agent-rewind): "code"
 --- puts every file back as it was before it, "conversation" cuts the history there (the prompt's
 --- text goes back in the input), "both" does both. Files with unsaved changes in Neovim block it
---- (nothing changes, and the message names them). Without `n`, picks a prompt with vim.ui.select;
---- without `mode`, asks what to restore.
----@param n? integer the prompt's number, as :Agent rewind lists it
+--- (nothing changes, and the message names them). `rewind("undo")` puts the code back as it was
+--- before the last rewind. Without `n`, picks a prompt with vim.ui.select; without `mode`, asks
+--- what to restore.
+---@param n? integer|"undo" the prompt's number, as :Agent rewind lists it
 ---@param mode? "code"|"conversation"|"both"
 function M.rewind(n, mode)
   if n == nil then
     H.pick_rewind()
     return
   end
-  if type(n) ~= "number" or n < 1 or n % 1 ~= 0 then
-    vim.notify("agent: rewind needs a prompt number (1, 2, ...) as :Agent rewind lists them", vim.log.levels.ERROR)
+  if n == "undo" then
+    n, mode = 0, "undo"
+  elseif type(n) ~= "number" or n < 1 or n % 1 ~= 0 then
+    vim.notify(
+      'agent: rewind needs a prompt number (1, 2, ...) as :Agent rewind lists them, or "undo"',
+      vim.log.levels.ERROR
+    )
     return
   end
   if mode == nil then
     H.pick_rewind_mode(n)
     return
   end
-  if mode ~= "code" and mode ~= "conversation" and mode ~= "both" then
+  if mode ~= "code" and mode ~= "conversation" and mode ~= "both" and mode ~= "undo" then
     vim.notify(
       ("agent: rewind's mode should be code, conversation or both, not %s"):format(vim.inspect(mode)),
       vim.log.levels.ERROR
@@ -264,7 +270,9 @@ function H.pick_rewind()
       return point.row
     end,
   }, function(choice)
-    if choice then
+    if choice and choice.undo then
+      M.rewind("undo")
+    elseif choice then
       H.pick_rewind_mode(choice.turn)
     end
   end)
@@ -368,6 +376,9 @@ function M._command(cmd)
   if method then
     return require("agent.install").build({ method = method })
   end
+  if args:match("^rewind%s+undo$") then
+    return M.rewind("undo")
+  end
   local turn, mode = args:match("^rewind%s*(%d*)%s*(%a*)%s*$")
   if turn then
     return M.rewind(tonumber(turn), mode ~= "" and mode or nil)
@@ -424,7 +435,7 @@ function M._complete(arglead, cmdline)
     local rpc = require("agent.rpc")
     local points = rpc.running() and rpc.rewind_points() or {}
     candidates = vim.tbl_map(function(point)
-      return tostring(point.turn)
+      return point.undo and "undo" or tostring(point.turn)
     end, points)
   elseif rest:match("^rewind%s+%d+%s+%S*$") then
     candidates = { "both", "code", "conversation" }

@@ -5,10 +5,11 @@
 use super::{Checkpoint, CheckpointError, Checkpoints, Kind};
 use crate::display;
 
-/// One prompt a rewind can go back to.
+/// One prompt a rewind can go back to (or, numbered 0, the undo of the last rewind).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Point {
-    /// The prompt's number in the conversation, from 1 (what `Conversation::rewind` takes).
+    /// The prompt's number in the conversation, from 1 (what `Conversation::rewind` takes); 0
+    /// for [`Checkpoints::undo_point`].
     pub turn: usize,
     /// The checkpoint taken just before it (what `Checkpoints::restore` takes).
     pub id: String,
@@ -61,16 +62,52 @@ impl Checkpoints {
     }
 }
 
+/// What an undo point is called in the list.
+pub const UNDO_LABEL: &str = "the code before the last rewind";
+
+impl Checkpoints {
+    /// The undo of the last rewind of `conversation`'s code: the snapshot its restore took of
+    /// the workspace just before, while no prompt came since and the workspace differs from it
+    /// (a restore refused for unsaved buffers changed nothing, so its snapshot is passed over;
+    /// after an undo, the snapshot the undo took is the redo). Numbered 0, labelled
+    /// [`UNDO_LABEL`].
+    pub async fn undo_point(&self, conversation: &str) -> Result<Option<Point>, CheckpointError> {
+        let all = self.list(conversation).await?;
+        let since_prompt = all
+            .iter()
+            .rev()
+            .take_while(|checkpoint| checkpoint.kind != Kind::Prompt);
+        for checkpoint in since_prompt.filter(|c| c.kind == Kind::Rewind) {
+            let files = self.changes(&checkpoint.id).await?.len();
+            if files > 0 {
+                return Ok(Some(Point {
+                    turn: 0,
+                    id: checkpoint.id.clone(),
+                    label: UNDO_LABEL.into(),
+                    files,
+                    time: checkpoint.time,
+                }));
+            }
+        }
+        Ok(None)
+    }
+}
+
 /// How the list shows `point` at `now` (seconds since the epoch):
-/// `3 · fix the failing test · 2 files changed · 4 min ago`, its label made visible.
+/// `3 · fix the failing test · 2 files changed · 4 min ago`, its label made visible; an undo
+/// point is `undo · the code before the last rewind · 2 files changed · just now`.
 pub fn row(point: &Point, now: u64) -> String {
     let files = match point.files {
         1 => "1 file changed".to_string(),
         n => format!("{n} files changed"),
     };
+    let number = match point.turn {
+        0 => "undo".to_string(),
+        turn => turn.to_string(),
+    };
     format!(
         "{} · {} · {} · {}",
-        point.turn,
+        number,
         display::one_line(&point.label),
         files,
         crate::sessions::age(now.saturating_sub(point.time))

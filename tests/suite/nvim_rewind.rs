@@ -1,8 +1,8 @@
 //! `:Agent rewind` in a real Neovim, against the mock server: the code put back (files edited,
-//! created and deleted, by edit_file and by run_bash) with the user's `.git` untouched, the
-//! conversation cut (the model no longer sees it, the chat shows it cut and the prompt is back
-//! in the input, after a resume too), each only when asked, and nothing at all when a file to
-//! restore has unsaved changes.
+//! created and deleted, by edit_file and by run_bash) with the user's `.git` untouched, and
+//! undone again; the conversation cut (the model no longer sees it, the chat shows it cut and
+//! the prompt is back in the input, after a resume too); each only when asked, and nothing at
+//! all when a file to restore has unsaved changes.
 
 use std::path::PathBuf;
 
@@ -138,6 +138,30 @@ async fn rewinding_code_and_conversation_puts_back_four_files_cuts_the_chat_and_
         "agent: rewound to before prompt 1: 4 files put back, the conversation cut",
     )
     .await;
+
+    // The rewind is itself checkpointed: the list offers its undo (the prompt is gone from it,
+    // the conversation being cut), which puts the four files back as the turn left them.
+    let rows = nvim
+        .lua(
+            "return vim.tbl_map(function(p) return p.row end, require('agent').rewind_points())",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        rows,
+        Value::Array(vec![Value::from(
+            "undo · the code before the last rewind · 4 files changed · just now"
+        )])
+    );
+    nvim.cmd("Agent rewind undo").await;
+    wait_for_message(
+        &nvim,
+        "agent: the code is back as it was before the last rewind: 4 files put back",
+    )
+    .await;
+    assert_eq!(nvim.read("a.txt"), "two, not yet committed\n");
+    assert!(root.join("made.txt").exists() && root.join("src/new.rs").exists());
+    assert!(!root.join("old.txt").exists());
 
     // A resumed conversation looks the same, cut included.
     let nvim = nvim.restart(options(&mock)).await;

@@ -398,6 +398,10 @@ impl Bridge {
         let Some(conversation) = conversation else {
             return Err("agent: the backend was not started; run :Agent again".into());
         };
+        let editor = NvimEditor { nvim };
+        if rewind.mode == protocol::RewindMode::Undo {
+            return super::rewind::undo(checkpoints.as_ref(), &editor).await;
+        }
         let no_such = || {
             format!(
                 "agent: {}",
@@ -417,7 +421,6 @@ impl Bridge {
             },
             None => String::new(),
         };
-        let editor = NvimEditor { nvim };
         super::rewind::rewind(
             rewind.mode,
             rewind.turn,
@@ -481,21 +484,29 @@ async fn rewind_points(
             "agent: checkpoints are off (no state directory), so there is nothing to rewind to",
         ));
     };
-    let points = checkpoints
-        .points(&checkpoints.conversation())
+    let conversation = checkpoints.conversation();
+    let failed = |err: crate::checkpoint::CheckpointError| Value::from(format!("agent: {err}"));
+    let points = checkpoints.points(&conversation).await.map_err(failed)?;
+    let undo = checkpoints
+        .undo_point(&conversation)
         .await
-        .map_err(|err| Value::from(format!("agent: {err}")))?;
-    let listed = points
+        .map_err(failed)?;
+    let listed = undo
         .iter()
+        .chain(&points)
         .map(|point| {
-            Value::Map(vec![
+            let mut fields = vec![
                 (Value::from("turn"), Value::from(point.turn as u64)),
                 (Value::from("id"), Value::from(point.id.clone())),
                 (
                     Value::from("row"),
                     Value::from(crate::checkpoint::points::row(point, now)),
                 ),
-            ])
+            ];
+            if point.turn == 0 {
+                fields.push((Value::from("undo"), Value::from(true)));
+            }
+            Value::Map(fields)
         })
         .collect();
     Ok(Value::Array(listed))

@@ -78,8 +78,10 @@ pub mod request {
     pub const SESSIONS: &str = "sessions";
     /// No argument; answers the current conversation's prompts a rewind can go back to, the
     /// newest first: an array of maps of `turn` (from 1), `id` (the checkpoint) and `row`
-    /// (`3 · fix the failing test · 2 files changed · 4 min ago`, made visible). An error
-    /// string when checkpoints are off.
+    /// (`3 · fix the failing test · 2 files changed · 4 min ago`, made visible), and first,
+    /// when the last rewind of the code can be undone, a map with `undo` true, `turn` 0, `id`
+    /// and `row` (`undo · the code before the last rewind · 2 files changed · just now`). An
+    /// error string when checkpoints are off.
     pub const REWIND_POINTS: &str = "rewind_points";
 }
 
@@ -151,15 +153,15 @@ pub struct Resume {
 /// `rewind`: which prompt to go back to, and what to restore.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Rewind {
-    /// The prompt's number, as `rewind_points` listed it (from 1).
+    /// The prompt's number, as `rewind_points` listed it (from 1); not read for `undo`.
     pub turn: usize,
     /// What to restore.
     pub mode: RewindMode,
 }
 
 /// What a rewind restores (the choices `Code and conversation`, `Code only`, `Conversation
-/// only`): the string `both`, `code` or `conversation` (read through a `String`, since rmpv
-/// decodes no enum from a bare string).
+/// only`), or `undo`: the string `both`, `code`, `conversation` or `undo` (read through a
+/// `String`, since rmpv decodes no enum from a bare string).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "String")]
 pub enum RewindMode {
@@ -169,6 +171,9 @@ pub enum RewindMode {
     Code,
     /// The history only: the files stay as they are.
     Conversation,
+    /// The files as they were before the last rewind of the code (`rewind_points`' `undo`
+    /// row): the rewind undone. The history is not put back.
+    Undo,
 }
 
 impl TryFrom<String> for RewindMode {
@@ -179,8 +184,9 @@ impl TryFrom<String> for RewindMode {
             "both" => Ok(RewindMode::Both),
             "code" => Ok(RewindMode::Code),
             "conversation" => Ok(RewindMode::Conversation),
+            "undo" => Ok(RewindMode::Undo),
             other => Err(format!(
-                "mode should be both, code or conversation, not '{other}'"
+                "mode should be both, code, conversation or undo, not '{other}'"
             )),
         }
     }

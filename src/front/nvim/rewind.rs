@@ -1,6 +1,7 @@
 //! `:Agent rewind`'s one step: the code put back through [`Checkpoints::restore`] and the
 //! conversation cut through [`Conversation::rewind`], each only when asked. The code goes first:
-//! when it is refused (unsaved buffers), the conversation is left as it is too.
+//! when it is refused (unsaved buffers), the conversation is left as it is too. [`undo`] puts
+//! the code back as it was before the last rewind (the snapshot that restore took).
 
 use super::protocol::RewindMode as What;
 use crate::checkpoint::Checkpoints;
@@ -34,16 +35,9 @@ pub async fn rewind(
     let mut done = Vec::new();
     if what.code() {
         let Some(checkpoints) = checkpoints else {
-            return Err("agent: checkpoints are off, so the code cannot be rewound".into());
+            return Err(OFF.into());
         };
-        let restored = checkpoints
-            .restore(id, editor)
-            .await
-            .map_err(|err| format!("agent: {err}"))?;
-        done.push(match restored.files.len() {
-            1 => "1 file put back".to_string(),
-            n => format!("{n} files put back"),
-        });
+        done.push(put_back(checkpoints, id, editor).await?);
     }
     let mut prompt = None;
     if what.conversation() {
@@ -69,6 +63,44 @@ pub async fn rewind(
         ),
         cut: what.conversation(),
         prompt,
+    })
+}
+
+/// Why the code cannot be rewound without checkpoints.
+const OFF: &str = "agent: checkpoints are off, so the code cannot be rewound";
+
+/// Restores checkpoint `id`: `3 files put back`, or why nothing was.
+async fn put_back(
+    checkpoints: &Checkpoints,
+    id: &str,
+    editor: &dyn Editor,
+) -> Result<String, String> {
+    let restored = checkpoints
+        .restore(id, editor)
+        .await
+        .map_err(|err| format!("agent: {err}"))?;
+    Ok(match restored.files.len() {
+        1 => "1 file put back".to_string(),
+        n => format!("{n} files put back"),
+    })
+}
+
+/// Undoes the last rewind of the current conversation's code ([`Checkpoints::undo_point`]):
+/// the files as they were just before it. The history is left as it is.
+pub async fn undo(checkpoints: Option<&Checkpoints>, editor: &dyn Editor) -> Result<Done, String> {
+    let Some(checkpoints) = checkpoints else {
+        return Err(OFF.into());
+    };
+    let point = checkpoints
+        .undo_point(&checkpoints.conversation())
+        .await
+        .map_err(|err| format!("agent: {err}"))?
+        .ok_or("agent: there is no rewind of the code to undo since the last prompt")?;
+    let files = put_back(checkpoints, &point.id, editor).await?;
+    Ok(Done {
+        message: format!("agent: the code is back as it was before the last rewind: {files}"),
+        cut: false,
+        prompt: None,
     })
 }
 
