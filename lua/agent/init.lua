@@ -251,6 +251,10 @@ function M.rewind(n, mode)
   if not rpc.ensure() then
     return
   end
+  if mode == "both" or mode == "conversation" then
+    -- Where the cut shows, and the prompt comes back to.
+    require("agent.chat").open({ focus = false })
+  end
   rpc.rewind(n, mode)
 end
 
