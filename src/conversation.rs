@@ -643,12 +643,14 @@ mod checkpointed_tests {
             parts: vec![Part::Text(text.into())],
             usage: (1, 1),
         };
-        let replies = ["1", "2", "3", "2 again"].map(reply).to_vec();
+        let replies = ["1", "2", "3", "2 again", "2 once more"]
+            .map(reply)
+            .to_vec();
         let mock = MockLlm::start(Wire::OpenAi, replies);
-        let native = super::tests::native(ws.path(), mock.base_url());
+        let native = Arc::new(super::tests::native(ws.path(), mock.base_url()));
         let workspace = crate::workspace::Workspace::new(ws.path()).unwrap();
         let checkpoints = Checkpoints::new(state.path(), workspace, "first".into());
-        let conversation = Checkpointed::new(Arc::new(native), checkpoints.clone());
+        let conversation = Checkpointed::new(native.clone(), checkpoints.clone());
         let points = || async {
             let points = checkpoints.points(&checkpoints.conversation()).await;
             let points = points.unwrap().into_iter();
@@ -668,9 +670,14 @@ mod checkpointed_tests {
             points().await,
             [(2, "two again".into()), (1, "one".to_string())]
         );
-        // The numbers are the history's: rewinding to 2 now takes out "two again".
-        conversation.rewind(2).await.unwrap();
-        assert_eq!(points().await, [(1, "one".to_string())]);
+        // A cut that left no record (its checkpoint could not be written): the next prompt's
+        // number, the history's, still puts the list right.
+        native.rewind(2).await.unwrap();
+        prompt(&conversation, "two once more").await;
+        assert_eq!(
+            points().await,
+            [(2, "two once more".into()), (1, "one".to_string())]
+        );
     }
 
     #[tokio::test]

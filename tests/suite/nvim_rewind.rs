@@ -60,6 +60,18 @@ async fn folded_at(nvim: &Nvim, text: &str) -> bool {
     closed == Value::from(true)
 }
 
+/// The rows `require("agent").rewind_points()` gives, as :Agent rewind lists them.
+async fn rows(nvim: &Nvim) -> Vec<String> {
+    let rows = nvim
+        .lua(
+            "return vim.tbl_map(function(p) return p.row end, require('agent').rewind_points())",
+            vec![],
+        )
+        .await;
+    let rows = rows.as_array().unwrap().iter();
+    rows.map(|row| row.as_str().unwrap().to_string()).collect()
+}
+
 /// The input buffer's text.
 async fn input(nvim: &Nvim) -> String {
     nvim.buffer_lines("agent://input").await.join("\n")
@@ -141,17 +153,9 @@ async fn rewinding_code_and_conversation_puts_back_four_files_cuts_the_chat_and_
 
     // The rewind is itself checkpointed: the list offers its undo (the prompt is gone from it,
     // the conversation being cut), which puts the four files back as the turn left them.
-    let rows = nvim
-        .lua(
-            "return vim.tbl_map(function(p) return p.row end, require('agent').rewind_points())",
-            vec![],
-        )
-        .await;
     assert_eq!(
-        rows,
-        Value::Array(vec![Value::from(
-            "undo · the code before the last rewind · 4 files changed · just now"
-        )])
+        rows(&nvim).await,
+        ["undo · the code before the last rewind · 4 files changed · just now"]
     );
     nvim.cmd("Agent rewind undo").await;
     wait_for_message(
@@ -176,6 +180,11 @@ async fn rewinding_code_and_conversation_puts_back_four_files_cuts_the_chat_and_
     let replayed: Vec<&String> = after.iter().filter(|l| !l.is_empty()).collect();
     assert_eq!(replayed[..live.len()], live[..], "{after:#?}");
     assert!(folded_at(&nvim, cut).await, "{after:#?}");
+    // Its rewind points are its own before its next prompt: the undo's own snapshot (the redo).
+    assert_eq!(
+        rows(&nvim).await,
+        ["undo · the code before the last rewind · 4 files changed · just now"]
+    );
 
     // The model no longer sees the prompt.
     nvim.cmd("Agent start over").await;
