@@ -383,9 +383,16 @@ function M._command(cmd)
   if args:match("^rewind%s+undo$") then
     return M.rewind("undo")
   end
-  local turn, mode = args:match("^rewind%s*(%d*)%s*(%a*)%s*$")
+  if args == "rewind" then
+    return M.rewind()
+  end
+  local turn, mode = args:match("^rewind%s+(%d+)%s*(%a*)$")
   if turn then
     return M.rewind(tonumber(turn), mode ~= "" and mode or nil)
+  end
+  if args:match("^rewind%s") then
+    vim.notify("agent: use :Agent rewind [{n} [both|code|conversation]] or :Agent rewind undo", vim.log.levels.ERROR)
+    return
   end
   local resume_id = args:match("^resume%s*(%S*)%s*$")
   if resume_id then

@@ -269,4 +269,24 @@ async fn code_only_and_conversation_only_do_only_that_and_a_dirty_buffer_blocks_
     nvim.cmd("Agent third").await;
     nvim.wait_for_line(CHAT, "Third.").await;
     assert_eq!(prompts_sent(&mock, 4), ["write b", "third"]);
+
+    // "third" is prompt 2 now; the numbers and the modes complete; a prompt the list does not
+    // have is refused.
+    let completed = nvim
+        .lua(
+            "local agent = require('agent') \
+             return { agent._complete('', 'Agent rewind '), agent._complete('c', 'Agent rewind 2 c') }",
+            vec![],
+        )
+        .await;
+    let strings = |v: &Value| -> Vec<String> {
+        let v = v.as_array().unwrap().iter();
+        v.map(|s| s.as_str().unwrap().to_string()).collect()
+    };
+    let completed = completed.as_array().unwrap();
+    assert_eq!(strings(&completed[0]), ["2", "1"]);
+    assert_eq!(strings(&completed[1]), ["code", "conversation"]);
+    nvim.cmd("Agent rewind 7 code").await;
+    nvim.wait_for_line(CHAT, "agent: there is no prompt 7 to rewind to")
+        .await;
 }

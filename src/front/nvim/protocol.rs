@@ -66,8 +66,8 @@ pub mod method {
     pub const ALL: [&str; 8] = [START, PROMPT, CANCEL, NEW, DECIDE, ACP, RESUME, REWIND];
 }
 
-/// Request names Lua may send (`vim.rpcrequest`; the plugin itself sends none, since Neovim would
-/// wait for the answer).
+/// Request names Lua may send (`vim.rpcrequest`, which Neovim waits on: the plugin sends only
+/// those answered at once, `sessions` and `rewind_points`).
 pub mod request {
     /// No argument; answers the backend's version (`CARGO_PKG_VERSION`).
     pub const VERSION: &str = "version";
