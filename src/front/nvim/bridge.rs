@@ -22,7 +22,7 @@ use super::Nvim;
 use crate::acp::AgentUpdate;
 use crate::agent::{Event, DEFAULT_MAX_TURNS};
 use crate::approval::Asker;
-use crate::conversation::{Conversation, ConversationEvent, Events};
+use crate::conversation::{Conversation, ConversationError, ConversationEvent, Events};
 use crate::display;
 use crate::llm::ProviderChoice;
 use crate::questions::Questions;
@@ -402,19 +402,16 @@ impl Bridge {
         if rewind.mode == protocol::RewindMode::Undo {
             return super::rewind::undo(checkpoints.as_ref(), &editor).await;
         }
-        let no_such = || {
-            format!(
-                "agent: {}",
-                crate::conversation::ConversationError::NoSuchPrompt(rewind.turn)
-            )
-        };
         let id = match &checkpoints {
             Some(checkpoints) => match checkpoints.points(&checkpoints.conversation()).await {
                 Ok(points) => points
                     .into_iter()
                     .find(|point| point.turn == rewind.turn)
                     .map(|point| point.id)
-                    .ok_or_else(no_such)?,
+                    .ok_or_else(|| {
+                        let no_such = ConversationError::NoSuchPrompt(rewind.turn);
+                        format!("agent: {no_such}")
+                    })?,
                 // Without the checkpoints, the history can still be cut.
                 Err(err) if rewind.mode.code() => return Err(format!("agent: {err}")),
                 Err(_) => String::new(),
