@@ -141,6 +141,12 @@ pub trait Conversation: Send + Sync {
         Box::pin(async { None })
     }
 
+    /// How many prompts its history holds (what the next prompt's number follows); None for a
+    /// conversation whose history is not ours (an external agent's).
+    fn prompts(&self) -> BoxFuture<'_, Option<usize>> {
+        Box::pin(async { None })
+    }
+
     /// The id of the saved conversation it is (`20261201-123456-ab12`), once it has one: for
     /// what is kept beside a conversation (checkpoints). None when it is not saved.
     fn id(&self) -> Option<String> {
@@ -226,6 +232,14 @@ impl Conversation for Native {
         Box::pin(async move {
             let agent = self.agent.lock().await;
             Some(agent.history().get(from..).unwrap_or_default().to_vec())
+        })
+    }
+
+    fn prompts(&self) -> BoxFuture<'_, Option<usize>> {
+        Box::pin(async move {
+            let agent = self.agent.lock().await;
+            let users = agent.history().iter();
+            Some(users.filter(|m| matches!(m, Message::User(_))).count())
         })
     }
 
@@ -456,8 +470,11 @@ impl Conversation for Checkpointed {
             if let Some(id) = self.inner.id_for_prompt() {
                 self.checkpoints.set_conversation(id);
             }
+            // The prompt's number in the history, so the rewind points follow the history
+            // after a conversation rewind (`Checkpoints::points`).
+            let turn = self.inner.prompts().await.map(|prompts| prompts + 1);
             self.checkpoints
-                .checkpoint(crate::checkpoint::Kind::Prompt, &text)
+                .checkpoint_at(crate::checkpoint::Kind::Prompt, &text, turn)
                 .await;
             let Some(notice) = self.checkpoints.take_notice() else {
                 return self.inner.prompt(text, events, cancel).await;
@@ -499,11 +516,22 @@ impl Conversation for Checkpointed {
         &'a self,
         saved: &'a sessions::Conversation,
     ) -> BoxFuture<'a, Result<(), ConversationError>> {
-        self.inner.resume(saved)
+        Box::pin(async move {
+            self.inner.resume(saved).await?;
+            // Its rewind points are those kept beside it, before its next prompt too.
+            if let Some(id) = self.inner.id() {
+                self.checkpoints.set_conversation(id);
+            }
+            Ok(())
+        })
     }
 
     fn model_view(&self, from: usize) -> BoxFuture<'_, Option<Vec<Message>>> {
         self.inner.model_view(from)
+    }
+
+    fn prompts(&self) -> BoxFuture<'_, Option<usize>> {
+        self.inner.prompts()
     }
 
     fn id(&self) -> Option<String> {
@@ -519,7 +547,19 @@ impl Conversation for Checkpointed {
     }
 
     fn rewind(&self, turn: usize) -> BoxFuture<'_, Result<(), ConversationError>> {
-        self.inner.rewind(turn)
+        Box::pin(async move {
+            self.inner.rewind(turn).await?;
+            // Recorded, so the prompts cut leave the rewind points (a failure is logged: the
+            // next prompt numbered `turn` replaces them anyway).
+            self.checkpoints
+                .checkpoint_at(
+                    crate::checkpoint::Kind::Cut,
+                    &format!("before prompt {turn}"),
+                    Some(turn),
+                )
+                .await;
+            Ok(())
+        })
     }
 
     fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
@@ -591,6 +631,52 @@ mod checkpointed_tests {
             checkpoints.conversation(),
             id,
             "a failed reset keeps the id"
+        );
+    }
+
+    #[tokio::test]
+    async fn after_a_conversation_rewind_the_rewind_points_follow_the_history() {
+        use crate::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let reply = |text: &str| Reply::Turn {
+            parts: vec![Part::Text(text.into())],
+            usage: (1, 1),
+        };
+        let replies = ["1", "2", "3", "2 again", "2 once more"]
+            .map(reply)
+            .to_vec();
+        let mock = MockLlm::start(Wire::OpenAi, replies);
+        let native = Arc::new(super::tests::native(ws.path(), mock.base_url()));
+        let workspace = crate::workspace::Workspace::new(ws.path()).unwrap();
+        let checkpoints = Checkpoints::new(state.path(), workspace, "first".into());
+        let conversation = Checkpointed::new(native.clone(), checkpoints.clone());
+        let points = || async {
+            let points = checkpoints.points(&checkpoints.conversation()).await;
+            let points = points.unwrap().into_iter();
+            points.map(|p| (p.turn, p.label)).collect::<Vec<_>>()
+        };
+        for text in ["one", "two", "three"] {
+            prompt(&conversation, text).await;
+        }
+        assert_eq!(
+            points().await,
+            [(3, "three".into()), (2, "two".into()), (1, "one".into())]
+        );
+        conversation.rewind(2).await.unwrap();
+        assert_eq!(points().await, [(1, "one".to_string())]);
+        prompt(&conversation, "two again").await;
+        assert_eq!(
+            points().await,
+            [(2, "two again".into()), (1, "one".to_string())]
+        );
+        // A cut that left no record (its checkpoint could not be written): the next prompt's
+        // number, the history's, still puts the list right.
+        native.rewind(2).await.unwrap();
+        prompt(&conversation, "two once more").await;
+        assert_eq!(
+            points().await,
+            [(2, "two once more".into()), (1, "one".to_string())]
         );
     }
 

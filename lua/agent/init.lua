@@ -1,6 +1,7 @@
 --- agent.nvim: a coding agent in a Neovim split, run by the Rust backend `agent-nvim`.
 ---
---- Public API: setup(), ask(), open(), status(), stop(), new(), sessions(), resume(). See :help agent.
+--- Public API: setup(), ask(), open(), status(), stop(), new(), sessions(), resume(),
+--- rewind_points(), rewind(). See :help agent.
 
 local M = {}
 local H = {}
@@ -181,6 +182,120 @@ function H.pick_session()
   end)
 end
 
+--- The current conversation's prompts a rewind can go back to, the newest first (see :help
+--- agent-rewind): each `{ turn, id, row }`, `row` being how :Agent rewind lists it. Starts the
+--- backend if it is not running. Nil (after saying why) when there is nothing to rewind to.
+---@return agent.RewindPoint[]?
+function M.rewind_points()
+  H.ensure_init()
+  local rpc = require("agent.rpc")
+  if not rpc.ensure() then
+    return nil
+  end
+  local points, err = rpc.rewind_points()
+  if not points then
+    -- The backend's own message (it starts with `agent:`), without the RPC error's prefix.
+    local said = tostring(err)
+    vim.notify(said:match("agent: .*") or ("agent: cannot list the rewind points: " .. said), vim.log.levels.ERROR)
+    return nil
+  end
+  return points
+end
+
+--- What a rewind can restore, in the order :Agent rewind offers them.
+H.rewind_modes = {
+  { label = "Code and conversation", mode = "both" },
+  { label = "Code only", mode = "code" },
+  { label = "Conversation only", mode = "conversation" },
+}
+
+--- Goes back to before prompt `n` of the current conversation (see :help agent-rewind): "code"
+--- puts every file back as it was before it, "conversation" cuts the history there (the prompt's
+--- text goes back in the input), "both" does both. Files with unsaved changes in Neovim block it
+--- (nothing changes, and the message names them). `rewind("undo")` puts the code back as it was
+--- before the last rewind. Without `n`, picks a prompt with vim.ui.select; without `mode`, asks
+--- what to restore.
+---@param n? integer|"undo" the prompt's number, as :Agent rewind lists it
+---@param mode? "code"|"conversation"|"both"
+function M.rewind(n, mode)
+  if n == nil then
+    H.pick_rewind()
+    return
+  end
+  if n == "undo" then
+    n, mode = 0, "undo"
+  elseif type(n) ~= "number" or n < 1 or n % 1 ~= 0 then
+    vim.notify(
+      'agent: rewind needs a prompt number (1, 2, ...) as :Agent rewind lists them, or "undo"',
+      vim.log.levels.ERROR
+    )
+    return
+  end
+  if mode == nil then
+    H.pick_rewind_mode(n)
+    return
+  end
+  if mode ~= "code" and mode ~= "conversation" and mode ~= "both" and mode ~= "undo" then
+    vim.notify(
+      ("agent: rewind's mode should be code, conversation or both, not %s"):format(vim.inspect(mode)),
+      vim.log.levels.ERROR
+    )
+    return
+  end
+  H.ensure_init()
+  if require("agent.chat").busy() then
+    vim.notify("agent: a turn is running; wait for it or cancel it (:Agent stop) before rewinding", vim.log.levels.WARN)
+    return
+  end
+  local rpc = require("agent.rpc")
+  if not rpc.ensure() then
+    return
+  end
+  if mode == "both" or mode == "conversation" then
+    -- Where the cut shows, and the prompt comes back to.
+    require("agent.chat").open({ focus = false })
+  end
+  rpc.rewind(n, mode)
+end
+
+--- `:Agent rewind` without a prompt: vim.ui.select over the rewind points, newest first.
+function H.pick_rewind()
+  local points = M.rewind_points()
+  if not points then
+    return
+  end
+  if #points == 0 then
+    vim.notify("agent: no prompt to rewind to in this conversation yet", vim.log.levels.INFO)
+    return
+  end
+  vim.ui.select(points, {
+    prompt = "Rewind to before",
+    format_item = function(point)
+      return point.row
+    end,
+  }, function(choice)
+    if choice and choice.undo then
+      M.rewind("undo")
+    elseif choice then
+      H.pick_rewind_mode(choice.turn)
+    end
+  end)
+end
+
+--- Asks what a rewind to before prompt `n` restores, then does it.
+function H.pick_rewind_mode(n)
+  vim.ui.select(H.rewind_modes, {
+    prompt = ("Rewind to before prompt %d: restore"):format(n),
+    format_item = function(choice)
+      return choice.label
+    end,
+  }, function(choice)
+    if choice then
+      M.rewind(n, choice.mode)
+    end
+  end)
+end
+
 ---@class agent.Status
 ---@field state "off"|"idle"|"thinking"|"running"|"approval"|"retrying"
 ---@field text string what the chat's winbar shows: "idle", "thinking", "running `cargo test` 12s", "waiting for approval"
@@ -265,6 +380,20 @@ function M._command(cmd)
   if method then
     return require("agent.install").build({ method = method })
   end
+  if args:match("^rewind%s+undo$") then
+    return M.rewind("undo")
+  end
+  if args == "rewind" then
+    return M.rewind()
+  end
+  local turn, mode = args:match("^rewind%s+(%d+)%s*(%a*)$")
+  if turn then
+    return M.rewind(tonumber(turn), mode ~= "" and mode or nil)
+  end
+  if args:match("^rewind%s") then
+    vim.notify("agent: use :Agent rewind [{n} [both|code|conversation]] or :Agent rewind undo", vim.log.levels.ERROR)
+    return
+  end
   local resume_id = args:match("^resume%s*(%S*)%s*$")
   if resume_id then
     return M.resume(resume_id)
@@ -311,12 +440,29 @@ function M._complete(arglead, cmdline)
       return vim.startswith(id, arglead)
     end, ids)
   end
+  local candidates
+  if rest:match("^rewind%s+%S*$") then
+    -- Only from a running backend: completing must not start one.
+    local rpc = require("agent.rpc")
+    local points = rpc.running() and rpc.rewind_points() or {}
+    candidates = vim.tbl_map(function(point)
+      return point.undo and "undo" or tostring(point.turn)
+    end, points)
+  elseif rest:match("^rewind%s+%d+%s+%S*$") then
+    candidates = { "both", "code", "conversation" }
+  end
+  if candidates then
+    return vim.tbl_filter(function(name)
+      return vim.startswith(name, arglead)
+    end, candidates)
+  end
   if rest:find("%s") then
     return {}
   end
   local names = vim.tbl_keys(H.subcommands)
   table.insert(names, "acp")
   table.insert(names, "resume")
+  table.insert(names, "rewind")
   table.sort(names)
   return vim.tbl_filter(function(name)
     return vim.startswith(name, arglead)
@@ -360,6 +506,7 @@ H.highlights = {
   AgentError = "DiagnosticError", -- an error from the backend
   AgentInputHint = "Comment", -- the hint in the empty input window
   AgentThought = "Comment", -- an external agent's thinking (ACP), folded
+  AgentRewound = "Comment", -- `rewound to before prompt 3: ...` and the turns folded under it
   AgentDiffAdd = "DiffAdd", -- `+` lines in the approval preview
   AgentDiffDelete = "DiffDelete", -- `-` lines
   AgentDiffHeader = "DiffChange", -- `---`, `+++` and `@@` lines

@@ -108,6 +108,9 @@ pub enum Kind {
     Write,
     /// A restore (so it can be undone).
     Rewind,
+    /// The conversation was cut to before a prompt (its number is the checkpoint's turn): the
+    /// prompts from there on leave the rewind points.
+    Cut,
 }
 
 impl Kind {
@@ -120,6 +123,7 @@ impl Kind {
             Kind::Permission => "permission",
             Kind::Write => "write",
             Kind::Rewind => "rewind",
+            Kind::Cut => "cut",
         }
     }
 
@@ -131,6 +135,7 @@ impl Kind {
             Kind::Permission,
             Kind::Write,
             Kind::Rewind,
+            Kind::Cut,
         ]
         .into_iter()
         .find(|kind| kind.word() == word)
@@ -166,6 +171,10 @@ pub struct Checkpoint {
     pub label: String,
     /// When, in seconds since the epoch.
     pub time: u64,
+    /// For a prompt: its number in the conversation's history when it was sent (from 1); for a
+    /// cut: the prompt the history was cut before. None for the other kinds, and for prompts
+    /// checkpointed before the number was recorded.
+    pub turn: Option<usize>,
 }
 
 /// How a file differs between a checkpoint and now.
@@ -303,7 +312,18 @@ impl Checkpoints {
     /// current conversation. A failure is logged and kept for [`Checkpoints::take_notice`] (the
     /// first one only): a checkpoint never fails the prompt or the tool it precedes.
     pub async fn checkpoint(&self, kind: Kind, label: &str) -> Option<Snapshot> {
-        match self.snapshot(kind, label).await {
+        self.checkpoint_at(kind, label, None).await
+    }
+
+    /// [`Checkpoints::checkpoint`], recording `turn` with it (a prompt's number in the
+    /// history, the prompt a cut goes back to).
+    pub async fn checkpoint_at(
+        &self,
+        kind: Kind,
+        label: &str,
+        turn: Option<usize>,
+    ) -> Option<Snapshot> {
+        match self.snapshot_at(kind, label, turn).await {
             Ok(snapshot) => {
                 if !snapshot.skipped.is_empty() || !snapshot.nested.is_empty() {
                     tracing::info!(
@@ -348,9 +368,21 @@ impl Checkpoints {
 
     /// Takes a snapshot before `kind` for the current conversation.
     pub async fn snapshot(&self, kind: Kind, label: &str) -> Result<Snapshot, CheckpointError> {
+        self.snapshot_at(kind, label, None).await
+    }
+
+    /// [`Checkpoints::snapshot`], recording `turn` with it (as a `Turn: N` trailer of the
+    /// commit's message, which [`Checkpoints::list`] reads back).
+    pub async fn snapshot_at(
+        &self,
+        kind: Kind,
+        label: &str,
+        turn: Option<usize>,
+    ) -> Result<Snapshot, CheckpointError> {
         let conversation = self.conversation();
         let mut state = self.ready().await?;
-        self.commit(&mut state, &conversation, kind, label).await
+        self.commit(&mut state, &conversation, kind, label, turn)
+            .await
     }
 
     /// The checkpoints of `conversation`, oldest first.
@@ -364,7 +396,7 @@ impl Checkpoints {
             .run(
                 &[
                     "for-each-ref",
-                    "--format=%(refname)%00%(objectname)%00%(creatordate:unix)%00%(contents:subject)",
+                    "--format=%(refname)%00%(objectname)%00%(creatordate:unix)%00%(contents:subject)%00%(trailers:key=Turn,valueonly,separator=%x2C)",
                     &prefix,
                 ],
                 b"",
@@ -378,12 +410,14 @@ impl Checkpoints {
                 let id = fields.next()?.to_string();
                 let time = fields.next()?.parse().unwrap_or(0);
                 let (word, label) = fields.next()?.split_once(": ").unwrap_or(("", ""));
+                let turn = fields.next().and_then(|turn| turn.trim().parse().ok());
                 Some(Checkpoint {
                     id,
                     n,
                     kind: Kind::from_word(word)?,
                     label: label.to_string(),
                     time,
+                    turn,
                 })
             })
             .collect();
@@ -472,7 +506,13 @@ impl Checkpoints {
         let mut state = self.ready().await?;
         let target = self.commit_of(id).await?;
         let undo = self
-            .commit(&mut state, &conversation, Kind::Rewind, &short(&target))
+            .commit(
+                &mut state,
+                &conversation,
+                Kind::Rewind,
+                &short(&target),
+                None,
+            )
             .await?;
         restore::restore(self, &undo, &target, editor).await
     }
@@ -555,6 +595,7 @@ impl Checkpoints {
         conversation: &str,
         kind: Kind,
         label: &str,
+        turn: Option<usize>,
     ) -> Result<Snapshot, CheckpointError> {
         check_conversation(conversation)?;
         let git = &self.inner.git;
@@ -581,6 +622,9 @@ impl Checkpoints {
             "-m".into(),
             subject(kind, label),
         ];
+        if let Some(turn) = turn {
+            args.extend(["-m".to_string(), format!("Turn: {turn}")]);
+        }
         if let Some(parent) = &state.head {
             args.extend(["-p".to_string(), parent.clone()]);
         } else if let Ok(parent) = git

@@ -656,3 +656,57 @@ async fn rewind_points_are_the_prompts_newest_first_with_what_each_turn_changed(
     assert!(!row.contains('\u{1b}') && !row.contains('\n'), "{row}");
     assert!(row.ends_with(" · 1 file changed · just now"), "{row}");
 }
+
+#[tokio::test]
+async fn the_last_rewind_of_the_code_can_be_undone_until_the_next_prompt() {
+    let fx = Fixture::new();
+    let undo = || async {
+        let point = fx.checkpoints.undo_point("c1").await.unwrap();
+        point.map(|p| (p.turn, p.label, p.files, p.id))
+    };
+    fx.write("a.txt", "one\n");
+    let first = fx.snapshot().await;
+    assert_eq!(undo().await, None, "no rewind yet");
+    fx.write("a.txt", "two\n");
+    fx.write("b.txt", "new\n");
+    let clean = Buffers::default();
+    let restored = fx.checkpoints.restore(&first.id, &clean).await.unwrap();
+    assert_eq!(fx.read("b.txt"), None);
+    let label = points::UNDO_LABEL.to_string();
+    assert_eq!(
+        undo().await,
+        Some((0, label.clone(), 2, restored.undo.id.clone()))
+    );
+    assert_eq!(
+        points::row(
+            &fx.checkpoints.undo_point("c1").await.unwrap().unwrap(),
+            u64::MAX
+        )
+        .split(" · ")
+        .take(3)
+        .collect::<Vec<_>>(),
+        ["undo", "the code before the last rewind", "2 files changed"]
+    );
+
+    // A restore refused for unsaved buffers changed nothing: the undo is still the first one's.
+    let dirty = Buffers {
+        unsaved: vec![fx.path("a.txt").canonicalize().unwrap()],
+        ..Buffers::default()
+    };
+    fx.write("a.txt", "three\n");
+    fx.checkpoints.restore(&first.id, &dirty).await.unwrap_err();
+    let three = undo().await.unwrap();
+    assert_eq!((three.2, &three.3), (2, &restored.undo.id));
+
+    // Undone: the files are back; undoing again is the redo.
+    let undone = fx.checkpoints.restore(&three.3, &clean).await.unwrap();
+    assert_eq!(
+        (fx.read("a.txt"), fx.read("b.txt")),
+        (Some("two\n".into()), Some("new\n".into()))
+    );
+    assert_eq!(undo().await.unwrap().3, undone.undo.id);
+
+    // After a prompt, there is nothing to undo.
+    fx.snapshot().await;
+    assert_eq!(undo().await, None);
+}

@@ -188,33 +188,11 @@ impl Conversation {
     /// its prompt and a reply saying what the turn had done when it was cut off, so the model
     /// still knows of it and the prompts are counted as the chat shows them.
     pub fn model_view(&self) -> Vec<Message> {
-        let mut view = Vec::new();
-        let mut cut: Option<CutTurn> = None;
+        let mut view = View::default();
         for record in &self.records {
-            match record {
-                Record::Prompt { text } => {
-                    if let Some(turn) = cut.take() {
-                        turn.into_view(&mut view);
-                    }
-                    cut = Some(CutTurn::new(text));
-                }
-                Record::Event { event } => {
-                    if let Some(turn) = cut.as_mut() {
-                        turn.saw(event);
-                    }
-                }
-                Record::Model { messages } => {
-                    cut = None;
-                    view.extend(messages.iter().cloned().map(Message::from));
-                }
-                Record::Rewound { kept } => view.truncate(*kept),
-                Record::Decided { .. } => {}
-            }
+            view.take(record);
         }
-        if let Some(turn) = cut {
-            turn.into_view(&mut view);
-        }
-        view
+        view.finish()
     }
 
     /// Its title: the first line of its first prompt.
@@ -229,9 +207,106 @@ impl Conversation {
     }
 }
 
+/// The model's view as a file's records build it, one record at a time: the messages
+/// ([`Message`], for [`Conversation::model_view`]) or only whether each is a prompt
+/// ([`IsPrompt`], for numbering a replayed cut while the file is still being read).
+#[derive(Debug)]
+pub struct View<T> {
+    messages: Vec<T>,
+    cut: Option<CutTurn>,
+}
+
+impl<T> Default for View<T> {
+    fn default() -> Self {
+        View {
+            messages: Vec::new(),
+            cut: None,
+        }
+    }
+}
+
+/// What a [`View`] holds of each message.
+pub trait ViewItem: Sized {
+    /// A message a `model` record saved.
+    fn saved(saved: &Saved) -> Self;
+    /// A cut-off turn's prompt and reply.
+    fn cut_off(turn: CutTurn) -> [Self; 2];
+}
+
+impl ViewItem for Message {
+    fn saved(saved: &Saved) -> Self {
+        Message::from(saved.clone())
+    }
+
+    fn cut_off(turn: CutTurn) -> [Self; 2] {
+        turn.into_messages()
+    }
+}
+
+/// Whether a message of the view is one of the user's prompts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IsPrompt(pub bool);
+
+impl ViewItem for IsPrompt {
+    fn saved(saved: &Saved) -> Self {
+        IsPrompt(matches!(saved, Saved::User { .. }))
+    }
+
+    fn cut_off(_turn: CutTurn) -> [Self; 2] {
+        [IsPrompt(true), IsPrompt(false)]
+    }
+}
+
+impl<T: ViewItem> View<T> {
+    /// Takes the next record of the file.
+    pub fn take(&mut self, record: &Record) {
+        match record {
+            Record::Prompt { text } => {
+                self.end_cut();
+                self.cut = Some(CutTurn::new(text));
+            }
+            Record::Event { event } => {
+                if let Some(turn) = self.cut.as_mut() {
+                    turn.saw(event);
+                }
+            }
+            Record::Model { messages } => {
+                self.cut = None;
+                self.messages.extend(messages.iter().map(T::saved));
+            }
+            Record::Rewound { kept } => {
+                // A rewind comes after a resume, which had the cut-off turn in its view.
+                self.end_cut();
+                self.messages.truncate(*kept);
+            }
+            Record::Decided { .. } => {}
+        }
+    }
+
+    /// The messages so far, a turn still open given as cut off.
+    pub fn finish(mut self) -> Vec<T> {
+        self.end_cut();
+        self.messages
+    }
+
+    fn end_cut(&mut self) {
+        if let Some(turn) = self.cut.take() {
+            self.messages.extend(T::cut_off(turn));
+        }
+    }
+}
+
+impl View<IsPrompt> {
+    /// How many prompts the view holds now.
+    pub fn prompts(&self) -> usize {
+        self.messages.iter().filter(|m| m.0).count()
+    }
+}
+
 /// A turn whose end the file never got: its prompt, the text the model had written and the
 /// tools that had finished.
-struct CutTurn {
+#[derive(Debug)]
+pub struct CutTurn {
     prompt: String,
     text: String,
     tools: Vec<String>,
@@ -261,7 +336,7 @@ impl CutTurn {
     }
 
     /// The prompt and a reply: the text so far, the tools that finished, and that it was cut off.
-    fn into_view(self, view: &mut Vec<Message>) {
+    fn into_messages(self) -> [Message; 2] {
         let mut reply = self.text;
         if !reply.is_empty() {
             reply.push_str("\n\n");
@@ -272,11 +347,13 @@ impl CutTurn {
             reply.push_str(&self.tools.join("; "));
             reply.push('.');
         }
-        view.push(Message::User(self.prompt));
-        view.push(Message::Assistant {
-            text: reply,
-            calls: Vec::new(),
-        });
+        [
+            Message::User(self.prompt),
+            Message::Assistant {
+                text: reply,
+                calls: Vec::new(),
+            },
+        ]
     }
 }
 

@@ -144,6 +144,10 @@ impl Conversation for Recorded {
         self.inner.model_view(from)
     }
 
+    fn prompts(&self) -> BoxFuture<'_, Option<usize>> {
+        self.inner.prompts()
+    }
+
     fn rewind(&self, turn: usize) -> BoxFuture<'_, Result<(), ConversationError>> {
         Box::pin(async move {
             self.inner.rewind(turn).await?;

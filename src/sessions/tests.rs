@@ -490,6 +490,21 @@ fn a_turn_the_session_ended_in_is_given_to_the_model_as_cut_off() {
     assert_eq!(view.len(), 6);
     assert_eq!(view[2], Message::User("second".into()));
     assert_eq!(view[4], Message::User("third".into()));
+    // Resumed after the kill, then rewound to before the cut-off turn: the cut counts it.
+    let mut rewound = conversation.clone();
+    rewound.records.push(Record::Rewound { kept: 2 });
+    assert_eq!(rewound.model_view().len(), 2);
+    let mut prompts = View::<IsPrompt>::default();
+    for record in &rewound.records[..rewound.records.len() - 1] {
+        prompts.take(record);
+    }
+    assert_eq!(prompts.prompts(), 1, "the cut-off turn is still open");
+    prompts.take(&Record::Rewound { kept: 4 });
+    assert_eq!(
+        prompts.prompts(),
+        2,
+        "a rewind counts the cut-off turn it follows"
+    );
 }
 
 #[test]

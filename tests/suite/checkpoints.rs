@@ -10,18 +10,53 @@ use agent_nvim::conversation::{Checkpointed, Native};
 use agent_nvim::editor::NoEditor;
 use agent_nvim::llm::ProviderChoice;
 use agent_nvim::session::{self, SessionConfig};
-use agent_nvim::test_support::user_repo::{differing, entries, git as user_git};
+use agent_nvim::test_support::user_repo::{differing, entries, git as user_git, Entries};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
 
-fn call(id: &str, name: &str, args: serde_json::Value) -> Part {
+pub(super) fn call(id: &str, name: &str, args: serde_json::Value) -> Part {
     Part::ToolCall {
         id: id.into(),
         name: name.into(),
         args: args.to_string(),
     }
+}
+
+/// The user's repository in `root`: `a.txt` and `old.txt` committed, then `a.txt` changed and
+/// not committed. Its `git status` and everything under its `.git`, to compare with later.
+pub(super) fn users_repo(root: &std::path::Path) -> (String, Entries) {
+    std::fs::write(root.join("a.txt"), "one\n").unwrap();
+    std::fs::write(root.join("old.txt"), "old\n").unwrap();
+    user_git(root, &["init", "-q"]);
+    user_git(root, &["add", "-A"]);
+    user_git(root, &["commit", "-qm", "start"]);
+    std::fs::write(root.join("a.txt"), "one, not yet committed\n").unwrap();
+    let status = user_git(root, &["status", "--porcelain"]);
+    (status, entries(&root.join(".git")))
+}
+
+/// One reply's calls changing four files of [`users_repo`]: `a.txt` edited and `src/new.rs`
+/// created by edit_file, `made.txt` created and `old.txt` deleted by run_bash.
+pub(super) fn four_changes() -> Vec<Part> {
+    vec![
+        call(
+            "c1",
+            "edit_file",
+            json!({"path": "a.txt", "old_str": "one", "new_str": "two"}),
+        ),
+        call(
+            "c2",
+            "edit_file",
+            json!({"path": "src/new.rs", "old_str": "", "new_str": "fn x() {}\n"}),
+        ),
+        call(
+            "c3",
+            "run_bash",
+            json!({"command": "echo made > made.txt && rm old.txt"}),
+        ),
+    ]
 }
 
 #[tokio::test]
@@ -30,36 +65,13 @@ async fn restoring_the_prompts_checkpoint_undoes_its_edits_and_commands_and_neve
     let ws = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let root = ws.path();
-    std::fs::write(root.join("a.txt"), "one\n").unwrap();
-    std::fs::write(root.join("old.txt"), "old\n").unwrap();
-    user_git(root, &["init", "-q"]);
-    user_git(root, &["add", "-A"]);
-    user_git(root, &["commit", "-qm", "start"]);
-    std::fs::write(root.join("a.txt"), "one, not yet committed\n").unwrap();
-    let status_before = user_git(root, &["status", "--porcelain"]);
-    let git_before = entries(&root.join(".git"));
+    let (status_before, git_before) = users_repo(root);
 
     let mock = MockLlm::start(
         Wire::OpenAi,
         vec![
             Reply::Turn {
-                parts: vec![
-                    call(
-                        "c1",
-                        "edit_file",
-                        json!({"path": "a.txt", "old_str": "one", "new_str": "two"}),
-                    ),
-                    call(
-                        "c2",
-                        "edit_file",
-                        json!({"path": "src/new.rs", "old_str": "", "new_str": "fn x() {}\n"}),
-                    ),
-                    call(
-                        "c3",
-                        "run_bash",
-                        json!({"command": "echo made > made.txt && rm old.txt"}),
-                    ),
-                ],
+                parts: four_changes(),
                 usage: (1, 1),
             },
             Reply::Turn {

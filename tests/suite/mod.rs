@@ -11,6 +11,7 @@ mod nvim_boundary;
 mod nvim_chat_batches;
 mod nvim_keys;
 mod nvim_plugin;
+mod nvim_rewind;
 mod nvim_sessions;
 mod processes;
 mod run_cli;

@@ -7,8 +7,8 @@ use agent_nvim::agent::{Event, Outcome};
 use agent_nvim::approval::{Action, Decision};
 use agent_nvim::front::nvim::for_lua;
 use agent_nvim::front::nvim::protocol::{
-    lua, method, AcpStart, Choice, Choices, Decide, Preview, Prompt, Resume, Start, UiEvent,
-    PROTOCOL,
+    lua, method, AcpStart, Choice, Choices, Decide, Preview, Prompt, Resume, Rewind, RewindMode,
+    Start, UiEvent, PROTOCOL,
 };
 use rmpv::Value;
 
@@ -129,7 +129,13 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             id: "20261201-123456-ab12".into(),
             title: "a saved prompt".into(),
         },
-        Some(UiEvent::Resumed { .. }) => return None,
+        Some(UiEvent::Resumed { .. }) => UiEvent::Rewound {
+            turn: 1,
+            cut: true,
+            message: Some("agent: rewound to before prompt 1: the conversation cut".into()),
+            prompt: Some("a saved prompt".into()),
+        },
+        Some(UiEvent::Rewound { .. }) => return None,
     };
     Some(next)
 }
@@ -182,7 +188,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 17, "{kinds:?}");
+    assert_eq!(kinds.len(), 18, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])
@@ -212,6 +218,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
         "done",
         "a saved prompt\\u{202e}",
         "resumed: a saved prompt",
+        "rewound to before prompt 1: the model no longer sees what follows",
     ] {
         assert!(chat.contains(shown), "{shown}:\n{chat}");
     }
@@ -354,7 +361,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
             "local rpc = require('agent.rpc') \
              rpc.prompt('hi') rpc.cancel() rpc.new() \
              rpc.acp('test', {{ '{agent}' }}, {{ A = '1' }}) \
-             rpc.resume('20261201-123456-ab12')"
+             rpc.resume('20261201-123456-ab12') rpc.rewind(2, 'code')"
         ),
         vec![],
     )
@@ -366,7 +373,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
         methods,
         [
             "start", "decide", "decide", "decide", "decide", "decide", "decide", "prompt",
-            "cancel", "new", "acp", "resume"
+            "cancel", "new", "acp", "resume", "rewind"
         ]
     );
     for name in method::ALL {
@@ -421,6 +428,14 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
     );
     let resume: Resume = rmpv::ext::from_value(arg(11)).unwrap();
     assert_eq!(resume.id, "20261201-123456-ab12");
+    let rewind: Rewind = rmpv::ext::from_value(arg(12)).unwrap();
+    assert_eq!(
+        rewind,
+        Rewind {
+            turn: 2,
+            mode: RewindMode::Code
+        }
+    );
 }
 
 /// `request::VERSION`, the one request the backend answers, over a real RPC channel from Neovim.

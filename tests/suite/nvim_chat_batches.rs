@@ -37,7 +37,8 @@ fn text(s: &str) -> UiEvent {
 /// Two turns with the rows a chat holds: text around tool rows (one refused, one failed, one
 /// without output), a decision, an external agent's tool call updated after later text (its
 /// row is then no longer the last thing written), a thought that grows over several events, a
-/// plan replaced by a newer one, a retry, an error and the turns' ends.
+/// plan replaced by a newer one, a retry, an error and the turns' ends; then a rewind's cut and
+/// a turn after it.
 fn conversation() -> Vec<UiEvent> {
     vec![
         UiEvent::Prompt {
@@ -136,6 +137,24 @@ fn conversation() -> Vec<UiEvent> {
             outcome: Outcome::Failed,
             message: "agent: the server hung up".into(),
         }),
+        // A resumed conversation's cut (the handler reads the buffer back), then a new turn.
+        UiEvent::Rewound {
+            turn: 2,
+            cut: true,
+            message: None,
+            prompt: None,
+        },
+        UiEvent::Prompt {
+            text: "again".into(),
+        },
+        UiEvent::Agent(Event::TurnStarted),
+        text("Fresh start."),
+        UiEvent::Agent(Event::TurnDone {
+            input: 1,
+            output: 1,
+            outcome: Outcome::Done,
+            message: "done".into(),
+        }),
     ]
 }
 
@@ -208,6 +227,8 @@ async fn the_chat_looks_the_same_however_its_events_were_batched() {
         "- [x] Read",
         "- [ ] Write",
         "agent: the server hung up",
+        "rewound to before prompt 2: the model no longer sees what follows",
+        "Fresh start.",
     ] {
         assert!(text.contains(&expected), "{expected:?} not in {text:#?}");
     }

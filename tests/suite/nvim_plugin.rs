@@ -448,6 +448,7 @@ async fn help_agent_finds_its_tags() {
         "agent-approval-keys",
         "agent-processes",
         "agent-acp",
+        "agent-rewind",
         "agent-health",
     ] {
         nvim.cmd(&format!("help {tag}")).await;

@@ -5,7 +5,7 @@ use rmpv::Value;
 use serde_json::json;
 
 use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
-use crate::support::nvim::{setup_lua, Nvim, Options};
+use crate::support::nvim::{mock_options, Nvim, Options};
 
 const CHAT: &str = "agent://chat";
 
@@ -17,14 +17,7 @@ fn turn(parts: Vec<Part>) -> Reply {
 }
 
 fn options(mock: &MockLlm) -> Options {
-    Options {
-        ui: None,
-        env: vec![
-            ("ANTHROPIC_API_KEY".into(), "test-key".into()),
-            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
-        ],
-        setup: setup_lua(""),
-    }
+    mock_options(mock, "")
 }
 
 /// The one session file under Neovim's state directory.

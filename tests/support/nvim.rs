@@ -7,3 +7,15 @@ pub use agent_nvim::test_support::nvim::*;
 pub fn setup_lua(extra: &str) -> String {
     setup_lua_for(env!("CARGO_BIN_EXE_agent-nvim"), extra)
 }
+
+/// A headless Neovim whose plugin talks to `mock` as Anthropic, set up with `extra` options.
+pub fn mock_options(mock: &super::mock_llm::MockLlm, extra: &str) -> Options {
+    Options {
+        ui: None,
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "test-key".into()),
+            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+        ],
+        setup: setup_lua(extra),
+    }
+}

@@ -119,6 +119,65 @@ function handlers.resumed(e)
   status.set("idle")
 end
 
+-- A rewind was done. When it cut the conversation (`cut`; a resumed conversation's replay sends
+-- this too), the turns from that prompt on are folded closed under a dimmed row saying so, and
+-- their `## You` headers are dimmed as well: the prompts of the history are the headers still
+-- highlighted as headers, so prompt `turn` is the turn-th of those. `prompt` (the cut prompt's
+-- text) goes back in the input; `message` (what was done) is said with vim.notify.
+function handlers.rewound(e)
+  local buf = window.buf
+  local ns = vim.api.nvim_create_namespace("agent.chat")
+  render.newline()
+  render.commit() -- the buffer is read back below
+  local prompts = {}
+  for _, mark in ipairs(e.cut and vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true }) or {}) do
+    local row, details = mark[2], mark[4]
+    if details.hl_group == "AgentHeader" and vim.api.nvim_buf_get_lines(buf, row, row + 1, true)[1] == "## You" then
+      prompts[#prompts + 1] = mark
+    end
+  end
+  local first = prompts[tonumber(e.turn) or 0]
+  if first then
+    for i = e.turn, #prompts do
+      local id, row, col, details = unpack(prompts[i])
+      vim.api.nvim_buf_set_extmark(buf, ns, row, col, {
+        id = id,
+        end_row = details.end_row,
+        end_col = details.end_col,
+        hl_group = "AgentRewound",
+      })
+    end
+    local row = first[2]
+    -- The text ends with an empty line (render.newline above), which stays out of the fold so
+    -- that what comes next is not written inside it.
+    local cut_lines = vim.api.nvim_buf_line_count(buf) - 1 - row
+    local title = ("rewound to before prompt %d: the model no longer sees what follows"):format(e.turn)
+    vim.bo[buf].modifiable = true
+    vim.api.nvim_buf_set_lines(buf, row, row, true, { title })
+    vim.bo[buf].modifiable = false
+    vim.api.nvim_buf_set_extmark(buf, ns, row, 0, { end_row = row, end_col = #title, hl_group = "AgentRewound" })
+    vim.api.nvim_buf_set_extmark(buf, ns, row + 1, 0, { end_row = row + cut_lines, hl_group = "AgentRewound" })
+    -- Kept with the tool rows, so a new chat window folds it again (render.refold).
+    local id = ("rewound-%d"):format(row)
+    local mark = vim.api.nvim_buf_set_extmark(buf, vim.api.nvim_create_namespace("agent.chat.rows"), row, 0, {})
+    render.tools[id] = { name = "rewound", mark = mark, lines = cut_lines, folded = true }
+    for _, win in ipairs(window.chat_windows()) do
+      pcall(vim.api.nvim_win_call, win, function()
+        vim.cmd(("%d,%dfold"):format(row + 1, row + 1 + cut_lines))
+        vim.cmd(("silent! %dfoldclose"):format(row + 1))
+      end)
+    end
+  end
+  local input = window.input_buf
+  if e.prompt and input and vim.api.nvim_buf_is_valid(input) then
+    vim.api.nvim_buf_set_lines(input, 0, -1, false, vim.split(tostring(e.prompt), "\n", { plain = true }))
+    vim.api.nvim_buf_clear_namespace(input, vim.api.nvim_create_namespace("agent.input.hint"), 0, -1)
+  end
+  if e.message then
+    vim.notify(tostring(e.message), vim.log.levels.INFO)
+  end
+end
+
 function handlers.turn_started()
   H.last_error = nil
   status.current.turn = true

@@ -115,6 +115,16 @@ function M.flush()
   end
 end
 
+--- Writes everything queued to the buffer now, even while a batch is handled: for a handler
+--- that reads the buffer back.
+function M.commit()
+  if #H.pending > 0 then
+    H.append(H.pending)
+    H.pending = {}
+  end
+  H.commit()
+end
+
 --- The row a tool's (or block's) line is on now, or nil when it was never written.
 ---@return integer?
 function M.row_of(tool)

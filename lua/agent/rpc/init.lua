@@ -3,8 +3,9 @@
 --- - job.lua: the backend job (which binary, start, stop, exit);
 --- - buffers.lua: the backend's questions about buffers.
 ---
---- Lua → Rust: notifications (`start`, `prompt`, `cancel`, `new`, `decide`, `acp`, `resume`), so
---- Neovim never waits on the backend; one request, `sessions`, answered from a directory listing. Rust → Lua: `receive(events)` with a list of event maps at most
+--- Lua → Rust: notifications (`start`, `prompt`, `cancel`, `new`, `decide`, `acp`, `resume`,
+--- `rewind`), so Neovim never waits on the backend; two requests, `sessions` (a directory listing)
+--- and `rewind_points` (the checkpoints' list), answered at once. Rust → Lua: `receive(events)` with a list of event maps at most
 --- once a frame, and the buffer queries `buffer_state`, `buffer_text`, `reload`, `checktime`.
 --- The shapes are declared in src/front/nvim/protocol.rs; keep the two in step and bump PROTOCOL in
 --- both when one changes.
@@ -19,7 +20,7 @@ local H = {}
 
 --- The protocol this file speaks; a backend announcing another one is stopped, with a message
 --- saying how to rebuild it.
-M.PROTOCOL = 4
+M.PROTOCOL = 5
 
 --- The plugin's root: the directory holding lua/ and plugin/.
 M.plugin_root = paths.root
@@ -87,6 +88,27 @@ end
 ---@return string? err
 function M.sessions()
   return wire.request(wire.request_name.SESSIONS)
+end
+
+---@class agent.RewindPoint
+---@field turn integer the prompt's number in the conversation, from 1
+---@field id string the checkpoint taken just before it
+---@field row string the list's line: `3 · fix the failing test · 2 files changed · 4 min ago`
+
+--- The current conversation's prompts a rewind can go back to, the newest first; nil and why
+--- when the backend cannot answer (checkpoints off, no backend).
+---@return agent.RewindPoint[]? points
+---@return string? err
+function M.rewind_points()
+  return wire.request(wire.request_name.REWIND_POINTS)
+end
+
+--- Goes back to before prompt `turn`: its code, its conversation or both (the backend answers
+--- with `rewound`, or an error saying why nothing changed).
+---@param turn integer
+---@param mode "code"|"conversation"|"both"
+function M.rewind(turn, mode)
+  wire.notify(wire.method.REWIND, { turn = turn, mode = mode })
 end
 
 --- Cancels the running turn.

@@ -1,5 +1,5 @@
 --- The wire to the backend: the only place that calls vim.rpcnotify (and vim.rpcrequest, for the
---- one request the plugin sends: `sessions`, which reads a directory listing and answers at once). Lua → Rust messages are
+--- requests the plugin sends: `sessions` and `rewind_points`, which answer at once). Lua → Rust messages are
 --- notifications, so Neovim never waits on the backend; their names and shapes are declared in
 --- src/front/nvim/protocol.rs (`method`, and the struct each one carries).
 
@@ -15,11 +15,13 @@ M.method = {
   DECIDE = "decide",
   ACP = "acp",
   RESUME = "resume",
+  REWIND = "rewind",
 }
 
 --- The request names (protocol.rs `request`).
 M.request_name = {
   SESSIONS = "sessions",
+  REWIND_POINTS = "rewind_points",
 }
 
 --- For tests: when a table, each notification sent is also appended to it as

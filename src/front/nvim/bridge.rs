@@ -16,17 +16,17 @@ use tokio::sync::{mpsc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 use super::adapters::{NvimAsker, NvimEditor};
-use super::protocol::{self, method, Decide, Prompt, Resume, Start, UiEvent, PROTOCOL};
+use super::protocol::{self, method, Decide, Prompt, Resume, Rewind, Start, UiEvent, PROTOCOL};
 use super::pump::forward;
 use super::Nvim;
 use crate::agent::DEFAULT_MAX_TURNS;
 use crate::approval::Asker;
-use crate::conversation::{Conversation, ConversationEvent, Events};
+use crate::conversation::{Conversation, ConversationError, ConversationEvent, Events};
 use crate::display;
 use crate::llm::ProviderChoice;
 use crate::questions::Questions;
 use crate::session::{self, SessionConfig};
-use crate::sessions::{Record, Store};
+use crate::sessions::{self, Record, Store};
 use crate::workspace::Workspace;
 
 /// The session the `start` notification configured.
@@ -354,8 +354,9 @@ impl Bridge {
             let (shown, mut to_show) = mpsc::unbounded_channel();
             let id = resume.id.clone();
             let loading = tokio::task::spawn_blocking(move || {
+                let mut replay = Replay::default();
                 store.load_with(&id, |record| {
-                    if let Some(event) = replayed(record) {
+                    if let Some(event) = replay.event(record) {
                         return shown.send(event).is_ok();
                     }
                     true
@@ -383,6 +384,75 @@ impl Bridge {
             });
             drop(busy);
         });
+    }
+
+    /// `rewind`: goes back to before a prompt of the current conversation, as
+    /// `front/nvim/rewind.rs` does it, and tells the chat (`rewound`) or says why nothing
+    /// changed. Refused while a turn runs; no prompt runs meanwhile.
+    pub(super) fn rewind(&self, rewind: Rewind) {
+        let Ok(busy) = self.state.busy.clone().try_lock_owned() else {
+            return self.error(
+                "agent: a turn is running; wait for it or cancel it (:Agent stop) before rewinding",
+            );
+        };
+        let bridge = self.clone();
+        tokio::spawn(async move {
+            match bridge.rewound(&rewind).await {
+                Ok(done) => bridge.send(UiEvent::Rewound {
+                    turn: rewind.turn,
+                    cut: done.cut,
+                    message: Some(done.message),
+                    prompt: done.prompt,
+                }),
+                Err(message) => bridge.error(message),
+            }
+            drop(busy);
+        });
+    }
+
+    /// The rewind itself: the point found among the current conversation's, then the step.
+    async fn rewound(&self, rewind: &Rewind) -> std::result::Result<super::rewind::Done, String> {
+        let session = self.state.session.lock().await;
+        let Some((checkpoints, nvim)) = session
+            .as_ref()
+            .map(|s| (s.checkpoints.clone(), s.nvim.clone()))
+        else {
+            return Err("agent: the backend was not started; run :Agent again".into());
+        };
+        drop(session);
+        let conversation = self.state.conversation.lock().await.clone();
+        let Some(conversation) = conversation else {
+            return Err("agent: the backend was not started; run :Agent again".into());
+        };
+        let editor = NvimEditor { nvim };
+        if rewind.mode == protocol::RewindMode::Undo {
+            return super::rewind::undo(checkpoints.as_ref(), &editor).await;
+        }
+        let id = match &checkpoints {
+            Some(checkpoints) => match checkpoints.points(&checkpoints.conversation()).await {
+                Ok(points) => points
+                    .into_iter()
+                    .find(|point| point.turn == rewind.turn)
+                    .map(|point| point.id)
+                    .ok_or_else(|| {
+                        let no_such = ConversationError::NoSuchPrompt(rewind.turn);
+                        format!("agent: {no_such}")
+                    })?,
+                // Without the checkpoints, the history can still be cut.
+                Err(err) if rewind.mode.code() => return Err(format!("agent: {err}")),
+                Err(_) => String::new(),
+            },
+            None => String::new(),
+        };
+        super::rewind::rewind(
+            rewind.mode,
+            rewind.turn,
+            &id,
+            checkpoints.as_ref(),
+            conversation.as_ref(),
+            &editor,
+        )
+        .await
     }
 
     /// `sessions`: this workspace's saved conversations, for Lua.
@@ -437,46 +507,70 @@ async fn rewind_points(
             "agent: checkpoints are off (no state directory), so there is nothing to rewind to",
         ));
     };
-    let points = checkpoints
-        .points(&checkpoints.conversation())
+    let conversation = checkpoints.conversation();
+    let failed = |err: crate::checkpoint::CheckpointError| Value::from(format!("agent: {err}"));
+    let points = checkpoints.points(&conversation).await.map_err(failed)?;
+    let undo = checkpoints
+        .undo_point(&conversation)
         .await
-        .map_err(|err| Value::from(format!("agent: {err}")))?;
-    let listed = points
+        .map_err(failed)?;
+    let listed = undo
         .iter()
+        .chain(&points)
         .map(|point| {
-            Value::Map(vec![
+            let mut fields = vec![
                 (Value::from("turn"), Value::from(point.turn as u64)),
                 (Value::from("id"), Value::from(point.id.clone())),
                 (
                     Value::from("row"),
                     Value::from(crate::checkpoint::points::row(point, now)),
                 ),
-            ])
+            ];
+            if point.turn == 0 {
+                fields.push((Value::from("undo"), Value::from(true)));
+            }
+            Value::Map(fields)
         })
         .collect();
     Ok(Value::Array(listed))
 }
 
-/// What the chat is sent for a saved record, the event it was (a prompt as
-/// [`UiEvent::Prompt`], a decision as [`UiEvent::Decided`]); nothing for what only the model
-/// reads. Each still goes through the pump, so it is made visible and redacted like a live one;
-/// the pump cuts the flood into batches Lua shows between Neovim's other requests.
-fn replayed(record: &Record) -> Option<UiEvent> {
-    Some(match record {
-        Record::Prompt { text } => UiEvent::Prompt { text: text.clone() },
-        Record::Event { event } => event.clone().into(),
-        Record::Decided {
-            tool,
-            decision,
-            note,
-        } => UiEvent::Decided {
-            id: 0,
-            tool: tool.clone(),
-            decision: decision.clone(),
-            note: note.clone(),
-        },
-        Record::Model { .. } | Record::Rewound { .. } => return None,
-    })
+/// What the chat is sent for the saved records of one conversation, each the event it was (a
+/// prompt as [`UiEvent::Prompt`], a decision as [`UiEvent::Decided`], a cut as
+/// [`UiEvent::Rewound`]); nothing for what only the model reads. Each still goes through the
+/// pump, so it is made visible and redacted like a live one; the pump cuts the flood into
+/// batches Lua shows between Neovim's other requests.
+#[derive(Default)]
+struct Replay {
+    /// Which messages of the model's view so far are prompts, to number a cut's prompt.
+    view: sessions::View<sessions::IsPrompt>,
+}
+
+impl Replay {
+    fn event(&mut self, record: &Record) -> Option<UiEvent> {
+        self.view.take(record);
+        Some(match record {
+            Record::Prompt { text } => UiEvent::Prompt { text: text.clone() },
+            Record::Event { event } => event.clone().into(),
+            Record::Decided {
+                tool,
+                decision,
+                note,
+            } => UiEvent::Decided {
+                id: 0,
+                tool: tool.clone(),
+                decision: decision.clone(),
+                note: note.clone(),
+            },
+            Record::Model { .. } => return None,
+            Record::Rewound { .. } => UiEvent::Rewound {
+                turn: self.view.prompts() + 1,
+                cut: true,
+                message: None,
+                prompt: None,
+            },
+        })
+    }
 }
 
 /// The session `start` configures: the plugin's options, anything unset or out of range at its
@@ -542,6 +636,10 @@ impl Handler for Bridge {
             method::RESUME => match arg::<Resume>(args) {
                 Ok(resume) => self.resume(resume),
                 Err(err) => self.error(format!("agent: bad resume message ({err})")),
+            },
+            method::REWIND => match arg::<Rewind>(args) {
+                Ok(rewind) => self.rewind(rewind),
+                Err(err) => self.error(format!("agent: bad rewind message ({err})")),
             },
             method::DECIDE => match arg::<Decide>(args) {
                 Ok(decide) => self.decide(decide).await,
@@ -622,6 +720,69 @@ mod tests {
                 "agent: checkpoints are off (no state directory), so there is nothing to rewind to"
             ))
         );
+    }
+
+    #[tokio::test]
+    async fn a_replayed_cut_reaches_the_chat_numbered_as_the_history_was_and_a_busy_turn_refuses_a_rewind(
+    ) {
+        let bridge = Bridge::new(CancellationToken::new());
+        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
+        let user = |text: &str| sessions::Saved::User { text: text.into() };
+        let answer = || sessions::Saved::Assistant {
+            text: "ok".into(),
+            calls: vec![],
+        };
+        let prompt = |text: &str| Record::Prompt { text: text.into() };
+        let model = |messages| Record::Model { messages };
+        let saved = sessions::Conversation {
+            header: sessions::Header {
+                agent_nvim_session: sessions::FORMAT,
+                id: "20261201-000000-0000".into(),
+                workspace: "/w".into(),
+                created: "2026-12-01T00:00:00Z".into(),
+                conversation: "built-in".into(),
+            },
+            records: vec![
+                prompt("one"),
+                model(vec![user("one"), answer()]),
+                prompt("two"),
+                model(vec![user("two"), answer()]),
+                prompt("three"),
+                model(vec![user("three"), answer()]),
+                // Cut to before "two", then "two again" is prompt 2, then cut to before it.
+                Record::Rewound { kept: 2 },
+                prompt("two again"),
+                model(vec![user("two again"), answer()]),
+                Record::Rewound { kept: 2 },
+            ],
+        };
+        let mut replay = Replay::default();
+        let cuts: Vec<UiEvent> = saved
+            .records
+            .iter()
+            .filter_map(|record| replay.event(record))
+            .filter(|event| matches!(event, UiEvent::Rewound { .. }))
+            .collect();
+        let cut = |turn| UiEvent::Rewound {
+            turn,
+            cut: true,
+            message: None,
+            prompt: None,
+        };
+        assert_eq!(cuts, [cut(2), cut(2)]);
+
+        let running = bridge.state.busy.clone().try_lock_owned().unwrap();
+        bridge.rewind(Rewind {
+            turn: 1,
+            mode: protocol::RewindMode::Both,
+        });
+        assert_eq!(
+            handed_on(&mut ui),
+            [UiEvent::error(
+                "agent: a turn is running; wait for it or cancel it (:Agent stop) before rewinding"
+            )]
+        );
+        drop(running);
     }
 
     /// What the bridge has handed the pump so far.

@@ -10,6 +10,7 @@
 //!   each a call into the plugin's Lua.
 //! - [`protocol`]: every message across the boundary, and every Lua entry point Rust calls.
 //! - [`log`]: the log file.
+//! - [`rewind`]: `:Agent rewind`'s step (the code, then the conversation).
 
 mod acp;
 mod adapters;
@@ -17,9 +18,6 @@ mod bridge;
 mod log;
 pub mod protocol;
 mod pump;
-// Not yet called: the bridge's `rewind` notification and Lua's `:Agent rewind` are still to come
-// (issue 11 item 4); its test drives it meanwhile.
-#[allow(dead_code)]
 mod rewind;
 
 use std::path::PathBuf;

@@ -21,7 +21,7 @@ use crate::display::{self, Layout};
 
 /// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
 /// says how to rebuild it.
-pub const PROTOCOL: u32 = 4;
+pub const PROTOCOL: u32 = 5;
 
 /// The Lua functions Rust calls, as the code given to `nvim_exec_lua` (`...` are its arguments).
 /// Each lives in `agent.rpc` (the module Lua users and tests `require`).
@@ -59,12 +59,15 @@ pub mod method {
     /// [`super::Resume`]: continue a saved conversation of this workspace with the built-in
     /// agent; the chat is sent its events again (Lua clears it first), then `resumed`.
     pub const RESUME: &str = "resume";
+    /// [`super::Rewind`]: go back to before a prompt of the current conversation (its code, its
+    /// history or both); answered with `rewound`, or an error saying why nothing changed.
+    pub const REWIND: &str = "rewind";
     /// Every method above, for the test that checks Lua sends each one.
-    pub const ALL: [&str; 7] = [START, PROMPT, CANCEL, NEW, DECIDE, ACP, RESUME];
+    pub const ALL: [&str; 8] = [START, PROMPT, CANCEL, NEW, DECIDE, ACP, RESUME, REWIND];
 }
 
-/// Request names Lua may send (`vim.rpcrequest`; the plugin itself sends none, since Neovim would
-/// wait for the answer).
+/// Request names Lua may send (`vim.rpcrequest`, which Neovim waits on: the plugin sends only
+/// those answered at once, `sessions` and `rewind_points`).
 pub mod request {
     /// No argument; answers the backend's version (`CARGO_PKG_VERSION`).
     pub const VERSION: &str = "version";
@@ -75,8 +78,10 @@ pub mod request {
     pub const SESSIONS: &str = "sessions";
     /// No argument; answers the current conversation's prompts a rewind can go back to, the
     /// newest first: an array of maps of `turn` (from 1), `id` (the checkpoint) and `row`
-    /// (`3 · fix the failing test · 2 files changed · 4 min ago`, made visible). An error
-    /// string when checkpoints are off.
+    /// (`3 · fix the failing test · 2 files changed · 4 min ago`, made visible), and first,
+    /// when the last rewind of the code can be undone, a map with `undo` true, `turn` 0, `id`
+    /// and `row` (`undo · the code before the last rewind · 2 files changed · just now`). An
+    /// error string when checkpoints are off.
     pub const REWIND_POINTS: &str = "rewind_points";
 }
 
@@ -143,6 +148,60 @@ pub struct Decide {
 pub struct Resume {
     /// Its id (`20261201-123456-ab12`), as `sessions` listed it.
     pub id: String,
+}
+
+/// `rewind`: which prompt to go back to, and what to restore.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Rewind {
+    /// The prompt's number, as `rewind_points` listed it (from 1); not read for `undo`.
+    pub turn: usize,
+    /// What to restore.
+    pub mode: RewindMode,
+}
+
+/// What a rewind restores (the choices `Code and conversation`, `Code only`, `Conversation
+/// only`), or `undo`: the string `both`, `code`, `conversation` or `undo` (read through a
+/// `String`, since rmpv decodes no enum from a bare string).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum RewindMode {
+    /// The files and the history.
+    Both,
+    /// The files only: the history goes on.
+    Code,
+    /// The history only: the files stay as they are.
+    Conversation,
+    /// The files as they were before the last rewind of the code (`rewind_points`' `undo`
+    /// row): the rewind undone. The history is not put back.
+    Undo,
+}
+
+impl TryFrom<String> for RewindMode {
+    type Error = String;
+
+    fn try_from(mode: String) -> Result<Self, String> {
+        match mode.as_str() {
+            "both" => Ok(RewindMode::Both),
+            "code" => Ok(RewindMode::Code),
+            "conversation" => Ok(RewindMode::Conversation),
+            "undo" => Ok(RewindMode::Undo),
+            other => Err(format!(
+                "mode should be both, code, conversation or undo, not '{other}'"
+            )),
+        }
+    }
+}
+
+impl RewindMode {
+    /// Whether the files are put back.
+    pub fn code(self) -> bool {
+        matches!(self, RewindMode::Both | RewindMode::Code)
+    }
+
+    /// Whether the history is cut.
+    pub fn conversation(self) -> bool {
+        matches!(self, RewindMode::Both | RewindMode::Conversation)
+    }
 }
 
 /// `acp`: which external agent to start.
@@ -290,6 +349,18 @@ pub enum UiEvent {
     /// A resumed conversation has been sent whole; prompts continue it. `title` is its first
     /// prompt's first line.
     Resumed { id: String, title: String },
+    /// A rewind to before prompt `turn` was done. `cut`: the history was cut there (the chat
+    /// shows the turns from that prompt on as cut off; a resumed conversation's replay sends
+    /// this too). `message`: what was done, to tell the person (absent in a replay).
+    /// `prompt`: the cut prompt's text, put back in the input (absent in a replay).
+    Rewound {
+        turn: usize,
+        cut: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        prompt: Option<String>,
+    },
     /// What the turn loop (or an external agent's turn) reports.
     #[serde(untagged)]
     Agent(Event),
@@ -393,6 +464,17 @@ impl UiEvent {
             UiEvent::Resumed { id, title } => UiEvent::Resumed {
                 id: one(id),
                 title: one(title),
+            },
+            UiEvent::Rewound {
+                turn,
+                cut,
+                message,
+                prompt,
+            } => UiEvent::Rewound {
+                turn,
+                cut,
+                message: message.map(one),
+                prompt: prompt.map(prose),
             },
             UiEvent::Agent(event) => UiEvent::Agent(display::shown(event)),
             UiEvent::Update(AgentUpdate::Thought { text }) => {

@@ -1,34 +1,29 @@
 //! `:Agent rewind`'s one step: the code put back through [`Checkpoints::restore`] and the
 //! conversation cut through [`Conversation::rewind`], each only when asked. The code goes first:
-//! when it is refused (unsaved buffers), the conversation is left as it is too.
+//! when it is refused (unsaved buffers), the conversation is left as it is too. [`undo`] puts
+//! the code back as it was before the last rewind (the snapshot that restore took).
 
-use serde::Deserialize;
-
+use super::protocol::RewindMode as What;
 use crate::checkpoint::Checkpoints;
-use crate::conversation::Conversation;
+use crate::conversation::{prompt_start, Conversation};
 use crate::editor::Editor;
+use crate::llm::Message;
 
-/// What a rewind restores (`Code and conversation`, `Code only`, `Conversation only`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum What {
-    Both,
-    Code,
-    Conversation,
+/// What a rewind did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Done {
+    /// For the person: `agent: rewound to before prompt 2: 1 file put back, the conversation cut`.
+    pub message: String,
+    /// Whether the history was cut.
+    pub cut: bool,
+    /// The cut prompt's text, to put back in the input; None when nothing was cut, or the
+    /// conversation's history is not ours to read.
+    pub prompt: Option<String>,
 }
 
-impl What {
-    fn code(self) -> bool {
-        matches!(self, What::Both | What::Code)
-    }
-    fn conversation(self) -> bool {
-        matches!(self, What::Both | What::Conversation)
-    }
-}
-
-/// Rewinds to before prompt `turn`, whose checkpoint is `id`. Ok: what was done, for the chat;
-/// Err: why nothing (or, when the conversation could not be cut, only the code) was restored,
-/// as shown after nothing else (`agent: ...`).
+/// Rewinds to before prompt `turn`, whose checkpoint is `id`. Ok: what was done; Err: why
+/// nothing was restored (or, when the conversation could not be cut after the code was put
+/// back, that only the code was), as the person reads it (`agent: ...`).
 pub async fn rewind(
     what: What,
     turn: usize,
@@ -36,32 +31,77 @@ pub async fn rewind(
     checkpoints: Option<&Checkpoints>,
     conversation: &dyn Conversation,
     editor: &dyn Editor,
-) -> Result<String, String> {
+) -> Result<Done, String> {
     let mut done = Vec::new();
     if what.code() {
         let Some(checkpoints) = checkpoints else {
-            return Err("agent: checkpoints are off, so the code cannot be rewound".into());
+            return Err(OFF.into());
         };
-        let restored = checkpoints
-            .restore(id, editor)
-            .await
-            .map_err(|err| format!("agent: {err}"))?;
-        done.push(match restored.files.len() {
-            1 => "1 file put back".to_string(),
-            n => format!("{n} files put back"),
-        });
+        done.push(put_back(checkpoints, id, editor).await?);
     }
+    let mut prompt = None;
     if what.conversation() {
-        conversation
-            .rewind(turn)
-            .await
-            .map_err(|err| format!("agent: {err}"))?;
+        let view = conversation.model_view(0).await.unwrap_or_default();
+        prompt = prompt_start(&view, turn).and_then(|at| match &view[at] {
+            Message::User(text) => Some(text.clone()),
+            _ => None,
+        });
+        if let Err(err) = conversation.rewind(turn).await {
+            return Err(match done.first() {
+                Some(code) => format!(
+                    "agent: rewound the code to before prompt {turn} ({code}) but not the conversation: {err}"
+                ),
+                None => format!("agent: {err}"),
+            });
+        }
         done.push("the conversation cut".to_string());
     }
-    Ok(format!(
-        "agent: rewound to before prompt {turn}: {}",
-        done.join(", ")
-    ))
+    Ok(Done {
+        message: format!(
+            "agent: rewound to before prompt {turn}: {}",
+            done.join(", ")
+        ),
+        cut: what.conversation(),
+        prompt,
+    })
+}
+
+/// Why the code cannot be rewound without checkpoints.
+const OFF: &str = "agent: checkpoints are off, so the code cannot be rewound";
+
+/// Restores checkpoint `id`: `3 files put back`, or why nothing was.
+async fn put_back(
+    checkpoints: &Checkpoints,
+    id: &str,
+    editor: &dyn Editor,
+) -> Result<String, String> {
+    let restored = checkpoints
+        .restore(id, editor)
+        .await
+        .map_err(|err| format!("agent: {err}"))?;
+    Ok(match restored.files.len() {
+        1 => "1 file put back".to_string(),
+        n => format!("{n} files put back"),
+    })
+}
+
+/// Undoes the last rewind of the current conversation's code ([`Checkpoints::undo_point`]):
+/// the files as they were just before it. The history is left as it is.
+pub async fn undo(checkpoints: Option<&Checkpoints>, editor: &dyn Editor) -> Result<Done, String> {
+    let Some(checkpoints) = checkpoints else {
+        return Err(OFF.into());
+    };
+    let point = checkpoints
+        .undo_point(&checkpoints.conversation())
+        .await
+        .map_err(|err| format!("agent: {err}"))?
+        .ok_or("agent: there is no rewind of the code to undo since the last prompt")?;
+    let files = put_back(checkpoints, &point.id, editor).await?;
+    Ok(Done {
+        message: format!("agent: the code is back as it was before the last rewind: {files}"),
+        cut: false,
+        prompt: None,
+    })
 }
 
 #[cfg(test)]
@@ -79,9 +119,21 @@ mod tests {
     use crate::conversation::{ConversationError, Events};
     use crate::workspace::Workspace;
 
-    /// A conversation that only notes the rewinds asked of it.
+    /// A conversation of two prompts that only notes the rewinds asked of it.
     #[derive(Default)]
     struct Notes(Mutex<Vec<usize>>);
+
+    /// The history Notes shows.
+    fn history() -> Vec<Message> {
+        vec![
+            Message::User("first".into()),
+            Message::Assistant {
+                text: "ok".into(),
+                calls: vec![],
+            },
+            Message::User("second\nwith more".into()),
+        ]
+    }
 
     impl Conversation for Notes {
         fn name(&self) -> &str {
@@ -94,6 +146,9 @@ mod tests {
             _cancel: &'a CancellationToken,
         ) -> BoxFuture<'a, Outcome> {
             Box::pin(async { Outcome::Failed })
+        }
+        fn model_view(&self, from: usize) -> BoxFuture<'_, Option<Vec<Message>>> {
+            Box::pin(async move { Some(history()[from..].to_vec()) })
         }
         fn rewind(&self, turn: usize) -> BoxFuture<'_, Result<(), ConversationError>> {
             self.0.lock().unwrap().push(turn);
@@ -149,7 +204,11 @@ mod tests {
         .unwrap();
         assert_eq!(
             said,
-            "agent: rewound to before prompt 2: the conversation cut"
+            Done {
+                message: "agent: rewound to before prompt 2: the conversation cut".into(),
+                cut: true,
+                prompt: Some("second\nwith more".into()),
+            }
         );
         assert_eq!(read(), "after\n", "conversation only leaves the code");
         assert_eq!(*notes.0.lock().unwrap(), [2]);
@@ -158,7 +217,14 @@ mod tests {
         let said = rewind(What::Code, 2, &point.id, Some(&checkpoints), &notes, &clean)
             .await
             .unwrap();
-        assert_eq!(said, "agent: rewound to before prompt 2: 1 file put back");
+        assert_eq!(
+            said,
+            Done {
+                message: "agent: rewound to before prompt 2: 1 file put back".into(),
+                cut: false,
+                prompt: None,
+            }
+        );
         assert_eq!(read(), "before\n");
         assert!(
             notes.0.lock().unwrap().is_empty(),
@@ -179,5 +245,26 @@ mod tests {
             rewind(What::Code, 1, &point.id, None, &notes, &clean).await,
             Err("agent: checkpoints are off, so the code cannot be rewound".into())
         );
+
+        // A conversation that cannot be cut (an external agent's): the code was put back, and
+        // the message says that only the code was.
+        let external = crate::conversation::Unavailable::new("claude", "agent: -");
+        assert_eq!(
+            rewind(
+                What::Both,
+                2,
+                &point.id,
+                Some(&checkpoints),
+                &external,
+                &clean
+            )
+            .await,
+            Err(
+                "agent: rewound the code to before prompt 2 (1 file put back) but not the \
+                 conversation: claude cannot rewind"
+                    .into()
+            )
+        );
+        assert_eq!(read(), "before\n");
     }
 }
