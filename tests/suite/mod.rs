@@ -8,6 +8,7 @@ mod install;
 mod lua_tooling;
 mod nvim_acp;
 mod nvim_boundary;
+mod nvim_diff;
 mod nvim_keys;
 mod nvim_plugin;
 mod nvim_sessions;

@@ -4,7 +4,8 @@
 --- - buffers.lua: the backend's questions about buffers.
 ---
 --- Lua → Rust: notifications (`start`, `prompt`, `cancel`, `new`, `decide`, `acp`, `resume`), so
---- Neovim never waits on the backend; one request, `sessions`, answered from a directory listing. Rust → Lua: `receive(events)` with a list of event maps at most
+--- Neovim never waits on the backend; the requests `sessions` (a directory listing) and
+--- `changes`, `file_at` (:Agent diff). Rust → Lua: `receive(events)` with a list of event maps at most
 --- once a frame, and the buffer queries `buffer_state`, `buffer_text`, `reload`, `checktime`.
 --- The shapes are declared in src/front/nvim/protocol.rs; keep the two in step and bump PROTOCOL in
 --- both when one changes.
@@ -19,7 +20,7 @@ local H = {}
 
 --- The protocol this file speaks; a backend announcing another one is stopped, with a message
 --- saying how to rebuild it.
-M.PROTOCOL = 4
+M.PROTOCOL = 5
 
 --- The plugin's root: the directory holding lua/ and plugin/.
 M.plugin_root = paths.root
@@ -87,6 +88,26 @@ end
 ---@return string? err
 function M.sessions()
   return wire.request(wire.request_name.SESSIONS)
+end
+
+--- What changed since `since` (`"prompt"`, `"all"` or a prompt checkpoint's id): `{ checkpoint,
+--- since, files = { { path, shown, status, added?, removed?, binary? } } }`; nil and why when
+--- there is nothing to compare with (see protocol.rs `request::CHANGES`).
+---@param since string
+---@return table? changes
+---@return string? err
+function M.changes(since)
+  return wire.request(wire.request_name.CHANGES, { since = since })
+end
+
+--- The text `path` (workspace-relative) had at `checkpoint`: `{ text }` or `{ missing = true }`;
+--- nil and why for a binary or too large file.
+---@param checkpoint string
+---@param path string
+---@return table? old
+---@return string? err
+function M.file_at(checkpoint, path)
+  return wire.request(wire.request_name.FILE_AT, { checkpoint = checkpoint, path = path })
 end
 
 --- Cancels the running turn.

@@ -9,6 +9,7 @@
 //! - [`adapters`]: the core's views of Neovim (the asker, the editor, an external agent's host),
 //!   each a call into the plugin's Lua.
 //! - [`protocol`]: every message across the boundary, and every Lua entry point Rust calls.
+//! - [`review`]: `:Agent diff`'s requests, and the note that gives a turn's done row its key.
 //! - [`log`]: the log file.
 
 mod acp;
@@ -17,6 +18,7 @@ mod bridge;
 mod log;
 pub mod protocol;
 mod pump;
+mod review;
 // Not yet called: the bridge's `rewind` notification and Lua's `:Agent rewind` are still to come
 // (issue 11 item 4); its test drives it meanwhile.
 #[allow(dead_code)]

@@ -21,7 +21,7 @@ use crate::display::{self, Layout};
 
 /// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
 /// says how to rebuild it.
-pub const PROTOCOL: u32 = 4;
+pub const PROTOCOL: u32 = 5;
 
 /// The Lua functions Rust calls, as the code given to `nvim_exec_lua` (`...` are its arguments).
 /// Each lives in `agent.rpc` (the module Lua users and tests `require`).
@@ -78,6 +78,18 @@ pub mod request {
     /// (`3 · fix the failing test · 2 files changed · 4 min ago`, made visible). An error
     /// string when checkpoints are off.
     pub const REWIND_POINTS: &str = "rewind_points";
+    /// `{since}`: `prompt` (the last prompt), `all` (the conversation's first checkpoint) or a
+    /// prompt checkpoint's id (a `done` row's [`super::UiEvent::Reviewable`]); answers what
+    /// changed in the workspace since: a map of `checkpoint` (the id compared with now),
+    /// `since` (`prompt 2 · fix the test` or `the conversation began`, made visible) and
+    /// `files`, an array of maps of `path` (as on disk), `shown` (made visible), `status`
+    /// (`A`, `M`, `D`) and `added`/`removed` line counts, or `binary = true`. An error string
+    /// when checkpoints are off or nothing can be counted from.
+    pub const CHANGES: &str = "changes";
+    /// `{checkpoint, path}`: the text `path` had at the checkpoint, `{text}` (its bytes, at most
+    /// 1 MiB), or `{missing = true}` when it had no such file; an error string for a binary or
+    /// larger file.
+    pub const FILE_AT: &str = "file_at";
 }
 
 /// `start`: the session's settings, from `require("agent").setup()`.
@@ -290,6 +302,10 @@ pub enum UiEvent {
     /// A resumed conversation has been sent whole; prompts continue it. `title` is its first
     /// prompt's first line.
     Resumed { id: String, title: String },
+    /// The turn just ended changed `files` files since its prompt's checkpoint `checkpoint`:
+    /// its `done` row offers their diff (`changes` with that id as `since`). Sent after
+    /// `turn_done`, only when something changed.
+    Reviewable { checkpoint: String, files: u64 },
     /// What the turn loop (or an external agent's turn) reports.
     #[serde(untagged)]
     Agent(Event),
@@ -323,7 +339,7 @@ impl UiEvent {
         let one = |s: String| display::visible(&s, Layout::OneLine).into_owned();
         let prose = |s: String| display::visible(&s, Layout::Prose).into_owned();
         match self {
-            UiEvent::Started { .. } => self,
+            UiEvent::Started { .. } | UiEvent::Reviewable { .. } => self,
             UiEvent::Approval {
                 id,
                 tool,
