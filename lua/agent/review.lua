@@ -37,7 +37,9 @@ function M.diff(opts)
       filename = vim.fs.joinpath(root, file.path),
       module = file.shown,
       text = H.row(file),
-      user_data = { agent_review = { checkpoint = answer.checkpoint, path = file.path, status = file.status } },
+      user_data = {
+        agent_review = { checkpoint = answer.checkpoint, path = file.path, shown = file.shown, status = file.status },
+      },
     }
   end
   vim.fn.setqflist({}, " ", {
@@ -60,9 +62,10 @@ end
 --- two for a changed or created file (an empty old side for a created one), the old text alone
 --- for a deleted one. Opens in the current window (the previous one from the quickfix window).
 ---@param checkpoint string
----@param path string
+---@param path string as on disk
 ---@param status "A"|"M"|"D"
-function M.show(checkpoint, path, status)
+---@param shown? string the path made visible (the backend's `shown`), for the buffer's name
+function M.show(checkpoint, path, status, shown)
   local rpc = require("agent.rpc")
   local old, err = rpc.file_at(checkpoint, path)
   if not old then
@@ -71,7 +74,7 @@ function M.show(checkpoint, path, status)
   end
   H.close_views()
   H.to_file_window()
-  local scratch = H.scratch(checkpoint, path, old.text or "")
+  local scratch = H.scratch(checkpoint, shown or path, old.text or "")
   if status == "D" then
     vim.api.nvim_win_set_buf(0, scratch)
     return
@@ -139,12 +142,12 @@ function H.open_entry()
     return
   end
   vim.fn.setqflist({}, "a", { idx = line })
-  M.show(ours.checkpoint, ours.path, ours.status)
+  M.show(ours.checkpoint, ours.path, ours.status, ours.shown)
 end
 
 -- The scratch buffer holding `text` (the checkpoint's bytes), read-only, named for what it is.
-function H.scratch(checkpoint, path, text)
-  local name = ("agent://checkpoint/%s/%s"):format(checkpoint:sub(1, 12), path)
+function H.scratch(checkpoint, shown, text)
+  local name = ("agent://checkpoint/%s/%s"):format(checkpoint:sub(1, 12), shown)
   local existing = vim.fn.bufnr("^" .. vim.fn.escape(name, "\\^$.*~[]") .. "$")
   if existing > 0 then
     vim.api.nvim_buf_delete(existing, { force = true })
@@ -164,7 +167,7 @@ function H.scratch(checkpoint, path, text)
   bo.readonly = true
   bo.modified = false
   vim.b[buf].agent_checkpoint = checkpoint
-  bo.filetype = vim.filetype.match({ filename = path }) or ""
+  bo.filetype = vim.filetype.match({ filename = shown, contents = lines }) or ""
   return buf
 end
 

@@ -102,13 +102,20 @@ async fn agent_diff_fills_the_quickfix_list_with_the_right_files_and_opens_a_rea
             turn(vec![
                 edit("t1", "a.lua", "two", "2"),
                 edit("t2", "notes/new.txt", "", "hello\n"),
+                Part::ToolCall {
+                    id: "t3".into(),
+                    name: "run_bash".into(),
+                    args: json!({"command": "rm gone.txt"}).to_string(),
+                },
             ]),
             text("Changed both."),
         ],
     );
     let nvim = start(&mock, Some((120, 40)), "", vec![]).await;
     nvim.write("a.lua", "one\ntwo\nthree\n");
+    nvim.write("gone.txt", "x\ny\n");
     nvim.cmd("Agent change things").await;
+    allow(&nvim).await;
     allow(&nvim).await;
     allow(&nvim).await;
     nvim.wait_for_line(CHAT, "done · 20 in / 10 out tokens")
@@ -122,6 +129,7 @@ async fn agent_diff_fills_the_quickfix_list_with_the_right_files_and_opens_a_rea
             "agent: changes since prompt 1 · change things".to_string(),
             vec![
                 "M a.lua +1 -1".to_string(),
+                "D gone.txt +0 -2".to_string(),
                 "A notes/new.txt +1 -0".to_string()
             ]
         )
@@ -136,6 +144,7 @@ async fn agent_diff_fills_the_quickfix_list_with_the_right_files_and_opens_a_rea
         .await,
         Value::Array(vec![
             Value::from("M a.lua +1 -1"),
+            Value::from("D gone.txt +0 -2"),
             Value::from("A notes/new.txt +1 -0")
         ])
     );
@@ -208,7 +217,7 @@ async fn agent_diff_fills_the_quickfix_list_with_the_right_files_and_opens_a_rea
     // The created file: an empty old side.
     nvim.cmd("write").await;
     nvim.cmd("copen").await;
-    nvim.lua("vim.api.nvim_win_set_cursor(0, { 2, 0 })", vec![])
+    nvim.lua("vim.api.nvim_win_set_cursor(0, { 3, 0 })", vec![])
         .await;
     nvim.api.input("<CR>").await.unwrap();
     nvim.wait_for("vim.fn.expand('%:t') == 'new.txt' and vim.wo.diff")
@@ -228,6 +237,28 @@ async fn agent_diff_fills_the_quickfix_list_with_the_right_files_and_opens_a_rea
     assert_eq!(lines(sides[2].clone()), ["hello"]);
     // The earlier diff's checkpoint buffer is gone: one at a time.
     assert_eq!(sides[3], Value::from(1));
+
+    // The deleted file: its old text alone, not in diff mode.
+    nvim.cmd("copen").await;
+    nvim.lua("vim.api.nvim_win_set_cursor(0, { 2, 0 })", vec![])
+        .await;
+    nvim.api.input("<CR>").await.unwrap();
+    nvim.wait_for("vim.api.nvim_buf_get_name(0):find('/gone.txt$') ~= nil")
+        .await;
+    assert_eq!(
+        nvim.lua(
+            "return { vim.api.nvim_buf_get_name(0):find('^agent://checkpoint/') ~= nil, \
+                      vim.api.nvim_buf_get_lines(0, 0, -1, false), vim.wo.diff, vim.bo.modifiable }",
+            vec![]
+        )
+        .await,
+        Value::Array(vec![
+            Value::from(true),
+            Value::Array(vec![Value::from("x"), Value::from("y")]),
+            Value::from(false),
+            Value::from(false),
+        ])
+    );
     assert!(notes(&nvim).await.is_empty(), "{:?}", notes(&nvim).await);
 }
 
@@ -350,4 +381,17 @@ async fn without_checkpoints_agent_diff_says_they_are_off_and_leaves_the_quickfi
         ["agent: checkpoints are off: git was not found on PATH; install git to be able to rewind"]
     );
     assert_eq!(quickfix(&nvim).await, (String::new(), vec![]));
+    // `all` completes after `diff`, and `diff` after `:Agent`.
+    assert_eq!(
+        nvim.lua(
+            "return { require('agent')._complete('', 'Agent diff '), \
+                      vim.tbl_contains(require('agent')._complete('di', 'Agent di'), 'diff') }",
+            vec![]
+        )
+        .await,
+        Value::Array(vec![
+            Value::Array(vec![Value::from("all")]),
+            Value::from(true)
+        ])
+    );
 }

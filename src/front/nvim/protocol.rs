@@ -63,8 +63,8 @@ pub mod method {
     pub const ALL: [&str; 7] = [START, PROMPT, CANCEL, NEW, DECIDE, ACP, RESUME];
 }
 
-/// Request names Lua may send (`vim.rpcrequest`; the plugin itself sends none, since Neovim would
-/// wait for the answer).
+/// Request names Lua may send (`vim.rpcrequest`, which Neovim waits for: the plugin sends only
+/// those a person is waiting on anyway, `sessions` and the review's `changes` and `file_at`).
 pub mod request {
     /// No argument; answers the backend's version (`CARGO_PKG_VERSION`).
     pub const VERSION: &str = "version";
