@@ -11,7 +11,7 @@ use rmpv::Value;
 
 use super::protocol::UiEvent;
 use crate::checkpoint::review::{OldText, Review, Since, MAX_TEXT_BYTES};
-use crate::checkpoint::Checkpoints;
+use crate::checkpoint::{CheckpointError, Checkpoints};
 use crate::display;
 
 /// What Lua shows when there are no checkpoints to compare with.
@@ -33,7 +33,14 @@ pub(super) async fn changes(
     let review = checkpoints
         .review(conversation, &since)
         .await
-        .map_err(|err| Value::from(format!("agent: checkpoints are off: {err}")))?;
+        .map_err(|err| {
+            Value::from(match err {
+                CheckpointError::NoGit | CheckpointError::Store { .. } => {
+                    format!("agent: checkpoints are off: {err}")
+                }
+                other => format!("agent: cannot list what changed: {other}"),
+            })
+        })?;
     let Some(review) = review else {
         return Err(Value::from(match since {
             Since::Prompt(_) => {
@@ -252,6 +259,19 @@ mod tests {
         assert_eq!(
             changes(None, "c1", &since("all")).await,
             Err(Value::from(OFF))
+        );
+        assert_eq!(
+            changes(Some(&checkpoints), "bad id", &since("all")).await,
+            Err(Value::from(
+                "agent: cannot list what changed: 'bad id' cannot name a conversation's checkpoints"
+            ))
+        );
+        let no_git = Checkpoints::without_git(state.path(), Workspace::new(root).unwrap());
+        assert_eq!(
+            changes(Some(&no_git), "c1", &since("prompt")).await,
+            Err(Value::from(
+                "agent: checkpoints are off: git was not found on PATH; install git to be able to rewind"
+            ))
         );
 
         let at = |path: Value| {
