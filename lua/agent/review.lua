@@ -38,7 +38,13 @@ function M.diff(opts)
       module = file.shown,
       text = H.row(file),
       user_data = {
-        agent_review = { checkpoint = answer.checkpoint, path = file.path, shown = file.shown, status = file.status },
+        agent_review = {
+          checkpoint = answer.checkpoint,
+          path = file.path,
+          shown = file.shown,
+          status = file.status,
+          binary = file.binary,
+        },
       },
     }
   end
@@ -142,6 +148,10 @@ function H.open_entry()
     return
   end
   vim.fn.setqflist({}, "a", { idx = line })
+  if ours.binary then
+    vim.notify(("agent: %s is a binary file; there is no text to compare"):format(ours.shown), vim.log.levels.INFO)
+    return
+  end
   M.show(ours.checkpoint, ours.path, ours.status, ours.shown)
 end
 

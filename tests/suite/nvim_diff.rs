@@ -270,7 +270,14 @@ async fn diff_all_and_diff_differ_when_two_prompts_changed_different_files_and_d
         vec![
             turn(vec![edit("t1", "one.txt", "", "1\n")]),
             text("Made one."),
-            turn(vec![edit("t2", "two.txt", "", "2\n2\n")]),
+            turn(vec![
+                edit("t2", "two.txt", "", "2\n2\n"),
+                Part::ToolCall {
+                    id: "t3".into(),
+                    name: "run_bash".into(),
+                    args: json!({"command": "printf 'a\\0b' > pic.bin"}).to_string(),
+                },
+            ]),
             text("Made two."),
             text("Nothing to change."),
         ],
@@ -302,7 +309,7 @@ async fn diff_all_and_diff_differ_when_two_prompts_changed_different_files_and_d
         hints,
         Value::Array(vec![
             Value::from("done · 20 in / 10 out tokens  d: diff (1 file changed)"),
-            Value::from("done · 20 in / 10 out tokens  d: diff (1 file changed)"),
+            Value::from("done · 20 in / 10 out tokens  d: diff (2 files changed)"),
         ])
     );
 
@@ -311,15 +318,37 @@ async fn diff_all_and_diff_differ_when_two_prompts_changed_different_files_and_d
         quickfix(&nvim).await,
         (
             "agent: changes since prompt 2 · make two".to_string(),
-            vec!["A two.txt +2 -0".to_string()]
+            vec![
+                "A pic.bin (binary)".to_string(),
+                "A two.txt +2 -0".to_string()
+            ]
         )
     );
+    // A binary file has no text to put beside it: a message, and no diff.
+    nvim.lua("vim.api.nvim_win_set_cursor(0, { 1, 0 })", vec![])
+        .await;
+    nvim.api.input("<CR>").await.unwrap();
+    nvim.wait_for("#_G.notes > 0").await;
+    assert_eq!(
+        notes(&nvim).await,
+        ["agent: pic.bin is a binary file; there is no text to compare"]
+    );
+    assert_eq!(
+        nvim.lua("return vim.fn.bufnr('^agent://checkpoint/')", vec![])
+            .await,
+        Value::from(-1)
+    );
+    nvim.lua("_G.notes = {}", vec![]).await;
     nvim.cmd("Agent diff all").await;
     assert_eq!(
         quickfix(&nvim).await,
         (
             "agent: changes since the conversation began".to_string(),
-            vec!["A one.txt +1 -0".to_string(), "A two.txt +2 -0".to_string()]
+            vec![
+                "A one.txt +1 -0".to_string(),
+                "A pic.bin (binary)".to_string(),
+                "A two.txt +2 -0".to_string()
+            ]
         )
     );
 
@@ -339,7 +368,11 @@ async fn diff_all_and_diff_differ_when_two_prompts_changed_different_files_and_d
         quickfix(&nvim).await,
         (
             "agent: changes since prompt 1 · make one".to_string(),
-            vec!["A one.txt +1 -0".to_string(), "A two.txt +2 -0".to_string()]
+            vec![
+                "A one.txt +1 -0".to_string(),
+                "A pic.bin (binary)".to_string(),
+                "A two.txt +2 -0".to_string()
+            ]
         )
     );
 
