@@ -597,7 +597,7 @@ impl Handler for Bridge {
                 super::review::changes(checkpoints.as_ref(), &conversation, &args).await
             }
             protocol::request::FILE_AT => {
-                let (checkpoints, _) = self.reviewed().await?;
+                let checkpoints = self.of_session(|s| s.checkpoints.clone()).await?;
                 super::review::file_at(checkpoints.as_ref(), &args).await
             }
             other => Err(Value::from(format!("agent: unknown request '{other}'"))),
