@@ -1,7 +1,7 @@
 --- agent.nvim: a coding agent in a Neovim split, run by the Rust backend `agent-nvim`.
 ---
 --- Public API: setup(), ask(), open(), status(), stop(), new(), sessions(), resume(),
---- rewind_points(), rewind(). See :help agent.
+--- rewind_points(), rewind(), diff(). See :help agent.
 
 local M = {}
 local H = {}
@@ -127,6 +127,17 @@ function M.resume(id)
   chat.clear(true)
   chat.open({ focus = false })
   rpc.resume(id)
+end
+
+--- Lists what the agent changed in the quickfix list: the files changed since the start of the
+--- last prompt (`opts.since = "all"`: since the conversation began; a prompt checkpoint's id, as
+--- a chat `done` row passes: since that prompt began), each `A path +12 -0`. <CR> on an entry
+--- opens its diff against the checkpoint (see :help agent-diff).
+---@param opts? { since?: string }
+---@return boolean listed false when nothing changed or nothing can be compared (the reason was shown)
+function M.diff(opts)
+  H.ensure_init()
+  return require("agent.review").diff(opts)
 end
 
 --- How long ago `updated` (seconds since the epoch) was.
@@ -398,6 +409,14 @@ function M._command(cmd)
   if resume_id then
     return M.resume(resume_id)
   end
+  local since = args:match("^diff%s*(%S*)%s*$")
+  if since then
+    if since ~= "" and since ~= "all" then
+      vim.notify(("agent: :Agent diff takes nothing or `all`, not `%s`"):format(since), vim.log.levels.ERROR)
+      return
+    end
+    return M.diff({ since = since == "all" and "all" or "prompt" })
+  end
   local acp_name = args:match("^acp%s+(%S+)%s*$")
   if acp_name or args == "acp" then
     return M.acp(acp_name)
@@ -440,6 +459,9 @@ function M._complete(arglead, cmdline)
       return vim.startswith(id, arglead)
     end, ids)
   end
+  if rest:match("^diff%s+%S*$") then
+    return vim.startswith("all", arglead) and { "all" } or {}
+  end
   local candidates
   if rest:match("^rewind%s+%S*$") then
     -- Only from a running backend: completing must not start one.
@@ -463,6 +485,7 @@ function M._complete(arglead, cmdline)
   table.insert(names, "acp")
   table.insert(names, "resume")
   table.insert(names, "rewind")
+  table.insert(names, "diff")
   table.sort(names)
   return vim.tbl_filter(function(name)
     return vim.startswith(name, arglead)
@@ -543,6 +566,9 @@ function H.ensure_init()
     end,
     cancel = function()
       M.stop()
+    end,
+    review = function(checkpoint)
+      M.diff({ since = checkpoint })
     end,
   })
   if not require("agent.config").did_setup then

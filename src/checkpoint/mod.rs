@@ -18,6 +18,7 @@
 mod git;
 pub mod points;
 mod restore;
+pub mod review;
 #[cfg(test)]
 mod tests;
 
@@ -234,6 +235,8 @@ struct Inner {
     state: tokio::sync::Mutex<State>,
     /// What to tell the person, once: the first failure.
     notice: Mutex<Notice>,
+    /// The last prompt checkpoint this handle took (a turn's `done` row offers its changes).
+    last_prompt: Mutex<Option<String>>,
 }
 
 #[derive(Default)]
@@ -271,6 +274,7 @@ impl Checkpoints {
                 conversation: Mutex::new(conversation),
                 state: tokio::sync::Mutex::new(State::default()),
                 notice: Mutex::new(Notice::default()),
+                last_prompt: Mutex::new(None),
             }),
         }
     }
@@ -358,6 +362,12 @@ impl Checkpoints {
         if let Err(err) = warmed {
             tracing::debug!(%err, "checkpoints not warmed");
         }
+    }
+
+    /// The id of the last prompt checkpoint taken through this handle (or a clone of it), if
+    /// any: compared before and after a turn, it says whether the turn took one, and which.
+    pub fn last_prompt(&self) -> Option<String> {
+        lock(&self.inner.last_prompt).clone()
     }
 
     /// The first failure's message (`checkpoints are off: ...`), once; None after that and
@@ -638,6 +648,9 @@ impl Checkpoints {
         git.run(&["update-ref", "--stdin"], refs.as_bytes()).await?;
         state.head = Some(id.clone());
         state.next.insert(conversation.to_string(), n + 1);
+        if kind == Kind::Prompt {
+            *lock(&self.inner.last_prompt) = Some(id.clone());
+        }
         Ok(Snapshot {
             id,
             n,

@@ -122,7 +122,11 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             outcome: Outcome::Done,
             message: "done".into(),
         }),
-        Some(UiEvent::Agent(Event::TurnDone { .. })) => UiEvent::Prompt {
+        Some(UiEvent::Agent(Event::TurnDone { .. })) => UiEvent::Reviewable {
+            checkpoint: "0123456789abcdef".into(),
+            files: 2,
+        },
+        Some(UiEvent::Reviewable { .. }) => UiEvent::Prompt {
             text: "a saved prompt\u{202e}".into(),
         },
         Some(UiEvent::Prompt { .. }) => UiEvent::Resumed {
@@ -188,7 +192,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 18, "{kinds:?}");
+    assert_eq!(kinds.len(), 19, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])

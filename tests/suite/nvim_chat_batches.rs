@@ -72,6 +72,11 @@ fn conversation() -> Vec<UiEvent> {
             outcome: Outcome::Done,
             message: "done".into(),
         }),
+        // Its done row offers the diff of what it changed (a key and a hint after the row).
+        UiEvent::Reviewable {
+            checkpoint: "0123456789abcdef".into(),
+            files: 2,
+        },
         UiEvent::Prompt {
             text: "now the agent".into(),
         },
@@ -167,7 +172,12 @@ local win = vim.fn.win_findbuf(buf)[1]
 local ns = vim.api.nvim_create_namespace('agent.chat')
 local hls = {}
 for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true })) do
-  hls[#hls + 1] = ('%d:%d-%d:%d %s'):format(m[2], m[3], m[4].end_row, m[4].end_col, m[4].hl_group)
+  local d = m[4]
+  if d.virt_text then
+    hls[#hls + 1] = ('%d:%d virt %s'):format(m[2], m[3], d.virt_text[1][1])
+  else
+    hls[#hls + 1] = ('%d:%d-%d:%d %s'):format(m[2], m[3], d.end_row, d.end_col, d.hl_group)
+  end
 end
 table.sort(hls)
 local folds = vim.api.nvim_win_call(win, function()
@@ -232,6 +242,18 @@ async fn the_chat_looks_the_same_however_its_events_were_batched() {
     ] {
         assert!(text.contains(&expected), "{expected:?} not in {text:#?}");
     }
+    // The first turn's done row offers its diff.
+    let done = text.iter().position(|l| *l == "done").unwrap();
+    let hint = format!("{done}:0 virt   d: diff (2 files changed)");
+    assert!(
+        one_by_one["hls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h.as_str() == Some(&hint)),
+        "{hint:?} not in {:#?}",
+        one_by_one["hls"]
+    );
     // The empty line in t1's output stays empty, not two spaces.
     let at = text.iter().position(|l| *l == "  line one").unwrap();
     assert_eq!(text[at + 1], "");

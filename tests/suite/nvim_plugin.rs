@@ -666,28 +666,13 @@ async fn a_backend_speaking_another_protocol_is_refused_with_how_to_rebuild() {
     );
 }
 
-/// A PATH with a shell and nothing else (no git): a machine where checkpoints cannot work.
-fn path_without_git() -> (tempfile::TempDir, String) {
-    let bin = tempfile::tempdir().unwrap();
-    for name in ["bash", "sh"] {
-        let found = ["/usr/bin", "/bin"]
-            .iter()
-            .map(|dir| std::path::Path::new(dir).join(name))
-            .find(|path| path.exists())
-            .unwrap();
-        std::os::unix::fs::symlink(found, bin.path().join(name)).unwrap();
-    }
-    let path = bin.path().display().to_string();
-    (bin, path)
-}
-
 #[tokio::test]
 async fn without_git_the_chat_works_says_once_that_checkpoints_are_off_and_checkhealth_says_why() {
     let mock = MockLlm::start(
         Wire::Anthropic,
         vec![turn(vec![text("first")]), turn(vec![text("second")])],
     );
-    let (_bin, path) = path_without_git();
+    let (_bin, path) = crate::support::path_without_git();
     let mut env = env(&mock);
     env.push(("PATH".into(), path));
     let nvim = Nvim::start(Options {

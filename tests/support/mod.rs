@@ -64,3 +64,18 @@ pub fn tool_result(mock: &mock_llm::MockLlm, n: usize, id: &str) -> (String, boo
     }
     panic!("no tool_result for {id} in request {n}");
 }
+
+/// A PATH with a shell and nothing else (no git): a machine where checkpoints cannot work.
+pub fn path_without_git() -> (tempfile::TempDir, String) {
+    let bin = tempfile::tempdir().unwrap();
+    for name in ["bash", "sh"] {
+        let found = ["/usr/bin", "/bin"]
+            .iter()
+            .map(|dir| std::path::Path::new(dir).join(name))
+            .find(|path| path.exists())
+            .unwrap();
+        std::os::unix::fs::symlink(found, bin.path().join(name)).unwrap();
+    }
+    let path = bin.path().display().to_string();
+    (bin, path)
+}

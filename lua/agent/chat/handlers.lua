@@ -16,6 +16,8 @@ M.handlers = {}
 H.running_tool = nil ---@type string? the id of the tool call running now
 H.draining = false -- after `:Agent new` during a turn: skip that turn's last events
 H.last_error = nil ---@type string? the last error shown in this turn (a failed turn ends with it)
+H.done = nil ---@type table? the last turn's `done` row, until the next turn starts
+H.done_count = 0
 
 --- Shows one event. Returns false when no handler knows its type.
 ---@param event table
@@ -79,6 +81,19 @@ end
 function M.clear()
   H.draining = status.current.turn
   H.running_tool = nil
+  H.done = nil
+end
+
+--- The checkpoint whose changes the `done` row at `row` (0-based) offers, if it offers any.
+---@param row integer
+---@return string?
+function M.checkpoint_at(row)
+  for _, tool in pairs(render.tools) do
+    if tool.checkpoint and render.row_of(tool) == row then
+      return tool.checkpoint
+    end
+  end
+  return nil
 end
 
 -- Handlers -----------------------------------------------------------------------------------
@@ -180,6 +195,7 @@ end
 
 function handlers.turn_started()
   H.last_error = nil
+  H.done = nil
   status.current.turn = true
   status.current.input, status.current.output = 0, 0
   render.blank_line()
@@ -332,10 +348,30 @@ function handlers.turn_done(e)
   if message and message ~= "" then
     render.blank_line()
     local calm = e.outcome == "done" or e.outcome == "cancelled"
-    render.put(message, calm and "AgentNotice" or "AgentError")
+    -- A row of its own, which `reviewable` may give a key.
+    H.done_count = H.done_count + 1
+    local id = ("done-%d"):format(H.done_count)
+    H.done = { name = "done" }
+    render.tools[id] = H.done
+    render.put(message, calm and "AgentNotice" or "AgentError", id)
     render.put("\n")
   end
   status.set("idle")
+end
+
+-- The turn that just ended changed files: its done row offers their diff (`d`).
+function handlers.reviewable(e)
+  local done = H.done
+  if not done then
+    return
+  end
+  render.commit() -- the hint is an extmark on the row, in the buffer
+  local row = render.row_of(done)
+  if row then
+    done.checkpoint = tostring(e.checkpoint)
+    local files = tonumber(e.files) or 0
+    render.hint(row, ("d: diff (%d file%s changed)"):format(files, files == 1 and "" or "s"))
+  end
 end
 
 function handlers.error(e)

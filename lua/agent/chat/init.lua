@@ -15,10 +15,11 @@ local window = require("agent.chat.window")
 local M = {}
 
 window.on_chat_window = render.refold
+window.checkpoint_at = handlers.checkpoint_at
 
 --- What the chat's keys do: `submit(text)` sends a prompt (true when it was sent), `cancel()`
---- stops the turn. require("agent") sets them.
----@param actions { submit: fun(text: string): boolean, cancel: fun() }
+--- stops the turn, `review(checkpoint)` lists what a prompt changed. require("agent") sets them.
+---@param actions { submit: fun(text: string): boolean, cancel: fun(), review: fun(checkpoint: string) }
 function M.set_actions(actions)
   window.actions = actions
 end

@@ -195,6 +195,16 @@ function M.write_row(tool, row, s, hl, output, opts)
   H.follow(followers)
 end
 
+--- Shows `hint` after the text of row `row` (0-based), dimmed, without changing the text.
+---@param row integer
+---@param hint string
+function M.hint(row, hint)
+  vim.api.nvim_buf_set_extmark(window.buf, H.ns, row, 0, {
+    virt_text = { { "  " .. hint, "AgentInputHint" } },
+    virt_text_pos = "eol",
+  })
+end
+
 --- A tool's output as the lines under its row: indented, empty lines left empty.
 ---@param output any
 ---@return string[]

@@ -16,13 +16,21 @@ M.buf = nil ---@type integer?
 M.input_buf = nil ---@type integer?
 
 --- What the keys of the two buffers do, set by require("agent") (the chat never requires it):
---- `submit(text)` sends a prompt and returns whether it was sent; `cancel()` stops the turn.
+--- `submit(text)` sends a prompt and returns whether it was sent; `cancel()` stops the turn;
+--- `review(checkpoint)` lists what changed since a prompt's checkpoint (:Agent diff).
 M.actions = {
   submit = function()
     return false
   end,
   cancel = function() end,
+  review = function() end,
 }
+
+--- The checkpoint a chat row (0-based) offers the diff of (a `done` row), set by the chat.
+---@type fun(row: integer): string?
+M.checkpoint_at = function()
+  return nil
+end
 
 --- Called with each new chat window (folds are per window: the renderer puts them back).
 ---@type fun(win: integer)?
@@ -52,6 +60,7 @@ function M.ensure_buffers()
     H.keymaps(buf, {
       { "n", "<CR>", H.toggle_fold, "agent: show or hide the tool output under the cursor" },
       { "n", "<C-c>", H.cancel, "agent: stop the running turn" },
+      { "n", "d", H.review, "agent: on a `done` row, list what its prompt changed (:Agent diff)" },
     })
   end
   if not (M.input_buf and vim.api.nvim_buf_is_valid(M.input_buf)) then
@@ -259,6 +268,15 @@ end
 
 function H.cancel()
   M.actions.cancel()
+end
+
+function H.review()
+  local checkpoint = M.checkpoint_at(vim.fn.line(".") - 1)
+  if not checkpoint then
+    vim.notify("agent: `d` works on a `done` row that shows `d: diff`; or use :Agent diff", vim.log.levels.INFO)
+    return
+  end
+  M.actions.review(checkpoint)
 end
 
 function H.submit()

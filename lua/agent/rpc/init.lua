@@ -4,8 +4,8 @@
 --- - buffers.lua: the backend's questions about buffers.
 ---
 --- Lua → Rust: notifications (`start`, `prompt`, `cancel`, `new`, `decide`, `acp`, `resume`,
---- `rewind`), so Neovim never waits on the backend; two requests, `sessions` (a directory listing)
---- and `rewind_points` (the checkpoints' list), answered at once. Rust → Lua: `receive(events)` with a list of event maps at most
+--- `rewind`), so Neovim never waits on the backend; the requests `sessions` (a directory listing),
+--- `rewind_points` (the checkpoints' list) and `changes`, `file_at` (:Agent diff). Rust → Lua: `receive(events)` with a list of event maps at most
 --- once a frame, and the buffer queries `buffer_state`, `buffer_text`, `reload`, `checktime`.
 --- The shapes are declared in src/front/nvim/protocol.rs; keep the two in step and bump PROTOCOL in
 --- both when one changes.
@@ -109,6 +109,26 @@ end
 ---@param mode "code"|"conversation"|"both"
 function M.rewind(turn, mode)
   wire.notify(wire.method.REWIND, { turn = turn, mode = mode })
+end
+
+--- What changed since `since` (`"prompt"`, `"all"` or a prompt checkpoint's id): `{ checkpoint,
+--- since, files = { { path, shown, status, added?, removed?, binary? } } }`; nil and why when
+--- there is nothing to compare with (see protocol.rs `request::CHANGES`).
+---@param since string
+---@return table? changes
+---@return string? err
+function M.changes(since)
+  return wire.request(wire.request_name.CHANGES, { since = since })
+end
+
+--- The text `path` (workspace-relative) had at `checkpoint`: `{ text }` or `{ missing = true }`;
+--- nil and why for a binary or too large file.
+---@param checkpoint string
+---@param path string
+---@return table? old
+---@return string? err
+function M.file_at(checkpoint, path)
+  return wire.request(wire.request_name.FILE_AT, { checkpoint = checkpoint, path = path })
 end
 
 --- Cancels the running turn.

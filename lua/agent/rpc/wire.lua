@@ -1,5 +1,6 @@
 --- The wire to the backend: the only place that calls vim.rpcnotify (and vim.rpcrequest, for the
---- requests the plugin sends: `sessions` and `rewind_points`, which answer at once). Lua → Rust messages are
+--- requests the plugin sends: `sessions` and `rewind_points`, which answer at once, and the
+--- review's `changes` and `file_at`, which a person waits for anyway). Lua → Rust messages are
 --- notifications, so Neovim never waits on the backend; their names and shapes are declared in
 --- src/front/nvim/protocol.rs (`method`, and the struct each one carries).
 
@@ -22,6 +23,8 @@ M.method = {
 M.request_name = {
   SESSIONS = "sessions",
   REWIND_POINTS = "rewind_points",
+  CHANGES = "changes",
+  FILE_AT = "file_at",
 }
 
 --- For tests: when a table, each notification sent is also appended to it as
@@ -46,12 +49,7 @@ function M.notify(method, arg)
   if not H.channel then
     return false
   end
-  local ok, err
-  if arg == nil then
-    ok, err = pcall(vim.rpcnotify, H.channel, method)
-  else
-    ok, err = pcall(vim.rpcnotify, H.channel, method, arg)
-  end
+  local ok, err = H.call(vim.rpcnotify, method, arg)
   if not ok then
     vim.notify(("agent: could not reach the backend (%s); see :Agent log"):format(err), vim.log.levels.ERROR)
   elseif M.recorded then
@@ -60,20 +58,31 @@ function M.notify(method, arg)
   return ok
 end
 
---- Sends request `method` (no argument) and returns its answer, or nil and the error (the
---- backend's message, or that none runs).
+--- Sends request `method` (with `arg`, one map, or none) and returns its answer, or nil and the
+--- error (the backend's message, or that none runs).
 ---@param method string one of M.request_name
+---@param arg? table
 ---@return any? answer
 ---@return string? err
-function M.request(method)
+function M.request(method, arg)
   if not H.channel then
     return nil, "agent: the backend is not running"
   end
-  local ok, answer = pcall(vim.rpcrequest, H.channel, method)
+  local ok, answer = H.call(vim.rpcrequest, method, arg)
   if not ok then
-    return nil, tostring(answer)
+    -- Neovim puts `Error invoking 'changes' on channel 3 (...):` before the backend's message.
+    local message = tostring(answer):gsub("^.-Error invoking '[^']*' on channel [^\n]*\n", "", 1)
+    return nil, message
   end
   return answer
+end
+
+-- `send(channel, method[, arg])` in pcall: a message without an argument goes without one.
+function H.call(send, method, arg)
+  if arg == nil then
+    return pcall(send, H.channel, method)
+  end
+  return pcall(send, H.channel, method, arg)
 end
 
 return M

@@ -240,15 +240,29 @@ impl Bridge {
         let events = Events::new(events);
         tokio::spawn(async move {
             let forwarder = tokio::spawn(forwarder);
+            let checkpoints = bridge.of_session(|s| s.checkpoints.clone()).await;
+            let checkpoints = checkpoints.ok().flatten();
+            let before = checkpoints.as_ref().and_then(|c| c.last_prompt());
             let outcome = conversation.prompt(prompt.text, &events, &token).await;
             drop(events);
             let _ = forwarder.await;
             tracing::info!(name = conversation.name(), ?outcome, "turn ended");
+            // Read while still busy, so it cannot be the next prompt's.
+            let taken = checkpoints
+                .as_ref()
+                .and_then(|c| c.last_prompt())
+                .filter(|id| Some(id) != before.as_ref());
             bridge.end_turn();
             // The turn lets go of the conversation before it is idle, so whoever waits for that
             // to end the conversation holds the last handle.
             drop(conversation);
             drop(busy);
+            // After the turn is over: the next prompt need not wait for git.
+            if let (Some(checkpoints), Some(id)) = (checkpoints, taken) {
+                if let Some(note) = super::review::reviewable(&checkpoints, &id).await {
+                    bridge.send(note);
+                }
+            }
         });
     }
 
@@ -486,6 +500,20 @@ impl Bridge {
             .ok_or_else(|| Value::from("agent: the backend was not started; run :Agent again"))
     }
 
+    /// The checkpoints and the id of the conversation a review looks at: the current one's saved
+    /// id (a resumed conversation's, before its next prompt too), else the checkpoints' own.
+    async fn reviewed(
+        &self,
+    ) -> std::result::Result<(Option<crate::checkpoint::Checkpoints>, String), Value> {
+        let checkpoints = self.of_session(|s| s.checkpoints.clone()).await?;
+        let current = self.state.conversation.lock().await.clone();
+        let id = current
+            .and_then(|c| c.id())
+            .or_else(|| checkpoints.as_ref().map(|c| c.conversation()))
+            .unwrap_or_default();
+        Ok((checkpoints, id))
+    }
+
     /// `rewind_points`: the current conversation's prompts a rewind can go back to, for Lua.
     async fn rewind_points(&self) -> std::result::Result<Value, Value> {
         let checkpoints = self.of_session(|s| s.checkpoints.clone()).await?;
@@ -652,13 +680,21 @@ impl Handler for Bridge {
     async fn handle_request(
         &self,
         name: String,
-        _args: Vec<Value>,
+        args: Vec<Value>,
         _nvim: Nvim,
     ) -> std::result::Result<Value, Value> {
         match name.as_str() {
             protocol::request::VERSION => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
             protocol::request::SESSIONS => self.sessions().await,
             protocol::request::REWIND_POINTS => self.rewind_points().await,
+            protocol::request::CHANGES => {
+                let (checkpoints, conversation) = self.reviewed().await?;
+                super::review::changes(checkpoints.as_ref(), &conversation, &args).await
+            }
+            protocol::request::FILE_AT => {
+                let checkpoints = self.of_session(|s| s.checkpoints.clone()).await?;
+                super::review::file_at(checkpoints.as_ref(), &args).await
+            }
             other => Err(Value::from(format!("agent: unknown request '{other}'"))),
         }
     }

@@ -9,6 +9,7 @@
 //! - [`adapters`]: the core's views of Neovim (the asker, the editor, an external agent's host),
 //!   each a call into the plugin's Lua.
 //! - [`protocol`]: every message across the boundary, and every Lua entry point Rust calls.
+//! - [`review`]: `:Agent diff`'s requests, and the note that gives a turn's done row its key.
 //! - [`log`]: the log file.
 //! - [`rewind`]: `:Agent rewind`'s step (the code, then the conversation).
 
@@ -18,6 +19,7 @@ mod bridge;
 mod log;
 pub mod protocol;
 mod pump;
+mod review;
 mod rewind;
 
 use std::path::PathBuf;

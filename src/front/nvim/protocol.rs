@@ -66,8 +66,9 @@ pub mod method {
     pub const ALL: [&str; 8] = [START, PROMPT, CANCEL, NEW, DECIDE, ACP, RESUME, REWIND];
 }
 
-/// Request names Lua may send (`vim.rpcrequest`, which Neovim waits on: the plugin sends only
-/// those answered at once, `sessions` and `rewind_points`).
+/// Request names Lua may send (`vim.rpcrequest`, which Neovim waits for: the plugin sends only
+/// those answered at once, `sessions` and `rewind_points`, and those a person is waiting on
+/// anyway, the review's `changes` and `file_at`).
 pub mod request {
     /// No argument; answers the backend's version (`CARGO_PKG_VERSION`).
     pub const VERSION: &str = "version";
@@ -83,6 +84,18 @@ pub mod request {
     /// and `row` (`undo · the code before the last rewind · 2 files changed · just now`). An
     /// error string when checkpoints are off.
     pub const REWIND_POINTS: &str = "rewind_points";
+    /// `{since}`: `prompt` (the last prompt), `all` (the conversation's first checkpoint) or a
+    /// prompt checkpoint's id (a `done` row's [`super::UiEvent::Reviewable`]); answers what
+    /// changed in the workspace since: a map of `checkpoint` (the id compared with now),
+    /// `since` (`prompt 2 · fix the test` or `the conversation began`, made visible) and
+    /// `files`, an array of maps of `path` (as on disk), `shown` (made visible), `status`
+    /// (`A`, `M`, `D`) and `added`/`removed` line counts, or `binary = true`. An error string
+    /// when checkpoints are off or nothing can be counted from.
+    pub const CHANGES: &str = "changes";
+    /// `{checkpoint, path}`: the text `path` had at the checkpoint, `{text}` (its bytes, at most
+    /// 1 MiB), or `{missing = true}` when it had no such file; an error string for a binary or
+    /// larger file.
+    pub const FILE_AT: &str = "file_at";
 }
 
 /// `start`: the session's settings, from `require("agent").setup()`.
@@ -361,6 +374,10 @@ pub enum UiEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         prompt: Option<String>,
     },
+    /// The turn just ended changed `files` files since its prompt's checkpoint `checkpoint`:
+    /// its `done` row offers their diff (`changes` with that id as `since`). Sent after
+    /// `turn_done`, only when something changed.
+    Reviewable { checkpoint: String, files: u64 },
     /// What the turn loop (or an external agent's turn) reports.
     #[serde(untagged)]
     Agent(Event),
@@ -394,7 +411,7 @@ impl UiEvent {
         let one = |s: String| display::visible(&s, Layout::OneLine).into_owned();
         let prose = |s: String| display::visible(&s, Layout::Prose).into_owned();
         match self {
-            UiEvent::Started { .. } => self,
+            UiEvent::Started { .. } | UiEvent::Reviewable { .. } => self,
             UiEvent::Approval {
                 id,
                 tool,

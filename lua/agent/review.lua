@@ -1,0 +1,217 @@
+--- Reviewing what the agent changed (:Agent diff, :help agent-diff): the files changed since a
+--- checkpoint go to the quickfix list; <CR> on one of its entries opens a diff of the file as the
+--- checkpoint had it (a read-only scratch buffer, `agent://checkpoint/<id>/<path>`) against the
+--- file as it is now, in Neovim's diff mode, so `:diffget` in the file's window takes a hunk back.
+--- The backend answers both questions (`changes`, `file_at`); every path shown was made visible.
+
+local M = {}
+local H = {}
+
+--- Fills the quickfix list with the files changed since `opts.since` (default `"prompt"`, the
+--- start of the last prompt; `"all"`, the start of the conversation; or a prompt checkpoint's
+--- id) and opens it. Says why instead when nothing changed or there is nothing to compare with.
+---@param opts? { since?: string }
+---@return boolean listed
+function M.diff(opts)
+  opts = opts or {}
+  local rpc = require("agent.rpc")
+  if not rpc.running() then
+    -- A backend started now would hold a new conversation: nothing to compare with.
+    vim.notify("agent: no prompt has been sent in this conversation yet; nothing to review", vim.log.levels.INFO)
+    return false
+  end
+  local answer, err = rpc.changes(opts.since or "prompt")
+  if not answer then
+    vim.notify(err or "agent: the backend did not answer", vim.log.levels.ERROR)
+    return false
+  end
+  local files = answer.files or {}
+  if #files == 0 then
+    vim.notify(("agent: nothing changed since %s"):format(answer.since), vim.log.levels.INFO)
+    return false
+  end
+  local root = rpc.workspace()
+  local items = {}
+  for _, file in ipairs(files) do
+    items[#items + 1] = {
+      filename = vim.fs.joinpath(root, file.path),
+      module = file.shown,
+      text = H.row(file),
+      user_data = {
+        agent_review = {
+          checkpoint = answer.checkpoint,
+          path = file.path,
+          shown = file.shown,
+          status = file.status,
+          binary = file.binary,
+        },
+      },
+    }
+  end
+  vim.fn.setqflist({}, " ", {
+    title = ("agent: changes since %s"):format(answer.since),
+    items = items,
+    context = { agent_review = answer.checkpoint },
+    quickfixtextfunc = H.qf_text,
+  })
+  vim.cmd("botright copen")
+  vim.keymap.set("n", "<CR>", H.open_entry, {
+    buffer = vim.api.nvim_get_current_buf(),
+    desc = "agent: diff this file against its checkpoint (other lists: jump to the entry)",
+    nowait = true,
+    silent = true,
+  })
+  return true
+end
+
+--- Shows `path` (workspace-relative) as `checkpoint` had it against the file now: a diff of the
+--- two for a changed or created file (an empty old side for a created one), the old text alone
+--- for a deleted one. Opens in the current window (the previous one from the quickfix window).
+---@param checkpoint string
+---@param path string as on disk
+---@param status "A"|"M"|"D"
+---@param shown? string the path made visible (the backend's `shown`), for the buffer's name
+function M.show(checkpoint, path, status, shown)
+  local rpc = require("agent.rpc")
+  local old, err = rpc.file_at(checkpoint, path)
+  if not old then
+    vim.notify(err or "agent: the backend did not answer", vim.log.levels.ERROR)
+    return
+  end
+  H.close_views()
+  H.to_file_window()
+  local scratch = H.scratch(checkpoint, shown or path, old.text or "")
+  if status == "D" then
+    vim.api.nvim_win_set_buf(0, scratch)
+    return
+  end
+  vim.cmd.edit(vim.fn.fnameescape(vim.fs.joinpath(rpc.workspace(), path)))
+  -- The file's own filetype (detected from its name and text), for the same highlighting.
+  vim.bo[scratch].filetype = vim.bo.filetype
+  local file_win = vim.api.nvim_get_current_win()
+  local old_win = vim.api.nvim_open_win(scratch, false, { split = "left", win = file_win })
+  for _, win in ipairs({ old_win, file_win }) do
+    vim.api.nvim_win_call(win, function()
+      vim.cmd("diffthis")
+    end)
+  end
+  vim.api.nvim_create_autocmd("BufWipeout", {
+    buffer = scratch,
+    once = true,
+    desc = "agent: leave diff mode with the checkpoint's side",
+    callback = function()
+      -- At once, not scheduled: the next diff may be opened in the same window right after.
+      if vim.api.nvim_win_is_valid(file_win) then
+        vim.api.nvim_win_call(file_win, function()
+          vim.cmd("diffoff")
+        end)
+      end
+    end,
+  })
+  -- The cursor on the first change.
+  vim.api.nvim_win_set_cursor(file_win, { 1, 0 })
+  if vim.fn.diff_hlID(1, 1) == 0 then
+    pcall(vim.cmd, "silent! normal! ]c")
+  end
+end
+
+-- Helpers ------------------------------------------------------------------------------------
+
+-- `A src/new.rs +12 -0`, `M logo.png (binary)`.
+function H.row(file)
+  if file.binary then
+    return ("%s %s (binary)"):format(file.status, file.shown)
+  end
+  return ("%s %s +%d -%d"):format(file.status, file.shown, file.added or 0, file.removed or 0)
+end
+
+-- The quickfix window shows an entry's text alone: it already names the file.
+function H.qf_text(info)
+  local list = info.quickfix == 1 and vim.fn.getqflist({ id = info.id, items = 1 })
+    or vim.fn.getloclist(info.winid, { id = info.id, items = 1 })
+  local lines = {}
+  for i = info.start_idx, info.end_idx do
+    lines[#lines + 1] = list.items[i].text
+  end
+  return lines
+end
+
+-- <CR> in the quickfix window: the diff for one of ours, the usual jump for any other entry.
+function H.open_entry()
+  local line = vim.fn.line(".")
+  local is_loclist = vim.fn.win_gettype() == "loclist"
+  local list = is_loclist and vim.fn.getloclist(0, { items = 1 }) or vim.fn.getqflist({ items = 1 })
+  local item = list.items[line]
+  local ours = item and type(item.user_data) == "table" and item.user_data.agent_review
+  if not ours then
+    vim.cmd(("%d%s"):format(line, is_loclist and "ll" or "cc"))
+    return
+  end
+  vim.fn.setqflist({}, "a", { idx = line })
+  if ours.binary then
+    vim.notify(("agent: %s is a binary file; there is no text to compare"):format(ours.shown), vim.log.levels.INFO)
+    return
+  end
+  M.show(ours.checkpoint, ours.path, ours.status, ours.shown)
+end
+
+-- The scratch buffer holding `text` (the checkpoint's bytes), read-only, named for what it is.
+function H.scratch(checkpoint, shown, text)
+  local name = ("agent://checkpoint/%s/%s"):format(checkpoint:sub(1, 12), shown)
+  local existing = vim.fn.bufnr("^" .. vim.fn.escape(name, "\\^$.*~[]") .. "$")
+  if existing > 0 then
+    vim.api.nvim_buf_delete(existing, { force = true })
+  end
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_name(buf, name)
+  local lines = vim.split(text, "\n", { plain = true })
+  if lines[#lines] == "" then
+    lines[#lines] = nil
+  end
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  local bo = vim.bo[buf]
+  bo.buftype = "nofile"
+  bo.bufhidden = "wipe"
+  bo.swapfile = false
+  bo.modifiable = false
+  bo.readonly = true
+  bo.modified = false
+  vim.b[buf].agent_checkpoint = checkpoint
+  bo.filetype = vim.filetype.match({ filename = shown, contents = lines }) or ""
+  return buf
+end
+
+-- Goes to a window for a file: the current one if it shows one, else the previous one (the
+-- window the quickfix list was opened from), else any in the tab page, else a new one.
+function H.to_file_window()
+  local function normal(win)
+    return vim.api.nvim_win_is_valid(win)
+      and vim.api.nvim_win_get_config(win).relative == ""
+      and vim.bo[vim.api.nvim_win_get_buf(win)].buftype == ""
+  end
+  local candidates = { vim.api.nvim_get_current_win(), vim.fn.win_getid(vim.fn.winnr("#")) }
+  vim.list_extend(candidates, vim.api.nvim_tabpage_list_wins(0))
+  for _, win in ipairs(candidates) do
+    if win ~= 0 and normal(win) then
+      vim.api.nvim_set_current_win(win)
+      return
+    end
+  end
+  vim.cmd("topleft new")
+end
+
+-- Closes the checkpoint buffers of an earlier diff (their windows go with them).
+function H.close_views()
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_valid(buf) and vim.api.nvim_buf_get_name(buf):find("^agent://checkpoint/") then
+      for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+        if #vim.api.nvim_tabpage_list_wins(0) > 1 then
+          pcall(vim.api.nvim_win_close, win, true)
+        end
+      end
+      pcall(vim.api.nvim_buf_delete, buf, { force = true })
+    end
+  end
+end
+
+return M
