@@ -180,6 +180,26 @@ impl Conversation for Recorded {
         }
     }
 
+    fn agent_sessions(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<crate::acp::AgentSession>, ConversationError>> {
+        self.inner.agent_sessions()
+    }
+
+    fn load<'a>(
+        &'a self,
+        id: &'a str,
+        events: &'a Events,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<String, ConversationError>> {
+        Box::pin(async move {
+            let title = self.inner.load(id, events, cancel).await?;
+            // Another conversation from here on: the next prompt starts a file of its own.
+            *self.slot() = None;
+            Ok(title)
+        })
+    }
+
     fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
         // What was recorded reaches the disk before the process may end (Neovim quitting).
         self.flush();

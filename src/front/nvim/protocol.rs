@@ -420,6 +420,9 @@ impl UiEvent {
                 kind,
                 output: prose(output),
             }),
+            UiEvent::Update(AgentUpdate::UserMessage { text }) => {
+                UiEvent::Update(AgentUpdate::UserMessage { text: prose(text) })
+            }
         }
     }
 }
