@@ -424,3 +424,56 @@ async fn the_buffer_of_a_checked_path_is_not_looked_up_again_through_a_link_swap
         .await;
     assert_eq!(modified, Value::from(false));
 }
+
+#[tokio::test]
+async fn resume_lists_the_agents_own_sessions_by_its_name_and_loads_one_into_the_chat() {
+    let nvim = connected(None, "normal", "").await;
+    // The picker lists every row and picks the agent's `earlier-1`.
+    nvim.lua(
+        "vim.ui.select = function(items, opts, on_choice) \
+           _G.listed = vim.tbl_map(opts.format_item, items) \
+           for _, item in ipairs(items) do \
+             if item.session == 'earlier-1' then return on_choice(item) end \
+           end end",
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent resume").await;
+    let lines = nvim.wait_for_line(CHAT, "resumed: Fix the parser").await;
+    let listed = nvim.lua("return _G.listed", vec![]).await;
+    let listed: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(
+        listed[0].starts_with("test: Fix the parser · ") && listed[0].ends_with(" ago"),
+        "{listed:?}"
+    );
+    assert_eq!(listed[1], "test: earlier-2");
+    let rows = nvim
+        .lua(
+            "return vim.tbl_map(function(s) return s.id .. ' ' .. s.agent end, \
+             require('agent').sessions())",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        rows,
+        Value::Array(vec![
+            Value::from("agent:test:earlier-1 test"),
+            Value::from("agent:test:earlier-2 test"),
+        ])
+    );
+    // The replayed prompt, the answer and the tool row, as a live turn shows them.
+    let body = lines.join("\n");
+    assert!(body.contains("## You\n\nFix the parser\n"), "{body}");
+    assert!(body.contains("## Agent\n\nThe parser is fixed."), "{body}");
+    assert!(body.contains("▸ Edit parser.rs"), "{body}");
+    assert!(!body.contains("connected to test"), "{body}");
+    // The next prompt goes to the loaded session.
+    nvim.cmd("Agent which session").await;
+    nvim.wait_for_line(CHAT, "prompted in: \"earlier-1\"").await;
+}

@@ -323,6 +323,9 @@ impl Bridge {
     /// with the saved one's history, and sends the chat every saved event (Lua has cleared
     /// it), a few at a time so Neovim keeps drawing, then `resumed`. No prompt runs meanwhile.
     pub(super) fn resume(&self, resume: Resume) {
+        if super::acp::is_agent_session(&resume.id) {
+            return self.resume_external(resume.id);
+        }
         self.cancel_turn();
         let bridge = self.clone();
         tokio::spawn(async move {
@@ -360,19 +363,28 @@ impl Bridge {
         });
     }
 
-    /// `sessions`: this workspace's saved conversations, for Lua.
+    /// `sessions`: this workspace's saved conversations and the running external agent's own
+    /// sessions, the most recent first, for Lua.
     async fn sessions(&self) -> std::result::Result<Value, Value> {
         let store = self.of_session(|s| s.store.clone()).await?;
         let listed = store.map(|store| store.list()).unwrap_or_default();
-        let listed: Vec<Value> = listed
+        let mut listed: Vec<(u64, serde_json::Value)> = listed
             .into_iter()
             .map(|mut listed| {
                 listed.title = display::one_line(&listed.title);
                 listed.problem = listed.problem.map(|p| display::one_line(&p));
-                serde_json::to_value(listed).map_or(Value::Nil, |v| super::pump::to_msgpack(&v))
+                let updated = listed.updated;
+                (updated, serde_json::to_value(listed).unwrap_or_default())
             })
             .collect();
-        Ok(Value::Array(listed))
+        listed.extend(self.agent_session_rows().await);
+        listed.sort_by_key(|(updated, _)| std::cmp::Reverse(*updated));
+        Ok(Value::Array(
+            listed
+                .iter()
+                .map(|(_, row)| super::pump::to_msgpack(row))
+                .collect(),
+        ))
     }
 }
 
