@@ -188,6 +188,12 @@ pub trait Conversation: Send + Sync {
         Box::pin(async { Err(self.unsupported("load an agent's session")) })
     }
 
+    /// The external agent's own id for the session prompts go to, when the agent can load it
+    /// again (ACP `loadSession`): what a saved conversation notes to be resumed through it.
+    fn agent_session_id(&self) -> Option<String> {
+        None
+    }
+
     /// Stops whatever it runs (an external agent's process tree) once the front end lets go of
     /// it. A turn still holding it keeps it until the turn ends.
     fn end(self: Arc<Self>) -> BoxFuture<'static, ()>;
@@ -565,6 +571,10 @@ impl Conversation for Checkpointed {
                 .set_conversation(crate::checkpoint::Checkpoints::new_conversation_id());
             Ok(title)
         })
+    }
+
+    fn agent_session_id(&self) -> Option<String> {
+        self.inner.agent_session_id()
     }
 
     fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {

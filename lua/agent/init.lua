@@ -145,27 +145,30 @@ function H.age(updated)
   return days == 1 and "1 day ago" or ("%d days ago"):format(days)
 end
 
---- One conversation as the picker shows it: title, age, prompts, tokens; an external agent's own
---- session as `{agent}: {title} · {age}`, with what the agent gave of those.
+--- One conversation as the picker shows it: title, age, prompts, tokens, after `{agent}: ` when
+--- it is an external agent's session; one the agent listed itself as `{agent}: {title} · {age}`,
+--- with what the agent gave of those.
 ---@param session agent.Session
 ---@return string
 function H.session_item(session)
-  if session.agent then
+  local mark = session.agent and (session.agent .. ": ") or ""
+  if session.agent and not session.prompts then
     local shown = session.problem or (session.title ~= "" and session.title or session.session or session.id)
     local age = (not session.problem and session.updated) and (" · " .. H.age(session.updated)) or ""
-    return ("%s: %s%s"):format(session.agent, shown, age)
+    return mark .. shown .. age
   end
   if session.problem then
     return ("%s (%s)"):format(session.id, session.problem)
   end
   local title = session.title ~= "" and session.title or session.id
-  return ("%s · %s · %d prompt%s · %d tokens"):format(
-    title,
-    H.age(session.updated),
-    session.prompts,
-    session.prompts == 1 and "" or "s",
-    session.tokens
-  )
+  return mark
+    .. ("%s · %s · %d prompt%s · %d tokens"):format(
+      title,
+      H.age(session.updated),
+      session.prompts,
+      session.prompts == 1 and "" or "s",
+      session.tokens
+    )
 end
 
 --- `:Agent resume` without an id: vim.ui.select over the workspace's conversations.

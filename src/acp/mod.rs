@@ -920,6 +920,10 @@ impl Conversation for AcpSession {
         })
     }
 
+    fn agent_session_id(&self) -> Option<String> {
+        self.offers.load.then(|| self.session_id().0.to_string())
+    }
+
     fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
         Box::pin(async move {
             match Arc::try_unwrap(self) {

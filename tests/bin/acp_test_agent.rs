@@ -11,6 +11,7 @@
 //! - `silent`: never answers anything (for the connect timeout);
 //! - `ignore-eof`: keeps running after its stdin closes (for the kill after the grace period);
 //! - `spawn-child`: starts a `sleep` grandchild first (for killing the process tree);
+//! - `load-only`: offers `session/load` but not `session/list`;
 //! - `spawn-detached`: first detaches a `sleep 1000` into a session of its own (`setsid -f`),
 //!   running as `$ACP_TEST_AGENT_MARKER` (for killing what left the tree's group and parent chain).
 //!
@@ -18,6 +19,7 @@
 //! `which session` (reports the session id it was prompted in, `prompted in: "s-1"`).
 //! It offers `session/list` (two sessions of its directory, over two pages) and `session/load`
 //! (replays a prompt, an answer and a tool call).
+//! `session/new` answers `$ACP_TEST_AGENT_SESSION`, `s-1` when it is not set.
 //! Results the client sent back are reported as agent message chunks, one JSON line each.
 //! With `ACP_TEST_AGENT_LOG` set, every line received and the pids it knows are appended to that
 //! file, so a test can check what was (and was not) sent.
@@ -93,11 +95,13 @@ fn main() {
             ("initialize", Some(id)) => send(&json!({"jsonrpc": "2.0", "id": id, "result": {
                 "protocolVersion": 1,
                 "agentCapabilities": {"loadSession": true,
-                    "sessionCapabilities": {"list": {}}},
+                    "sessionCapabilities": if mode == "load-only" { json!({}) } else {
+                        json!({"list": {}}) }},
                 "authMethods": [],
                 "agentInfo": {"name": "acp-test-agent", "version": "0"}}})),
             ("session/new", Some(id)) => send(&json!({"jsonrpc": "2.0", "id": id, "result": {
-                "sessionId": "s-1"}})),
+                "sessionId": std::env::var("ACP_TEST_AGENT_SESSION")
+                    .unwrap_or_else(|_| "s-1".into())}})),
             ("session/list", Some(id)) => {
                 send(&json!({"jsonrpc": "2.0", "id": id, "result": sessions(&message["params"])}));
             }

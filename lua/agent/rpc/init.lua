@@ -80,7 +80,7 @@ end
 ---@field prompts? integer (not for an agent's own session)
 ---@field tokens? integer (not for an agent's own session)
 ---@field problem? string why it cannot be resumed (unreadable, another format version)
----@field agent? string the external agent whose own session it is
+---@field agent? string the external agent whose session it is (listed by it, or saved here with a note)
 ---@field session? string that agent's id for it
 
 --- This workspace's saved conversations, the most recent first; nil and why when the backend

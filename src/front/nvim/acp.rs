@@ -11,7 +11,9 @@ use serde_json::json;
 use super::protocol::{AcpStart, UiEvent};
 use crate::acp::{self, AcpSpec};
 use crate::conversation::{Conversation, ConversationEvent, Events, Unavailable};
+use crate::sessions::{AgentNote, Header, Store};
 use crate::{display, session};
+use std::collections::HashSet;
 
 impl Bridge {
     /// `acp {name}`: ends the conversation prompts go to, then connects the named agent in the
@@ -88,7 +90,10 @@ impl Bridge {
     /// list them. None when the conversation is not an agent that lists its sessions. A session
     /// whose id would not show as it is (a control or invisible character) is left out, as its
     /// row could not be told from another's.
-    pub(super) async fn agent_session_rows(&self) -> Vec<(u64, serde_json::Value)> {
+    pub(super) async fn agent_session_rows(
+        &self,
+        noted: &HashSet<AgentNote>,
+    ) -> Vec<(u64, serde_json::Value)> {
         let conversation = self.state.conversation.lock().await.clone();
         let Some(conversation) = conversation else {
             return Vec::new();
@@ -103,7 +108,12 @@ impl Bridge {
                     if !plain {
                         tracing::info!(agent = %name, "left out a session whose id is not plain text");
                     }
-                    plain
+                    // A session saved in a file of ours is that file's row.
+                    let note = AgentNote {
+                        agent: name.clone(),
+                        session: session.id.clone(),
+                    };
+                    plain && !noted.contains(&note)
                 })
                 .map(|session| {
                     let mut row = json!({
@@ -131,9 +141,7 @@ impl Bridge {
     }
 
     /// `resume agent:{name}:{id}`: cancels the turn and has the running agent `name` load its
-    /// session `id` (`session/load`): what it replays takes a turn's path to the chat (Lua has
-    /// cleared it), then `resumed`; prompts go to that session from then on. No prompt runs
-    /// meanwhile, and `:Agent stop` ends the wait.
+    /// session `id` ([`Bridge::load_agent_session`]).
     pub(super) fn resume_external(&self, id: String) {
         self.cancel_turn();
         let bridge = self.clone();
@@ -150,34 +158,71 @@ impl Bridge {
                     display::one_line(conversation.name())
                 ));
             };
-            let token = bridge.state.shutdown.child_token();
-            if let Ok(mut turn) = bridge.state.turn.lock() {
-                *turn = Some(token.clone());
-            }
-            let (events, forwarder) = bridge.turn_path::<ConversationEvent>();
-            let events = Events::new(events);
-            let forwarder = tokio::spawn(forwarder);
-            let loaded = conversation.load(session, &events, &token).await;
-            drop(events);
-            let _ = forwarder.await;
-            bridge.end_turn();
-            match loaded {
-                Ok(title) => {
-                    tracing::info!(name = conversation.name(), "loaded an agent's session");
-                    let title = if title.is_empty() {
-                        session.to_string()
-                    } else {
-                        title
-                    };
-                    bridge.send(UiEvent::Resumed {
-                        id: id.clone(),
-                        title,
-                    });
-                }
-                Err(err) => bridge.error(format!("agent: {err}")),
-            }
+            bridge.load_agent_session(&conversation, &id, session).await;
             drop(busy);
         });
+    }
+
+    /// Resuming our saved conversation `header` of an external agent: when its note says which
+    /// of the agent's sessions it is and that agent runs, the agent loads it
+    /// ([`Bridge::load_agent_session`]); when the agent is not the running one, the user is told
+    /// to start it. False, having done nothing, when there is no note.
+    pub(super) async fn resume_noted(&self, store: &Store, header: &Header) -> bool {
+        let Some(note) = store.agent_session(&header.id) else {
+            return false;
+        };
+        let conversation = self.state.conversation.lock().await.clone();
+        match conversation {
+            Some(conversation) if conversation.name() == note.agent => {
+                self.load_agent_session(&conversation, &header.id, &note.session)
+                    .await;
+            }
+            _ => self.error(format!(
+                "agent: conversation '{}' was with {}; start it with :Agent acp {}, then resume it",
+                header.id,
+                display::one_line(&note.agent),
+                display::one_line(&note.agent)
+            )),
+        }
+        true
+    }
+
+    /// With the busy lock held: has `conversation` (the running agent) load its session
+    /// `session` (`session/load`): what it replays takes a turn's path to the chat (Lua has
+    /// cleared it), then `resumed` with `id`, the list's name for it; prompts go to that session
+    /// from then on. `:Agent stop` ends the wait.
+    async fn load_agent_session(
+        &self,
+        conversation: &Arc<dyn Conversation>,
+        id: &str,
+        session: &str,
+    ) {
+        let token = self.state.shutdown.child_token();
+        if let Ok(mut turn) = self.state.turn.lock() {
+            *turn = Some(token.clone());
+        }
+        let (events, forwarder) = self.turn_path::<ConversationEvent>();
+        let events = Events::new(events);
+        let forwarder = tokio::spawn(forwarder);
+        let loaded = conversation.load(session, &events, &token).await;
+        drop(events);
+        let _ = forwarder.await;
+        self.end_turn();
+        match loaded {
+            Ok(title) => {
+                tracing::info!(name = conversation.name(), "loaded an agent's session");
+                let title = if title.is_empty() {
+                    session.to_string()
+                } else {
+                    title
+                };
+                self.send(UiEvent::Resumed {
+                    id: id.to_string(),
+                    title,
+                });
+            }
+            Err(err) => self.error(format!("agent: {err}")),
+        }
     }
 }
 
@@ -329,10 +374,17 @@ mod tests {
     async fn an_agents_sessions_are_rows_marked_with_its_name_and_resuming_one_loads_it() {
         let bridge = Bridge::new(CancellationToken::new());
         let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
-        assert_eq!(bridge.agent_session_rows().await, vec![]);
+        let none = HashSet::new();
+        assert_eq!(bridge.agent_session_rows(&none).await, vec![]);
         bridge.switch_to(Arc::new(Keeps { fails: false })).await;
+        // `c` is saved in a file of ours: that file is its row.
+        let noted = HashSet::from([AgentNote {
+            agent: "test".into(),
+            session: "c".into(),
+        }]);
+        assert_eq!(bridge.agent_session_rows(&noted).await.len(), 1);
         assert_eq!(
-            bridge.agent_session_rows().await,
+            bridge.agent_session_rows(&none).await,
             vec![
                 (
                     5,
@@ -379,7 +431,7 @@ mod tests {
         );
         bridge.switch_to(Arc::new(Keeps { fails: true })).await;
         assert_eq!(
-            bridge.agent_session_rows().await,
+            bridge.agent_session_rows(&none).await,
             vec![(
                 0,
                 json!({"id": "agent:test", "agent": "test", "title": "",

@@ -348,6 +348,9 @@ impl Bridge {
                 Err(err) => return bridge.error(format!("agent: {err}")),
             };
             if saved.header.conversation != native.name() {
+                if bridge.resume_noted(&store, &saved.header).await {
+                    return;
+                }
                 return bridge.error(format!(
                     "agent: conversation '{}' was with {}; only the built-in agent's can be resumed",
                     saved.header.id, saved.header.conversation
@@ -367,17 +370,29 @@ impl Bridge {
     /// sessions, the most recent first, for Lua.
     async fn sessions(&self) -> std::result::Result<Value, Value> {
         let store = self.of_session(|s| s.store.clone()).await?;
-        let listed = store.map(|store| store.list()).unwrap_or_default();
+        let listed = store.as_ref().map(Store::list).unwrap_or_default();
+        let mut noted = std::collections::HashSet::new();
         let mut listed: Vec<(u64, serde_json::Value)> = listed
             .into_iter()
             .map(|mut listed| {
                 listed.title = display::one_line(&listed.title);
                 listed.problem = listed.problem.map(|p| display::one_line(&p));
                 let updated = listed.updated;
-                (updated, serde_json::to_value(listed).unwrap_or_default())
+                // An agent's session saved here is marked with the agent's name.
+                let note = listed
+                    .problem
+                    .is_none()
+                    .then(|| store.as_ref()?.agent_session(&listed.id))
+                    .flatten();
+                let mut row = serde_json::to_value(listed).unwrap_or_default();
+                if let Some(note) = note {
+                    row["agent"] = serde_json::Value::from(display::one_line(&note.agent));
+                    noted.insert(note);
+                }
+                (updated, row)
             })
             .collect();
-        listed.extend(self.agent_session_rows().await);
+        listed.extend(self.agent_session_rows(&noted).await);
         listed.sort_by_key(|(updated, _)| std::cmp::Reverse(*updated));
         Ok(Value::Array(
             listed
