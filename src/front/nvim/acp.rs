@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::protocol::{AcpStart, UiEvent};
 use crate::acp::{self, AcpSpec};
+use crate::agent::{Event, Outcome};
 use crate::conversation::{Conversation, ConversationEvent, Events, Unavailable};
 use crate::sessions::{AgentNote, Header, Store};
 use crate::{display, session};
@@ -221,7 +222,17 @@ impl Bridge {
                     title,
                 });
             }
-            Err(err) => self.error(format!("agent: {err}")),
+            Err(err) => {
+                // Shown once, and the end of the replayed turn it may have cut short.
+                let message = format!("agent: {err}");
+                self.error(message.clone());
+                self.send(UiEvent::Agent(Event::TurnDone {
+                    input: 0,
+                    output: 0,
+                    outcome: Outcome::Failed,
+                    message,
+                }));
+            }
         }
     }
 }
@@ -354,6 +365,11 @@ mod tests {
             _cancel: &'a CancellationToken,
         ) -> BoxFuture<'a, Result<String, crate::conversation::ConversationError>> {
             Box::pin(async move {
+                if self.fails {
+                    return Err(crate::conversation::ConversationError::Agent(
+                        "test failed session/load: gone (-32002)".into(),
+                    ));
+                }
                 let send = |event| events.send(event).unwrap();
                 send(ConversationEvent::Agent(AgentUpdate::UserMessage {
                     text: "Fix it".into(),
@@ -437,6 +453,21 @@ mod tests {
                 json!({"id": "agent:test", "agent": "test", "title": "",
                     "problem": display::one_line("test failed session/list: no\u{1b} (-1)")})
             )]
+        );
+        // A failed load is said once, and ends the turn it may have cut short.
+        bridge.resume(Resume {
+            id: "agent:test:a".into(),
+        });
+        let failed = "agent: test failed session/load: gone (-32002)";
+        assert_eq!(next(&mut ui).await, UiEvent::error(failed));
+        assert_eq!(
+            next(&mut ui).await,
+            UiEvent::Agent(Event::TurnDone {
+                input: 0,
+                output: 0,
+                outcome: Outcome::Failed,
+                message: failed.into()
+            })
         );
     }
 
