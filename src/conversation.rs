@@ -100,6 +100,9 @@ pub enum ConversationError {
     /// A rewind named a prompt the conversation does not have (they count from 1).
     #[error("there is no prompt {0} to rewind to")]
     NoSuchPrompt(usize),
+    /// An external agent could not list or load its sessions (`acp::SessionsError`'s text).
+    #[error("{0}")]
+    Agent(String),
 }
 
 /// A conversation: prompts in, events out.
@@ -168,6 +171,33 @@ pub trait Conversation: Send + Sync {
     /// are forgotten, so the next request no longer carries them. The built-in one can.
     fn rewind(&self, _turn: usize) -> BoxFuture<'_, Result<(), ConversationError>> {
         Box::pin(async { Err(self.unsupported("rewind")) })
+    }
+
+    /// The sessions the agent keeps itself (ACP `session/list`), for the resume list; none for
+    /// a conversation that keeps none or does not list them.
+    fn agent_sessions(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<crate::acp::AgentSession>, ConversationError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    /// Continues one of the agent's own sessions (ACP `session/load`): what the agent replays
+    /// is reported on `events` as it comes (its user messages as prompts), and prompts go to
+    /// that session from then on. Answers its title (the first line of its first user message,
+    /// empty when there was none).
+    fn load<'a>(
+        &'a self,
+        _id: &'a str,
+        _events: &'a Events,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<String, ConversationError>> {
+        Box::pin(async { Err(self.unsupported("load an agent's session")) })
+    }
+
+    /// The external agent's own id for the session prompts go to, when the agent can load it
+    /// again (ACP `loadSession`): what a saved conversation notes to be resumed through it.
+    fn agent_session_id(&self) -> Option<String> {
+        None
     }
 
     /// Stops whatever it runs (an external agent's process tree) once the front end lets go of
@@ -560,6 +590,31 @@ impl Conversation for Checkpointed {
                 .await;
             Ok(())
         })
+    }
+
+    fn agent_sessions(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<crate::acp::AgentSession>, ConversationError>> {
+        self.inner.agent_sessions()
+    }
+
+    fn load<'a>(
+        &'a self,
+        id: &'a str,
+        events: &'a Events,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<String, ConversationError>> {
+        Box::pin(async move {
+            let title = self.inner.load(id, events, cancel).await?;
+            // Another conversation from here on: its checkpoints go on refs of their own.
+            self.checkpoints
+                .set_conversation(crate::checkpoint::Checkpoints::new_conversation_id());
+            Ok(title)
+        })
+    }
+
+    fn agent_session_id(&self) -> Option<String> {
+        self.inner.agent_session_id()
     }
 
     fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {

@@ -90,8 +90,9 @@ end
 
 --- This workspace's saved conversations, the most recent first (see :help agent-sessions).
 --- Starts the backend if it is not running. Each is `{ id, title, updated, prompts, tokens,
---- problem? }`; one with a `problem` cannot be resumed. Nil (after saying why) when the backend
---- cannot answer.
+--- problem? }`; one with a `problem` cannot be resumed. A running external agent's own sessions
+--- are listed too, marked with its name: `{ id = "agent:{name}:{its id}", agent, session, title,
+--- updated? }`. Nil (after saying why) when the backend cannot answer.
 ---@return agent.Session[]?
 function M.sessions()
   H.ensure_init()
@@ -108,7 +109,9 @@ function M.sessions()
 end
 
 --- Continues saved conversation `id` with the built-in agent: the chat shows it as it looked, and
---- the next prompt goes on with its whole history. Without `id`, picks one with vim.ui.select.
+--- the next prompt goes on with its whole history. An `agent:{name}:{id}` from sessions() has the
+--- running external agent load its own session instead. Without `id`, picks one with
+--- vim.ui.select.
 ---@param id? string
 function M.resume(id)
   if not id or id == "" then
@@ -154,21 +157,30 @@ function H.age(updated)
   return days == 1 and "1 day ago" or ("%d days ago"):format(days)
 end
 
---- One conversation as the picker shows it: title, age, prompts, tokens.
+--- One conversation as the picker shows it: title, age, prompts, tokens, after `{agent}: ` when
+--- it is an external agent's session; one the agent listed itself as `{agent}: {title} · {age}`,
+--- with what the agent gave of those.
 ---@param session agent.Session
 ---@return string
 function H.session_item(session)
+  local mark = session.agent and (session.agent .. ": ") or ""
+  if session.agent and not session.prompts then
+    local shown = session.problem or (session.title ~= "" and session.title or session.session or session.id)
+    local age = (not session.problem and session.updated) and (" · " .. H.age(session.updated)) or ""
+    return mark .. shown .. age
+  end
   if session.problem then
     return ("%s (%s)"):format(session.id, session.problem)
   end
   local title = session.title ~= "" and session.title or session.id
-  return ("%s · %s · %d prompt%s · %d tokens"):format(
-    title,
-    H.age(session.updated),
-    session.prompts,
-    session.prompts == 1 and "" or "s",
-    session.tokens
-  )
+  return mark
+    .. ("%s · %s · %d prompt%s · %d tokens"):format(
+      title,
+      H.age(session.updated),
+      session.prompts,
+      session.prompts == 1 and "" or "s",
+      session.tokens
+    )
 end
 
 --- `:Agent resume` without an id: vim.ui.select over the workspace's conversations.

@@ -15,6 +15,7 @@
 //! Session updates are handled in the loop, which keeps them in order with the prompt's answer.
 
 mod fs;
+mod load;
 mod permission;
 mod transport;
 mod update;
@@ -52,6 +53,8 @@ use crate::editor::Editor;
 use crate::workspace::Workspace;
 use transport::Process;
 use update::Tools;
+
+pub use load::{AgentSession, Offers, SessionsError};
 
 /// How long [`connect`] waits for initialize and session/new unless told otherwise.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -106,6 +109,11 @@ pub enum AgentUpdate {
         /// The call's content as text: text blocks, diffs as unified diffs, `[terminal ID]`.
         output: String,
     },
+    /// A user message of a session the agent replays for `session/load`, whole: shown as the
+    /// prompt it was, so it is named `prompt` on the wire, as [`crate::front::nvim::protocol`]'s
+    /// own prompt of a resumed conversation is. A live turn reports none.
+    #[serde(rename = "prompt")]
+    UserMessage { text: String },
 }
 
 /// One step of a plan.
@@ -308,6 +316,9 @@ struct Shared {
     reports: Mutex<Option<Events>>,
     /// See [`AcpSpec::checkpoints`].
     checkpoints: Option<Checkpoints>,
+    /// While a `session/load` replays a session: the user's message being gathered
+    /// (`load.rs`). None otherwise, when a user message chunk is not shown.
+    replay: Mutex<Option<load::Replay>>,
 }
 
 impl Shared {
@@ -356,7 +367,12 @@ impl Shared {
 pub struct AcpSession {
     shared: Arc<Shared>,
     cx: ConnectionTo<Agent>,
-    session_id: SessionId,
+    /// The session prompts go to: the one `session/new` opened, or the one last loaded.
+    session_id: Mutex<SessionId>,
+    /// What the agent said it offers at initialize (`session/load`, `session/list`).
+    offers: Offers,
+    /// How long a `session/load` may take (the connect timeout).
+    load_timeout: Duration,
     /// Dropping or firing it ends the connection (and so closes the agent's stdin).
     stop: Option<oneshot::Sender<()>>,
     driver: Option<JoinHandle<()>>,
@@ -399,6 +415,7 @@ where
         tools: Mutex::new(Tools::default()),
         reports: Mutex::new(None),
         checkpoints: spec.checkpoints.clone(),
+        replay: Mutex::new(None),
     });
     let lines = transport::lines(reader, writer, spec.name.clone());
     let (cx_tx, cx_rx) = oneshot::channel();
@@ -429,7 +446,9 @@ where
                 })
             }
         },
-        session_id: SessionId::new(""),
+        session_id: Mutex::new(SessionId::new("")),
+        offers: Offers::default(),
+        load_timeout: spec.connect_timeout,
         stop: Some(stop),
         driver: Some(driver),
         process,
@@ -456,6 +475,7 @@ where
             .map_err(|err| ("initialize", err))?;
         tracing::info!(agent = %spec.name, info = ?info.agent_info, "ACP agent initialized");
         initialized.store(true, std::sync::atomic::Ordering::SeqCst);
+        let offers = Offers::of(&info.agent_capabilities);
         let root = spec.workspace.root().to_path_buf();
         let opened = session
             .cx
@@ -463,11 +483,12 @@ where
             .block_task()
             .await
             .map_err(|err| ("session/new", err))?;
-        Ok::<_, (&str, agent_client_protocol::Error)>(opened.session_id)
+        Ok::<_, (&str, agent_client_protocol::Error)>((opened.session_id, offers))
     };
     let failure = match tokio::time::timeout(spec.connect_timeout, setup).await {
-        Ok(Ok(session_id)) => {
-            session.session_id = session_id;
+        Ok(Ok((session_id, offers))) => {
+            session.session_id = Mutex::new(session_id);
+            session.offers = offers;
             return Ok(session);
         }
         Ok(Err((_, err))) if closed(&err) => ConnectError::Ended(session.ended().await),
@@ -512,12 +533,7 @@ fn client(
         .name("agent.nvim")
         .on_receive_notification(
             async move |update: SessionUpdate, _cx| {
-                let events = updates
-                    .tools()
-                    .apply(&update.0["update"], &updates.workspace);
-                for event in events {
-                    updates.report(event);
-                }
+                updates.on_update(&update.0["update"]);
                 Ok(())
             },
             agent_client_protocol::on_receive_notification!(),
@@ -675,7 +691,7 @@ impl AcpSession {
         }
         let turn = self.shared.new_turn();
         let request = Prompt(PromptRequest::new(
-            self.session_id.clone(),
+            self.session_id(),
             vec![ContentBlock::Text(TextContent::new(text))],
         ));
         let answer = self.cx.send_request(request).block_task();
@@ -683,7 +699,7 @@ impl AcpSession {
         let answer = tokio::select! {
             answer = &mut answer => answer,
             () = cancel.cancelled() => {
-                let notice = CancelNotification::new(self.session_id.clone());
+                let notice = CancelNotification::new(self.session_id());
                 if let Err(err) = self.cx.send_notification(notice) {
                     tracing::debug!(%err, "session/cancel not sent");
                 }
@@ -750,6 +766,14 @@ impl AcpSession {
             }
             process.end().await;
         }
+    }
+
+    /// The session prompts go to now.
+    fn session_id(&self) -> SessionId {
+        self.session_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Why the session cannot take a prompt, if it cannot.
@@ -859,6 +883,45 @@ impl Conversation for AcpSession {
                 .unwrap_or_else(PoisonError::into_inner) = None;
             outcome
         })
+    }
+
+    fn agent_sessions(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<AgentSession>, crate::conversation::ConversationError>> {
+        Box::pin(async move {
+            if !self.offers.list {
+                return Ok(Vec::new());
+            }
+            self.list_sessions()
+                .await
+                .map_err(|err| crate::conversation::ConversationError::Agent(err.to_string()))
+        })
+    }
+
+    fn load<'a>(
+        &'a self,
+        id: &'a str,
+        events: &'a Events,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<String, crate::conversation::ConversationError>> {
+        Box::pin(async move {
+            *self
+                .shared
+                .reports
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(events.clone());
+            let loaded = self.load_session(id, cancel).await;
+            *self
+                .shared
+                .reports
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = None;
+            loaded.map_err(|err| crate::conversation::ConversationError::Agent(err.to_string()))
+        })
+    }
+
+    fn agent_session_id(&self) -> Option<String> {
+        self.offers.load.then(|| self.session_id().0.to_string())
     }
 
     fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {

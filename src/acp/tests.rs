@@ -50,8 +50,9 @@ impl FakeAgent {
             "params": {"sessionId": "s", "update": update}}))
             .await;
     }
-    /// Answers initialize and session/new, checking what the client asked for.
-    async fn handshake(&mut self, root: &Path) {
+    /// Answers initialize (with `capabilities` as its `agentCapabilities`) and session/new,
+    /// checking what the client asked for.
+    async fn handshake_offering(&mut self, root: &Path, capabilities: Value) {
         let (id, params) = self.expect("initialize").await;
         assert_eq!(params["protocolVersion"], 1);
         assert_eq!(
@@ -59,8 +60,11 @@ impl FakeAgent {
             json!({"readTextFile": true, "writeTextFile": true})
         );
         assert_eq!(params["clientCapabilities"]["terminal"], false);
-        self.respond(id, json!({"protocolVersion": 1, "agentCapabilities": {}}))
-            .await;
+        self.respond(
+            id,
+            json!({"protocolVersion": 1, "agentCapabilities": capabilities}),
+        )
+        .await;
         let (id, params) = self.expect("session/new").await;
         assert_eq!(params["cwd"], json!(root));
         assert_eq!(params["mcpServers"], json!([]));
@@ -72,6 +76,15 @@ impl FakeAgent {
 async fn pair(
     host: Arc<FakeHost>,
     auto_approve: bool,
+) -> (tempfile::TempDir, AcpSession, FakeAgent) {
+    pair_offering(host, auto_approve, json!({})).await
+}
+
+/// [`pair`] with an agent whose `agentCapabilities` are `capabilities`.
+async fn pair_offering(
+    host: Arc<FakeHost>,
+    auto_approve: bool,
+    capabilities: Value,
 ) -> (tempfile::TempDir, AcpSession, FakeAgent) {
     let dir = tempfile::tempdir().unwrap();
     let workspace = Workspace::new(dir.path()).unwrap();
@@ -86,7 +99,7 @@ async fn pair(
     spec.auto_approve = auto_approve;
     let (session, ()) = tokio::join!(
         start(spec, host, client_in, client_out, None),
-        agent.handshake(workspace.root())
+        agent.handshake_offering(workspace.root(), capabilities)
     );
     (dir, session.unwrap(), agent)
 }
@@ -352,6 +365,7 @@ fn shared(host: Arc<FakeHost>, auto_approve: bool) -> (tempfile::TempDir, Shared
         tools: Mutex::new(Tools::default()),
         reports: Mutex::new(None),
         checkpoints: None,
+        replay: Mutex::new(None),
     };
     (dir, shared)
 }
@@ -699,4 +713,301 @@ async fn an_agents_path_names_files_as_they_are_not_in_the_quoted_form() {
         ),
         ("plain".to_string(), "new".to_string())
     );
+}
+
+/// What an agent that lists and loads its sessions says at initialize.
+fn offering_sessions() -> Value {
+    json!({"loadSession": true, "sessionCapabilities": {"list": {}}})
+}
+
+/// Runs `load` as the bridge does and returns what it reported.
+async fn loaded(
+    session: &AcpSession,
+    id: &str,
+    agent_side: impl std::future::Future<Output = ()>,
+) -> (
+    Result<String, crate::conversation::ConversationError>,
+    Vec<AcpEvent>,
+) {
+    use crate::conversation::Conversation;
+    let (events, mut reported) = tokio::sync::mpsc::unbounded_channel();
+    let events = crate::conversation::Events::new(events);
+    let never = CancellationToken::new();
+    let conversation: &dyn Conversation = session;
+    let (answer, ()) = tokio::join!(conversation.load(id, &events, &never), agent_side);
+    drop(events);
+    let mut seen = Vec::new();
+    while let Some(event) = reported.recv().await {
+        seen.push(event);
+    }
+    (answer, seen)
+}
+
+#[tokio::test]
+async fn an_agents_sessions_are_listed_for_this_workspace_over_its_pages() {
+    use crate::conversation::Conversation;
+    let host = Arc::new(FakeHost::new(true, Answer::Never));
+    let (dir, session, mut agent) = pair_offering(host, false, offering_sessions()).await;
+    assert_eq!(
+        session.offers(),
+        Offers {
+            load: true,
+            list: true
+        }
+    );
+    let root = Workspace::new(dir.path()).unwrap().root().to_path_buf();
+    let agent_side = async {
+        let (id, params) = agent.expect("session/list").await;
+        assert_eq!(params, json!({"cwd": root}));
+        agent
+            .respond(
+                id,
+                json!({"sessions": [
+                    {"sessionId": "a", "cwd": root, "title": "Fix the parser",
+                     "updatedAt": "2026-12-01T12:00:00Z"},
+                    {"sessionId": "elsewhere", "cwd": "/somewhere/else", "title": "Not here"},
+                    {"cwd": root, "title": "no id: skipped"}],
+                  "nextCursor": "page-2"}),
+            )
+            .await;
+        let (id, params) = agent.expect("session/list").await;
+        assert_eq!(params, json!({"cwd": root, "cursor": "page-2"}));
+        // A cursor that does not move ends the listing.
+        agent
+            .respond(
+                id,
+                json!({"sessions": [{"sessionId": "b", "cwd": root, "title": "  ",
+                    "updatedAt": "yesterday"}], "nextCursor": "page-2"}),
+            )
+            .await;
+    };
+    let (listed, ()) = tokio::join!(session.agent_sessions(), agent_side);
+    assert_eq!(
+        listed,
+        Ok(vec![
+            AgentSession {
+                id: "a".into(),
+                title: Some("Fix the parser".into()),
+                updated: Some(1_796_126_400),
+            },
+            AgentSession {
+                id: "b".into(),
+                title: None,
+                updated: None,
+            },
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_loaded_session_is_replayed_as_prompts_and_turns_and_the_next_prompt_goes_to_it() {
+    let host = Arc::new(FakeHost::new(true, Answer::Never));
+    let (dir, session, mut agent) = pair_offering(host.clone(), false, offering_sessions()).await;
+    let root = Workspace::new(dir.path()).unwrap().root().to_path_buf();
+    let agent_side = async {
+        let (id, params) = agent.expect("session/load").await;
+        assert_eq!(
+            params,
+            json!({"sessionId": "old-1", "cwd": root, "mcpServers": []})
+        );
+        for update in [
+            json!({"sessionUpdate": "user_message_chunk",
+                "content": {"type": "text", "text": "Fix "}}),
+            json!({"sessionUpdate": "user_message_chunk",
+                "content": {"type": "text", "text": "the bug\nin parse.rs"}}),
+            json!({"sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": "Reading it."}}),
+            json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Read parse.rs",
+                "kind": "read", "status": "pending"}),
+            json!({"sessionUpdate": "user_message_chunk",
+                "content": {"type": "text", "text": "thanks"}}),
+        ] {
+            agent.update(update).await;
+        }
+        agent.respond(id, Value::Null).await;
+    };
+    let (answer, seen) = loaded(&session, "old-1", agent_side).await;
+    assert_eq!(answer, Ok("Fix the bug".to_string()));
+    let row = |status: &str| {
+        AcpEvent::Agent(AgentUpdate::ToolUpdated {
+            id: "t1".into(),
+            title: "Read parse.rs".into(),
+            status: status.into(),
+            kind: "read".into(),
+            output: String::new(),
+        })
+    };
+    assert_eq!(
+        seen,
+        vec![
+            AcpEvent::Agent(AgentUpdate::UserMessage {
+                text: "Fix the bug\nin parse.rs".into()
+            }),
+            AcpEvent::Turn(Event::TurnStarted),
+            AcpEvent::Turn(Event::Text {
+                text: "Reading it.".into()
+            }),
+            AcpEvent::Turn(Event::ToolStarted {
+                id: "t1".into(),
+                name: "Read parse.rs".into(),
+                args: Value::Null,
+            }),
+            row("pending"),
+            // The row a replayed turn left open is closed before the next prompt.
+            AcpEvent::Turn(Event::ToolFinished {
+                id: "t1".into(),
+                name: "Read parse.rs".into(),
+                ok: true,
+                summary: "Read parse.rs".into(),
+                output: String::new(),
+            }),
+            AcpEvent::Agent(AgentUpdate::UserMessage {
+                text: "thanks".into()
+            }),
+        ]
+    );
+    assert_eq!(host.events(), vec![]);
+    // Prompts go to the loaded session; a live user message chunk is not shown.
+    let agent_side = async {
+        let (id, params) = agent.expect("session/prompt").await;
+        assert_eq!(params["sessionId"], "old-1");
+        agent
+            .update(json!({"sessionUpdate": "user_message_chunk",
+                "content": {"type": "text", "text": "echo"}}))
+            .await;
+        agent.respond(id, json!({"stopReason": "end_turn"})).await;
+    };
+    let never = CancellationToken::new();
+    let (outcome, ()) = tokio::join!(session.prompt("go on".into(), &never), agent_side);
+    assert_eq!(outcome, Outcome::Done);
+    assert_eq!(
+        host.events(),
+        vec![
+            AcpEvent::Turn(Event::TurnStarted),
+            done(Outcome::Done, "done (end_turn)")
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_refused_load_is_a_clear_error_and_prompts_stay_with_the_session_before() {
+    let host = Arc::new(FakeHost::new(true, Answer::Never));
+    let (_dir, session, mut agent) = pair_offering(host.clone(), false, offering_sessions()).await;
+    let agent_side = async {
+        let (id, _) = agent.expect("session/load").await;
+        agent
+            .send(json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32002, "message": "no such session"}}))
+            .await;
+    };
+    let (answer, seen) = loaded(&session, "gone", agent_side).await;
+    assert_eq!(
+        answer,
+        Err(crate::conversation::ConversationError::Agent(
+            "fake failed session/load: no such session (-32002)".into()
+        ))
+    );
+    assert_eq!(seen, vec![]);
+    let agent_side = async {
+        let (id, params) = agent.expect("session/prompt").await;
+        assert_eq!(params["sessionId"], "s");
+        agent.respond(id, json!({"stopReason": "end_turn"})).await;
+    };
+    let never = CancellationToken::new();
+    let (outcome, ()) = tokio::join!(session.prompt("hi".into(), &never), agent_side);
+    assert_eq!(outcome, Outcome::Done);
+    // A list answer that is no list is an error too, never a panic.
+    let (_dir, session, mut agent) = pair_offering(host, false, offering_sessions()).await;
+    let agent_side = async {
+        let (id, _) = agent.expect("session/list").await;
+        agent.respond(id, json!("nonsense")).await;
+    };
+    let (listed, ()) = tokio::join!(session.list_sessions(), agent_side);
+    assert!(
+        matches!(
+            &listed,
+            Err(SessionsError::Failed {
+                method: "session/list",
+                ..
+            })
+        ),
+        "{listed:?}"
+    );
+}
+
+#[tokio::test]
+async fn without_the_offers_nothing_is_listed_or_loaded_and_a_gone_agent_says_so() {
+    use crate::conversation::Conversation;
+    let host = Arc::new(FakeHost::new(true, Answer::Never));
+    let (_dir, session, agent) = pair(host.clone(), false).await;
+    assert_eq!(session.offers(), Offers::default());
+    assert_eq!(session.agent_sessions().await, Ok(vec![]));
+    assert_eq!(
+        session.list_sessions().await.map_err(|err| err.to_string()),
+        Err("fake does not offer session/list".to_string())
+    );
+    let (answer, seen) = loaded(&session, "x", async {}).await;
+    assert_eq!(
+        answer,
+        Err(crate::conversation::ConversationError::Agent(
+            "fake does not offer session/load".into()
+        ))
+    );
+    assert_eq!(seen, vec![]);
+    drop(agent);
+    let (_dir, session, agent) = pair_offering(host, false, offering_sessions()).await;
+    drop(agent);
+    let gone = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match session.list_sessions().await {
+                Err(SessionsError::Ended(reason)) => break reason,
+                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(gone, "fake closed the connection");
+}
+
+#[test]
+fn times_are_read_in_the_iso_forms_agents_send() {
+    assert_eq!(load::epoch_of("1970-01-01T00:00:00Z"), Some(0));
+    assert_eq!(load::epoch_of("2026-12-01T12:00:00Z"), Some(1_796_126_400));
+    assert_eq!(
+        load::epoch_of("2026-12-01T12:00:00.123456Z"),
+        Some(1_796_126_400)
+    );
+    assert_eq!(
+        load::epoch_of("2026-12-01T13:30:00+01:30"),
+        Some(1_796_126_400)
+    );
+    assert_eq!(
+        load::epoch_of("2026-12-01T10:00:00-02:00"),
+        Some(1_796_126_400)
+    );
+    assert_eq!(load::epoch_of("2024-02-29T00:00:00"), Some(1_709_164_800));
+    for bad in [
+        "",
+        "yesterday",
+        "2026-13-01T00:00:00Z",
+        "2026-12-01",
+        "2026-12-01T25:00:00Z",
+        "2026-12-01T12:00:00+0100",
+        "1969-12-31T23:59:59Z",
+        "２０２６-12-01T12:00:00Z",
+    ] {
+        assert_eq!(load::epoch_of(bad), None, "{bad}");
+    }
+}
+
+#[test]
+fn a_replayed_user_message_is_named_prompt_on_the_wire_as_a_resumed_prompt_is() {
+    let replayed = AcpEvent::Agent(AgentUpdate::UserMessage { text: "hi".into() });
+    assert_eq!(
+        serde_json::to_value(&replayed).unwrap(),
+        json!({"type": "prompt", "text": "hi"})
+    );
+    let read: AcpEvent = serde_json::from_value(json!({"type": "prompt", "text": "hi"})).unwrap();
+    assert_eq!(read, replayed);
 }

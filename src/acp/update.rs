@@ -227,7 +227,7 @@ pub(super) fn diff_text(item: &Value, workspace: &Workspace) -> Option<String> {
 }
 
 /// A content block as text: text as it is, other kinds as a short placeholder.
-fn block_text(block: &Value) -> Option<String> {
+pub(super) fn block_text(block: &Value) -> Option<String> {
     let text = match block.get("type").and_then(Value::as_str)? {
         "text" => block.get("text").and_then(Value::as_str)?.to_string(),
         "image" => "[image]".into(),

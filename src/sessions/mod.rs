@@ -5,8 +5,10 @@
 //! waits on the disk in an event's way to the screen). [`Recorded`] is the decorator that saves
 //! any [`crate::conversation::Conversation`].
 
+mod agent;
 mod recorded;
 
+pub use agent::AgentNote;
 pub use recorded::Recorded;
 
 use std::fs::{DirBuilder, File, OpenOptions};

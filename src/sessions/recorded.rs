@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::{Conversation as SavedConversation, Record, Saved, Store, Writer};
+use super::{AgentNote, Conversation as SavedConversation, Record, Saved, Store, Writer};
 use crate::agent::Outcome;
 use crate::approval::Decision;
 use crate::conversation::{Conversation, ConversationError, Events};
@@ -59,6 +59,25 @@ impl Recorded {
         self.slot().as_ref().map(|file| file.writer.clone())
     }
 
+    /// What the note of a file of the agent's session `session` says.
+    fn note_of(&self, session: String) -> AgentNote {
+        AgentNote {
+            agent: self.inner.name().to_string(),
+            session,
+        }
+    }
+
+    /// Notes beside file `id` which session of the agent it is, when the agent can load it
+    /// again.
+    fn note(&self, id: &str) {
+        let Some(session) = self.inner.agent_session_id() else {
+            return;
+        };
+        if let Err(err) = self.store.note_agent_session(id, &self.note_of(session)) {
+            tracing::warn!(%err, "the agent's session id is not noted");
+        }
+    }
+
     /// The current file's writer, the file created first when there is none. None when it
     /// cannot be (logged): the conversation goes on unsaved.
     fn writer_or_create(&self) -> Option<(Writer, usize)> {
@@ -68,6 +87,7 @@ impl Recorded {
         }
         match self.store.create(self.inner.name()) {
             Ok(writer) => {
+                self.note(writer.id());
                 *slot = Some(File {
                     writer: writer.clone(),
                     saved: 0,
@@ -182,6 +202,44 @@ impl Conversation for Recorded {
                 note: note.to_string(),
             });
         }
+    }
+
+    fn agent_sessions(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<crate::acp::AgentSession>, ConversationError>> {
+        self.inner.agent_sessions()
+    }
+
+    fn agent_session_id(&self) -> Option<String> {
+        self.inner.agent_session_id()
+    }
+
+    fn load<'a>(
+        &'a self,
+        id: &'a str,
+        events: &'a Events,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<String, ConversationError>> {
+        Box::pin(async move {
+            let title = self.inner.load(id, events, cancel).await?;
+            // Another conversation from here on: the file that session was saved in, when one
+            // was, goes on (once what was queued for the file before is on the disk, as it may be
+            // that file); else the next prompt starts a file of its own.
+            self.flush();
+            let noted = self
+                .inner
+                .agent_session_id()
+                .and_then(|session| self.store.noted(&self.note_of(session)));
+            *self.slot() = match noted.map(|noted| self.store.append(&noted)) {
+                Some(Ok(writer)) => Some(File { writer, saved: 0 }),
+                Some(Err(err)) => {
+                    tracing::warn!(%err, "the loaded session's file cannot be appended to");
+                    None
+                }
+                None => None,
+            };
+            Ok(title)
+        })
     }
 
     fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {

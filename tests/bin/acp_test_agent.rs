@@ -11,10 +11,15 @@
 //! - `silent`: never answers anything (for the connect timeout);
 //! - `ignore-eof`: keeps running after its stdin closes (for the kill after the grace period);
 //! - `spawn-child`: starts a `sleep` grandchild first (for killing the process tree);
+//! - `load-only`: offers `session/load` but not `session/list`;
 //! - `spawn-detached`: first detaches a `sleep 1000` into a session of its own (`setsid -f`),
 //!   running as `$ACP_TEST_AGENT_MARKER` (for killing what left the tree's group and parent chain).
 //!
-//! Prompts (the prompt's whole text): `chat`, `fs`, `permission`, `cancel`, `crash`, `usage`.
+//! Prompts (the prompt's whole text): `chat`, `fs`, `permission`, `cancel`, `crash`, `usage`,
+//! `which session` (reports the session id it was prompted in, `prompted in: "s-1"`).
+//! It offers `session/list` (two sessions of its directory, over two pages) and `session/load`
+//! (replays a prompt, an answer and a tool call).
+//! `session/new` answers `$ACP_TEST_AGENT_SESSION`, `s-1` when it is not set.
 //! Results the client sent back are reported as agent message chunks, one JSON line each.
 //! With `ACP_TEST_AGENT_LOG` set, every line received and the pids it knows are appended to that
 //! file, so a test can check what was (and was not) sent.
@@ -52,6 +57,14 @@ fn main() {
             .stdin(std::process::Stdio::null())
             .status()
             .unwrap();
+        // `setsid -f` returns before the process has taken its name: wait until it has, so a
+        // test that looks for it right after connecting finds it.
+        for _ in 0..500 {
+            if running_as(&marker) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         log(&json!({"detached": status.success()}));
     }
     // What agents and their wrappers print before speaking: must be skipped, not answered.
@@ -89,17 +102,35 @@ fn main() {
         match (method.as_str(), id) {
             ("initialize", Some(id)) => send(&json!({"jsonrpc": "2.0", "id": id, "result": {
                 "protocolVersion": 1,
-                "agentCapabilities": {"loadSession": false},
+                "agentCapabilities": {"loadSession": true,
+                    "sessionCapabilities": if mode == "load-only" { json!({}) } else {
+                        json!({"list": {}}) }},
                 "authMethods": [],
                 "agentInfo": {"name": "acp-test-agent", "version": "0"}}})),
             ("session/new", Some(id)) => send(&json!({"jsonrpc": "2.0", "id": id, "result": {
-                "sessionId": "s-1"}})),
+                "sessionId": std::env::var("ACP_TEST_AGENT_SESSION")
+                    .unwrap_or_else(|_| "s-1".into())}})),
+            ("session/list", Some(id)) => {
+                send(&json!({"jsonrpc": "2.0", "id": id, "result": sessions(&message["params"])}));
+            }
+            ("session/load", Some(id)) => {
+                let session = message["params"]["sessionId"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                replay(&session);
+                send(&json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+            }
             ("session/prompt", Some(id)) => {
                 agent.cancelled = false;
                 let text = message["params"]["prompt"][0]["text"]
                     .as_str()
                     .unwrap_or("")
                     .to_string();
+                if text == "which session" {
+                    let session = message["params"]["sessionId"].as_str().unwrap_or("");
+                    report("prompted in", &json!(session));
+                }
                 let result = agent.scenario(&text);
                 send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
             }
@@ -308,6 +339,35 @@ impl Agent {
     }
 }
 
+/// This directory's earlier sessions (session/list), over two pages: `earlier-1` with a title
+/// and a time, then `earlier-2` with neither.
+fn sessions(params: &Value) -> Value {
+    let cwd = std::env::current_dir().unwrap();
+    if params["cursor"] == "page-2" {
+        return json!({"sessions": [{"sessionId": "earlier-2", "cwd": cwd}]});
+    }
+    json!({"sessions": [{"sessionId": "earlier-1", "cwd": cwd, "title": "Fix the parser",
+        "updatedAt": "2026-11-30T10:00:00Z"}], "nextCursor": "page-2"})
+}
+
+/// Replays earlier session `session` (session/load): a user message in two chunks, the agent's
+/// answer and a finished tool call.
+fn replay(session: &str) {
+    let update = |update: Value| {
+        send(&json!({"jsonrpc": "2.0", "method": "session/update",
+            "params": {"sessionId": session, "update": update}}));
+    };
+    update(json!({"sessionUpdate": "user_message_chunk",
+        "content": {"type": "text", "text": "Fix the "}}));
+    update(json!({"sessionUpdate": "user_message_chunk",
+        "content": {"type": "text", "text": "parser"}}));
+    update(json!({"sessionUpdate": "agent_message_chunk",
+        "content": {"type": "text", "text": "The parser is fixed."}}));
+    update(json!({"sessionUpdate": "tool_call", "toolCallId": "l1",
+        "title": "Edit parser.rs", "kind": "edit", "status": "completed",
+        "content": [{"type": "content", "content": {"type": "text", "text": "1 line changed"}}]}));
+}
+
 /// Reports a response the client sent, as one message line: `{label}: {response JSON}`.
 fn report(label: &str, response: &Value) {
     update(json!({"sessionUpdate": "agent_message_chunk",
@@ -341,4 +401,16 @@ fn log(entry: &Value) {
     {
         let _ = writeln!(file, "{entry}");
     }
+}
+
+/// Whether a process's command line holds `marker`.
+fn running_as(marker: &str) -> bool {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|entry| {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            String::from_utf8_lossy(&cmdline).contains(marker)
+        })
 }

@@ -424,3 +424,147 @@ async fn the_buffer_of_a_checked_path_is_not_looked_up_again_through_a_link_swap
         .await;
     assert_eq!(modified, Value::from(false));
 }
+
+/// `:Agent resume`, the picker choosing the first row for which Lua expression `pick` (of
+/// `item`) is true, until the test agent's replayed session is resumed: the chat's lines then,
+/// and every row as the picker showed it.
+async fn resume_picking(nvim: &Nvim, pick: &str) -> (Vec<String>, Vec<String>) {
+    nvim.lua(
+        &format!(
+            "vim.ui.select = function(items, opts, on_choice) \
+               _G.listed = vim.tbl_map(opts.format_item, items) \
+               for _, item in ipairs(items) do \
+                 if {pick} then return on_choice(item) end \
+               end end"
+        ),
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent resume").await;
+    let lines = nvim.wait_for_line(CHAT, "resumed: Fix the parser").await;
+    let listed = nvim.lua("return _G.listed", vec![]).await;
+    let listed = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    (lines, listed)
+}
+
+#[tokio::test]
+async fn resume_lists_the_agents_own_sessions_by_its_name_and_loads_one_into_the_chat() {
+    let nvim = connected(None, "normal", "").await;
+    // The picker lists every row and picks the agent's `earlier-1`.
+    let (lines, listed) = resume_picking(&nvim, "item.session == 'earlier-1'").await;
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(
+        listed[0].starts_with("test: Fix the parser · ") && listed[0].ends_with(" ago"),
+        "{listed:?}"
+    );
+    assert_eq!(listed[1], "test: earlier-2");
+    let rows = nvim
+        .lua(
+            "return vim.tbl_map(function(s) return s.id .. ' ' .. s.agent end, \
+             require('agent').sessions())",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        rows,
+        Value::Array(vec![
+            Value::from("agent:test:earlier-1 test"),
+            Value::from("agent:test:earlier-2 test"),
+        ])
+    );
+    // The replayed prompt, the answer and the tool row, as a live turn shows them.
+    let body = lines.join("\n");
+    assert!(body.contains("## You\n\nFix the parser\n"), "{body}");
+    assert!(body.contains("## Agent\n\nThe parser is fixed."), "{body}");
+    assert!(body.contains("▸ Edit parser.rs"), "{body}");
+    assert!(!body.contains("connected to test"), "{body}");
+    // The next prompt goes to the loaded session.
+    nvim.cmd("Agent which session").await;
+    nvim.wait_for_line(CHAT, "prompted in: \"earlier-1\"").await;
+}
+
+#[tokio::test]
+async fn an_agent_that_cannot_list_is_resumed_from_our_saved_file_through_session_load() {
+    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
+    let options = |session: &str| Options {
+        ui: None,
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "unused".into()),
+            ("ACP_TEST_AGENT_SESSION".into(), session.into()),
+        ],
+        setup: setup_lua(&format!(
+            "acp = {{ agents = {{ test = {{ cmd = {{ '{agent}', 'load-only' }} }} }} }}"
+        )),
+    };
+    let nvim = Nvim::start(options("first")).await;
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
+    nvim.cmd("Agent which session").await;
+    nvim.wait_for_line(CHAT, "prompted in: \"first\"").await;
+    // Another Neovim, another process of the agent, in a session of its own.
+    let nvim = nvim.restart(options("second")).await;
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
+    let (lines, listed) = resume_picking(&nvim, "true").await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(
+        listed[0].starts_with("test: which session · ")
+            && listed[0].ends_with(" · 1 prompt · 0 tokens"),
+        "{listed:?}"
+    );
+    assert!(
+        lines.join("\n").contains("The parser is fixed."),
+        "{lines:#?}"
+    );
+    // The next prompt goes to the session loaded, and on in the same file.
+    nvim.cmd("Agent which session").await;
+    nvim.wait_for_line(CHAT, "prompted in: \"first\"").await;
+    let rows = nvim
+        .lua(
+            "return vim.tbl_map(function(s) return s.agent .. ' ' .. s.prompts end, \
+             require('agent').sessions())",
+            vec![],
+        )
+        .await;
+    assert_eq!(rows, Value::Array(vec![Value::from("test 2")]));
+}
+
+#[tokio::test]
+async fn an_agents_write_is_undone_by_a_rewind_of_the_code() {
+    let nvim = connected(None, "normal", "").await;
+    nvim.write("inside.txt", "one\ntwo\nthree\n");
+    nvim.cmd("Agent fs").await;
+    nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    assert_eq!(nvim.read("made/by/agent.txt"), "written\n");
+    // No buffer holds dirty.txt here, so the agent wrote it too.
+    assert_eq!(nvim.read("dirty.txt"), "clobbered");
+    // The prompt is this conversation's rewind point; its code goes back to before the write.
+    let points = nvim
+        .lua(
+            "return vim.tbl_map(function(p) return p.row end, require('agent').rewind_points() or {})",
+            vec![],
+        )
+        .await;
+    let rows: Vec<&str> = points
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row.as_str().unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(
+        rows[0].starts_with("1 · fs · 2 files changed · "),
+        "{rows:?}"
+    );
+    nvim.lua("require('agent').rewind(1, 'code')", vec![]).await;
+    let made = nvim.workspace.path().join("made/by/agent.txt");
+    nvim.wait_for(&format!("vim.fn.filereadable('{}') == 0", made.display()))
+        .await;
+    assert!(!nvim.workspace.path().join("dirty.txt").exists());
+    assert_eq!(nvim.read("inside.txt"), "one\ntwo\nthree\n");
+}

@@ -99,7 +99,12 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
                 priority: "high".into(),
             }],
         }),
-        Some(UiEvent::Update(AgentUpdate::Plan { .. })) => UiEvent::Agent(Event::Retrying {
+        Some(UiEvent::Update(AgentUpdate::Plan { .. })) => {
+            UiEvent::Update(AgentUpdate::UserMessage {
+                text: "a replayed prompt\u{1b}[2J".into(),
+            })
+        }
+        Some(UiEvent::Update(AgentUpdate::UserMessage { .. })) => UiEvent::Agent(Event::Retrying {
             attempt: 1,
             delay_ms: 500,
             reason: "overloaded".into(),

@@ -75,12 +75,14 @@ function M.resume(id)
 end
 
 ---@class agent.Session
----@field id string
----@field title string the first line of its first prompt
----@field updated integer when it was last written, seconds since the epoch
----@field prompts integer
----@field tokens integer
+---@field id string `agent:{name}:{its id}` for an external agent's own session
+---@field title string the first line of its first prompt (an agent's: its title, or empty)
+---@field updated? integer when it was last written, seconds since the epoch (an agent may not say)
+---@field prompts? integer (not for an agent's own session)
+---@field tokens? integer (not for an agent's own session)
 ---@field problem? string why it cannot be resumed (unreadable, another format version)
+---@field agent? string the external agent whose session it is (listed by it, or saved here with a note)
+---@field session? string that agent's id for it
 
 --- This workspace's saved conversations, the most recent first; nil and why when the backend
 --- cannot answer.

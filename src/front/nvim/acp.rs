@@ -6,10 +6,15 @@ use std::sync::Arc;
 
 use super::adapters::{NvimEditor, NvimHost};
 use super::bridge::Bridge;
+use serde_json::json;
+
 use super::protocol::{AcpStart, UiEvent};
 use crate::acp::{self, AcpSpec};
-use crate::conversation::{Conversation, Unavailable};
-use crate::session;
+use crate::agent::{Event, Outcome};
+use crate::conversation::{Conversation, ConversationEvent, Events, Unavailable};
+use crate::sessions::{AgentNote, Header, Store};
+use crate::{display, session};
+use std::collections::HashSet;
 
 impl Bridge {
     /// `acp {name}`: ends the conversation prompts go to, then connects the named agent in the
@@ -62,7 +67,7 @@ impl Bridge {
                     bridge.send(UiEvent::AcpStarted {
                         name: start.name.clone(),
                     });
-                    // Saved and checkpointed like the built-in one (it cannot be resumed yet).
+                    // Saved and checkpointed like the built-in one.
                     session::decorate(Arc::new(session), store.as_ref(), checkpoints.as_ref())
                 }
                 Err(err) => {
@@ -73,6 +78,176 @@ impl Bridge {
             bridge.switch_to(next).await;
         });
     }
+}
+
+/// How the resume list names an external agent's own session: `agent:{name}:{its id}`, apart
+/// from our saved conversations' ids (`20261201-123456-ab12`, which never start so).
+const AGENT_SESSION: &str = "agent:";
+
+impl Bridge {
+    /// The rows the resume list gets from the running external agent, each with the time it
+    /// sorts by: its own sessions in this workspace (`session/list`), each marked with its name
+    /// (`agent`) and named `agent:{name}:{id}`; or one row with the `problem` when it could not
+    /// list them. None when the conversation is not an agent that lists its sessions. A session
+    /// whose id would not show as it is (a control or invisible character) is left out, as its
+    /// row could not be told from another's.
+    pub(super) async fn agent_session_rows(
+        &self,
+        noted: &HashSet<AgentNote>,
+    ) -> Vec<(u64, serde_json::Value)> {
+        let conversation = self.state.conversation.lock().await.clone();
+        let Some(conversation) = conversation else {
+            return Vec::new();
+        };
+        let name = conversation.name().to_string();
+        let agent = display::one_line(&name);
+        match conversation.agent_sessions().await {
+            Ok(listed) => listed
+                .into_iter()
+                .filter(|session| {
+                    let plain = display::one_line(&session.id) == session.id;
+                    if !plain {
+                        tracing::info!(agent = %name, "left out a session whose id is not plain text");
+                    }
+                    // A session saved in a file of ours is that file's row.
+                    let note = AgentNote {
+                        agent: name.clone(),
+                        session: session.id.clone(),
+                    };
+                    plain && !noted.contains(&note)
+                })
+                .map(|session| {
+                    let mut row = json!({
+                        "id": format!("{AGENT_SESSION}{name}:{}", session.id),
+                        "agent": agent,
+                        "session": session.id,
+                        "title": session.title.as_deref().map(display::one_line).unwrap_or_default(),
+                    });
+                    if let Some(updated) = session.updated {
+                        row["updated"] = json!(updated);
+                    }
+                    (session.updated.unwrap_or(0), row)
+                })
+                .collect(),
+            Err(err) => vec![(
+                0,
+                json!({
+                    "id": format!("{AGENT_SESSION}{name}"),
+                    "agent": agent,
+                    "title": "",
+                    "problem": display::one_line(&err.to_string()),
+                }),
+            )],
+        }
+    }
+
+    /// `resume agent:{name}:{id}`: cancels the turn and has the running agent `name` load its
+    /// session `id` ([`Bridge::load_agent_session`]).
+    pub(super) fn resume_external(&self, id: String) {
+        self.cancel_turn();
+        let bridge = self.clone();
+        tokio::spawn(async move {
+            let busy = bridge.state.busy.clone().lock_owned().await;
+            let conversation = bridge.state.conversation.lock().await.clone();
+            let Some(conversation) = conversation else {
+                return bridge.error("agent: the backend was not started; run :Agent again");
+            };
+            let Some(session) = agent_session(&id, conversation.name()) else {
+                return bridge.error(format!(
+                    "agent: '{}' is not a session of {}; start its agent with :Agent acp, then resume it",
+                    display::one_line(&id),
+                    display::one_line(conversation.name())
+                ));
+            };
+            bridge.load_agent_session(&conversation, &id, session).await;
+            drop(busy);
+        });
+    }
+
+    /// Resuming our saved conversation `header` of an external agent: when its note says which
+    /// of the agent's sessions it is and that agent runs, the agent loads it
+    /// ([`Bridge::load_agent_session`]); when the agent is not the running one, the user is told
+    /// to start it. False, having done nothing, when there is no note.
+    pub(super) async fn resume_noted(&self, store: &Store, header: &Header) -> bool {
+        let Some(note) = store.agent_session(&header.id) else {
+            return false;
+        };
+        let conversation = self.state.conversation.lock().await.clone();
+        match conversation {
+            Some(conversation) if conversation.name() == note.agent => {
+                self.load_agent_session(&conversation, &header.id, &note.session)
+                    .await;
+            }
+            _ => self.error(format!(
+                "agent: conversation '{}' was with {}; start it with :Agent acp {}, then resume it",
+                header.id,
+                display::one_line(&note.agent),
+                display::one_line(&note.agent)
+            )),
+        }
+        true
+    }
+
+    /// With the busy lock held: has `conversation` (the running agent) load its session
+    /// `session` (`session/load`): what it replays takes a turn's path to the chat (Lua has
+    /// cleared it), then `resumed` with `id`, the list's name for it; prompts go to that session
+    /// from then on. `:Agent stop` ends the wait.
+    async fn load_agent_session(
+        &self,
+        conversation: &Arc<dyn Conversation>,
+        id: &str,
+        session: &str,
+    ) {
+        let token = self.state.shutdown.child_token();
+        if let Ok(mut turn) = self.state.turn.lock() {
+            *turn = Some(token.clone());
+        }
+        let (events, forwarder) = self.turn_path::<ConversationEvent>();
+        let events = Events::new(events);
+        let forwarder = tokio::spawn(forwarder);
+        let loaded = conversation.load(session, &events, &token).await;
+        drop(events);
+        let _ = forwarder.await;
+        self.end_turn();
+        match loaded {
+            Ok(title) => {
+                tracing::info!(name = conversation.name(), "loaded an agent's session");
+                let title = if title.is_empty() {
+                    session.to_string()
+                } else {
+                    title
+                };
+                self.send(UiEvent::Resumed {
+                    id: id.to_string(),
+                    title,
+                });
+            }
+            Err(err) => {
+                // Shown once, and the end of the replayed turn it may have cut short.
+                let message = format!("agent: {err}");
+                self.error(message.clone());
+                self.send(UiEvent::Agent(Event::TurnDone {
+                    input: 0,
+                    output: 0,
+                    outcome: Outcome::Failed,
+                    message,
+                }));
+            }
+        }
+    }
+}
+
+/// The agent's own id in `id` (`agent:{name}:{its id}`) when `name` is the running agent's.
+fn agent_session<'a>(id: &'a str, name: &str) -> Option<&'a str> {
+    id.strip_prefix(AGENT_SESSION)?
+        .strip_prefix(name)?
+        .strip_prefix(':')
+        .filter(|session| !session.is_empty())
+}
+
+/// Whether `id` names an external agent's session rather than one of our saved conversations.
+pub(super) fn is_agent_session(id: &str) -> bool {
+    id.starts_with(AGENT_SESSION)
 }
 
 /// What prompts go to while the agent `name` connects (npx may take a while).
@@ -91,7 +266,7 @@ mod tests {
     use crate::agent::{Event, Outcome};
     use crate::approval::Decision;
     use crate::conversation::{ConversationEvent, Events};
-    use crate::front::nvim::protocol::{Decide, Prompt};
+    use crate::front::nvim::protocol::{Decide, Prompt, Resume};
     use futures::future::BoxFuture;
     use std::sync::atomic::{AtomicBool, Ordering};
     use tokio::sync::mpsc;
@@ -138,6 +313,162 @@ mod tests {
             self.ended.store(true, Ordering::SeqCst);
             Box::pin(async {})
         }
+    }
+
+    /// An agent that keeps sessions of its own: lists three (one whose id is not plain text),
+    /// or fails to; a load reports a replayed prompt and answer.
+    struct Keeps {
+        fails: bool,
+    }
+
+    impl Conversation for Keeps {
+        fn name(&self) -> &str {
+            "test"
+        }
+
+        fn prompt<'a>(
+            &'a self,
+            _text: String,
+            _events: &'a Events,
+            _cancel: &'a CancellationToken,
+        ) -> BoxFuture<'a, Outcome> {
+            Box::pin(async { Outcome::Done })
+        }
+
+        fn agent_sessions(
+            &self,
+        ) -> BoxFuture<'_, Result<Vec<acp::AgentSession>, crate::conversation::ConversationError>>
+        {
+            let session = |id: &str, title: Option<&str>, updated| acp::AgentSession {
+                id: id.into(),
+                title: title.map(Into::into),
+                updated,
+            };
+            let listed = if self.fails {
+                Err(crate::conversation::ConversationError::Agent(
+                    "test failed session/list: no\u{1b} (-1)".into(),
+                ))
+            } else {
+                Ok(vec![
+                    session("a", Some("Fix\u{1b}[2J it"), Some(5)),
+                    session("b\u{202e}", Some("hidden"), Some(9)),
+                    session("c", None, None),
+                ])
+            };
+            Box::pin(async move { listed })
+        }
+
+        fn load<'a>(
+            &'a self,
+            id: &'a str,
+            events: &'a Events,
+            _cancel: &'a CancellationToken,
+        ) -> BoxFuture<'a, Result<String, crate::conversation::ConversationError>> {
+            Box::pin(async move {
+                if self.fails {
+                    return Err(crate::conversation::ConversationError::Agent(
+                        "test failed session/load: gone (-32002)".into(),
+                    ));
+                }
+                let send = |event| events.send(event).unwrap();
+                send(ConversationEvent::Agent(AgentUpdate::UserMessage {
+                    text: "Fix it".into(),
+                }));
+                send(ConversationEvent::Turn(Event::Text {
+                    text: "Fixed.".into(),
+                }));
+                Ok(format!("title of {id}"))
+            })
+        }
+
+        fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    #[tokio::test]
+    async fn an_agents_sessions_are_rows_marked_with_its_name_and_resuming_one_loads_it() {
+        let bridge = Bridge::new(CancellationToken::new());
+        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
+        let none = HashSet::new();
+        assert_eq!(bridge.agent_session_rows(&none).await, vec![]);
+        bridge.switch_to(Arc::new(Keeps { fails: false })).await;
+        // `c` is saved in a file of ours: that file is its row.
+        let noted = HashSet::from([AgentNote {
+            agent: "test".into(),
+            session: "c".into(),
+        }]);
+        assert_eq!(bridge.agent_session_rows(&noted).await.len(), 1);
+        assert_eq!(
+            bridge.agent_session_rows(&none).await,
+            vec![
+                (
+                    5,
+                    json!({"id": "agent:test:a", "agent": "test", "session": "a",
+                        "title": display::one_line("Fix\u{1b}[2J it"), "updated": 5})
+                ),
+                (
+                    0,
+                    json!({"id": "agent:test:c", "agent": "test", "session": "c", "title": ""})
+                ),
+            ]
+        );
+        bridge.resume(Resume {
+            id: "agent:test:a".into(),
+        });
+        assert_eq!(
+            next(&mut ui).await,
+            UiEvent::Update(AgentUpdate::UserMessage {
+                text: "Fix it".into()
+            })
+        );
+        assert_eq!(
+            next(&mut ui).await,
+            UiEvent::Agent(Event::Text {
+                text: "Fixed.".into()
+            })
+        );
+        assert_eq!(
+            next(&mut ui).await,
+            UiEvent::Resumed {
+                id: "agent:test:a".into(),
+                title: "title of a".into()
+            }
+        );
+        bridge.resume(Resume {
+            id: "agent:claude:a".into(),
+        });
+        assert_eq!(
+            next(&mut ui).await,
+            UiEvent::error(
+                "agent: 'agent:claude:a' is not a session of test; start its agent with :Agent \
+                 acp, then resume it"
+            )
+        );
+        bridge.switch_to(Arc::new(Keeps { fails: true })).await;
+        assert_eq!(
+            bridge.agent_session_rows(&none).await,
+            vec![(
+                0,
+                json!({"id": "agent:test", "agent": "test", "title": "",
+                    "problem": display::one_line("test failed session/list: no\u{1b} (-1)")})
+            )]
+        );
+        // A failed load is said once, and ends the turn it may have cut short.
+        bridge.resume(Resume {
+            id: "agent:test:a".into(),
+        });
+        let failed = "agent: test failed session/load: gone (-32002)";
+        assert_eq!(next(&mut ui).await, UiEvent::error(failed));
+        assert_eq!(
+            next(&mut ui).await,
+            UiEvent::Agent(Event::TurnDone {
+                input: 0,
+                output: 0,
+                outcome: Outcome::Failed,
+                message: failed.into()
+            })
+        );
     }
 
     /// The next event the bridge hands the pump.

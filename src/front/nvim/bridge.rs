@@ -336,6 +336,9 @@ impl Bridge {
     /// sends the chat every saved event as the file is read (Lua has cleared it), gives the
     /// conversation the saved history, then sends `resumed`. No prompt runs meanwhile.
     pub(super) fn resume(&self, resume: Resume) {
+        if super::acp::is_agent_session(&resume.id) {
+            return self.resume_external(resume.id);
+        }
         self.cancel_turn();
         let bridge = self.clone();
         tokio::spawn(async move {
@@ -358,6 +361,9 @@ impl Bridge {
                 Err(err) => return bridge.error(format!("agent: {err}")),
             };
             if header.conversation != native.name() {
+                if bridge.resume_noted(&store, &header).await {
+                    return;
+                }
                 return bridge.error(format!(
                     "agent: conversation '{}' was with {}; only the built-in agent's can be resumed",
                     header.id, header.conversation
@@ -469,19 +475,40 @@ impl Bridge {
         .await
     }
 
-    /// `sessions`: this workspace's saved conversations, for Lua.
+    /// `sessions`: this workspace's saved conversations and the running external agent's own
+    /// sessions, the most recent first, for Lua.
     async fn sessions(&self) -> std::result::Result<Value, Value> {
         let store = self.of_session(|s| s.store.clone()).await?;
-        let listed = store.map(|store| store.list()).unwrap_or_default();
-        let listed: Vec<Value> = listed
+        let listed = store.as_ref().map(Store::list).unwrap_or_default();
+        let mut noted = std::collections::HashSet::new();
+        let mut listed: Vec<(u64, serde_json::Value)> = listed
             .into_iter()
             .map(|mut listed| {
                 listed.title = display::one_line(&listed.title);
                 listed.problem = listed.problem.map(|p| display::one_line(&p));
-                serde_json::to_value(listed).map_or(Value::Nil, |v| super::pump::to_msgpack(&v))
+                let updated = listed.updated;
+                // An agent's session saved here is marked with the agent's name.
+                let note = listed
+                    .problem
+                    .is_none()
+                    .then(|| store.as_ref()?.agent_session(&listed.id))
+                    .flatten();
+                let mut row = serde_json::to_value(listed).unwrap_or_default();
+                if let Some(note) = note {
+                    row["agent"] = serde_json::Value::from(display::one_line(&note.agent));
+                    noted.insert(note);
+                }
+                (updated, row)
             })
             .collect();
-        Ok(Value::Array(listed))
+        listed.extend(self.agent_session_rows(&noted).await);
+        listed.sort_by_key(|(updated, _)| std::cmp::Reverse(*updated));
+        Ok(Value::Array(
+            listed
+                .iter()
+                .map(|(_, row)| super::pump::to_msgpack(row))
+                .collect(),
+        ))
     }
 }
 

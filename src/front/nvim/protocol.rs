@@ -57,7 +57,8 @@ pub mod method {
     /// [`super::AcpStart`]: drive an external agent over ACP; prompts go to it until `new`.
     pub const ACP: &str = "acp";
     /// [`super::Resume`]: continue a saved conversation of this workspace with the built-in
-    /// agent; the chat is sent its events again (Lua clears it first), then `resumed`.
+    /// agent, or the running external agent's own session (`session/load`); the chat is sent
+    /// its events again (Lua clears it first), then `resumed`.
     pub const RESUME: &str = "resume";
     /// [`super::Rewind`]: go back to before a prompt of the current conversation (its code, its
     /// history or both); answered with `rewound`, or an error saying why nothing changed.
@@ -74,7 +75,10 @@ pub mod request {
     pub const VERSION: &str = "version";
     /// No argument; answers this workspace's saved conversations, the most recent first: an
     /// array of [`crate::sessions::Listed`] maps (`id`, `title` made visible, `updated` in
-    /// seconds since the epoch, `prompts`, `tokens`, and `problem` when it cannot be resumed).
+    /// seconds since the epoch, `prompts`, `tokens`, and `problem` when it cannot be resumed),
+    /// and the running external agent's own sessions: maps of `id` (`agent:{name}:{its id}`),
+    /// `agent` (its name), `session` (its id), `title` (empty when it gave none) and `updated`
+    /// (when it gave one), or one map of `id`, `agent` and `problem` when it could not list them.
     /// `require("agent").sessions()` sends it, after `start`.
     pub const SESSIONS: &str = "sessions";
     /// No argument; answers the current conversation's prompts a rewind can go back to, the
@@ -159,7 +163,8 @@ pub struct Decide {
 /// `resume`: which saved conversation to continue.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Resume {
-    /// Its id (`20261201-123456-ab12`), as `sessions` listed it.
+    /// Its id (`20261201-123456-ab12`, or `agent:{name}:{its id}` for an external agent's own
+    /// session), as `sessions` listed it.
     pub id: String,
 }
 
@@ -519,6 +524,9 @@ impl UiEvent {
                 kind,
                 output: prose(output),
             }),
+            UiEvent::Update(AgentUpdate::UserMessage { text }) => {
+                UiEvent::Update(AgentUpdate::UserMessage { text: prose(text) })
+            }
         }
     }
 }

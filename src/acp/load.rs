@@ -1,0 +1,397 @@
+//! An external agent's own sessions (issue 11): what it offers at initialize ([`Offers`]),
+//! `session/list` ([`AcpSession::list_sessions`]: this workspace's sessions, paged, bounded in
+//! pages, rows and time) and `session/load` ([`AcpSession::load_session`]: the agent replays the
+//! session as `session/update`s, which reach the chat through the same mapping as a live turn's;
+//! its user messages come out whole, as the prompts they were).
+//!
+//! Both methods are stable in what the crate speaks (agent-client-protocol 5, schema 1.17:
+//! `ListSessionsRequest`, `LoadSessionRequest`), so no `unstable` feature is needed.
+
+use std::path::Path;
+use std::sync::PoisonError;
+use std::time::Duration;
+
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, ListSessionsRequest, LoadSessionRequest, SessionId,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{closed, update, AcpEvent, AcpSession, AgentUpdate, Shared};
+use crate::agent::Event;
+
+/// How long listing may take, all pages together: Neovim waits for the list (a request).
+const LIST_TIMEOUT: Duration = Duration::from_secs(5);
+/// At most this many pages are asked for.
+const LIST_PAGES: usize = 20;
+/// At most this many sessions are listed.
+const LIST_MAX: usize = 200;
+
+/// What an agent said at initialize it offers beyond a session of its own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Offers {
+    /// `agentCapabilities.loadSession`: `session/load` works.
+    pub load: bool,
+    /// `agentCapabilities.sessionCapabilities.list`: `session/list` works.
+    pub list: bool,
+}
+
+impl Offers {
+    pub(super) fn of(capabilities: &AgentCapabilities) -> Self {
+        Offers {
+            load: capabilities.load_session,
+            list: capabilities.session_capabilities.list.is_some(),
+        }
+    }
+}
+
+/// One of the agent's own sessions in this workspace, as `session/list` gave it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AgentSession {
+    /// The agent's id for it, what `session/load` takes.
+    pub id: String,
+    /// Its title, when the agent gave one.
+    pub title: Option<String>,
+    /// When it was last active, in seconds since the epoch, when the agent gave a time in the
+    /// ISO 8601 form the protocol names.
+    pub updated: Option<u64>,
+}
+
+/// Why listing or loading an agent's sessions failed. The texts are what the user reads after
+/// `agent: `.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SessionsError {
+    /// It did not say at initialize that it offers `method`.
+    #[error("{name} does not offer {method}")]
+    NotOffered { name: String, method: &'static str },
+    /// It answered `method` with a JSON-RPC error, or with an answer that could not be read.
+    #[error("{name} failed {method}: {message} ({code})")]
+    Failed {
+        name: String,
+        method: &'static str,
+        message: String,
+        code: i32,
+    },
+    /// It did not answer `method` in time.
+    #[error("{name} did not answer {method} within {secs} s")]
+    TimedOut {
+        name: String,
+        method: &'static str,
+        secs: f64,
+    },
+    /// The user cancelled (`:Agent stop`) while it replayed.
+    #[error("loading {name}'s session was cancelled")]
+    Cancelled { name: String },
+    /// The agent has gone: how ([`AcpSession::ended`]).
+    #[error("{0}")]
+    Ended(String),
+}
+
+/// What a `session/load` gathers while the agent replays the session.
+#[derive(Debug, Default)]
+pub(super) struct Replay {
+    /// The user's message so far (its chunks joined), shown once something else comes.
+    user: String,
+    /// The first line of the first user message: the loaded session's title.
+    title: Option<String>,
+}
+
+impl Replay {
+    /// The user's message gathered so far, when there is one.
+    fn take_user(&mut self) -> Option<String> {
+        if self.user.is_empty() {
+            return None;
+        }
+        let text = std::mem::take(&mut self.user);
+        if self.title.is_none() {
+            self.title = Some(crate::sessions::title_of(&text));
+        }
+        Some(text)
+    }
+}
+
+impl Shared {
+    /// Shows one `session/update` (live or replayed) through the tool rows' mapping. While a
+    /// session is replayed, a user's message is gathered and shown whole as the prompt it was,
+    /// followed by the start of the turn that answered it; live turns ignore user messages (the
+    /// chat already shows the prompt).
+    pub(super) fn on_update(&self, update: &Value) {
+        let user_chunk =
+            update.get("sessionUpdate").and_then(Value::as_str) == Some("user_message_chunk");
+        let gathered = {
+            let mut replay = self.replay.lock().unwrap_or_else(PoisonError::into_inner);
+            match replay.as_mut() {
+                Some(replay) if user_chunk => {
+                    if let Some(text) = update::block_text(&update["content"]) {
+                        replay.user.push_str(&text);
+                    }
+                    return;
+                }
+                Some(replay) => replay.take_user(),
+                None => None,
+            }
+        };
+        if let Some(text) = gathered {
+            self.replayed_prompt(text);
+            self.emit(Event::TurnStarted);
+        }
+        let events = self.tools().apply(update, &self.workspace);
+        for event in events {
+            self.report(event);
+        }
+    }
+
+    /// A replayed user message: the rows the turn before it left open are closed, then it is
+    /// shown as a prompt.
+    fn replayed_prompt(&self, text: String) {
+        self.close_rows();
+        self.report(AcpEvent::Agent(AgentUpdate::UserMessage { text }));
+    }
+
+    /// Closes the tool rows still open (a replay has no turn end to close them).
+    fn close_rows(&self) {
+        let closed = self.tools().close(true, "", &self.workspace);
+        for event in closed {
+            self.report(event);
+        }
+    }
+}
+
+/// `session/load`, its answer kept as JSON: a null or unusual answer to a load the agent did must
+/// not fail it.
+#[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcRequest)]
+#[request(method = "session/load", response = Value)]
+#[serde(transparent)]
+struct Load(LoadSessionRequest);
+
+impl AcpSession {
+    /// What the agent said it offers at initialize.
+    pub fn offers(&self) -> Offers {
+        self.offers
+    }
+
+    /// The agent's sessions in this workspace (`session/list` with the root as `cwd`; rows of
+    /// another directory are left out, should the agent not filter), following its cursor for at
+    /// most [`LIST_PAGES`] pages and [`LIST_MAX`] rows, all within [`LIST_TIMEOUT`].
+    pub async fn list_sessions(&self) -> Result<Vec<AgentSession>, SessionsError> {
+        if !self.offers.list {
+            return Err(self.not_offered("session/list"));
+        }
+        self.alive().await?;
+        let root = self.shared.workspace.root().to_path_buf();
+        match tokio::time::timeout(LIST_TIMEOUT, self.pages(&root)).await {
+            Ok(listed) => listed,
+            Err(_) => Err(SessionsError::TimedOut {
+                name: self.shared.name.clone(),
+                method: "session/list",
+                secs: LIST_TIMEOUT.as_secs_f64(),
+            }),
+        }
+    }
+
+    async fn pages(&self, root: &Path) -> Result<Vec<AgentSession>, SessionsError> {
+        let mut listed = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..LIST_PAGES {
+            let request = ListSessionsRequest::new()
+                .cwd(root.to_path_buf())
+                .cursor(cursor.clone());
+            let page = match self.cx.send_request(request).block_task().await {
+                Ok(page) => page,
+                Err(err) => return Err(self.failed("session/list", err).await),
+            };
+            let (mine, others): (Vec<_>, Vec<_>) =
+                page.sessions.into_iter().partition(|info| info.cwd == root);
+            if !others.is_empty() {
+                tracing::info!(agent = %self.shared.name, count = others.len(), "left out sessions of other directories");
+            }
+            listed.extend(mine.into_iter().map(|info| AgentSession {
+                id: info.session_id.0.to_string(),
+                title: info.title.filter(|title| !title.trim().is_empty()),
+                updated: info.updated_at.as_deref().and_then(epoch_of),
+            }));
+            if listed.len() >= LIST_MAX {
+                listed.truncate(LIST_MAX);
+                break;
+            }
+            match page.next_cursor {
+                // A cursor that does not move would page forever.
+                Some(next) if !next.is_empty() && cursor.as_ref() != Some(&next) => {
+                    cursor = Some(next);
+                }
+                _ => break,
+            }
+        }
+        Ok(listed)
+    }
+
+    /// Loads the agent's session `id` (`session/load`, with the workspace root as its `cwd`,
+    /// whatever the agent said the session's was): the updates it replays are shown as they
+    /// come, and prompts go to that session from then on. Answers the session's title (the
+    /// first line of its first user message; empty when it replayed none). On an error the
+    /// session prompts went to stays the current one.
+    pub async fn load_session(
+        &self,
+        id: &str,
+        cancel: &CancellationToken,
+    ) -> Result<String, SessionsError> {
+        if !self.offers.load {
+            return Err(self.not_offered("session/load"));
+        }
+        self.alive().await?;
+        *self.shared.tools() = super::Tools::default();
+        *self
+            .shared
+            .replay
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Replay::default());
+        let request = Load(LoadSessionRequest::new(
+            SessionId::new(id),
+            self.shared.workspace.root().to_path_buf(),
+        ));
+        let answer = self.cx.send_request(request).block_task();
+        let answer = tokio::select! {
+            answer = tokio::time::timeout(self.load_timeout, answer) => Some(answer),
+            () = cancel.cancelled() => None,
+        };
+        // What it replayed last is shown whatever the answer.
+        let mut replay = self
+            .shared
+            .replay
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .unwrap_or_default();
+        if let Some(text) = replay.take_user() {
+            self.shared.replayed_prompt(text);
+        }
+        self.shared.close_rows();
+        match answer {
+            Some(Ok(Ok(_))) => {
+                tracing::info!(agent = %self.shared.name, session = id, "loaded the agent's session");
+                *self
+                    .session_id
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = SessionId::new(id);
+                Ok(replay.title.unwrap_or_default())
+            }
+            Some(Ok(Err(err))) => Err(self.failed("session/load", err).await),
+            Some(Err(_)) => Err(SessionsError::TimedOut {
+                name: self.shared.name.clone(),
+                method: "session/load",
+                secs: self.load_timeout.as_secs_f64(),
+            }),
+            None => Err(SessionsError::Cancelled {
+                name: self.shared.name.clone(),
+            }),
+        }
+    }
+
+    fn not_offered(&self, method: &'static str) -> SessionsError {
+        SessionsError::NotOffered {
+            name: self.shared.name.clone(),
+            method,
+        }
+    }
+
+    /// Ok while the agent runs; how it went away otherwise.
+    async fn alive(&self) -> Result<(), SessionsError> {
+        match self.dead_reason().await {
+            // The reason is kept as a turn shows it; the front end adds the prefix itself here.
+            Some(reason) => Err(SessionsError::Ended(
+                reason
+                    .strip_prefix("agent: ")
+                    .unwrap_or(&reason)
+                    .to_string(),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The error for an answer to `method` that was not a result.
+    async fn failed(
+        &self,
+        method: &'static str,
+        err: agent_client_protocol::Error,
+    ) -> SessionsError {
+        if closed(&err) {
+            return SessionsError::Ended(self.ended().await);
+        }
+        SessionsError::Failed {
+            name: self.shared.name.clone(),
+            method,
+            message: err.message,
+            code: err.code.value(),
+        }
+    }
+}
+
+/// Seconds since the epoch of an ISO 8601 time (`2026-12-01T12:34:56Z`, with or without
+/// fractions, with `Z`, an offset or no zone, which is read as UTC). None when it is not one.
+pub(super) fn epoch_of(time: &str) -> Option<u64> {
+    let time = time.trim();
+    let number = |text: Option<&str>, digits: usize| -> Option<i64> {
+        let text = text?;
+        (text.len() == digits && text.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| text.parse().ok())
+            .flatten()
+    };
+    let date = time.get(..10)?;
+    let mut ymd = date.split('-');
+    let (year, month, day) = (
+        number(ymd.next(), 4)?,
+        number(ymd.next(), 2)?,
+        number(ymd.next(), 2)?,
+    );
+    let rest = time.get(10..)?.strip_prefix(['T', 't', ' '])?;
+    let mut hms = rest.get(..8)?.split(':');
+    let (hours, minutes, seconds) = (
+        number(hms.next(), 2)?,
+        number(hms.next(), 2)?,
+        number(hms.next(), 2)?,
+    );
+    let mut zone = rest.get(8..)?;
+    if let Some(fraction) = zone.strip_prefix('.') {
+        zone = fraction.trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    let offset = match zone {
+        "" | "Z" | "z" => 0,
+        _ => {
+            let sign = match zone.get(..1)? {
+                "+" => 1,
+                "-" => -1,
+                _ => return None,
+            };
+            let mut hm = zone.get(1..)?.split(':');
+            let (h, m) = (number(hm.next(), 2)?, number(hm.next(), 2)?);
+            if hm.next().is_some() || h > 23 || m > 59 {
+                return None;
+            }
+            sign * (h * 3600 + m * 60)
+        }
+    };
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hours > 23
+        || minutes > 59
+        || seconds > 60
+    {
+        return None;
+    }
+    let secs =
+        days_from_civil(year, month, day) * 86_400 + hours * 3600 + minutes * 60 + seconds - offset;
+    u64::try_from(secs).ok()
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days-from-civil, the
+/// inverse of what `sessions` uses to write its times).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
