@@ -73,7 +73,13 @@ impl Checkpoints {
     ) -> Result<Option<Review>, CheckpointError> {
         let all = self.list(conversation).await?;
         let prompts: Vec<&Checkpoint> = all.iter().filter(|c| c.kind == Kind::Prompt).collect();
-        let numbered = |at: usize| (at + 1, prompts[at].label.clone());
+        // Numbered as the history counted it when the prompt was sent (its `Turn` trailer), so
+        // after a conversation rewind the review and the rewind list agree; an older checkpoint
+        // without one is counted by its place.
+        let numbered = |at: usize| {
+            let prompt = prompts[at];
+            (prompt.turn.unwrap_or(at + 1), prompt.label.clone())
+        };
         let (checkpoint, prompt) = match since {
             Since::Start => match all.first() {
                 Some(first) => (first.id.clone(), None),
@@ -214,6 +220,18 @@ mod tests {
                 .await,
             Ok(None)
         );
+        // After a conversation rewind the history counts again from the cut: a prompt sent as
+        // the history's first is called prompt 1, as the rewind list calls it.
+        checkpoints
+            .snapshot_at(Kind::Prompt, "again", Some(1))
+            .await
+            .unwrap();
+        let last = checkpoints
+            .review("c1", &Since::LastPrompt)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(last.prompt, Some((1, "again".to_string())));
     }
 
     #[tokio::test]
