@@ -463,8 +463,9 @@ function M._complete(arglead, cmdline)
     end, H.acp_names())
   end
   if rest:match("^resume%s+%S*$") then
+    -- Only from a running backend, as for rewind: completing must not start one.
     local ids = {}
-    for _, session in ipairs(M.sessions() or {}) do
+    for _, session in ipairs(require("agent.rpc").running() and M.sessions() or {}) do
       ids[#ids + 1] = session.id
     end
     return vim.tbl_filter(function(id)

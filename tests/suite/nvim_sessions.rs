@@ -68,6 +68,19 @@ async fn a_conversation_saved_before_neovim_quit_is_resumed_as_it_looked_and_the
         .write_all(br#"{"t":"event","event":{"type":"text","text":"LOST"#)
         .unwrap();
 
+    // Completing `:Agent resume ` in a Neovim whose backend has not started does not start it.
+    let completed = nvim
+        .lua(
+            "local c = vim.fn.getcompletion('Agent resume ', 'cmdline') \
+             return { #c, require('agent.rpc').running() }",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        completed,
+        Value::Array(vec![Value::from(0), Value::from(false)])
+    );
+
     // The picker lists it; choosing it resumes it.
     nvim.lua(
         "vim.ui.select = function(items, opts, on_choice) \
