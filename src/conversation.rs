@@ -606,9 +606,14 @@ impl Conversation for Checkpointed {
     ) -> BoxFuture<'a, Result<String, ConversationError>> {
         Box::pin(async move {
             let title = self.inner.load(id, events, cancel).await?;
-            // Another conversation from here on: its checkpoints go on refs of their own.
-            self.checkpoints
-                .set_conversation(crate::checkpoint::Checkpoints::new_conversation_id());
+            // Another conversation from here on: its checkpoints go on refs of their own, those
+            // of the saved file it goes on in when there is one (as after a resume), so the
+            // review and the rewind list follow the same conversation.
+            let conversation = self
+                .inner
+                .id()
+                .unwrap_or_else(crate::checkpoint::Checkpoints::new_conversation_id);
+            self.checkpoints.set_conversation(conversation);
             Ok(title)
         })
     }

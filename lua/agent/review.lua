@@ -33,10 +33,13 @@ function M.diff(opts)
   local root = rpc.workspace()
   local items = {}
   for _, file in ipairs(files) do
+    local abs = vim.fs.joinpath(root, file.path)
+    local away = H.leads_away(root, abs)
     items[#items + 1] = {
-      filename = vim.fs.joinpath(root, file.path),
+      -- A link is not a file to jump to: `:cnext` would open what it points at.
+      filename = not away and abs or nil,
       module = file.shown,
-      text = H.row(file),
+      text = H.row(file) .. (away and " (a link: not opened)" or ""),
       user_data = {
         agent_review = {
           checkpoint = answer.checkpoint,
@@ -78,14 +81,24 @@ function M.show(checkpoint, path, status, shown)
     vim.notify(err or "agent: the backend did not answer", vim.log.levels.ERROR)
     return
   end
+  local abs = vim.fs.joinpath(rpc.workspace(), path)
+  local away = status ~= "D" and H.leads_away(rpc.workspace(), abs)
   H.close_views()
   H.to_file_window()
   local scratch = H.scratch(checkpoint, shown or path, old.text or "")
-  if status == "D" then
+  if status == "D" or away then
+    -- A link (or a path through one) is never opened for editing: a `:diffget` and `:w` in it
+    -- would write wherever it points, outside the workspace as well. Its old text alone.
     vim.api.nvim_win_set_buf(0, scratch)
+    if away then
+      vim.notify(
+        ("agent: %s %s; it is not opened, so nothing is written through it"):format(shown or path, away),
+        vim.log.levels.WARN
+      )
+    end
     return
   end
-  vim.cmd.edit(vim.fn.fnameescape(vim.fs.joinpath(rpc.workspace(), path)))
+  vim.cmd.edit(vim.fn.fnameescape(abs))
   -- The file's own filetype (detected from its name and text), for the same highlighting.
   vim.bo[scratch].filetype = vim.bo.filetype
   local file_win = vim.api.nvim_get_current_win()
@@ -116,6 +129,22 @@ function M.show(checkpoint, path, status, shown)
 end
 
 -- Helpers ------------------------------------------------------------------------------------
+
+-- Why the file at `abs` must not be opened to edit, or nil: it is a symbolic link, or a
+-- directory on its way is one that leads out of `root`. Said with what it points at, made
+-- visible (the link's text is anybody's).
+function H.leads_away(root, abs)
+  local stat = vim.uv.fs_lstat(abs)
+  if stat and stat.type == "link" then
+    local target = vim.uv.fs_readlink(abs) or "?"
+    return ("is a symbolic link (to %s)"):format(vim.fn.strtrans(target))
+  end
+  local real, real_root = vim.uv.fs_realpath(abs), vim.uv.fs_realpath(root)
+  if real and real_root and real ~= real_root and not vim.startswith(real, real_root .. "/") then
+    return ("leads out of the workspace (to %s)"):format(vim.fn.strtrans(real))
+  end
+  return nil
+end
 
 -- `A src/new.rs +12 -0`, `M logo.png (binary)`.
 function H.row(file)

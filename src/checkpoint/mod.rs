@@ -491,7 +491,8 @@ impl Checkpoints {
         let _state = self.ready().await?;
         let commit = self.commit_of(id).await?;
         let entries = self.entries(&commit, &[path]).await?;
-        match entries.into_iter().next() {
+        // The entry of that very path: `ls-tree` given a directory lists what is in it.
+        match entries.into_iter().find(|(_, _, at)| at == path) {
             Some((mode, blob, _)) if mode != "160000" && mode != "040000" => Ok(Some(
                 self.inner
                     .git
@@ -524,7 +525,16 @@ impl Checkpoints {
                 None,
             )
             .await?;
-        restore::restore(self, &undo, &target, editor).await
+        let restored = restore::restore(self, &undo, &target, editor).await;
+        if matches!(restored, Err(CheckpointError::Unsaved(_))) {
+            // Nothing was restored, so the snapshot is no undo: were it kept, saving one of the
+            // buffers would make it look like one, undoing the person's own change.
+            let name = format!("refs/agent/{conversation}/{}", undo.n);
+            if let Err(err) = self.inner.git.run(&["update-ref", "-d", &name], b"").await {
+                tracing::warn!(%err, "the snapshot of a refused restore was kept");
+            }
+        }
+        restored
     }
 
     /// Makes the shadow repository on first use; the state, held for one operation.
@@ -898,6 +908,8 @@ fn parse_changes(out: &[u8]) -> Vec<Change> {
 
 /// A commit's subject: the kind, then the label's first line (at most 200 characters).
 fn subject(kind: Kind, label: &str) -> String {
+    // Redacted: the shadow repository keeps it on disk, like a saved conversation.
+    let label = crate::secrets::redact(label);
     let first: String = label
         .lines()
         .next()

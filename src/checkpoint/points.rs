@@ -31,13 +31,17 @@ impl Checkpoints {
     /// older shadow repository) follows the one before it.
     pub async fn points(&self, conversation: &str) -> Result<Vec<Point>, CheckpointError> {
         let all = self.list(conversation).await?;
-        let mut live: Vec<&Checkpoint> = Vec::new();
+        // Indexed by prompt number less one; a prompt whose checkpoint was never taken (git
+        // failed then) is a gap, so the prompts after it keep their own numbers: a rewind must
+        // put back the code and cut the history at the same prompt.
+        let mut live: Vec<Option<&Checkpoint>> = Vec::new();
         for checkpoint in &all {
             match (checkpoint.kind, checkpoint.turn) {
                 (Kind::Prompt, turn) => {
                     let turn = turn.unwrap_or(live.len() + 1).max(1);
                     live.truncate(turn - 1);
-                    live.push(checkpoint);
+                    live.resize(turn - 1, None);
+                    live.push(Some(checkpoint));
                 }
                 (Kind::Cut, Some(turn)) => live.truncate(turn.saturating_sub(1)),
                 _ => {}
@@ -45,7 +49,11 @@ impl Checkpoints {
         }
         let mut points = Vec::with_capacity(live.len());
         for (at, checkpoint) in live.iter().enumerate() {
-            let changes = match live.get(at + 1) {
+            let Some(checkpoint) = checkpoint else {
+                continue;
+            };
+            let next = live[at + 1..].iter().flatten().next();
+            let changes = match next {
                 Some(next) => self.changes_between(&checkpoint.id, &next.id).await?,
                 None => self.changes(&checkpoint.id).await?,
             };

@@ -107,7 +107,9 @@ impl Checkpoints {
     pub async fn text_at(&self, id: &str, path: &Path) -> Result<OldText, CheckpointError> {
         let _state = self.ready().await?;
         let commit = self.commit_of(id).await?;
-        let blob = match self.entries(&commit, &[path]).await?.into_iter().next() {
+        // The entry of that very path: `ls-tree` given a directory lists what is in it.
+        let entries = self.entries(&commit, &[path]).await?;
+        let blob = match entries.into_iter().find(|(_, _, at)| at == path) {
             Some((mode, blob, _)) if mode != "160000" && mode != "040000" => blob,
             _ => return Ok(OldText::Missing),
         };
@@ -245,6 +247,7 @@ mod tests {
         write(root, "img.bin", b"\x89PNG\0\0data");
         let big = vec![b'x'; MAX_TEXT_BYTES as usize + 1];
         write(root, "big.txt", &big);
+        write(root, "src/lib.rs", b"fn inner() {}\n");
         let at = checkpoints.snapshot(Kind::Prompt, "p").await.unwrap();
         std::fs::remove_file(root.join("a.txt")).unwrap();
 
@@ -260,6 +263,13 @@ mod tests {
         assert_eq!(text("img.bin").await, OldText::Binary);
         assert_eq!(text("big.txt").await, OldText::TooLarge(MAX_TEXT_BYTES + 1));
         assert_eq!(text("new.txt").await, OldText::Missing);
+        // A directory is no file: not the text of the first file in it.
+        assert_eq!(text("src/").await, OldText::Missing);
+        assert_eq!(text("src").await, OldText::Missing);
+        assert_eq!(
+            checkpoints.file_at(&at.id, Path::new("src/")).await,
+            Ok(None)
+        );
         assert_eq!(
             checkpoints.text_at("nothex", Path::new("a.txt")).await,
             Err(CheckpointError::Unknown("nothex".into()))

@@ -636,6 +636,30 @@ async fn rewind_points_are_the_prompts_newest_first_with_what_each_turn_changed(
         .collect();
     assert_eq!(seen, [(2, "second", 1), (1, "first", 2)]);
 
+    // Prompt 3's checkpoint was never taken (git failed then): prompt 4 keeps its number and
+    // counts its turn from its own checkpoint, and there is no point 3.
+    fx.checkpoints
+        .snapshot_at(Kind::Prompt, "fourth", Some(4))
+        .await
+        .unwrap();
+    fx.write("d.txt", "after four\n");
+    let seen: Vec<(usize, String, usize)> = fx
+        .checkpoints
+        .points("c1")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.turn, p.label, p.files))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (4, "fourth".to_string(), 1),
+            (2, "second".to_string(), 1),
+            (1, "first".to_string(), 2)
+        ]
+    );
+
     let point = points::Point {
         turn: 3,
         id: "x".into(),
@@ -669,6 +693,19 @@ async fn the_last_rewind_of_the_code_can_be_undone_until_the_next_prompt() {
     assert_eq!(undo().await, None, "no rewind yet");
     fx.write("a.txt", "two\n");
     fx.write("b.txt", "new\n");
+    // Refused for an unsaved buffer, then the person saves it: no undo appears, which would put
+    // their own change back.
+    let unsaved = Buffers {
+        unsaved: vec![fx.path("a.txt").canonicalize().unwrap()],
+        ..Buffers::default()
+    };
+    fx.checkpoints
+        .restore(&first.id, &unsaved)
+        .await
+        .unwrap_err();
+    fx.write("a.txt", "two, saved\n");
+    assert_eq!(undo().await, None, "a refused restore is no undo");
+    fx.write("a.txt", "two\n");
     let clean = Buffers::default();
     let restored = fx.checkpoints.restore(&first.id, &clean).await.unwrap();
     assert_eq!(fx.read("b.txt"), None);

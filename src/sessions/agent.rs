@@ -126,13 +126,23 @@ mod tests {
     async fn a_recorded_agent_session_is_noted_and_a_load_of_it_goes_on_in_its_file() {
         let state = tempfile::tempdir().unwrap();
         let store = Store::new(state.path(), std::path::Path::new("/w"));
-        let recorded = Recorded::new(Arc::new(Loads(Mutex::new("s-1".into()))), store.clone());
-        let recorded = &recorded;
-        let prompt = |text| crate::conversation::tests::prompt(recorded, text);
+        let recorded = Arc::new(Recorded::new(
+            Arc::new(Loads(Mutex::new("s-1".into()))),
+            store.clone(),
+        ));
+        // Checkpointed over it, as a session decorates it: the checkpoints follow the file.
+        let work = tempfile::tempdir().unwrap();
+        let workspace = crate::workspace::Workspace::new(work.path()).unwrap();
+        let checkpoints =
+            crate::checkpoint::Checkpoints::new(state.path(), workspace, "start".into());
+        let decorated =
+            crate::conversation::Checkpointed::wrap(recorded.clone(), Some(&checkpoints));
+        let decorated = &decorated;
+        let prompt = |text| crate::conversation::tests::prompt(decorated.as_ref(), text);
         let load = |id| async move {
             let (events, _seen) = tokio::sync::mpsc::unbounded_channel();
             let events = Events::new(events);
-            recorded
+            decorated
                 .load(id, &events, &CancellationToken::new())
                 .await
                 .unwrap();
@@ -141,10 +151,16 @@ mod tests {
         let first = recorded.id().unwrap();
         load("s-2").await;
         assert_eq!(recorded.id(), None);
+        assert_ne!(checkpoints.conversation(), first);
         prompt("two").await;
         let second = recorded.id().unwrap();
         load("s-1").await;
         assert_eq!(recorded.id(), Some(first.clone()));
+        assert_eq!(
+            checkpoints.conversation(),
+            first,
+            "the review and rewind follow the file"
+        );
         prompt("three").await;
         recorded.flush();
         let note = |session: &str| AgentNote {

@@ -428,3 +428,67 @@ async fn without_checkpoints_agent_diff_says_they_are_off_and_leaves_the_quickfi
         ])
     );
 }
+
+#[tokio::test]
+async fn a_file_turned_into_a_link_out_of_the_workspace_is_never_opened_for_editing() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![Part::ToolCall {
+                id: "t1".into(),
+                name: "run_bash".into(),
+                args: json!({"command": "rm notes.md && ln -s ../outside.txt notes.md"})
+                    .to_string(),
+            }]),
+            text("Linked."),
+        ],
+    );
+    let nvim = start(&mock, Some((120, 40)), "", vec![]).await;
+    nvim.write("notes.md", "the repo's own notes\n");
+    let outside = nvim.workspace.path().parent().unwrap().join("outside.txt");
+    std::fs::write(&outside, "someone's dotfile\n").unwrap();
+    nvim.cmd("Agent link it").await;
+    allow(&nvim).await;
+    nvim.wait_for_line(CHAT, "done · 20 in / 10 out tokens")
+        .await;
+
+    nvim.cmd("Agent diff").await;
+    let (_, rows) = quickfix(&nvim).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(rows[0].ends_with(" (a link: not opened)"), "{rows:?}");
+    // No file to jump to: `:cnext` cannot open what it points at.
+    let bufnr = nvim.lua("return vim.fn.getqflist()[1].bufnr", vec![]).await;
+    assert_eq!(bufnr, Value::from(0));
+
+    nvim.cmd("copen").await;
+    nvim.api.input("<CR>").await.unwrap();
+    nvim.wait_for("#_G.notes > 0").await;
+    let notes = notes(&nvim).await;
+    assert_eq!(
+        notes,
+        ["agent: notes.md is a symbolic link (to ../outside.txt); it is not opened, so nothing is written through it"]
+    );
+    // The old side alone, read-only; the file it points at is in no buffer.
+    let seen = nvim
+        .lua(
+            &format!(
+                "return {{ vim.api.nvim_buf_get_lines(0, 0, -1, false), vim.bo.modifiable, \
+                           vim.fn.bufexists('{}') }}",
+                outside.display()
+            ),
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        seen,
+        Value::Array(vec![
+            Value::Array(vec![Value::from("the repo's own notes")]),
+            Value::from(false),
+            Value::from(0),
+        ])
+    );
+    assert_eq!(
+        std::fs::read_to_string(&outside).unwrap(),
+        "someone's dotfile\n"
+    );
+}

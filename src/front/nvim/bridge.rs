@@ -450,14 +450,16 @@ impl Bridge {
         }
         let id = match &checkpoints {
             Some(checkpoints) => match checkpoints.points(&checkpoints.conversation()).await {
-                Ok(points) => points
-                    .into_iter()
-                    .find(|point| point.turn == rewind.turn)
-                    .map(|point| point.id)
-                    .ok_or_else(|| {
+                Ok(points) => match points.into_iter().find(|point| point.turn == rewind.turn) {
+                    Some(point) => point.id,
+                    // Cutting the history needs no checkpoint (the conversation says whether
+                    // it has that prompt).
+                    None if !rewind.mode.code() => String::new(),
+                    None => {
                         let no_such = ConversationError::NoSuchPrompt(rewind.turn);
-                        format!("agent: {no_such}")
-                    })?,
+                        return Err(format!("agent: {no_such}"));
+                    }
+                },
                 // Without the checkpoints, the history can still be cut.
                 Err(err) if rewind.mode.code() => return Err(format!("agent: {err}")),
                 Err(_) => String::new(),
@@ -577,8 +579,12 @@ async fn rewind_points(
                 (Value::from("turn"), Value::from(point.turn as u64)),
                 (Value::from("id"), Value::from(point.id.clone())),
                 (
+                    // Redacted as the chat's copy of the prompt is (answers skip the pump).
                     Value::from("row"),
-                    Value::from(crate::checkpoint::points::row(point, now)),
+                    Value::from(
+                        crate::secrets::redact(&crate::checkpoint::points::row(point, now))
+                            .as_ref(),
+                    ),
                 ),
             ];
             if point.turn == 0 {
@@ -748,8 +754,21 @@ mod tests {
         use crate::checkpoint::Kind;
         checkpoints.snapshot(Kind::Prompt, "first").await.unwrap();
         std::fs::write(ws.path().join("a.txt"), "a\n").unwrap();
-        checkpoints.snapshot(Kind::Prompt, "second").await.unwrap();
+        // A key the person pasted into a prompt is redacted in the list as in the chat.
+        let key = "sk-rewind-test-0123456789abcdef";
+        crate::secrets::protect(key);
+        checkpoints
+            .snapshot(Kind::Prompt, &format!("second {key}"))
+            .await
+            .unwrap();
         let listed = rewind_points(Some(&checkpoints), 0).await.unwrap();
+        assert!(!format!("{listed:?}").contains(key), "{listed:?}");
+        // Nor is it kept in the shadow repository's commit.
+        let subjects = checkpoints.list("c1").await.unwrap();
+        assert!(
+            subjects.iter().all(|c| !c.label.contains(key)),
+            "{subjects:?}"
+        );
         let rows: Vec<(u64, String)> = listed
             .as_array()
             .unwrap()
@@ -773,7 +792,13 @@ mod tests {
         assert_eq!(
             rows,
             [
-                (2, "2 · second · 0 files changed · just now".to_string()),
+                (
+                    2,
+                    format!(
+                        "2 · second {} · 0 files changed · just now",
+                        crate::secrets::REDACTED
+                    )
+                ),
                 (1, "1 · first · 1 file changed · just now".to_string()),
             ]
         );

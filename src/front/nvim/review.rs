@@ -57,9 +57,11 @@ pub(super) async fn changes(
 /// The `changes` answer for `review`.
 fn answer(review: &Review) -> Value {
     let since = match &review.prompt {
+        // A prompt's text is redacted as the chat's copy is (this answer does not go through
+        // the pump).
         Some((n, label)) => format!(
             "prompt {n} · {}",
-            display::cut(&display::one_line(label), 60)
+            display::cut(&display::one_line(&crate::secrets::redact(label)), 60)
         ),
         None => "the conversation began".to_string(),
     };
