@@ -101,6 +101,18 @@ function M.show(checkpoint, path, status, shown)
   vim.cmd.edit(vim.fn.fnameescape(abs))
   -- The file's own filetype (detected from its name and text), for the same highlighting.
   vim.bo[scratch].filetype = vim.bo.filetype
+  if vim.bo.fileformat == "dos" then
+    -- Read as the file is: its buffer has no CRs at the line ends, so neither may the old side,
+    -- or every line would differ and `:diffget` would bring CRs in.
+    local lines = vim.api.nvim_buf_get_lines(scratch, 0, -1, false)
+    for i, line in ipairs(lines) do
+      lines[i] = (line:gsub("\r$", ""))
+    end
+    vim.bo[scratch].modifiable = true
+    vim.api.nvim_buf_set_lines(scratch, 0, -1, false, lines)
+    vim.bo[scratch].modifiable = false
+    vim.bo[scratch].modified = false
+  end
   local file_win = vim.api.nvim_get_current_win()
   local old_win = vim.api.nvim_open_win(scratch, false, { split = "left", win = file_win })
   for _, win in ipairs({ old_win, file_win }) do

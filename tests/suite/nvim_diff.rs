@@ -492,3 +492,58 @@ async fn a_file_turned_into_a_link_out_of_the_workspace_is_never_opened_for_edit
         "someone's dotfile\n"
     );
 }
+
+#[tokio::test]
+async fn a_file_with_crlf_line_ends_differs_only_where_it_changed() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![edit("t1", "dos.txt", "two", "2")]),
+            text("Edited."),
+        ],
+    );
+    let nvim = start(&mock, Some((120, 40)), "", vec![]).await;
+    nvim.write("dos.txt", "one\r\ntwo\r\nthree\r\n");
+    nvim.cmd("Agent edit it").await;
+    allow(&nvim).await;
+    nvim.wait_for_line(CHAT, "done · 20 in / 10 out tokens")
+        .await;
+    assert_eq!(nvim.read("dos.txt"), "one\r\n2\r\nthree\r\n");
+    nvim.cmd("Agent diff").await;
+    nvim.cmd("copen").await;
+    nvim.api.input("<CR>").await.unwrap();
+    nvim.wait_for("vim.wo.diff and vim.api.nvim_buf_get_name(0):find('/dos.txt$') ~= nil")
+        .await;
+    // The old side reads as the file does; only line 2 differs.
+    let seen = nvim
+        .lua(
+            "local old = vim.fn.bufnr('^agent://checkpoint/') \
+             local w = vim.fn.win_findbuf(old)[1] \
+             return { vim.api.nvim_buf_get_lines(old, 0, -1, false), \
+                      vim.api.nvim_win_call(w, function() \
+                        return { vim.fn.diff_hlID(1, 1), vim.fn.diff_hlID(2, 1), vim.fn.diff_hlID(3, 1) } end) }",
+            vec![],
+        )
+        .await;
+    let seen = seen.as_array().unwrap();
+    assert_eq!(
+        seen[0],
+        Value::Array(vec![
+            Value::from("one"),
+            Value::from("two"),
+            Value::from("three")
+        ])
+    );
+    let ids: Vec<i64> = seen[1]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    assert_eq!((ids[0], ids[2]), (0, 0), "{ids:?}");
+    assert_ne!(ids[1], 0, "{ids:?}");
+    // `:diffget` takes the old line back without a CR; written, the file keeps its CRLF ends.
+    nvim.cmd("2diffget").await;
+    nvim.cmd("write").await;
+    assert_eq!(nvim.read("dos.txt"), "one\r\ntwo\r\nthree\r\n");
+}
