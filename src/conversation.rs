@@ -484,10 +484,79 @@ impl Checkpointed {
     }
 }
 
+/// Writes, inside a decorator's `impl Conversation`, the methods it passes to `self.inner`
+/// unchanged, named in the call: `forward_to_inner!(name, id, end);`. A decorator writes by hand
+/// only what it adds to; the rest cannot drift from the trait's list.
+macro_rules! forward_to_inner {
+    ($($method:ident),* $(,)?) => { $( $crate::conversation::forward_to_inner!(@one $method); )* };
+    (@one name) => {
+        fn name(&self) -> &str {
+            self.inner.name()
+        }
+    };
+    (@one model_view) => {
+        fn model_view(
+            &self,
+            from: usize,
+        ) -> ::futures::future::BoxFuture<'_, Option<Vec<$crate::llm::Message>>> {
+            self.inner.model_view(from)
+        }
+    };
+    (@one prompts) => {
+        fn prompts(&self) -> ::futures::future::BoxFuture<'_, Option<usize>> {
+            self.inner.prompts()
+        }
+    };
+    (@one id) => {
+        fn id(&self) -> Option<String> {
+            self.inner.id()
+        }
+    };
+    (@one id_for_prompt) => {
+        fn id_for_prompt(&self) -> Option<String> {
+            self.inner.id_for_prompt()
+        }
+    };
+    (@one decided) => {
+        fn decided(&self, tool: &str, decision: &$crate::approval::Decision, note: &str) {
+            self.inner.decided(tool, decision, note)
+        }
+    };
+    (@one agent_sessions) => {
+        fn agent_sessions(
+            &self,
+        ) -> ::futures::future::BoxFuture<
+            '_,
+            Result<Vec<$crate::acp::AgentSession>, $crate::conversation::ConversationError>,
+        > {
+            self.inner.agent_sessions()
+        }
+    };
+    (@one agent_session_id) => {
+        fn agent_session_id(&self) -> Option<String> {
+            self.inner.agent_session_id()
+        }
+    };
+    (@one end) => {
+        fn end(self: ::std::sync::Arc<Self>) -> ::futures::future::BoxFuture<'static, ()> {
+            self.inner.clone().end()
+        }
+    };
+}
+pub(crate) use forward_to_inner;
+
 impl Conversation for Checkpointed {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
+    forward_to_inner!(
+        name,
+        model_view,
+        prompts,
+        id,
+        id_for_prompt,
+        decided,
+        agent_sessions,
+        agent_session_id,
+        end,
+    );
 
     fn prompt<'a>(
         &'a self,
@@ -556,26 +625,6 @@ impl Conversation for Checkpointed {
         })
     }
 
-    fn model_view(&self, from: usize) -> BoxFuture<'_, Option<Vec<Message>>> {
-        self.inner.model_view(from)
-    }
-
-    fn prompts(&self) -> BoxFuture<'_, Option<usize>> {
-        self.inner.prompts()
-    }
-
-    fn id(&self) -> Option<String> {
-        self.inner.id()
-    }
-
-    fn id_for_prompt(&self) -> Option<String> {
-        self.inner.id_for_prompt()
-    }
-
-    fn decided(&self, tool: &str, decision: &Decision, note: &str) {
-        self.inner.decided(tool, decision, note)
-    }
-
     fn rewind(&self, turn: usize) -> BoxFuture<'_, Result<(), ConversationError>> {
         Box::pin(async move {
             self.inner.rewind(turn).await?;
@@ -590,12 +639,6 @@ impl Conversation for Checkpointed {
                 .await;
             Ok(())
         })
-    }
-
-    fn agent_sessions(
-        &self,
-    ) -> BoxFuture<'_, Result<Vec<crate::acp::AgentSession>, ConversationError>> {
-        self.inner.agent_sessions()
     }
 
     fn load<'a>(
@@ -616,14 +659,6 @@ impl Conversation for Checkpointed {
             self.checkpoints.set_conversation(conversation);
             Ok(title)
         })
-    }
-
-    fn agent_session_id(&self) -> Option<String> {
-        self.inner.agent_session_id()
-    }
-
-    fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
-        self.inner.clone().end()
     }
 }
 

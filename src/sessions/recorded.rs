@@ -12,7 +12,6 @@ use super::{AgentNote, Conversation as SavedConversation, Record, Saved, Store, 
 use crate::agent::Outcome;
 use crate::approval::Decision;
 use crate::conversation::{Conversation, ConversationError, Events};
-use crate::llm::Message;
 
 /// The file a conversation is saved to, and how many of its model messages are saved.
 struct File {
@@ -103,9 +102,13 @@ impl Recorded {
 }
 
 impl Conversation for Recorded {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
+    crate::conversation::forward_to_inner!(
+        name,
+        model_view,
+        prompts,
+        agent_sessions,
+        agent_session_id
+    );
 
     fn prompt<'a>(
         &'a self,
@@ -160,14 +163,6 @@ impl Conversation for Recorded {
         })
     }
 
-    fn model_view(&self, from: usize) -> BoxFuture<'_, Option<Vec<Message>>> {
-        self.inner.model_view(from)
-    }
-
-    fn prompts(&self) -> BoxFuture<'_, Option<usize>> {
-        self.inner.prompts()
-    }
-
     fn rewind(&self, turn: usize) -> BoxFuture<'_, Result<(), ConversationError>> {
         Box::pin(async move {
             self.inner.rewind(turn).await?;
@@ -202,16 +197,6 @@ impl Conversation for Recorded {
                 note: note.to_string(),
             });
         }
-    }
-
-    fn agent_sessions(
-        &self,
-    ) -> BoxFuture<'_, Result<Vec<crate::acp::AgentSession>, ConversationError>> {
-        self.inner.agent_sessions()
-    }
-
-    fn agent_session_id(&self) -> Option<String> {
-        self.inner.agent_session_id()
     }
 
     fn load<'a>(
