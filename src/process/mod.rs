@@ -639,6 +639,9 @@ mod tests {
 
     /// Runs `command` while sampling this process's RSS; returns its output and the peak growth.
     async fn run_measuring_rss(command: &str) -> (CommandOutput, usize) {
+        // One measurement at a time: two at once would count each other's memory.
+        static MEASURING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        let _one = MEASURING.lock().await;
         let before = vm_rss_kib();
         let done = CancellationToken::new();
         let sampler = {
