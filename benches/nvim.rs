@@ -16,11 +16,10 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent_nvim::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
-use agent_nvim::test_support::nvim::{self as nvim_support, setup_lua_for, Nvim, Options};
+use agent_nvim::test_support::nvim::{self as nvim_support, setup_lua_for, Nvim, Options, Probe};
 use rmpv::Value;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -413,25 +412,8 @@ async fn stream(over: Duration) {
     let nvim_pid = nvim.child.id().unwrap();
     let backend_pid = children(nvim_pid).into_iter().next();
 
-    // The probe: an RPC request every 10 ms, timed, from its own task. nvim_eval is not a "fast"
-    // API function (nvim_get_mode is), so it waits behind the batches queued before it.
-    let probes: Arc<Mutex<Vec<(Instant, Duration)>>> = Arc::default();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let probe = {
-        let api = nvim.api.clone();
-        let probes = probes.clone();
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(10));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                tick.tick().await;
-                let at = Instant::now();
-                api.eval("1").await.unwrap();
-                probes.lock().unwrap().push((at, at.elapsed()));
-            }
-        })
-    };
+    // The probe: an RPC request every 10 ms, timed (test_support::nvim::Probe).
+    let probe = Probe::start(&nvim);
 
     let cpu_before = (cpu_secs(nvim_pid), backend_pid.map_or(f64::NAN, cpu_secs));
     nvim.lua("require('agent').ask('Write a long answer.')", vec![])
@@ -465,8 +447,7 @@ async fn stream(over: Duration) {
         tokio::time::sleep(Duration::from_millis(1)).await;
     };
     let cpu_after = (cpu_secs(nvim_pid), backend_pid.map_or(f64::NAN, cpu_secs));
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    probe.await.unwrap();
+    let probes = probe.stop().await;
     nvim.wait_for("require('agent').status().state == 'idle'")
         .await;
 
@@ -502,7 +483,6 @@ async fn stream(over: Duration) {
     let sending = last_at.duration_since(first_at);
 
     // Probes during the stream: from the first delta sent to the end shown.
-    let probes = probes.lock().unwrap().clone();
     let mut during: Vec<Duration> = probes
         .iter()
         .filter(|(at, _)| *at >= first_at && *at <= shown)

@@ -7,14 +7,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent_nvim::agent::{Event, Outcome};
 use agent_nvim::conversation::{ConversationEvent, Events};
 use agent_nvim::sessions::{Record, Saved, SavedCall, SavedResult, Store};
 use agent_nvim::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
-use agent_nvim::test_support::nvim::{setup_lua_for, Nvim, Options};
+use agent_nvim::test_support::nvim::{setup_lua_for, Nvim, Options, Probe};
 
 const ROWS: usize = 2_000;
 /// Bytes of each tool's output and of the text between two calls: 2,000 x 2,500 = 5 MB.
@@ -178,23 +177,7 @@ async fn resume() {
     nvim.wait_for("require('agent.rpc').info() ~= nil").await;
     nvim.cmd("wincmd p").await;
 
-    let probes: Arc<Mutex<Vec<(Instant, Duration)>>> = Arc::default();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let probe = {
-        let api = nvim.api.clone();
-        let probes = probes.clone();
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(10));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                tick.tick().await;
-                let at = Instant::now();
-                api.eval("1").await.unwrap();
-                probes.lock().unwrap().push((at, at.elapsed()));
-            }
-        })
-    };
+    let probe = Probe::start(&nvim);
     let started = Instant::now();
     nvim.cmd(&format!("Agent resume {id}")).await;
     nvim.wait_for(
@@ -213,9 +196,7 @@ async fn resume() {
     )
     .await;
     let streamed = Instant::now();
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    probe.await.unwrap();
-    let probes = probes.lock().unwrap().clone();
+    let probes = probe.stop().await;
     let window = |from: Instant, to: Instant| {
         let mut v: Vec<Duration> = probes
             .iter()

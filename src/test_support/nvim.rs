@@ -378,3 +378,45 @@ impl Nvim {
 pub fn setup_lua_for(backend: &str, extra: &str) -> String {
     format!("require('agent').setup({{ backend = '{backend}', provider = 'anthropic', {extra} }})")
 }
+
+/// An RPC request (`nvim_eval("1")`) sent to Neovim every 10 ms from a task of its own, each
+/// timed: how long Neovim keeps a client waiting while something else runs (the benches).
+/// `nvim_eval` is not a "fast" API function (`nvim_get_mode` is), so it waits behind the work
+/// queued before it.
+pub struct Probe {
+    probes: Arc<Mutex<Vec<(Instant, Duration)>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Probe {
+    /// Starts probing `nvim`.
+    pub fn start(nvim: &Nvim) -> Probe {
+        let probes: Arc<Mutex<Vec<(Instant, Duration)>>> = Arc::default();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let api = nvim.api.clone();
+        let (seen, stopped) = (probes.clone(), stop.clone());
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(10));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                tick.tick().await;
+                let at = Instant::now();
+                if api.eval("1").await.is_err() {
+                    break;
+                }
+                if let Ok(mut seen) = seen.lock() {
+                    seen.push((at, at.elapsed()));
+                }
+            }
+        });
+        Probe { probes, stop, task }
+    }
+
+    /// Stops probing; each probe's start and how long Neovim took to answer it.
+    pub async fn stop(self) -> Vec<(Instant, Duration)> {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = self.task.await;
+        self.probes.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+}
