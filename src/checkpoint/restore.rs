@@ -131,6 +131,31 @@ pub(super) async fn restore(
             std::cmp::Reverse(step.path.components().count()),
         )
     });
+    // The directories of the files to remove that the checkpoint does not have: created since,
+    // they go too once emptied (git records no empty directory, so one that was there empty
+    // before goes as well).
+    let mut dirs: Vec<PathBuf> = steps
+        .iter()
+        .filter(|step| step.blob.is_none())
+        .flat_map(|step| step.path.ancestors().skip(1))
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    if !dirs.is_empty() {
+        let asked: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+        let kept: Vec<PathBuf> = checkpoints
+            .entries(target, &asked)
+            .await?
+            .into_iter()
+            .filter(|(mode, _, _)| mode == "040000")
+            .map(|(_, _, path)| path)
+            .collect();
+        dirs.retain(|dir| !kept.contains(dir));
+    }
+    // Deepest first, so a parent is tried once its children are gone.
+    dirs.sort_by_key(|dir| std::cmp::Reverse(dir.components().count()));
     let ws = workspace.clone();
     let done = crate::tools::blocking(move || {
         let mut files = Vec::new();
@@ -144,6 +169,10 @@ pub(super) async fn restore(
                 Ok(()) => files.push((step.status, step.path)),
                 Err(err) => failed.push((step.path, describe(err))),
             }
+        }
+        for dir in &dirs {
+            // Only when empty: what else is in it (ignored files, the person's) keeps it.
+            remove_empty_dir(ws.handle(), dir);
         }
         Ok::<_, std::io::Error>((files, failed))
     })
@@ -203,6 +232,17 @@ fn remove(root: &Root, path: &Path) -> Result<(), FsError> {
     match rustix::fs::unlinkat(&dir, &name, AtFlags::empty()) {
         Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
         Err(errno) => Err(errno.into()),
+    }
+}
+
+/// Removes the directory at `path` if it is empty, never following a link; anything else is
+/// left as it is.
+fn remove_empty_dir(root: &Root, path: &Path) {
+    let Ok((parent, name)) = checked(path) else {
+        return;
+    };
+    if let Ok(dir) = root.open_at(parent, OFlags::PATH | OFlags::DIRECTORY) {
+        let _ = rustix::fs::unlinkat(&dir, &name, AtFlags::REMOVEDIR);
     }
 }
 

@@ -747,3 +747,26 @@ async fn the_last_rewind_of_the_code_can_be_undone_until_the_next_prompt() {
     fx.snapshot().await;
     assert_eq!(undo().await, None);
 }
+
+#[tokio::test]
+async fn a_restore_removes_the_directories_created_since_once_empty() {
+    let fx = Fixture::new();
+    fx.write(".gitignore", "*.log\n");
+    fx.write("src/a.txt", "a\n");
+    let before = fx.snapshot().await;
+    fx.write("made/sub/x.txt", "x\n");
+    fx.write("made/y.txt", "y\n");
+    fx.write("src/new.txt", "new\n");
+    fx.write("logs/new.txt", "new\n");
+    fx.write("logs/run.log", "ignored, kept\n");
+    fx.checkpoints
+        .restore(&before.id, &Buffers::default())
+        .await
+        .unwrap();
+    assert!(!fx.path("made").exists(), "made/ was created since");
+    assert_eq!(fx.read("src/a.txt"), Some("a\n".into()));
+    assert!(!fx.path("src/new.txt").exists());
+    // A directory holding what the checkpoint does not record stays, with it.
+    assert_eq!(fx.read("logs/run.log"), Some("ignored, kept\n".into()));
+    assert!(!fx.path("logs/new.txt").exists());
+}
