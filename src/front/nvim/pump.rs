@@ -59,8 +59,8 @@ impl From<ConversationEvent> for UiEvent {
 
 /// The most events, and roughly the most bytes of text, one batch carries: Lua shows a full one
 /// in a few milliseconds, so Neovim still answers its other requests between two of them.
-pub(super) const BATCH_EVENTS: usize = 200;
-pub(super) const BATCH_BYTES: usize = 128 * 1024;
+pub(super) const BATCH_EVENTS: usize = 120;
+pub(super) const BATCH_BYTES: usize = 80 * 1024;
 
 /// Sends Lua the events in batches, at most one a frame, with consecutive text joined, in one
 /// `exec_lua` call. An approval is sent at once. A full batch ([`BATCH_EVENTS`], [`BATCH_BYTES`])
