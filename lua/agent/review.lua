@@ -151,8 +151,15 @@ function H.leads_away(root, abs)
     local target = vim.uv.fs_readlink(abs) or "?"
     return ("is a symbolic link (to %s)"):format(vim.fn.strtrans(target))
   end
-  local real, real_root = vim.uv.fs_realpath(abs), vim.uv.fs_realpath(root)
-  if real and real_root and real ~= real_root and not vim.startswith(real, real_root .. "/") then
+  -- A file that is not there (deleted, or not made yet) is judged by the nearest directory
+  -- that is: one of those may be a link out.
+  local near = abs
+  while not vim.uv.fs_lstat(near) and vim.fs.dirname(near) ~= near do
+    near = vim.fs.dirname(near)
+  end
+  local real, real_root = vim.uv.fs_realpath(near), vim.uv.fs_realpath(root)
+  local inside = real_root == "/" or real == real_root or vim.startswith(real or "", real_root .. "/")
+  if real and real_root and not inside then
     return ("leads out of the workspace (to %s)"):format(vim.fn.strtrans(real))
   end
   return nil

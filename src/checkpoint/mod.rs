@@ -51,7 +51,7 @@ impl Authority {
 pub const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 
 /// How often a snapshot is attempted when files change under it.
-const TRIES: usize = 5;
+const TRIES: usize = 8;
 
 /// How long an operation waits for another backend's to finish with the repository.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -530,7 +530,9 @@ impl Checkpoints {
             // Nothing was restored, so the snapshot is no undo: were it kept, saving one of the
             // buffers would make it look like one, undoing the person's own change.
             let name = format!("refs/agent/{conversation}/{}", undo.n);
-            if let Err(err) = self.inner.git.run(&["update-ref", "-d", &name], b"").await {
+            // Only while it is still this snapshot (another backend may share the repository).
+            let delete = ["update-ref", "-d", name.as_str(), undo.id.as_str()];
+            if let Err(err) = self.inner.git.run(&delete, b"").await {
                 tracing::warn!(%err, "the snapshot of a refused restore was kept");
             }
         }
@@ -679,7 +681,10 @@ impl Checkpoints {
             match self.tree_once(state).await {
                 Err(CheckpointError::Git(message)) if tries < TRIES => {
                     tracing::debug!(%message, "a snapshot is tried again");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    // Longer each time (10 ms, 20 ms, ... up to 200 ms): a file rewritten without
+                    // pause is caught between two writes sooner or later.
+                    let wait = (10u64 << (tries - 1)).min(200);
+                    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
                 }
                 other => return other,
             }

@@ -144,15 +144,28 @@ pub(super) async fn restore(
     dirs.sort();
     dirs.dedup();
     if !dirs.is_empty() {
-        let asked: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
-        let kept: Vec<PathBuf> = checkpoints
-            .entries(target, &asked)
-            .await?
-            .into_iter()
-            .filter(|(mode, _, _)| mode == "040000")
-            .map(|(_, _, path)| path)
+        // Every directory of the checkpoint's tree, in one call (naming each would be one
+        // argument a directory, past the system's limit in a big tree).
+        let listed = git
+            .run(
+                &[
+                    "ls-tree",
+                    "-r",
+                    "-d",
+                    "-z",
+                    "--name-only",
+                    "--full-tree",
+                    target,
+                ],
+                b"",
+            )
+            .await?;
+        let kept: std::collections::HashSet<&Path> = listed
+            .split(|byte| *byte == 0)
+            .filter(|name| !name.is_empty())
+            .map(|name| Path::new(std::ffi::OsStr::from_bytes(name)))
             .collect();
-        dirs.retain(|dir| !kept.contains(dir));
+        dirs.retain(|dir| !kept.contains(dir.as_path()));
     }
     // Deepest first, so a parent is tried once its children are gone.
     dirs.sort_by_key(|dir| std::cmp::Reverse(dir.components().count()));

@@ -150,11 +150,13 @@ impl Conversation for Recorded {
         saved: &'a SavedConversation,
     ) -> BoxFuture<'a, Result<(), ConversationError>> {
         Box::pin(async move {
-            self.inner.resume(saved).await?;
+            // The file first: a resume that cannot be saved changes nothing, so the next prompt
+            // never writes this history into the file held before.
             let writer = self
                 .store
                 .append(&saved.header.id)
                 .map_err(|err| ConversationError::Store(err.to_string()))?;
+            self.inner.resume(saved).await?;
             *self.slot() = Some(File {
                 writer,
                 saved: saved.model_view().len(),

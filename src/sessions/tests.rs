@@ -565,3 +565,46 @@ fn a_header_is_read_alone_and_records_are_handed_on_as_they_are_read() {
     ));
     assert!(matches!(store.header("../x"), Err(StoreError::BadId(_))));
 }
+
+#[tokio::test]
+async fn a_resume_that_cannot_be_saved_changes_nothing() {
+    let work = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let store = Store::new(state.path(), work.path());
+    let reply = |text: &str| Reply::Turn {
+        parts: vec![Part::Text(text.into())],
+        usage: (1, 1),
+    };
+    let mock = MockLlm::start(Wire::OpenAi, vec![reply("a"), reply("b"), reply("c")]);
+    // Another conversation, saved, then gone before it is resumed.
+    let other = Recorded::new(native(work.path(), &mock), store.clone());
+    prompt(&other, "elsewhere").await;
+    other.flush();
+    let other_id = other.id().unwrap();
+    let saved = store.load(&other_id).unwrap();
+    drop(other);
+    std::fs::remove_file(store.dir().join(format!("{other_id}.jsonl"))).unwrap();
+
+    let current = Recorded::new(native(work.path(), &mock), store.clone());
+    prompt(&current, "here").await;
+    let id = current.id().unwrap();
+    assert!(current.resume(&saved).await.is_err());
+    // Still the conversation it was, in its own file: the next prompt goes on with "here" only.
+    assert_eq!(current.id(), Some(id.clone()));
+    prompt(&current, "again").await;
+    current.flush();
+    let sent = &mock.requests()[2].body["messages"];
+    let texts: Vec<&str> = sent
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(!texts.contains(&"elsewhere"), "{texts:?}");
+    assert!(
+        texts.contains(&"here") && texts.contains(&"again"),
+        "{texts:?}"
+    );
+    let view = store.load(&id).unwrap().model_view();
+    assert_eq!(view.len(), 4, "{view:?}");
+}

@@ -437,16 +437,21 @@ async fn a_file_turned_into_a_link_out_of_the_workspace_is_never_opened_for_edit
             turn(vec![Part::ToolCall {
                 id: "t1".into(),
                 name: "run_bash".into(),
-                args: json!({"command": "rm notes.md && ln -s ../outside.txt notes.md"})
-                    .to_string(),
+                args: json!({
+                    "command": "rm notes.md && ln -s ../outside.txt notes.md \
+                                && rm -r docs && ln -s ../outdir docs"
+                })
+                .to_string(),
             }]),
             text("Linked."),
         ],
     );
     let nvim = start(&mock, Some((120, 40)), "", vec![]).await;
     nvim.write("notes.md", "the repo's own notes\n");
+    nvim.write("docs/a.md", "a doc\n");
     let outside = nvim.workspace.path().parent().unwrap().join("outside.txt");
     std::fs::write(&outside, "someone's dotfile\n").unwrap();
+    std::fs::create_dir_all(nvim.workspace.path().parent().unwrap().join("outdir")).unwrap();
     nvim.cmd("Agent link it").await;
     allow(&nvim).await;
     nvim.wait_for_line(CHAT, "done · 20 in / 10 out tokens")
@@ -454,13 +459,29 @@ async fn a_file_turned_into_a_link_out_of_the_workspace_is_never_opened_for_edit
 
     nvim.cmd("Agent diff").await;
     let (_, rows) = quickfix(&nvim).await;
-    assert_eq!(rows.len(), 1, "{rows:?}");
-    assert!(rows[0].ends_with(" (a link: not opened)"), "{rows:?}");
-    // No file to jump to: `:cnext` cannot open what it points at.
-    let bufnr = nvim.lua("return vim.fn.getqflist()[1].bufnr", vec![]).await;
-    assert_eq!(bufnr, Value::from(0));
+    // The link that replaced a directory, the file gone from under it (its path now leads out
+    // through the link), and the file turned into a link.
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(
+        rows.iter()
+            .all(|row| row.ends_with(" (a link: not opened)")),
+        "{rows:?}"
+    );
+    // No file to jump to: `:cnext` cannot open what they point at.
+    let bufnrs = nvim
+        .lua(
+            "return vim.tbl_map(function(i) return i.bufnr end, vim.fn.getqflist())",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        bufnrs,
+        Value::Array(vec![Value::from(0), Value::from(0), Value::from(0)])
+    );
 
     nvim.cmd("copen").await;
+    nvim.lua("vim.api.nvim_win_set_cursor(0, { 3, 0 })", vec![])
+        .await;
     nvim.api.input("<CR>").await.unwrap();
     nvim.wait_for("#_G.notes > 0").await;
     let notes = notes(&nvim).await;

@@ -394,8 +394,13 @@ impl Bridge {
             };
             tracing::info!(id = %saved.header.id, records = saved.records.len(), "resuming a conversation");
             if let Err(err) = native.resume(&saved).await {
+                // Whatever the conversation held before is not what the chat shows now: start
+                // over, so the next prompt does not go on with a history nobody sees.
+                if let Err(reset) = native.reset().await {
+                    tracing::warn!(%reset, "the conversation did not start over");
+                }
                 return bridge.error(format!(
-                    "agent: the conversation is shown but cannot be continued: {err}"
+                    "agent: the conversation is shown but cannot be continued ({err}); the next prompt starts a new one"
                 ));
             }
             bridge.send(UiEvent::Resumed {
