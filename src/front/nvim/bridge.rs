@@ -58,6 +58,10 @@ pub(super) struct State {
     pub(super) turn: SyncMutex<Option<CancellationToken>>,
     /// Held by a running turn; taking it waits for the turn to end.
     pub(super) busy: Arc<Mutex<()>>,
+    /// Held by a turn that has ended while it works out what its prompt changed (the done
+    /// row's `Reviewable` note, after `busy` is let go); the next turn waits for it before it
+    /// starts, so the note reaches the chat before that turn's events, for the row it belongs to.
+    pub(super) settling: Arc<Mutex<()>>,
     pub(super) ui: mpsc::UnboundedSender<UiEvent>,
     pub(super) ui_rx: Mutex<Option<mpsc::UnboundedReceiver<UiEvent>>>,
     /// The running built-in turn's path to Lua for its approval questions ([`Bridge::ask_lua`]).
@@ -81,6 +85,7 @@ impl Bridge {
                 pending: Questions::default(),
                 turn: SyncMutex::new(None),
                 busy: Arc::new(Mutex::new(())),
+                settling: Arc::new(Mutex::new(())),
                 ui,
                 ui_rx: Mutex::new(Some(ui_rx)),
                 questions: SyncMutex::new(None),
@@ -240,6 +245,8 @@ impl Bridge {
         let events = Events::new(events);
         tokio::spawn(async move {
             let forwarder = tokio::spawn(forwarder);
+            // The turn before may still be sending its done row's note.
+            drop(bridge.state.settling.lock().await);
             let checkpoints = bridge.of_session(|s| s.checkpoints.clone()).await;
             let checkpoints = checkpoints.ok().flatten();
             let before = checkpoints.as_ref().and_then(|c| c.last_prompt());
@@ -253,16 +260,20 @@ impl Bridge {
                 .and_then(|c| c.last_prompt())
                 .filter(|id| Some(id) != before.as_ref());
             bridge.end_turn();
+            // Taken before `busy` is let go, so no next turn can start in between.
+            let settling = bridge.state.settling.clone().lock_owned().await;
             // The turn lets go of the conversation before it is idle, so whoever waits for that
             // to end the conversation holds the last handle.
             drop(conversation);
             drop(busy);
-            // After the turn is over: the next prompt need not wait for git.
+            // After the turn is over: the next prompt is accepted at once, and its turn waits
+            // for git only to start.
             if let (Some(checkpoints), Some(id)) = (checkpoints, taken) {
                 if let Some(note) = super::review::reviewable(&checkpoints, &id).await {
                     bridge.send(note);
                 }
             }
+            drop(settling);
         });
     }
 
