@@ -180,6 +180,19 @@ async fn rewinding_code_and_conversation_puts_back_four_files_cuts_the_chat_and_
     let replayed: Vec<&String> = after.iter().filter(|l| !l.is_empty()).collect();
     assert_eq!(replayed[..live.len()], live[..], "{after:#?}");
     assert!(folded_at(&nvim, cut).await, "{after:#?}");
+    // Its last done row offers the diff of what changed since its prompt, as it did live.
+    let hint = nvim
+        .lua(
+            "local b = vim.fn.bufnr('agent://chat') \
+             local ns = vim.api.nvim_create_namespace('agent.chat') \
+             for _, m in ipairs(vim.api.nvim_buf_get_extmarks(b, ns, 0, -1, { details = true })) do \
+               if m[4].virt_text then return m[4].virt_text[1][1] end \
+             end \
+             return ''",
+            vec![],
+        )
+        .await;
+    assert_eq!(hint, Value::from("  d: diff (4 files changed)"));
     // Its rewind points are its own before its next prompt: the undo's own snapshot (the redo).
     assert_eq!(
         rows(&nvim).await,

@@ -414,6 +414,14 @@ impl Bridge {
                     "agent: the conversation is shown but cannot be continued ({err}); the next prompt starts a new one"
                 ));
             }
+            // The last turn's done row offers its diff as it did live (older rows do not: that
+            // would be a git diff per prompt).
+            let checkpoints = bridge.of_session(|s| s.checkpoints.clone()).await;
+            if let Some(checkpoints) = checkpoints.ok().flatten() {
+                if let Some(note) = super::review::last_reviewable(&checkpoints).await {
+                    bridge.send(note);
+                }
+            }
             bridge.send(UiEvent::Resumed {
                 id: saved.header.id.clone(),
                 title: saved.title(),

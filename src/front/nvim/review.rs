@@ -149,6 +149,17 @@ pub(super) async fn reviewable(checkpoints: &Checkpoints, prompt: &str) -> Optio
     })
 }
 
+/// [`reviewable`] for the current conversation's newest prompt checkpoint: what a resumed chat's
+/// last `done` row offers.
+pub(super) async fn last_reviewable(checkpoints: &Checkpoints) -> Option<UiEvent> {
+    let listed = checkpoints.list(&checkpoints.conversation()).await.ok()?;
+    let last = listed
+        .iter()
+        .rev()
+        .find(|c| c.kind == crate::checkpoint::Kind::Prompt)?;
+    reviewable(checkpoints, &last.id).await
+}
+
 /// The string field `name` of the one map argument, as bytes (Lua sends a path that is not
 /// UTF-8 as it is).
 fn text(args: &[Value], name: &str) -> Option<Vec<u8>> {
