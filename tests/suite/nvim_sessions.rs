@@ -2,19 +2,11 @@
 //! and resumed after Neovim restarts, with the model seeing the whole history again.
 
 use rmpv::Value;
-use serde_json::json;
 
-use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
+use crate::support::mock_llm::MockLlm;
 use crate::support::nvim::{mock_options, Nvim, Options};
 
 const CHAT: &str = "agent://chat";
-
-fn turn(parts: Vec<Part>) -> Reply {
-    Reply::Turn {
-        parts,
-        usage: (321, 12),
-    }
-}
 
 fn options(mock: &MockLlm) -> Options {
     mock_options(mock, "")
@@ -39,18 +31,7 @@ fn session_file(nvim: &Nvim) -> std::path::PathBuf {
 #[tokio::test]
 async fn a_conversation_saved_before_neovim_quit_is_resumed_as_it_looked_and_the_model_sees_it_all()
 {
-    let mock = MockLlm::start(
-        Wire::Anthropic,
-        vec![
-            turn(vec![Part::ToolCall {
-                id: "t1".into(),
-                name: "read_file".into(),
-                args: json!({"path": "a.txt"}).to_string(),
-            }]),
-            turn(vec![Part::Text("It says alpha.".into())]),
-            turn(vec![Part::Text("Still alpha.".into())]),
-        ],
-    );
+    let mock = crate::support::read_then_resume_mock((321, 12));
     let nvim = Nvim::start(options(&mock)).await;
     nvim.write("a.txt", "alpha\n");
     nvim.cmd("Agent what is in a.txt?").await;

@@ -427,18 +427,7 @@ fn a_run_is_saved_listed_and_resumed_with_the_earlier_turns_sent_again() {
     let dir = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
-    let mock = MockLlm::start(
-        Wire::Anthropic,
-        vec![
-            turn(vec![Part::ToolCall {
-                id: "t1".into(),
-                name: "read_file".into(),
-                args: json!({"path": "a.txt"}).to_string(),
-            }]),
-            turn(vec![Part::Text("It says alpha.".into())]),
-            turn(vec![Part::Text("Still alpha.".into())]),
-        ],
-    );
+    let mock = crate::support::read_then_resume_mock((1200, 34));
     let in_state = |mut command: Command| {
         command.env("XDG_STATE_HOME", state.path());
         command.output().unwrap()

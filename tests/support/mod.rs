@@ -79,3 +79,23 @@ pub fn path_without_git() -> (tempfile::TempDir, String) {
     let path = bin.path().display().to_string();
     (bin, path)
 }
+
+/// A mock Anthropic server for the resume tests: a turn that reads `a.txt`, its answer
+/// `It says alpha.`, then `Still alpha.` for the prompt after the resume; each reply reports
+/// `usage` (input, output tokens).
+pub fn read_then_resume_mock(usage: (u64, u64)) -> mock_llm::MockLlm {
+    use mock_llm::{MockLlm, Part, Reply, Wire};
+    let turn = |parts| Reply::Turn { parts, usage };
+    MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![Part::ToolCall {
+                id: "t1".into(),
+                name: "read_file".into(),
+                args: serde_json::json!({"path": "a.txt"}).to_string(),
+            }]),
+            turn(vec![Part::Text("It says alpha.".into())]),
+            turn(vec![Part::Text("Still alpha.".into())]),
+        ],
+    )
+}
