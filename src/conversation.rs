@@ -545,6 +545,19 @@ macro_rules! forward_to_inner {
 }
 pub(crate) use forward_to_inner;
 
+impl Checkpointed {
+    /// After a resume or a load, another conversation: its checkpoints go on the refs of the
+    /// saved file it goes on in (so the review and the rewind list follow it), or on new ones
+    /// when it has none.
+    fn follow_inner(&self) {
+        let conversation = self
+            .inner
+            .id()
+            .unwrap_or_else(crate::checkpoint::Checkpoints::new_conversation_id);
+        self.checkpoints.set_conversation(conversation);
+    }
+}
+
 impl Conversation for Checkpointed {
     forward_to_inner!(
         name,
@@ -618,9 +631,7 @@ impl Conversation for Checkpointed {
         Box::pin(async move {
             self.inner.resume(saved).await?;
             // Its rewind points are those kept beside it, before its next prompt too.
-            if let Some(id) = self.inner.id() {
-                self.checkpoints.set_conversation(id);
-            }
+            self.follow_inner();
             Ok(())
         })
     }
@@ -649,14 +660,8 @@ impl Conversation for Checkpointed {
     ) -> BoxFuture<'a, Result<String, ConversationError>> {
         Box::pin(async move {
             let title = self.inner.load(id, events, cancel).await?;
-            // Another conversation from here on: its checkpoints go on refs of their own, those
-            // of the saved file it goes on in when there is one (as after a resume), so the
-            // review and the rewind list follow the same conversation.
-            let conversation = self
-                .inner
-                .id()
-                .unwrap_or_else(crate::checkpoint::Checkpoints::new_conversation_id);
-            self.checkpoints.set_conversation(conversation);
+            // Another conversation from here on, as after a resume.
+            self.follow_inner();
             Ok(title)
         })
     }
