@@ -263,6 +263,15 @@ fn a_key_never_reaches_the_file() {
     assert!(raw.contains("my key is [redacted]"), "{raw}");
 }
 
+/// A mock server answering each request with the next of `answers`, as text.
+fn answering(answers: &[&str]) -> MockLlm {
+    let reply = |text: &&str| Reply::Turn {
+        parts: vec![Part::Text(text.to_string())],
+        usage: (1, 1),
+    };
+    MockLlm::start(Wire::OpenAi, answers.iter().map(reply).collect())
+}
+
 fn native(dir: &Path, mock: &MockLlm) -> Arc<dyn crate::conversation::Conversation> {
     Arc::new(crate::conversation::tests::native(dir, mock.base_url()))
 }
@@ -365,14 +374,7 @@ async fn a_rewind_cuts_the_view_before_that_prompt_live_and_in_the_file() {
     let work = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let store = Store::new(state.path(), work.path());
-    let reply = |text: &str| Reply::Turn {
-        parts: vec![Part::Text(text.into())],
-        usage: (1, 1),
-    };
-    let mock = MockLlm::start(
-        Wire::OpenAi,
-        vec![reply("a1"), reply("a2"), reply("a3"), reply("a4")],
-    );
+    let mock = answering(&["a1", "a2", "a3", "a4"]);
     let recorded = Recorded::new(native(work.path(), &mock), store.clone());
     for text in ["one", "two", "three"] {
         prompt(&recorded, text).await;
@@ -571,11 +573,7 @@ async fn a_resume_that_cannot_be_saved_changes_nothing() {
     let work = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
     let store = Store::new(state.path(), work.path());
-    let reply = |text: &str| Reply::Turn {
-        parts: vec![Part::Text(text.into())],
-        usage: (1, 1),
-    };
-    let mock = MockLlm::start(Wire::OpenAi, vec![reply("a"), reply("b"), reply("c")]);
+    let mock = answering(&["a", "b", "c"]);
     // Another conversation, saved, then gone before it is resumed.
     let other = Recorded::new(native(work.path(), &mock), store.clone());
     prompt(&other, "elsewhere").await;
