@@ -623,15 +623,12 @@ function H.buffer_path(buf)
   end
   local file = vim.fs.normalize(vim.fn.fnamemodify(name, ":p"))
   local root = vim.fs.normalize(require("agent.rpc").workspace())
+  local paths = require("agent.paths")
   for _, pair in ipairs({ { file, root }, { vim.uv.fs_realpath(file), vim.uv.fs_realpath(root) } }) do
     local f, r = pair[1], pair[2]
-    if f and r then
-      local prefix = r:sub(-1) == "/" and r or (r .. "/")
-      if f == r then
-        return "."
-      elseif f:sub(1, #prefix) == prefix then
-        return f:sub(#prefix + 1)
-      end
+    local relative = f and r and paths.within(f, r)
+    if relative then
+      return relative
     end
   end
   return file

@@ -34,6 +34,22 @@ function M.acp_presets()
   return M.root() .. "/lua/agent/acp_presets.json"
 end
 
+--- `path` relative to `root` (`.` for the root itself), or nil when it is not inside it. Both
+--- absolute and spelled alike (normalized, or both resolved).
+---@param path string
+---@param root string
+---@return string?
+function M.within(path, root)
+  if path == root then
+    return "."
+  end
+  local prefix = root:sub(-1) == "/" and root or (root .. "/")
+  if path:sub(1, #prefix) == prefix then
+    return path:sub(#prefix + 1)
+  end
+  return nil
+end
+
 --- The log file the backend writes (`agent-nvim nvim --log FILE`).
 ---@return string
 function M.logfile()

@@ -158,8 +158,7 @@ function H.leads_away(root, abs)
     near = vim.fs.dirname(near)
   end
   local real, real_root = vim.uv.fs_realpath(near), vim.uv.fs_realpath(root)
-  local inside = real_root == "/" or real == real_root or vim.startswith(real or "", real_root .. "/")
-  if real and real_root and not inside then
+  if real and real_root and not require("agent.paths").within(real, real_root) then
     return ("leads out of the workspace (to %s)"):format(vim.fn.strtrans(real))
   end
   return nil
