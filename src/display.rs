@@ -38,11 +38,36 @@ pub enum Layout {
 /// nothing needed escaping, which is the usual case. Idempotent: what it returns has nothing
 /// left to escape.
 pub fn visible(text: &str, layout: Layout) -> Cow<'_, str> {
+    // Printable ASCII, and the layout characters the layout keeps, are never hidden: a run of
+    // them (most of any text) is taken whole, not a character at a time.
+    let plain = |b: u8| match b {
+        0x20..=0x7e => true,
+        b'\n' => layout != Layout::OneLine,
+        b'\t' => layout == Layout::Prose,
+        _ => false,
+    };
+    let bytes = text.as_bytes();
     let mut prev: Option<char> = None;
-    let mut chars = text.char_indices().peekable();
     let mut out: Option<String> = None;
-    while let Some((at, c)) = chars.next() {
-        let next = chars.peek().map(|&(_, n)| n);
+    let mut at = 0;
+    while at < text.len() {
+        let run = bytes[at..]
+            .iter()
+            .position(|&b| !plain(b))
+            .unwrap_or(text.len() - at);
+        if run > 0 {
+            if let Some(s) = &mut out {
+                s.push_str(&text[at..at + run]);
+            }
+            prev = Some(char::from(bytes[at + run - 1]));
+            at += run;
+            continue;
+        }
+        let mut rest = text[at..].chars();
+        let Some(c) = rest.next() else {
+            break;
+        };
+        let next = rest.next();
         let hide = hidden(c, prev, layout);
         match (&mut out, hide) {
             (None, false) => {}
@@ -56,11 +81,21 @@ pub fn visible(text: &str, layout: Layout) -> Cow<'_, str> {
             (Some(s), true) => push_escape(s, c, next, layout),
         }
         prev = Some(c);
+        at += c.len_utf8();
     }
     match out {
         Some(s) => Cow::Owned(s),
         None => Cow::Borrowed(text),
     }
+}
+
+/// [`visible`] of an owned string: the same string back when nothing needed escaping.
+pub fn visible_owned(text: String, layout: Layout) -> String {
+    let escaped = match visible(&text, layout) {
+        Cow::Owned(shown) => Some(shown),
+        Cow::Borrowed(_) => None,
+    };
+    escaped.unwrap_or(text)
 }
 
 /// Whether `c` (after `prev`) must not reach the screen as it is.
@@ -385,8 +420,8 @@ pub fn diff_lines(diff: &str) -> Vec<String> {
 /// names, summaries and reasons as one line, the strings in a tool call's arguments as one line.
 /// Ids are left alone: they are never shown, and the front end matches rows by them.
 pub fn shown(event: Event) -> Event {
-    let one = |s: String| visible(&s, Layout::OneLine).into_owned();
-    let prose = |s: String| visible(&s, Layout::Prose).into_owned();
+    let one = |s: String| visible_owned(s, Layout::OneLine);
+    let prose = |s: String| visible_owned(s, Layout::Prose);
     match event {
         Event::TurnStarted => Event::TurnStarted,
         Event::Text { text } => Event::Text { text: prose(text) },
@@ -439,11 +474,11 @@ pub fn shown(event: Event) -> Event {
 fn shown_value(value: serde_json::Value) -> serde_json::Value {
     use serde_json::Value;
     match value {
-        Value::String(s) => Value::String(visible(&s, Layout::OneLine).into_owned()),
+        Value::String(s) => Value::String(visible_owned(s, Layout::OneLine)),
         Value::Array(items) => Value::Array(items.into_iter().map(shown_value).collect()),
         Value::Object(map) => Value::Object(
             map.into_iter()
-                .map(|(k, v)| (visible(&k, Layout::OneLine).into_owned(), shown_value(v)))
+                .map(|(k, v)| (visible_owned(k, Layout::OneLine), shown_value(v)))
                 .collect(),
         ),
         other => other,
@@ -454,6 +489,55 @@ fn shown_value(value: serde_json::Value) -> serde_json::Value {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    /// `visible` a character at a time, as it was before runs of plain ASCII were taken whole.
+    fn one_char_at_a_time(text: &str, layout: Layout) -> String {
+        let mut out = String::new();
+        let mut prev = None;
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            if hidden(c, prev, layout) {
+                push_escape(&mut out, c, chars.peek().copied(), layout);
+            } else {
+                out.push(c);
+            }
+            prev = Some(c);
+        }
+        out
+    }
+
+    #[test]
+    fn runs_of_plain_ascii_change_nothing_that_is_shown() {
+        let texts = [
+            "",
+            "plain text",
+            "x\u{fe0f} after ascii, \u{fe0f} after a space, \u{fe0f}",
+            "\u{fe0f}first",
+            "\u{26a0}\u{fe0f} warning\u{200b}joined",
+            "line one\r\nline two\rover\n\ttabbed\tend\n",
+            "\u{1b}[31mred\u{1b}[0m and \u{202e}reversed\u{202c}",
+            "caf\u{e9} \u{9b}c1 \u{7f}del \0nul",
+            "ends with a return\r",
+            "\r\n",
+        ];
+        for text in texts {
+            for layout in [Layout::OneLine, Layout::Lines, Layout::Prose] {
+                assert_eq!(
+                    visible(text, layout),
+                    one_char_at_a_time(text, layout),
+                    "{text:?} {layout:?}"
+                );
+                assert_eq!(
+                    visible_owned(text.to_string(), layout),
+                    one_char_at_a_time(text, layout)
+                );
+            }
+        }
+        assert!(matches!(
+            visible("all plain\n", Layout::Prose),
+            Cow::Borrowed(_)
+        ));
+    }
 
     #[test]
     fn the_payload_from_the_issue_shows_its_carriage_return_and_escape() {

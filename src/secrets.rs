@@ -114,6 +114,15 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     KEYS.redact(text)
 }
 
+/// [`redact`] of an owned string: the same string back when it holds no secret.
+pub fn redact_owned(text: String) -> String {
+    let redacted = match redact(&text) {
+        Cow::Owned(redacted) => Some(redacted),
+        Cow::Borrowed(_) => None,
+    };
+    redacted.unwrap_or(text)
+}
+
 /// The variables a command's child must not inherit from this process (see
 /// [`Redactor::hidden_in`]).
 pub fn hidden_env(pass_env: &[String]) -> Vec<OsString> {

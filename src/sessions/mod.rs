@@ -197,6 +197,15 @@ impl Conversation {
         view.finish()
     }
 
+    /// How many messages [`Conversation::model_view`] has, without building them.
+    pub fn model_len(&self) -> usize {
+        let mut view = View::<IsPrompt>::default();
+        for record in &self.records {
+            view.take(record);
+        }
+        view.finish().len()
+    }
+
     /// Its title: the first line of its first prompt.
     pub fn title(&self) -> String {
         self.records
@@ -462,16 +471,11 @@ impl Store {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(|source| missing_or(id, &path, source))?;
-        let mut text = Vec::new();
-        file.read_to_end(&mut text)
-            .map_err(|source| missing_or(id, &path, source))?;
-        let whole = text
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |at| at + 1);
-        if whole < text.len() {
+        let (whole, len) =
+            whole_lines_end(&mut file).map_err(|source| missing_or(id, &path, source))?;
+        if whole < len {
             tracing::warn!(path = %path.display(), "cutting off a partial last line before appending");
-            file.set_len(whole as u64)
+            file.set_len(whole)
                 .map_err(|source| missing_or(id, &path, source))?;
         }
         file.seek(SeekFrom::End(0))
@@ -511,20 +515,35 @@ impl Store {
         id: &str,
         mut each: impl FnMut(&Record) -> bool,
     ) -> Result<Conversation, StoreError> {
+        use std::io::BufRead as _;
         let path = self.path(id)?;
-        let text = std::fs::read(&path).map_err(|source| missing_or(id, &path, source))?;
-        let mut lines = text.split(|&b| b == b'\n');
-        let header = read_header(id, lines.next().unwrap_or_default())?;
+        // Read a line at a time, not the whole file first: the first records reach `each`
+        // before the rest of a big file is even read.
+        let file = File::open(&path).map_err(|source| missing_or(id, &path, source))?;
+        let mut reader = io::BufReader::with_capacity(READ_CHUNK, file);
+        let mut line = Vec::new();
+        let mut next_line = |line: &mut Vec<u8>| {
+            line.clear();
+            reader
+                .read_until(b'\n', line)
+                .map_err(|source| missing_or(id, &path, source))
+        };
+        next_line(&mut line)?;
+        let header = read_header(id, line.strip_suffix(b"\n").unwrap_or(&line))?;
         if header.id != id {
             // A file renamed or edited by hand: its header must not send appends elsewhere.
             return Err(StoreError::Unreadable(id.to_string()));
         }
         let mut records = Vec::new();
-        for (n, line) in lines.enumerate() {
-            if line.is_empty() {
+        for n in 0.. {
+            if next_line(&mut line)? == 0 {
+                break;
+            }
+            let text = line.strip_suffix(b"\n").unwrap_or(&line);
+            if text.is_empty() {
                 continue;
             }
-            match serde_json::from_slice::<Record>(line) {
+            match serde_json::from_slice::<Record>(text) {
                 Ok(record) => {
                     let go_on = each(&record);
                     records.push(record);
@@ -581,8 +600,30 @@ fn missing_or(id: &str, path: &Path, source: io::Error) -> StoreError {
     }
 }
 
+/// Where the file's last whole line ends (0 when it has none), and its length: read from the end
+/// back, a chunk at a time, so appending to a big conversation does not read all of it.
+fn whole_lines_end(file: &mut File) -> io::Result<(u64, u64)> {
+    let len = file.seek(SeekFrom::End(0))?;
+    let mut end = len;
+    let mut chunk = vec![0; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let part = &mut chunk[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(part)?;
+        if let Some(at) = part.iter().rposition(|&b| b == b'\n') {
+            return Ok((start + at as u64 + 1, len));
+        }
+        end = start;
+    }
+    Ok((0, len))
+}
+
 /// The longest header line [`Store::header`] reads.
 const MAX_HEADER: u64 = 64 * 1024;
+
+/// How much of a conversation's file one read takes while it is loaded.
+const READ_CHUNK: usize = 256 * 1024;
 
 fn read_header(id: &str, line: &[u8]) -> Result<Header, StoreError> {
     #[derive(Deserialize)]

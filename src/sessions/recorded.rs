@@ -159,7 +159,7 @@ impl Conversation for Recorded {
             self.inner.resume(saved).await?;
             *self.slot() = Some(File {
                 writer,
-                saved: saved.model_view().len(),
+                saved: saved.model_len(),
             });
             Ok(())
         })

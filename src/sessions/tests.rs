@@ -110,36 +110,45 @@ fn a_conversation_is_read_back_as_it_was_written_private_to_its_user() {
 
 #[test]
 fn a_partial_last_line_is_skipped_and_cut_off_before_appending() {
-    let state = tempfile::tempdir().unwrap();
-    let store = store(state.path());
-    let writer = store.create("built-in").unwrap();
-    writer.write(Record::Prompt { text: "one".into() });
-    writer.write(text("whole"));
-    writer.flush();
-    let id = writer.id().to_string();
-    drop(writer);
-    let path = store.dir().join(format!("{id}.jsonl"));
-    let mut file = OpenOptions::new().append(true).open(&path).unwrap();
-    file.write_all(br#"{"t":"event","event":{"type":"text","te"#)
-        .unwrap();
-    let loaded = store.load(&id).unwrap();
-    assert_eq!(
-        loaded.records,
-        vec![Record::Prompt { text: "one".into() }, text("whole")]
+    // The end of the last whole line is found reading back from the end of the file, a chunk
+    // at a time: the long partial line spans several chunks.
+    let long = format!(
+        r#"{{"t":"event","event":{{"type":"text","text":"{}"#,
+        "x".repeat(200_000)
     );
-    let writer = store.append(&id).unwrap();
-    writer.write(Record::Prompt { text: "two".into() });
-    writer.flush();
-    let loaded = store.load(&id).unwrap();
-    assert_eq!(
-        loaded.records,
-        vec![
-            Record::Prompt { text: "one".into() },
-            text("whole"),
-            Record::Prompt { text: "two".into() }
-        ]
-    );
-    assert_eq!(store.list()[0].prompts, 2);
+    for partial in [r#"{"t":"event","event":{"type":"text","te"#, long.as_str()] {
+        let state = tempfile::tempdir().unwrap();
+        let store = store(state.path());
+        let writer = store.create("built-in").unwrap();
+        writer.write(Record::Prompt { text: "one".into() });
+        writer.write(text("whole"));
+        writer.flush();
+        let id = writer.id().to_string();
+        drop(writer);
+        let path = store.dir().join(format!("{id}.jsonl"));
+        let whole = std::fs::metadata(&path).unwrap().len();
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(partial.as_bytes()).unwrap();
+        let loaded = store.load(&id).unwrap();
+        assert_eq!(
+            loaded.records,
+            vec![Record::Prompt { text: "one".into() }, text("whole")]
+        );
+        let writer = store.append(&id).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), whole);
+        writer.write(Record::Prompt { text: "two".into() });
+        writer.flush();
+        let loaded = store.load(&id).unwrap();
+        assert_eq!(
+            loaded.records,
+            vec![
+                Record::Prompt { text: "one".into() },
+                text("whole"),
+                Record::Prompt { text: "two".into() }
+            ]
+        );
+        assert_eq!(store.list()[0].prompts, 2);
+    }
 }
 
 #[test]
@@ -341,6 +350,7 @@ async fn a_recorded_conversation_resumes_with_the_model_seeing_what_it_saw() {
             "model"
         ]
     );
+    assert_eq!(saved.model_len(), saved.model_view().len());
     assert_eq!(saved.model_view().len(), 4);
     assert_eq!(store.list()[0].tokens, 7 + 3);
 
@@ -360,6 +370,7 @@ async fn a_recorded_conversation_resumes_with_the_model_seeing_what_it_saw() {
     assert_eq!(sent[5]["content"], "and now?");
     // The same file goes on; its model records now hold both turns.
     let again = store.load(&id).unwrap();
+    assert_eq!(again.model_len(), again.model_view().len());
     assert_eq!(again.model_view().len(), 6);
     assert_eq!(store.list().len(), 1);
     assert_eq!(store.list()[0].prompts, 2);
@@ -482,6 +493,7 @@ fn a_turn_the_session_ended_in_is_given_to_the_model_as_cut_off() {
     // A turn that ended, even one that gained nothing, is not cut off.
     let mut ended = conversation.clone();
     ended.records.push(Record::Model { messages: vec![] });
+    assert_eq!(ended.model_len(), ended.model_view().len());
     assert_eq!(ended.model_view().len(), 2);
     // A cut-off turn before a later one keeps its place.
     let mut later = conversation.clone();
@@ -495,6 +507,7 @@ fn a_turn_the_session_ended_in_is_given_to_the_model_as_cut_off() {
     // Resumed after the kill, then rewound to before the cut-off turn: the cut counts it.
     let mut rewound = conversation.clone();
     rewound.records.push(Record::Rewound { kept: 2 });
+    assert_eq!(rewound.model_len(), rewound.model_view().len());
     assert_eq!(rewound.model_view().len(), 2);
     let mut prompts = View::<IsPrompt>::default();
     for record in &rewound.records[..rewound.records.len() - 1] {

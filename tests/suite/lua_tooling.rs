@@ -359,3 +359,37 @@ async fn the_lua_cut_and_the_backends_cut_agree() {
         }
     }
 }
+
+/// `agent.text.split` is `vim.split(s, "\n", { plain = true })` at a fraction of its cost, and
+/// `lines` with an indent indents every line but the empty ones.
+#[tokio::test]
+async fn the_lua_split_is_vim_split_and_lines_indent_all_but_empty_lines() {
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: String::new(),
+    })
+    .await;
+    let problems = nvim
+        .lua(
+            r#"local text = require('agent.text')
+               local problems = {}
+               for _, s in ipairs({ "", "\n", "\n\n", "a", "a\n", "\na", "a\nb", "a\n\nb\n", "é\n\tx \n" }) do
+                 local want = vim.split(s, "\n", { plain = true })
+                 if not vim.deep_equal(text.split(s), want) then
+                   problems[#problems + 1] = ("split %q: %s"):format(s, vim.inspect(text.split(s)))
+                 end
+               end
+               local got = text.lines("one\r\n\r\n  two\nthree\n\n\n", "  ")
+               if not vim.deep_equal(got, { "  one", "", "    two", "  three" }) then
+                 problems[#problems + 1] = "lines: " .. vim.inspect(got)
+               end
+               if not vim.deep_equal(text.lines("x\n", nil), { "x" }) or #text.lines(vim.NIL) ~= 0 then
+                 problems[#problems + 1] = "lines without an indent"
+               end
+               return problems"#,
+            vec![],
+        )
+        .await;
+    assert_eq!(problems, Value::Array(vec![]));
+}

@@ -209,13 +209,7 @@ end
 ---@param output any
 ---@return string[]
 function M.indented(output)
-  local lines = text.lines(output)
-  for i, line in ipairs(lines) do
-    if line ~= "" then
-      lines[i] = "  " .. line
-    end
-  end
-  return lines
+  return text.lines(output, "  ")
 end
 
 --- The block (thought, plan) of `kind` being written, or a new one: a row titled `title` at the
@@ -278,7 +272,7 @@ function H.append(pieces)
   local lines = doc.lines
   local at = #lines
   local row, col = at - 1, #lines[at]
-  local new = vim.split(table.concat(texts), "\n", { plain = true })
+  local new = text.split(table.concat(texts))
   lines[at] = lines[at] .. new[1]
   for i = 2, #new do
     lines[at + i - 1] = new[i]
@@ -449,14 +443,16 @@ function H.fold(win, row, lines)
   H.fold_all(win, { { row, lines } })
 end
 
--- Folds each { row, lines } of `folds` as H.fold does, in one window call.
+-- Folds each { row, lines } of `folds` as H.fold does, in one window call and one command line
+-- (a resumed chat makes thousands). A fold is closed when it is made.
 function H.fold_all(win, folds)
+  local cmds = {}
+  for i, fold in ipairs(folds) do
+    local row, lines = fold[1], fold[2]
+    cmds[i] = ("%d,%dfold"):format(row + 1, row + 1 + lines)
+  end
   pcall(vim.api.nvim_win_call, win, function()
-    for _, fold in ipairs(folds) do
-      local row, lines = fold[1], fold[2]
-      vim.cmd(("%d,%dfold"):format(row + 1, row + 1 + lines))
-      vim.cmd(("silent! %dfoldclose"):format(row + 1))
-    end
+    vim.cmd(table.concat(cmds, "|"))
   end)
 end
 

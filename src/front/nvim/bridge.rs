@@ -531,7 +531,7 @@ impl Bridge {
         listed.sort_by_key(|(updated, _)| std::cmp::Reverse(*updated));
         Ok(Value::Array(
             listed
-                .iter()
+                .into_iter()
                 .map(|(_, row)| super::pump::to_msgpack(row))
                 .collect(),
         ))

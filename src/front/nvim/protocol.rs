@@ -413,8 +413,8 @@ impl UiEvent {
     /// ([`display::visible`]), so Lua needs no escaping of its own. Ids, option ids and kinds
     /// are left alone: Lua matches and echoes them, never shows them.
     pub fn shown(self) -> Self {
-        let one = |s: String| display::visible(&s, Layout::OneLine).into_owned();
-        let prose = |s: String| display::visible(&s, Layout::Prose).into_owned();
+        let one = |s: String| display::visible_owned(s, Layout::OneLine);
+        let prose = |s: String| display::visible_owned(s, Layout::Prose);
         match self {
             UiEvent::Started { .. } | UiEvent::Reviewable { .. } => self,
             UiEvent::Approval {

@@ -137,29 +137,33 @@ pub fn for_lua(batch: Vec<UiEvent>) -> Vec<Value> {
         .into_iter()
         .map(UiEvent::shown)
         .filter_map(|e| serde_json::to_value(e).ok())
-        .map(|v| to_msgpack(&v))
+        .map(to_msgpack)
         .collect()
 }
 
 /// A JSON value as msgpack, objects as maps with string keys (what Lua tables need; rmpv's serde
 /// support would write structs as arrays). A null in an object is left out, so Lua never reads
-/// `vim.NIL` for an absent field. Every string is redacted: this is the one way events reach the
-/// chat.
-pub(super) fn to_msgpack(value: &serde_json::Value) -> Value {
+/// `vim.NIL` for an absent field. Every string (keys too) is redacted: this is the one way
+/// events reach the chat. The strings are moved, not copied: a resumed conversation's are
+/// megabytes.
+pub(super) fn to_msgpack(value: serde_json::Value) -> Value {
+    use crate::secrets::redact_owned;
     match value {
         serde_json::Value::Null => Value::Nil,
-        serde_json::Value::Bool(b) => Value::from(*b),
+        serde_json::Value::Bool(b) => Value::from(b),
         serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
             (Some(i), _, _) => Value::from(i),
             (None, Some(u), _) => Value::from(u),
             (None, None, f) => Value::from(f.unwrap_or_default()),
         },
-        serde_json::Value::String(s) => Value::from(crate::secrets::redact(s).as_ref()),
-        serde_json::Value::Array(items) => Value::Array(items.iter().map(to_msgpack).collect()),
+        serde_json::Value::String(s) => Value::from(redact_owned(s)),
+        serde_json::Value::Array(items) => {
+            Value::Array(items.into_iter().map(to_msgpack).collect())
+        }
         serde_json::Value::Object(map) => Value::Map(
-            map.iter()
+            map.into_iter()
                 .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (Value::from(k.as_str()), to_msgpack(v)))
+                .map(|(k, v)| (Value::from(redact_owned(k)), to_msgpack(v)))
                 .collect(),
         ),
     }
@@ -387,9 +391,27 @@ mod tests {
     }
 
     #[test]
+    fn every_string_to_lua_is_redacted_keys_included() {
+        crate::secrets::protect("sk-pump-test-5a1b2c3d4e");
+        let value = to_msgpack(serde_json::json!({
+            "text": "the key is sk-pump-test-5a1b2c3d4e",
+            "args": {"sk-pump-test-5a1b2c3d4e": ["also sk-pump-test-5a1b2c3d4e"]}
+        }));
+        let mut shown = Vec::new();
+        rmpv::encode::write_value(&mut shown, &value).unwrap();
+        let shown = String::from_utf8_lossy(&shown);
+        assert!(!shown.contains("sk-pump-test"), "{shown}");
+        assert_eq!(
+            shown.matches(crate::secrets::REDACTED).count(),
+            3,
+            "{shown}"
+        );
+    }
+
+    #[test]
     fn events_to_lua_are_maps_with_a_type() {
         let value = to_msgpack(
-            &serde_json::to_value(UiEvent::Agent(Event::Text { text: "hi".into() })).unwrap(),
+            serde_json::to_value(UiEvent::Agent(Event::Text { text: "hi".into() })).unwrap(),
         );
         assert_eq!(
             sorted(value),
@@ -398,7 +420,7 @@ mod tests {
                 (Value::from("type"), Value::from("text"))
             ])
         );
-        let value = to_msgpack(&serde_json::json!({"n": -3, "f": 1.5, "list": [true, null]}));
+        let value = to_msgpack(serde_json::json!({"n": -3, "f": 1.5, "list": [true, null]}));
         assert_eq!(
             sorted(value),
             Value::Map(vec![
