@@ -134,7 +134,19 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
         Some(UiEvent::Reviewable { .. }) => UiEvent::Prompt {
             text: "a saved prompt\u{202e}".into(),
         },
-        Some(UiEvent::Prompt { .. }) => UiEvent::Resumed {
+        Some(UiEvent::Prompt { .. }) => UiEvent::Replayed {
+            id: "r1".into(),
+            name: "read_file".into(),
+            ok: true,
+            summary: "read replayed.txt".into(),
+            note: Some("allowed once\u{202e}".into()),
+            later: Some(0),
+        },
+        Some(UiEvent::Replayed { .. }) => UiEvent::ToolOutput {
+            later: 0,
+            output: "replayed output\u{1b}[2J\n".into(),
+        },
+        Some(UiEvent::ToolOutput { .. }) => UiEvent::Resumed {
             id: "20261201-123456-ab12".into(),
             title: "a saved prompt".into(),
         },
@@ -197,7 +209,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 19, "{kinds:?}");
+    assert_eq!(kinds.len(), 20, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])
@@ -226,6 +238,8 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
         "Plan",
         "done",
         "a saved prompt\\u{202e}",
+        "▸ read replayed.txt · allowed once\\u{202e}",
+        "  replayed output\\e[2J",
         "resumed: a saved prompt",
         "rewound to before prompt 1: the model no longer sees what follows",
     ] {

@@ -286,3 +286,91 @@ async fn the_chat_looks_the_same_however_its_events_were_batched() {
         );
     }
 }
+
+/// A resumed conversation comes in two passes (src/front/nvim/replay.rs): each tool as one
+/// `tool_finished` row carrying its decision, every row first, then the outputs, each put
+/// under its row. The chat ends up as the live one looked, however the passes were batched (a
+/// row folded live may sit right below one whose output comes later).
+#[tokio::test]
+async fn a_resumed_chat_with_outputs_after_its_rows_looks_as_the_live_one_did() {
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: setup_lua(""),
+    })
+    .await;
+    let turn = |rows: Vec<UiEvent>| {
+        let mut events = vec![
+            UiEvent::Prompt {
+                text: "read the files".into(),
+            },
+            UiEvent::Agent(Event::TurnStarted),
+            text("Let me look.\n"),
+        ];
+        events.extend(rows);
+        events.push(text("Done."));
+        events.push(UiEvent::Agent(Event::TurnDone {
+            input: 1,
+            output: 1,
+            outcome: Outcome::Done,
+            message: "done".into(),
+        }));
+        events
+    };
+    let live = turn(vec![
+        tool_started("t1", "read_file"),
+        UiEvent::decided(0, "read_file".into(), Decision::AllowOnce),
+        tool_finished("t1", true, "line one\n\nline three\n"),
+        tool_started("t2", "read_file"),
+        tool_finished("t2", false, "no such file"),
+        tool_started("t3", "list_files"),
+        tool_finished("t3", true, ""),
+    ]);
+    let replayed = |id: &str, ok, note: Option<&str>, later| UiEvent::Replayed {
+        id: id.into(),
+        name: "read_file".into(),
+        ok,
+        summary: format!("read_file {id}"),
+        note: note.map(str::to_string),
+        later,
+    };
+    // t2 as a live row, already folded when t1's output goes in right above it (lines put just
+    // before a fold would join it).
+    let mut resumed = turn(vec![
+        replayed("t1", true, Some("allowed once"), Some(0)),
+        tool_started("t2", "read_file"),
+        tool_finished("t2", false, "no such file"),
+        replayed("t3", true, None, None),
+    ]);
+    let rows = resumed.len();
+    resumed.push(UiEvent::ToolOutput {
+        later: 0,
+        output: "line one\n\nline three\n".into(),
+    });
+    let seen_live = shown_in_batches(&nvim, &live, 1).await;
+
+    // Between the passes: every row is there, t1's without its output yet.
+    let between = shown_in_batches(&nvim, &resumed[..rows], rows).await;
+    let lines: Vec<&str> = between["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    let t1 = lines
+        .iter()
+        .position(|l| *l == "▸ read_file t1 · allowed once")
+        .unwrap();
+    assert_eq!(lines[t1 + 1], "✗ read_file t2", "{lines:#?}");
+    assert!(lines.contains(&"▸ read_file t3") && lines.contains(&"done"));
+
+    for size in [1, 2, rows, resumed.len()] {
+        let seen = shown_in_batches(&nvim, &resumed, size).await;
+        for what in ["lines", "hls", "folds"] {
+            assert_eq!(
+                seen[what], seen_live[what],
+                "{what} differ with batches of {size}"
+            );
+        }
+    }
+}

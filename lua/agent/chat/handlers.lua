@@ -18,6 +18,7 @@ H.draining = false -- after `:Agent new` during a turn: skip that turn's last ev
 H.last_error = nil ---@type string? the last error shown in this turn (a failed turn ends with it)
 H.done = nil ---@type table? the last turn's `done` row, until the next turn starts
 H.done_count = 0
+H.later = {} ---@type table<integer, table> resumed rows whose output is still to come, by `later`
 
 --- Shows one event. Returns false when no handler knows its type.
 ---@param event table
@@ -82,6 +83,7 @@ function M.clear()
   H.draining = status.current.turn
   H.running_tool = nil
   H.done = nil
+  H.later = {}
 end
 
 --- The checkpoint whose changes the `done` row at `row` (0-based) offers, if it offers any.
@@ -308,13 +310,28 @@ function handlers.tool_finished(e)
     row = render.row_of(tool)
   end
   tool.ok = e.ok
+  if e.note then
+    tool.note = tostring(e.note) -- a resumed row: its decision comes with it
+  end
   render.write_row(tool, row, summary, e.ok and "AgentToolRow" or "AgentToolError", render.indented(e.output))
+  if e.later then
+    H.later[e.later] = tool -- a resumed row: its output comes once every row is shown
+  end
   if H.running_tool == e.id then
     H.running_tool = nil
   end
   status.current.tool, status.current.command = nil, nil
   if status.current.turn then
     status.set("thinking")
+  end
+end
+
+-- The output of a resumed row, sent once every row is shown: put under the row, folded with it.
+function handlers.tool_output(e)
+  local tool = H.later[e.later]
+  H.later[e.later] = nil
+  if tool then
+    render.put_output(tool, render.indented(e.output))
   end
 end
 

@@ -28,6 +28,7 @@ H.doc = nil ---@type agent.ChatDocument? what the batch wrote, not yet in the bu
 H.batching = false
 H.tail = "" -- the last two bytes of the chat's text, pending pieces included ("" = empty)
 H.end_row, H.end_col = 0, 0 -- where the buffer's text ends (pending pieces excluded)
+H.outputs = {} -- { tool, lines } from M.put_output, put in at the batch's end
 H.open_block = nil -- the block (thought, plan) being written, until something else is
 H.block_count = 0
 
@@ -60,6 +61,7 @@ end
 function M.end_batch()
   H.batching = false
   M.flush()
+  H.put_outputs()
 end
 
 --- Queues `s` at the end of the chat (M.write() or the batch's end writes it). A piece with
@@ -73,7 +75,7 @@ function M.put(s, hl, tool)
     return
   end
   H.pending[#H.pending + 1] = { text = s, hl = hl, tool = tool }
-  H.tail = (H.tail .. s):sub(-2)
+  H.tail = #s >= 2 and s:sub(-2) or (H.tail .. s):sub(-2) -- never a copy of a long piece
 end
 
 --- Writes the queued text now, unless a batch of events is being handled (it writes at its end).
@@ -123,6 +125,7 @@ function M.commit()
     H.pending = {}
   end
   H.commit()
+  H.put_outputs()
 end
 
 --- The row a tool's (or block's) line is on now, or nil when it was never written.
@@ -195,6 +198,20 @@ function M.write_row(tool, row, s, hl, output, opts)
   H.follow(followers)
 end
 
+--- Puts `output` under the row of `tool`, which has none yet, highlighted and folded with it: a
+--- resumed row's output, sent once every row is shown. Only lines are added (the row stays as it
+--- is); a batch's outputs go in at its end, from the bottom up, and their folds in one command a
+--- window.
+---@param output string[]
+function M.put_output(tool, output)
+  if #output > 0 then
+    H.outputs[#H.outputs + 1] = { tool = tool, lines = output }
+  end
+  if not H.batching then
+    H.put_outputs()
+  end
+end
+
 --- Shows `hint` after the text of row `row` (0-based), dimmed, without changing the text.
 ---@param row integer
 ---@param hint string
@@ -265,36 +282,18 @@ function H.append(pieces)
     doc = { lines = { "" }, hls = {}, rows = {} }
     H.doc = doc
   end
-  local texts = {}
-  for i, piece in ipairs(pieces) do
-    texts[i] = piece.text
-  end
-  local lines = doc.lines
-  local at = #lines
-  local row, col = at - 1, #lines[at]
-  local new = text.split(table.concat(texts))
-  lines[at] = lines[at] .. new[1]
-  for i = 2, #new do
-    lines[at + i - 1] = new[i]
-  end
+  local lines, hls, split = doc.lines, doc.hls, text.split
+  local n = #lines
   for _, piece in ipairs(pieces) do
-    local start_row, start_col = row, col
-    local newlines, last = 0, nil
-    local from = 1
-    while true do
-      local found = piece.text:find("\n", from, true)
-      if not found then
-        break
-      end
-      newlines, last, from = newlines + 1, found, found + 1
-    end
-    if newlines == 0 then
-      col = col + #piece.text
-    else
-      row, col = row + newlines, #piece.text - last
+    local start_row, start_col = n - 1, #lines[n]
+    local parts = split(piece.text)
+    lines[n] = lines[n] .. parts[1]
+    for i = 2, #parts do
+      n = n + 1
+      lines[n] = parts[i]
     end
     if piece.hl then
-      doc.hls[#doc.hls + 1] = { start_row, start_col, row, col, piece.hl }
+      hls[#hls + 1] = { start_row, start_col, n - 1, #lines[n], piece.hl }
     end
     local tool = piece.tool and M.tools[piece.tool]
     if tool then
@@ -365,7 +364,7 @@ function H.commit()
   for _, tool in ipairs(doc.rows) do
     local row = base_row + tool.doc_row
     tool.doc, tool.doc_row = nil, nil
-    tool.mark = set_extmark(buf, H.ns_rows, row, 0, {})
+    tool.mark = vim.api.nvim_buf_set_extmark(buf, H.ns_rows, row, 0, { id = tool.mark })
     if tool.folded and (tool.lines or 0) > 0 then
       folds[#folds + 1] = { row, tool.lines }
     end
@@ -382,7 +381,7 @@ function H.commit()
 end
 
 function H.forget()
-  H.pending, M.tools, H.doc = {}, {}, nil
+  H.pending, M.tools, H.doc, H.outputs = {}, {}, nil, {}
   H.tail, H.end_row, H.end_col = "", 0, 0
   H.open_block = nil
 end
@@ -436,6 +435,55 @@ function H.unfold(win, row)
     vim.cmd("silent! normal! zD")
     vim.fn.winrestview(view)
   end)
+end
+
+-- Puts the outputs M.put_output queued under their rows: each row found first, then the lines
+-- put in from the bottom up (so the rows above stay where they were found), then highlighted
+-- and folded.
+function H.put_outputs()
+  if #H.outputs == 0 then
+    return
+  end
+  local queued = H.outputs
+  H.outputs = {}
+  H.commit() -- a row still in the batch's document goes to the buffer first
+  local found = {}
+  for _, item in ipairs(queued) do
+    local row = (item.tool.lines or 0) == 0 and M.row_of(item.tool)
+    if row then
+      found[#found + 1] = { row = row, tool = item.tool, lines = item.lines }
+    end
+  end
+  table.sort(found, function(a, b)
+    return a.row > b.row
+  end)
+  local buf = window.buf
+  local set_extmark = vim.api.nvim_buf_set_extmark
+  H.modify(function()
+    for _, item in ipairs(found) do
+      -- At the end of the row's line, not before the next line: lines put right before a fold
+      -- would join it.
+      local line = vim.api.nvim_buf_get_lines(buf, item.row, item.row + 1, true)[1]
+      local lines = { "" }
+      vim.list_extend(lines, item.lines)
+      vim.api.nvim_buf_set_text(buf, item.row, #line, item.row, #line, lines)
+    end
+  end)
+  local folds = {}
+  for _, item in ipairs(found) do
+    local row, lines = assert(M.row_of(item.tool)), item.lines
+    set_extmark(buf, H.ns, row + 1, 0, {
+      end_row = row + #lines,
+      end_col = #lines[#lines],
+      hl_group = "AgentToolOutput",
+    })
+    item.tool.lines, item.tool.folded = #lines, true
+    H.end_row = H.end_row + #lines
+    folds[#folds + 1] = { row, #lines }
+  end
+  for _, win in ipairs(window.chat_windows()) do
+    H.fold_all(win, folds)
+  end
 end
 
 -- Folds a tool's row with its output, closed: the closed fold shows the row ('foldtext' empty).

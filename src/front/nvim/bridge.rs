@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::adapters::{NvimAsker, NvimEditor};
 use super::protocol::{self, method, Decide, Prompt, Resume, Rewind, Start, UiEvent, PROTOCOL};
 use super::pump::forward;
+use super::replay::Replay;
 use super::Nvim;
 use crate::agent::DEFAULT_MAX_TURNS;
 use crate::approval::Asker;
@@ -26,7 +27,7 @@ use crate::display;
 use crate::llm::ProviderChoice;
 use crate::questions::Questions;
 use crate::session::{self, SessionConfig};
-use crate::sessions::{self, Record, Store};
+use crate::sessions::Store;
 use crate::workspace::Workspace;
 
 /// The session the `start` notification configured.
@@ -386,12 +387,11 @@ impl Bridge {
             let id = resume.id.clone();
             let loading = tokio::task::spawn_blocking(move || {
                 let mut replay = Replay::default();
-                store.load_with(&id, |record| {
-                    if let Some(event) = replay.event(record) {
-                        return shown.send(event).is_ok();
-                    }
-                    true
-                })
+                let send = |events: Vec<UiEvent>| events.into_iter().all(|e| shown.send(e).is_ok());
+                let loaded = store.load_with(&id, |record| send(replay.events(record)));
+                // Every row is shown: now the outputs, each under its row.
+                send(replay.finish());
+                loaded
             });
             while let Some(event) = to_show.recv().await {
                 bridge.send(event);
@@ -620,44 +620,6 @@ async fn rewind_points(
     Ok(Value::Array(listed))
 }
 
-/// What the chat is sent for the saved records of one conversation, each the event it was (a
-/// prompt as [`UiEvent::Prompt`], a decision as [`UiEvent::Decided`], a cut as
-/// [`UiEvent::Rewound`]); nothing for what only the model reads. Each still goes through the
-/// pump, so it is made visible and redacted like a live one; the pump cuts the flood into
-/// batches Lua shows between Neovim's other requests.
-#[derive(Default)]
-struct Replay {
-    /// Which messages of the model's view so far are prompts, to number a cut's prompt.
-    view: sessions::View<sessions::IsPrompt>,
-}
-
-impl Replay {
-    fn event(&mut self, record: &Record) -> Option<UiEvent> {
-        self.view.take(record);
-        Some(match record {
-            Record::Prompt { text } => UiEvent::Prompt { text: text.clone() },
-            Record::Event { event } => event.clone().into(),
-            Record::Decided {
-                tool,
-                decision,
-                note,
-            } => UiEvent::Decided {
-                id: 0,
-                tool: tool.clone(),
-                decision: decision.clone(),
-                note: note.clone(),
-            },
-            Record::Model { .. } => return None,
-            Record::Rewound { .. } => UiEvent::Rewound {
-                turn: self.view.prompts() + 1,
-                cut: true,
-                message: None,
-                prompt: None,
-            },
-        })
-    }
-}
-
 /// The session `start` configures: the plugin's options, anything unset or out of range at its
 /// default.
 fn session_config(start: Start) -> SessionConfig {
@@ -697,7 +659,7 @@ fn arg<T: serde::de::DeserializeOwned>(args: Vec<Value>) -> std::result::Result<
 
 #[async_trait]
 impl Handler for Bridge {
-    type Writer = Compat<tokio::fs::File>;
+    type Writer = Compat<super::channel::End>;
 
     async fn handle_notify(&self, name: String, args: Vec<Value>, nvim: Nvim) {
         tracing::debug!(%name, "notification");
@@ -765,6 +727,7 @@ mod tests {
     use crate::approval::Decision;
     use crate::conversation::Unavailable;
     use crate::sessions::Recorded;
+    use crate::sessions::{self, Record};
 
     #[tokio::test]
     async fn rewind_points_reach_lua_as_rows_newest_first_and_say_when_checkpoints_are_off() {
@@ -872,7 +835,7 @@ mod tests {
         let cuts: Vec<UiEvent> = saved
             .records
             .iter()
-            .filter_map(|record| replay.event(record))
+            .flat_map(|record| replay.events(record))
             .filter(|event| matches!(event, UiEvent::Rewound { .. }))
             .collect();
         let cut = |turn| UiEvent::Rewound {

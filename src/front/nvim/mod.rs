@@ -9,16 +9,20 @@
 //! - [`adapters`]: the core's views of Neovim (the asker, the editor, an external agent's host),
 //!   each a call into the plugin's Lua.
 //! - [`protocol`]: every message across the boundary, and every Lua entry point Rust calls.
+//! - [`replay`]: a resumed conversation sent to the chat again, rows first, outputs after.
 //! - [`review`]: `:Agent diff`'s requests, and the note that gives a turn's done row its key.
+//! - [`channel`]: the msgpack channel (stdin and stdout), read and written without thread hops.
 //! - [`log`]: the log file.
 //! - [`rewind`]: `:Agent rewind`'s step (the code, then the conversation).
 
 mod acp;
 mod adapters;
 mod bridge;
+mod channel;
 mod log;
 pub mod protocol;
 mod pump;
+mod replay;
 mod review;
 mod rewind;
 
@@ -35,7 +39,7 @@ pub use bridge::Bridge;
 pub use pump::for_lua;
 
 /// The handle to the Neovim that started us.
-type Nvim = Neovim<Compat<tokio::fs::File>>;
+type Nvim = Neovim<Compat<channel::End>>;
 
 /// `agent-nvim nvim`: serve the plugin until Neovim closes the channel or asks us to stop.
 pub fn run(log: Option<PathBuf>) -> Result<u8> {
@@ -51,13 +55,16 @@ pub fn run(log: Option<PathBuf>) -> Result<u8> {
 async fn serve() {
     let shutdown = CancellationToken::new();
     let bridge = Bridge::new(shutdown.clone());
-    let (nvim, io) = match nvim_rs::create::tokio::new_parent(bridge.clone()).await {
-        Ok(connected) => connected,
-        Err(err) => {
+    use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
+    let (reader, writer) = match (channel::End::stdin(), channel::End::stdout()) {
+        (Ok(reader), Ok(writer)) => (reader, writer),
+        (Err(err), _) | (_, Err(err)) => {
             tracing::error!(%err, "cannot talk to Neovim on stdio");
             return;
         }
     };
+    let (nvim, io) = Neovim::new(reader.compat(), writer.compat_write(), bridge.clone());
+    let io = tokio::spawn(io);
     tokio::spawn(pump::pump(
         nvim.clone(),
         bridge.state.ui_rx.lock().await.take(),

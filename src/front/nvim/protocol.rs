@@ -383,6 +383,23 @@ pub enum UiEvent {
     /// its `done` row offers their diff (`changes` with that id as `since`). Sent after
     /// `turn_done`, only when something changed.
     Reviewable { checkpoint: String, files: u64 },
+    /// A resumed conversation's finished tool row, in one event where the live one took three
+    /// (`tool_started`, `decided`, `tool_finished`): `note` is what its decision recorded, and
+    /// when it has output, that comes after every row is shown, in the `tool_output` with the
+    /// same `later` ([`super::replay`]). Otherwise a `tool_finished`, and named so.
+    #[serde(rename = "tool_finished")]
+    Replayed {
+        id: String,
+        name: String,
+        ok: bool,
+        summary: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        later: Option<u64>,
+    },
+    /// The output of resumed tool row `later`, put under the row and folded with it.
+    ToolOutput { later: u64, output: String },
     /// What the turn loop (or an external agent's turn) reports.
     #[serde(untagged)]
     Agent(Event),
@@ -497,6 +514,25 @@ impl UiEvent {
                 cut,
                 message: message.map(one),
                 prompt: prompt.map(prose),
+            },
+            UiEvent::Replayed {
+                id,
+                name,
+                ok,
+                summary,
+                note,
+                later,
+            } => UiEvent::Replayed {
+                id,
+                name: one(name),
+                ok,
+                summary: one(summary),
+                note: note.map(one),
+                later,
+            },
+            UiEvent::ToolOutput { later, output } => UiEvent::ToolOutput {
+                later,
+                output: prose(output),
             },
             UiEvent::Agent(event) => UiEvent::Agent(display::shown(event)),
             UiEvent::Update(AgentUpdate::Thought { text }) => {

@@ -173,7 +173,9 @@ pub(super) fn to_msgpack(value: serde_json::Value) -> Value {
 pub(super) fn size_of_text(event: &UiEvent) -> usize {
     match event {
         UiEvent::Prompt { text } | UiEvent::Agent(Event::Text { text }) => text.len(),
-        UiEvent::Agent(Event::ToolFinished { output, .. }) => output.len(),
+        UiEvent::Agent(Event::ToolFinished { output, .. }) | UiEvent::ToolOutput { output, .. } => {
+            output.len()
+        }
         UiEvent::Update(crate::acp::AgentUpdate::ToolUpdated { output, .. }) => output.len(),
         _ => 64,
     }

@@ -1,0 +1,280 @@
+//! A saved conversation sent to the chat again (`:Agent resume`): each record as the event it
+//! was, in two passes. The rows come first, each finished tool as one event and without its
+//! output; the outputs (most of a long conversation's text, hidden in closed folds) follow,
+//! each put under its row. So the chat a person reads is on screen after a fifth of the data,
+//! and Neovim still answers between the batches of either pass.
+
+use crate::agent::Event;
+use crate::conversation::ConversationEvent;
+use crate::sessions::{self, Record};
+
+use super::protocol::UiEvent;
+
+/// What the chat is sent for the saved records of one conversation: a prompt as
+/// [`UiEvent::Prompt`], a cut as [`UiEvent::Rewound`], a tool's start, decision and end as one
+/// [`UiEvent::Replayed`] (its output kept for [`Replay::finish`]), every other event as itself
+/// (a decision as [`UiEvent::Decided`]); nothing for what only the model reads. Each still
+/// goes through the pump, so it is made visible and redacted like a live one.
+#[derive(Default)]
+pub(super) struct Replay {
+    /// Which messages of the model's view so far are prompts, to number a cut's prompt.
+    view: sessions::View<sessions::IsPrompt>,
+    /// The tool started last and its decision, until its end comes (or something else does).
+    started: Option<(Event, Option<UiEvent>)>,
+    /// The outputs of the rows sent without theirs, not yet sent, by their `later` number.
+    outputs: Vec<(u64, String)>,
+    /// How many rows were sent without their output.
+    deferred: u64,
+}
+
+impl Replay {
+    /// The events for `record`, in order.
+    pub(super) fn events(&mut self, record: &Record) -> Vec<UiEvent> {
+        self.view.take(record);
+        let mut events = Vec::new();
+        match record {
+            Record::Event {
+                event: ConversationEvent::Turn(event @ Event::ToolStarted { .. }),
+            } => {
+                events.extend(self.unfinished());
+                self.started = Some((event.clone(), None));
+            }
+            Record::Decided {
+                tool,
+                decision,
+                note,
+            } => {
+                let decided = UiEvent::Decided {
+                    id: 0,
+                    tool: tool.clone(),
+                    decision: decision.clone(),
+                    note: note.clone(),
+                };
+                match &mut self.started {
+                    Some((_, slot @ None)) => *slot = Some(decided),
+                    _ => events.push(decided),
+                }
+            }
+            Record::Event {
+                event:
+                    ConversationEvent::Turn(Event::ToolFinished {
+                        id,
+                        name,
+                        ok,
+                        summary,
+                        output,
+                    }),
+            } => {
+                let note = match self.started.take() {
+                    Some((Event::ToolStarted { id: started, .. }, decided)) if started == *id => {
+                        decided.and_then(|d| match d {
+                            UiEvent::Decided { note, .. } => Some(note),
+                            _ => None,
+                        })
+                    }
+                    other => {
+                        self.started = other;
+                        events.extend(self.unfinished());
+                        None
+                    }
+                };
+                let later = (!output.is_empty()).then(|| {
+                    let later = self.deferred;
+                    self.deferred += 1;
+                    self.outputs.push((later, output.clone()));
+                    later
+                });
+                events.push(UiEvent::Replayed {
+                    id: id.clone(),
+                    name: name.clone(),
+                    ok: *ok,
+                    summary: summary.clone(),
+                    note,
+                    later,
+                });
+            }
+            Record::Rewound { .. } => {
+                // The chat folds what the cut left behind as it is in the buffer then: the
+                // outputs so far go in first.
+                events.extend(self.finish());
+                events.push(UiEvent::Rewound {
+                    turn: self.view.prompts() + 1,
+                    cut: true,
+                    message: None,
+                    prompt: None,
+                });
+            }
+            Record::Prompt { text } => {
+                events.extend(self.unfinished());
+                events.push(UiEvent::Prompt { text: text.clone() });
+            }
+            Record::Event { event } => {
+                events.extend(self.unfinished());
+                events.push(event.clone().into());
+            }
+            Record::Model { .. } => {}
+        }
+        events
+    }
+
+    /// What is still held back: a tool that never finished (as it was, running), then the
+    /// outputs, each as the [`UiEvent::ToolOutput`] for its row.
+    pub(super) fn finish(&mut self) -> Vec<UiEvent> {
+        let mut events = self.unfinished();
+        events.extend(
+            self.outputs
+                .drain(..)
+                .map(|(later, output)| UiEvent::ToolOutput { later, output }),
+        );
+        events
+    }
+
+    /// The tool started and not finished, with its decision, as the live events were.
+    fn unfinished(&mut self) -> Vec<UiEvent> {
+        let Some((started, decided)) = self.started.take() else {
+            return Vec::new();
+        };
+        std::iter::once(UiEvent::Agent(started))
+            .chain(decided)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::approval::Decision;
+
+    fn turn(event: Event) -> Record {
+        Record::Event {
+            event: ConversationEvent::Turn(event),
+        }
+    }
+
+    fn started(id: &str) -> Event {
+        Event::ToolStarted {
+            id: id.into(),
+            name: "run_bash".into(),
+            args: serde_json::json!({"command": "ls"}),
+        }
+    }
+
+    fn finished(id: &str, output: &str) -> Record {
+        turn(Event::ToolFinished {
+            id: id.into(),
+            name: "run_bash".into(),
+            ok: true,
+            summary: format!("ran {id}"),
+            output: output.into(),
+        })
+    }
+
+    fn decided() -> Record {
+        Record::Decided {
+            tool: "run_bash".into(),
+            decision: Decision::AllowOnce,
+            note: "allowed once".into(),
+        }
+    }
+
+    fn row(id: &str, note: Option<&str>, later: Option<u64>) -> UiEvent {
+        UiEvent::Replayed {
+            id: id.into(),
+            name: "run_bash".into(),
+            ok: true,
+            summary: format!("ran {id}"),
+            note: note.map(str::to_string),
+            later,
+        }
+    }
+
+    fn output(later: u64, output: &str) -> UiEvent {
+        UiEvent::ToolOutput {
+            later,
+            output: output.into(),
+        }
+    }
+
+    fn replayed(records: &[Record]) -> Vec<UiEvent> {
+        let mut replay = Replay::default();
+        let mut sent: Vec<UiEvent> = records.iter().flat_map(|r| replay.events(r)).collect();
+        sent.extend(replay.finish());
+        assert!(replay.finish().is_empty());
+        sent
+    }
+
+    #[test]
+    fn a_tool_is_one_row_and_the_outputs_follow_every_row_or_go_in_before_a_cut() {
+        let sent = replayed(&[
+            Record::Prompt { text: "one".into() },
+            turn(started("a")),
+            decided(),
+            finished("a", "alpha"),
+            turn(started("b")),
+            finished("b", ""),
+            finished("c", "gamma"),
+            Record::Rewound { kept: 0 },
+            Record::Prompt { text: "two".into() },
+            turn(started("d")),
+            finished("d", "delta"),
+        ]);
+        let cut = UiEvent::Rewound {
+            turn: 1,
+            cut: true,
+            message: None,
+            prompt: None,
+        };
+        assert_eq!(
+            sent,
+            [
+                UiEvent::Prompt { text: "one".into() },
+                row("a", Some("allowed once"), Some(0)),
+                row("b", None, None),
+                // Finished with no start before it: a row all the same.
+                row("c", None, Some(1)),
+                output(0, "alpha"),
+                output(1, "gamma"),
+                cut,
+                UiEvent::Prompt { text: "two".into() },
+                row("d", None, Some(2)),
+                output(2, "delta"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_tool_that_never_finished_is_sent_as_it_was_running() {
+        let decided_event = UiEvent::Decided {
+            id: 0,
+            tool: "run_bash".into(),
+            decision: Decision::AllowOnce,
+            note: "allowed once".into(),
+        };
+        // Cut off by a crash, then a new prompt; and cut off at the end of the file.
+        let sent = replayed(&[
+            turn(started("a")),
+            decided(),
+            Record::Prompt { text: "two".into() },
+            turn(started("b")),
+            turn(Event::Text { text: "hi".into() }),
+            turn(started("c")),
+            finished("d", "other"),
+            turn(started("e")),
+        ]);
+        assert_eq!(
+            sent,
+            [
+                UiEvent::Agent(started("a")),
+                decided_event,
+                UiEvent::Prompt { text: "two".into() },
+                UiEvent::Agent(started("b")),
+                UiEvent::Agent(Event::Text { text: "hi".into() }),
+                UiEvent::Agent(started("c")),
+                row("d", None, Some(0)),
+                UiEvent::Agent(started("e")),
+                output(0, "other"),
+            ]
+        );
+    }
+}
