@@ -374,3 +374,72 @@ async fn a_resumed_chat_with_outputs_after_its_rows_looks_as_the_live_one_did() 
         }
     }
 }
+
+/// The outputs of a resumed chat go in above what a window following the chat shows: the
+/// window must still end with the chat's last line at its bottom, not keep its old top line
+/// (which the new folds would pull up to the end, leaving the window nearly empty).
+#[tokio::test]
+async fn a_window_following_a_resumed_chat_still_ends_at_its_bottom_once_the_outputs_are_in() {
+    let nvim = Nvim::start(Options {
+        ui: Some((80, 24)),
+        env: vec![],
+        setup: setup_lua(""),
+    })
+    .await;
+    let mut events = vec![
+        UiEvent::Prompt {
+            text: "read them all".into(),
+        },
+        UiEvent::Agent(Event::TurnStarted),
+    ];
+    for i in 0..40 {
+        events.push(text(&format!("File {i}:\n")));
+        events.push(UiEvent::Replayed {
+            id: format!("r{i}"),
+            name: "read_file".into(),
+            ok: true,
+            summary: format!("read f{i}.txt"),
+            note: None,
+            later: Some(i),
+        });
+    }
+    events.push(UiEvent::Agent(Event::TurnDone {
+        input: 1,
+        output: 1,
+        outcome: Outcome::Done,
+        message: "done".into(),
+    }));
+    let rows = events.len();
+    events.extend((0..40).map(|i| UiEvent::ToolOutput {
+        later: i,
+        output: "a line of output\n".repeat(30),
+    }));
+    // The rows in one batch, the outputs in batches of 8, as the pump would cut them.
+    shown_in_batches(&nvim, &events[..rows], rows).await;
+    for batch in events[rows..].chunks(8) {
+        nvim.lua(lua::RECEIVE, vec![Value::Array(for_lua(batch.to_vec()))])
+            .await;
+    }
+    let seen = nvim
+        .lua(
+            "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1] \
+             return vim.api.nvim_win_call(win, function() \
+               local info = vim.fn.getwininfo(win)[1] \
+               return { vim.fn.winline(), info.height, \
+                        vim.fn.line('.') == vim.fn.line('$'), vim.fn.foldclosed(vim.fn.line('$') - 2) } \
+             end)",
+            vec![],
+        )
+        .await;
+    let seen: Vec<i64> = seen
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap_or(v.as_bool().map_or(-9, i64::from)))
+        .collect();
+    // The cursor (on the last line) is on the window's last screen line, the window full.
+    assert_eq!(seen[0], seen[1], "{seen:?}");
+    assert_eq!(seen[2], 1, "{seen:?}");
+    let screen = nvim.wait_for_screen("read f39.txt").await;
+    assert!(screen.contains("read f34.txt"), "{screen}");
+}

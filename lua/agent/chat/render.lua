@@ -459,6 +459,7 @@ function H.put_outputs()
   end)
   local buf = window.buf
   local set_extmark = vim.api.nvim_buf_set_extmark
+  local followers = H.followers()
   H.modify(function()
     for _, item in ipairs(found) do
       -- At the end of the row's line, not before the next line: lines put right before a fold
@@ -483,6 +484,15 @@ function H.put_outputs()
   end
   for _, win in ipairs(window.chat_windows()) do
     H.fold_all(win, folds)
+  end
+  -- Lines put in above a window's top keep its top line where it was, which the folds then pull
+  -- up to the end: a window that follows the chat gets its last line back at the bottom.
+  local last = vim.api.nvim_buf_line_count(buf)
+  for _, win in ipairs(followers) do
+    pcall(vim.api.nvim_win_call, win, function()
+      vim.api.nvim_win_set_cursor(0, { last, 0 })
+      vim.cmd("normal! zb")
+    end)
   end
 end
 
