@@ -139,6 +139,7 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             name: "read_file".into(),
             ok: true,
             summary: "read replayed.txt".into(),
+            started: true,
             note: Some("allowed once\u{202e}".into()),
             later: Some(0),
         },

@@ -331,6 +331,7 @@ async fn a_resumed_chat_with_outputs_after_its_rows_looks_as_the_live_one_did() 
         name: "read_file".into(),
         ok,
         summary: format!("read_file {id}"),
+        started: true,
         note: note.map(str::to_string),
         later,
     };
@@ -399,6 +400,7 @@ async fn a_window_following_a_resumed_chat_still_ends_at_its_bottom_once_the_out
             name: "read_file".into(),
             ok: true,
             summary: format!("read f{i}.txt"),
+            started: true,
             note: None,
             later: Some(i),
         });

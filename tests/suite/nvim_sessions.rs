@@ -125,3 +125,51 @@ async fn a_conversation_saved_before_neovim_quit_is_resumed_as_it_looked_and_the
         .await;
     assert_eq!(ids, Value::Array(vec![Value::from(2)]));
 }
+
+/// Tool call ids repeat across turns (a server that sends none gets `call_0` for each reply's
+/// first call): a resumed conversation still gives each call its own row, as it was live.
+#[tokio::test]
+async fn a_tool_id_used_again_in_a_later_turn_is_resumed_as_its_own_row() {
+    use crate::support::mock_llm::{Part, Reply, Wire};
+    let turn = |parts| Reply::Turn {
+        parts,
+        usage: (1, 1),
+    };
+    let read = |path: &str| {
+        turn(vec![Part::ToolCall {
+            id: "call_0".into(),
+            name: "read_file".into(),
+            args: serde_json::json!({ "path": path }).to_string(),
+        }])
+    };
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            read("a.txt"),
+            turn(vec![Part::Text("It says alpha.".into())]),
+            read("b.txt"),
+            turn(vec![Part::Text("It says beta.".into())]),
+        ],
+    );
+    let nvim = Nvim::start(options(&mock)).await;
+    nvim.write("a.txt", "alpha\n");
+    nvim.write("b.txt", "beta\n");
+    nvim.cmd("Agent what is in a.txt?").await;
+    nvim.wait_for_line(CHAT, "It says alpha.").await;
+    nvim.cmd("Agent and b.txt?").await;
+    nvim.wait_for_line(CHAT, "It says beta.").await;
+    let before = nvim.wait_for_line(CHAT, "done · 2 in / 2 out tokens").await;
+    let nvim = nvim.restart(options(&mock)).await;
+    nvim.lua(
+        "vim.ui.select = function(items, opts, on_choice) on_choice(items[1]) end",
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent resume").await;
+    let after = nvim.wait_for_line(CHAT, "resumed: what is in a.txt?").await;
+    assert_eq!(
+        after[..before.len()],
+        before[..],
+        "live {before:#?}\nresumed {after:#?}"
+    );
+}

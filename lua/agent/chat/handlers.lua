@@ -295,7 +295,9 @@ function handlers.decided(e)
 end
 
 function handlers.tool_finished(e)
-  local tool = render.tools[e.id]
+  -- A resumed row whose start came with it is a row of its own, as tool_started would have made
+  -- it, whatever row had the same id before (ids repeat across turns).
+  local tool = not e.started and render.tools[e.id] or nil
   local summary = (e.ok and "▸ " or "✗ ") .. tostring(e.summary or e.name or "")
   render.flush()
   local row = tool and render.row_of(tool)

@@ -384,15 +384,18 @@ pub enum UiEvent {
     /// `turn_done`, only when something changed.
     Reviewable { checkpoint: String, files: u64 },
     /// A resumed conversation's finished tool row, in one event where the live one took three
-    /// (`tool_started`, `decided`, `tool_finished`): `note` is what its decision recorded, and
-    /// when it has output, that comes after every row is shown, in the `tool_output` with the
-    /// same `later` ([`super::replay`]). Otherwise a `tool_finished`, and named so.
+    /// (`tool_started`, `decided`, `tool_finished`): `started` when its start is in it (a row
+    /// of its own, as `tool_started` makes, whatever rows had the same id before), `note` what
+    /// its decision recorded, and when it has output, that comes after every row is shown, in
+    /// the `tool_output` with the same `later` ([`super::replay`]). Otherwise a
+    /// `tool_finished`, and named so.
     #[serde(rename = "tool_finished")]
     Replayed {
         id: String,
         name: String,
         ok: bool,
         summary: String,
+        started: bool,
         #[serde(skip_serializing_if = "Option::is_none")]
         note: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -520,6 +523,7 @@ impl UiEvent {
                 name,
                 ok,
                 summary,
+                started,
                 note,
                 later,
             } => UiEvent::Replayed {
@@ -527,6 +531,7 @@ impl UiEvent {
                 name: one(name),
                 ok,
                 summary: one(summary),
+                started,
                 note: note.map(one),
                 later,
             },

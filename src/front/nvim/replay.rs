@@ -52,7 +52,11 @@ impl Replay {
                 };
                 match &mut self.started {
                     Some((_, slot @ None)) => *slot = Some(decided),
-                    _ => events.push(decided),
+                    _ => {
+                        // Another decision: the tool held goes first, as it did live.
+                        events.extend(self.unfinished());
+                        events.push(decided);
+                    }
                 }
             }
             Record::Event {
@@ -65,17 +69,18 @@ impl Replay {
                         output,
                     }),
             } => {
-                let note = match self.started.take() {
+                let (started, note) = match self.started.take() {
                     Some((Event::ToolStarted { id: started, .. }, decided)) if started == *id => {
-                        decided.and_then(|d| match d {
+                        let note = decided.and_then(|d| match d {
                             UiEvent::Decided { note, .. } => Some(note),
                             _ => None,
-                        })
+                        });
+                        (true, note)
                     }
                     other => {
                         self.started = other;
                         events.extend(self.unfinished());
-                        None
+                        (false, None)
                     }
                 };
                 let later = (!output.is_empty()).then(|| {
@@ -89,6 +94,7 @@ impl Replay {
                     name: name.clone(),
                     ok: *ok,
                     summary: summary.clone(),
+                    started,
                     note,
                     later,
                 });
@@ -184,8 +190,33 @@ mod tests {
             name: "run_bash".into(),
             ok: true,
             summary: format!("ran {id}"),
+            started: true,
             note: note.map(str::to_string),
             later,
+        }
+    }
+
+    /// A finished tool whose start was not just before it: it finishes a row of the id.
+    fn unstarted(id: &str, later: Option<u64>) -> UiEvent {
+        match row(id, None, later) {
+            UiEvent::Replayed {
+                id,
+                name,
+                ok,
+                summary,
+                note,
+                later,
+                ..
+            } => UiEvent::Replayed {
+                id,
+                name,
+                ok,
+                summary,
+                started: false,
+                note,
+                later,
+            },
+            other => other,
         }
     }
 
@@ -232,7 +263,7 @@ mod tests {
                 row("a", Some("allowed once"), Some(0)),
                 row("b", None, None),
                 // Finished with no start before it: a row all the same.
-                row("c", None, Some(1)),
+                unstarted("c", Some(1)),
                 output(0, "alpha"),
                 output(1, "gamma"),
                 cut,
@@ -271,9 +302,34 @@ mod tests {
                 UiEvent::Agent(started("b")),
                 UiEvent::Agent(Event::Text { text: "hi".into() }),
                 UiEvent::Agent(started("c")),
-                row("d", None, Some(0)),
+                unstarted("d", Some(0)),
                 UiEvent::Agent(started("e")),
                 output(0, "other"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_second_decision_comes_after_the_tool_it_is_for() {
+        let second = Record::Decided {
+            tool: "run_bash".into(),
+            decision: Decision::AllowOnce,
+            note: "second".into(),
+        };
+        let sent = replayed(&[turn(started("a")), decided(), second, finished("a", "")]);
+        let decided = |note: &str| UiEvent::Decided {
+            id: 0,
+            tool: "run_bash".into(),
+            decision: Decision::AllowOnce,
+            note: note.into(),
+        };
+        assert_eq!(
+            sent,
+            [
+                UiEvent::Agent(started("a")),
+                decided("allowed once"),
+                decided("second"),
+                unstarted("a", None),
             ]
         );
     }
