@@ -452,9 +452,30 @@ impl Checkpoints {
         to: &str,
     ) -> Result<Vec<Change>, CheckpointError> {
         let _state = self.ready().await?;
-        let from = self.tree_of(from).await?;
-        let to = self.tree_of(to).await?;
-        self.diff(&from, &to).await
+        match self.trees_of(&[from, to]).await?.as_slice() {
+            [from, to] => self.diff(from, to).await,
+            _ => Err(CheckpointError::Unknown(format!("{from} {to}"))),
+        }
+    }
+
+    /// How many files changed from each checkpoint of `ids` to the next, and from the last to
+    /// now: the counts a rewind list shows, with one git process for all the trees and one diff
+    /// a prompt.
+    async fn files_changed(&self, ids: &[&str]) -> Result<Vec<usize>, CheckpointError> {
+        let Some((last, _)) = ids.split_last() else {
+            return Ok(Vec::new());
+        };
+        let mut counts = {
+            let _state = self.ready().await?;
+            let trees = self.trees_of(ids).await?;
+            let mut counts = Vec::with_capacity(ids.len());
+            for pair in trees.windows(2) {
+                counts.push(self.diff(&pair[0], &pair[1]).await?.len());
+            }
+            counts
+        };
+        counts.push(self.changes(last).await?.len());
+        Ok(counts)
     }
 
     /// The changes from tree `from` to tree `to`.
@@ -788,11 +809,38 @@ impl Checkpoints {
 
     /// The tree of checkpoint `id`.
     async fn tree_of(&self, id: &str) -> Result<String, CheckpointError> {
-        let commit = self.commit_of(id).await?;
-        self.inner
-            .git
-            .line(&["rev-parse", &format!("{commit}^{{tree}}")])
-            .await
+        let mut trees = self.trees_of(&[id]).await?;
+        trees
+            .pop()
+            .ok_or_else(|| CheckpointError::Unknown(id.to_string()))
+    }
+
+    /// The trees of checkpoints `ids`, in their order, found by one git process (a rewind list
+    /// wants one for every prompt); when one is not a checkpoint, the error names it.
+    async fn trees_of(&self, ids: &[&str]) -> Result<Vec<String>, CheckpointError> {
+        if let Some(bad) = ids
+            .iter()
+            .find(|id| id.is_empty() || !id.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return Err(CheckpointError::Unknown(bad.to_string()));
+        }
+        let mut args = vec!["rev-parse".to_string()];
+        args.extend(ids.iter().map(|id| format!("{id}^{{commit}}^{{tree}}")));
+        let found = self.inner.git.line(&args).await;
+        let trees: Vec<String> = found
+            .as_deref()
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        if found.is_ok() && trees.len() == ids.len() {
+            return Ok(trees);
+        }
+        // Which one: the first that is not a commit.
+        for id in ids {
+            self.commit_of(id).await?;
+        }
+        Err(CheckpointError::Unknown(ids.join(" ")))
     }
 
     /// `(mode, blob, path)` of each of `paths` in `commit` that it has.

@@ -47,24 +47,25 @@ impl Checkpoints {
                 _ => {}
             }
         }
-        let mut points = Vec::with_capacity(live.len());
-        for (at, checkpoint) in live.iter().enumerate() {
-            let Some(checkpoint) = checkpoint else {
-                continue;
-            };
-            let next = live[at + 1..].iter().flatten().next();
-            let changes = match next {
-                Some(next) => self.changes_between(&checkpoint.id, &next.id).await?,
-                None => self.changes(&checkpoint.id).await?,
-            };
-            points.push(Point {
-                turn: at + 1,
+        // Each prompt's changes run to the next prompt that has a checkpoint (the last's to now).
+        let taken: Vec<(usize, &Checkpoint)> = live
+            .iter()
+            .enumerate()
+            .filter_map(|(at, checkpoint)| checkpoint.map(|c| (at + 1, c)))
+            .collect();
+        let ids: Vec<&str> = taken.iter().map(|(_, c)| c.id.as_str()).collect();
+        let files = self.files_changed(&ids).await?;
+        let mut points: Vec<Point> = taken
+            .iter()
+            .zip(files)
+            .map(|((turn, checkpoint), files)| Point {
+                turn: *turn,
                 id: checkpoint.id.clone(),
                 label: checkpoint.label.clone(),
-                files: changes.len(),
+                files,
                 time: checkpoint.time,
-            });
-        }
+            })
+            .collect();
         points.reverse();
         Ok(points)
     }

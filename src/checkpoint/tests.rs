@@ -348,6 +348,35 @@ async fn changes_since_a_checkpoint_have_their_status_and_line_counts() {
         fx.checkpoints.changes("not-a-commit").await,
         Err(CheckpointError::Unknown("not-a-commit".into()))
     );
+    // The counts a rewind list shows, from one git process for all the trees: each to the
+    // next, the last to now.
+    assert_eq!(
+        fx.checkpoints
+            .files_changed(&[&checkpoint.id, &later.id])
+            .await
+            .unwrap(),
+        [
+            fx.checkpoints.changes(&checkpoint.id).await.unwrap().len(),
+            0
+        ]
+    );
+    let missing = "0123456789abcdef0123456789abcdef01234567";
+    assert_eq!(
+        fx.checkpoints
+            .changes_between(&checkpoint.id, missing)
+            .await,
+        Err(CheckpointError::Unknown(missing.into()))
+    );
+    assert_eq!(
+        fx.checkpoints
+            .trees_of(&[&later.id, &checkpoint.id])
+            .await
+            .unwrap(),
+        [
+            fx.checkpoints.tree_of(&later.id).await.unwrap(),
+            fx.checkpoints.tree_of(&checkpoint.id).await.unwrap()
+        ]
+    );
 }
 
 #[tokio::test]
