@@ -463,13 +463,12 @@ function M._complete(arglead, cmdline)
     end, H.acp_names())
   end
   if rest:match("^resume%s+%S*$") then
-    -- Only from a running backend, as for rewind: completing must not start one.
-    local ids = {}
-    for _, session in ipairs(require("agent.rpc").running() and M.sessions() or {}) do
-      ids[#ids + 1] = session.id
-    end
+    -- Only from a running backend, as for rewind: completing must not start one. Only the ids
+    -- of our own files: listing them whole reads every file, and asks an external agent.
+    local rpc = require("agent.rpc")
+    local ids = rpc.running() and rpc.session_ids() or {}
     return vim.tbl_filter(function(id)
-      return vim.startswith(id, arglead)
+      return type(id) == "string" and vim.startswith(id, arglead)
     end, ids)
   end
   if rest:match("^diff%s+%S*$") then

@@ -580,6 +580,30 @@ impl Store {
         listed
     }
 
+    /// The ids of this workspace's conversations, most recently written first, from the
+    /// directory alone (no file is read): what completing `:Agent resume ` offers.
+    pub fn ids(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<(u64, String)> = entries
+            .filter_map(|entry| entry.ok())
+            .filter_map(|entry| {
+                let name = entry.file_name().into_string().ok()?;
+                let id = name.strip_suffix(".jsonl").filter(|id| valid_id(id))?;
+                let updated = entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_secs());
+                Some((updated, id.to_string()))
+            })
+            .collect();
+        ids.sort_by(|a, b| b.cmp(a));
+        ids.into_iter().map(|(_, id)| id).collect()
+    }
+
     /// The id of the most recently written conversation that can be resumed.
     pub fn latest(&self) -> Option<String> {
         self.list()

@@ -182,6 +182,9 @@ fn unreadable_and_foreign_files_are_listed_as_such_and_never_loaded() {
             .unwrap();
         file.set_modified(old).unwrap();
     }
+    // The ids alone, from the directory: the same files, in the same order.
+    let listed_ids: Vec<String> = store.list().into_iter().map(|l| l.id).collect();
+    assert_eq!(store.ids(), listed_ids);
     let listed = store.list();
     let seen: Vec<(&str, Option<&str>)> = listed
         .iter()

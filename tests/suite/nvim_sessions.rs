@@ -71,6 +71,15 @@ async fn a_conversation_saved_before_neovim_quit_is_resumed_as_it_looked_and_the
     .await;
     nvim.cmd("Agent resume").await;
     let after = nvim.wait_for_line(CHAT, "resumed: what is in a.txt?").await;
+    // With the backend running, completing `:Agent resume ` offers the saved ids.
+    let completed = nvim
+        .lua(
+            "return vim.fn.getcompletion('Agent resume ', 'cmdline')",
+            vec![],
+        )
+        .await;
+    let id = file.file_stem().unwrap().to_string_lossy().to_string();
+    assert_eq!(completed, Value::Array(vec![Value::from(id.as_str())]));
     let listed = nvim.lua("return _G.listed", vec![]).await;
     let listed: Vec<String> = listed
         .as_array()

@@ -92,6 +92,14 @@ function M.sessions()
   return wire.request(wire.request_name.SESSIONS)
 end
 
+--- This workspace's saved conversations' ids, most recent first, without reading them or asking
+--- an external agent: for completion.
+---@return string[]? ids
+---@return string? err
+function M.session_ids()
+  return wire.request(wire.request_name.SESSIONS, { ids = true })
+end
+
 ---@class agent.RewindPoint
 ---@field turn integer the prompt's number in the conversation, from 1
 ---@field id string the checkpoint taken just before it

@@ -704,7 +704,18 @@ impl Handler for Bridge {
     ) -> std::result::Result<Value, Value> {
         match name.as_str() {
             protocol::request::VERSION => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
-            protocol::request::SESSIONS => self.sessions().await,
+            protocol::request::SESSIONS => match args.first() {
+                Some(Value::Map(opts))
+                    if opts
+                        .iter()
+                        .any(|(k, v)| k.as_str() == Some("ids") && v.as_bool() == Some(true)) =>
+                {
+                    let store = self.of_session(|s| s.store.clone()).await?;
+                    let ids = store.as_ref().map(Store::ids).unwrap_or_default();
+                    Ok(Value::Array(ids.into_iter().map(Value::from).collect()))
+                }
+                _ => self.sessions().await,
+            },
             protocol::request::REWIND_POINTS => self.rewind_points().await,
             protocol::request::CHANGES => {
                 let (checkpoints, conversation) = self.reviewed().await?;

@@ -73,13 +73,16 @@ pub mod method {
 pub mod request {
     /// No argument; answers the backend's version (`CARGO_PKG_VERSION`).
     pub const VERSION: &str = "version";
-    /// No argument; answers this workspace's saved conversations, the most recent first: an
+    /// No argument, or `{ids = true}` (below); answers this workspace's saved conversations, the
+    /// most recent first: an
     /// array of [`crate::sessions::Listed`] maps (`id`, `title` made visible, `updated` in
     /// seconds since the epoch, `prompts`, `tokens`, and `problem` when it cannot be resumed),
     /// and the running external agent's own sessions: maps of `id` (`agent:{name}:{its id}`),
     /// `agent` (its name), `session` (its id), `title` (empty when it gave none) and `updated`
     /// (when it gave one), or one map of `id`, `agent` and `problem` when it could not list them.
-    /// `require("agent").sessions()` sends it, after `start`.
+    /// `require("agent").sessions()` sends it, after `start`. With `{ids = true}`, answers
+    /// only our own files' ids, most recent first, from the directory alone (no file read, no
+    /// agent asked): what completing `:Agent resume ` offers.
     pub const SESSIONS: &str = "sessions";
     /// No argument; answers the current conversation's prompts a rewind can go back to, the
     /// newest first: an array of maps of `turn` (from 1), `id` (the checkpoint) and `row`
