@@ -65,6 +65,9 @@ pub(super) struct State {
     pub(super) settling: Arc<Mutex<()>>,
     pub(super) ui: mpsc::UnboundedSender<UiEvent>,
     pub(super) ui_rx: Mutex<Option<mpsc::UnboundedReceiver<UiEvent>>>,
+    /// How many events were sent to the pump, and how many it has handed to Lua.
+    pub(super) sent: std::sync::atomic::AtomicU64,
+    pub(super) shown: Arc<super::pump::Shown>,
     /// The running built-in turn's path to Lua for its approval questions ([`Bridge::ask_lua`]).
     pub(super) questions: SyncMutex<Option<mpsc::UnboundedSender<UiEvent>>>,
     pub(super) shutdown: CancellationToken,
@@ -89,6 +92,8 @@ impl Bridge {
                 settling: Arc::new(Mutex::new(())),
                 ui,
                 ui_rx: Mutex::new(Some(ui_rx)),
+                sent: std::sync::atomic::AtomicU64::new(0),
+                shown: Arc::default(),
                 questions: SyncMutex::new(None),
                 shutdown,
             }),
@@ -96,7 +101,16 @@ impl Bridge {
     }
 
     pub(super) fn send(&self, event: UiEvent) {
-        let _ = self.state.ui.send(event);
+        if self.state.ui.send(event).is_ok() {
+            self.state
+                .sent
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// How many events have been sent to the pump so far (see [`super::pump::Shown`]).
+    fn sent(&self) -> u64 {
+        self.state.sent.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub(super) fn error(&self, message: impl Into<String>) {
@@ -393,8 +407,14 @@ impl Bridge {
                 send(replay.finish());
                 loaded
             });
+            // The last row sent: the outputs after it fill folds nobody reads yet.
+            let mut rows = bridge.sent();
             while let Some(event) = to_show.recv().await {
+                let row = !matches!(event, UiEvent::ToolOutput { .. });
                 bridge.send(event);
+                if row {
+                    rows = bridge.sent();
+                }
             }
             let saved = match loading.await {
                 Ok(Ok(saved)) => saved,
@@ -403,6 +423,11 @@ impl Bridge {
                     return bridge.error(format!("agent: reading the conversation failed: {err}"))
                 }
             };
+            // The history the model gets is a copy of megabytes: made once the rows are on
+            // screen, so it does not take the cores they are drawn with (bounded: a Neovim
+            // that has stopped taking events must not hold the resume).
+            let _ =
+                tokio::time::timeout(Duration::from_secs(2), bridge.state.shown.reach(rows)).await;
             tracing::info!(id = %saved.header.id, records = saved.records.len(), "resuming a conversation");
             if let Err(err) = native.resume(&saved).await {
                 // Whatever the conversation held before is not what the chat shows now: start

@@ -68,6 +68,7 @@ async fn serve() {
     tokio::spawn(pump::pump(
         nvim.clone(),
         bridge.state.ui_rx.lock().await.take(),
+        bridge.state.shown.clone(),
     ));
     let signals = stop_signals();
     tokio::select! {

@@ -2,6 +2,7 @@
 //! (a flood, such as a resumed conversation, in bounded batches back to back), each event made
 //! visible and redacted on the way ([`for_lua`]).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use rmpv::Value;
@@ -62,17 +63,49 @@ impl From<ConversationEvent> for UiEvent {
 pub(super) const BATCH_EVENTS: usize = 120;
 pub(super) const BATCH_BYTES: usize = 80 * 1024;
 
+/// How many events the pump has handed to Lua so far, for a task that must wait until the chat
+/// shows what it sent ([`Shown::reach`]).
+#[derive(Default)]
+pub(super) struct Shown {
+    count: AtomicU64,
+    changed: tokio::sync::Notify,
+}
+
+impl Shown {
+    fn add(&self, events: u64) {
+        self.count.fetch_add(events, Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+
+    /// Resolves once Lua has taken the first `events` events ever sent.
+    pub(super) async fn reach(&self, events: u64) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.count.load(Ordering::SeqCst) >= events {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
 /// Sends Lua the events in batches, at most one a frame, with consecutive text joined, in one
 /// `exec_lua` call. An approval is sent at once. A full batch ([`BATCH_EVENTS`], [`BATCH_BYTES`])
 /// is followed by the next at once: a flood goes out as fast as Lua takes it, each `exec_lua`
 /// awaited, so requests from elsewhere are answered between two batches. The next batch is
 /// gathered and turned into msgpack while Lua shows the current one.
-pub(super) async fn pump(nvim: Nvim, events: Option<mpsc::UnboundedReceiver<UiEvent>>) {
+pub(super) async fn pump(
+    nvim: Nvim,
+    events: Option<mpsc::UnboundedReceiver<UiEvent>>,
+    shown: std::sync::Arc<Shown>,
+) {
     let Some(mut events) = events else {
         return;
     };
-    // One batch ready while another is with Lua.
-    let (ready, mut to_send) = mpsc::channel::<Vec<Value>>(1);
+    // One batch ready while another is with Lua, with how many events it holds.
+    let (ready, mut to_send) = mpsc::channel::<(Vec<Value>, u64)>(1);
     let gathering = async move {
         // The frame is counted from the last batch: an event after a quiet spell goes out at
         // once, a stream of them goes out at most once a frame.
@@ -87,19 +120,25 @@ pub(super) async fn pump(nvim: Nvim, events: Option<mpsc::UnboundedReceiver<UiEv
             let batch;
             (batch, full) = gather(first, &mut events, deadline).await;
             last_send = tokio::time::Instant::now();
-            if ready.send(for_lua(join_text(batch))).await.is_err() {
+            let count = batch.len() as u64;
+            if ready
+                .send((for_lua(join_text(batch)), count))
+                .await
+                .is_err()
+            {
                 break;
             }
         }
     };
     let sending = async move {
-        while let Some(values) = to_send.recv().await {
+        while let Some((values, count)) = to_send.recv().await {
             if let Err(err) = nvim
                 .exec_lua(lua::RECEIVE, vec![Value::Array(values)])
                 .await
             {
                 tracing::warn!(%err, "Lua did not take a batch of events");
             }
+            shown.add(count);
         }
     };
     tokio::join!(gathering, sending);
@@ -390,6 +429,24 @@ mod tests {
             error,
             serde_json::json!({"type": "error", "message": "agent: boom"})
         );
+    }
+
+    #[tokio::test]
+    async fn a_wait_for_the_chat_ends_once_lua_has_taken_that_many_events() {
+        let shown = std::sync::Arc::new(Shown::default());
+        shown.reach(0).await;
+        let waiting = tokio::spawn({
+            let shown = shown.clone();
+            async move { shown.reach(5).await }
+        });
+        shown.add(3);
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        shown.add(2);
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .unwrap()
+            .unwrap();
     }
 
     #[test]
