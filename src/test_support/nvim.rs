@@ -301,6 +301,15 @@ impl Nvim {
         }
     }
 
+    /// Makes `vim.ui.select` choose its first item at once, as a person pressing <CR> would.
+    pub async fn choose_first(&self) {
+        self.lua(
+            "vim.ui.select = function(items, opts, on_choice) on_choice(items[1]) end",
+            vec![],
+        )
+        .await;
+    }
+
     /// Waits until Lua expression `expr` is true.
     pub async fn wait_for(&self, expr: &str) {
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -419,4 +428,12 @@ impl Probe {
         let _ = self.task.await;
         self.probes.lock().map(|p| p.clone()).unwrap_or_default()
     }
+}
+
+/// The value under `key` of msgpack map `map` (what Lua returns for a table), if it has one.
+pub fn field(map: &Value, key: &str) -> Option<Value> {
+    map.as_map()?
+        .iter()
+        .find(|(k, _)| k.as_str() == Some(key))
+        .map(|(_, v)| v.clone())
 }

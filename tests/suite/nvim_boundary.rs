@@ -12,7 +12,7 @@ use agent_nvim::front::nvim::protocol::{
 };
 use rmpv::Value;
 
-use crate::support::nvim::{setup_lua, Nvim, Options};
+use crate::support::nvim::{field, setup_lua, Nvim, Options};
 
 /// The example that follows `previous` (None: the first); None after the last. The match has no
 /// wildcard: a variant added to `UiEvent`, `Event`, `AgentUpdate` or `Preview` does not compile
@@ -313,14 +313,7 @@ async fn recorded(nvim: &Nvim) -> Vec<(String, Option<Value>)> {
         .unwrap()
         .iter()
         .map(|entry| {
-            let field = |name: &str| {
-                entry
-                    .as_map()
-                    .unwrap()
-                    .iter()
-                    .find(|(k, _)| k.as_str() == Some(name))
-                    .map(|(_, v)| v.clone())
-            };
+            let field = |name: &str| field(entry, name);
             let method = field("method").unwrap().as_str().unwrap().to_string();
             (method, field("arg"))
         })

@@ -7,7 +7,7 @@ use rmpv::Value;
 use serde_json::json;
 
 use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
-use crate::support::nvim::{setup_lua, Nvim, Options};
+use crate::support::nvim::{field, setup_lua, Nvim, Options};
 
 const CHAT: &str = "agent://chat";
 
@@ -175,15 +175,7 @@ async fn agent_diff_fills_the_quickfix_list_with_the_right_files_and_opens_a_rea
             vec![],
         )
         .await;
-    let field = |name: &str| -> Value {
-        views
-            .as_map()
-            .unwrap()
-            .iter()
-            .find(|(k, _)| k.as_str() == Some(name))
-            .map(|(_, v)| v.clone())
-            .unwrap()
-    };
+    let field = |name: &str| -> Value { field(&views, name).unwrap() };
     let lines = |v: Value| -> Vec<String> {
         v.as_array()
             .unwrap()

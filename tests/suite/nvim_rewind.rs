@@ -169,11 +169,7 @@ async fn rewinding_code_and_conversation_puts_back_four_files_cuts_the_chat_and_
 
     // A resumed conversation looks the same, cut included.
     let nvim = nvim.restart(options(&mock)).await;
-    nvim.lua(
-        "vim.ui.select = function(items, opts, on_choice) on_choice(items[1]) end",
-        vec![],
-    )
-    .await;
+    nvim.choose_first().await;
     nvim.cmd("Agent resume").await;
     let after = nvim.wait_for_line(CHAT, "resumed: change things").await;
     let live: Vec<&String> = before.iter().filter(|l| !l.is_empty()).collect();

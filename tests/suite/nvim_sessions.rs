@@ -169,11 +169,7 @@ async fn a_tool_id_used_again_in_a_later_turn_is_resumed_as_its_own_row() {
     nvim.wait_for_line(CHAT, "It says beta.").await;
     let before = nvim.wait_for_line(CHAT, "done · 2 in / 2 out tokens").await;
     let nvim = nvim.restart(options(&mock)).await;
-    nvim.lua(
-        "vim.ui.select = function(items, opts, on_choice) on_choice(items[1]) end",
-        vec![],
-    )
-    .await;
+    nvim.choose_first().await;
     nvim.cmd("Agent resume").await;
     let after = nvim.wait_for_line(CHAT, "resumed: what is in a.txt?").await;
     assert_eq!(

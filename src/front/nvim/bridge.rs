@@ -797,15 +797,7 @@ mod tests {
             .unwrap()
             .iter()
             .map(|point| {
-                let field = |name: &str| {
-                    point
-                        .as_map()
-                        .unwrap()
-                        .iter()
-                        .find(|(k, _)| k.as_str() == Some(name))
-                        .map(|(_, v)| v.clone())
-                        .unwrap()
-                };
+                let field = |name| crate::test_support::nvim::field(point, name).unwrap();
                 (
                     field("turn").as_u64().unwrap(),
                     field("row").as_str().unwrap().to_string(),
