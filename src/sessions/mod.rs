@@ -591,13 +591,7 @@ impl Store {
             .filter_map(|entry| {
                 let name = entry.file_name().into_string().ok()?;
                 let id = name.strip_suffix(".jsonl").filter(|id| valid_id(id))?;
-                let updated = entry
-                    .metadata()
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                    .map_or(0, |d| d.as_secs());
-                Some((updated, id.to_string()))
+                Some((modified_secs(entry.metadata()), id.to_string()))
             })
             .collect();
         ids.sort_by(|a, b| b.cmp(a));
@@ -668,15 +662,20 @@ fn read_header(id: &str, line: &[u8]) -> Result<Header, StoreError> {
 
 /// What the list shows of one file, read without parsing every record: only prompts and the
 /// turns' last lines are.
+/// When a file was last written, in seconds since the epoch (0 when that cannot be told).
+fn modified_secs(metadata: io::Result<std::fs::Metadata>) -> u64 {
+    metadata
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs())
+}
+
 fn summarize(id: &str, path: &Path) -> Listed {
     let mut listed = Listed {
         id: id.to_string(),
         title: String::new(),
-        updated: std::fs::metadata(path)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_secs()),
+        updated: modified_secs(std::fs::metadata(path)),
         prompts: 0,
         tokens: 0,
         problem: None,
