@@ -622,3 +622,29 @@ async fn a_resume_that_cannot_be_saved_changes_nothing() {
     let view = store.load(&id).unwrap().model_view();
     assert_eq!(view.len(), 4, "{view:?}");
 }
+
+#[cfg(target_os = "linux")]
+fn nice_of_this_thread() -> libc::c_int {
+    // SAFETY: reads the calling thread's nice value.
+    unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_background_thread_gets_a_lower_priority_and_only_it() {
+    let before = nice_of_this_thread();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let own = nice_of_this_thread();
+        lower_priority();
+        tx.send((own, nice_of_this_thread())).unwrap();
+    });
+    let (own, after) = rx.recv().unwrap();
+    // Raising priority again is not allowed: a thread already nicer keeps its value.
+    assert_eq!(after, own.max(BACKGROUND_NICE));
+    assert_eq!(
+        nice_of_this_thread(),
+        before,
+        "the spawning thread kept its priority"
+    );
+}

@@ -190,6 +190,14 @@ end)
 return { lines = vim.api.nvim_buf_get_lines(buf, 0, -1, true), hls = hls, folds = folds }
 "#;
 
+/// Sends the chat `events` in batches of `size`, the way the pump does.
+async fn receive_in_batches(nvim: &Nvim, events: &[UiEvent], size: usize) {
+    for batch in events.chunks(size) {
+        nvim.lua(lua::RECEIVE, vec![Value::Array(for_lua(batch.to_vec()))])
+            .await;
+    }
+}
+
 /// Empties the chat, sends it `events` in batches of `size` the way the pump does, and reads back
 /// what it shows.
 async fn shown_in_batches(nvim: &Nvim, events: &[UiEvent], size: usize) -> Value {
@@ -198,10 +206,7 @@ async fn shown_in_batches(nvim: &Nvim, events: &[UiEvent], size: usize) -> Value
         vec![],
     )
     .await;
-    for batch in events.chunks(size) {
-        nvim.lua(lua::RECEIVE, vec![Value::Array(for_lua(batch.to_vec()))])
-            .await;
-    }
+    receive_in_batches(nvim, events, size).await;
     let problems = nvim
         .lua("return require('agent.rpc').problems()", vec![])
         .await;
@@ -376,11 +381,9 @@ async fn a_resumed_chat_with_outputs_after_its_rows_looks_as_the_live_one_did() 
     }
 }
 
-/// The outputs of a resumed chat go in above what a window following the chat shows: the
-/// window must still end with the chat's last line at its bottom, not keep its old top line
-/// (which the new folds would pull up to the end, leaving the window nearly empty).
-#[tokio::test]
-async fn a_window_following_a_resumed_chat_still_ends_at_its_bottom_once_the_outputs_are_in() {
+/// A Neovim with an 80x24 UI whose chat shows a resumed turn of 40 rows (`File {i}:`, then
+/// `read f{i}.txt`) and its end, in one batch; and the rows' outputs of 30 lines each, to send.
+async fn forty_rows_shown() -> (Nvim, Vec<UiEvent>) {
     let nvim = Nvim::start(Options {
         ui: Some((80, 24)),
         env: vec![],
@@ -411,17 +414,24 @@ async fn a_window_following_a_resumed_chat_still_ends_at_its_bottom_once_the_out
         outcome: Outcome::Done,
         message: "done".into(),
     }));
-    let rows = events.len();
-    events.extend((0..40).map(|i| UiEvent::ToolOutput {
-        later: i,
-        output: "a line of output\n".repeat(30),
-    }));
+    shown_in_batches(&nvim, &events, events.len()).await;
+    let outputs = (0..40)
+        .map(|i| UiEvent::ToolOutput {
+            later: i,
+            output: "a line of output\n".repeat(30),
+        })
+        .collect();
+    (nvim, outputs)
+}
+
+/// The outputs of a resumed chat go in above what a window following the chat shows: the
+/// window must still end with the chat's last line at its bottom, not keep its old top line
+/// (which the new folds would pull up to the end, leaving the window nearly empty).
+#[tokio::test]
+async fn a_window_following_a_resumed_chat_still_ends_at_its_bottom_once_the_outputs_are_in() {
     // The rows in one batch, the outputs in batches of 8, as the pump would cut them.
-    shown_in_batches(&nvim, &events[..rows], rows).await;
-    for batch in events[rows..].chunks(8) {
-        nvim.lua(lua::RECEIVE, vec![Value::Array(for_lua(batch.to_vec()))])
-            .await;
-    }
+    let (nvim, outputs) = forty_rows_shown().await;
+    receive_in_batches(&nvim, &outputs, 8).await;
     let seen = nvim
         .lua(
             "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1] \
@@ -444,4 +454,63 @@ async fn a_window_following_a_resumed_chat_still_ends_at_its_bottom_once_the_out
     assert_eq!(seen[2], 1, "{seen:?}");
     let screen = nvim.wait_for_screen("read f39.txt").await;
     assert!(screen.contains("read f34.txt"), "{screen}");
+}
+
+/// While the outputs go in, the chat's windows have their cursors moved out of the way (so
+/// Neovim does not work out each one's top line again after every output): a person reading
+/// the middle of the chat must still see the same lines, with the cursor where it was, even on a
+/// row whose own output goes in under it.
+#[tokio::test]
+async fn a_window_reading_the_middle_of_a_resumed_chat_keeps_its_view_while_the_outputs_go_in() {
+    let (nvim, outputs) = forty_rows_shown().await;
+    // The cursor on row f20, three columns in, with "File 18:" at the window's top.
+    let view = "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1] \
+         return vim.api.nvim_win_call(win, function() \
+           local view = vim.fn.winsaveview() \
+           return { vim.fn.getline(view.topline), vim.fn.getline('.'), view.col, \
+                    vim.fn.screenrow() > 0 } \
+         end)";
+    nvim.lua(
+        "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1] \
+         vim.api.nvim_win_call(win, function() \
+           local lines = vim.api.nvim_buf_get_lines(0, 0, -1, true) \
+           local top, row \
+           for i, line in ipairs(lines) do \
+             if line == 'File 18:' then top = i end \
+             if line:find('read f20.txt', 1, true) then row = i end \
+           end \
+           vim.fn.winrestview({ topline = top, lnum = row, col = 3 }) \
+         end)",
+        vec![],
+    )
+    .await;
+    let before = nvim.lua(view, vec![]).await;
+    assert_eq!(before[0].as_str(), Some("File 18:"), "{before:?}");
+    assert!(
+        before[1]
+            .as_str()
+            .unwrap_or_default()
+            .contains("read f20.txt"),
+        "{before:?}"
+    );
+    receive_in_batches(&nvim, &outputs, 8).await;
+    let after = nvim.lua(view, vec![]).await;
+    assert_eq!(after, before, "the reading window moved");
+    // Every output went in (folded under its row), and nothing of the moving was left behind.
+    let left = nvim
+        .lua(
+            "local buf = vim.fn.bufnr('agent://chat') \
+             local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, true) \
+             local outputs = 0 \
+             for _, line in ipairs(lines) do \
+               if line == '  a line of output' then outputs = outputs + 1 end \
+             end \
+             local ns = vim.api.nvim_get_namespaces()['agent.chat.parked'] \
+             return { outputs, #vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, {}) }",
+            vec![],
+        )
+        .await;
+    assert_eq!(left, Value::Array(vec![1200.into(), 0.into()]));
+    let screen = nvim.wait_for_screen("File 18:").await;
+    assert!(screen.contains("read f20.txt"), "{screen}");
 }

@@ -18,6 +18,7 @@ local H = {}
 
 H.ns = vim.api.nvim_create_namespace("agent.chat") -- highlights
 H.ns_rows = vim.api.nvim_create_namespace("agent.chat.rows") -- where each tool row is
+H.ns_parked = vim.api.nvim_create_namespace("agent.chat.parked") -- see H.park
 
 --- Rows written to the chat, by id (a tool call's, or a block's): { name, mark (row extmark),
 --- lines (output lines under it), ok, note (how its approval was answered), folded }.
@@ -460,6 +461,7 @@ function H.put_outputs()
   local buf = window.buf
   local set_extmark = vim.api.nvim_buf_set_extmark
   local followers = H.followers()
+  local parked = H.park()
   H.modify(function()
     for _, item in ipairs(found) do
       -- At the end of the row's line, not before the next line: lines put right before a fold
@@ -485,6 +487,7 @@ function H.put_outputs()
   for _, win in ipairs(window.chat_windows()) do
     H.fold_all(win, folds)
   end
+  H.unpark(parked)
   -- Lines put in above a window's top keep its top line where it was, which the folds then pull
   -- up to the end: a window that follows the chat gets its last line back at the bottom.
   local last = vim.api.nvim_buf_line_count(buf)
@@ -494,6 +497,46 @@ function H.put_outputs()
       vim.cmd("normal! zb")
     end)
   end
+end
+
+-- Moves the cursor of each window showing the chat to its first line, and returns what
+-- H.unpark needs to put each back. Neovim works out the top line of every window whose cursor
+-- is below a line put in, after each put (over its lines' widths): for a batch of outputs put
+-- above the cursor that is most of the batch's time. A parked window has it worked out once.
+-- Nothing is drawn in between: Neovim redraws after the batch.
+function H.park()
+  local buf, parked = window.buf, {}
+  for _, win in ipairs(window.chat_windows()) do
+    local view = vim.api.nvim_win_call(win, vim.fn.winsaveview)
+    -- Marks that stay before what is put in at their place, as the cursor and the top would.
+    local mark = function(row, col)
+      return vim.api.nvim_buf_set_extmark(buf, H.ns_parked, row, col, { right_gravity = false })
+    end
+    parked[#parked + 1] = {
+      win = win,
+      view = view,
+      cursor = mark(view.lnum - 1, 0),
+      top = mark(view.topline - 1, 0),
+    }
+    vim.api.nvim_win_set_cursor(win, { 1, 0 })
+  end
+  return parked
+end
+
+-- Puts back what H.park moved: each window's cursor and top line where their lines are now.
+function H.unpark(parked)
+  local buf = window.buf
+  for _, p in ipairs(parked) do
+    local cursor = vim.api.nvim_buf_get_extmark_by_id(buf, H.ns_parked, p.cursor, {})
+    local top = vim.api.nvim_buf_get_extmark_by_id(buf, H.ns_parked, p.top, {})
+    if vim.api.nvim_win_is_valid(p.win) and cursor[1] and top[1] then
+      p.view.lnum, p.view.topline = cursor[1] + 1, top[1] + 1
+      pcall(vim.api.nvim_win_call, p.win, function()
+        vim.fn.winrestview(p.view)
+      end)
+    end
+  end
+  vim.api.nvim_buf_clear_namespace(buf, H.ns_parked, 0, -1)
 end
 
 -- Folds a tool's row with its output, closed: the closed fold shows the row ('foldtext' empty).

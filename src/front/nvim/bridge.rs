@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::adapters::{NvimAsker, NvimEditor};
 use super::protocol::{self, method, Decide, Prompt, Resume, Rewind, Start, UiEvent, PROTOCOL};
-use super::pump::forward;
+use super::pump::{forward, Pace};
 use super::replay::Replay;
 use super::Nvim;
 use crate::agent::DEFAULT_MAX_TURNS;
@@ -29,6 +29,10 @@ use crate::questions::Questions;
 use crate::session::{self, SessionConfig};
 use crate::sessions::Store;
 use crate::workspace::Workspace;
+
+/// How many events of a resume may be on their way to Lua, not yet taken: enough for the pump to
+/// have its next batches ready (one with Lua, one made, one being gathered), and no more.
+const RESUME_AHEAD: u64 = 4 * super::pump::BATCH_EVENTS as u64;
 
 /// The session the `start` notification configured.
 pub(super) struct Session {
@@ -396,21 +400,34 @@ impl Bridge {
                 ));
             }
             bridge.switch_to(native.clone()).await;
-            // The file is parsed on a thread of its own while the chat shows what it has read.
-            let (shown, mut to_show) = mpsc::unbounded_channel();
+            // The file is parsed on a thread of its own while the chat shows what it has read,
+            // a few batches ahead of what Lua has taken and no more: racing through the file
+            // would take the core Neovim draws on, and hold the whole conversation twice.
+            let (shown, mut to_show) = mpsc::channel(super::pump::BATCH_EVENTS);
             let id = resume.id.clone();
-            let loading = tokio::task::spawn_blocking(move || {
-                let mut replay = Replay::default();
-                let send = |events: Vec<UiEvent>| events.into_iter().all(|e| shown.send(e).is_ok());
-                let loaded = store.load_with(&id, |record| send(replay.events(record)));
-                // Every row is shown: now the outputs, each under its row.
-                send(replay.finish());
-                loaded
-            });
+            let (done, loading) = tokio::sync::oneshot::channel();
+            let parsing = std::thread::Builder::new()
+                .name("agent-resume".into())
+                .spawn(move || {
+                    crate::sessions::lower_priority();
+                    let mut replay = Replay::default();
+                    let send = |events: Vec<UiEvent>| {
+                        events.into_iter().all(|e| shown.blocking_send(e).is_ok())
+                    };
+                    let loaded = store.load_with(&id, |record| send(replay.events(record)));
+                    // Every row is shown: now the outputs, each under its row.
+                    send(replay.finish());
+                    let _ = done.send(loaded);
+                });
+            if let Err(err) = parsing {
+                return bridge.error(format!("agent: reading the conversation failed: {err}"));
+            }
             // The last row sent: the outputs after it fill folds nobody reads yet.
             let mut rows = bridge.sent();
+            let mut pace = Pace::new(RESUME_AHEAD);
             while let Some(event) = to_show.recv().await {
                 let row = !matches!(event, UiEvent::ToolOutput { .. });
+                pace.wait(&bridge.state.shown, bridge.sent()).await;
                 bridge.send(event);
                 if row {
                     rows = bridge.sent();
@@ -419,8 +436,9 @@ impl Bridge {
             let saved = match loading.await {
                 Ok(Ok(saved)) => saved,
                 Ok(Err(err)) => return bridge.error(format!("agent: {err}")),
-                Err(err) => {
-                    return bridge.error(format!("agent: reading the conversation failed: {err}"))
+                Err(_) => {
+                    return bridge
+                        .error("agent: reading the conversation stopped half way; see :Agent log")
                 }
             };
             // The history the model gets is a copy of megabytes: made once the rows are on

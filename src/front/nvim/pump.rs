@@ -91,6 +91,32 @@ impl Shown {
     }
 }
 
+/// Keeps a sender of many events (a resume) a few batches ahead of Lua and no more: before
+/// each event, [`Pace::wait`] waits until Lua has taken all but `ahead` of those sent. A Lua
+/// that takes nothing for [`PACE_GIVE_UP`] gets the rest unpaced, so a stuck chat cannot hold
+/// the sender for ever.
+pub(super) struct Pace {
+    ahead: u64,
+    paced: bool,
+}
+
+/// See [`Pace`].
+const PACE_GIVE_UP: Duration = Duration::from_secs(2);
+
+impl Pace {
+    pub(super) fn new(ahead: u64) -> Pace {
+        Pace { ahead, paced: true }
+    }
+
+    /// Waits before the event after the first `sent` ones is sent.
+    pub(super) async fn wait(&mut self, shown: &Shown, sent: u64) {
+        if self.paced {
+            let taken = shown.reach(sent.saturating_sub(self.ahead));
+            self.paced = tokio::time::timeout(PACE_GIVE_UP, taken).await.is_ok();
+        }
+    }
+}
+
 /// Sends Lua the events in batches, at most one a frame, with consecutive text joined, in one
 /// `exec_lua` call. An approval is sent at once. A full batch ([`BATCH_EVENTS`], [`BATCH_BYTES`])
 /// is followed by the next at once: a flood goes out as fast as Lua takes it, each `exec_lua`
@@ -447,6 +473,37 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_sender_waits_for_lua_and_stops_waiting_for_one_that_takes_nothing() {
+        let shown = std::sync::Arc::new(Shown::default());
+        let mut pace = Pace::new(4);
+        // Up to `ahead` events on their way: no wait.
+        tokio::time::timeout(Duration::from_millis(1), pace.wait(&shown, 4))
+            .await
+            .expect("no wait within the allowance");
+        // One more needs Lua to have taken one.
+        let waiting = tokio::spawn({
+            let shown = shown.clone();
+            async move {
+                let mut pace = Pace::new(4);
+                pace.wait(&shown, 5).await;
+                pace.paced
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!waiting.is_finished(), "sent before Lua took anything");
+        shown.add(1);
+        assert!(waiting.await.unwrap(), "still paced after Lua took one");
+        // Lua takes nothing more: the wait gives up after PACE_GIVE_UP, then never waits again.
+        let started = tokio::time::Instant::now();
+        pace.wait(&shown, 10).await;
+        assert_eq!(started.elapsed(), PACE_GIVE_UP);
+        assert!(!pace.paced);
+        tokio::time::timeout(Duration::from_millis(1), pace.wait(&shown, 1_000))
+            .await
+            .expect("unpaced after giving up");
     }
 
     #[test]
