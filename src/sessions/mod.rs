@@ -846,14 +846,27 @@ impl std::fmt::Debug for Writer {
 /// conversations, which must not take a core from what the person is waiting for. On a machine
 /// with two cores, a resume read at full speed kept Neovim waiting for a core (a 5 ms batch of
 /// the chat took 20), and a writer woken by an event could run before the event went on. Only
-/// the calling thread's: on Linux a nice value is per thread. Elsewhere nothing changes.
+/// the calling thread's: on Linux a nice value is per thread. A thread already nicer than
+/// [`BACKGROUND_NICE`] (the backend started under `nice`) keeps its value: it is never raised,
+/// even where it could be (root). Elsewhere nothing changes.
 pub fn lower_priority() {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: both calls only read or set the calling thread's scheduling attributes.
-        let tid = unsafe { libc::gettid() };
-        if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, BACKGROUND_NICE) } != 0
-        {
+        // SAFETY: these calls only read or set the calling thread's scheduling attributes and
+        // errno.
+        let tid = unsafe { libc::gettid() } as libc::id_t;
+        // -1 is a nice value as well as the error return: errno tells them apart.
+        unsafe { *libc::__errno_location() = 0 };
+        let now = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid) };
+        if now == -1 && std::io::Error::last_os_error().raw_os_error() != Some(0) {
+            let err = std::io::Error::last_os_error();
+            tracing::debug!(%err, "a background thread keeps its priority");
+            return;
+        }
+        if now >= BACKGROUND_NICE {
+            return;
+        }
+        if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, BACKGROUND_NICE) } != 0 {
             let err = std::io::Error::last_os_error();
             tracing::debug!(%err, "a background thread keeps its priority");
         }

@@ -640,11 +640,25 @@ fn a_background_thread_gets_a_lower_priority_and_only_it() {
         tx.send((own, nice_of_this_thread())).unwrap();
     });
     let (own, after) = rx.recv().unwrap();
-    // Raising priority again is not allowed: a thread already nicer keeps its value.
     assert_eq!(after, own.max(BACKGROUND_NICE));
     assert_eq!(
         nice_of_this_thread(),
         before,
         "the spawning thread kept its priority"
     );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_thread_already_nicer_is_never_given_a_higher_priority() {
+    let seen = std::thread::spawn(|| {
+        // Anyone may lower a thread's priority; only root could raise it again.
+        let tid = unsafe { libc::gettid() } as libc::id_t;
+        assert_eq!(unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, 15) }, 0);
+        lower_priority();
+        nice_of_this_thread()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(seen, 15);
 }

@@ -26,10 +26,13 @@ pub fn nvim_binary() -> PathBuf {
     PathBuf::from("nvim")
 }
 
-/// The screen of an attached UI, as rows of text.
+/// The screen of an attached UI, as rows of text: as of Neovim's last `flush`, the end of a
+/// whole frame (a frame's redraw can come in several notifications, and a test reading the
+/// rows in between saw a float half drawn).
 #[derive(Debug, Default)]
 pub struct Screen {
     rows: Vec<Vec<String>>,
+    flushed: String,
 }
 
 impl Screen {
@@ -80,13 +83,18 @@ impl Screen {
         }
     }
 
-    /// The screen as text, one line a row, trailing blanks trimmed.
+    /// The screen as text at the last `flush`, one line a row, trailing blanks trimmed.
     pub fn text(&self) -> String {
-        self.rows
+        self.flushed.clone()
+    }
+
+    fn flush(&mut self) {
+        self.flushed = self
+            .rows
             .iter()
             .map(|r| r.concat().trim_end().to_string())
             .collect::<Vec<_>>()
-            .join("\n")
+            .join("\n");
     }
 }
 
@@ -134,6 +142,7 @@ impl Handler for TestHandler {
                             .unwrap_or_default();
                         screen.line(n(1) as usize, n(2) as usize, &cells);
                     }
+                    "flush" => screen.flush(),
                     "grid_scroll" => screen.scroll(
                         n(1) as usize,
                         n(2) as usize,

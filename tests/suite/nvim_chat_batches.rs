@@ -424,6 +424,14 @@ async fn forty_rows_shown() -> (Nvim, Vec<UiEvent>) {
     (nvim, outputs)
 }
 
+/// What a person sees of the chat window's view: the text of its top line and of the cursor's
+/// line, and the cursor's column.
+const VIEW: &str = "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1] \
+    return vim.api.nvim_win_call(win, function() \
+      local view = vim.fn.winsaveview() \
+      return { vim.fn.getline(view.topline), vim.fn.getline(view.lnum), view.col } \
+    end)";
+
 /// The outputs of a resumed chat go in above what a window following the chat shows: the
 /// window must still end with the chat's last line at its bottom, not keep its old top line
 /// (which the new folds would pull up to the end, leaving the window nearly empty).
@@ -464,12 +472,6 @@ async fn a_window_following_a_resumed_chat_still_ends_at_its_bottom_once_the_out
 async fn a_window_reading_the_middle_of_a_resumed_chat_keeps_its_view_while_the_outputs_go_in() {
     let (nvim, outputs) = forty_rows_shown().await;
     // The cursor on row f20, three columns in, with "File 18:" at the window's top.
-    let view = "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1] \
-         return vim.api.nvim_win_call(win, function() \
-           local view = vim.fn.winsaveview() \
-           return { vim.fn.getline(view.topline), vim.fn.getline('.'), view.col, \
-                    vim.fn.screenrow() > 0 } \
-         end)";
     nvim.lua(
         "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1] \
          vim.api.nvim_win_call(win, function() \
@@ -484,7 +486,7 @@ async fn a_window_reading_the_middle_of_a_resumed_chat_keeps_its_view_while_the_
         vec![],
     )
     .await;
-    let before = nvim.lua(view, vec![]).await;
+    let before = nvim.lua(VIEW, vec![]).await;
     assert_eq!(before[0].as_str(), Some("File 18:"), "{before:?}");
     assert!(
         before[1]
@@ -494,7 +496,7 @@ async fn a_window_reading_the_middle_of_a_resumed_chat_keeps_its_view_while_the_
         "{before:?}"
     );
     receive_in_batches(&nvim, &outputs, 8).await;
-    let after = nvim.lua(view, vec![]).await;
+    let after = nvim.lua(VIEW, vec![]).await;
     assert_eq!(after, before, "the reading window moved");
     // Every output went in (folded under its row), and nothing of the moving was left behind.
     let left = nvim
@@ -513,4 +515,44 @@ async fn a_window_reading_the_middle_of_a_resumed_chat_keeps_its_view_while_the_
     assert_eq!(left, Value::Array(vec![1200.into(), 0.into()]));
     let screen = nvim.wait_for_screen("File 18:").await;
     assert!(screen.contains("read f20.txt"), "{screen}");
+}
+
+/// An error while the outputs go in (here Neovim refusing a put) still gives every window its
+/// cursor and top line back, and leaves none of the marks they were kept with.
+#[tokio::test]
+async fn a_window_gets_its_view_back_when_putting_the_outputs_in_fails() {
+    let (nvim, outputs) = forty_rows_shown().await;
+    nvim.lua(
+        "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1] \
+         vim.api.nvim_win_call(win, function() vim.fn.winrestview({ topline = 30, lnum = 33, col = 2 }) end) \
+         local set_text, puts = vim.api.nvim_buf_set_text, 0 \
+         vim.api.nvim_buf_set_text = function(...) \
+           puts = puts + 1 \
+           if puts == 3 then error('refused') end \
+           return set_text(...) \
+         end",
+        vec![],
+    )
+    .await;
+    let before = nvim.lua(VIEW, vec![]).await;
+    let failed = nvim
+        .lua(
+            "local ok, err = pcall(require('agent.rpc').receive, ...) return ok",
+            vec![Value::Array(for_lua(outputs[..8].to_vec()))],
+        )
+        .await;
+    assert_eq!(failed, Value::from(false), "the stubbed put did not fail");
+    let after = nvim.lua(VIEW, vec![]).await;
+    assert_eq!(
+        after, before,
+        "the window was left where the outputs were put"
+    );
+    let marks = nvim
+        .lua(
+            "local ns = vim.api.nvim_get_namespaces()['agent.chat.parked'] \
+             return #vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent://chat'), ns, 0, -1, {})",
+            vec![],
+        )
+        .await;
+    assert_eq!(marks, Value::from(0));
 }

@@ -462,32 +462,38 @@ function H.put_outputs()
   local set_extmark = vim.api.nvim_buf_set_extmark
   local followers = H.followers()
   local parked = H.park()
-  H.modify(function()
+  -- Whatever goes wrong putting them in, the windows get their cursors back.
+  local ok, err = pcall(function()
+    H.modify(function()
+      for _, item in ipairs(found) do
+        -- At the end of the row's line, not before the next line: lines put right before a fold
+        -- would join it.
+        local line = vim.api.nvim_buf_get_lines(buf, item.row, item.row + 1, true)[1]
+        local lines = { "" }
+        vim.list_extend(lines, item.lines)
+        vim.api.nvim_buf_set_text(buf, item.row, #line, item.row, #line, lines)
+      end
+    end)
+    local folds = {}
     for _, item in ipairs(found) do
-      -- At the end of the row's line, not before the next line: lines put right before a fold
-      -- would join it.
-      local line = vim.api.nvim_buf_get_lines(buf, item.row, item.row + 1, true)[1]
-      local lines = { "" }
-      vim.list_extend(lines, item.lines)
-      vim.api.nvim_buf_set_text(buf, item.row, #line, item.row, #line, lines)
+      local row, lines = assert(M.row_of(item.tool)), item.lines
+      set_extmark(buf, H.ns, row + 1, 0, {
+        end_row = row + #lines,
+        end_col = #lines[#lines],
+        hl_group = "AgentToolOutput",
+      })
+      item.tool.lines, item.tool.folded = #lines, true
+      H.end_row = H.end_row + #lines
+      folds[#folds + 1] = { row, #lines }
+    end
+    for _, win in ipairs(window.chat_windows()) do
+      H.fold_all(win, folds)
     end
   end)
-  local folds = {}
-  for _, item in ipairs(found) do
-    local row, lines = assert(M.row_of(item.tool)), item.lines
-    set_extmark(buf, H.ns, row + 1, 0, {
-      end_row = row + #lines,
-      end_col = #lines[#lines],
-      hl_group = "AgentToolOutput",
-    })
-    item.tool.lines, item.tool.folded = #lines, true
-    H.end_row = H.end_row + #lines
-    folds[#folds + 1] = { row, #lines }
-  end
-  for _, win in ipairs(window.chat_windows()) do
-    H.fold_all(win, folds)
-  end
   H.unpark(parked)
+  if not ok then
+    error(err, 0)
+  end
   -- Lines put in above a window's top keep its top line where it was, which the folds then pull
   -- up to the end: a window that follows the chat gets its last line back at the bottom.
   local last = vim.api.nvim_buf_line_count(buf)
@@ -529,8 +535,10 @@ function H.unpark(parked)
   for _, p in ipairs(parked) do
     local cursor = vim.api.nvim_buf_get_extmark_by_id(buf, H.ns_parked, p.cursor, {})
     local top = vim.api.nvim_buf_get_extmark_by_id(buf, H.ns_parked, p.top, {})
-    if vim.api.nvim_win_is_valid(p.win) and cursor[1] and top[1] then
-      p.view.lnum, p.view.topline = cursor[1] + 1, top[1] + 1
+    if vim.api.nvim_win_is_valid(p.win) then
+      -- A mark gone (its line deleted) leaves that part of the view as it was saved.
+      p.view.lnum = cursor[1] and cursor[1] + 1 or p.view.lnum
+      p.view.topline = top[1] and top[1] + 1 or p.view.topline
       pcall(vim.api.nvim_win_call, p.win, function()
         vim.fn.winrestview(p.view)
       end)

@@ -30,8 +30,10 @@ use crate::session::{self, SessionConfig};
 use crate::sessions::Store;
 use crate::workspace::Workspace;
 
-/// How many events of a resume may be on their way to Lua, not yet taken: enough for the pump to
-/// have its next batches ready (one with Lua, one made, one being gathered), and no more.
+/// How many events of a resume may be on their way to Lua, not yet taken: four batches of rows,
+/// enough for the pump to have its next ones ready (one with Lua, one made, one being
+/// gathered). Outputs, which the pump cuts at [`super::pump::BATCH_BYTES`], are more batches:
+/// by then the file is read, and only the pump's own work is left.
 const RESUME_AHEAD: u64 = 4 * super::pump::BATCH_EVENTS as u64;
 
 /// The session the `start` notification configured.
@@ -402,7 +404,7 @@ impl Bridge {
             bridge.switch_to(native.clone()).await;
             // The file is parsed on a thread of its own while the chat shows what it has read,
             // a few batches ahead of what Lua has taken and no more: racing through the file
-            // would take the core Neovim draws on, and hold the whole conversation twice.
+            // would take the core Neovim draws on.
             let (shown, mut to_show) = mpsc::channel(super::pump::BATCH_EVENTS);
             let id = resume.id.clone();
             let (done, loading) = tokio::sync::oneshot::channel();
@@ -410,14 +412,31 @@ impl Bridge {
                 .name("agent-resume".into())
                 .spawn(move || {
                     crate::sessions::lower_priority();
-                    let mut replay = Replay::default();
-                    let send = |events: Vec<UiEvent>| {
-                        events.into_iter().all(|e| shown.blocking_send(e).is_ok())
-                    };
-                    let loaded = store.load_with(&id, |record| send(replay.events(record)));
-                    // Every row is shown: now the outputs, each under its row.
-                    send(replay.finish());
-                    let _ = done.send(loaded);
+                    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        let mut replay = Replay::default();
+                        let send = |events: Vec<UiEvent>| {
+                            events.into_iter().all(|e| shown.blocking_send(e).is_ok())
+                        };
+                        let loaded = store.load_with(&id, |record| send(replay.events(record)));
+                        // Every row is shown: now the outputs, each under its row.
+                        send(replay.finish());
+                        loaded
+                    }));
+                    match read {
+                        Ok(loaded) => {
+                            let _ = done.send(loaded);
+                        }
+                        // `done` dropped: the resume says to look in the log, where this is.
+                        Err(panic) => tracing::error!(
+                            id,
+                            panic = panic
+                                .downcast_ref::<&str>()
+                                .copied()
+                                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                                .unwrap_or("(no message)"),
+                            "reading a conversation to resume panicked"
+                        ),
+                    }
                 });
             if let Err(err) = parsing {
                 return bridge.error(format!("agent: reading the conversation failed: {err}"));

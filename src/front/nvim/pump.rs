@@ -91,10 +91,11 @@ impl Shown {
     }
 }
 
-/// Keeps a sender of many events (a resume) a few batches ahead of Lua and no more: before
-/// each event, [`Pace::wait`] waits until Lua has taken all but `ahead` of those sent. A Lua
-/// that takes nothing for [`PACE_GIVE_UP`] gets the rest unpaced, so a stuck chat cannot hold
-/// the sender for ever.
+/// Keeps a sender of many events (a resume) at most `ahead` events ahead of Lua: before each
+/// event, [`Pace::wait`] waits until Lua has taken all but `ahead` of those sent. A Lua that
+/// takes nothing for [`PACE_GIVE_UP`] (Neovim busy in a `:!` command, or suspended) is sent
+/// the next events unpaced, so a stuck chat cannot hold the sender for ever, until it has
+/// caught up again.
 pub(super) struct Pace {
     ahead: u64,
     paced: bool,
@@ -110,10 +111,15 @@ impl Pace {
 
     /// Waits before the event after the first `sent` ones is sent.
     pub(super) async fn wait(&mut self, shown: &Shown, sent: u64) {
-        if self.paced {
-            let taken = shown.reach(sent.saturating_sub(self.ahead));
-            self.paced = tokio::time::timeout(PACE_GIVE_UP, taken).await.is_ok();
+        let taken = sent.saturating_sub(self.ahead);
+        if !self.paced {
+            // Paced again once Lua is within `ahead` again.
+            self.paced = shown.count.load(Ordering::SeqCst) >= taken;
+            return;
         }
+        self.paced = tokio::time::timeout(PACE_GIVE_UP, shown.reach(taken))
+            .await
+            .is_ok();
     }
 }
 
@@ -504,6 +510,18 @@ mod tests {
         tokio::time::timeout(Duration::from_millis(1), pace.wait(&shown, 1_000))
             .await
             .expect("unpaced after giving up");
+        // Once Lua has caught up, the sender is paced again.
+        shown.add(995);
+        pace.wait(&shown, 1_000).await;
+        assert!(pace.paced, "paced again once Lua caught up");
+        let waiting = tokio::spawn({
+            let shown = shown.clone();
+            async move { pace.wait(&shown, 1_005).await }
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!waiting.is_finished(), "sent before Lua took the next one");
+        shown.add(5);
+        waiting.await.unwrap();
     }
 
     #[test]
