@@ -26,6 +26,7 @@ pub mod editor;
 pub mod error;
 pub mod front;
 pub mod llm;
+pub mod permissions;
 pub mod process;
 pub mod questions;
 pub mod reaper;

@@ -1,0 +1,439 @@
+//! A command line split into the simple commands it runs, with a real shell parser
+//! (`brush-parser`, the parser of the brush shell): `&&`, `||`, `;`, `|`, `&`, newlines,
+//! subshells, brace groups and the bodies of `if`, `for`, `while` and `case` all give up the
+//! simple commands inside them. Each comes back as the words it runs, unquoted, so that
+//! `git "status"` is `git status` to a rule.
+//!
+//! What a rule cannot judge makes the whole line [`Split::Opaque`], with the reason: a command
+//! substitution (`$(...)`, backquotes) or a process substitution (`<(...)`) anywhere, `eval`,
+//! `source` and `.`, a shell started with a script (`bash -c`), a function definition, a command
+//! name that is itself an expansion (`$CMD`), ANSI-C quoting (`$'\x72m'`), arithmetic, and
+//! anything the parser cannot read. Such a line is always asked about.
+
+use brush_parser::ast::{
+    self, Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList, IoFileRedirectKind,
+    IoFileRedirectTarget, IoRedirect,
+};
+use brush_parser::word::{self, WordPiece, WordPieceWithSource};
+use brush_parser::{Parser, ParserOptions, SourceInfo};
+
+/// One simple command of a line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Simple {
+    /// Its words as the program gets them (quotes and escapes taken off; a parameter such as
+    /// `$HOME` as written), joined with one space: what a `run_bash(PATTERN)` is matched against.
+    /// Assignments before the name (`FOO=1 cargo test`) are part of it.
+    pub text: String,
+    /// The program's name (its first word after any assignments), unquoted.
+    pub name: String,
+    /// Whether it sends output into a file (`>`, `>>`, `&>`; not `>/dev/null` nor `2>&1`).
+    pub writes_file: bool,
+}
+
+/// What a command line runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Split {
+    /// Every simple command, in order.
+    Commands(Vec<Simple>),
+    /// Something no rule can judge; why.
+    Opaque(&'static str),
+}
+
+/// Programs that run a script given to them as text.
+const SCRIPT_RUNNERS: &[&str] = &["bash", "sh", "zsh", "dash", "ksh", "fish", "busybox"];
+
+/// Splits `line` into its simple commands.
+pub fn split(line: &str) -> Split {
+    let options = ParserOptions::default();
+    let mut parser = Parser::new(
+        std::io::BufReader::new(line.as_bytes()),
+        &options,
+        &SourceInfo::default(),
+    );
+    let program = match parser.parse_program() {
+        Ok(program) => program,
+        Err(_) => return Split::Opaque("the shell parser cannot read it"),
+    };
+    let mut walk = Walk {
+        options,
+        commands: Vec::new(),
+    };
+    for list in &program.complete_commands {
+        if let Err(why) = walk.list(list) {
+            return Split::Opaque(why);
+        }
+    }
+    Split::Commands(walk.commands)
+}
+
+struct Walk {
+    options: ParserOptions,
+    commands: Vec<Simple>,
+}
+
+type Walked = Result<(), &'static str>;
+
+impl Walk {
+    fn list(&mut self, list: &CompoundList) -> Walked {
+        for item in &list.0 {
+            let and_or = &item.0;
+            self.pipeline(&and_or.first)?;
+            for next in &and_or.additional {
+                match next {
+                    ast::AndOr::And(pipeline) | ast::AndOr::Or(pipeline) => {
+                        self.pipeline(pipeline)?
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn pipeline(&mut self, pipeline: &ast::Pipeline) -> Walked {
+        for command in &pipeline.seq {
+            self.command(command)?;
+        }
+        Ok(())
+    }
+
+    fn command(&mut self, command: &Command) -> Walked {
+        match command {
+            Command::Simple(simple) => self.simple(simple),
+            Command::Compound(compound, redirects) => {
+                if let Some(redirects) = redirects {
+                    for redirect in &redirects.0 {
+                        // A compound command's output into a file: its commands write it.
+                        self.redirect(redirect)?;
+                    }
+                }
+                let writes = redirects
+                    .as_ref()
+                    .is_some_and(|r| r.0.iter().any(writes_file));
+                let first = self.commands.len();
+                self.compound(compound)?;
+                if writes {
+                    for simple in &mut self.commands[first..] {
+                        simple.writes_file = true;
+                    }
+                }
+                Ok(())
+            }
+            Command::Function(_) => Err("it defines a function"),
+            Command::ExtendedTest(_) => Err("it holds a [[ ]] test"),
+        }
+    }
+
+    fn compound(&mut self, compound: &CompoundCommand) -> Walked {
+        match compound {
+            CompoundCommand::BraceGroup(group) => self.list(&group.list),
+            CompoundCommand::Subshell(subshell) => self.list(&subshell.list),
+            CompoundCommand::ForClause(clause) => {
+                for value in clause.values.iter().flatten() {
+                    self.unquoted(&value.value)?;
+                }
+                self.list(&clause.body.list)
+            }
+            CompoundCommand::CaseClause(clause) => {
+                self.unquoted(&clause.value.value)?;
+                for case in &clause.cases {
+                    for pattern in &case.patterns {
+                        self.unquoted(&pattern.value)?;
+                    }
+                    if let Some(list) = &case.cmd {
+                        self.list(list)?;
+                    }
+                }
+                Ok(())
+            }
+            CompoundCommand::IfClause(clause) => {
+                self.list(&clause.condition)?;
+                self.list(&clause.then)?;
+                for other in clause.elses.iter().flatten() {
+                    if let Some(condition) = &other.condition {
+                        self.list(condition)?;
+                    }
+                    self.list(&other.body)?;
+                }
+                Ok(())
+            }
+            CompoundCommand::WhileClause(clause) | CompoundCommand::UntilClause(clause) => {
+                self.list(&clause.0)?;
+                self.list(&clause.1.list)
+            }
+            CompoundCommand::Arithmetic(_) | CompoundCommand::ArithmeticForClause(_) => {
+                Err("it holds arithmetic")
+            }
+        }
+    }
+
+    fn redirect(&self, redirect: &IoRedirect) -> Walked {
+        match redirect {
+            IoRedirect::File(_, _, IoFileRedirectTarget::ProcessSubstitution(..)) => {
+                Err("it holds a process substitution")
+            }
+            IoRedirect::File(_, _, IoFileRedirectTarget::Filename(word))
+            | IoRedirect::File(_, _, IoFileRedirectTarget::Duplicate(word))
+            | IoRedirect::HereString(_, word)
+            | IoRedirect::OutputAndError(word, _) => self.unquoted(&word.value).map(drop),
+            IoRedirect::File(_, _, IoFileRedirectTarget::Fd(_)) => Ok(()),
+            IoRedirect::HereDocument(_, doc) => {
+                if doc.requires_expansion {
+                    self.unquoted(&doc.doc.value).map(drop)
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    fn simple(&mut self, simple: &ast::SimpleCommand) -> Walked {
+        let mut words = Vec::new();
+        let mut name = None;
+        let mut writes = false;
+        let items = simple
+            .prefix
+            .iter()
+            .flat_map(|p| p.0.iter())
+            .map(Some)
+            .chain(std::iter::once(None))
+            .chain(simple.suffix.iter().flat_map(|s| s.0.iter()).map(Some));
+        for item in items {
+            match item {
+                // The command's name sits between the prefix and the suffix.
+                None => {
+                    if let Some(word) = &simple.word_or_name {
+                        if word_is_expansion(&word.value) {
+                            return Err("its command name is an expansion");
+                        }
+                        let unquoted = self.unquoted(&word.value)?;
+                        name = Some(unquoted.clone());
+                        words.push(unquoted);
+                    }
+                }
+                Some(CommandPrefixOrSuffixItem::Word(word)) => {
+                    words.push(self.unquoted(&word.value)?)
+                }
+                Some(CommandPrefixOrSuffixItem::AssignmentWord(_, word)) => {
+                    words.push(self.unquoted(&word.value)?)
+                }
+                Some(CommandPrefixOrSuffixItem::IoRedirect(redirect)) => {
+                    self.redirect(redirect)?;
+                    writes |= writes_file(redirect);
+                }
+                Some(CommandPrefixOrSuffixItem::ProcessSubstitution(..)) => {
+                    return Err("it holds a process substitution")
+                }
+            }
+        }
+        let Some(name) = name else {
+            // Only assignments or redirections (`FOO=1`, `> file`): no program runs, but what it
+            // does is still judged as a command of its own.
+            self.commands.push(Simple {
+                text: words.join(" "),
+                name: String::new(),
+                writes_file: writes,
+            });
+            return Ok(());
+        };
+        let program = name.rsplit('/').next().unwrap_or(&name);
+        if matches!(program, "eval" | "source" | ".") {
+            return Err("it runs text as a script (eval, source)");
+        }
+        let args: Vec<&String> = words.iter().skip_while(|w| **w != name).skip(1).collect();
+        if SCRIPT_RUNNERS.contains(&program)
+            && args
+                .iter()
+                .any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('c'))
+        {
+            return Err("it starts a shell with a script (-c)");
+        }
+        self.commands.push(Simple {
+            text: words.join(" "),
+            name,
+            writes_file: writes,
+        });
+        Ok(())
+    }
+
+    /// `raw` as the program gets it: quotes and escapes taken off, parameters as written. An
+    /// error for what no rule can judge.
+    fn unquoted(&self, raw: &str) -> Result<String, &'static str> {
+        if raw.contains("$(") || raw.contains('`') {
+            return Err("it holds a command substitution");
+        }
+        if raw.contains("<(") || raw.contains(">(") {
+            return Err("it holds a process substitution");
+        }
+        let pieces = word::parse(raw, &self.options).map_err(|_| "a word cannot be read")?;
+        let mut text = String::new();
+        unquote(raw, &pieces, &mut text)?;
+        Ok(text)
+    }
+}
+
+fn unquote(raw: &str, pieces: &[WordPieceWithSource], text: &mut String) -> Walked {
+    for piece in pieces {
+        match &piece.piece {
+            WordPiece::Text(s) | WordPiece::SingleQuotedText(s) => text.push_str(s),
+            WordPiece::EscapeSequence(s) => text.push_str(s.strip_prefix('\\').unwrap_or(s)),
+            WordPiece::DoubleQuotedSequence(inner)
+            | WordPiece::GettextDoubleQuotedSequence(inner) => unquote(raw, inner, text)?,
+            WordPiece::TildePrefix(_) | WordPiece::ParameterExpansion(_) => {
+                text.push_str(raw.get(piece.start_index..piece.end_index).unwrap_or(""))
+            }
+            WordPiece::AnsiCQuotedText(_) => return Err("it holds ANSI-C quoting ($'...')"),
+            WordPiece::CommandSubstitution(_) | WordPiece::BackquotedCommandSubstitution(_) => {
+                return Err("it holds a command substitution")
+            }
+            WordPiece::ArithmeticExpression(_) => return Err("it holds arithmetic"),
+        }
+    }
+    Ok(())
+}
+
+/// Whether a command name is (or starts with) an expansion, so the program is not known.
+fn word_is_expansion(raw: &str) -> bool {
+    raw.trim_start_matches(['"', '\'']).starts_with('$')
+}
+
+/// Whether `redirect` sends output into a file (not `/dev/null`, not another descriptor).
+fn writes_file(redirect: &IoRedirect) -> bool {
+    match redirect {
+        IoRedirect::File(_, kind, target) => {
+            let output = matches!(
+                kind,
+                IoFileRedirectKind::Write
+                    | IoFileRedirectKind::Append
+                    | IoFileRedirectKind::ReadAndWrite
+                    | IoFileRedirectKind::Clobber
+            );
+            match target {
+                IoFileRedirectTarget::Filename(word) => output && word.value != "/dev/null",
+                IoFileRedirectTarget::Duplicate(word) => {
+                    // `>&2` duplicates; `>& file` is a file.
+                    output && !word.value.chars().all(|c| c.is_ascii_digit() || c == '-')
+                }
+                _ => false,
+            }
+        }
+        IoRedirect::OutputAndError(word, _) => word.value != "/dev/null",
+        IoRedirect::HereDocument(..) | IoRedirect::HereString(..) => false,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn texts(line: &str) -> Vec<String> {
+        match split(line) {
+            Split::Commands(commands) => commands.into_iter().map(|c| c.text).collect(),
+            Split::Opaque(why) => panic!("{line:?} is opaque: {why}"),
+        }
+    }
+
+    fn opaque(line: &str) -> &'static str {
+        match split(line) {
+            Split::Opaque(why) => why,
+            Split::Commands(commands) => panic!("{line:?} split into {commands:?}"),
+        }
+    }
+
+    #[test]
+    fn operators_subshells_and_bodies_give_up_their_simple_commands() {
+        assert_eq!(texts("git status"), ["git status"]);
+        assert_eq!(
+            texts("git status && rm -rf x || echo no; ls | wc -l & sleep 1\npwd"),
+            [
+                "git status",
+                "rm -rf x",
+                "echo no",
+                "ls",
+                "wc -l",
+                "sleep 1",
+                "pwd"
+            ]
+        );
+        assert_eq!(
+            texts("(cd a && make) ; { echo b; }"),
+            ["cd a", "make", "echo b"]
+        );
+        assert_eq!(
+            texts("if test -f a; then cat a; else rm b; fi"),
+            ["test -f a", "cat a", "rm b"]
+        );
+        assert_eq!(texts("for f in a b; do rm $f; done"), ["rm $f"]);
+        assert_eq!(texts("while true; do sleep 1; done"), ["true", "sleep 1"]);
+        assert_eq!(texts("case $x in a) rm a;; esac"), ["rm a"]);
+    }
+
+    #[test]
+    fn words_are_matched_unquoted_and_spaced_once() {
+        assert_eq!(texts(r#"git   "status""#), ["git status"]);
+        assert_eq!(texts(r"r\m -rf 'a b'"), ["rm -rf a b"]);
+        assert_eq!(texts("FOO=1 cargo test"), ["FOO=1 cargo test"]);
+        assert_eq!(texts("echo ~/x $HOME"), ["echo ~/x $HOME"]);
+        let Split::Commands(commands) = split("/bin/rm x") else {
+            panic!()
+        };
+        assert_eq!(commands[0].name, "/bin/rm");
+    }
+
+    #[test]
+    fn output_into_a_file_is_told_apart_from_dev_null_and_descriptors() {
+        let writes = |line: &str| match split(line) {
+            Split::Commands(commands) => commands.iter().any(|c| c.writes_file),
+            Split::Opaque(why) => panic!("{why}"),
+        };
+        for line in [
+            "echo x > f",
+            "echo x >> f",
+            "ls &> out",
+            "{ ls; } > f",
+            "echo >| f",
+        ] {
+            assert!(writes(line), "{line}");
+        }
+        for line in [
+            "ls > /dev/null",
+            "ls 2>&1",
+            "ls >&2",
+            "cat < f",
+            "cat <<EOF\nx\nEOF",
+        ] {
+            assert!(!writes(line), "{line}");
+        }
+    }
+
+    #[test]
+    fn what_no_rule_can_judge_is_opaque() {
+        for line in [
+            "echo $(rm -rf x)",
+            "echo `id`",
+            "echo \"$(id)\"",
+            "diff <(ls a) <(ls b)",
+            "eval rm x",
+            "source ./x.sh",
+            ". ./x.sh",
+            "bash -c 'rm x'",
+            "sh -ec 'rm x'",
+            "f() { rm x; }",
+            "$CMD x",
+            "echo $'\\x72m'",
+            "echo $((1 + 2))",
+            "git status &&",
+            "echo 'unterminated",
+        ] {
+            let why = opaque(line);
+            assert!(!why.is_empty(), "{line}");
+        }
+        assert_eq!(opaque("ls > >(cat)"), "it holds a process substitution");
+    }
+
+    #[test]
+    fn a_long_line_splits() {
+        let line = vec!["cargo test --lib"; 100].join(" && ");
+        assert_eq!(texts(&line).len(), 100);
+    }
+}

@@ -1,0 +1,216 @@
+use proptest::prelude::*;
+
+use super::*;
+
+fn rules(allow: &[&str], ask: &[&str], deny: &[&str]) -> Rules {
+    let owned = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    Rules::parse(&owned(allow), &owned(ask), &owned(deny)).unwrap()
+}
+
+fn command(line: &str) -> Action {
+    Action::Command {
+        command: line.into(),
+    }
+}
+
+fn edit(rel: &str) -> Action {
+    Action::Edit { rel: rel.into() }
+}
+
+#[test]
+fn a_star_matches_anything_and_the_rest_only_itself() {
+    assert!(wildcard("git status", "git status"));
+    assert!(!wildcard("git status", "git status -s"));
+    assert!(!wildcard("git status", "git statu"));
+    assert!(wildcard("cargo test *", "cargo test --lib -- a b"));
+    assert!(wildcard("cargo test *", "cargo test"));
+    assert!(!wildcard("cargo test *", "cargo testx"));
+    assert!(wildcard("rm *", "rm -rf /"));
+    assert!(wildcard("*", ""));
+    assert!(wildcard("a*b*c", "a xx b yy c"));
+    assert!(!wildcard("a*b*c", "a xx b yy"));
+    assert!(wildcard("é*ü", "é x ü"));
+    assert!(wildcard("a*é", "aé"));
+    assert!(!wildcard("a*é", "ae"));
+    // `?` and brackets are plain characters here.
+    assert!(!wildcard("ls ?", "ls a"));
+    assert!(wildcard("ls [a]", "ls [a]"));
+}
+
+#[test]
+fn a_bad_rule_is_named_with_what_is_wrong() {
+    let bad = |text: &str| Rules::parse(&[text.to_string()], &[], &[]).unwrap_err();
+    assert_eq!(
+        bad("run_bash git status"),
+        "agent: the rule 'run_bash git status' in permissions.allow: write run_bash(PATTERN) or edit_file(GLOB)"
+    );
+    assert!(bad("run_bash(ls").contains("it must end with ')'"));
+    assert!(bad("edit_file()").contains("is empty"));
+    assert!(bad("edit_file(src/[)").contains("the glob cannot be read"));
+    assert!(bad("read_file(*)").contains("never asked about"));
+    assert!(bad("Bash(ls)").contains("there is no tool 'Bash'"));
+    let denied = Rules::parse(&[], &[], &["rm *)".to_string()]).unwrap_err();
+    assert!(denied.contains("in permissions.deny"), "{denied}");
+}
+
+#[test]
+fn every_simple_command_must_be_allowed_and_none_denied() {
+    let r = rules(
+        &["run_bash(git status)", "run_bash(cargo test *)"],
+        &[],
+        &[],
+    );
+    for (line, judged) in [
+        ("git status", Judgement::Allow),
+        ("cargo test --lib", Judgement::Allow),
+        ("git status && cargo test", Judgement::Allow),
+        ("git status && rm -rf x", Judgement::Undecided),
+        // Output into a file is never allowed by a rule.
+        ("git status > .git/hooks/pre-commit", Judgement::Undecided),
+        ("git status > /dev/null 2>&1", Judgement::Allow),
+    ] {
+        assert_eq!(r.judge(&command(line)), judged, "{line}");
+    }
+    assert!(matches!(
+        r.judge(&command("git status $(rm -rf x)")),
+        Judgement::Opaque { .. }
+    ));
+    assert_eq!(r.judge(&command("")), Judgement::Undecided);
+}
+
+#[test]
+fn deny_beats_ask_beats_allow() {
+    let r = rules(
+        &["run_bash(*)", "edit_file(**)"],
+        &["run_bash(git push *)", "edit_file(**/*.lock)"],
+        &["run_bash(rm *)", "edit_file(.env)"],
+    );
+    assert_eq!(
+        r.judge(&command("ls && rm -rf x")),
+        Judgement::Deny {
+            rule: "'run_bash(rm *)' in permissions.deny".into()
+        }
+    );
+    assert_eq!(
+        Judgement::refusal("'run_bash(rm *)' in permissions.deny"),
+        "Refused by the rule 'run_bash(rm *)' in permissions.deny."
+    );
+    // The program by its base name, quoted or escaped: still `rm`.
+    for line in [
+        "/bin/rm -rf x",
+        "\"rm\" x",
+        "r\\m x",
+        "(cd a; rm x)",
+        "ls | rm x",
+    ] {
+        assert!(
+            matches!(r.judge(&command(line)), Judgement::Deny { .. }),
+            "{line}"
+        );
+    }
+    assert_eq!(
+        r.judge(&command("git push origin main")),
+        Judgement::Ask {
+            rule: "'run_bash(git push *)' in permissions.ask".into()
+        }
+    );
+    assert_eq!(r.judge(&command("git push")), r.judge(&command("git push")));
+    assert_eq!(r.judge(&edit("src/a.rs")), Judgement::Allow);
+    assert!(matches!(
+        r.judge(&edit("a/b/Cargo.lock")),
+        Judgement::Ask { .. }
+    ));
+    assert!(matches!(r.judge(&edit(".env")), Judgement::Deny { .. }));
+}
+
+#[test]
+fn a_glob_star_stays_within_a_component_and_two_cross_them() {
+    let r = rules(&["edit_file(src/*.rs)", "edit_file(docs/**)"], &[], &[]);
+    assert_eq!(r.judge(&edit("src/a.rs")), Judgement::Allow);
+    assert_eq!(r.judge(&edit("src/a/b.rs")), Judgement::Undecided);
+    assert_eq!(r.judge(&edit("docs/a/b/c.md")), Judgement::Allow);
+    assert_eq!(r.judge(&edit("docsx/a.md")), Judgement::Undecided);
+    let lock = rules(&["edit_file(**/*.lock)"], &[], &[]);
+    assert_eq!(lock.judge(&edit("Cargo.lock")), Judgement::Allow);
+    assert_eq!(lock.judge(&edit("a/b/yarn.lock")), Judgement::Allow);
+}
+
+#[test]
+fn with_deny_rules_an_opaque_line_is_not_auto_approved() {
+    let none = rules(&[], &[], &[]);
+    let deny = rules(&[], &[], &["run_bash(rm *)"]);
+    let opaque = deny.judge(&command("echo $(rm -rf x)"));
+    assert!(matches!(opaque, Judgement::Opaque { .. }));
+    assert!(!deny.auto_approvable(&opaque));
+    assert!(none.auto_approvable(&opaque));
+    assert!(!deny.auto_approvable(&deny.judge(&command("rm x"))));
+    assert!(deny.auto_approvable(&deny.judge(&command("ls"))));
+}
+
+const ALLOWED: &[&str] = &[
+    "git status",
+    "cargo test --lib",
+    "ls -la src",
+    "echo 'a b'",
+    "grep -n x file.rs",
+];
+const DENIED: &[&str] = &["rm -rf x", "/usr/bin/rm x", "rm"];
+const OPERATORS: &[&str] = &[" && ", " || ", "; ", " | ", " & ", "\n"];
+
+fn allow_rules() -> Rules {
+    rules(
+        &[
+            "run_bash(git status)",
+            "run_bash(cargo test *)",
+            "run_bash(ls *)",
+            "run_bash(echo *)",
+            "run_bash(grep *)",
+        ],
+        &[],
+        &["run_bash(rm *)"],
+    )
+}
+
+fn line_of(commands: &[&str], operators: &[usize], subshell: bool) -> String {
+    let mut line = String::new();
+    for (i, c) in commands.iter().enumerate() {
+        if i > 0 {
+            line.push_str(OPERATORS[operators[i - 1] % OPERATORS.len()]);
+        }
+        if subshell && i == 0 {
+            line.push_str(&format!("({c})"));
+        } else {
+            line.push_str(c);
+        }
+    }
+    line
+}
+
+proptest! {
+    #[test]
+    fn a_line_of_allowed_commands_is_allowed(
+        picks in prop::collection::vec(0..ALLOWED.len(), 1..8),
+        operators in prop::collection::vec(0..OPERATORS.len(), 8),
+        subshell in any::<bool>(),
+    ) {
+        let commands: Vec<&str> = picks.iter().map(|i| ALLOWED[*i]).collect();
+        let line = line_of(&commands, &operators, subshell);
+        prop_assert_eq!(allow_rules().judge(&command(&line)), Judgement::Allow, "{}", line);
+    }
+
+    #[test]
+    fn a_denied_command_anywhere_denies_the_line(
+        picks in prop::collection::vec(0..ALLOWED.len(), 1..8),
+        operators in prop::collection::vec(0..OPERATORS.len(), 9),
+        denied in 0..DENIED.len(),
+        at in 0usize..8,
+        subshell in any::<bool>(),
+    ) {
+        let mut commands: Vec<&str> = picks.iter().map(|i| ALLOWED[*i]).collect();
+        let at = at % (commands.len() + 1);
+        commands.insert(at, DENIED[denied]);
+        let line = line_of(&commands, &operators, subshell);
+        let judged = allow_rules().judge(&command(&line));
+        prop_assert!(matches!(judged, Judgement::Deny { .. }), "{} judged {:?}", line, judged);
+    }
+}
