@@ -13,6 +13,8 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::permissions::{Judgement, Rules};
+
 /// What a request is about; this decides what "Allow for this session" covers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -60,6 +62,10 @@ pub enum Verdict {
     Allowed,
     /// Do not; the result the model reads says so.
     Refused { reason: Option<String> },
+    /// Refused by the person's permission rules, not by a person: `text` is the whole result
+    /// the model reads (`Refused by the rule 'run_bash(rm *)' in permissions.deny.`), `why` what
+    /// the chat's row adds to its `declined` (`by the rule 'run_bash(rm *)' in permissions.deny`).
+    Denied { text: String, why: String },
     /// The turn was cancelled while the question was open.
     Cancelled,
 }
@@ -120,6 +126,7 @@ pub struct Gate {
     auto_approve: bool,
     asker: Option<Arc<dyn Asker>>,
     grants: Mutex<Grants>,
+    rules: Rules,
 }
 
 impl Gate {
@@ -129,7 +136,14 @@ impl Gate {
             auto_approve,
             asker,
             grants: Mutex::new(Grants::default()),
+            rules: Rules::default(),
         }
+    }
+
+    /// The same gate, judging each call by `rules` first.
+    pub fn with_rules(mut self, rules: Rules) -> Self {
+        self.rules = rules;
+        self
     }
 
     /// Forgets every session grant (a new conversation is a new session).
@@ -139,10 +153,40 @@ impl Gate {
         }
     }
 
-    /// Decides on one call: auto_approve or an earlier grant allows at once; otherwise the asker is
-    /// asked, and its answer is remembered when it grants more than once.
+    /// Decides on one call. The permission rules come first: a deny refuses (auto_approve
+    /// too), an allow allows, an ask goes to the person even when a grant covers the call.
+    /// Then auto_approve or an earlier grant allows at once; otherwise the asker is asked, and
+    /// its answer is remembered when it grants more than once. A command line no rule can judge
+    /// is not auto-approved while deny rules for commands exist (one could be inside it).
     pub async fn check(&self, request: ApprovalRequest, cancel: &CancellationToken) -> Verdict {
-        if self.auto_approve || self.granted(&request.action) {
+        let judged = self.rules.judge(&request.action);
+        match &judged {
+            Judgement::Deny { rule } => {
+                return Verdict::Denied {
+                    text: Judgement::refusal(rule),
+                    why: format!("by the rule {rule}"),
+                }
+            }
+            Judgement::Allow => return Verdict::Allowed,
+            Judgement::Ask { .. } | Judgement::Undecided | Judgement::Opaque { .. } => {}
+        }
+        if self.auto_approve {
+            if self.rules.auto_approvable(&judged) {
+                return Verdict::Allowed;
+            }
+            if self.asker.is_none() {
+                let why = match &judged {
+                    Judgement::Opaque { why } => why,
+                    _ => "it cannot be judged",
+                };
+                return Verdict::Denied {
+                    text: format!(
+                        "Refused: this command cannot be checked against permissions.deny ({why}), and auto_approve does not run what the deny rules cannot see. Run its parts as plain commands instead."
+                    ),
+                    why: "(the deny rules cannot see into it)".into(),
+                };
+            }
+        } else if !matches!(judged, Judgement::Ask { .. }) && self.granted(&request.action) {
             return Verdict::Allowed;
         }
         let Some(asker) = &self.asker else {
@@ -233,6 +277,92 @@ mod tests {
             action,
         };
         gate.check(question, &CancellationToken::new()).await
+    }
+
+    fn rules(allow: &[&str], ask: &[&str], deny: &[&str]) -> Rules {
+        let owned = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        Rules::parse(&owned(allow), &owned(ask), &owned(deny)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_deny_rule_refuses_even_under_auto_approve_with_the_rules_words() {
+        let gate = Gate::new(true, None).with_rules(rules(&[], &[], &["run_bash(rm *)"]));
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("ls && rm -rf x")).await,
+            Verdict::Denied {
+                text: "Refused by the rule 'run_bash(rm *)' in permissions.deny.".into(),
+                why: "by the rule 'run_bash(rm *)' in permissions.deny".into(),
+            }
+        );
+        assert_eq!(ask(&gate, "run_bash", cmd("ls")).await, Verdict::Allowed);
+    }
+
+    #[tokio::test]
+    async fn an_allow_rule_needs_nobody_and_anything_else_is_still_asked() {
+        let asker = Scripted::new(vec![None, None]);
+        let gate = Gate::new(false, Some(asker.clone())).with_rules(rules(
+            &["run_bash(git status)", "run_bash(cargo test *)"],
+            &[],
+            &[],
+        ));
+        for line in ["git status", "cargo test --lib", "git status && cargo test"] {
+            assert_eq!(ask(&gate, "run_bash", cmd(line)).await, Verdict::Allowed);
+        }
+        for line in ["git status && rm -rf x", "echo $(id)"] {
+            assert_eq!(
+                ask(&gate, "run_bash", cmd(line)).await,
+                Verdict::Refused { reason: None }
+            );
+        }
+        assert_eq!(asker.asked(), vec!["git status && rm -rf x", "echo $(id)"]);
+    }
+
+    #[tokio::test]
+    async fn an_ask_rule_asks_even_when_the_session_granted_the_call() {
+        let asker = Scripted::new(vec![Some(Decision::AllowAll), None]);
+        let gate = Gate::new(false, Some(asker.clone())).with_rules(rules(
+            &[],
+            &["run_bash(git push *)"],
+            &[],
+        ));
+        assert_eq!(ask(&gate, "run_bash", cmd("ls")).await, Verdict::Allowed);
+        // Everything is granted now, but the ask rule still asks (and this answer refuses).
+        assert_eq!(ask(&gate, "run_bash", cmd("pwd")).await, Verdict::Allowed);
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("git push origin")).await,
+            Verdict::Refused { reason: None }
+        );
+        assert_eq!(asker.asked(), vec!["ls", "git push origin"]);
+    }
+
+    #[tokio::test]
+    async fn what_deny_rules_cannot_see_into_is_not_auto_approved() {
+        let denying = rules(&[], &[], &["run_bash(rm *)"]);
+        // Nobody to ask: refused, saying why.
+        let gate = Gate::new(true, None).with_rules(denying.clone());
+        let Verdict::Denied { text, .. } = ask(&gate, "run_bash", cmd("echo $(rm -rf x)")).await
+        else {
+            panic!("an opaque line ran under auto_approve with deny rules");
+        };
+        assert!(
+            text.contains("cannot be checked against permissions.deny"),
+            "{text}"
+        );
+        assert!(text.contains("command substitution"), "{text}");
+        // A person there: asked.
+        let asker = Scripted::new(vec![Some(Decision::AllowOnce)]);
+        let gate = Gate::new(true, Some(asker.clone())).with_rules(denying);
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("echo $(rm -rf x)")).await,
+            Verdict::Allowed
+        );
+        assert_eq!(asker.asked(), vec!["echo $(rm -rf x)"]);
+        // Without deny rules, auto_approve runs it as before.
+        let gate = Gate::new(true, None);
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("echo $(id)")).await,
+            Verdict::Allowed
+        );
     }
 
     #[tokio::test]

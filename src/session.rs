@@ -15,6 +15,7 @@ use crate::checkpoint::Checkpoints;
 use crate::conversation::{Checkpointed, Conversation, Native, Unavailable};
 use crate::editor::Editor;
 use crate::llm::{Client, ProviderChoice, ProviderConfig, ProviderError};
+use crate::permissions::Rules;
 use crate::sessions::{Recorded, Store};
 use crate::tools::{Executor, Settings, ToolContext};
 use crate::workspace::Workspace;
@@ -36,6 +37,8 @@ pub struct SessionConfig {
     /// Where what outlives the backend is kept (sessions, checkpoints); None: nothing is.
     /// Neovim sends its `stdpath("state") .. "/agent"`; the terminal uses [`state_dir`].
     pub state_dir: Option<PathBuf>,
+    /// The person's permission rules, judged before anyone is asked.
+    pub rules: Rules,
 }
 
 impl SessionConfig {
@@ -48,6 +51,7 @@ impl SessionConfig {
             provider: ProviderChoice::default(),
             max_turns: DEFAULT_MAX_TURNS,
             state_dir: None,
+            rules: Rules::default(),
         }
     }
 }
@@ -89,7 +93,7 @@ pub fn executor(
     });
     Ok(Executor::new(ToolContext {
         workspace,
-        gate: Arc::new(Gate::new(config.auto_approve, asker)),
+        gate: Arc::new(Gate::new(config.auto_approve, asker).with_rules(config.rules.clone())),
         editor,
         settings: config.settings.clone(),
         checkpoints,

@@ -24,6 +24,7 @@ local H = {}
 ---@field keymaps { ask: string|false, approval: table<string, string|string[]> }
 ---@field window { side: "right"|"left", width: number }
 ---@field acp { agents: table<string, { cmd: string[], env?: table<string, string> }>, connect_timeout: number }
+---@field permissions { allow: string[], ask: string[], deny: string[] }
 H.defaults = {
   -- provider = nil,      -- "anthropic" | "openai" | "ollama"; nil: the first whose API key is set
   -- model = nil,         -- model name; nil: the provider's default
@@ -51,6 +52,11 @@ H.defaults = {
       scroll_down = "<C-d>", -- scroll the preview
       scroll_up = "<C-u>",
     },
+  },
+  permissions = { -- rules judged before anyone is asked (see :help agent-permissions)
+    allow = {}, -- run without asking: { "run_bash(git status)", "run_bash(cargo test *)", "edit_file(src/**)" }
+    ask = {}, -- always ask, even when this session allowed it already
+    deny = {}, -- never run, not even with auto_approve: { "run_bash(rm *)", "edit_file(.env)" }
   },
   window = {
     side = "right", -- where the conversation split opens: "right" or "left"
@@ -89,6 +95,35 @@ function H.key_list(v)
   end
   return true
 end
+--- A list of permission rules, each `run_bash(PATTERN)` or `edit_file(GLOB)`. The backend reads
+--- them again (globs included) and starts nothing with a rule it cannot read.
+function H.rule_list(v)
+  if type(v) ~= "table" or (next(v) ~= nil and not vim.islist(v)) then
+    return 'a list of rules like "run_bash(git status)" or "edit_file(src/**)"'
+  end
+  return true
+end
+
+--- The message for the first rule of `rules` (in list `path`) that is not `tool(pattern)` with
+--- tool run_bash or edit_file; nil when every rule has that form.
+function H.rule_problem(path, rules)
+  for _, rule in ipairs(rules) do
+    local text = type(rule) == "string" and vim.trim(rule) or vim.inspect(rule)
+    local tool, inner = text:match("^([%w_]+)%((.*)%)$")
+    local why
+    if type(rule) ~= "string" or not tool then
+      why = "write run_bash(PATTERN) or edit_file(GLOB)"
+    elseif tool ~= "run_bash" and tool ~= "edit_file" then
+      why = ("there is no tool '%s'; rules are for run_bash and edit_file"):format(tool)
+    elseif vim.trim(inner) == "" then
+      why = "the pattern inside the parentheses is empty"
+    end
+    if why then
+      return ("agent: the rule '%s' in %s: %s"):format(text, path, why)
+    end
+  end
+end
+
 function H.name_list(v)
   if type(v) ~= "table" then
     return "a list of environment variable names"
@@ -142,6 +177,10 @@ H.schema = {
   end,
   acp = table_,
   ["acp.agents"] = table_,
+  permissions = table_,
+  ["permissions.allow"] = H.rule_list,
+  ["permissions.ask"] = H.rule_list,
+  ["permissions.deny"] = H.rule_list,
   ["acp.connect_timeout"] = positive_number,
 }
 
@@ -169,6 +208,14 @@ function H.set(tbl, path, value)
   parent[keys[#keys]] = value
 end
 
+--- Shows `problems` (sorted) and then `what_now`, as one error; nothing when there are none.
+function H.report(problems, what_now)
+  if #problems > 0 then
+    table.sort(problems)
+    vim.notify(table.concat(problems, "\n") .. "\n" .. what_now, vim.log.levels.ERROR)
+  end
+end
+
 --- Merges `opts` over the defaults and validates the result. Each invalid field is reported (one
 --- message naming them all) and falls back to its default, so a typo never leaves the plugin
 --- unusable or stops the rest of the user's config from loading.
@@ -182,37 +229,43 @@ function M.setup(opts)
   local merged = vim.tbl_deep_extend("force", vim.deepcopy(H.defaults), opts)
   -- A list the user gives replaces the default list (tbl_deep_extend would merge them by index).
   for path, check in pairs(H.schema) do
-    if check == H.key_list or check == H.name_list then
+    if check == H.key_list or check == H.name_list or check == H.rule_list then
       local given = H.get(opts, path)
       if given ~= nil then
         H.set(merged, path, given)
       end
     end
   end
-  local problems = {}
+  local problems, rules_problems = {}, {}
   for path, check in pairs(H.schema) do
     local value = H.get(merged, path)
     local parent_ok = not path:find("%.") or type(H.get(merged, path:match("^(.*)%."))) == "table"
     if parent_ok then
       local ok = check(value)
-      if ok ~= true then
+      local rule_problem
+      if check == H.rule_list then
+        rule_problem = ok ~= true and ("agent: `%s` should be %s, got %s"):format(path, ok, H.show(value))
+          or H.rule_problem(path, value)
+      end
+      if rule_problem then
+        -- Kept as written, not replaced by the default: the backend then starts nothing, where
+        -- dropping a deny list over one typo would run what it was meant to stop.
+        rules_problems[#rules_problems + 1] = rule_problem
+      elseif ok ~= true then
         problems[#problems + 1] = ("agent: `%s` should be %s, got %s"):format(path, ok, H.show(value))
         H.set(merged, path, vim.deepcopy(H.get(H.defaults, path)))
       end
     end
   end
+  H.report(rules_problems, "agent: nothing runs until the rules are fixed (see :help agent-permissions)")
   local unknown = {}
   if type(merged.acp) == "table" and type(merged.acp.agents) == "table" then
     H.check_agents(merged.acp.agents, problems, unknown)
   end
-  if #problems > 0 then
-    table.sort(problems)
-    vim.notify(
-      table.concat(problems, "\n")
-        .. "\nagent: using the defaults for these; fix them in require('agent').setup() (see :help agent-config)",
-      vim.log.levels.ERROR
-    )
-  end
+  H.report(
+    problems,
+    "agent: using the defaults for these; fix them in require('agent').setup() (see :help agent-config)"
+  )
 
   H.find_unknown(opts, "", unknown)
   table.sort(unknown)

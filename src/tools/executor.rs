@@ -158,6 +158,7 @@ async fn settle(
         Verdict::Refused { reason } => {
             ToolResult::fail_with(Verdict::refusal_text(tool, reason.as_deref()), declined)
         }
+        Verdict::Denied { text, why } => ToolResult::fail_with(text, format!("{declined} {why}")),
         Verdict::Cancelled => ToolResult::fail_with(CANCELLED, cancelled),
     }
 }

@@ -11,6 +11,7 @@ mod nvim_boundary;
 mod nvim_chat_batches;
 mod nvim_diff;
 mod nvim_keys;
+mod nvim_permissions;
 mod nvim_plugin;
 mod nvim_rewind;
 mod nvim_sessions;

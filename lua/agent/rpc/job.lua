@@ -141,6 +141,7 @@ function M.ensure()
     pass_env = #config.pass_env > 0 and config.pass_env or nil,
     max_edit_mb = config.max_edit_mb,
     state_dir = vim.fn.stdpath("state") .. "/agent",
+    permissions = config.permissions,
   })
   return true
 end

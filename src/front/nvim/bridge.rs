@@ -176,7 +176,17 @@ impl Bridge {
 
     pub(super) async fn start(&self, start: Start, nvim: Nvim) {
         let auto_approve = start.auto_approve;
-        let config = session_config(start);
+        // Rules that cannot be read start no session: running without the deny rules a person
+        // wrote would be worse than not running.
+        let config = match session_config(start) {
+            Ok(config) => config,
+            Err(err) => {
+                tracing::warn!(%err, "the permission rules cannot be read");
+                return self.error(format!(
+                    "{err}. Nothing runs until it is fixed in setup({{ permissions = ... }}) (see :help agent-permissions)"
+                ));
+            }
+        };
         let bridge = self.clone();
         let asker_nvim = nvim.clone();
         let asker: session::AskerFor<'_> = Box::new(move |workspace, settings| {
@@ -684,8 +694,15 @@ async fn rewind_points(
 
 /// The session `start` configures: the plugin's options, anything unset or out of range at its
 /// default.
-fn session_config(start: Start) -> SessionConfig {
+fn session_config(start: Start) -> std::result::Result<SessionConfig, String> {
+    let rules = start
+        .permissions
+        .as_ref()
+        .map(protocol::Permissions::rules)
+        .transpose()?
+        .unwrap_or_default();
     let mut config = SessionConfig::new(start.workspace);
+    config.rules = rules;
     config.auto_approve = start.auto_approve;
     let settings = &mut config.settings;
     if let Some(secs) = start.command_timeout.filter(|s| s.is_finite() && *s > 0.0) {
@@ -710,7 +727,7 @@ fn session_config(start: Start) -> SessionConfig {
         base_url: start.base_url.filter(|u| !u.is_empty()),
     };
     config.max_turns = start.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
-    config
+    Ok(config)
 }
 
 /// Decodes the one map argument of a notification.

@@ -141,6 +141,55 @@ pub struct Start {
     /// `stdpath("state") .. "/agent"`; nil: nothing is kept.
     #[serde(default)]
     pub state_dir: Option<String>,
+    /// `setup({ permissions = ... })`: the rules, as the person wrote them. Each entry is kept
+    /// as sent (a rule that is not a string is refused by name, not dropped).
+    #[serde(default)]
+    pub permissions: Option<Permissions>,
+}
+
+/// The `allow`, `ask` and `deny` lists of [`Start::permissions`], as sent: what is not a list of
+/// strings is refused by name, never dropped.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+pub struct Permissions {
+    #[serde(default)]
+    pub allow: serde_json::Value,
+    #[serde(default)]
+    pub ask: serde_json::Value,
+    #[serde(default)]
+    pub deny: serde_json::Value,
+}
+
+impl Permissions {
+    /// The rules, or the message naming the first that cannot be read.
+    pub fn rules(&self) -> Result<crate::permissions::Rules, String> {
+        let texts = |list: &serde_json::Value, name: &str| -> Result<Vec<String>, String> {
+            let items = match list {
+                serde_json::Value::Null => return Ok(Vec::new()),
+                serde_json::Value::Array(items) => items,
+                // An empty Lua table may arrive as a map.
+                serde_json::Value::Object(map) if map.is_empty() => return Ok(Vec::new()),
+                other => {
+                    return Err(format!(
+                        "agent: permissions.{name} should be a list of rules, got {other}"
+                    ))
+                }
+            };
+            items
+                .iter()
+                .map(|rule| match rule.as_str() {
+                    Some(text) => Ok(text.to_string()),
+                    None => Err(format!(
+                        "agent: permissions.{name} holds {rule}, which is not a rule: write run_bash(PATTERN) or edit_file(GLOB)"
+                    )),
+                })
+                .collect()
+        };
+        crate::permissions::Rules::parse(
+            &texts(&self.allow, "allow")?,
+            &texts(&self.ask, "ask")?,
+            &texts(&self.deny, "deny")?,
+        )
+    }
 }
 
 /// `prompt`: what the user asked, context included.

@@ -1,0 +1,191 @@
+//! Permission rules in a real Neovim (`setup({ permissions = ... })`), with the mock server: what
+//! runs without a picker, what is refused under auto_approve and with which words, what is still
+//! asked about, and what a planted file or a bad rule does.
+
+use rmpv::Value;
+use serde_json::json;
+
+use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
+use crate::support::nvim::{setup_lua, Nvim, Options};
+use crate::support::tool_result;
+
+const CHAT: &str = "agent://chat";
+
+fn turn(parts: Vec<Part>) -> Reply {
+    Reply::Turn {
+        parts,
+        usage: (10, 5),
+    }
+}
+
+fn bash(id: &str, command: &str) -> Part {
+    Part::ToolCall {
+        id: id.into(),
+        name: "run_bash".into(),
+        args: json!({ "command": command }).to_string(),
+    }
+}
+
+fn done(text: &str) -> Reply {
+    turn(vec![Part::Text(text.into())])
+}
+
+/// A Neovim with a UI whose plugin is set up with `extra` (Lua table fields), against `mock`.
+async fn start(mock: &MockLlm, extra: &str) -> Nvim {
+    Nvim::start(Options {
+        ui: Some((100, 34)),
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "k".into()),
+            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+        ],
+        setup: setup_lua(extra),
+    })
+    .await
+}
+
+async fn picker_open(nvim: &Nvim) -> bool {
+    nvim.lua("return require('agent.approval').pending() > 0", vec![])
+        .await
+        == Value::from(true)
+}
+
+/// A mock whose model runs `command` (call `t1`), then says `OK.`.
+fn one_command(command: &str) -> MockLlm {
+    MockLlm::start(
+        Wire::Anthropic,
+        vec![turn(vec![bash("t1", command)]), done("OK.")],
+    )
+}
+
+/// Sends a prompt, waits for the picker to ask, refuses, and checks nothing was planted.
+async fn asked_and_refused(nvim: &Nvim) {
+    nvim.cmd("Agent go").await;
+    nvim.wait_for_screen("Refuse with a reason").await;
+    assert!(picker_open(nvim).await);
+    nvim.api.input("4").await.unwrap();
+    nvim.wait_for_line(CHAT, "OK.").await;
+    assert!(!nvim.workspace.path().join("PLANTED").exists());
+}
+
+const ALLOW: &str =
+    "permissions = { allow = { 'run_bash(echo *)', 'run_bash(cargo test *)', 'run_bash(git status)' } }";
+
+#[tokio::test]
+async fn allowed_commands_run_without_a_picker_and_a_line_with_another_is_asked() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![bash(
+                "t1",
+                "echo allowed-ran && git status || cargo test --version",
+            )]),
+            turn(vec![bash("t2", "echo fine && touch PLANTED")]),
+            done("OK."),
+        ],
+    );
+    let nvim = start(&mock, ALLOW).await;
+    nvim.cmd("Agent go").await;
+    // The first line runs with nobody asked: its result reaches the model.
+    let (result, _) = tool_result(&mock, 1, "t1");
+    assert!(result.contains("allowed-ran"), "{result}");
+    // The second holds a command no rule allows: the picker asks.
+    nvim.wait_for_screen("Refuse with a reason").await;
+    assert!(picker_open(&nvim).await);
+    nvim.api.input("4").await.unwrap();
+    nvim.wait_for_line(CHAT, "OK.").await;
+    assert!(!nvim.workspace.path().join("PLANTED").exists());
+}
+
+#[tokio::test]
+async fn a_deny_rule_refuses_under_auto_approve_with_the_rules_words() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![bash("t1", "touch made && rm -f made")]),
+            done("OK."),
+        ],
+    );
+    let nvim = start(
+        &mock,
+        "auto_approve = true, permissions = { deny = { 'run_bash(rm *)' } }",
+    )
+    .await;
+    nvim.cmd("Agent go").await;
+    let (result, ok) = tool_result(&mock, 1, "t1");
+    assert_eq!(
+        result,
+        "Refused by the rule 'run_bash(rm *)' in permissions.deny."
+    );
+    assert!(!ok, "a refusal is an error result");
+    // The chat's row says which rule refused it.
+    nvim.wait_for_line(
+        CHAT,
+        "$ touch made && rm -f made -> declined by the rule 'run_bash(rm *)' in permissions.deny",
+    )
+    .await;
+    nvim.wait_for_line(CHAT, "OK.").await;
+    // Nothing of the line ran, not even its allowed part.
+    assert!(!nvim.workspace.path().join("made").exists());
+}
+
+#[tokio::test]
+async fn a_command_substitution_is_asked_about_even_when_its_words_are_allowed() {
+    let mock = one_command("echo $(touch PLANTED)");
+    let nvim = start(&mock, ALLOW).await;
+    asked_and_refused(&nvim).await;
+}
+
+#[tokio::test]
+async fn a_rules_file_planted_in_the_workspace_grants_nothing() {
+    let mock = one_command("touch PLANTED");
+    let nvim = start(&mock, "").await;
+    // Where a cloned repository might try to grant itself permissions.
+    let grant_all =
+        r#"{"allow": ["run_bash(*)", "edit_file(**)"], "permissions": {"allow": ["run_bash(*)"]}}"#;
+    for file in [
+        "permissions.json",
+        ".agent/permissions.json",
+        ".nvim/agent/permissions.json",
+        ".agent-nvim.json",
+    ] {
+        nvim.write(file, grant_all);
+    }
+    nvim.write(
+        ".nvim.lua",
+        "require('agent').setup({ permissions = { allow = { 'run_bash(*)' } } })",
+    );
+    asked_and_refused(&nvim).await;
+}
+
+#[tokio::test]
+async fn a_bad_rule_is_named_at_setup_and_nothing_runs_until_it_is_fixed() {
+    let mock = one_command("touch PLANTED");
+    // Headless: with a UI, the error at setup waits for Enter (as it would for a person).
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "k".into()),
+            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+        ],
+        setup: setup_lua(
+            "auto_approve = true, permissions = { deny = { 'run_bash(rm *)', 'Bash(curl *)' } }",
+        ),
+    })
+    .await;
+    let messages = nvim.messages().await;
+    assert!(
+        messages.contains(
+            "agent: the rule 'Bash(curl *)' in permissions.deny: there is no tool 'Bash'; rules are for run_bash and edit_file"
+        ),
+        "{messages}"
+    );
+    assert!(
+        messages.contains("nothing runs until the rules are fixed"),
+        "{messages}"
+    );
+    nvim.cmd("Agent go").await;
+    nvim.wait_for_line(CHAT, "Nothing runs until it is fixed")
+        .await;
+    assert!(mock.requests().is_empty(), "a prompt went to the model");
+    assert!(!nvim.workspace.path().join("PLANTED").exists());
+}
