@@ -13,6 +13,7 @@
 //! Deny beats ask, ask beats allow, and allow beats the session's grants ([`crate::approval`]
 //! applies the order). `read_file` and `list_files` are never asked about, so they have no rules.
 
+pub mod saved;
 pub mod shell;
 
 use std::fmt;

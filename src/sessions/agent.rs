@@ -35,13 +35,7 @@ impl Store {
         };
         let mut line = serde_json::to_string(note).unwrap_or_default();
         line.push('\n');
-        OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
+        super::rewrite_private(&path)
             .and_then(|mut file| file.write_all(line.as_bytes()))
             .map_err(io_error)
     }

@@ -842,6 +842,19 @@ impl std::fmt::Debug for Writer {
     }
 }
 
+/// Opens `path` to be written from its start, created with mode 0600 if it is not there, never
+/// through a symbolic link in its place: for the files of the state directory that are
+/// rewritten whole (an agent's session note, the saved permission rules).
+pub(crate) fn rewrite_private(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
 /// Gives the calling thread a lower CPU priority: for the threads that read and write saved
 /// conversations, which must not take a core from what the person is waiting for. On a machine
 /// with two cores, a resume read at full speed kept Neovim waiting for a core (a 5 ms batch of

@@ -1,0 +1,313 @@
+//! Rules saved by "Allow always in this project": `{state}/permissions.json` (Neovim's
+//! `stdpath("state") .. "/agent"`, the terminal's the same directory), one entry per workspace,
+//! keyed by the workspace's real path, so a second checkout of a repository, or a link to it,
+//! has its own. Only the person's own state directory is read: nothing in a workspace can add
+//! to it.
+//!
+//! ```json
+//! {"version": 1, "workspaces": {"/home/me/src/app": {"commands": ["git status && cargo test"], "edits": true}}}
+//! ```
+//!
+//! A saved command is matched against the whole command line, exactly (the line a person
+//! allowed, `*` in it being itself); saved edits allow every edit in the workspace
+//! (`edit_file(**)`). Each change is a read, a change and a write of the whole file, under a lock
+//! (`permissions.json.lock`), written to a temporary file (mode 0600) and renamed over the old
+//! one, so two Neovims saving at once both keep theirs and a crash never leaves half a file.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The format's version.
+const VERSION: u32 = 1;
+/// The largest file read (a bigger one is refused as not ours).
+const MAX_BYTES: u64 = 4 * 1024 * 1024;
+
+/// What one workspace has saved.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Allowed {
+    /// Command lines allowed exactly, in the order they were saved.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<String>,
+    /// Every edit in the workspace.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub edits: bool,
+}
+
+impl Allowed {
+    /// The saved rules as a person reads them: `run_bash(...)` for each command line, then
+    /// `edit_file(**)`.
+    pub fn rules(&self) -> Vec<String> {
+        let mut rules: Vec<String> = self
+            .commands
+            .iter()
+            .map(|c| format!("run_bash({c})"))
+            .collect();
+        if self.edits {
+            rules.push("edit_file(**)".into());
+        }
+        rules
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct File1 {
+    version: u32,
+    #[serde(default)]
+    workspaces: BTreeMap<String, Allowed>,
+}
+
+/// What is saved in one state directory.
+#[derive(Debug, Clone)]
+pub struct Saved {
+    path: PathBuf,
+}
+
+/// What a person may save from the picker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Grant {
+    /// This exact command line.
+    Command(String),
+    /// Every edit.
+    Edits,
+}
+
+impl Saved {
+    /// The saved rules in `state_dir`.
+    pub fn new(state_dir: &Path) -> Saved {
+        Saved {
+            path: state_dir.join("permissions.json"),
+        }
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What `workspace` has saved (nothing when the file does not exist).
+    pub fn load(&self, workspace: &Path) -> Result<Allowed, String> {
+        let key = key(workspace)?;
+        Ok(self.read()?.workspaces.remove(&key).unwrap_or_default())
+    }
+
+    /// Saves `grant` for `workspace`.
+    pub fn add(&self, workspace: &Path, grant: &Grant) -> Result<(), String> {
+        self.change(workspace, |allowed| match grant {
+            Grant::Command(command) => {
+                if !allowed.commands.contains(command) {
+                    allowed.commands.push(command.clone());
+                }
+            }
+            Grant::Edits => allowed.edits = true,
+        })
+    }
+
+    /// Removes the saved rule `rule` (as [`Allowed::rules`] shows it) of `workspace`; false when
+    /// it was not saved.
+    pub fn remove(&self, workspace: &Path, rule: &str) -> Result<bool, String> {
+        let mut removed = false;
+        self.change(workspace, |allowed| {
+            if rule == "edit_file(**)" && allowed.edits {
+                allowed.edits = false;
+                removed = true;
+            }
+            let command = rule
+                .strip_prefix("run_bash(")
+                .and_then(|r| r.strip_suffix(')'));
+            if let Some(command) = command {
+                let before = allowed.commands.len();
+                allowed.commands.retain(|c| c != command);
+                removed |= allowed.commands.len() != before;
+            }
+        })?;
+        Ok(removed)
+    }
+
+    fn change(&self, workspace: &Path, change: impl FnOnce(&mut Allowed)) -> Result<(), String> {
+        let key = key(workspace)?;
+        if let Some(dir) = self.path.parent() {
+            std::fs::create_dir_all(dir).map_err(|err| self.failed("create the folder of", err))?;
+        }
+        let lock = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(self.path.with_extension("json.lock"))
+            .map_err(|err| self.failed("lock", err))?;
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|err| self.failed("lock", err.into()))?;
+        let mut file = self.read()?;
+        file.version = VERSION;
+        let allowed = file.workspaces.entry(key.clone()).or_default();
+        change(allowed);
+        if *allowed == Allowed::default() {
+            file.workspaces.remove(&key);
+        }
+        let mut text = serde_json::to_string_pretty(&file).unwrap_or_default();
+        text.push('\n');
+        let temporary = self
+            .path
+            .with_extension(format!("json.{}", std::process::id()));
+        crate::sessions::rewrite_private(&temporary)
+            .and_then(|mut out| {
+                out.write_all(text.as_bytes())?;
+                out.sync_all()
+            })
+            .and_then(|()| std::fs::rename(&temporary, &self.path))
+            .map_err(|err| {
+                let _ = std::fs::remove_file(&temporary);
+                self.failed("write", err)
+            })
+    }
+
+    fn read(&self) -> Result<File1, String> {
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&self.path);
+        let file: File = match opened {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(File1 {
+                    version: VERSION,
+                    ..File1::default()
+                })
+            }
+            Err(err) => return Err(self.failed("read", err)),
+        };
+        let mut text = String::new();
+        file.take(MAX_BYTES)
+            .read_to_string(&mut text)
+            .map_err(|err| self.failed("read", err))?;
+        let parsed: File1 = serde_json::from_str(&text).map_err(|err| {
+            format!(
+                "agent: {} cannot be read ({err}); fix or remove it",
+                self.path.display()
+            )
+        })?;
+        if parsed.version != VERSION {
+            return Err(format!(
+                "agent: {} is of version {}, not {VERSION}; this agent.nvim cannot use it",
+                self.path.display(),
+                parsed.version
+            ));
+        }
+        Ok(parsed)
+    }
+
+    fn failed(&self, what: &str, err: std::io::Error) -> String {
+        format!("agent: cannot {what} {}: {err}", self.path.display())
+    }
+}
+
+/// A workspace's key: its real path.
+fn key(workspace: &Path) -> Result<String, String> {
+    let real = workspace.canonicalize().map_err(|err| {
+        format!(
+            "agent: the workspace {} cannot be resolved: {err}",
+            workspace.display()
+        )
+    })?;
+    real.to_str().map(str::to_string).ok_or_else(|| {
+        format!(
+            "agent: the workspace {} has a name that is not UTF-8; rules cannot be saved for it",
+            real.display()
+        )
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_saved_rule_is_kept_per_workspace_by_its_real_path_and_can_be_removed() {
+        let state = tempfile::tempdir().unwrap();
+        let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let saved = Saved::new(&state.path().join("agent"));
+        assert_eq!(saved.load(one.path()).unwrap(), Allowed::default());
+        saved
+            .add(
+                one.path(),
+                &Grant::Command("git status && cargo test".into()),
+            )
+            .unwrap();
+        saved.add(one.path(), &Grant::Edits).unwrap();
+        saved
+            .add(
+                one.path(),
+                &Grant::Command("git status && cargo test".into()),
+            )
+            .unwrap();
+        let link = state.path().join("link");
+        std::os::unix::fs::symlink(one.path(), &link).unwrap();
+        let allowed = saved.load(&link).unwrap();
+        assert_eq!(
+            allowed.rules(),
+            ["run_bash(git status && cargo test)", "edit_file(**)"]
+        );
+        assert_eq!(saved.load(two.path()).unwrap(), Allowed::default());
+        let mode = std::fs::metadata(saved.path())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(saved.remove(one.path(), "edit_file(**)").unwrap());
+        assert!(!saved.remove(one.path(), "edit_file(**)").unwrap());
+        assert!(saved
+            .remove(one.path(), "run_bash(git status && cargo test)")
+            .unwrap());
+        assert_eq!(saved.load(one.path()).unwrap(), Allowed::default());
+    }
+
+    #[test]
+    fn a_file_that_is_not_ours_is_refused_with_its_name() {
+        let state = tempfile::tempdir().unwrap();
+        let saved = Saved::new(state.path());
+        std::fs::write(saved.path(), "{ not json").unwrap();
+        let err = saved.load(state.path()).unwrap_err();
+        assert!(err.contains("permissions.json cannot be read"), "{err}");
+        std::fs::write(saved.path(), r#"{"version": 9}"#).unwrap();
+        let err = saved.load(state.path()).unwrap_err();
+        assert!(err.contains("version 9"), "{err}");
+        // A link in its place is not followed.
+        std::fs::remove_file(saved.path()).unwrap();
+        let target = state.path().join("elsewhere");
+        std::fs::write(&target, "theirs").unwrap();
+        std::os::unix::fs::symlink(&target, saved.path()).unwrap();
+        assert!(saved.load(state.path()).is_err());
+        assert!(saved.add(state.path(), &Grant::Edits).is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "theirs");
+        assert!(saved.path().is_symlink());
+    }
+
+    #[test]
+    fn two_writers_at_once_both_keep_theirs() {
+        let state = tempfile::tempdir().unwrap();
+        let workspace = tempfile::tempdir().unwrap();
+        let saved = Saved::new(state.path());
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let (saved, workspace) = (saved.clone(), workspace.path().to_path_buf());
+                std::thread::spawn(move || {
+                    saved
+                        .add(&workspace, &Grant::Command(format!("echo {i}")))
+                        .unwrap()
+                })
+            })
+            .collect();
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        assert_eq!(saved.load(workspace.path()).unwrap().commands.len(), 8);
+    }
+}
