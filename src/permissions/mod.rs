@@ -115,10 +115,17 @@ impl Rule {
         if wildcard(pattern, &command.text) {
             return true;
         }
+        // A deny or ask rule also sees the command without the assignments before it.
+        if self.list != List::Allow
+            && command.bare != command.text
+            && wildcard(pattern, &command.bare)
+        {
+            return true;
+        }
         // A deny rule also sees the program by its base name.
         if self.list == List::Deny && command.name.contains('/') {
             if let Some(base) = command.name.rsplit('/').next() {
-                let text = command.text.replacen(&command.name, base, 1);
+                let text = command.bare.replacen(&command.name, base, 1);
                 return wildcard(pattern, &text);
             }
         }

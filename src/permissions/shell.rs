@@ -24,6 +24,9 @@ pub struct Simple {
     /// `$HOME` as written), joined with one space: what a `run_bash(PATTERN)` is matched against.
     /// Assignments before the name (`FOO=1 cargo test`) are part of it.
     pub text: String,
+    /// The same without the assignments before the name (`rm x` of `FOO=1 rm x`): what a deny
+    /// or ask rule is also matched against.
+    pub bare: String,
     /// The program's name (its first word after any assignments), unquoted.
     pub name: String,
     /// Whether it sends output into a file (`>`, `>>`, `&>`; not `>/dev/null` nor `2>&1`).
@@ -39,12 +42,34 @@ pub enum Split {
     Opaque(&'static str),
 }
 
-/// Programs that run a script given to them as text.
-const SCRIPT_RUNNERS: &[&str] = &["bash", "sh", "zsh", "dash", "ksh", "fish", "busybox"];
+/// Programs and builtins that run other commands, or change how later ones run: judged as
+/// themselves they would let a rule allow (or fail to deny) what they run.
+const RUNS_OTHERS: &[&str] = &[
+    "bash", "sh", "zsh", "dash", "ksh", "fish", "busybox", "eval", "source", ".", "exec",
+    "command", "builtin", "coproc", "trap", "hash", "alias", "enable", "shopt", "set", "let",
+    "env", "sudo", "doas", "su", "runuser", "nohup", "nice", "ionice", "timeout", "xargs",
+    "parallel", "watch", "strace", "ltrace", "chroot", "setsid", "stdbuf", "taskset", "flock",
+    "unshare", "nsenter", "script", "expect",
+];
+
+/// How deep `(`, `{` and `[` may nest before a line is not parsed at all (the parser recurses,
+/// and a line of a few hundred `{` would overflow a thread's stack).
+const MAX_NESTING: usize = 64;
 
 /// Splits `line` into its simple commands.
 pub fn split(line: &str) -> Split {
-    let options = ParserOptions::default();
+    if nesting(line) > MAX_NESTING {
+        return Split::Opaque("it nests too deep to be read");
+    }
+    if line.contains("$[") {
+        return Split::Opaque("it holds arithmetic");
+    }
+    // Extended globbing off, as in `bash -c`: with it on, `!(rm x)` would read as a pattern
+    // where bash runs a subshell.
+    let options = ParserOptions {
+        enable_extended_globbing: false,
+        ..ParserOptions::default()
+    };
     let mut parser = Parser::new(
         std::io::BufReader::new(line.as_bytes()),
         &options,
@@ -128,6 +153,10 @@ impl Walk {
             CompoundCommand::BraceGroup(group) => self.list(&group.list),
             CompoundCommand::Subshell(subshell) => self.list(&subshell.list),
             CompoundCommand::ForClause(clause) => {
+                // `for PATH in .` sets what the body's commands run.
+                if clause.variable_name.chars().any(|c| c.is_ascii_uppercase()) {
+                    return Err("its loop sets an environment variable");
+                }
                 for value in clause.values.iter().flatten() {
                     self.unquoted(&value.value)?;
                 }
@@ -177,7 +206,23 @@ impl Walk {
             | IoRedirect::OutputAndError(word, _) => self.unquoted(&word.value).map(drop),
             IoRedirect::File(_, _, IoFileRedirectTarget::Fd(_)) => Ok(()),
             IoRedirect::HereDocument(_, doc) => {
+                // Where bash and the parser could disagree on the end, the lines after could
+                // be commands to bash: only a plain word, or one quoted whole, ends a document.
+                let end = doc.here_end.value.as_str();
+                let bare = end
+                    .strip_prefix('\'')
+                    .and_then(|e| e.strip_suffix('\''))
+                    .or_else(|| end.strip_prefix('"').and_then(|e| e.strip_suffix('"')))
+                    .unwrap_or(end);
+                let plain =
+                    !bare.is_empty() && bare.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if !plain {
+                    return Err("its here-document ends with a word that is not plain");
+                }
                 if doc.requires_expansion {
+                    if doc.doc.value.contains("\\\n") {
+                        return Err("its here-document joins lines");
+                    }
                     self.unquoted(&doc.doc.value).map(drop)
                 } else {
                     Ok(())
@@ -202,8 +247,8 @@ impl Walk {
                 // The command's name sits between the prefix and the suffix.
                 None => {
                     if let Some(word) = &simple.word_or_name {
-                        if word_is_expansion(&word.value) {
-                            return Err("its command name is an expansion");
+                        if word.value.contains(['$', '*', '?', '[', '{']) {
+                            return Err("its command name is an expansion or a pattern");
                         }
                         let unquoted = self.unquoted(&word.value)?;
                         name = Some(unquoted.clone());
@@ -230,25 +275,45 @@ impl Walk {
             // does is still judged as a command of its own.
             self.commands.push(Simple {
                 text: words.join(" "),
+                bare: String::new(),
                 name: String::new(),
                 writes_file: writes,
             });
             return Ok(());
         };
         let program = name.rsplit('/').next().unwrap_or(&name);
-        if matches!(program, "eval" | "source" | ".") {
-            return Err("it runs text as a script (eval, source)");
+        if RUNS_OTHERS.contains(&program) {
+            return Err("it runs other commands (a shell, eval, env, sudo, xargs, ...)");
         }
         let args: Vec<&String> = words.iter().skip_while(|w| **w != name).skip(1).collect();
-        if SCRIPT_RUNNERS.contains(&program)
-            && args
-                .iter()
-                .any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('c'))
+        if program == "find"
+            && args.iter().any(|a| {
+                matches!(
+                    a.as_str(),
+                    "-exec" | "-execdir" | "-ok" | "-okdir" | "-delete" | "-fprint" | "-fprintf"
+                )
+            })
         {
-            return Err("it starts a shell with a script (-c)");
+            return Err("it runs other commands (find -exec)");
         }
+        // Words that unquote to a substitution are evaluated by builtins that take variable
+        // names (`read 'a[$(...)]'`, `[ -v ... ]`, arithmetic).
+        // Backslashes off too: `read 'a[\$\(rm x\)]'` evaluates what they escape.
+        if words.iter().any(|w| {
+            let plain = w.replace('\\', "");
+            plain.contains("$(") || plain.contains('`')
+        }) {
+            return Err("it holds a command substitution");
+        }
+        let bare = words
+            .iter()
+            .skip_while(|w| **w != name)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" ");
         self.commands.push(Simple {
             text: words.join(" "),
+            bare,
             name,
             writes_file: writes,
         });
@@ -260,6 +325,17 @@ impl Walk {
     fn unquoted(&self, raw: &str) -> Result<String, &'static str> {
         if raw.contains("$(") || raw.contains('`') {
             return Err("it holds a command substitution");
+        }
+        // Every `${` must be a plain `${name}`, whatever the word parser makes of it (bash 5.3
+        // runs `${ cmd; }`).
+        let mut rest = raw;
+        while let Some(at) = rest.find("${") {
+            let after = &rest[at..];
+            let end = after.find('}').map_or(after.len(), |e| e + 1);
+            if !plain_parameter(&after[..end]) {
+                return Err("it holds a parameter expansion that could run code");
+            }
+            rest = &after[end..];
         }
         if raw.contains("<(") || raw.contains(">(") {
             return Err("it holds a process substitution");
@@ -278,8 +354,17 @@ fn unquote(raw: &str, pieces: &[WordPieceWithSource], text: &mut String) -> Walk
             WordPiece::EscapeSequence(s) => text.push_str(s.strip_prefix('\\').unwrap_or(s)),
             WordPiece::DoubleQuotedSequence(inner)
             | WordPiece::GettextDoubleQuotedSequence(inner) => unquote(raw, inner, text)?,
-            WordPiece::TildePrefix(_) | WordPiece::ParameterExpansion(_) => {
+            WordPiece::TildePrefix(_) => {
                 text.push_str(raw.get(piece.start_index..piece.end_index).unwrap_or(""))
+            }
+            WordPiece::ParameterExpansion(_) => {
+                // Only `$name`, `${name}` and the special parameters: the operators of
+                // `${...}` assign, evaluate subscripts and expand prompts, which runs code.
+                let written = raw.get(piece.start_index..piece.end_index).unwrap_or("");
+                if !plain_parameter(written) {
+                    return Err("it holds a parameter expansion that could run code");
+                }
+                text.push_str(written)
             }
             WordPiece::AnsiCQuotedText(_) => return Err("it holds ANSI-C quoting ($'...')"),
             WordPiece::CommandSubstitution(_) | WordPiece::BackquotedCommandSubstitution(_) => {
@@ -291,9 +376,37 @@ fn unquote(raw: &str, pieces: &[WordPieceWithSource], text: &mut String) -> Walk
     Ok(())
 }
 
-/// Whether a command name is (or starts with) an expansion, so the program is not known.
-fn word_is_expansion(raw: &str) -> bool {
-    raw.trim_start_matches(['"', '\'']).starts_with('$')
+/// Whether `written` is `$name`, `${name}`, `$1` or a special parameter (`$?`, `$#`, `$@`, ...).
+fn plain_parameter(written: &str) -> bool {
+    let Some(rest) = written.strip_prefix('$') else {
+        return false;
+    };
+    let inner = rest
+        .strip_prefix('{')
+        .and_then(|r| r.strip_suffix('}'))
+        .unwrap_or(rest);
+    let name = !inner.is_empty()
+        && !inner.starts_with(|c: char| c.is_ascii_digit())
+        && inner.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let positional = !inner.is_empty() && inner.chars().all(|c| c.is_ascii_digit());
+    name || positional || matches!(inner, "?" | "#" | "@" | "*" | "$" | "!" | "-" | "0")
+}
+
+/// The deepest nesting of `(`, `{` and `[` in `line`, quotes not considered (a count that can
+/// only be too high).
+fn nesting(line: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for c in line.chars() {
+        match c {
+            '(' | '{' | '[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ')' | '}' | ']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// Whether `redirect` sends output into a file (not `/dev/null`, not another descriptor).
@@ -310,8 +423,10 @@ fn writes_file(redirect: &IoRedirect) -> bool {
             match target {
                 IoFileRedirectTarget::Filename(word) => output && word.value != "/dev/null",
                 IoFileRedirectTarget::Duplicate(word) => {
-                    // `>&2` duplicates; `>& file` is a file.
-                    output && !word.value.chars().all(|c| c.is_ascii_digit() || c == '-')
+                    // `>&2` and `>&-` duplicate or close; `>&file` writes a file.
+                    let descriptor = !word.value.is_empty()
+                        && word.value.chars().all(|c| c.is_ascii_digit() || c == '-');
+                    (output || matches!(kind, IoFileRedirectKind::DuplicateOutput)) && !descriptor
                 }
                 _ => false,
             }

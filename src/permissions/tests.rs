@@ -56,7 +56,11 @@ fn a_bad_rule_is_named_with_what_is_wrong() {
 #[test]
 fn every_simple_command_must_be_allowed_and_none_denied() {
     let r = rules(
-        &["run_bash(git status)", "run_bash(cargo test *)"],
+        &[
+            "run_bash(git status)",
+            "run_bash(cargo test *)",
+            "run_bash(echo *)",
+        ],
         &[],
         &[],
     );
@@ -68,6 +72,7 @@ fn every_simple_command_must_be_allowed_and_none_denied() {
         // Output into a file is never allowed by a rule.
         ("git status > .git/hooks/pre-commit", Judgement::Undecided),
         ("git status > /dev/null 2>&1", Judgement::Allow),
+        ("echo $HOME ${HOME} $1 $?", Judgement::Allow),
     ] {
         assert_eq!(r.judge(&command(line)), judged, "{line}");
     }
@@ -212,5 +217,103 @@ proptest! {
         let line = line_of(&commands, &operators, subshell);
         let judged = allow_rules().judge(&command(&line));
         prop_assert!(matches!(judged, Judgement::Deny { .. }), "{} judged {:?}", line, judged);
+    }
+}
+
+/// Lines an attacker built against `allow = { git status, echo *, cargo test *, ls * }` and
+/// `deny = { rm * }`, each checked against bash 5.2 (it ran code, wrote a file or removed one).
+/// None may be allowed by the rules.
+#[test]
+fn lines_that_bash_runs_differently_are_never_allowed() {
+    let r = rules(
+        &[
+            "run_bash(git status)",
+            "run_bash(echo *)",
+            "run_bash(cargo test *)",
+            "run_bash(ls *)",
+        ],
+        &[],
+        &["run_bash(rm *)"],
+    );
+    for line in [
+        // Parameter expansions that run code without a `$(` written.
+        r"echo ${x:=\$\(touch p\)}${x@P}",
+        r"echo ${x:=a[\$\(touch p\)]} ${b[x]}",
+        r"echo ${!x}",
+        r"echo ${PWD:x}",
+        "echo $[x]",
+        r"echo <<< ${x:=\$\(touch p\)}${x@P}",
+        r"ls ${x:=\$\(touch p\)}${x@P}",
+        "echo ${ rm m; }",
+        // Here-documents whose end bash and the parser could disagree on.
+        "echo <<$'E'\nE\nrm m\n$E",
+        "echo <<$\"E\"\nE\nrm m\n$E",
+        "echo <<E\nE\\\n\nrm m\nE",
+        "echo ${x:-<<E}\nrm m\nE",
+        "echo $[1<<E]\nrm m\nE]",
+        // `>&file` writes a file.
+        "echo x >&f",
+        "echo x 1>&f",
+        "echo x >&2file",
+        "{ echo x; } >&f",
+        "git status >&f",
+        // A loop variable that sets what runs.
+        "for PATH in .; do ls; done",
+        "for PATH in .:$PATH; do cargo test; done",
+        // Too deep for the parser's stack.
+        &format!("{}echo x{}", "{ ".repeat(300), " ;}".repeat(300)),
+        &format!("echo {}x", "${x:-".repeat(300)),
+    ] {
+        let judged = r.judge(&command(line));
+        assert_ne!(judged, Judgement::Allow, "{line:?}");
+    }
+}
+
+/// Lines that remove a file in bash and must therefore be denied, or not judged at all (so
+/// never run under auto_approve while deny rules exist).
+#[test]
+fn lines_that_run_rm_are_denied_or_opaque() {
+    let r = rules(
+        &["run_bash(echo *)", "run_bash(ls *)"],
+        &[],
+        &["run_bash(rm *)"],
+    );
+    for line in [
+        "FOO=1 rm m",
+        "LC_ALL=C rm x",
+        "r${x}m m",
+        "r$@m m",
+        "rm${x} m",
+        "/bin/r[m] m",
+        "{rm,m}",
+        "!(rm m)",
+        "echo ok &&!(rm m)",
+        "coproc rm m",
+        "command rm m",
+        "exec rm m",
+        "trap 'rm m' EXIT",
+        "hash -p /bin/rm ls; ls m",
+        "shopt -s expand_aliases\nalias ls=rm\nls m",
+        r"x=a[\$\(rm\ m\)]; let x",
+        r#"x=a[\$\(rm\ m\)]; [ -v "$x" ]"#,
+        r"read -r 'a[\$\(rm\ m\)]' <<< x",
+        "bash <<< 'rm m'",
+        "echo rm m | bash",
+        "sh <<E\nrm m\nE",
+        "env rm m",
+        "sudo rm m",
+        "xargs rm < list",
+        "find . -name m -delete",
+        "find . -exec rm {} +",
+    ] {
+        let judged = r.judge(&command(line));
+        assert!(
+            matches!(judged, Judgement::Deny { .. } | Judgement::Opaque { .. }),
+            "{line:?} judged {judged:?}"
+        );
+        assert!(
+            !r.auto_approvable(&judged),
+            "{line:?} would run under auto_approve"
+        );
     }
 }
