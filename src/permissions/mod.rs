@@ -223,9 +223,9 @@ impl Rules {
     }
 
     fn judge_command(&self, line: &str) -> Judgement {
-        let commands = match shell::split(line) {
-            Split::Commands(commands) => commands,
-            Split::Opaque(why) => return Judgement::Opaque { why },
+        let (commands, opaque) = match shell::split(line) {
+            Split::Commands(commands) => (commands, None),
+            Split::Opaque(why, seen) => (seen, Some(why)),
         };
         for command in &commands {
             if let Some(rule) = self.first(List::Deny, |r| r.matches_command(command)) {
@@ -233,6 +233,9 @@ impl Rules {
                     rule: rule.to_string(),
                 };
             }
+        }
+        if let Some(why) = opaque {
+            return Judgement::Opaque { why };
         }
         for command in &commands {
             if let Some(rule) = self.first(List::Ask, |r| r.matches_command(command)) {

@@ -8,7 +8,8 @@
 //! substitution (`$(...)`, backquotes) or a process substitution (`<(...)`) anywhere, `eval`,
 //! `source` and `.`, a shell started with a script (`bash -c`), a function definition, a command
 //! name that is itself an expansion (`$CMD`), ANSI-C quoting (`$'\x72m'`), arithmetic, and
-//! anything the parser cannot read. Such a line is always asked about.
+//! anything the parser cannot read. Such a line is always asked about; the simple commands read
+//! before the part that made it opaque come with it, so a deny rule still refuses them.
 
 use brush_parser::ast::{
     self, Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList, IoFileRedirectKind,
@@ -38,8 +39,9 @@ pub struct Simple {
 pub enum Split {
     /// Every simple command, in order.
     Commands(Vec<Simple>),
-    /// Something no rule can judge; why.
-    Opaque(&'static str),
+    /// Something no rule can judge; why, and the simple commands read before it (which a deny
+    /// rule still refuses: `rm -rf x; echo $(date)`).
+    Opaque(&'static str, Vec<Simple>),
 }
 
 /// Programs and builtins that run other commands, or change how later ones run: judged as
@@ -59,10 +61,10 @@ const MAX_NESTING: usize = 64;
 /// Splits `line` into its simple commands.
 pub fn split(line: &str) -> Split {
     if nesting(line) > MAX_NESTING {
-        return Split::Opaque("it nests too deep to be read");
+        return Split::Opaque("it nests too deep to be read", Vec::new());
     }
     if line.contains("$[") {
-        return Split::Opaque("it holds arithmetic");
+        return Split::Opaque("it holds arithmetic", Vec::new());
     }
     // Extended globbing off, as in `bash -c`: with it on, `!(rm x)` would read as a pattern
     // where bash runs a subshell.
@@ -77,7 +79,7 @@ pub fn split(line: &str) -> Split {
     );
     let program = match parser.parse_program() {
         Ok(program) => program,
-        Err(_) => return Split::Opaque("the shell parser cannot read it"),
+        Err(_) => return Split::Opaque("the shell parser cannot read it", Vec::new()),
     };
     let mut walk = Walk {
         options,
@@ -85,7 +87,7 @@ pub fn split(line: &str) -> Split {
     };
     for list in &program.complete_commands {
         if let Err(why) = walk.list(list) {
-            return Split::Opaque(why);
+            return Split::Opaque(why, walk.commands);
         }
     }
     Split::Commands(walk.commands)
@@ -444,13 +446,13 @@ mod tests {
     fn texts(line: &str) -> Vec<String> {
         match split(line) {
             Split::Commands(commands) => commands.into_iter().map(|c| c.text).collect(),
-            Split::Opaque(why) => panic!("{line:?} is opaque: {why}"),
+            Split::Opaque(why, _) => panic!("{line:?} is opaque: {why}"),
         }
     }
 
     fn opaque(line: &str) -> &'static str {
         match split(line) {
-            Split::Opaque(why) => why,
+            Split::Opaque(why, _) => why,
             Split::Commands(commands) => panic!("{line:?} split into {commands:?}"),
         }
     }
@@ -499,7 +501,7 @@ mod tests {
     fn output_into_a_file_is_told_apart_from_dev_null_and_descriptors() {
         let writes = |line: &str| match split(line) {
             Split::Commands(commands) => commands.iter().any(|c| c.writes_file),
-            Split::Opaque(why) => panic!("{why}"),
+            Split::Opaque(why, _) => panic!("{why}"),
         };
         for line in [
             "echo x > f",

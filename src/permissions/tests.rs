@@ -141,6 +141,23 @@ fn a_glob_star_stays_within_a_component_and_two_cross_them() {
 }
 
 #[test]
+fn a_denied_command_before_what_cannot_be_judged_is_still_denied() {
+    let r = rules(&[], &[], &["run_bash(rm *)"]);
+    assert!(matches!(
+        r.judge(&command("rm -rf x; echo $(date)")),
+        Judgement::Deny { .. }
+    ));
+    assert!(matches!(
+        r.judge(&command("ls && rm x && bash -c 'y'")),
+        Judgement::Deny { .. }
+    ));
+    assert!(matches!(
+        r.judge(&command("echo $(date); rm -rf x")),
+        Judgement::Opaque { .. }
+    ));
+}
+
+#[test]
 fn with_deny_rules_an_opaque_line_is_not_auto_approved() {
     let none = rules(&[], &[], &[]);
     let deny = rules(&[], &[], &["run_bash(rm *)"]);
