@@ -18,7 +18,6 @@ use tokio_util::sync::CancellationToken;
 use super::adapters::{NvimAsker, NvimEditor};
 use super::protocol::{self, method, Decide, Prompt, Resume, Rewind, Start, UiEvent, PROTOCOL};
 use super::pump::{forward, Pace};
-use super::replay::Replay;
 use super::Nvim;
 use crate::agent::DEFAULT_MAX_TURNS;
 use crate::approval::Asker;
@@ -412,45 +411,12 @@ impl Bridge {
                 ));
             }
             bridge.switch_to(native.clone()).await;
-            // The file is parsed on a thread of its own while the chat shows what it has read,
-            // a few batches ahead of what Lua has taken and no more: racing through the file
-            // would take the core Neovim draws on.
-            let (shown, mut to_show) = mpsc::channel(super::pump::BATCH_EVENTS);
-            let id = resume.id.clone();
-            let (done, loading) = tokio::sync::oneshot::channel();
-            let parsing = std::thread::Builder::new()
-                .name("agent-resume".into())
-                .spawn(move || {
-                    crate::sessions::lower_priority();
-                    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        let mut replay = Replay::default();
-                        let send = |events: Vec<UiEvent>| {
-                            events.into_iter().all(|e| shown.blocking_send(e).is_ok())
-                        };
-                        let loaded = store.load_with(&id, |record| send(replay.events(record)));
-                        // Every row is shown: now the outputs, each under its row.
-                        send(replay.finish());
-                        loaded
-                    }));
-                    match read {
-                        Ok(loaded) => {
-                            let _ = done.send(loaded);
-                        }
-                        // `done` dropped: the resume says to look in the log, where this is.
-                        Err(panic) => tracing::error!(
-                            id,
-                            panic = panic
-                                .downcast_ref::<&str>()
-                                .copied()
-                                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-                                .unwrap_or("(no message)"),
-                            "reading a conversation to resume panicked"
-                        ),
-                    }
-                });
-            if let Err(err) = parsing {
-                return bridge.error(format!("agent: reading the conversation failed: {err}"));
-            }
+            let (mut to_show, loading) = match super::replay::read(store, resume.id.clone()) {
+                Ok(reading) => reading,
+                Err(err) => {
+                    return bridge.error(format!("agent: reading the conversation failed: {err}"))
+                }
+            };
             // The last row sent: the outputs after it fill folds nobody reads yet.
             let mut rows = bridge.sent();
             let mut pace = Pace::new(RESUME_AHEAD);
@@ -812,6 +778,7 @@ impl Handler for Bridge {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+    use super::super::replay::Replay;
     use super::*;
     use crate::agent::Event;
     use crate::approval::Decision;

@@ -4,11 +4,56 @@
 //! each put under its row. So the chat a person reads is on screen after a fifth of the data,
 //! and Neovim still answers between the batches of either pass.
 
+use tokio::sync::{mpsc, oneshot};
+
 use crate::agent::Event;
 use crate::conversation::ConversationEvent;
-use crate::sessions::{self, Record};
+use crate::sessions::{self, Record, Store, StoreError};
 
 use super::protocol::UiEvent;
+
+/// What a resumed conversation's file holds, once it is read (or why it could not be).
+pub(super) type Loaded = oneshot::Receiver<Result<sessions::Conversation, StoreError>>;
+
+/// Reads conversation `id` of `store` on a thread of its own while the chat shows it: its
+/// events come on the receiver as each record is parsed (through a bounded channel: the thread
+/// waits while the chat is behind, and runs at a lower priority, so it does not take the core
+/// Neovim draws on), then the file's whole content on [`Loaded`]. A panic while reading is
+/// logged and drops [`Loaded`]'s sender.
+pub(super) fn read(store: Store, id: String) -> std::io::Result<(mpsc::Receiver<UiEvent>, Loaded)> {
+    let (shown, to_show) = mpsc::channel(super::pump::BATCH_EVENTS);
+    let (done, loaded) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("agent-resume".into())
+        .spawn(move || {
+            sessions::lower_priority();
+            let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut replay = Replay::default();
+                let send = |events: Vec<UiEvent>| {
+                    events.into_iter().all(|e| shown.blocking_send(e).is_ok())
+                };
+                let loaded = store.load_with(&id, |record| send(replay.events(record)));
+                // Every row is shown: now the outputs, each under its row.
+                send(replay.finish());
+                loaded
+            }));
+            match read {
+                Ok(loaded) => {
+                    let _ = done.send(loaded);
+                }
+                Err(panic) => tracing::error!(
+                    id,
+                    panic = panic
+                        .downcast_ref::<&str>()
+                        .copied()
+                        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                        .unwrap_or("(no message)"),
+                    "reading a conversation to resume panicked"
+                ),
+            }
+        })?;
+    Ok((to_show, loaded))
+}
 
 /// What the chat is sent for the saved records of one conversation: a prompt as
 /// [`UiEvent::Prompt`], a cut as [`UiEvent::Rewound`], a tool's start, decision and end as one
