@@ -508,7 +508,8 @@ end
 -- Moves the cursor of each window showing the chat to its first line, and returns what
 -- H.unpark needs to put each back. Neovim works out the top line of every window whose cursor
 -- is below a line put in, after each put (over its lines' widths): for a batch of outputs put
--- above the cursor that is most of the batch's time. A parked window has it worked out once.
+-- above the cursor that was a third of Neovim's time in a resume (perf, BENCHMARKS.md). A parked
+-- window has it worked out once.
 -- Nothing is drawn in between: Neovim redraws after the batch.
 function H.park()
   local buf, parked = window.buf, {}
