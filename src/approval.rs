@@ -13,6 +13,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::permissions::saved::Project;
 use crate::permissions::{Judgement, Rules};
 
 /// What a request is about; this decides what "Allow for this session" covers.
@@ -39,6 +40,25 @@ pub struct ApprovalRequest {
     pub diff: Option<String>,
     /// What a session grant would cover.
     pub action: Action,
+    /// What a person may change before allowing ("Edit before allowing"); None: it cannot be
+    /// changed (a file that is not UTF-8 text).
+    pub proposal: Option<Proposed>,
+}
+
+/// A proposal a person may edit before allowing it: the text they are given to change, and
+/// what it is changed against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Proposed {
+    /// edit_file: the whole file as the edit would leave it, beside the file as it is (None
+    /// for a create).
+    File {
+        /// The file as it is now (the text the diff was made from); None: it does not exist.
+        now: Option<Arc<str>>,
+        /// The file as the edit would leave it.
+        proposed: Arc<str>,
+    },
+    /// run_bash: the command line, as the model wrote it.
+    Command,
 }
 
 /// The user's answer.
@@ -51,6 +71,12 @@ pub enum Decision {
     AllowSession,
     /// Every call until the session ends.
     AllowAll,
+    /// This call, and from now on in this workspace (saved: [`crate::permissions::saved`]):
+    /// this exact command line, or every edit.
+    AllowProject,
+    /// This call once, with the person's version of the proposal instead of the model's
+    /// ([`ApprovalRequest::proposal`]): the whole new file, or the command line to run.
+    Edited { text: String },
     /// Not this call; an optional reason is passed to the model.
     Refuse { reason: Option<String> },
 }
@@ -60,6 +86,8 @@ pub enum Decision {
 pub enum Verdict {
     /// Go ahead.
     Allowed,
+    /// Go ahead with the person's version of the proposal ([`Decision::Edited`]).
+    Edited { text: String },
     /// Do not; the result the model reads says so.
     Refused { reason: Option<String> },
     /// Refused by the person's permission rules, not by a person: `text` is the whole result
@@ -116,7 +144,12 @@ impl Grants {
                     self.commands.insert(command.clone());
                 }
             },
-            Decision::AllowOnce | Decision::Refuse { .. } => {}
+            // Saved in the workspace's rules, which are read again at each question; kept
+            // here only when saving failed ([`Gate::check`]).
+            Decision::AllowProject
+            | Decision::AllowOnce
+            | Decision::Edited { .. }
+            | Decision::Refuse { .. } => {}
         }
     }
 }
@@ -127,6 +160,8 @@ pub struct Gate {
     asker: Option<Arc<dyn Asker>>,
     grants: Mutex<Grants>,
     rules: Rules,
+    project: Option<Project>,
+    notice: Mutex<Option<String>>,
 }
 
 impl Gate {
@@ -137,7 +172,27 @@ impl Gate {
             asker,
             grants: Mutex::new(Grants::default()),
             rules: Rules::default(),
+            project: None,
+            notice: Mutex::new(None),
         }
+    }
+
+    /// The same gate, allowing what the workspace's saved rules allow, and saving there what a
+    /// person allows always in this project.
+    pub fn with_project(mut self, project: Option<Project>) -> Self {
+        self.project = project;
+        self
+    }
+
+    /// The workspace's saved rules, if any are kept.
+    pub fn project(&self) -> Option<&Project> {
+        self.project.as_ref()
+    }
+
+    /// What went wrong with the last decision that the person should hear of (an "Allow always
+    /// in this project" that could not be saved), once.
+    pub fn take_notice(&self) -> Option<String> {
+        self.notice.lock().ok().and_then(|mut n| n.take())
     }
 
     /// The same gate, judging each call by `rules` first.
@@ -170,6 +225,16 @@ impl Gate {
             Judgement::Allow => return Verdict::Allowed,
             Judgement::Ask { .. } | Judgement::Undecided | Judgement::Opaque { .. } => {}
         }
+        // A rule the person saved for this workspace: the exact line they saw, or every edit.
+        let asks = matches!(judged, Judgement::Ask { .. });
+        if !asks
+            && self
+                .project
+                .as_ref()
+                .is_some_and(|p| p.allows(&request.action))
+        {
+            return Verdict::Allowed;
+        }
         if self.auto_approve {
             if self.rules.auto_approvable(&judged) {
                 return Verdict::Allowed;
@@ -186,13 +251,14 @@ impl Gate {
                     why: "(the deny rules cannot see into it)".into(),
                 };
             }
-        } else if !matches!(judged, Judgement::Ask { .. }) && self.granted(&request.action) {
+        } else if !asks && self.granted(&request.action) {
             return Verdict::Allowed;
         }
         let Some(asker) = &self.asker else {
             return Verdict::Refused { reason: None };
         };
         let action = request.action.clone();
+        let editable = request.proposal.is_some();
         let answer = tokio::select! {
             answer = asker.ask(request) => answer,
             () = cancel.cancelled() => return Verdict::Cancelled,
@@ -200,6 +266,33 @@ impl Gate {
         match answer {
             None => Verdict::Refused { reason: None },
             Some(Decision::Refuse { reason }) => Verdict::Refused { reason },
+            // The person's own version runs once; nothing is remembered. A front end that
+            // answers with an edit of what could not be edited is refused, not believed.
+            Some(Decision::Edited { text }) if editable => Verdict::Edited { text },
+            Some(Decision::Edited { .. }) => {
+                tracing::warn!("an edited answer to a request that cannot be edited");
+                Verdict::Refused { reason: None }
+            }
+            Some(Decision::AllowProject) => {
+                let saved = match &self.project {
+                    Some(project) => project.save(&action),
+                    None => Err(
+                        "agent: no state directory to save rules in (set HOME or XDG_STATE_HOME)"
+                            .into(),
+                    ),
+                };
+                if let Err(err) = saved {
+                    tracing::warn!(%err, "a rule for this project was not saved");
+                    // Still allowed as asked, for the rest of the session at least.
+                    if let Ok(mut grants) = self.grants.lock() {
+                        grants.remember(&Decision::AllowSession, &action);
+                    }
+                    if let Ok(mut notice) = self.notice.lock() {
+                        *notice = Some(format!("not saved for this project: {err}"));
+                    }
+                }
+                Verdict::Allowed
+            }
             Some(decision) => {
                 if let Ok(mut grants) = self.grants.lock() {
                     grants.remember(&decision, &action);
@@ -275,6 +368,7 @@ mod tests {
             detail,
             diff: None,
             action,
+            proposal: None,
         };
         gate.check(question, &CancellationToken::new()).await
     }
@@ -518,6 +612,7 @@ mod tests {
             detail: "ls".into(),
             diff: None,
             action: cmd("ls"),
+            proposal: None,
         };
         let verdict = gate.check(question, &cancel).await;
         assert_eq!(verdict, Verdict::Cancelled);
@@ -550,5 +645,127 @@ mod tests {
         );
         let d: Decision = serde_json::from_str(r#"{"decision":"allow_session"}"#).unwrap();
         assert_eq!(d, Decision::AllowSession);
+    }
+
+    fn project(state: &std::path::Path, workspace: &std::path::Path) -> Option<Project> {
+        use crate::permissions::saved::Saved;
+        Some(Project::new(Saved::new(state), workspace))
+    }
+
+    #[tokio::test]
+    async fn allow_always_saves_the_exact_line_for_the_workspace_and_a_new_gate_honours_it() {
+        let (state, workspace) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let asker = Scripted::new(vec![Some(Decision::AllowProject)]);
+        let gate = Gate::new(false, Some(asker.clone()))
+            .with_project(project(state.path(), workspace.path()));
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("cargo test")).await,
+            Verdict::Allowed
+        );
+        assert_eq!(gate.take_notice(), None);
+
+        // A later session: the same line is allowed with nobody asked; another line is asked.
+        let later = Scripted::new(vec![None, None, None]);
+        let gate = Gate::new(false, Some(later.clone()))
+            .with_rules(rules(&[], &["run_bash(cargo *)"], &[]))
+            .with_project(project(state.path(), workspace.path()));
+        // An ask rule still asks: it beats what was saved.
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("cargo test")).await,
+            Verdict::Refused { reason: None }
+        );
+        let gate = Gate::new(false, Some(later.clone()))
+            .with_rules(rules(&[], &[], &["run_bash(rm *)"]))
+            .with_project(project(state.path(), workspace.path()));
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("cargo test")).await,
+            Verdict::Allowed
+        );
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("cargo test --lib")).await,
+            Verdict::Refused { reason: None }
+        );
+        assert_eq!(later.asked(), ["cargo test", "cargo test --lib"]);
+        // Another workspace has nothing saved.
+        let other = tempfile::tempdir().unwrap();
+        let gate = Gate::new(false, None).with_project(project(state.path(), other.path()));
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("cargo test")).await,
+            Verdict::Refused { reason: None }
+        );
+    }
+
+    #[tokio::test]
+    async fn allow_always_for_an_edit_saves_every_edit_but_a_deny_rule_still_refuses() {
+        let (state, workspace) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let asker = Scripted::new(vec![Some(Decision::AllowProject)]);
+        let gate = Gate::new(false, Some(asker.clone()))
+            .with_rules(rules(&[], &[], &["edit_file(.env)"]))
+            .with_project(project(state.path(), workspace.path()));
+        assert_eq!(
+            ask(&gate, "edit_file", edit("src/a.rs")).await,
+            Verdict::Allowed
+        );
+        assert_eq!(
+            ask(&gate, "edit_file", edit("b/c.md")).await,
+            Verdict::Allowed
+        );
+        assert!(matches!(
+            ask(&gate, "edit_file", edit(".env")).await,
+            Verdict::Denied { .. }
+        ));
+        assert_eq!(asker.asked(), ["edit src/a.rs"]);
+    }
+
+    #[tokio::test]
+    async fn an_allow_always_that_cannot_be_saved_allows_for_the_session_and_says_why_once() {
+        let (state, workspace) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        // The state directory is a file: nothing can be saved in it.
+        let blocked = state.path().join("file");
+        std::fs::write(&blocked, "").unwrap();
+        let asker = Scripted::new(vec![Some(Decision::AllowProject)]);
+        let gate =
+            Gate::new(false, Some(asker.clone())).with_project(project(&blocked, workspace.path()));
+        assert_eq!(ask(&gate, "run_bash", cmd("make")).await, Verdict::Allowed);
+        let notice = gate.take_notice().unwrap();
+        assert!(
+            notice.starts_with("not saved for this project: agent: cannot"),
+            "{notice}"
+        );
+        assert_eq!(gate.take_notice(), None);
+        // This session remembers it.
+        assert_eq!(ask(&gate, "run_bash", cmd("make")).await, Verdict::Allowed);
+        assert_eq!(asker.asked(), ["make"]);
+    }
+
+    #[tokio::test]
+    async fn an_edited_answer_runs_once_and_only_where_the_request_could_be_edited() {
+        let edited = || {
+            Some(Decision::Edited {
+                text: "ls -l".into(),
+            })
+        };
+        let asker = Scripted::new(vec![edited(), edited(), None]);
+        let gate = Gate::new(false, Some(asker.clone()));
+        let question = |proposal| ApprovalRequest {
+            tool: "run_bash",
+            detail: "ls".into(),
+            diff: None,
+            action: cmd("ls"),
+            proposal,
+        };
+        let verdict = gate
+            .check(question(Some(Proposed::Command)), &CancellationToken::new())
+            .await;
+        assert_eq!(
+            verdict,
+            Verdict::Edited {
+                text: "ls -l".into()
+            }
+        );
+        // Nothing was remembered: the next one is asked.
+        let verdict = gate.check(question(None), &CancellationToken::new()).await;
+        assert_eq!(verdict, Verdict::Refused { reason: None });
+        assert_eq!(asker.asked().len(), 2);
     }
 }

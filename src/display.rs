@@ -343,6 +343,8 @@ pub fn decision_note(decision: &Decision) -> String {
         Decision::AllowOnce => "allowed once".into(),
         Decision::AllowSession => "allowed for this session".into(),
         Decision::AllowAll => "allowed (everything this session)".into(),
+        Decision::AllowProject => "allowed always in this project".into(),
+        Decision::Edited { .. } => "edited, allowed once".into(),
         Decision::Refuse {
             reason: Some(reason),
         } if !reason.trim().is_empty() => format!("refused: {}", one_line(reason)),
@@ -357,6 +359,8 @@ pub mod label {
     pub const ALLOW_ONCE: &str = "Allow once";
     /// Every call until the session ends.
     pub const ALLOW_ALL: &str = "Allow everything this session";
+    /// Change the proposal (the edit, the command), then allow the changed one once.
+    pub const EDIT: &str = "Edit before allowing";
     /// Not this call.
     pub const REFUSE: &str = "Refuse";
     /// Not this call, and the person says why.
@@ -380,6 +384,23 @@ pub fn session_choice(action: &Action) -> String {
                 cut(&one_line(command), LABEL_CHARS)
             ),
             n => format!("Allow this {n}-line command for this session"),
+        },
+    }
+}
+
+/// The label of the choice that allows `action` from now on in this workspace (saved): the
+/// command named as [`session_choice`] names it (`Always allow `git status` in this project`).
+pub fn project_choice(action: &Action) -> String {
+    /// Characters of a command the label quotes.
+    const LABEL_CHARS: usize = 40;
+    match action {
+        Action::Edit { .. } => "Always allow edits in this project".to_string(),
+        Action::Command { command } => match line_count(command) {
+            1 => format!(
+                "Always allow `{}` in this project",
+                cut(&one_line(command), LABEL_CHARS)
+            ),
+            n => format!("Always allow this {n}-line command in this project"),
         },
     }
 }

@@ -15,6 +15,7 @@ use crate::checkpoint::Checkpoints;
 use crate::conversation::{Checkpointed, Conversation, Native, Unavailable};
 use crate::editor::Editor;
 use crate::llm::{Client, ProviderChoice, ProviderConfig, ProviderError};
+use crate::permissions::saved::{Project, Saved};
 use crate::permissions::Rules;
 use crate::sessions::{Recorded, Store};
 use crate::tools::{Executor, Settings, ToolContext};
@@ -39,6 +40,10 @@ pub struct SessionConfig {
     pub state_dir: Option<PathBuf>,
     /// The person's permission rules, judged before anyone is asked.
     pub rules: Rules,
+    /// The state directory whose `permissions.json` holds the rules saved by "Allow always in
+    /// this project" ([`crate::permissions::saved`]); None: none are read or saved. Apart from
+    /// `state_dir` because a one-call `agent-nvim tool` keeps no checkpoints but honours them.
+    pub saved_rules: Option<PathBuf>,
 }
 
 impl SessionConfig {
@@ -52,6 +57,7 @@ impl SessionConfig {
             max_turns: DEFAULT_MAX_TURNS,
             state_dir: None,
             rules: Rules::default(),
+            saved_rules: None,
         }
     }
 }
@@ -91,9 +97,17 @@ pub fn executor(
             Checkpoints::new_conversation_id(),
         )
     });
+    let project = config
+        .saved_rules
+        .as_deref()
+        .map(|dir| Project::new(Saved::new(dir), workspace.root()));
     Ok(Executor::new(ToolContext {
         workspace,
-        gate: Arc::new(Gate::new(config.auto_approve, asker).with_rules(config.rules.clone())),
+        gate: Arc::new(
+            Gate::new(config.auto_approve, asker)
+                .with_rules(config.rules.clone())
+                .with_project(project),
+        ),
         editor,
         settings: config.settings.clone(),
         checkpoints,

@@ -8,7 +8,7 @@
 local M = {}
 local H = {}
 
----@alias agent.Decision "allow_once"|"allow_session"|"allow_all"|"refuse"
+---@alias agent.Decision "allow_once"|"allow_session"|"allow_project"|"allow_all"|"edited"|"refuse"
 
 --- An approval request as the backend sends it (src/front/nvim/protocol.rs, UiEvent::Approval). Every
 --- string in it was made visible by the backend (src/display.rs); absent fields are nil.

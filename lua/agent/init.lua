@@ -108,6 +108,58 @@ function M.sessions()
   return list
 end
 
+--- Lists the permission rules in force for this workspace with where each came from, in
+--- vim.ui.select; choosing a saved one ("Allow always in this project") removes it. See
+--- :help agent-permissions.
+function M.permissions()
+  H.ensure_init()
+  local rpc = require("agent.rpc")
+  if not rpc.ensure() then
+    return
+  end
+  local answer, err = rpc.permissions()
+  if not answer then
+    vim.notify(("agent: cannot list the permission rules: %s"):format(err), vim.log.levels.ERROR)
+    return
+  end
+  if answer.problem then
+    vim.notify(("agent: the saved rules are not used: %s"):format(answer.problem), vim.log.levels.WARN)
+  end
+  local rows = answer.rules or {}
+  if #rows == 0 then
+    vim.notify(
+      "agent: no permission rules for this workspace; add some in setup({ permissions = ... }) or answer a request with Always allow (see :help agent-permissions)",
+      vim.log.levels.INFO
+    )
+    return
+  end
+  vim.ui.select(rows, {
+    prompt = "agent: permission rules (choose a saved one to remove it)",
+    kind = "agent.permissions",
+    format_item = function(row)
+      local origin = row.removable and "saved for this project · remove" or ("setup() · %s"):format(row.origin)
+      return ("%s  (%s)"):format(row.rule, origin)
+    end,
+  }, function(row)
+    if not row then
+      return
+    end
+    if not row.removable then
+      vim.notify(
+        ("agent: %s is in setup({ permissions = ... }) (%s); change it there"):format(row.rule, row.origin),
+        vim.log.levels.INFO
+      )
+      return
+    end
+    local removed, remove_err = rpc.permissions(row.raw)
+    if not removed then
+      vim.notify(("agent: cannot remove %s: %s"):format(row.rule, remove_err), vim.log.levels.ERROR)
+      return
+    end
+    vim.notify(("agent: removed the saved rule %s for this project"):format(row.rule), vim.log.levels.INFO)
+  end)
+end
+
 --- Continues saved conversation `id` with the built-in agent: the chat shows it as it looked, and
 --- the next prompt goes on with its whole history. An `agent:{name}:{id}` from sessions() has the
 --- running external agent load its own session instead. Without `id`, picks one with
@@ -515,6 +567,9 @@ H.subcommands = {
   end,
   new = function()
     M.new()
+  end,
+  permissions = function()
+    M.permissions()
   end,
   log = function()
     local path = require("agent.rpc").logfile()

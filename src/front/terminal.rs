@@ -46,7 +46,8 @@ impl Asker for TerminalAsker {
 pub fn decision_for_key(key: u8) -> Option<Decision> {
     match key {
         b'1' | b'y' | b'Y' | b'\r' | b'\n' => Some(Decision::AllowOnce),
-        b'3' | b'a' | b'A' => Some(Decision::AllowAll),
+        b'3' => Some(Decision::AllowAll),
+        b'a' | b'A' => Some(Decision::AllowProject),
         b'4' | b'n' | b'N' | 0x1b | 0x03 | 0x04 => Some(Decision::Refuse { reason: None }),
         _ => None,
     }
@@ -84,8 +85,9 @@ fn prompt(request: &ApprovalRequest) -> std::io::Result<Decision> {
     }
     write!(
         err,
-        "  [1] {}  [3] {}  [4/Esc] {} > ",
+        "  [1] {}  [a] {}  [3] {}  [4/Esc] {} > ",
         display::label::ALLOW_ONCE,
+        display::project_choice(&request.action),
         display::label::ALLOW_ALL,
         display::label::REFUSE
     )?;
@@ -160,6 +162,7 @@ fn terminal_config(
     }
     config.settings.pass_env = pass_env;
     config.state_dir = session::state_dir(&|name| std::env::var_os(name));
+    config.saved_rules = config.state_dir.clone();
     Ok(config)
 }
 
@@ -408,6 +411,7 @@ mod tests {
             action: Action::Command {
                 command: command.into(),
             },
+            proposal: None,
         }
     }
 
@@ -442,9 +446,10 @@ mod tests {
     }
 
     #[test]
-    fn keys_map_to_the_three_terminal_choices_and_others_are_ignored() {
+    fn keys_map_to_the_four_terminal_choices_and_others_are_ignored() {
         let once = Some(Decision::AllowOnce);
         let all = Some(Decision::AllowAll);
+        let project = Some(Decision::AllowProject);
         let refuse = Some(Decision::Refuse { reason: None });
         let got: Vec<_> = [b'1', b'y', b'\r', b'3', b'a', b'4', b'n', 0x1b, b'2', b'x']
             .into_iter()
@@ -456,8 +461,8 @@ mod tests {
                 once.clone(),
                 once.clone(),
                 once,
-                all.clone(),
                 all,
+                project,
                 refuse.clone(),
                 refuse.clone(),
                 refuse,

@@ -207,6 +207,66 @@ impl Saved {
     }
 }
 
+/// One workspace's saved rules, as the gate uses them: read again at each question (so a rule
+/// removed by `:Agent permissions` in another Neovim is gone here too), added to by
+/// "Allow always in this project".
+#[derive(Debug, Clone)]
+pub struct Project {
+    saved: Saved,
+    workspace: PathBuf,
+}
+
+impl Project {
+    /// `workspace`'s rules in `saved`.
+    pub fn new(saved: Saved, workspace: &Path) -> Project {
+        Project {
+            saved,
+            workspace: workspace.to_path_buf(),
+        }
+    }
+
+    /// Whether a saved rule allows `action`: a command line saved exactly, or any edit once
+    /// edits are saved. A file that cannot be read allows nothing (and is logged): the person
+    /// is asked, as without it.
+    pub fn allows(&self, action: &crate::approval::Action) -> bool {
+        let allowed = match self.saved.load(&self.workspace) {
+            Ok(allowed) => allowed,
+            Err(err) => {
+                tracing::warn!(%err, "the saved permission rules are not used");
+                return false;
+            }
+        };
+        match action {
+            crate::approval::Action::Edit { .. } => allowed.edits,
+            crate::approval::Action::Command { command } => allowed.commands.contains(command),
+        }
+    }
+
+    /// Saves what "Allow always in this project" means for `action`.
+    pub fn save(&self, action: &crate::approval::Action) -> Result<(), String> {
+        let grant = match action {
+            crate::approval::Action::Edit { .. } => Grant::Edits,
+            crate::approval::Action::Command { command } => Grant::Command(command.clone()),
+        };
+        self.saved.add(&self.workspace, &grant)
+    }
+
+    /// The saved rules, as [`Allowed::rules`] shows them.
+    pub fn rules(&self) -> Result<Vec<String>, String> {
+        Ok(self.saved.load(&self.workspace)?.rules())
+    }
+
+    /// Removes the saved rule `rule`; false when it was not saved.
+    pub fn remove(&self, rule: &str) -> Result<bool, String> {
+        self.saved.remove(&self.workspace, rule)
+    }
+
+    /// The file the rules are kept in.
+    pub fn path(&self) -> &Path {
+        self.saved.path()
+    }
+}
+
 /// A workspace's key: its real path.
 fn key(workspace: &Path) -> Result<String, String> {
     let real = workspace.canonicalize().map_err(|err| {

@@ -12,6 +12,7 @@
 use std::io::Write;
 use std::os::fd::AsFd;
 use std::path::Path;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
@@ -20,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::{
     blocking, fs_failure, Approved, Args, Plan, Proposal, Tool, ToolContext, ToolResult, CANCELLED,
 };
-use crate::approval::{Action, ApprovalRequest};
+use crate::approval::{Action, ApprovalRequest, Proposed};
 use crate::diff;
 use crate::workspace::beneath::{self, FsError, Identity, Locked};
 use crate::workspace::{Resolved, Workspace};
@@ -203,6 +204,15 @@ async fn propose<'a>(
         );
     }
     let rel = rel.to_string();
+    // What the person may change before allowing: the whole file as the edit leaves it (only
+    // for a file that is text; Neovim's buffer could not hold other bytes faithfully).
+    let proposal = std::str::from_utf8(&snapshot.bytes).ok().and_then(|now| {
+        let (before, after) = (now.get(..at)?, now.get(at + old.len()..)?);
+        Some(Proposed::File {
+            now: Some(Arc::from(now)),
+            proposed: Arc::from([before, new, after].concat()),
+        })
+    });
     let replacement = Replacement {
         given,
         target,
@@ -211,8 +221,8 @@ async fn propose<'a>(
         old_len: old.len(),
         new,
     };
-    plan(&rel, detail, preview, move |approved| {
-        apply_edit(cx, replacement, approved, cancel)
+    plan(&rel, detail, preview, proposal, move |approved, edited| {
+        apply_edit(cx, replacement, approved, edited, cancel)
     })
 }
 
@@ -232,9 +242,15 @@ fn cancelled_row(rel: &str) -> String {
 }
 
 /// The plan for an edit or a create of `rel`: the question, its summary rows, the step.
-fn plan<'a, F, Fut>(rel: &str, detail: String, preview: String, apply: F) -> Proposal<'a>
+fn plan<'a, F, Fut>(
+    rel: &str,
+    detail: String,
+    preview: String,
+    proposal: Option<Proposed>,
+    apply: F,
+) -> Proposal<'a>
 where
-    F: FnOnce(Approved) -> Fut + Send + 'a,
+    F: FnOnce(Approved, Option<String>) -> Fut + Send + 'a,
     Fut: std::future::Future<Output = ToolResult> + Send + 'a,
 {
     let question = ApprovalRequest {
@@ -244,6 +260,7 @@ where
         action: Action::Edit {
             rel: rel.to_string(),
         },
+        proposal,
     };
     Proposal::Plan(Plan::new(
         question,
@@ -258,6 +275,7 @@ async fn apply_edit(
     cx: &ToolContext,
     edit: Replacement<'_>,
     approved: Approved,
+    edited: Option<String>,
     cancel: &CancellationToken,
 ) -> ToolResult {
     let Replacement {
@@ -275,7 +293,13 @@ async fn apply_edit(
     let workspace = cx.workspace.clone();
     let (owned_given, shown, new) = (given.to_string(), target.clone(), new.to_string());
     let waiting = cancel.clone();
+    let person = edited.clone();
     let written = blocking(move || {
+        let proposed = snapshot.proposed(at, old_len, &new);
+        let write = |out: &mut dyn Write| match &person {
+            Some(theirs) => out.write_all(theirs.as_bytes()),
+            None => out.write_all(&proposed),
+        };
         replace(
             &approved,
             &workspace,
@@ -283,19 +307,47 @@ async fn apply_edit(
             &shown,
             &snapshot,
             &waiting,
-            &|out| {
-                out.write_all(&snapshot.bytes[..at])?;
-                out.write_all(new.as_bytes())?;
-                out.write_all(&snapshot.bytes[at + old_len..])
-            },
+            &write,
         )
+        .map(|()| proposed)
     })
     .await;
-    if let Err(stop) = written {
-        return stopped(cx, given, &target, stop);
-    }
+    let proposed = match written {
+        Ok(proposed) => proposed,
+        Err(stop) => return stopped(cx, given, &target, stop),
+    };
     cx.editor.file_written(&target.path).await;
-    ToolResult::ok(format!("Edited {rel}."), format!("edit {rel}"))
+    let text = changed_by_the_person(format!("Edited {rel}."), rel, &proposed, edited.as_deref());
+    ToolResult::ok(text, format!("edit {rel}"))
+}
+
+/// The result's text after a write: `done`, then, when the person changed the proposal before it
+/// was written, what they changed, as a diff from the proposal to what was written.
+fn changed_by_the_person(
+    done: String,
+    rel: &str,
+    proposed: &[u8],
+    written: Option<&str>,
+) -> String {
+    let Some(written) = written.filter(|w| w.as_bytes() != proposed) else {
+        return done;
+    };
+    let proposed = crate::text::lossy(proposed);
+    let diff = crate::diff::unified(rel, Some(&proposed), written);
+    format!(
+        "{done} The user changed your edit before it was written; their changes to your proposal:\n{diff}"
+    )
+}
+
+impl Snapshot {
+    /// The file as the edit leaves it: `new` in place of the `old_len` bytes at `at`.
+    fn proposed(&self, at: usize, old_len: usize, new: &str) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.bytes.len() + new.len());
+        out.extend_from_slice(&self.bytes[..at]);
+        out.extend_from_slice(new.as_bytes());
+        out.extend_from_slice(&self.bytes[at + old_len..]);
+        out
+    }
 }
 
 /// The file at `path` (relative to the root) as the user will be shown it; None when there is
@@ -378,8 +430,12 @@ async fn propose_create<'a>(
     let detail = format!("create {rel} ({} chars)", content.chars().count());
     let preview = diff::unified(rel, None, content);
     let rel = rel.to_string();
-    plan(&rel, detail, preview, move |approved| {
-        apply_create(cx, given, target, content, approved)
+    let proposal = Some(Proposed::File {
+        now: None,
+        proposed: Arc::from(content),
+    });
+    plan(&rel, detail, preview, proposal, move |approved, edited| {
+        apply_create(cx, given, target, content, approved, edited)
     })
 }
 
@@ -391,11 +447,12 @@ async fn apply_create(
     target: Resolved,
     content: &str,
     approved: Approved,
+    edited: Option<String>,
 ) -> ToolResult {
     let rel = target.rel.as_str();
     let workspace = cx.workspace.clone();
     let (owned_given, shown) = (given.to_string(), target.clone());
-    let bytes = content.as_bytes().to_vec();
+    let bytes = edited.as_deref().unwrap_or(content).as_bytes().to_vec();
     let created = blocking(move || {
         if !still_resolves(&workspace, &owned_given, &shown) {
             return Err(Stop::Changed);
@@ -407,7 +464,9 @@ async fn apply_create(
         return stopped(cx, given, &target, stop);
     }
     cx.editor.file_written(&target.path).await;
-    ToolResult::ok(format!("Created {rel}."), format!("create {rel}"))
+    let done = format!("Created {rel}.");
+    let text = changed_by_the_person(done, rel, content.as_bytes(), edited.as_deref());
+    ToolResult::ok(text, format!("create {rel}"))
 }
 
 /// Creates the file `target` names, and its parents, beneath the root. Something that appeared

@@ -70,8 +70,9 @@ impl Approved {
     }
 }
 
-/// The step a plan runs once allowed.
-type Apply<'a> = Box<dyn FnOnce(Approved) -> BoxFuture<'a, ToolResult> + Send + 'a>;
+/// The step a plan runs once allowed: with the proof, and the person's version of the proposal
+/// when they edited it first ([`crate::approval::Decision::Edited`]).
+type Apply<'a> = Box<dyn FnOnce(Approved, Option<String>) -> BoxFuture<'a, ToolResult> + Send + 'a>;
 
 /// A mutating call, checked and ready: what the person is asked, the summary rows for when it does
 /// not run, and the step that does it. Only the executor can run the step.
@@ -85,7 +86,9 @@ pub struct Plan<'a> {
 impl<'a> Plan<'a> {
     /// A plan asking `question`; `declined` and `cancelled` are the summary rows of a refusal and
     /// of a cancel while the question is open; `apply` is run only after an allow, and does the
-    /// checks that must hold after the wait (the file did not change meanwhile) itself.
+    /// checks that must hold after the wait (the file did not change meanwhile) itself. Its
+    /// second argument is the person's version of [`ApprovalRequest::proposal`], when they
+    /// edited it before allowing (only ever Some when the question has a proposal).
     pub fn new<F, Fut>(
         question: ApprovalRequest,
         declined: String,
@@ -93,14 +96,14 @@ impl<'a> Plan<'a> {
         apply: F,
     ) -> Self
     where
-        F: FnOnce(Approved) -> Fut + Send + 'a,
+        F: FnOnce(Approved, Option<String>) -> Fut + Send + 'a,
         Fut: Future<Output = ToolResult> + Send + 'a,
     {
         Plan {
             question,
             declined,
             cancelled,
-            apply: Box::new(move |approved| Box::pin(apply(approved))),
+            apply: Box::new(move |approved, edited| Box::pin(apply(approved, edited))),
         }
     }
 
@@ -141,26 +144,36 @@ async fn settle(
         apply,
     } = plan;
     let tool = question.tool;
-    let detail = question.detail.clone();
-    match gate.check(question, cancel).await {
-        // An allowed step is not cut off by a cancel: an edit is never left half done, and a
-        // command ends at a cancel through its own process tree.
-        Verdict::Allowed => {
-            if let Some(checkpoints) = checkpoints {
-                let kind = match tool {
-                    "run_bash" => Kind::Command,
-                    _ => Kind::Edit,
-                };
-                checkpoints.checkpoint(kind, &detail).await;
-            }
-            apply(Approved(())).await
-        }
+    let mut detail = question.detail.clone();
+    let verdict = gate.check(question, cancel).await;
+    let edited = match verdict {
+        Verdict::Allowed => None,
+        Verdict::Edited { text } => Some(text),
         Verdict::Refused { reason } => {
-            ToolResult::fail_with(Verdict::refusal_text(tool, reason.as_deref()), declined)
+            return ToolResult::fail_with(Verdict::refusal_text(tool, reason.as_deref()), declined)
         }
-        Verdict::Denied { text, why } => ToolResult::fail_with(text, format!("{declined} {why}")),
-        Verdict::Cancelled => ToolResult::fail_with(CANCELLED, cancelled),
+        Verdict::Denied { text, why } => {
+            return ToolResult::fail_with(text, format!("{declined} {why}"))
+        }
+        Verdict::Cancelled => return ToolResult::fail_with(CANCELLED, cancelled),
+    };
+    // An allowed step is not cut off by a cancel: an edit is never left half done, and a
+    // command ends at a cancel through its own process tree.
+    if let Some(checkpoints) = checkpoints {
+        let kind = match tool {
+            "run_bash" => Kind::Command,
+            _ => Kind::Edit,
+        };
+        if let (Kind::Command, Some(command)) = (kind, &edited) {
+            detail.clone_from(command);
+        }
+        checkpoints.checkpoint(kind, &detail).await;
     }
+    let mut result = apply(Approved(()), edited).await;
+    if let Some(notice) = gate.take_notice() {
+        result.summary = format!("{} · {notice}", result.summary);
+    }
+    result
 }
 
 /// Runs tool calls by name against one context.
@@ -297,12 +310,13 @@ mod tests {
                 action: Action::Command {
                     command: "probe".into(),
                 },
+                proposal: None,
             };
             let plan = Plan::new(
                 question,
                 "probe: declined".into(),
                 "probe: cancelled".into(),
-                move |_approved: Approved| async move {
+                move |_approved: Approved, _edited| async move {
                     applied.fetch_add(1, Ordering::SeqCst);
                     ToolResult::ok("probed", "probe")
                 },

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{Approved, Args, Plan, Proposal, Tool, ToolContext, ToolResult, CANCELLED};
-use crate::approval::{Action, ApprovalRequest};
+use crate::approval::{Action, ApprovalRequest, Proposed};
 use crate::display;
 use crate::process::{self, CommandSpec, Ending};
 
@@ -84,12 +84,25 @@ impl Tool for RunBash {
             action: Action::Command {
                 command: command.to_string(),
             },
+            proposal: Some(Proposed::Command),
         };
         let plan = Plan::new(
             question,
             format!("$ {shown} -> declined"),
             format!("$ {shown} -> cancelled"),
-            move |approved| run(cx, command, shown, approved, cancel),
+            move |approved, edited: Option<String>| async move {
+                let Some(edited) = edited else {
+                    return run(cx, command, shown, approved, cancel).await;
+                };
+                // The person's command runs instead, and the model reads what ran.
+                let shown = summary_command(&edited);
+                let mut result = run(cx, &edited, shown, approved, cancel).await;
+                result.text = format!(
+                    "The user edited the command before running it. What ran:\n{edited}\n\n{}",
+                    result.text
+                );
+                result
+            },
         );
         Box::pin(async move { Proposal::Plan(plan) })
     }
@@ -202,6 +215,7 @@ mod tests {
                 action: Action::Command {
                     command: command.into()
                 },
+                proposal: Some(Proposed::Command),
             }]
         );
     }
@@ -397,6 +411,7 @@ mod tests {
                 action: Action::Command {
                     command: "rm -rf x".into()
                 },
+                proposal: Some(Proposed::Command),
             }
         );
         assert_eq!(RunBash.schema()["required"], json!(["command"]));

@@ -53,9 +53,12 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
                 timeout: Some(120.0),
             },
             Choices::Builtin {
-                choices: Choice::builtin(&Action::Command {
-                    command: "ls".into(),
-                }),
+                choices: Choice::builtin(
+                    &Action::Command {
+                        command: "ls".into(),
+                    },
+                    true,
+                ),
             },
         ),
         Some(UiEvent::Approval { preview, .. }) => match preview {
@@ -347,9 +350,12 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
             timeout: Some(1.0),
         },
         choices: Choices::Builtin {
-            choices: Choice::builtin(&Action::Command {
-                command: "ls".into(),
-            }),
+            choices: Choice::builtin(
+                &Action::Command {
+                    command: "ls".into(),
+                },
+                true,
+            ),
         },
     };
     let mut questions: Vec<UiEvent> = (1..=5).map(builtin).collect();

@@ -189,3 +189,85 @@ async fn a_bad_rule_is_named_at_setup_and_nothing_runs_until_it_is_fixed() {
     assert!(mock.requests().is_empty(), "a prompt went to the model");
     assert!(!nvim.workspace.path().join("PLANTED").exists());
 }
+
+#[tokio::test]
+async fn allow_always_saves_a_rule_a_restarted_neovim_honours_until_agent_permissions_removes_it() {
+    const LINE: &str = "touch made && echo saved-ran";
+    let mock = one_command(LINE);
+    let nvim = start(&mock, "").await;
+    nvim.cmd("Agent go").await;
+    nvim.wait_for_screen("Always allow `touch made && echo saved-ran` in this project")
+        .await;
+    nvim.api.input("a").await.unwrap();
+    let (result, _) = tool_result(&mock, 1, "t1");
+    assert!(result.contains("saved-ran"), "{result}");
+    nvim.wait_for_line(CHAT, "allowed always in this project")
+        .await;
+    nvim.wait_for_line(CHAT, "OK.").await;
+    let saved =
+        std::fs::read_to_string(nvim._home.path().join("state/nvim/agent/permissions.json"))
+            .unwrap();
+    assert!(saved.contains(LINE), "{saved}");
+    std::fs::remove_file(nvim.workspace.path().join("made")).unwrap();
+
+    // A new Neovim in the same workspace runs the same line with nobody asked.
+    let mock = one_command(LINE);
+    let nvim = nvim
+        .restart(Options {
+            ui: Some((100, 34)),
+            env: vec![
+                ("ANTHROPIC_API_KEY".into(), "k".into()),
+                ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+            ],
+            setup: setup_lua("permissions = { deny = { 'run_bash(curl *)' } }"),
+        })
+        .await;
+    nvim.cmd("Agent go").await;
+    let (result, _) = tool_result(&mock, 1, "t1");
+    assert!(result.contains("saved-ran"), "{result}");
+    nvim.wait_for_line(CHAT, "OK.").await;
+    assert!(!picker_open(&nvim).await);
+    assert!(nvim.workspace.path().join("made").exists());
+
+    // :Agent permissions lists both rules with where they came from; choosing the saved one
+    // removes it.
+    // Typed, not called: the list waits for a choice, as it does for a person.
+    nvim.api.input(":Agent permissions<CR>").await.unwrap();
+    nvim.wait_for_screen("run_bash(curl *)  (setup() · permissions.deny)")
+        .await;
+    let screen = nvim
+        .wait_for_screen(
+            "run_bash(touch made && echo saved-ran)  (saved for this project · remove)",
+        )
+        .await;
+    let choice = screen
+        .lines()
+        .find(|l| l.contains("saved for this project"))
+        .and_then(|l| l.trim_start().split(':').next())
+        .unwrap()
+        .to_string();
+    nvim.api.input(&format!("{choice}<CR>")).await.unwrap();
+    nvim.wait_for_screen("removed the saved rule").await;
+    // The message waits for Enter, as it would for a person.
+    nvim.api.input("<CR>").await.unwrap();
+    let saved =
+        std::fs::read_to_string(nvim._home.path().join("state/nvim/agent/permissions.json"))
+            .unwrap();
+    assert!(!saved.contains(LINE), "{saved}");
+
+    // And the line is asked about again.
+    let mock = one_command(LINE);
+    let nvim = nvim
+        .restart(Options {
+            ui: Some((100, 34)),
+            env: vec![
+                ("ANTHROPIC_API_KEY".into(), "k".into()),
+                ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+            ],
+            setup: setup_lua(""),
+        })
+        .await;
+    nvim.cmd("Agent go").await;
+    nvim.wait_for_screen("Refuse with a reason").await;
+    assert!(picker_open(&nvim).await);
+}

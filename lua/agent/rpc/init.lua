@@ -92,6 +92,22 @@ function M.sessions()
   return wire.request(wire.request_name.SESSIONS)
 end
 
+---@class agent.PermissionRow
+---@field rule string the rule as written, made visible
+---@field raw string the rule exactly (what `remove` takes)
+---@field origin string `permissions.allow`, `permissions.ask`, `permissions.deny` (setup()) or `saved`
+---@field removable boolean true for a saved rule
+
+--- The rules in force for this workspace (setup()'s, then those saved by "Allow always in this
+--- project"), after removing the saved rule `remove` when given; nil and why when the backend
+--- cannot answer (or the rule is not saved).
+---@param remove? string
+---@return { rules: agent.PermissionRow[], file?: string, problem?: string }? answer
+---@return string? err
+function M.permissions(remove)
+  return wire.request(wire.request_name.PERMISSIONS, remove and { remove = remove } or nil)
+end
+
 --- This workspace's saved conversations' ids, most recent first, without reading them or asking
 --- an external agent: for completion.
 ---@return string[]? ids

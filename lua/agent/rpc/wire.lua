@@ -25,6 +25,7 @@ M.request_name = {
   REWIND_POINTS = "rewind_points",
   CHANGES = "changes",
   FILE_AT = "file_at",
+  PERMISSIONS = "permissions",
 }
 
 --- For tests: when a table, each notification sent is also appended to it as

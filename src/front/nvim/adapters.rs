@@ -3,6 +3,7 @@
 //! an external agent's host.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use rmpv::Value;
@@ -11,7 +12,7 @@ use super::bridge::Bridge;
 use super::protocol::{lua, BufferState, Choice, Choices, Preview, UiEvent};
 use super::Nvim;
 use crate::acp::{AcpEvent, AcpHost, PermissionAsk};
-use crate::approval::{Action, ApprovalRequest, Asker, Decision};
+use crate::approval::{Action, ApprovalRequest, Asker, Decision, Proposed};
 use crate::editor::Editor;
 use crate::Error;
 
@@ -39,6 +40,13 @@ impl Asker for NvimAsker {
             }
             // The question's id is the registry's, shared with an external agent's questions.
             let (id, answer) = self.bridge.state.pending.open(request.tool.to_string());
+            let editable = Editable::of(&request);
+            let can_edit = editable.is_some();
+            if let (Some(editable), Ok(mut proposals)) =
+                (editable, self.bridge.state.proposals.lock())
+            {
+                proposals.insert(id, editable);
+            }
             let is_command = matches!(request.action, Action::Command { .. });
             let preview = match (&request.action, request.diff) {
                 (Action::Command { command }, _) => Preview::Command {
@@ -56,13 +64,70 @@ impl Asker for NvimAsker {
                 id,
                 title: crate::display::approval_title(request.tool, &request.detail, is_command),
                 choices: Choices::Builtin {
-                    choices: Choice::builtin(&request.action),
+                    choices: Choice::builtin(&request.action, can_edit),
                 },
                 tool: request.tool.to_string(),
                 preview,
             });
-            answer.await.ok().map(|decide| decide.decision)
+            let answered = answer.await.ok().map(|decide| decide.decision);
+            if let Ok(mut proposals) = self.bridge.state.proposals.lock() {
+                proposals.remove(&id);
+            }
+            answered
         })
+    }
+}
+
+/// What "Edit before allowing" hands Lua for one question ([`protocol::request::PROPOSAL`]).
+#[derive(Debug, Clone)]
+pub(super) enum Editable {
+    /// An edit or a create of `rel`.
+    File {
+        rel: String,
+        now: Option<Arc<str>>,
+        proposed: Arc<str>,
+    },
+    /// A command line.
+    Command { command: String },
+}
+
+impl Editable {
+    /// What `request` lets a person change; None when it cannot be changed.
+    fn of(request: &ApprovalRequest) -> Option<Editable> {
+        match (&request.proposal, &request.action) {
+            (Some(Proposed::File { now, proposed }), Action::Edit { rel }) => {
+                Some(Editable::File {
+                    rel: crate::display::one_line(rel),
+                    now: now.clone(),
+                    proposed: proposed.clone(),
+                })
+            }
+            (Some(Proposed::Command), Action::Command { command }) => Some(Editable::Command {
+                command: command.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The map Lua reads.
+    pub(super) fn to_msgpack(&self) -> Value {
+        let pair = |k: &str, v: &str| (Value::from(k), Value::from(v));
+        match self {
+            Editable::File { rel, now, proposed } => {
+                let mut map = vec![
+                    pair("kind", "file"),
+                    pair("rel", rel),
+                    pair("proposed", proposed),
+                ];
+                if let Some(now) = now {
+                    map.push(pair("now", now));
+                }
+                Value::Map(map)
+            }
+            Editable::Command { command } => {
+                Value::Map(vec![pair("kind", "command"), pair("command", command)])
+            }
+        }
     }
 }
 

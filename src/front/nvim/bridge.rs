@@ -50,6 +50,10 @@ pub(super) struct Session {
     pub(super) nvim: Nvim,
     /// The workspace's checkpoints, for an external agent's session; None: off.
     pub(super) checkpoints: Option<crate::checkpoint::Checkpoints>,
+    /// The rules of `setup({ permissions = ... })`, for `:Agent permissions`.
+    pub(super) rules: crate::permissions::Rules,
+    /// The rules saved for this workspace; None without a state directory.
+    pub(super) project: Option<crate::permissions::saved::Project>,
 }
 
 /// Shared state of the front end.
@@ -60,6 +64,9 @@ pub(super) struct State {
     pub(super) conversation: Mutex<Option<Arc<dyn Conversation>>>,
     /// Every question waiting for Lua's `decide`: the gate's and an external agent's.
     pub(super) pending: Questions<Decide>,
+    /// What "Edit before allowing" gives the person to change, by question id, while the
+    /// question is open: Lua asks for it (`proposal`) only when the person picks it.
+    pub(super) proposals: SyncMutex<std::collections::HashMap<u64, super::adapters::Editable>>,
     /// The running turn's cancel token.
     pub(super) turn: SyncMutex<Option<CancellationToken>>,
     /// Held by a running turn; taking it waits for the turn to end.
@@ -92,6 +99,7 @@ impl Bridge {
                 session: Mutex::new(None),
                 conversation: Mutex::new(None),
                 pending: Questions::default(),
+                proposals: SyncMutex::new(std::collections::HashMap::new()),
                 turn: SyncMutex::new(None),
                 busy: Arc::new(Mutex::new(())),
                 settling: Arc::new(Mutex::new(())),
@@ -206,6 +214,13 @@ impl Bridge {
         }
         let checkpoints = built.checkpoints.clone();
         let store = built.store.clone();
+        let rules = config.rules.clone();
+        let project = config.saved_rules.as_deref().map(|dir| {
+            crate::permissions::saved::Project::new(
+                crate::permissions::saved::Saved::new(dir),
+                built.workspace.root(),
+            )
+        });
         // A missing key is reported when a prompt needs the provider, not now: a session that
         // only drives an external agent (ACP) never does.
         let (workspace, native, provider) = built.into_conversation();
@@ -219,6 +234,8 @@ impl Bridge {
             store,
             nvim,
             checkpoints,
+            rules,
+            project,
         });
         // Not awaited here: an external agent takes seconds to end, and notifications wait.
         if let Some(ended) = self.replace_conversation(native).await {
@@ -577,6 +594,85 @@ impl Bridge {
 }
 
 impl Bridge {
+    /// `proposal`: what the open question `{id}` lets the person change.
+    fn proposal(&self, args: &[Value]) -> std::result::Result<Value, Value> {
+        let id = match args.first() {
+            Some(Value::Map(opts)) => opts
+                .iter()
+                .find(|(k, _)| k.as_str() == Some("id"))
+                .and_then(|(_, v)| v.as_u64()),
+            _ => None,
+        };
+        let found = id.and_then(|id| {
+            self.state
+                .proposals
+                .lock()
+                .ok()
+                .and_then(|map| map.get(&id).cloned())
+        });
+        match found {
+            Some(editable) => Ok(editable.to_msgpack()),
+            None => Err(Value::from(
+                "agent: this request can no longer be edited (it was answered or cancelled)",
+            )),
+        }
+    }
+
+    /// `permissions`: the rules in force for this workspace, after removing the saved rule
+    /// `{remove = RULE}` names, when it does.
+    async fn permissions(&self, args: &[Value]) -> std::result::Result<Value, Value> {
+        let (rules, project) = self
+            .of_session(|s| (s.rules.clone(), s.project.clone()))
+            .await?;
+        let remove = match args.first() {
+            Some(Value::Map(opts)) => opts
+                .iter()
+                .find(|(k, _)| k.as_str() == Some("remove"))
+                .and_then(|(_, v)| v.as_str().map(str::to_string)),
+            _ => None,
+        };
+        if let Some(rule) = remove {
+            let Some(project) = &project else {
+                return Err(Value::from(
+                    "agent: no rules are saved without a state directory",
+                ));
+            };
+            match project.remove(&rule) {
+                Ok(true) => tracing::info!("a saved rule was removed"),
+                Ok(false) => {
+                    return Err(Value::from(format!(
+                        "agent: {} is not a rule saved for this project",
+                        display::one_line(&rule)
+                    )))
+                }
+                Err(err) => return Err(Value::from(err)),
+            }
+        }
+        let row = |rule: &str, origin: &str, removable: bool| {
+            serde_json::json!({
+                "rule": display::one_line(rule),
+                "raw": rule,
+                "origin": origin,
+                "removable": removable,
+            })
+        };
+        let mut rows: Vec<serde_json::Value> = rules
+            .all()
+            .iter()
+            .map(|rule| row(&rule.text, rule.list.name(), false))
+            .collect();
+        let mut answer = serde_json::json!({});
+        if let Some(project) = &project {
+            match project.rules() {
+                Ok(saved) => rows.extend(saved.iter().map(|rule| row(rule, "saved", true))),
+                Err(err) => answer["problem"] = serde_json::Value::from(display::one_line(&err)),
+            }
+            answer["file"] = serde_json::Value::from(project.path().display().to_string());
+        }
+        answer["rules"] = serde_json::Value::Array(rows);
+        Ok(super::pump::to_msgpack(answer))
+    }
+
     /// What `pick` takes from the session, for a request; the error Lua shows before `start`.
     async fn of_session<T>(
         &self,
@@ -687,6 +783,7 @@ fn session_config(start: Start) -> std::result::Result<SessionConfig, String> {
         .state_dir
         .filter(|dir| !dir.is_empty())
         .map(PathBuf::from);
+    config.saved_rules = config.state_dir.clone();
     config.provider = ProviderChoice {
         provider: start.provider.filter(|p| !p.is_empty()),
         model: start.model.filter(|m| !m.is_empty()),
@@ -770,6 +867,8 @@ impl Handler for Bridge {
                 let checkpoints = self.of_session(|s| s.checkpoints.clone()).await?;
                 super::review::file_at(checkpoints.as_ref(), &args).await
             }
+            protocol::request::PERMISSIONS => self.permissions(&args).await,
+            protocol::request::PROPOSAL => self.proposal(&args),
             other => Err(Value::from(format!("agent: unknown request '{other}'"))),
         }
     }

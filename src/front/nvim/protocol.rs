@@ -103,6 +103,20 @@ pub mod request {
     /// 1 MiB), or `{missing = true}` when it had no such file; an error string for a binary or
     /// larger file.
     pub const FILE_AT: &str = "file_at";
+    /// No argument, or `{remove = RULE}`. Answers the rules in force for this workspace: a map
+    /// of `rules`, an array of maps of `rule` (as written, made visible), `origin`
+    /// (`permissions.allow` / `.ask` / `.deny` for `setup()`'s, `saved` for those "Allow always
+    /// in this project" saved) and `removable` (true for saved ones), and `file`, where saved
+    /// rules are kept (absent without a state directory). With `remove`, first removes that
+    /// saved rule (an error string when it is not a saved rule of this workspace).
+    pub const PERMISSIONS: &str = "permissions";
+    /// `{id}`: what the open approval `id` lets the person change before allowing ("Edit before
+    /// allowing"): for an edit, a map of `kind = "file"`, `rel` (made visible), `now` (the file
+    /// as it is; absent for a create) and `proposed` (the whole file as the edit leaves it);
+    /// for a command, `kind = "command"` and `command`. The texts are exact, not made visible:
+    /// they go into buffers, never to the screen raw. An error string once the question is
+    /// answered or cancelled.
+    pub const PROPOSAL: &str = "proposal";
 }
 
 /// `start`: the session's settings, from `require("agent").setup()`.
@@ -343,7 +357,7 @@ impl Choices {
 /// One of the built-in choices: the entry of `keymaps.approval` that picks it, and its label.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Choice {
-    /// `allow_once` | `allow_session` | `allow_all` | `refuse` | `refuse_with_reason` (a refusal
+    /// `allow_once` | `allow_session` | `allow_project` | `allow_all` | `edit` | `refuse` | `refuse_with_reason` (a refusal
     /// that asks for the reason first).
     pub key: String,
     /// What the picker shows.
@@ -354,16 +368,20 @@ impl Choice {
     /// The built-in choices for a request whose session grant would cover `action`, in the
     /// picker's order (SPEC section 4); the session one is named for its scope
     /// ([`display::session_choice`]).
-    pub fn builtin(action: &Action) -> Vec<Choice> {
+    pub fn builtin(action: &Action, editable: bool) -> Vec<Choice> {
         let session = display::session_choice(action);
+        let project = display::project_choice(action);
         [
             ("allow_once", display::label::ALLOW_ONCE),
             ("allow_session", session.as_str()),
+            ("allow_project", project.as_str()),
             ("allow_all", display::label::ALLOW_ALL),
+            ("edit", display::label::EDIT),
             ("refuse", display::label::REFUSE),
             ("refuse_with_reason", display::label::REFUSE_WITH_REASON),
         ]
         .into_iter()
+        .filter(|(key, _)| editable || *key != "edit")
         .map(|(key, label)| Choice {
             key: key.into(),
             label: label.into(),
@@ -713,12 +731,12 @@ mod tests {
     #[test]
     fn the_builtin_choices_come_in_the_pickers_order_with_the_session_one_named_for_its_scope() {
         let labels = |action: Action| -> Vec<(String, String)> {
-            Choice::builtin(&action)
+            Choice::builtin(&action, true)
                 .into_iter()
                 .map(|c| (c.key, c.label))
                 .collect()
         };
-        let pairs = |list: [(&str, &str); 5]| -> Vec<(String, String)> {
+        let pairs = |list: [(&str, &str); 7]| -> Vec<(String, String)> {
             list.iter()
                 .map(|(k, l)| (k.to_string(), l.to_string()))
                 .collect()
@@ -730,7 +748,9 @@ mod tests {
             pairs([
                 ("allow_once", "Allow once"),
                 ("allow_session", "Allow `cargo test` for this session"),
+                ("allow_project", "Always allow `cargo test` in this project"),
                 ("allow_all", "Allow everything this session"),
+                ("edit", "Edit before allowing"),
                 ("refuse", "Refuse"),
                 ("refuse_with_reason", "Refuse with a reason…"),
             ])
@@ -739,5 +759,12 @@ mod tests {
             labels(Action::Edit { rel: "a".into() })[1].1,
             "Allow edits for this session"
         );
+        assert_eq!(
+            labels(Action::Edit { rel: "a".into() })[2].1,
+            "Always allow edits in this project"
+        );
+        // Without a proposal to change, there is no edit choice.
+        let plain = Choice::builtin(&Action::Edit { rel: "a".into() }, false);
+        assert!(plain.iter().all(|c| c.key != "edit"), "{plain:?}");
     }
 }
