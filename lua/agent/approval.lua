@@ -37,9 +37,14 @@ local H = {}
 ---@field options? { id: string, name: string, kind: string }[] agent
 ---@field cancel? string agent: the label of Esc's choice when no option rejects
 
---- Queued requests, the one shown first, each with its callback.
----@type { req: agent.ApprovalRequest, on_decide: fun(decision: agent.Decision, reason?: string, option?: string) }[]
+--- Queued requests, the one shown first, each with its callback (`text`: the person's version,
+--- with the decision `edited`).
+---@type { req: agent.ApprovalRequest, on_decide: fun(decision: agent.Decision, reason?: string, option?: string, text?: string) }[]
 H.queue = {}
+
+--- The request whose proposal the person is changing ("Edit before allowing"); the picker is
+--- closed meanwhile, and shows it again if they go back.
+H.editing = nil
 
 --- The open picker: its windows, buffers and where focus came from.
 H.open = nil
@@ -49,12 +54,14 @@ H.ns = vim.api.nvim_create_namespace("agent.approval")
 --- Asks the user about `req` and calls `on_decide` exactly once with the answer. Closing the
 --- picker any other way than by a choice refuses.
 ---@param req agent.ApprovalRequest
----@param on_decide fun(decision: agent.Decision, reason?: string, option?: string)
-function M.ask(req, on_decide)
-  table.insert(H.queue, { req = req, on_decide = on_decide })
+---@param on_decide fun(decision: agent.Decision, reason?: string, option?: string, text?: string)
+---@param proposal? fun(): table?, string? fetches what "Edit before allowing" changes (the
+--- backend's `proposal` request); nil: the request cannot be edited
+function M.ask(req, on_decide, proposal)
+  table.insert(H.queue, { req = req, on_decide = on_decide, proposal = proposal })
   if H.open then
     H.set_title()
-  else
+  elseif not H.editing then
     H.show_next()
   end
 end
@@ -64,6 +71,10 @@ end
 function M.dismiss_all()
   H.queue = {}
   H.close()
+  if H.editing then
+    H.editing = nil
+    require("agent.proposal").close()
+  end
 end
 
 --- How many requests wait, the shown one included.
@@ -134,6 +145,7 @@ function H.choices(req)
       label = choice.label,
       decision = with_reason and "refuse" or choice.key,
       reason = with_reason,
+      edit = choice.key == "edit",
     }
   end
   return choices
@@ -507,6 +519,9 @@ function H.pick(choice)
   if not choice or not H.open then
     return
   end
+  if choice.edit then
+    return H.edit()
+  end
   if not choice.reason then
     return H.finish(choice.decision, nil, choice.option)
   end
@@ -518,6 +533,56 @@ function H.pick(choice)
     reason = reason and vim.trim(reason) or ""
     H.finish("refuse", reason ~= "" and reason or nil)
   end)
+end
+
+--- "Edit before allowing": the picker closes and the proposal opens for the person to change
+--- (lua/agent/proposal.lua); writing it answers `edited` with their version, closing it without
+--- writing shows the picker again with the same request.
+function H.edit()
+  local open = H.open
+  local item = open.item
+  local proposal, err = nil, "this request cannot be edited"
+  if item.proposal then
+    proposal, err = item.proposal()
+  end
+  if not proposal then
+    vim.notify(("agent: cannot edit this request: %s"):format(err), vim.log.levels.ERROR)
+    return
+  end
+  H.close()
+  H.editing = item
+  local origin = open.origin
+  local handlers = {
+    on_write = function(text)
+      if H.editing ~= item then
+        return
+      end
+      H.editing = nil
+      table.remove(H.queue, 1)
+      if vim.api.nvim_win_is_valid(origin.win) then
+        pcall(vim.api.nvim_set_current_win, origin.win)
+      end
+      item.on_decide("edited", nil, nil, text)
+      if #H.queue > 0 then
+        H.show_next()
+      end
+    end,
+    on_quit = function()
+      if H.editing ~= item then
+        return
+      end
+      H.editing = nil
+      if vim.api.nvim_win_is_valid(origin.win) then
+        pcall(vim.api.nvim_set_current_win, origin.win)
+      end
+      H.show_next()
+    end,
+  }
+  if proposal.kind == "command" then
+    require("agent.proposal").command(tostring(proposal.command or ""), handlers)
+  else
+    require("agent.proposal").file(proposal, handlers)
+  end
 end
 
 --- Answers the shown request, closes the picker, gives focus back, and shows the next request.

@@ -20,7 +20,7 @@ local H = {}
 
 --- The protocol this file speaks; a backend announcing another one is stopped, with a message
 --- saying how to rebuild it.
-M.PROTOCOL = 5
+M.PROTOCOL = 6
 
 --- The plugin's root: the directory holding lua/ and plugin/.
 M.plugin_root = paths.root
@@ -172,11 +172,21 @@ end
 
 --- Answers approval request `id`.
 ---@param id integer the request's id
----@param decision "allow_once"|"allow_session"|"allow_all"|"refuse"
+---@param decision agent.Decision
 ---@param reason? string with "refuse": passed to the model
 ---@param option? string the external agent's option id, when it offered its own (ACP)
-function M.decide(id, decision, reason, option)
-  wire.notify(wire.method.DECIDE, { id = id, decision = decision, reason = reason, option = option })
+---@param text? string with "edited": the person's version of the proposal
+function M.decide(id, decision, reason, option, text)
+  wire.notify(wire.method.DECIDE, { id = id, decision = decision, reason = reason, option = option, text = text })
+end
+
+--- What the open approval `id` lets the person change ("Edit before allowing"): `{ kind = "file",
+--- rel, now?, proposed }` or `{ kind = "command", command }`; nil and why once it was answered.
+---@param id integer
+---@return table? proposal
+---@return string? err
+function M.proposal(id)
+  return wire.request(wire.request_name.PROPOSAL, { id = id })
 end
 
 --- Called by Rust with the events of one frame, in order. Each is dispatched to the chat (and
@@ -254,8 +264,10 @@ function H.dispatch(event)
     -- Out of the RPC request: the picker waits for the user, the backend must not.
     vim.schedule(function()
       H.guarded(event, function()
-        require("agent.approval").ask(event, function(decision, reason, option)
-          M.decide(event.id, decision, reason, option)
+        require("agent.approval").ask(event, function(decision, reason, option, text)
+          M.decide(event.id, decision, reason, option, text)
+        end, function()
+          return M.proposal(event.id)
         end)
       end)
     end)

@@ -26,6 +26,7 @@ M.request_name = {
   CHANGES = "changes",
   FILE_AT = "file_at",
   PERMISSIONS = "permissions",
+  PROPOSAL = "proposal",
 }
 
 --- For tests: when a table, each notification sent is also appended to it as

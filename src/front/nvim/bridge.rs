@@ -20,7 +20,7 @@ use super::protocol::{self, method, Decide, Prompt, Resume, Rewind, Start, UiEve
 use super::pump::{forward, Pace};
 use super::Nvim;
 use crate::agent::DEFAULT_MAX_TURNS;
-use crate::approval::Asker;
+use crate::approval::{Asker, Decision};
 use crate::conversation::{Conversation, ConversationError, ConversationEvent, Events};
 use crate::display;
 use crate::llm::ProviderChoice;
@@ -377,12 +377,19 @@ impl Bridge {
     pub(super) async fn decide(&self, decide: Decide) {
         // An unknown or late id is logged by the registry and ignored.
         if let Some(waiter) = self.state.pending.take(decide.id) {
-            let decided =
-                UiEvent::decided(decide.id, waiter.about.clone(), decide.decision.clone());
+            // The chat and the saved conversation record that it was edited, not the person's
+            // whole file again: the tool's result says what they changed.
+            let recorded = match &decide.decision {
+                Decision::Edited { .. } => Decision::Edited {
+                    text: String::new(),
+                },
+                other => other.clone(),
+            };
+            let decided = UiEvent::decided(decide.id, waiter.about.clone(), recorded.clone());
             if let UiEvent::Decided { tool, note, .. } = &decided {
                 let conversation = self.state.conversation.lock().await.clone();
                 if let Some(conversation) = conversation {
-                    conversation.decided(tool, &decide.decision, note);
+                    conversation.decided(tool, &recorded, note);
                 }
             }
             self.send(decided);
