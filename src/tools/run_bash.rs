@@ -109,6 +109,7 @@ async fn run(
         cwd: cx.workspace.root().to_path_buf(),
         timeout: cx.settings.command_timeout,
         env_remove: crate::secrets::hidden_env(&cx.settings.pass_env),
+        sandbox: cx.settings.sandbox.policy(cx.workspace.root()),
     };
     let output = match process::run(&spec, &approved, cancel).await {
         Ok(output) => output,
