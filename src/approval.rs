@@ -127,6 +127,7 @@ pub struct Gate {
     asker: Option<Arc<dyn Asker>>,
     grants: Mutex<Grants>,
     rules: Rules,
+    sandboxed_commands: bool,
 }
 
 impl Gate {
@@ -137,12 +138,20 @@ impl Gate {
             asker,
             grants: Mutex::new(Grants::default()),
             rules: Rules::default(),
+            sandboxed_commands: false,
         }
     }
 
     /// The same gate, judging each call by `rules` first.
     pub fn with_rules(mut self, rules: Rules) -> Self {
         self.rules = rules;
+        self
+    }
+
+    /// The same gate, allowing run_bash's commands without asking when `sandboxed` (the
+    /// sandbox is in force and `auto_allow_sandboxed` is set; see [`Gate::sandbox_allows`]).
+    pub fn with_sandboxed_commands(mut self, sandboxed: bool) -> Self {
+        self.sandboxed_commands = sandboxed;
         self
     }
 
@@ -169,6 +178,9 @@ impl Gate {
             }
             Judgement::Allow => return Verdict::Allowed,
             Judgement::Ask { .. } | Judgement::Undecided | Judgement::Opaque { .. } => {}
+        }
+        if self.sandbox_allows(&request.action, &judged) {
+            return Verdict::Allowed;
         }
         if self.auto_approve {
             if self.rules.auto_approvable(&judged) {
@@ -207,6 +219,17 @@ impl Gate {
                 Verdict::Allowed
             }
         }
+    }
+
+    /// `auto_allow_sandboxed`: a command the rules left to a person runs without one when the
+    /// sandbox is in force. An ask rule still asks, edits are still asked about, and a line the
+    /// deny rules cannot see into is not let through while deny rules for commands exist (as
+    /// under auto_approve).
+    fn sandbox_allows(&self, action: &Action, judged: &Judgement) -> bool {
+        self.sandboxed_commands
+            && matches!(action, Action::Command { .. })
+            && !matches!(judged, Judgement::Ask { .. })
+            && self.rules.auto_approvable(judged)
     }
 
     fn granted(&self, action: &Action) -> bool {

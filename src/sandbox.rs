@@ -270,6 +270,9 @@ pub struct Report {
     /// What the person should know: no Landlock, a rule the kernel cannot enforce, a writable
     /// place that does not exist. Each starts with `agent: `.
     pub warnings: Vec<String>,
+    /// Whether everything configured is enforced: the sandbox is on and the kernel can do all
+    /// it was asked (the network rule, truncation). `auto_allow_sandboxed` needs this.
+    pub whole: bool,
 }
 
 impl Report {
@@ -345,18 +348,13 @@ impl Report {
             writable,
             summary,
             warnings,
+            whole: on && (sandbox.network || network_blocked) && abi >= 3,
         }
     }
 
     /// Whether the sandbox is in force.
     pub fn is_on(&self) -> bool {
         self.mode != Mode::Off
-    }
-
-    /// Whether everything configured is enforced: the sandbox is on and the kernel can do all
-    /// it was asked (the network rule, truncation). `auto_allow_sandboxed` needs this.
-    pub fn is_whole(&self, sandbox: &Sandbox) -> bool {
-        self.is_on() && (sandbox.network || self.network_blocked) && self.abi >= 3
     }
 
     /// The system prompt's paragraph about the sandbox, when it is on: what it blocks, and that

@@ -95,6 +95,12 @@ pub(super) async fn spawn(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if let Some(policy) = &spec.sandbox {
+        crate::sandbox::confine(&mut command, policy).map_err(|source| ConnectError::Sandbox {
+            program: program.clone(),
+            source,
+        })?;
+    }
     // The agent the user started; what it does is governed by its own permission flow.
     let approved = crate::tools::Approved::for_external_agent(&super::AgentAuthority::of_client());
     let (mut child, tree) = crate::process::spawn_tree(command, &approved)

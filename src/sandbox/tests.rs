@@ -362,7 +362,7 @@ fn what_an_older_kernel_cannot_enforce_is_said() {
         got.warnings,
         vec!["agent: network = false is not enforced: Landlock ABI 3 has no network rules (ABI 4, Linux 6.7, has them); commands can still connect and listen".to_string()]
     );
-    assert!(!got.is_whole(&offline));
+    assert!(!got.whole);
     let got = report(&Sandbox::new(), Support::Abi(1));
     assert_eq!(got.warnings.len(), 2, "{:?}", got.warnings);
     assert!(got.warnings[0].contains("truncating"), "{:?}", got.warnings);
@@ -371,7 +371,7 @@ fn what_an_older_kernel_cannot_enforce_is_said() {
         "{:?}",
         got.warnings
     );
-    assert!(!got.is_whole(&Sandbox::new()));
+    assert!(!got.whole);
 
     let got = report(&offline, Support::Abi(7));
     assert_eq!(
@@ -379,7 +379,7 @@ fn what_an_older_kernel_cannot_enforce_is_said() {
         "workspace-write, network blocked (Landlock ABI 7)"
     );
     assert_eq!(got.warnings, Vec::<String>::new());
-    assert!(got.is_whole(&offline));
+    assert!(got.whole);
 }
 
 #[test]
@@ -424,4 +424,94 @@ fn the_prompt_says_what_the_sandbox_blocks_and_to_report_a_refusal() {
         "{note}"
     );
     assert!(!note.contains("TCP"), "{note}");
+}
+
+mod gate {
+    //! `auto_allow_sandboxed` at the gate: which calls it lets through without a person.
+
+    use crate::approval::{Action, ApprovalRequest, Asker, Decision, Gate, Verdict};
+    use crate::permissions::Rules;
+    use futures::future::BoxFuture;
+    use std::sync::{Arc, Mutex};
+    use tokio_util::sync::CancellationToken;
+
+    /// Refuses every question, recording its detail.
+    #[derive(Default)]
+    struct Refusing(Mutex<Vec<String>>);
+
+    impl Asker for Refusing {
+        fn ask(&self, request: ApprovalRequest) -> BoxFuture<'_, Option<Decision>> {
+            self.0.lock().unwrap().push(request.detail);
+            Box::pin(async { Some(Decision::Refuse { reason: None }) })
+        }
+    }
+
+    async fn check(gate: &Gate, action: Action) -> Verdict {
+        let detail = match &action {
+            Action::Edit { rel } => format!("edit {rel}"),
+            Action::Command { command } => command.clone(),
+        };
+        let tool = match action {
+            Action::Edit { .. } => "edit_file",
+            Action::Command { .. } => "run_bash",
+        };
+        let request = ApprovalRequest {
+            tool,
+            detail,
+            diff: None,
+            action,
+        };
+        gate.check(request, &CancellationToken::new()).await
+    }
+
+    fn command(line: &str) -> Action {
+        Action::Command {
+            command: line.to_string(),
+        }
+    }
+
+    fn rules(ask: &[&str], deny: &[&str]) -> Rules {
+        let owned = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        Rules::parse(&[], &owned(ask), &owned(deny)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn sandboxed_commands_run_unasked_but_edits_ask_rules_and_deny_rules_are_as_before() {
+        let asker = Arc::new(Refusing::default());
+        let gate = Gate::new(false, Some(asker.clone()))
+            .with_rules(rules(&["run_bash(git push *)"], &["run_bash(rm *)"]))
+            .with_sandboxed_commands(true);
+        assert_eq!(check(&gate, command("cargo test")).await, Verdict::Allowed);
+        assert_eq!(
+            check(&gate, command("rm -rf x")).await,
+            Verdict::Denied {
+                text: "Refused by the rule 'run_bash(rm *)' in permissions.deny.".into(),
+                why: "by the rule 'run_bash(rm *)' in permissions.deny".into(),
+            }
+        );
+        let refused = Verdict::Refused { reason: None };
+        assert_eq!(check(&gate, command("git push origin")).await, refused);
+        // A line the deny rules cannot see into goes to the person.
+        assert_eq!(check(&gate, command("echo $(rm -rf x)")).await, refused);
+        let edit = Action::Edit { rel: "a.rs".into() };
+        assert_eq!(check(&gate, edit).await, refused);
+        assert_eq!(
+            *asker.0.lock().unwrap(),
+            vec!["git push origin", "echo $(rm -rf x)", "edit a.rs"]
+        );
+    }
+
+    #[tokio::test]
+    async fn without_the_sandbox_in_force_a_command_is_asked_about() {
+        let asker = Arc::new(Refusing::default());
+        let gate = Gate::new(false, Some(asker.clone())).with_sandboxed_commands(false);
+        assert_eq!(
+            check(&gate, command("cargo test")).await,
+            Verdict::Refused { reason: None }
+        );
+        assert_eq!(*asker.0.lock().unwrap(), vec!["cargo test"]);
+        // With nobody to ask, a sandboxed command still runs: the sandbox is the answer.
+        let gate = Gate::new(false, None).with_sandboxed_commands(true);
+        assert_eq!(check(&gate, command("cargo test")).await, Verdict::Allowed);
+    }
 }
