@@ -32,7 +32,7 @@ pub struct SessionConfig {
     /// Run run_bash's commands without asking while the sandbox is in force (whole: see
     /// [`sandbox_report`]); edits are still asked about and the rules still apply.
     pub auto_allow_sandboxed: bool,
-    /// The tools' settings (timeout, shell, `pass_env`, `max_edit_mb`).
+    /// The tools' settings (timeout, shell, `pass_env`, `max_edit_mb`, the sandbox).
     pub settings: Settings,
     /// Which provider and model, as the user chose them (unset parts come from the environment).
     pub provider: ProviderChoice,
@@ -84,9 +84,11 @@ pub fn sandbox_report(config: &SessionConfig, root: &std::path::Path) -> (Report
     let mut report = sandbox.report(root);
     let whole = report.whole;
     if config.auto_allow_sandboxed && !whole {
-        report.warnings.push(
-            "agent: auto_allow_sandboxed is not in force: the sandbox is not fully enforced here, so commands are asked about".to_string(),
-        );
+        report.warnings.push(if sandbox.mode == crate::sandbox::Mode::Off {
+            "agent: auto_allow_sandboxed does nothing while sandbox.mode is \"off\": commands are asked about".to_string()
+        } else {
+            "agent: auto_allow_sandboxed is not in force: the sandbox is not fully enforced here, so commands are asked about".to_string()
+        });
     }
     (report, config.auto_allow_sandboxed && whole)
 }

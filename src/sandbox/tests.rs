@@ -104,6 +104,22 @@ async fn a_write_outside_the_workspace_fails_and_leaves_nothing_while_one_inside
 }
 
 #[tokio::test]
+async fn a_link_in_the_workspace_to_a_directory_outside_grants_nothing() {
+    if !landlock_here() {
+        return;
+    }
+    let dirs = Dirs::new();
+    std::os::unix::fs::symlink(dirs.outside.path(), dirs.workspace.path().join("link")).unwrap();
+    let output = run_in(&dirs, &workspace_write(), "echo x > link/f").await;
+    assert!(
+        output.text.contains("link/f: Permission denied"),
+        "{}",
+        output.text
+    );
+    assert!(!dirs.outside("f").exists());
+}
+
+#[tokio::test]
 async fn the_commands_children_are_confined_too_and_reading_is_not() {
     if !landlock_here() {
         return;
