@@ -86,9 +86,11 @@ pub fn done_line(usage: Usage) -> String {
     format!("done · {} in / {} out tokens", usage.input, usage.output)
 }
 
-/// The system prompt. It asks for good habits; it enforces nothing (the executor does).
-pub fn system_prompt(root: &std::path::Path) -> String {
-    format!(
+/// The system prompt. It asks for good habits; it enforces nothing (the executor does). With
+/// the sandbox in force, `sandbox` is its paragraph ([`crate::sandbox::Report::prompt_note`]):
+/// what it blocks, and that a refusal from it is the user's to hear about.
+pub fn system_prompt(root: &std::path::Path, sandbox: Option<&str>) -> String {
+    let mut prompt = format!(
         "You are a coding agent working in the workspace at {root}. You have four tools: \
 read_file, list_files, edit_file and run_bash.\n\
 - Paths are relative to the workspace root. Paths outside it are refused by the tools; when that \
@@ -103,7 +105,12 @@ like instead.\n\
 - After changing code, verify the change (build, run the tests) before saying it is done.\n\
 - Be brief. Say what you changed and why.",
         root = root.display()
-    )
+    );
+    if let Some(note) = sandbox {
+        prompt.push('\n');
+        prompt.push_str(note);
+    }
+    prompt
 }
 
 /// One conversation with the model.
@@ -118,7 +125,10 @@ pub struct Agent {
 impl Agent {
     /// An agent over `executor`, talking through `client`.
     pub fn new(client: Client, executor: Executor, max_turns: u32) -> Self {
-        let system = system_prompt(executor.context().workspace.root());
+        let cx = executor.context();
+        let root = cx.workspace.root();
+        let sandbox = cx.settings.sandbox.report(root).prompt_note();
+        let system = system_prompt(root, sandbox.as_deref());
         Agent {
             client,
             executor,

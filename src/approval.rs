@@ -162,6 +162,7 @@ pub struct Gate {
     rules: Rules,
     project: Option<Project>,
     notice: Mutex<Option<String>>,
+    sandboxed_commands: bool,
 }
 
 impl Gate {
@@ -174,6 +175,7 @@ impl Gate {
             rules: Rules::default(),
             project: None,
             notice: Mutex::new(None),
+            sandboxed_commands: false,
         }
     }
 
@@ -201,6 +203,13 @@ impl Gate {
         self
     }
 
+    /// The same gate, allowing run_bash's commands without asking when `sandboxed` (the
+    /// sandbox is in force and `auto_allow_sandboxed` is set; see [`Gate::sandbox_allows`]).
+    pub fn with_sandboxed_commands(mut self, sandboxed: bool) -> Self {
+        self.sandboxed_commands = sandboxed;
+        self
+    }
+
     /// Forgets every session grant (a new conversation is a new session).
     pub fn reset(&self) {
         if let Ok(mut grants) = self.grants.lock() {
@@ -210,9 +219,12 @@ impl Gate {
 
     /// Decides on one call. The permission rules come first: a deny refuses (auto_approve
     /// too), an allow allows, an ask goes to the person even when a grant covers the call.
-    /// Then auto_approve or an earlier grant allows at once; otherwise the asker is asked, and
-    /// its answer is remembered when it grants more than once. A command line no rule can judge
-    /// is not auto-approved while deny rules for commands exist (one could be inside it).
+    /// Then a rule saved for this workspace, or the sandbox with auto_allow_sandboxed (for
+    /// commands), allows; then auto_approve or an earlier grant; otherwise the asker is asked,
+    /// and its answer is remembered when it grants more than once (saved, for "Allow always
+    /// in this project"), or carries the person's own version of the proposal (once). A
+    /// command line no rule can judge is not auto-approved while deny rules for commands exist
+    /// (one could be inside it).
     pub async fn check(&self, request: ApprovalRequest, cancel: &CancellationToken) -> Verdict {
         let judged = self.rules.judge(&request.action);
         match &judged {
@@ -233,6 +245,11 @@ impl Gate {
                 .as_ref()
                 .is_some_and(|p| p.allows(&request.action))
         {
+            return Verdict::Allowed;
+        }
+        // A command the sandbox confines, with auto_allow_sandboxed (not one an ask rule asks
+        // about, nor an opaque line while deny rules exist).
+        if self.sandbox_allows(&request.action, &judged) {
             return Verdict::Allowed;
         }
         if self.auto_approve {
@@ -300,6 +317,17 @@ impl Gate {
                 Verdict::Allowed
             }
         }
+    }
+
+    /// `auto_allow_sandboxed`: a command the rules left to a person runs without one when the
+    /// sandbox is in force. An ask rule still asks, edits are still asked about, and a line the
+    /// deny rules cannot see into is not let through while deny rules for commands exist (as
+    /// under auto_approve).
+    fn sandbox_allows(&self, action: &Action, judged: &Judgement) -> bool {
+        self.sandboxed_commands
+            && matches!(action, Action::Command { .. })
+            && !matches!(judged, Judgement::Ask { .. })
+            && self.rules.auto_approvable(judged)
     }
 
     fn granted(&self, action: &Action) -> bool {

@@ -6,7 +6,8 @@
 //!   loop of [`agent`] over [`llm`], or an external agent over [`acp`]);
 //! - [`tools`] are the four tools and the executor, which alone asks the [`approval`] gate and
 //!   applies what was allowed; [`workspace`] is the one path check and all file I/O beneath the
-//!   root; [`process`] and [`reaper`] run bounded commands whose process trees never outlive them;
+//!   root; [`process`] and [`reaper`] run bounded commands whose process trees never outlive them,
+//!   under the [`sandbox`] (Landlock) where the kernel has it;
 //! - [`questions`] numbers every question a person answers; [`display`], [`diff`], [`ansi`],
 //!   [`text`] and [`secrets`] make what a person reads visible, short and free of keys;
 //!   [`editor`] is the core's view of open buffers.
@@ -30,6 +31,7 @@ pub mod permissions;
 pub mod process;
 pub mod questions;
 pub mod reaper;
+pub mod sandbox;
 pub mod secrets;
 pub mod session;
 pub mod sessions;

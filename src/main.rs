@@ -15,6 +15,7 @@ fn main() -> ExitCode {
         Command::Tool(args) => terminal::run_tool(args),
         Command::Run(args) => terminal::run_agent(args),
         Command::Sessions { workspace } => terminal::list_sessions(workspace),
+        Command::Sandbox(args) => terminal::sandbox_info(args),
         Command::Nvim { log } => nvim::run(log),
         Command::Help => say(cli::USAGE),
         Command::Version => say(&format!("agent-nvim {}\n", env!("CARGO_PKG_VERSION"))),

@@ -903,6 +903,7 @@ mod tests {
             cwd: dir.to_path_buf(),
             timeout,
             env_remove: Vec::new(),
+            sandbox: None,
         };
         let cancel = CancellationToken::new();
         let started = Instant::now();
@@ -1001,6 +1002,7 @@ mod tests {
             cwd: std::env::temp_dir(),
             timeout: Duration::from_secs(60),
             env_remove: Vec::new(),
+            sandbox: None,
         }
     }
 

@@ -17,6 +17,7 @@ use crate::editor::Editor;
 use crate::llm::{Client, ProviderChoice, ProviderConfig, ProviderError};
 use crate::permissions::saved::{Project, Saved};
 use crate::permissions::Rules;
+use crate::sandbox::Report;
 use crate::sessions::{Recorded, Store};
 use crate::tools::{Executor, Settings, ToolContext};
 use crate::workspace::Workspace;
@@ -29,7 +30,10 @@ pub struct SessionConfig {
     pub workspace: PathBuf,
     /// Allow every tool call without asking.
     pub auto_approve: bool,
-    /// The tools' settings (timeout, shell, `pass_env`, `max_edit_mb`).
+    /// Run run_bash's commands without asking while the sandbox is in force (whole: see
+    /// [`sandbox_report`]); edits are still asked about and the rules still apply.
+    pub auto_allow_sandboxed: bool,
+    /// The tools' settings (timeout, shell, `pass_env`, `max_edit_mb`, the sandbox).
     pub settings: Settings,
     /// Which provider and model, as the user chose them (unset parts come from the environment).
     pub provider: ProviderChoice,
@@ -52,6 +56,7 @@ impl SessionConfig {
         SessionConfig {
             workspace: workspace.into(),
             auto_approve: false,
+            auto_allow_sandboxed: false,
             settings: Settings::default(),
             provider: ProviderChoice::default(),
             max_turns: DEFAULT_MAX_TURNS,
@@ -76,6 +81,24 @@ pub fn state_dir(env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Option<Pat
     Some(base.join(app).join("agent"))
 }
 
+/// The sandbox a session's commands get in `root`, as the front ends report it (at start, in
+/// `:checkhealth agent`), and whether `auto_allow_sandboxed` is in force: only when the sandbox
+/// enforces everything configured (otherwise a warning in the report says commands are asked
+/// about).
+pub fn sandbox_report(config: &SessionConfig, root: &std::path::Path) -> (Report, bool) {
+    let sandbox = &config.settings.sandbox;
+    let mut report = sandbox.report(root);
+    let whole = report.whole;
+    if config.auto_allow_sandboxed && !whole {
+        report.warnings.push(if sandbox.mode == crate::sandbox::Mode::Off {
+            "agent: auto_allow_sandboxed does nothing while sandbox.mode is \"off\": commands are asked about".to_string()
+        } else {
+            "agent: auto_allow_sandboxed is not in force: the sandbox is not fully enforced here, so commands are asked about".to_string()
+        });
+    }
+    (report, config.auto_allow_sandboxed && whole)
+}
+
 /// Who answers the gate's questions, built once the workspace is known (Neovim's picker shows
 /// the root). None: nobody can be asked, and the gate refuses.
 pub type AskerFor<'a> = Box<dyn FnOnce(&Workspace, &Settings) -> Option<Arc<dyn Asker>> + 'a>;
@@ -90,6 +113,7 @@ pub fn executor(
     crate::secrets::protect_env_keys();
     let workspace = Workspace::new(&config.workspace)?;
     let asker = asker(&workspace, &config.settings);
+    let (_, sandboxed_commands) = sandbox_report(config, workspace.root());
     let checkpoints = config.state_dir.as_deref().map(|state_dir| {
         Checkpoints::new(
             state_dir,
@@ -106,7 +130,8 @@ pub fn executor(
         gate: Arc::new(
             Gate::new(config.auto_approve, asker)
                 .with_rules(config.rules.clone())
-                .with_project(project),
+                .with_project(project)
+                .with_sandboxed_commands(sandboxed_commands),
         ),
         editor,
         settings: config.settings.clone(),

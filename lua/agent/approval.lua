@@ -549,7 +549,7 @@ function H.edit()
     vim.notify(("agent: cannot edit this request: %s"):format(err), vim.log.levels.ERROR)
     return
   end
-  H.close()
+  H.close(false)
   H.editing = item
   local origin = open.origin
   local handlers = {
@@ -599,7 +599,9 @@ function H.finish(decision, reason, option)
   end
 end
 
-function H.close()
+--- Closes the picker and gives focus back; `keep_mode` false leaves Normal mode (the proposal
+--- opens next, and a key typed there must not go into the file).
+function H.close(keep_mode)
   local open = H.open
   if not open then
     return
@@ -615,7 +617,7 @@ function H.close()
     pcall(vim.api.nvim_set_current_win, open.origin.win)
     pcall(vim.api.nvim_win_set_cursor, open.origin.win, open.origin.cursor)
     local mode = open.origin.mode:sub(1, 1)
-    if mode == "i" or mode == "R" then
+    if keep_mode ~= false and (mode == "i" or mode == "R") then
       -- Insert mode's cursor may sit after the last character, where Normal mode cannot be.
       local line = vim.api.nvim_get_current_line()
       local past_end = open.origin.cursor[2] >= #line and #line > 0

@@ -23,8 +23,10 @@ local H = {}
 ---@field backend? string
 ---@field keymaps { ask: string|false, approval: table<string, string|string[]> }
 ---@field window { side: "right"|"left", width: number }
----@field acp { agents: table<string, { cmd: string[], env?: table<string, string> }>, connect_timeout: number }
+---@field acp { agents: table<string, { cmd?: string[], env?: table<string, string>, sandbox?: boolean }>, connect_timeout: number }
 ---@field permissions { allow: string[], ask: string[], deny: string[] }
+---@field sandbox { mode: "workspace-write"|"read-only"|"off", network: boolean, writable: string[] }
+---@field auto_allow_sandboxed boolean
 H.defaults = {
   -- provider = nil,      -- "anthropic" | "openai" | "ollama"; nil: the first whose API key is set
   -- model = nil,         -- model name; nil: the provider's default
@@ -61,12 +63,20 @@ H.defaults = {
     ask = {}, -- always ask, even when this session allowed it already
     deny = {}, -- never run, not even with auto_approve: { "run_bash(rm *)", "edit_file(.env)" }
   },
+  sandbox = { -- what run_bash's commands may write, enforced by Landlock on Linux (see :help agent-sandbox)
+    mode = "workspace-write", -- write only in the workspace, the temp directory and `writable`;
+    --                           "read-only": nowhere but /dev/null and the temp directory; "off"
+    network = true, -- false: block TCP connect and bind (Landlock ABI 4, Linux 6.7)
+    writable = {}, -- more places commands may write: { "~/.cache", "~/.cargo/registry" }
+  },
+  auto_allow_sandboxed = false, -- run commands without asking while the sandbox is in force (edits
+  --                               are still asked about; permission rules still apply)
   window = {
     side = "right", -- where the conversation split opens: "right" or "left"
     width = 80, -- columns, or a fraction of the screen's width (0.4)
   },
   acp = {
-    agents = {}, -- external ACP agents by name: { name = { cmd = { ... }, env = { ... } } }
+    agents = {}, -- external ACP agents by name: { name = { cmd = { ... }, env = { ... }, sandbox = true } }
     connect_timeout = 60, -- seconds an external agent may take to answer `initialize`
   },
 }
@@ -141,6 +151,18 @@ end
 local function table_(v)
   return type(v) == "table" or "a table"
 end
+--- A list of paths (`~` is the home directory).
+function H.path_list(v)
+  if type(v) ~= "table" or (next(v) ~= nil and not vim.islist(v)) then
+    return 'a list of paths like { "~/.cache" }'
+  end
+  for _, path in ipairs(v) do
+    if type(path) ~= "string" or path == "" then
+      return 'a list of paths like { "~/.cache" }'
+    end
+  end
+  return true
+end
 
 --- Every known key by dotted path. A table-valued entry's children are checked below it.
 H.schema = {
@@ -187,7 +209,18 @@ H.schema = {
   ["permissions.ask"] = H.rule_list,
   ["permissions.deny"] = H.rule_list,
   ["acp.connect_timeout"] = positive_number,
+  sandbox = table_,
+  ["sandbox.mode"] = function(v)
+    return v == "workspace-write" or v == "read-only" or v == "off" or '"workspace-write", "read-only" or "off"'
+  end,
+  ["sandbox.network"] = boolean,
+  ["sandbox.writable"] = H.path_list,
+  auto_allow_sandboxed = boolean,
 }
+
+--- What the sandbox becomes while any of its options is wrong: the strictest one, so a typo
+--- never lets a command write or connect where the person meant to stop it.
+H.strictest_sandbox = { mode = "read-only", network = false, writable = {} }
 
 --- The merged options in use (the defaults until setup() is called).
 ---@type agent.Config
@@ -234,14 +267,14 @@ function M.setup(opts)
   local merged = vim.tbl_deep_extend("force", vim.deepcopy(H.defaults), opts)
   -- A list the user gives replaces the default list (tbl_deep_extend would merge them by index).
   for path, check in pairs(H.schema) do
-    if check == H.key_list or check == H.name_list or check == H.rule_list then
+    if check == H.key_list or check == H.name_list or check == H.rule_list or check == H.path_list then
       local given = H.get(opts, path)
       if given ~= nil then
         H.set(merged, path, given)
       end
     end
   end
-  local problems, rules_problems = {}, {}
+  local problems, rules_problems, sandbox_problems = {}, {}, {}
   for path, check in pairs(H.schema) do
     local value = H.get(merged, path)
     local parent_ok = not path:find("%.") or type(H.get(merged, path:match("^(.*)%."))) == "table"
@@ -256,6 +289,8 @@ function M.setup(opts)
         -- Kept as written, not replaced by the default: the backend then starts nothing, where
         -- dropping a deny list over one typo would run what it was meant to stop.
         rules_problems[#rules_problems + 1] = rule_problem
+      elseif ok ~= true and (path == "sandbox" or path:find("^sandbox%.")) then
+        sandbox_problems[#sandbox_problems + 1] = ("agent: `%s` should be %s, got %s"):format(path, ok, H.show(value))
       elseif ok ~= true then
         problems[#problems + 1] = ("agent: `%s` should be %s, got %s"):format(path, ok, H.show(value))
         H.set(merged, path, vim.deepcopy(H.get(H.defaults, path)))
@@ -263,6 +298,13 @@ function M.setup(opts)
     end
   end
   H.report(rules_problems, "agent: nothing runs until the rules are fixed (see :help agent-permissions)")
+  if #sandbox_problems > 0 then
+    merged.sandbox = vim.deepcopy(H.strictest_sandbox)
+  end
+  H.report(
+    sandbox_problems,
+    "agent: until this is fixed, commands run in the strictest sandbox (read-only, no network; see :help agent-sandbox)"
+  )
   local unknown = {}
   if type(merged.acp) == "table" and type(merged.acp.agents) == "table" then
     H.check_agents(merged.acp.agents, problems, unknown)
@@ -330,20 +372,21 @@ function H.show(value)
   return type(value) == "table" and "table" or tostring(value)
 end
 
--- acp.agents.<name> = { cmd = { "prog", "arg" }, env = { NAME = "value" } }
+-- acp.agents.<name> = { cmd = { "prog", "arg" }, env = { NAME = "value" }, sandbox = true }
 function H.check_agents(agents, problems, unknown)
   for name, agent in pairs(agents) do
     local path = "acp.agents." .. tostring(name)
     if type(name) ~= "string" then
       problems[#problems + 1] = ("agent: `%s` should be named by a string key"):format(path)
     elseif type(agent) ~= "table" then
-      problems[#problems + 1] = ("agent: `%s` should be a table { cmd = {...}, env = {...} }, got %s"):format(
+      problems[#problems + 1] = ("agent: `%s` should be a table { cmd = {...}, env = {...}, sandbox = true }, got %s"):format(
         path,
         H.show(agent)
       )
     else
+      -- No cmd: the preset of that name (`claude = { sandbox = true }`).
       local cmd = agent.cmd
-      local cmd_ok = type(cmd) == "table" and #cmd > 0 and vim.islist(cmd)
+      local cmd_ok = cmd == nil or (type(cmd) == "table" and #cmd > 0 and vim.islist(cmd))
       for _, word in ipairs(type(cmd) == "table" and cmd or {}) do
         cmd_ok = cmd_ok and type(word) == "string"
       end
@@ -363,8 +406,11 @@ function H.check_agents(agents, problems, unknown)
           H.show(agent.env)
         )
       end
+      if agent.sandbox ~= nil and type(agent.sandbox) ~= "boolean" then
+        problems[#problems + 1] = ("agent: `%s.sandbox` should be boolean, got %s"):format(path, H.show(agent.sandbox))
+      end
       for key in pairs(agent) do
-        if key ~= "cmd" and key ~= "env" then
+        if key ~= "cmd" and key ~= "env" and key ~= "sandbox" then
           unknown[#unknown + 1] = path .. "." .. tostring(key)
         end
       end

@@ -1,5 +1,6 @@
 --- :checkhealth agent: Neovim's version, the backend and its version, the configuration, the
---- shell, git (which checkpoints need), and which API keys are set (never their values).
+--- shell, the sandbox (Landlock's ABI and what is in force), git (which checkpoints need), and
+--- which API keys are set (never their values).
 
 local M = {}
 local H = {}
@@ -34,6 +35,7 @@ function M.check()
 
   H.backend()
   H.shell(config.options.shell)
+  H.sandbox(config.options)
   H.git()
   H.keys(config.options.provider)
   H.pass_env(config.options.pass_env)
@@ -71,11 +73,12 @@ function H.backend()
   local info = rpc.info()
   if info then
     health.info(
-      ("backend running: protocol %s, %s %s, workspace %s"):format(
+      ("backend running: protocol %s, %s %s, workspace %s, sandbox %s"):format(
         tostring(info.protocol),
         tostring(info.provider),
         tostring(info.model),
-        tostring(info.workspace)
+        tostring(info.workspace),
+        tostring(info.sandbox)
       )
     )
     if info.protocol ~= rpc.PROTOCOL then
@@ -150,6 +153,69 @@ function H.git()
     health.ok(("%s: checkpoints on, kept in %s"):format(vim.trim(result.stdout or ""), where))
   else
     health.warn("git does not answer `--version`: checkpoints may fail", { "check your git installation" })
+  end
+end
+
+--- The sandbox run_bash's commands get with these options here, as the backend reports it
+--- (`agent-nvim sandbox --json`): Landlock's ABI, the mode in force, where commands may write,
+--- and what this kernel cannot enforce. Without Landlock the sandbox is off: a warning, never
+--- an error.
+---@param options agent.Config
+function H.sandbox(options)
+  local health = vim.health
+  local bin = require("agent.rpc").backend()
+  if not bin then
+    return
+  end
+  local sandbox = options.sandbox
+  local args = { bin, "sandbox", "--json", "--workspace", require("agent.rpc").workspace(), "--sandbox", sandbox.mode }
+  if sandbox.network == false then
+    args[#args + 1] = "--no-network"
+  end
+  for _, path in ipairs(sandbox.writable) do
+    vim.list_extend(args, { "--writable", path })
+  end
+  local ok, result = pcall(function()
+    return vim.system(args, { text = true }):wait(5000)
+  end)
+  local decoded, report = false, nil
+  if ok and result.code == 0 then
+    decoded, report = pcall(vim.json.decode, result.stdout or "")
+  end
+  if not decoded or type(report) ~= "table" then
+    health.warn(
+      "the backend cannot say what the sandbox enforces (`agent-nvim sandbox` failed)",
+      { "run :Agent build to get the backend of this plugin's version" }
+    )
+    return
+  end
+  if report.abi > 0 then
+    health.ok(("Landlock ABI %d"):format(report.abi))
+  else
+    health.warn("Landlock is not available: commands run without a sandbox")
+  end
+  if report.mode ~= "off" then
+    health.ok("sandbox in force: " .. report.summary)
+    health.info("commands may write in: " .. table.concat(report.writable, ", "))
+  elseif report.configured == "off" then
+    health.info('sandbox: off (sandbox.mode = "off"): commands run as you do')
+  else
+    health.warn("sandbox: " .. report.summary, { "see :help agent-sandbox" })
+  end
+  for _, warning in ipairs(report.warnings) do
+    health.warn(warning)
+  end
+  if options.auto_allow_sandboxed then
+    if report.whole then
+      health.warn(
+        "auto_allow_sandboxed: commands run without asking, inside the sandbox",
+        { "they can still read your files and, with network = true, send them anywhere" }
+      )
+    else
+      health.warn(
+        "auto_allow_sandboxed is set but not in force: the sandbox is not whole here, so commands are asked about"
+      )
+    end
   end
 end
 

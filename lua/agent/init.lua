@@ -419,7 +419,7 @@ function H.acp_names()
 end
 
 --- Drives an external agent over the Agent Client Protocol from the same chat and picker:
---- `name` is one from `setup({ acp = { agents = { name = { cmd = {...}, env = {...} } } } })` or a
+--- `name` is one from `setup({ acp = { agents = { name = { cmd = {...}, env = {...}, sandbox = true } } } })` or a
 --- preset (lua/agent/acp_presets.json). Prompts go to it until |:Agent| new.
 ---@param name? string
 function M.acp(name)
@@ -440,7 +440,12 @@ function M.acp(name)
     return
   end
   M.open({ focus = false })
-  require("agent.rpc").acp(name, configured and configured.cmd, configured and configured.env)
+  require("agent.rpc").acp(
+    name,
+    configured and configured.cmd,
+    configured and configured.env,
+    configured and configured.sandbox
+  )
 end
 
 --- :Agent's implementation (plugin/agent.lua calls it).

@@ -11,13 +11,13 @@ local M = {}
 local H = {}
 
 --- What is open: its buffers, windows and tab, and whether it was written.
----@type { kind: string, buf: integer, disk?: integer, tab?: integer, win?: integer, done: boolean }?
+---@type { kind: string, buf: integer, disk?: integer, tab?: integer, win?: integer, done: boolean, original: string }?
 H.open = nil
 
 --- The text of `buf` as a file holds it: its lines joined, with the last newline when `eol` is set.
 function H.text(buf)
   local text = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n")
-  if vim.bo[buf].eol and text ~= "" then
+  if vim.bo[buf].eol then
     text = text .. "\n"
   end
   return text
@@ -35,6 +35,16 @@ function H.fill(buf, text)
   vim.bo[buf].fixendofline = false
   vim.bo[buf].eol = eol
   vim.bo[buf].modified = false
+end
+
+--- `name`, or `name (2)`, `name (3)`... while a buffer holds it already (one left from before).
+function H.name(name)
+  local n, candidate = 1, name
+  while vim.fn.bufexists(candidate) == 1 do
+    n = n + 1
+    candidate = ("%s (%d)"):format(name, n)
+  end
+  return candidate
 end
 
 function H.buffer(name, text, editable)
@@ -101,8 +111,27 @@ function H.watch(open, handlers)
   vim.api.nvim_create_autocmd("BufWriteCmd", {
     group = group,
     buffer = open.buf,
-    callback = function()
+    callback = function(args)
+      -- Only `:w` of the proposal in its own window allows it: not `:wall` from elsewhere,
+      -- not `:w {file}` (a copy), which would allow a half-done edit unseen.
+      local target = vim.fn.fnamemodify(args.file, ":p")
+      local own = vim.api.nvim_buf_get_name(open.buf)
+      if (args.file ~= own and target ~= own) or vim.api.nvim_get_current_win() ~= open.win then
+        vim.notify(
+          "agent: write the proposal with :w in its own window; that allows it (nothing was written)",
+          vim.log.levels.WARN
+        )
+        return
+      end
       H.on_write(open, handlers)
+    end,
+  })
+  -- :e! puts the proposal back as it came, rather than emptying the buffer.
+  vim.api.nvim_create_autocmd("BufReadCmd", {
+    group = group,
+    buffer = open.buf,
+    callback = function()
+      H.fill(open.buf, open.original)
     end,
   })
   -- Closed without writing (:q!, :tabclose): back to the picker.
@@ -129,7 +158,7 @@ function M.file(proposal, handlers)
   vim.cmd("tabnew")
   local tab = vim.api.nvim_get_current_tabpage()
   local placeholder = vim.api.nvim_get_current_buf()
-  local disk = H.buffer("agent://disk/" .. rel, proposal.now or "", false)
+  local disk = H.buffer(H.name("agent://disk/" .. rel), proposal.now or "", false)
   vim.api.nvim_win_set_buf(0, disk)
   if vim.api.nvim_buf_is_valid(placeholder) and placeholder ~= disk then
     pcall(vim.api.nvim_buf_delete, placeholder, { force = true })
@@ -137,13 +166,21 @@ function M.file(proposal, handlers)
   vim.bo[disk].filetype = filetype
   vim.wo.winbar = proposal.now and (" %s as it is on disk"):format(shown) or (" %s does not exist yet"):format(shown)
   vim.cmd("diffthis")
-  local buf = H.buffer("agent://proposal/" .. rel, proposal.proposed or "", true)
+  local buf = H.buffer(H.name("agent://proposal/" .. rel), proposal.proposed or "", true)
   vim.cmd("rightbelow vsplit")
   vim.api.nvim_win_set_buf(0, buf)
   vim.bo[buf].filetype = filetype
   vim.wo.winbar = " proposal · :w allows it · :q goes back"
   vim.cmd("diffthis")
-  local open = { kind = "file", buf = buf, disk = disk, tab = tab, win = vim.api.nvim_get_current_win(), done = false }
+  local open = {
+    kind = "file",
+    buf = buf,
+    disk = disk,
+    tab = tab,
+    win = vim.api.nvim_get_current_win(),
+    done = false,
+    original = proposal.proposed or "",
+  }
   H.open = open
   H.watch(open, handlers)
 end
@@ -153,8 +190,7 @@ end
 ---@param handlers { on_write: fun(text: string), on_quit: fun() }
 function M.command(command, handlers)
   M.close()
-  local buf = H.buffer("agent://proposal/run_bash", command, true)
-  vim.bo[buf].eol = false
+  local buf = H.buffer(H.name("agent://proposal/run_bash"), command, true)
   vim.bo[buf].filetype = "sh"
   local lines = vim.api.nvim_buf_line_count(buf)
   local widest = 50
@@ -179,7 +215,7 @@ function M.command(command, handlers)
     zindex = 62,
   })
   vim.wo[win].wrap = true
-  local open = { kind = "command", buf = buf, win = win, done = false }
+  local open = { kind = "command", buf = buf, win = win, done = false, original = command }
   H.open = open
   for _, mode in ipairs({ "n", "i" }) do
     vim.keymap.set(mode, "<C-s>", function()
@@ -204,6 +240,16 @@ function M.close()
   end
   open.done = true
   H.open = nil
+  -- Changes the person made are kept in a buffer of their own, never thrown away unasked.
+  if vim.api.nvim_buf_is_valid(open.buf) and vim.bo[open.buf].modified then
+    local kept = H.buffer(H.name("agent://discarded-proposal"), H.text(open.buf), false)
+    vim.bo[kept].bufhidden = "hide"
+    vim.bo[kept].buflisted = true
+    vim.notify(
+      ("agent: request cancelled; your edited proposal is kept in %s"):format(vim.api.nvim_buf_get_name(kept)),
+      vim.log.levels.WARN
+    )
+  end
   H.teardown(open)
 end
 

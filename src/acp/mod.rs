@@ -171,6 +171,9 @@ pub struct AcpSpec {
     /// The workspace's checkpoints: taken before each permission answer and each
     /// fs/write_text_file, so the agent's changes can be rewound. None: off.
     pub checkpoints: Option<Checkpoints>,
+    /// The sandbox the agent and everything it runs start in (`acp.agents.NAME.sandbox`);
+    /// None: none.
+    pub sandbox: Option<crate::sandbox::Policy>,
 }
 
 impl AcpSpec {
@@ -184,6 +187,7 @@ impl AcpSpec {
             auto_approve: false,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             checkpoints: None,
+            sandbox: None,
         }
     }
 }
@@ -217,6 +221,13 @@ pub enum ConnectError {
         program: String,
         #[source]
         source: std::io::Error,
+    },
+    /// Its sandbox (`acp.agents.NAME.sandbox`) could not be set up, so it was not started.
+    #[error("could not start '{program}' in the sandbox: {source}")]
+    Sandbox {
+        program: String,
+        #[source]
+        source: crate::sandbox::SandboxError,
     },
     /// It started without the pipes it was given.
     #[error("could not start '{program}': its stdio is missing")]

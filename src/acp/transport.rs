@@ -3,10 +3,12 @@
 //! The agent runs in the workspace as the root of a [`Tree`], started by the same
 //! [`crate::process::spawn_tree`] as run_bash's commands, so that quitting kills what it started
 //! too: `npx` wrappers, the real agent behind them, its language servers, and anything it
-//! detached (`setsid`, a double fork). Its stderr goes to the log, never to our stdout (which is
-//! Neovim's msgpack channel in RPC mode); the last lines are kept to explain a crash. Its stdout
-//! is read a line at a time and anything that is not a JSON object (a banner, a debugger notice,
-//! stray bytes) is skipped and logged instead of being answered as a parse error.
+//! detached (`setsid`, a double fork). With `AcpSpec::sandbox` (`acp.agents.NAME.sandbox`) it
+//! starts under the same Landlock rules as run_bash's commands ([`crate::sandbox::confine`]).
+//! Its stderr goes to the log, never to our stdout (which is Neovim's msgpack channel in RPC
+//! mode); the last lines are kept to explain a crash. Its stdout is read a line at a time and
+//! anything that is not a JSON object (a banner, a debugger notice, stray bytes) is skipped and
+//! logged instead of being answered as a parse error.
 
 use std::collections::VecDeque;
 use std::io;
@@ -95,6 +97,12 @@ pub(super) async fn spawn(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if let Some(policy) = &spec.sandbox {
+        crate::sandbox::confine(&mut command, policy).map_err(|source| ConnectError::Sandbox {
+            program: program.clone(),
+            source,
+        })?;
+    }
     // The agent the user started; what it does is governed by its own permission flow.
     let approved = crate::tools::Approved::for_external_agent(&super::AgentAuthority::of_client());
     let (mut child, tree) = crate::process::spawn_tree(command, &approved)

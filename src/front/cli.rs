@@ -4,26 +4,36 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::sandbox::{Mode, Sandbox};
 use crate::{Error, Result};
 
 /// The usage text shown on `--help` and after a usage error.
 pub const USAGE: &str = "\
 usage:
   agent-nvim tool NAME 'JSON_ARGS' [--workspace DIR] [--auto-approve] [--timeout SECS]
-                  [--pass-env NAME]...
+                  [--pass-env NAME]... [SANDBOX FLAGS]
       Run one tool (read_file, list_files, edit_file, run_bash) and print its result as JSON.
   agent-nvim run [--workspace DIR] [--provider P] [--model M] [--base-url URL]
                  [--auto-approve] [--max-turns N] [--timeout SECS] [--pass-env NAME]...
-                 [--resume [ID]] PROMPT
+                 [SANDBOX FLAGS] [--resume [ID]] PROMPT
       Run the agent on one prompt in the terminal; its text streams to stdout. The
       conversation is saved; --resume continues the one with ID (the latest without one).
       Providers: anthropic (ANTHROPIC_API_KEY), openai (OPENAI_API_KEY), ollama (no key).
       run_bash's commands do not get the API key variables; --pass-env NAME passes one.
   agent-nvim sessions [--workspace DIR]
       List the workspace's saved conversations, the most recent first.
+  agent-nvim sandbox [--workspace DIR] [SANDBOX FLAGS] [--json]
+      Say what the sandbox enforces here: the Landlock ABI, the mode in force, where
+      commands may write, and what this kernel cannot enforce.
   agent-nvim nvim [--log FILE]
       The Neovim front end (msgpack-RPC on stdio); the plugin starts it.
   agent-nvim --version
+
+SANDBOX FLAGS (run_bash's commands run under Landlock where the kernel has it):
+  --sandbox MODE    workspace-write (the default: write only in the workspace, the temp
+                    directory and the --writable places), read-only, or off
+  --no-network      block TCP connect and bind (Landlock ABI 4 or later)
+  --writable PATH   one more place commands may write (repeatable)
 ";
 
 /// What the user asked the binary to do.
@@ -35,6 +45,8 @@ pub enum Command {
     Run(RunArgs),
     /// `agent-nvim sessions [--workspace DIR]`: the workspace's saved conversations.
     Sessions { workspace: Option<PathBuf> },
+    /// `agent-nvim sandbox ...`: what the sandbox enforces here.
+    Sandbox(SandboxArgs),
     /// `agent-nvim nvim [--log FILE]`: the Neovim front end, started by the plugin.
     Nvim { log: Option<PathBuf> },
     /// `--help`.
@@ -58,6 +70,8 @@ pub struct ToolArgs {
     pub timeout: Option<Duration>,
     /// Key variables run_bash's commands get anyway (`--pass-env NAME`, repeatable).
     pub pass_env: Vec<String>,
+    /// The sandbox run_bash's commands run in.
+    pub sandbox: SandboxFlags,
 }
 
 /// Arguments of `agent-nvim run`.
@@ -79,6 +93,65 @@ pub struct RunArgs {
     pub pass_env: Vec<String>,
     /// `--resume [ID]`: continue a saved conversation, `Some(None)` the latest.
     pub resume: Option<Option<String>>,
+    /// The sandbox run_bash's commands run in.
+    pub sandbox: SandboxFlags,
+}
+
+/// Arguments of `agent-nvim sandbox`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SandboxArgs {
+    /// The workspace root; the current directory when not given.
+    pub workspace: Option<PathBuf>,
+    /// The sandbox asked about.
+    pub sandbox: SandboxFlags,
+    /// Print the report as JSON (what `:checkhealth agent` reads).
+    pub json: bool,
+}
+
+/// `--sandbox MODE`, `--no-network` and `--writable PATH`, as given.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SandboxFlags {
+    /// `--sandbox MODE`; None: workspace-write.
+    pub mode: Option<Mode>,
+    /// `--no-network`.
+    pub no_network: bool,
+    /// `--writable PATH`, repeatable.
+    pub writable: Vec<PathBuf>,
+}
+
+impl SandboxFlags {
+    /// The sandbox these flags ask for.
+    pub fn sandbox(&self) -> Sandbox {
+        Sandbox {
+            mode: self.mode.unwrap_or_default(),
+            network: !self.no_network,
+            writable: self.writable.clone(),
+        }
+    }
+
+    /// Takes `arg` when it is a sandbox flag (with its value from `args`); false otherwise.
+    fn take(&mut self, arg: &str, args: &mut impl Iterator<Item = String>) -> Result<bool> {
+        match arg {
+            "--sandbox" => {
+                let name = value(args, "--sandbox")?;
+                match Mode::parse(&name) {
+                    Some(mode) => self.mode = Some(mode),
+                    None => {
+                        return Err(usage(format!(
+                            "--sandbox takes {}, got '{name}'",
+                            Mode::NAMES
+                        )))
+                    }
+                }
+            }
+            "--no-network" => self.no_network = true,
+            "--writable" => self
+                .writable
+                .push(PathBuf::from(value(args, "--writable")?)),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
 }
 
 fn usage(message: impl std::fmt::Display) -> Error {
@@ -95,6 +168,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command> {
         Some("tool") => parse_tool(args).map(Command::Tool),
         Some("run") => parse_run(args).map(Command::Run),
         Some("sessions") => parse_sessions(args),
+        Some("sandbox") => parse_sandbox(args).map(Command::Sandbox),
         Some("nvim") => parse_nvim(args),
         Some(other) => Err(usage(format!("unknown command '{other}'"))),
     }
@@ -106,8 +180,12 @@ fn parse_tool(args: impl Iterator<Item = String>) -> Result<ToolArgs> {
     let mut auto_approve = false;
     let mut timeout = None;
     let mut pass_env = Vec::new();
+    let mut sandbox = SandboxFlags::default();
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
+        if sandbox.take(&arg, &mut args)? {
+            continue;
+        }
         match arg.as_str() {
             "--workspace" => workspace = Some(PathBuf::from(value(&mut args, "--workspace")?)),
             "--auto-approve" => auto_approve = true,
@@ -144,6 +222,7 @@ fn parse_tool(args: impl Iterator<Item = String>) -> Result<ToolArgs> {
         auto_approve,
         timeout,
         pass_env,
+        sandbox,
     })
 }
 
@@ -158,9 +237,13 @@ fn parse_run(args: impl Iterator<Item = String>) -> Result<RunArgs> {
         timeout: None,
         pass_env: Vec::new(),
         resume: None,
+        sandbox: SandboxFlags::default(),
     };
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
+        if run.sandbox.take(&arg, &mut args)? {
+            continue;
+        }
         match arg.as_str() {
             "--workspace" => run.workspace = Some(PathBuf::from(value(&mut args, "--workspace")?)),
             "--provider" => run.choice.provider = Some(value(&mut args, "--provider")?),
@@ -216,6 +299,27 @@ fn parse_sessions(mut args: impl Iterator<Item = String>) -> Result<Command> {
         }
     }
     Ok(Command::Sessions { workspace })
+}
+
+fn parse_sandbox(mut args: impl Iterator<Item = String>) -> Result<SandboxArgs> {
+    let mut parsed = SandboxArgs {
+        workspace: None,
+        sandbox: SandboxFlags::default(),
+        json: false,
+    };
+    while let Some(arg) = args.next() {
+        if parsed.sandbox.take(&arg, &mut args)? {
+            continue;
+        }
+        match arg.as_str() {
+            "--workspace" => {
+                parsed.workspace = Some(PathBuf::from(value(&mut args, "--workspace")?))
+            }
+            "--json" => parsed.json = true,
+            other => return Err(usage(format!("unknown argument to 'sandbox': '{other}'"))),
+        }
+    }
+    Ok(parsed)
 }
 
 fn parse_nvim(mut args: impl Iterator<Item = String>) -> Result<Command> {
@@ -281,6 +385,7 @@ mod tests {
                 auto_approve: true,
                 timeout: Some(Duration::from_millis(1500)),
                 pass_env: vec!["OPENAI_API_KEY".into()],
+                sandbox: SandboxFlags::default(),
             })
         );
     }
@@ -306,6 +411,7 @@ mod tests {
                 timeout: None,
                 pass_env: vec!["A".into(), "B".into()],
                 resume: None,
+                sandbox: SandboxFlags::default(),
             })
         );
     }
@@ -371,5 +477,58 @@ mod tests {
         assert!(
             message("tool read_file {nope").starts_with("agent-nvim: JSON_ARGS is not valid JSON")
         );
+    }
+
+    #[test]
+    fn run_and_tool_take_the_sandbox_flags_and_a_bad_mode_names_the_good_ones() {
+        let flags = SandboxFlags {
+            mode: Some(Mode::ReadOnly),
+            no_network: true,
+            writable: vec!["/c".into(), "~/.npm".into()],
+        };
+        let run = match parse_words(
+            "run --sandbox read-only fix it --no-network --writable /c --writable ~/.npm",
+        )
+        .unwrap()
+        {
+            Command::Run(run) => run,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((run.prompt.as_str(), &run.sandbox), ("fix it", &flags));
+        let tool = match parse_words("tool run_bash {} --no-network --sandbox off").unwrap() {
+            Command::Tool(tool) => tool,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            tool.sandbox.sandbox(),
+            Sandbox {
+                mode: Mode::Off,
+                network: false,
+                writable: Vec::new(),
+            }
+        );
+        // No flag: the default sandbox.
+        match parse_words("tool run_bash {}").unwrap() {
+            Command::Tool(tool) => assert_eq!(tool.sandbox.sandbox(), Sandbox::new()),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            parse_words("sandbox --workspace /w --no-network --json").unwrap(),
+            Command::Sandbox(SandboxArgs {
+                workspace: Some("/w".into()),
+                sandbox: SandboxFlags {
+                    no_network: true,
+                    ..SandboxFlags::default()
+                },
+                json: true,
+            })
+        );
+        match parse_words("run --sandbox workspace_write go") {
+            Err(Error::Usage(m)) => assert_eq!(
+                m.lines().next().unwrap(),
+                "agent-nvim: --sandbox takes \"workspace-write\", \"read-only\" or \"off\", got 'workspace_write'"
+            ),
+            other => panic!("expected a usage error, got {other:?}"),
+        }
     }
 }

@@ -12,7 +12,7 @@ use crate::approval::{Action, ApprovalRequest, Asker, Decision};
 use crate::conversation::{Checkpointed, Conversation, ConversationEvent, Events, Native};
 use crate::display::{self, Layout};
 use crate::editor::NoEditor;
-use crate::front::cli::{RunArgs, ToolArgs};
+use crate::front::cli::{RunArgs, SandboxArgs, ToolArgs};
 use crate::session::{self, SessionConfig};
 use crate::sessions::{self, Recorded, Store};
 use crate::tools::Executor;
@@ -147,6 +147,7 @@ fn terminal_config(
     auto_approve: bool,
     timeout: Option<std::time::Duration>,
     pass_env: Vec<String>,
+    sandbox: crate::sandbox::Sandbox,
 ) -> Result<SessionConfig> {
     let root = match workspace {
         Some(dir) => dir,
@@ -161,6 +162,7 @@ fn terminal_config(
         config.settings.command_timeout = timeout;
     }
     config.settings.pass_env = pass_env;
+    config.settings.sandbox = sandbox;
     config.state_dir = session::state_dir(&|name| std::env::var_os(name));
     config.saved_rules = config.state_dir.clone();
     Ok(config)
@@ -180,6 +182,16 @@ fn terminal_executor(config: &SessionConfig) -> Result<Executor> {
     })
 }
 
+/// Says on stderr what the person should know about the sandbox of `executor`'s commands (no
+/// Landlock here, a rule this kernel cannot enforce): never an error.
+fn warn_about_sandbox(config: &SessionConfig, executor: &Executor) {
+    let (report, _) = session::sandbox_report(config, executor.context().workspace.root());
+    let mut err = std::io::stderr().lock();
+    for warning in &report.warnings {
+        let _ = writeln!(err, "{warning}");
+    }
+}
+
 /// `agent-nvim tool`: runs one tool and prints `{"ok", "text", "summary"}` on stdout. Exit 0 when
 /// the tool ran, whatever its result.
 pub fn run_tool(args: ToolArgs) -> Result<u8> {
@@ -188,10 +200,14 @@ pub fn run_tool(args: ToolArgs) -> Result<u8> {
         args.auto_approve,
         args.timeout,
         args.pass_env,
+        args.sandbox.sandbox(),
     )?;
     // One call for a script: no conversation to rewind, so no checkpoints.
     config.state_dir = None;
     let executor = terminal_executor(&config)?;
+    if args.name == "run_bash" {
+        warn_about_sandbox(&config, &executor);
+    }
     let runtime = session::runtime_single()?;
     let call_args = serde_json::Value::Object(args.args);
     let result = runtime.block_on(executor.call(&args.name, &call_args, &CancellationToken::new()));
@@ -218,12 +234,14 @@ pub fn run_agent(args: RunArgs) -> Result<u8> {
         args.auto_approve,
         args.timeout,
         args.pass_env,
+        args.sandbox.sandbox(),
     )?;
     config.provider = args.choice;
     if let Some(max_turns) = args.max_turns {
         config.max_turns = max_turns;
     }
     let executor = terminal_executor(&config)?;
+    warn_about_sandbox(&config, &executor);
     let store = config
         .state_dir
         .as_deref()
@@ -298,10 +316,64 @@ pub fn run_agent(args: RunArgs) -> Result<u8> {
     code
 }
 
+/// `agent-nvim sandbox`: what the sandbox would enforce for run_bash's commands in the
+/// workspace, as text (the summary, where commands may write, the warnings) or, with `--json`,
+/// as one [`crate::sandbox::Report`] object (what `:checkhealth agent` reads).
+pub fn sandbox_info(args: SandboxArgs) -> Result<u8> {
+    let config = terminal_config(
+        args.workspace,
+        false,
+        None,
+        Vec::new(),
+        args.sandbox.sandbox(),
+    )?;
+    let workspace = crate::workspace::Workspace::new(&config.workspace)
+        .map_err(|err| Error::Usage(err.to_string()))?;
+    let report = config.settings.sandbox.report(workspace.root());
+    let text = if args.json {
+        serde_json::to_string(&report).map_err(|err| Error::Io {
+            context: "cannot encode the report",
+            source: err.into(),
+        })? + "\n"
+    } else {
+        let mut text = format!(
+            "Landlock ABI: {}\nsandbox: {}\n",
+            report.abi, report.summary
+        );
+        if report.is_on() {
+            let places: Vec<String> = report
+                .writable
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            text.push_str(&format!("writable: {}\n", places.join(", ")));
+        }
+        for warning in &report.warnings {
+            text.push_str(warning);
+            text.push('\n');
+        }
+        text
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|source| Error::Io {
+            context: "cannot write the report",
+            source,
+        })?;
+    Ok(0)
+}
+
 /// `agent-nvim sessions`: the workspace's saved conversations, the most recent first, one a
 /// line: id, age, prompts, tokens, title (or why it cannot be resumed).
 pub fn list_sessions(workspace: Option<std::path::PathBuf>) -> Result<u8> {
-    let config = terminal_config(workspace, false, None, Vec::new())?;
+    let config = terminal_config(
+        workspace,
+        false,
+        None,
+        Vec::new(),
+        crate::sandbox::Sandbox::default(),
+    )?;
     let executor = terminal_executor(&config)?;
     let Some(state_dir) = config.state_dir.as_deref() else {
         return Err(Error::Session(

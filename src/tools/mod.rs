@@ -102,6 +102,9 @@ pub struct Settings {
     /// The largest file edit_file (and an ACP agent's fs requests) will read whole, in MB
     /// (MiB); `max_edit_mb` in the configuration.
     pub max_edit_mb: u64,
+    /// The sandbox run_bash's commands run in (`sandbox` in the configuration; Landlock where
+    /// the kernel has it, see [`crate::sandbox`]).
+    pub sandbox: crate::sandbox::Sandbox,
 }
 
 /// edit_file's default size limit, in MB.
@@ -121,6 +124,7 @@ impl Default for Settings {
             shell: None,
             pass_env: Vec::new(),
             max_edit_mb: DEFAULT_MAX_EDIT_MB,
+            sandbox: crate::sandbox::Sandbox::default(),
         }
     }
 }

@@ -91,7 +91,8 @@ impl Tool for RunBash {
             format!("$ {shown} -> declined"),
             format!("$ {shown} -> cancelled"),
             move |approved, edited: Option<String>| async move {
-                let Some(edited) = edited else {
+                // Written back unchanged: the model's own command, run as it asked.
+                let Some(edited) = edited.filter(|edited| edited != command) else {
                     return run(cx, command, shown, approved, cancel).await;
                 };
                 // The person's command runs instead, and the model reads what ran.
@@ -122,6 +123,7 @@ async fn run(
         cwd: cx.workspace.root().to_path_buf(),
         timeout: cx.settings.command_timeout,
         env_remove: crate::secrets::hidden_env(&cx.settings.pass_env),
+        sandbox: cx.settings.sandbox.policy(cx.workspace.root()),
     };
     let output = match process::run(&spec, &approved, cancel).await {
         Ok(output) => output,
@@ -195,6 +197,26 @@ mod tests {
             checkpoints: None,
         };
         (dir, Executor::new(cx), editor)
+    }
+
+    #[tokio::test]
+    async fn an_edited_command_runs_instead_and_one_written_back_unchanged_is_the_models() {
+        let edited = |text: &str| Some(Decision::Edited { text: text.into() });
+        let (_dir, ex, _) = executor(edited("echo theirs"));
+        let result = call(&ex, "run_bash", json!({ "command": "echo model" })).await;
+        assert_eq!(
+            result,
+            ToolResult::ok(
+                "The user edited the command before running it. What ran:\necho theirs\n\ntheirs\n\n[exit 0]",
+                "$ echo theirs -> exit 0"
+            )
+        );
+        let (_dir, ex, _) = executor(edited("echo model"));
+        let result = call(&ex, "run_bash", json!({ "command": "echo model" })).await;
+        assert_eq!(
+            result,
+            ToolResult::ok("model\n\n[exit 0]", "$ echo model -> exit 0")
+        );
     }
 
     #[tokio::test]

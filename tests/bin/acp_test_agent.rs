@@ -16,7 +16,9 @@
 //!   running as `$ACP_TEST_AGENT_MARKER` (for killing what left the tree's group and parent chain).
 //!
 //! Prompts (the prompt's whole text): `chat`, `fs`, `permission`, `cancel`, `crash`, `usage`,
-//! `which session` (reports the session id it was prompted in, `prompted in: "s-1"`).
+//! `which session` (reports the session id it was prompted in, `prompted in: "s-1"`), `write`
+//! (writes `written-by-agent.txt` itself, in its directory and in the one above, and says how
+//! each went: `inside: written`, `outside: Permission denied (os error 13)`).
 //! It offers `session/list` (two sessions of its directory, over two pages) and `session/load`
 //! (replays a prompt, an answer and a tool call).
 //! `session/new` answers `$ACP_TEST_AGENT_SESSION`, `s-1` when it is not set.
@@ -331,6 +333,26 @@ impl Agent {
                     "content": {"type": "text", "text": "about to crash"}}));
                 let _ = writeln!(std::io::stderr(), "fatal: test agent crashed on purpose");
                 std::process::exit(3);
+            }
+            "write" => {
+                // Writes of its own, not through the client: what a sandbox must stop.
+                let here = std::env::current_dir().unwrap();
+                let outside = here
+                    .parent()
+                    .map(|dir| dir.join("written-by-agent.txt"))
+                    .unwrap_or_else(|| PathBuf::from("/written-by-agent.txt"));
+                for (label, path) in [
+                    ("inside", here.join("written-by-agent.txt")),
+                    ("outside", outside),
+                ] {
+                    let result = match std::fs::write(&path, "x") {
+                        Ok(()) => "written".to_string(),
+                        Err(err) => err.to_string(),
+                    };
+                    update(json!({"sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": format!("{label}: {result}\n")}}));
+                }
+                json!({"stopReason": "end_turn"})
             }
             "usage" => json!({"stopReason": "end_turn",
                 "usage": {"inputTokens": 12, "outputTokens": 34, "totalTokens": 46}}),

@@ -32,6 +32,8 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             provider: "anthropic".into(),
             model: "m".into(),
             workspace: "/w".into(),
+            sandbox: "workspace-write, network allowed (Landlock ABI 7)".into(),
+            sandbox_warnings: vec!["agent: /w/x (sandbox.writable) does not exist".into()],
         },
         Some(UiEvent::Started { .. }) => UiEvent::AcpStarted {
             name: "test".into(),

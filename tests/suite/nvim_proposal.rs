@@ -214,3 +214,47 @@ async fn ctrl_s_runs_the_edited_command_and_q_goes_back() {
         "{result}"
     );
 }
+
+#[tokio::test]
+async fn e_bang_puts_the_proposal_back_and_a_write_elsewhere_allows_nothing() {
+    let mock = MockLlm::start(Wire::Anthropic, edit_two());
+    let nvim = editing(&mock).await;
+    nvim.api.input("ggccscribble<Esc>:e!<CR>").await.unwrap();
+    nvim.wait_for(
+        "table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '|') == 'one|TWO|three'",
+    )
+    .await;
+    // A write aimed somewhere else is refused and allows nothing.
+    nvim.api
+        .input(":w /tmp/agent-proposal-copy<CR>")
+        .await
+        .unwrap();
+    nvim.wait_for_screen("write the proposal with :w in its own window")
+        .await;
+    assert!(mock.requests().len() < 2, "the edit was allowed");
+    assert_eq!(nvim.read("a.txt"), "one\ntwo\nthree\n");
+    nvim.api.input(":w<CR>").await.unwrap();
+    let (result, _) = tool_result(&mock, 1, "t1");
+    assert_eq!(result, "Edited a.txt.");
+}
+
+#[tokio::test]
+async fn a_turn_stopped_while_the_person_edits_keeps_their_version_in_a_buffer() {
+    let mock = MockLlm::start(Wire::Anthropic, edit_two());
+    let nvim = editing(&mock).await;
+    nvim.api.input("3GCcarefully typed<Esc>").await.unwrap();
+    // Typed: the warning that follows waits for Enter, as it would for a person.
+    nvim.api.input(":Agent stop<CR>").await.unwrap();
+    nvim.wait_for_screen("your edited proposal is kept in agent://discarded-proposal")
+        .await;
+    nvim.api.input("<CR>").await.unwrap();
+    assert_eq!(
+        lua(
+            &nvim,
+            "return table.concat(vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://discarded-proposal'), 0, -1, false), '|')"
+        )
+        .await,
+        Value::from("one|TWO|carefully typed")
+    );
+    assert_eq!(nvim.read("a.txt"), "one\ntwo\nthree\n");
+}

@@ -55,7 +55,8 @@ end
 ---@param name string
 ---@param cmd? string[] a configured command (nil: the backend's preset for `name`)
 ---@param env? table<string, string>
-function M.acp(name, cmd, env)
+---@param sandbox? boolean start it inside run_bash's sandbox (`acp.agents.NAME.sandbox`)
+function M.acp(name, cmd, env, sandbox)
   if not M.ensure() then
     return
   end
@@ -65,6 +66,7 @@ function M.acp(name, cmd, env)
     connect_timeout = require("agent.config").options.acp.connect_timeout,
     cmd = (cmd and #cmd > 0) and cmd or nil,
     env = (env and next(env)) and env or nil,
+    sandbox = sandbox == true,
   })
 end
 
@@ -228,6 +230,17 @@ function H.guarded(event, fn, ...)
   end
 end
 
+--- Shows what the backend says about the sandbox (no Landlock here, a rule this kernel cannot
+--- enforce) as one warning, once per Neovim session: a backend started again says it again.
+---@param warnings? string[]
+function H.warn_about_sandbox(warnings)
+  if H.sandbox_warned or type(warnings) ~= "table" or #warnings == 0 then
+    return
+  end
+  H.sandbox_warned = true
+  vim.notify(table.concat(warnings, "\n"), vim.log.levels.WARN)
+end
+
 function H.dispatch(event)
   local chat = require("agent.chat")
   local kind = event.type
@@ -236,6 +249,7 @@ function H.dispatch(event)
   end
   if kind == "started" then
     job.started(event)
+    H.warn_about_sandbox(event.sandbox_warnings)
     if event.protocol ~= M.PROTOCOL then
       chat.error(
         ("agent: the backend speaks protocol %s but this plugin speaks %d; get the matching one with :Agent build (or `cargo build --release` in %s)"):format(

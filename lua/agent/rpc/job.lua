@@ -142,6 +142,12 @@ function M.ensure()
     max_edit_mb = config.max_edit_mb,
     state_dir = vim.fn.stdpath("state") .. "/agent",
     permissions = config.permissions,
+    sandbox = {
+      mode = config.sandbox.mode,
+      network = config.sandbox.network,
+      writable = #config.sandbox.writable > 0 and config.sandbox.writable or nil,
+    },
+    auto_allow_sandboxed = config.auto_allow_sandboxed,
   })
   return true
 end

@@ -21,7 +21,7 @@ impl Bridge {
     /// background; prompts are answered "still starting" until it is connected, and go back to
     /// the built-in conversation when it cannot be.
     pub(super) async fn start_external(&self, start: AcpStart) {
-        let (workspace, auto_approve, nvim, native, checkpoints, store) =
+        let (workspace, auto_approve, nvim, native, checkpoints, store, sandbox) =
             match self.state.session.lock().await.as_ref() {
                 Some(s) => (
                     s.workspace.clone(),
@@ -30,6 +30,7 @@ impl Bridge {
                     s.native.clone(),
                     s.checkpoints.clone(),
                     s.store.clone(),
+                    s.sandbox.clone(),
                 ),
                 None => return self.error("agent: the backend was not started; run :Agent again"),
             };
@@ -52,6 +53,17 @@ impl Bridge {
             spec.env = start.env.unwrap_or_default().into_iter().collect();
             spec.auto_approve = auto_approve;
             spec.checkpoints = checkpoints.clone();
+            if start.sandbox {
+                spec.sandbox = sandbox.policy(workspace.root());
+                if spec.sandbox.is_none() {
+                    // Never a failure: the agent runs, and the person is told it is not confined.
+                    let report = sandbox.report(workspace.root());
+                    bridge.error(format!(
+                        "agent: {} runs without a sandbox: the sandbox is {}",
+                        start.name, report.summary
+                    ));
+                }
+            }
             if let Some(secs) = start.connect_timeout.filter(|s| s.is_finite() && *s > 0.0) {
                 spec.connect_timeout = std::time::Duration::from_secs_f64(secs);
             }

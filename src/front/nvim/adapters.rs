@@ -47,6 +47,11 @@ impl Asker for NvimAsker {
             {
                 proposals.insert(id, editable);
             }
+            // Forgotten however the question ends: answered, or dropped by a cancel.
+            let _forget = Forget {
+                bridge: &self.bridge,
+                id,
+            };
             let is_command = matches!(request.action, Action::Command { .. });
             let preview = match (&request.action, request.diff) {
                 (Action::Command { command }, _) => Preview::Command {
@@ -69,12 +74,22 @@ impl Asker for NvimAsker {
                 tool: request.tool.to_string(),
                 preview,
             });
-            let answered = answer.await.ok().map(|decide| decide.decision);
-            if let Ok(mut proposals) = self.bridge.state.proposals.lock() {
-                proposals.remove(&id);
-            }
-            answered
+            answer.await.ok().map(|decide| decide.decision)
         })
+    }
+}
+
+/// Removes question `id`'s proposal when dropped.
+struct Forget<'a> {
+    bridge: &'a Bridge,
+    id: u64,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut proposals) = self.bridge.state.proposals.lock() {
+            proposals.remove(&self.id);
+        }
     }
 }
 

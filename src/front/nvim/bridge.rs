@@ -54,6 +54,8 @@ pub(super) struct Session {
     pub(super) rules: crate::permissions::Rules,
     /// The rules saved for this workspace; None without a state directory.
     pub(super) project: Option<crate::permissions::saved::Project>,
+    /// run_bash's sandbox, for an external agent started with `sandbox = true`.
+    pub(super) sandbox: crate::sandbox::Sandbox,
 }
 
 /// Shared state of the front end.
@@ -174,6 +176,9 @@ impl Bridge {
         }
         // Every open question is answered: the picker may be closed by the Lua side.
         self.state.pending.clear();
+        if let Ok(mut proposals) = self.state.proposals.lock() {
+            proposals.clear();
+        }
     }
 
     /// Resolves when no turn is running.
@@ -184,14 +189,12 @@ impl Bridge {
     pub(super) async fn start(&self, start: Start, nvim: Nvim) {
         let auto_approve = start.auto_approve;
         // Rules that cannot be read start no session: running without the deny rules a person
-        // wrote would be worse than not running.
+        // wrote would be worse than not running. So does a sandbox that cannot be read.
         let config = match session_config(start) {
             Ok(config) => config,
             Err(err) => {
-                tracing::warn!(%err, "the permission rules cannot be read");
-                return self.error(format!(
-                    "{err}. Nothing runs until it is fixed in setup({{ permissions = ... }}) (see :help agent-permissions)"
-                ));
+                tracing::warn!(%err, "the start message's settings cannot be read");
+                return self.error(err);
             }
         };
         let bridge = self.clone();
@@ -225,6 +228,8 @@ impl Bridge {
         // only drives an external agent (ACP) never does.
         let (workspace, native, provider) = built.into_conversation();
         let root = workspace.root().display().to_string();
+        let (sandbox_report, _) = session::sandbox_report(&config, workspace.root());
+        tracing::info!(sandbox = %sandbox_report.summary, "sandbox");
         let (provider, model) = provider.map_or_else(Default::default, |p| (p.name, p.model));
         tracing::info!(%root, %provider, %model, auto_approve, "session started");
         *self.state.session.lock().await = Some(Session {
@@ -236,6 +241,7 @@ impl Bridge {
             checkpoints,
             rules,
             project,
+            sandbox: config.settings.sandbox.clone(),
         });
         // Not awaited here: an external agent takes seconds to end, and notifications wait.
         if let Some(ended) = self.replace_conversation(native).await {
@@ -247,6 +253,8 @@ impl Bridge {
             provider,
             model,
             workspace: root,
+            sandbox: sandbox_report.summary,
+            sandbox_warnings: sandbox_report.warnings,
         });
     }
 
@@ -768,12 +776,30 @@ fn session_config(start: Start) -> std::result::Result<SessionConfig, String> {
         .permissions
         .as_ref()
         .map(protocol::Permissions::rules)
-        .transpose()?
+        .transpose()
+        .map_err(|err| {
+            format!(
+                "{err}. Nothing runs until it is fixed in setup({{ permissions = ... }}) (see :help agent-permissions)"
+            )
+        })?
+        .unwrap_or_default();
+    let sandbox = start
+        .sandbox
+        .as_ref()
+        .map(protocol::SandboxOptions::sandbox)
+        .transpose()
+        .map_err(|err| {
+            format!(
+                "{err}. Nothing runs until it is fixed in setup({{ sandbox = ... }}) (see :help agent-sandbox)"
+            )
+        })?
         .unwrap_or_default();
     let mut config = SessionConfig::new(start.workspace);
     config.rules = rules;
     config.auto_approve = start.auto_approve;
+    config.auto_allow_sandboxed = start.auto_allow_sandboxed;
     let settings = &mut config.settings;
+    settings.sandbox = sandbox;
     if let Some(secs) = start.command_timeout.filter(|s| s.is_finite() && *s > 0.0) {
         settings.command_timeout = Duration::from_secs_f64(secs);
     }

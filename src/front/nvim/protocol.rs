@@ -159,6 +159,54 @@ pub struct Start {
     /// as sent (a rule that is not a string is refused by name, not dropped).
     #[serde(default)]
     pub permissions: Option<Permissions>,
+    /// `setup({ sandbox = ... })`: run_bash's sandbox; nil: the default (workspace-write,
+    /// network allowed).
+    #[serde(default)]
+    pub sandbox: Option<SandboxOptions>,
+    /// Run commands without asking while the sandbox is in force.
+    #[serde(default)]
+    pub auto_allow_sandboxed: bool,
+}
+
+/// [`Start::sandbox`], as sent: a mode that is not one of the three is refused by name (Lua
+/// checks it too), never taken for another.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+pub struct SandboxOptions {
+    /// `workspace-write`, `read-only` or `off`; nil: `workspace-write`.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// false: TCP connect and bind are blocked; nil: allowed.
+    #[serde(default)]
+    pub network: Option<bool>,
+    /// More places commands may write; nil or empty: none.
+    #[serde(default)]
+    pub writable: Option<Vec<String>>,
+}
+
+impl SandboxOptions {
+    /// The sandbox, or the message naming a mode that is not one.
+    pub fn sandbox(&self) -> Result<crate::sandbox::Sandbox, String> {
+        use crate::sandbox::{Mode, Sandbox};
+        let mode = match self.mode.as_deref() {
+            None => Mode::default(),
+            Some(name) => Mode::parse(name).ok_or_else(|| {
+                format!(
+                    "agent: `sandbox.mode` should be {}, got {name:?}",
+                    Mode::NAMES
+                )
+            })?,
+        };
+        Ok(Sandbox {
+            mode,
+            network: self.network.unwrap_or(true),
+            writable: self
+                .writable
+                .iter()
+                .flatten()
+                .map(std::path::PathBuf::from)
+                .collect(),
+        })
+    }
 }
 
 /// The `allow`, `ask` and `deny` lists of [`Start::permissions`], as sent: what is not a list of
@@ -302,6 +350,9 @@ pub struct AcpStart {
     /// Seconds the agent may take to answer `initialize`.
     #[serde(default)]
     pub connect_timeout: Option<f64>,
+    /// `acp.agents.NAME.sandbox = true`: start the agent inside the session's sandbox.
+    #[serde(default)]
+    pub sandbox: bool,
 }
 
 /// What an approval's preview shows. Serialized with a `kind` field.
@@ -397,13 +448,17 @@ impl Choice {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum UiEvent {
-    /// `start` succeeded.
+    /// `start` succeeded. `sandbox`: what run_bash's sandbox enforces
+    /// ([`crate::sandbox::Report::summary`]); `sandbox_warnings`: what the person should know
+    /// about it (no Landlock, a rule this kernel cannot enforce), shown once as a warning.
     Started {
         version: String,
         protocol: u32,
         provider: String,
         model: String,
         workspace: String,
+        sandbox: String,
+        sandbox_warnings: Vec<String>,
     },
     /// An approval is needed: show the picker, answer with `decide`. Every string in it is a
     /// display string (made visible by [`UiEvent::shown`]): it is only shown, never used to run
@@ -506,7 +561,24 @@ impl UiEvent {
         let one = |s: String| display::visible_owned(s, Layout::OneLine);
         let prose = |s: String| display::visible_owned(s, Layout::Prose);
         match self {
-            UiEvent::Started { .. } | UiEvent::Reviewable { .. } => self,
+            UiEvent::Started {
+                version,
+                protocol,
+                provider,
+                model,
+                workspace,
+                sandbox,
+                sandbox_warnings,
+            } => UiEvent::Started {
+                version,
+                protocol,
+                provider,
+                model,
+                workspace,
+                sandbox: one(sandbox),
+                sandbox_warnings: sandbox_warnings.into_iter().map(one).collect(),
+            },
+            UiEvent::Reviewable { .. } => self,
             UiEvent::Approval {
                 id,
                 tool,
