@@ -31,16 +31,19 @@ fn done(text: &str) -> Reply {
 }
 
 /// A Neovim with a UI whose plugin is set up with `extra` (Lua table fields), against `mock`.
-async fn start(mock: &MockLlm, extra: &str) -> Nvim {
-    Nvim::start(Options {
+fn options(mock: &MockLlm, extra: &str) -> Options {
+    Options {
         ui: Some((100, 34)),
         env: vec![
             ("ANTHROPIC_API_KEY".into(), "k".into()),
             ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
         ],
         setup: setup_lua(extra),
-    })
-    .await
+    }
+}
+
+async fn start(mock: &MockLlm, extra: &str) -> Nvim {
+    Nvim::start(options(mock, extra)).await
 }
 
 async fn picker_open(nvim: &Nvim) -> bool {
@@ -213,14 +216,10 @@ async fn allow_always_saves_a_rule_a_restarted_neovim_honours_until_agent_permis
     // A new Neovim in the same workspace runs the same line with nobody asked.
     let mock = one_command(LINE);
     let nvim = nvim
-        .restart(Options {
-            ui: Some((100, 34)),
-            env: vec![
-                ("ANTHROPIC_API_KEY".into(), "k".into()),
-                ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
-            ],
-            setup: setup_lua("permissions = { deny = { 'run_bash(curl *)' } }"),
-        })
+        .restart(options(
+            &mock,
+            "permissions = { deny = { 'run_bash(curl *)' } }",
+        ))
         .await;
     nvim.cmd("Agent go").await;
     let (result, _) = tool_result(&mock, 1, "t1");
@@ -257,16 +256,7 @@ async fn allow_always_saves_a_rule_a_restarted_neovim_honours_until_agent_permis
 
     // And the line is asked about again.
     let mock = one_command(LINE);
-    let nvim = nvim
-        .restart(Options {
-            ui: Some((100, 34)),
-            env: vec![
-                ("ANTHROPIC_API_KEY".into(), "k".into()),
-                ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
-            ],
-            setup: setup_lua(""),
-        })
-        .await;
+    let nvim = nvim.restart(options(&mock, "")).await;
     nvim.cmd("Agent go").await;
     nvim.wait_for_screen("Refuse with a reason").await;
     assert!(picker_open(&nvim).await);
