@@ -51,4 +51,10 @@ fi
 scripts/format-lua.sh --check
 AGENT_NVIM_TEST_NVIM="$(scripts/ensure-nvim.sh)"
 export AGENT_NVIM_TEST_NVIM
+# A temp directory of the tests' own: the sandbox lets commands write in $TMPDIR, and the
+# sandbox tests put what commands must not write in cargo's scratch directory, which is under
+# /tmp when the checkout is (a clean clone there, as on CI).
+TMPDIR="$(mktemp -d "${TMPDIR:-/tmp}/agent-nvim-tests.XXXXXX")"
+export TMPDIR
+trap 'rm -rf "$TMPDIR"' EXIT
 cargo test --locked "$@"

@@ -159,14 +159,11 @@ fn expand(path: &Path, root: &Path) -> PathBuf {
     path.to_path_buf()
 }
 
-/// The temp directories: `$TMPDIR` (as [`std::env::temp_dir`] reads it) and `/tmp`.
+/// The temp directory: `$TMPDIR`, else `/tmp` (as [`std::env::temp_dir`] reads it). Only
+/// that one: with `TMPDIR` set elsewhere, `/tmp` is not the commands' to write (it may hold the
+/// workspace's neighbours, a checkout in /tmp among them).
 fn temp_dirs() -> Vec<PathBuf> {
-    let mut dirs = vec![std::env::temp_dir()];
-    let tmp = PathBuf::from("/tmp");
-    if !dirs.contains(&tmp) {
-        dirs.push(tmp);
-    }
-    dirs
+    vec![std::env::temp_dir()]
 }
 
 /// Whether the kernel has Landlock, and which ABI.

@@ -36,6 +36,7 @@ local H = {}
 ---@field choices? { key: string, label: string }[] builtin
 ---@field options? { id: string, name: string, kind: string }[] agent
 ---@field cancel? string agent: the label of Esc's choice when no option rejects
+---@field edit? string agent: the label of "Edit before allowing", when the agent's edit can be changed
 
 --- Queued requests, the one shown first, each with its callback (`text`: the person's version,
 --- with the decision `edited`).
@@ -135,7 +136,24 @@ end
 ---@param req agent.ApprovalRequest
 function H.choices(req)
   if H.from_agent(req) then
-    return H.agent_choices(req.choices.options or {}, req.choices.cancel or "")
+    local choices = H.agent_choices(req.choices.options or {}, req.choices.cancel or "")
+    -- "Edit before allowing" an agent's edit: the person's version, allowed once.
+    local allow_once
+    for _, choice in ipairs(choices) do
+      if choice.key == "allow_once" and choice.option then
+        allow_once = choice.option
+      end
+    end
+    if req.choices.edit and allow_once then
+      table.insert(choices, 2, {
+        key = "edit",
+        label = tostring(req.choices.edit),
+        decision = "edited",
+        edit = true,
+        option = allow_once,
+      })
+    end
+    return choices
   end
   local choices = {}
   for _, choice in ipairs(req.choices.choices or {}) do
@@ -261,7 +279,7 @@ end
 --- The keys that pick `choice`: from `keymaps.approval` for our own choices; for an external
 --- agent's options, their digit, plus y for the first allow and n/<Esc> for the first reject.
 function H.keys_for(choice, req)
-  if H.from_agent(req) then
+  if H.from_agent(req) and not choice.edit then
     local out = { choice.digit }
     if choice.key == "allow_once" then
       table.insert(out, "y")
@@ -520,7 +538,7 @@ function H.pick(choice)
     return
   end
   if choice.edit then
-    return H.edit()
+    return H.edit(choice)
   end
   if not choice.reason then
     return H.finish(choice.decision, nil, choice.option)
@@ -538,7 +556,7 @@ end
 --- "Edit before allowing": the picker closes and the proposal opens for the person to change
 --- (lua/agent/proposal.lua); writing it answers `edited` with their version, closing it without
 --- writing shows the picker again with the same request.
-function H.edit()
+function H.edit(choice)
   local open = H.open
   local item = open.item
   local proposal, err = nil, "this request cannot be edited"
@@ -562,7 +580,7 @@ function H.edit()
       if vim.api.nvim_win_is_valid(origin.win) then
         pcall(vim.api.nvim_set_current_win, origin.win)
       end
-      item.on_decide("edited", nil, nil, text)
+      item.on_decide("edited", nil, choice.option, text)
       if #H.queue > 0 then
         H.show_next()
       end

@@ -24,7 +24,7 @@ mod update;
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -74,7 +74,7 @@ pub trait AcpHost: Send + Sync {
     /// Asks the user to pick one of the agent's options; resolves to the picked option's id, or
     /// None when the question was dismissed or cannot be shown. Called from a spawned task, never
     /// from the dispatch loop, and dropped (the question should close) when the turn is cancelled.
-    fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<String>>;
+    fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<Picked>>;
     /// The text of the buffer holding `path` (absolute, resolved), when one is loaded.
     fn buffer_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<String>>;
     /// Unsaved-changes check before a write, and reload after it.
@@ -127,6 +127,32 @@ pub struct PlanEntry {
     pub priority: String,
 }
 
+/// The person's answer to a permission question: the option picked, and their own version of
+/// the agent's edit when they edited it before allowing ([`PermissionAsk::edit`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Picked {
+    /// The agent's id of the option picked.
+    pub option: String,
+    /// The whole file as the person wants it written, instead of the agent's `newText`.
+    pub edited: Option<String>,
+}
+
+/// An agent's proposed edit a person may change before allowing: offered only once the agent
+/// has written through fs/write_text_file in this connection, since only then is the person's
+/// version sure to be what gets written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AgentEdit {
+    /// The file, resolved beneath the root.
+    #[serde(skip)]
+    pub path: PathBuf,
+    /// Relative to the root, as shown.
+    pub rel: String,
+    /// The file as the agent says it is (`oldText`); None for a new file.
+    pub now: Option<String>,
+    /// The whole file as the agent would write it (`newText`).
+    pub proposed: String,
+}
+
 /// A permission question, with the agent's own options.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PermissionAsk {
@@ -140,6 +166,9 @@ pub struct PermissionAsk {
     pub diff: Option<String>,
     /// The command line, for a shell tool.
     pub command: Option<String>,
+    /// The edit a person may change first ("Edit before allowing"); None: not offered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edit: Option<AgentEdit>,
 }
 
 /// One of the agent's permission options.
@@ -330,6 +359,15 @@ struct Shared {
     /// While a `session/load` replays a session: the user's message being gathered
     /// (`load.rs`). None otherwise, when a user message chunk is not shown.
     replay: Mutex<Option<load::Replay>>,
+    /// Whether the agent has written through fs/write_text_file (then "Edit before allowing"
+    /// is offered on its edits).
+    writes_through_client: std::sync::atomic::AtomicBool,
+    /// Edits the person changed before allowing, by file: the agent's `newText`, and what is
+    /// written instead when the agent writes exactly that.
+    edited: Mutex<std::collections::HashMap<PathBuf, (AgentEdit, String)>>,
+    /// What the agent is told at the start of its next prompt (the protocol's permission answer
+    /// carries no text): the person's changes to its edits.
+    notes: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -349,6 +387,40 @@ impl Shared {
         if let Some(checkpoints) = &self.checkpoints {
             checkpoints.checkpoint(kind, label).await;
         }
+    }
+
+    /// What to write for the agent's fs/write_text_file of `path`: the person's version when
+    /// they edited this very proposal before allowing it (the note for the agent's next prompt
+    /// is kept then), else the agent's `content`.
+    fn persons_version(&self, path: &str, content: String) -> String {
+        let Ok(resolved) = self.workspace.resolve_literal(path) else {
+            return content;
+        };
+        let found = self
+            .edited
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&resolved.path);
+        let Some((edit, theirs)) = found else {
+            return content;
+        };
+        if content != edit.proposed {
+            tracing::warn!(rel = %edit.rel, "the agent wrote other content than it proposed; the person's version was not used");
+            return content;
+        }
+        let diff = crate::diff::unified(&edit.rel, Some(&edit.proposed), &theirs);
+        if !diff.is_empty() {
+            self.notes.lock().unwrap_or_else(PoisonError::into_inner).push(format!(
+                "The user changed your edit of {} before it was written; their changes to your proposal:\n{diff}",
+                edit.rel
+            ));
+        }
+        theirs
+    }
+
+    /// The notes for the agent's next prompt, taken.
+    fn take_notes(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notes.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Starts a turn: a fresh token for its permission questions.
@@ -427,6 +499,9 @@ where
         reports: Mutex::new(None),
         checkpoints: spec.checkpoints.clone(),
         replay: Mutex::new(None),
+        writes_through_client: std::sync::atomic::AtomicBool::new(false),
+        edited: Mutex::new(std::collections::HashMap::new()),
+        notes: Mutex::new(Vec::new()),
     });
     let lines = transport::lines(reader, writer, spec.name.clone());
     let (cx_tx, cx_rx) = oneshot::channel();
@@ -575,11 +650,15 @@ fn client(
                         _cx| {
                 let path = request.path.to_string_lossy();
                 writes.checkpoint(Kind::Write, &path).await;
+                writes
+                    .writes_through_client
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                let content = writes.persons_version(&path, request.content);
                 let written = fs::write_text_file(
                     &writes.workspace,
                     writes.host.as_ref(),
                     &path,
-                    request.content,
+                    content,
                 )
                 .await;
                 match written {
@@ -601,7 +680,14 @@ fn client(
                     let events = tools.update(&fields, &asks.workspace);
                     let known = update::id_of(&fields["toolCallId"])
                         .and_then(|id| tools.get(&id).cloned());
-                    let ask = permission::ask(&fields, options, known.as_ref(), &asks.workspace);
+                    let mut ask =
+                        permission::ask(&fields, options, known.as_ref(), &asks.workspace);
+                    if asks
+                        .writes_through_client
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                    {
+                        ask.edit = permission::edit(&fields, known.as_ref(), &asks.workspace);
+                    }
                     (events, ask)
                 };
                 for event in events {
@@ -668,15 +754,40 @@ async fn decide(shared: &Shared, ask: PermissionAsk, turn: &CancellationToken) -
         tracing::info!(agent = %shared.name, "permission answered `cancelled`: nobody can be asked");
         return permission::cancelled();
     }
+    let allows: Vec<String> = ask
+        .options
+        .iter()
+        .filter(|o| o.kind.starts_with("allow"))
+        .map(|option| option.id.clone())
+        .collect();
     let ids: Vec<String> = ask.options.iter().map(|option| option.id.clone()).collect();
+    let edit = ask.edit.clone();
     let picked = tokio::select! {
         picked = shared.host.ask_permission(ask) => picked,
         () = turn.cancelled() => None,
     };
     match picked {
-        Some(id) if ids.contains(&id) => permission::selected(&id),
-        Some(id) => {
-            tracing::warn!(%id, "the front end picked an option the agent did not offer");
+        Some(Picked {
+            option,
+            edited: Some(theirs),
+        }) => match edit {
+            // The person's version is written when the agent writes its proposal.
+            Some(edit) if allows.contains(&option) => {
+                shared
+                    .edited
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(edit.path.clone(), (edit, theirs));
+                permission::selected(&option)
+            }
+            _ => {
+                tracing::warn!("an edited answer to a request that could not be edited");
+                permission::cancelled()
+            }
+        },
+        Some(Picked { option, .. }) if ids.contains(&option) => permission::selected(&option),
+        Some(Picked { option, .. }) => {
+            tracing::warn!(id = %option, "the front end picked an option the agent did not offer");
             permission::cancelled()
         }
         None => permission::cancelled(),
@@ -701,6 +812,13 @@ impl AcpSession {
             return self.fail(message);
         }
         let turn = self.shared.new_turn();
+        // What the person changed in the agent's edits since its last prompt, said first.
+        let notes = self.shared.take_notes();
+        let text = if notes.is_empty() {
+            text
+        } else {
+            format!("{}\n\n{text}", notes.join("\n"))
+        };
         let request = Prompt(PromptRequest::new(
             self.session_id(),
             vec![ContentBlock::Text(TextContent::new(text))],

@@ -72,7 +72,38 @@ pub(super) fn ask(
         options,
         diff,
         command: raw_input.and_then(raw_command),
+        edit: None,
     }
+}
+
+/// The edit a person may change before allowing: the call's one `diff` item (with a path in
+/// the workspace and its `newText`); None when it has none, or more than one.
+pub(super) fn edit(
+    fields: &Value,
+    known: Option<&Call>,
+    workspace: &Workspace,
+) -> Option<super::AgentEdit> {
+    let content = match fields.get("content").and_then(Value::as_array) {
+        Some(content) => content.clone(),
+        None => known.map(|call| call.content.clone()).unwrap_or_default(),
+    };
+    let mut diffs = content
+        .iter()
+        .filter(|item| item.get("type").and_then(Value::as_str) == Some("diff"));
+    let (item, None) = (diffs.next()?, diffs.next()) else {
+        return None;
+    };
+    let path = item.get("path").and_then(Value::as_str)?;
+    let resolved = workspace.resolve_literal(path).ok()?;
+    Some(super::AgentEdit {
+        path: resolved.path,
+        rel: resolved.rel,
+        now: item
+            .get("oldText")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        proposed: item.get("newText").and_then(Value::as_str)?.to_string(),
+    })
 }
 
 /// What auto_approve picks: allow_always, else allow_once, never a reject option.

@@ -366,6 +366,9 @@ fn shared(host: Arc<FakeHost>, auto_approve: bool) -> (tempfile::TempDir, Shared
         reports: Mutex::new(None),
         checkpoints: None,
         replay: Mutex::new(None),
+        writes_through_client: std::sync::atomic::AtomicBool::new(false),
+        edited: Mutex::new(std::collections::HashMap::new()),
+        notes: Mutex::new(Vec::new()),
     };
     (dir, shared)
 }
@@ -386,6 +389,7 @@ fn ask() -> PermissionAsk {
         ],
         diff: None,
         command: None,
+        edit: None,
     }
 }
 
@@ -512,6 +516,7 @@ async fn cancel_sends_session_cancel_and_answers_the_open_question_cancelled() {
             }],
             diff: None,
             command: Some("make".into()),
+            edit: None,
         }]
     );
     let events = host.events();

@@ -134,7 +134,15 @@ impl Rule {
 
     fn matches_path(&self, rel: &str) -> bool {
         match &self.pattern {
-            Pattern::Path(glob) => glob.is_match(rel),
+            // A name with control characters is shown quoted (`"x\x01.pem"`); the rule is
+            // matched against the name itself too, so the quotes cannot hide it from
+            // `**/*.pem`.
+            Pattern::Path(glob) => {
+                glob.is_match(rel)
+                    || (rel.contains('"')
+                        && glob
+                            .is_match(std::path::Path::new(&*crate::workspace::names::parse(rel))))
+            }
             Pattern::Command(_) => false,
         }
     }

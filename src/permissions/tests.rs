@@ -141,6 +141,21 @@ fn a_glob_star_stays_within_a_component_and_two_cross_them() {
 }
 
 #[test]
+fn a_name_shown_quoted_is_matched_by_what_it_names() {
+    // `keys/x\x01.pem` is shown (and reaches the gate) as `keys/"x\x01.pem"`.
+    let r = rules(&[], &[], &["edit_file(**/*.pem)"]);
+    assert!(matches!(
+        r.judge(&edit(r#"keys/"x\x01.pem""#)),
+        Judgement::Deny { .. }
+    ));
+    assert!(matches!(
+        r.judge(&edit(r#""new\nline.pem""#)),
+        Judgement::Deny { .. }
+    ));
+    assert_eq!(r.judge(&edit(r#"keys/"x\x01.txt""#)), Judgement::Undecided);
+}
+
+#[test]
 fn a_denied_command_before_what_cannot_be_judged_is_still_denied() {
     let r = rules(&[], &[], &["run_bash(rm *)"]);
     assert!(matches!(

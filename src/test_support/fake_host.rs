@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use crate::acp::{AcpEvent, AcpHost, PermissionAsk};
+use crate::acp::{AcpEvent, AcpHost, PermissionAsk, Picked};
 use crate::agent::Event;
 use crate::editor::Editor;
 
@@ -81,7 +81,7 @@ impl AcpHost for FakeHost {
     fn event(&self, event: AcpEvent) {
         self.events.lock().unwrap().push(event);
     }
-    fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<String>> {
+    fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<Picked>> {
         let picked = match self.answer {
             Answer::Kind(kind) => request
                 .options
@@ -90,7 +90,11 @@ impl AcpHost for FakeHost {
                 .map(|o| o.id.clone()),
             Answer::Bogus => Some("bogus".into()),
             Answer::Never => None,
-        };
+        }
+        .map(|option| Picked {
+            option,
+            edited: None,
+        });
         self.asks.lock().unwrap().push(request);
         match self.answer {
             Answer::Never => Box::pin(futures::future::pending()),

@@ -133,7 +133,12 @@ fn main() {
                     let session = message["params"]["sessionId"].as_str().unwrap_or("");
                     report("prompted in", &json!(session));
                 }
-                let result = agent.scenario(&text);
+                // A prompt the client put notes before: reported whole, its last line runs.
+                if text.contains('\n') {
+                    report("prompt", &json!(text));
+                }
+                let name = text.lines().last().unwrap_or("").to_string();
+                let result = agent.scenario(&name);
                 send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
             }
             (_, Some(id)) => send(&json!({"jsonrpc": "2.0", "id": id,
@@ -327,6 +332,36 @@ impl Agent {
                 } else {
                     json!({"stopReason": "end_turn"})
                 }
+            }
+            "editwrite" => {
+                // Writes through the client first, then proposes an edit and, once allowed,
+                // writes exactly what it proposed.
+                let here = std::env::current_dir().unwrap();
+                let first = self.request(
+                    "fs/write_text_file",
+                    json!({"sessionId": "s-1", "path": here.join("first.txt"), "content": "one\n"}),
+                );
+                report("first write", &first);
+                let notes = here.join("notes.txt");
+                update(json!({"sessionUpdate": "tool_call", "toolCallId": "e1",
+                    "title": "Edit notes.txt", "kind": "edit", "status": "pending",
+                    "content": [{"type": "diff", "path": notes, "oldText": "a\nb\n", "newText": "a\nB\n"}]}));
+                let response = self.request(
+                    "session/request_permission",
+                    json!({"sessionId": "s-1", "toolCall": {"toolCallId": "e1", "title": "Edit notes.txt"},
+                        "options": [
+                            {"optionId": "once", "name": "Allow", "kind": "allow_once"},
+                            {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]}),
+                );
+                report("permission", &response);
+                if response["result"]["outcome"]["outcome"] == "selected" {
+                    let written = self.request(
+                        "fs/write_text_file",
+                        json!({"sessionId": "s-1", "path": notes, "content": "a\nB\n"}),
+                    );
+                    report("edit write", &written);
+                }
+                json!({"stopReason": "end_turn"})
             }
             "crash" => {
                 update(json!({"sessionUpdate": "agent_message_chunk",

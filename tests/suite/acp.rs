@@ -265,6 +265,7 @@ async fn permission_is_asked_with_the_agents_options_and_a_diff_preview() {
             ],
             diff: Some("--- a/notes.txt\n+++ b/notes.txt\n@@ -1 +1 @@\n-a\n+b\n".into()),
             command: None,
+            edit: None,
         }]
     );
     assert_eq!(

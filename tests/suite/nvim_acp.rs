@@ -568,3 +568,42 @@ async fn an_agents_write_is_undone_by_a_rewind_of_the_code() {
     assert!(!nvim.workspace.path().join("dirty.txt").exists());
     assert_eq!(nvim.read("inside.txt"), "one\ntwo\nthree\n");
 }
+
+#[tokio::test]
+async fn an_agents_edit_changed_before_allowing_is_written_as_the_person_wrote_it_and_the_agent_is_told(
+) {
+    let nvim = connected(Some((120, 36)), "chat", "").await;
+    nvim.write("notes.txt", "a\nb\n");
+    nvim.cmd("Agent editwrite").await;
+    nvim.wait_for_screen("Edit before allowing").await;
+    nvim.api.input("e").await.unwrap();
+    nvim.wait_for_screen("proposal · :w allows it · :q goes back")
+        .await;
+    nvim.api
+        .input("2GccB, said the person<Esc>:w<CR>")
+        .await
+        .unwrap();
+    nvim.wait_for_line(CHAT, "edit write: ").await;
+    assert_eq!(nvim.read("notes.txt"), "a\nB, said the person\n");
+    nvim.wait_for_line(CHAT, "edited, allowed once").await;
+    // The agent hears of it at the start of its next prompt.
+    nvim.cmd("Agent usage").await;
+    let lines = nvim.wait_for_line(CHAT, "prompt: ").await;
+    let prompt = reported(&lines, "prompt");
+    let prompt = prompt.as_str().unwrap();
+    assert!(
+        prompt.starts_with("The user changed your edit of notes.txt before it was written; their changes to your proposal:\n"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("-B\n+B, said the person\n"), "{prompt}");
+    assert!(prompt.ends_with("\n\nusage"), "{prompt}");
+}
+
+#[tokio::test]
+async fn an_agent_that_never_wrote_through_the_client_is_not_offered_the_edit() {
+    let nvim = connected(Some((120, 36)), "chat", "").await;
+    nvim.write("notes.txt", "a\n");
+    nvim.cmd("Agent permission").await;
+    let screen = nvim.wait_for_screen("Always allow").await;
+    assert!(!screen.contains("Edit before allowing"), "{screen}");
+}

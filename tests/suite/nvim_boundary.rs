@@ -70,13 +70,16 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
                     path: "a.txt".into(),
                     unified: "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+b\n".into(),
                 },
-                Choices::agent(vec![PermissionChoice {
-                    id: "allow".into(),
-                    name: "Allow".into(),
-                    kind: "allow_once".into(),
-                }]),
+                Choices::agent(
+                    vec![PermissionChoice {
+                        id: "allow".into(),
+                        name: "Allow".into(),
+                        kind: "allow_once".into(),
+                    }],
+                    false,
+                ),
             ),
-            Preview::Diff { .. } => approval(3, Preview::None, Choices::agent(vec![])),
+            Preview::Diff { .. } => approval(3, Preview::None, Choices::agent(vec![], false)),
             Preview::None => UiEvent::decided(
                 1,
                 "run_bash".into(),
@@ -366,11 +369,14 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
         tool: "Edit a".into(),
         title: "Edit a".into(),
         preview: Preview::None,
-        choices: Choices::agent(vec![PermissionChoice {
-            id: "opt-1".into(),
-            name: "Allow".into(),
-            kind: "allow_once".into(),
-        }]),
+        choices: Choices::agent(
+            vec![PermissionChoice {
+                id: "opt-1".into(),
+                name: "Allow".into(),
+                kind: "allow_once".into(),
+            }],
+            false,
+        ),
     });
     assert!(receive(&nvim, questions).await.is_empty());
     for (i, keys) in ["1", "2", "3", "4"].iter().enumerate() {

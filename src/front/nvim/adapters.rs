@@ -11,7 +11,7 @@ use rmpv::Value;
 use super::bridge::Bridge;
 use super::protocol::{lua, BufferState, Choice, Choices, Preview, UiEvent};
 use super::Nvim;
-use crate::acp::{AcpEvent, AcpHost, PermissionAsk};
+use crate::acp::{AcpEvent, AcpHost, PermissionAsk, Picked};
 use crate::approval::{Action, ApprovalRequest, Asker, Decision, Proposed};
 use crate::editor::Editor;
 use crate::Error;
@@ -212,9 +212,24 @@ impl AcpHost for NvimHost {
         self.bridge.send(event.into());
     }
 
-    fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<String>> {
+    fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<Picked>> {
         Box::pin(async move {
             let (id, answer) = self.bridge.state.pending.open(request.title.clone());
+            let editable = request.edit.as_ref().map(|edit| Editable::File {
+                rel: crate::display::one_line(&edit.rel),
+                now: edit.now.as_deref().map(Arc::from),
+                proposed: Arc::from(edit.proposed.as_str()),
+            });
+            let can_edit = editable.is_some();
+            if let (Some(editable), Ok(mut proposals)) =
+                (editable, self.bridge.state.proposals.lock())
+            {
+                proposals.insert(id, editable);
+            }
+            let _forget = Forget {
+                bridge: &self.bridge,
+                id,
+            };
             // The preview is what the request carries: a diff, else a command, else nothing.
             let preview = match (request.diff, request.command) {
                 (Some(unified), _) => Preview::Diff {
@@ -234,11 +249,16 @@ impl AcpHost for NvimHost {
                 title: crate::display::approval_title(&request.title, &request.title, false),
                 tool: request.title,
                 preview,
-                choices: Choices::agent(request.options),
+                choices: Choices::agent(request.options, can_edit),
             });
             // A refusal without one of the agent's options (Esc when it offered no reject) is a
             // cancel.
-            answer.await.ok().and_then(|decide| decide.option)
+            let decide = answer.await.ok()?;
+            let edited = match decide.decision {
+                Decision::Edited { text } => Some(text),
+                _ => None,
+            };
+            decide.option.map(|option| Picked { option, edited })
         })
     }
 

@@ -392,15 +392,20 @@ pub enum Choices {
     Agent {
         options: Vec<PermissionChoice>,
         cancel: String,
+        /// The label of "Edit before allowing" (`e`), when the agent's edit can be changed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        edit: Option<String>,
     },
 }
 
 impl Choices {
-    /// An external agent's `options`, with the cancel label for when none of them rejects.
-    pub fn agent(options: Vec<PermissionChoice>) -> Self {
+    /// An external agent's `options`, with the cancel label for when none of them rejects, and
+    /// whether "Edit before allowing" is offered (its label, when it is).
+    pub fn agent(options: Vec<PermissionChoice>, editable: bool) -> Self {
         Choices::Agent {
             options,
             cancel: display::label::CANCEL.into(),
+            edit: editable.then(|| display::label::EDIT.to_string()),
         }
     }
 }
@@ -615,8 +620,13 @@ impl UiEvent {
                             })
                             .collect(),
                     },
-                    Choices::Agent { options, cancel } => Choices::Agent {
+                    Choices::Agent {
+                        options,
+                        cancel,
+                        edit,
+                    } => Choices::Agent {
                         cancel: one(cancel),
+                        edit: edit.map(one),
                         options: options
                             .into_iter()
                             .map(|o| PermissionChoice {
@@ -776,11 +786,14 @@ mod tests {
                 path: "Edit \u{202e}".into(),
                 unified: "+x\ry\n".into(),
             },
-            choices: Choices::agent(vec![crate::acp::PermissionChoice {
-                id: "al\u{1b}low".into(),
-                name: "Allow \u{202e}".into(),
-                kind: "allow_once".into(),
-            }]),
+            choices: Choices::agent(
+                vec![crate::acp::PermissionChoice {
+                    id: "al\u{1b}low".into(),
+                    name: "Allow \u{202e}".into(),
+                    kind: "allow_once".into(),
+                }],
+                false,
+            ),
         };
         assert_eq!(
             agent.shown(),
@@ -792,11 +805,14 @@ mod tests {
                     path: "Edit \\u{202e}".into(),
                     unified: "+x\\ry".into(),
                 },
-                choices: Choices::agent(vec![crate::acp::PermissionChoice {
-                    id: "al\u{1b}low".into(),
-                    name: "Allow \\u{202e}".into(),
-                    kind: "allow_once".into(),
-                }]),
+                choices: Choices::agent(
+                    vec![crate::acp::PermissionChoice {
+                        id: "al\u{1b}low".into(),
+                        name: "Allow \\u{202e}".into(),
+                        kind: "allow_once".into(),
+                    }],
+                    false
+                ),
             }
         );
     }

@@ -329,7 +329,7 @@ mod tests {
             tool: "t".into(),
             title: "t".into(),
             preview: Preview::None,
-            choices: Choices::agent(vec![]),
+            choices: Choices::agent(vec![], false),
         };
         let (batch, full) = gather(approval, &mut rx, later).await;
         assert_eq!(
@@ -351,7 +351,7 @@ mod tests {
                     cwd: "/w".into(),
                     timeout: None,
                 },
-                choices: Choices::agent(vec![]),
+                choices: Choices::agent(vec![], false),
             },
             UiEvent::decided(1, "t".into(), Decision::Refuse { reason: None }),
             UiEvent::Agent(Event::ToolStarted {
