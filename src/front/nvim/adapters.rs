@@ -40,18 +40,7 @@ impl Asker for NvimAsker {
             }
             // The question's id is the registry's, shared with an external agent's questions.
             let (id, answer) = self.bridge.state.pending.open(request.tool.to_string());
-            let editable = Editable::of(&request);
-            let can_edit = editable.is_some();
-            if let (Some(editable), Ok(mut proposals)) =
-                (editable, self.bridge.state.proposals.lock())
-            {
-                proposals.insert(id, editable);
-            }
-            // Forgotten however the question ends: answered, or dropped by a cancel.
-            let _forget = Forget {
-                bridge: &self.bridge,
-                id,
-            };
+            let (can_edit, _forget) = Forget::offer(&self.bridge, id, Editable::of(&request));
             let is_command = matches!(request.action, Action::Command { .. });
             let preview = match (&request.action, request.diff) {
                 (Action::Command { command }, _) => Preview::Command {
@@ -83,6 +72,19 @@ impl Asker for NvimAsker {
 struct Forget<'a> {
     bridge: &'a Bridge,
     id: u64,
+}
+
+impl<'a> Forget<'a> {
+    /// Keeps `editable` for question `id` while it is open (Lua asks for it with `proposal`),
+    /// forgotten however the question ends: answered, or dropped by a cancel. Whether there is
+    /// one to offer, and the guard.
+    fn offer(bridge: &'a Bridge, id: u64, editable: Option<Editable>) -> (bool, Forget<'a>) {
+        let offered = editable.is_some();
+        if let (Some(editable), Ok(mut proposals)) = (editable, bridge.state.proposals.lock()) {
+            proposals.insert(id, editable);
+        }
+        (offered, Forget { bridge, id })
+    }
 }
 
 impl Drop for Forget<'_> {
@@ -220,16 +222,7 @@ impl AcpHost for NvimHost {
                 now: edit.now.as_deref().map(Arc::from),
                 proposed: Arc::from(edit.proposed.as_str()),
             });
-            let can_edit = editable.is_some();
-            if let (Some(editable), Ok(mut proposals)) =
-                (editable, self.bridge.state.proposals.lock())
-            {
-                proposals.insert(id, editable);
-            }
-            let _forget = Forget {
-                bridge: &self.bridge,
-                id,
-            };
+            let (can_edit, _forget) = Forget::offer(&self.bridge, id, editable);
             // The preview is what the request carries: a diff, else a command, else nothing.
             let preview = match (request.diff, request.command) {
                 (Some(unified), _) => Preview::Diff {
