@@ -586,7 +586,8 @@ async fn an_agents_edit_changed_before_allowing_is_written_as_the_person_wrote_i
     nvim.wait_for_line(CHAT, "edit write: ").await;
     assert_eq!(nvim.read("notes.txt"), "a\nB, said the person\n");
     nvim.wait_for_line(CHAT, "edited, allowed once").await;
-    // The agent hears of it at the start of its next prompt.
+    // The agent hears of it at the start of its next prompt (once this turn is over).
+    nvim.wait_for("not require('agent.chat').busy()").await;
     nvim.cmd("Agent usage").await;
     let lines = nvim.wait_for_line(CHAT, "prompt: ").await;
     let prompt = reported(&lines, "prompt");
