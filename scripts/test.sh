@@ -55,6 +55,8 @@ export AGENT_NVIM_TEST_NVIM
 # sandbox tests put what commands must not write in cargo's scratch directory, which is under
 # /tmp when the checkout is (a clean clone there, as on CI).
 TMPDIR="$(mktemp -d "${TMPDIR:-/tmp}/agent-nvim-tests.XXXXXX")"
+# Open to every user, as /tmp is: some tests run the backend as another user in a tempdir.
+chmod 1777 "$TMPDIR"
 export TMPDIR
 trap 'rm -rf "$TMPDIR"' EXIT
 cargo test --locked "$@"
