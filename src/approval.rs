@@ -186,11 +186,6 @@ impl Gate {
         self
     }
 
-    /// The workspace's saved rules, if any are kept.
-    pub fn project(&self) -> Option<&Project> {
-        self.project.as_ref()
-    }
-
     /// What went wrong with the last decision that the person should hear of (an "Allow always
     /// in this project" that could not be saved), once.
     pub fn take_notice(&self) -> Option<String> {
