@@ -2,11 +2,14 @@
 //! talks to the model through [`crate::llm::Client`], runs tool calls through the
 //! [`crate::tools::Executor`], and reports what happens as [`Event`]s for a front end to show.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
+use crate::instructions;
 use crate::llm::{CallResult, Client, Message, Progress, Request, Usage};
 use crate::tools::{Executor, ToolResult, CANCELLED};
 
@@ -52,6 +55,9 @@ pub enum Event {
     },
     /// Something went wrong; the message says what to do.
     Error { message: String },
+    /// A line the person should know about that is neither text nor a tool
+    /// (`instructions: AGENTS.md`).
+    Notice { text: String },
 }
 
 /// Where a turn reports its [`Event`]s: a channel of them (the terminal), or a conversation's
@@ -117,10 +123,24 @@ like instead.\n\
 pub struct Agent {
     client: Client,
     executor: Executor,
+    /// The system prompt without the project's instructions.
+    base: String,
+    /// The system prompt sent: `base` and the instructions' section.
     system: String,
+    /// The file names the project's instructions are looked for under, in order.
+    instruction_files: Vec<String>,
+    /// The instructions `system` holds.
+    instructions: instructions::Found,
+    /// The instructions were said in the chat since the conversation began.
+    told: bool,
+    /// The model the next prompt uses, when the person switched it ([`Agent::model_switch`]).
+    next_model: ModelSwitch,
     history: Vec<Message>,
     max_turns: u32,
 }
+
+/// Where a model switch waits for the next prompt: shared, so it is set while a turn runs.
+pub type ModelSwitch = Arc<std::sync::Mutex<Option<String>>>;
 
 impl Agent {
     /// An agent over `executor`, talking through `client`.
@@ -128,14 +148,68 @@ impl Agent {
         let cx = executor.context();
         let root = cx.workspace.root();
         let sandbox = cx.settings.sandbox.report(root).prompt_note();
-        let system = system_prompt(root, sandbox.as_deref());
+        let base = system_prompt(root, sandbox.as_deref());
         Agent {
             client,
             executor,
-            system,
+            system: base.clone(),
+            base,
+            instruction_files: Vec::new(),
+            instructions: instructions::Found::default(),
+            told: false,
+            next_model: ModelSwitch::default(),
             history: Vec::new(),
             max_turns: max_turns.max(1),
         }
+    }
+
+    /// Looks for the project's instructions under `files` (in order, the first found) before
+    /// each prompt ([`crate::instructions`]).
+    pub fn with_instructions(mut self, files: Vec<String>) -> Self {
+        self.instruction_files = files;
+        self
+    }
+
+    /// Where a switch of model is left for the next prompt (the chat's `:Agent model`).
+    pub fn model_switch(&self) -> ModelSwitch {
+        self.next_model.clone()
+    }
+
+    /// The system prompt the next request sends (tests).
+    pub fn system(&self) -> &str {
+        &self.system
+    }
+
+    /// Reads the project's instructions again; the system prompt changes when they did. Returns
+    /// what to tell the person: the instructions at a conversation's first prompt, and any
+    /// change after it.
+    async fn refresh_instructions(&mut self) -> Option<String> {
+        let workspace = self.executor.context().workspace.clone();
+        let files = self.instruction_files.clone();
+        let found = tokio::task::spawn_blocking(move || instructions::find(&workspace, &files))
+            .await
+            .unwrap_or_default();
+        let changed = found != self.instructions;
+        let notice = if !self.told {
+            found.notice()
+        } else if changed {
+            match (&found.file, &self.instructions.file) {
+                (Some(_), _) => found.notice().map(|n| n + " (changed; read again)"),
+                (None, Some(old)) => Some(format!("instructions: none ({old} is gone)")),
+                (None, None) => found.notice(),
+            }
+        } else {
+            None
+        };
+        if changed {
+            self.system = match found.prompt_section() {
+                Some(section) => format!("{}{section}", self.base),
+                None => self.base.clone(),
+            };
+            self.instructions = found;
+        }
+        self.told = true;
+        notice
     }
 
     /// The conversation so far.
@@ -157,6 +231,7 @@ impl Agent {
     /// records); the session grants start empty, as in any new session.
     pub fn restore(&mut self, history: Vec<Message>) {
         self.history = history;
+        self.told = false;
         self.executor.context().gate.reset();
     }
 
@@ -169,6 +244,7 @@ impl Agent {
     /// Starts a new conversation: history and session grants are forgotten.
     pub fn reset(&mut self) {
         self.history.clear();
+        self.told = false;
         self.executor.context().gate.reset();
     }
 
@@ -182,6 +258,13 @@ impl Agent {
     ) -> Outcome {
         let send = |event: Event| events.report(event);
         send(Event::TurnStarted);
+        let switched = self.next_model.lock().ok().and_then(|mut next| next.take());
+        if let Some(model) = switched {
+            self.client.set_model(model);
+        }
+        if let Some(notice) = self.refresh_instructions().await {
+            send(Event::Notice { text: notice });
+        }
         self.history.push(Message::User(text));
         let mut total = Usage::default();
         for _ in 0..self.max_turns {

@@ -200,6 +200,12 @@ pub trait Conversation: Send + Sync {
         None
     }
 
+    /// Sends `model` from its next prompt on (`:Agent model`), even while a turn runs. The
+    /// built-in one can; an external agent chooses its own (its config options, issue 15).
+    fn switch_model(&self, _model: &str) -> Result<(), ConversationError> {
+        Err(self.unsupported("switch the model"))
+    }
+
     /// Stops whatever it runs (an external agent's process tree) once the front end lets go of
     /// it. A turn still holding it keeps it until the turn ends.
     fn end(self: Arc<Self>) -> BoxFuture<'static, ()>;
@@ -216,12 +222,15 @@ pub trait Conversation: Send + Sync {
 /// The built-in turn loop as a [`Conversation`].
 pub struct Native {
     agent: Mutex<Agent>,
+    /// The agent's [`Agent::model_switch`], reached without waiting for a running turn.
+    next_model: crate::agent::ModelSwitch,
 }
 
 impl Native {
     /// The conversation `agent` holds.
     pub fn new(agent: Agent) -> Self {
         Native {
+            next_model: agent.model_switch(),
             agent: Mutex::new(agent),
         }
     }
@@ -283,6 +292,13 @@ impl Conversation for Native {
             agent.truncate(cut);
             Ok(())
         })
+    }
+
+    fn switch_model(&self, model: &str) -> Result<(), ConversationError> {
+        if let Ok(mut next) = self.next_model.lock() {
+            *next = Some(model.to_string());
+        }
+        Ok(())
     }
 
     fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
@@ -537,6 +553,11 @@ macro_rules! forward_to_inner {
             self.inner.agent_session_id()
         }
     };
+    (@one switch_model) => {
+        fn switch_model(&self, model: &str) -> Result<(), $crate::conversation::ConversationError> {
+            self.inner.switch_model(model)
+        }
+    };
     (@one end) => {
         fn end(self: ::std::sync::Arc<Self>) -> ::futures::future::BoxFuture<'static, ()> {
             self.inner.clone().end()
@@ -568,6 +589,7 @@ impl Conversation for Checkpointed {
         decided,
         agent_sessions,
         agent_session_id,
+        switch_model,
         end,
     );
 

@@ -488,6 +488,7 @@ pub fn shown(event: Event) -> Event {
         Event::Error { message } => Event::Error {
             message: prose(message),
         },
+        Event::Notice { text } => Event::Notice { text: one(text) },
     }
 }
 

@@ -26,6 +26,7 @@ pub mod display;
 pub mod editor;
 pub mod error;
 pub mod front;
+pub mod instructions;
 pub mod llm;
 pub mod permissions;
 pub mod process;

@@ -48,6 +48,9 @@ pub struct SessionConfig {
     /// this project" ([`crate::permissions::saved`]); None: none are read or saved. Apart from
     /// `state_dir` because a one-call `agent-nvim tool` keeps no checkpoints but honours them.
     pub saved_rules: Option<PathBuf>,
+    /// The file names the project's instructions are looked for under at the root, the first
+    /// found used ([`crate::instructions`]); empty: none.
+    pub instructions: Vec<String>,
 }
 
 impl SessionConfig {
@@ -63,6 +66,10 @@ impl SessionConfig {
             state_dir: None,
             rules: Rules::default(),
             saved_rules: None,
+            instructions: crate::instructions::DEFAULT_FILES
+                .iter()
+                .map(|name| name.to_string())
+                .collect(),
         }
     }
 }
@@ -147,7 +154,8 @@ pub fn agent(
 ) -> std::result::Result<Agent, ProviderError> {
     let provider = ProviderConfig::resolve(&config.provider, &|name| std::env::var(name).ok())?;
     let client = Client::new(provider, &executor.catalogue())?;
-    Ok(Agent::new(client, executor, config.max_turns))
+    Ok(Agent::new(client, executor, config.max_turns)
+        .with_instructions(config.instructions.clone()))
 }
 
 /// A session as [`build`] assembles it.

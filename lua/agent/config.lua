@@ -27,6 +27,9 @@ local H = {}
 ---@field permissions { allow: string[], ask: string[], deny: string[] }
 ---@field sandbox { mode: "workspace-write"|"read-only"|"off", network: boolean, writable: string[] }
 ---@field auto_allow_sandboxed boolean
+---@field instructions string[]|false
+---@field models string[]
+---@field ask { context_lines: integer }
 H.defaults = {
   -- provider = nil,      -- "anthropic" | "openai" | "ollama"; nil: the first whose API key is set
   -- model = nil,         -- model name; nil: the provider's default
@@ -71,6 +74,13 @@ H.defaults = {
   },
   auto_allow_sandboxed = false, -- run commands without asking while the sandbox is in force (edits
   --                               are still asked about; permission rules still apply)
+  instructions = { "AGENTS.md", "CLAUDE.md" }, -- the project's instructions: the first of these at
+  --                                            the workspace root goes into the system prompt,
+  --                                            read again before each prompt; false: none
+  models = {}, -- what :Agent model offers besides the provider's default: { "claude-opus-4-1" }
+  ask = {
+    context_lines = 20, -- lines before and after the cursor line the ask mapping sends
+  },
   window = {
     side = "right", -- where the conversation split opens: "right" or "left"
     width = 80, -- columns, or a fraction of the screen's width (0.4)
@@ -164,6 +174,27 @@ function H.path_list(v)
   return true
 end
 
+--- A list of names (file names, model names), each a non-empty string on one line.
+function H.string_list(v)
+  if type(v) ~= "table" or (next(v) ~= nil and not vim.islist(v)) then
+    return "a list of names"
+  end
+  for _, name in ipairs(v) do
+    if type(name) ~= "string" or vim.trim(name) == "" or name:find("[%c]") then
+      return "a list of names"
+    end
+  end
+  return true
+end
+
+function H.instructions(v)
+  if v == false then
+    return true
+  end
+  local ok = H.string_list(v)
+  return ok == true or 'a list of file names like { "AGENTS.md" }, or false'
+end
+
 --- Every known key by dotted path. A table-valued entry's children are checked below it.
 H.schema = {
   provider = optional_string,
@@ -216,6 +247,12 @@ H.schema = {
   ["sandbox.network"] = boolean,
   ["sandbox.writable"] = H.path_list,
   auto_allow_sandboxed = boolean,
+  instructions = H.instructions,
+  models = H.string_list,
+  ask = table_,
+  ["ask.context_lines"] = function(v)
+    return (type(v) == "number" and v >= 0 and math.floor(v) == v) or "a whole number of lines (0 or more)"
+  end,
 }
 
 --- What the sandbox becomes while any of its options is wrong: the strictest one, so a typo
@@ -267,7 +304,14 @@ function M.setup(opts)
   local merged = vim.tbl_deep_extend("force", vim.deepcopy(H.defaults), opts)
   -- A list the user gives replaces the default list (tbl_deep_extend would merge them by index).
   for path, check in pairs(H.schema) do
-    if check == H.key_list or check == H.name_list or check == H.rule_list or check == H.path_list then
+    if
+      check == H.key_list
+      or check == H.name_list
+      or check == H.rule_list
+      or check == H.path_list
+      or check == H.string_list
+      or check == H.instructions
+    then
       local given = H.get(opts, path)
       if given ~= nil then
         H.set(merged, path, given)

@@ -42,11 +42,9 @@ function M.ask(prompt)
   H.ensure_init()
   local chat = require("agent.chat")
   if chat.busy() then
-    vim.notify(
-      "agent: the agent is still working on the last prompt; wait for it, or stop it with :Agent stop (<C-c> in the chat)",
-      vim.log.levels.WARN
-    )
-    return false
+    -- Sent when the turn ends (M.queue lists and removes them; :Agent stop may drop them).
+    chat.queue.push(prompt)
+    return true
   end
   local rpc = require("agent.rpc")
   if not rpc.ensure() then
@@ -68,24 +66,223 @@ function M.open(opts)
   require("agent.rpc").ensure()
 end
 
---- Cancels the running turn (the running command's process tree is killed).
-function M.stop()
+--- Cancels the running turn (the running command's process tree is killed). When prompts are
+--- queued behind it, asks first whether to drop them or send them once it has stopped;
+--- `opts.queue` ("drop" or "keep") answers that without asking.
+---@param opts? { queue?: "drop"|"keep" }
+function M.stop(opts)
+  opts = opts or {}
   local rpc = require("agent.rpc")
-  if not (rpc.running() and require("agent.chat").busy()) then
+  local chat = require("agent.chat")
+  local running = rpc.running() and chat.busy()
+  local queued = #chat.queue.items
+  if not running then
     vim.notify("agent: nothing is running", vim.log.levels.INFO)
     return
   end
-  rpc.cancel()
+  if queued == 0 then
+    rpc.cancel()
+    return
+  end
+  local function stop(answer)
+    if answer == "drop" then
+      chat.queue.clear()
+      vim.notify(("agent: stopped; dropped %d queued prompt%s"):format(queued, queued == 1 and "" or "s"))
+    end
+    if answer == "drop" or answer == "keep" then
+      rpc.cancel()
+    end
+  end
+  if opts.queue then
+    stop(opts.queue)
+    return
+  end
+  local plural = queued == 1 and "" or "s"
+  local choices = {
+    { answer = "drop", label = ("Stop, and drop the %d queued prompt%s"):format(queued, plural) },
+    { answer = "keep", label = ("Stop, then send the %d queued prompt%s"):format(queued, plural) },
+  }
+  vim.ui.select(choices, {
+    prompt = "agent: prompts are queued behind this turn",
+    kind = "agent.stop",
+    format_item = function(choice)
+      return choice.label
+    end,
+  }, function(choice)
+    stop(choice and choice.answer)
+  end)
+end
+
+--- The prompts queued behind the running turn, oldest first (a copy). `queue(i)` removes the
+--- i-th; `:Agent queue` lists them to remove one.
+---@param remove? integer
+---@return string[]
+function M.queue(remove)
+  local queue = require("agent.chat").queue
+  if remove then
+    queue.remove(remove)
+  end
+  return vim.deepcopy(queue.items)
 end
 
 --- Starts a fresh conversation: cancels the running turn, forgets the history and the session's
---- approvals, and clears the chat.
+--- approvals, and clears the chat. Prompts still queued go back into the input, not lost.
 function M.new()
   local rpc = require("agent.rpc")
+  local chat = require("agent.chat")
+  local queued = chat.queue.clear()
   if rpc.running() then
     rpc.new()
   end
-  require("agent.chat").clear(rpc.running())
+  chat.clear(rpc.running())
+  if #queued > 0 then
+    H.back_to_input(queued)
+  end
+end
+
+--- Switches the model the following prompts use (the running turn finishes on its own) and
+--- shows it in the status line. Without `name`, picks one with vim.ui.select from setup()'s
+--- `models` and the provider's default. See :help agent-model.
+---@param name? string
+function M.model(name)
+  H.ensure_init()
+  if not name or vim.trim(name) == "" then
+    H.pick_model()
+    return
+  end
+  local rpc = require("agent.rpc")
+  if not rpc.ensure() then
+    return
+  end
+  local model, err = rpc.model(vim.trim(name))
+  if not model then
+    local said = tostring(err)
+    vim.notify(said:match("agent: .*") or ("agent: cannot switch the model: " .. said), vim.log.levels.ERROR)
+    return
+  end
+  require("agent.chat").model_switched(model)
+  vim.notify(("agent: the next prompts use %s"):format(model), vim.log.levels.INFO)
+end
+
+--- The models :Agent model offers: setup()'s `models`, the model in use and those the backend
+--- reported (the provider's default among them), each once.
+---@return string[]
+function M.models()
+  local seen, names = {}, {}
+  local function add(name)
+    if type(name) == "string" and name ~= "" and not seen[name] then
+      seen[name] = true
+      names[#names + 1] = name
+    end
+  end
+  for _, name in ipairs(require("agent.config").options.models or {}) do
+    add(name)
+  end
+  local chat = package.loaded["agent.chat"] and require("agent.chat")
+  for _, name in ipairs(chat and chat.models_seen() or {}) do
+    add(name)
+  end
+  add(require("agent.config").options.model)
+  return names
+end
+
+function H.pick_model()
+  local names = M.models()
+  if #names == 0 then
+    vim.notify(
+      "agent: no models to choose from; name one (:Agent model NAME) or list them in setup({ models = { ... } })",
+      vim.log.levels.INFO
+    )
+    return
+  end
+  local current = require("agent.chat").status().model
+  vim.ui.select(names, {
+    prompt = "agent: model for the next prompts",
+    kind = "agent.model",
+    format_item = function(name)
+      return name == current and (name .. "  (in use)") or name
+    end,
+  }, function(name)
+    if name then
+      M.model(name)
+    end
+  end)
+end
+
+--- `:Agent queue`: the queued prompts in vim.ui.select; choosing one removes it.
+function H.pick_queued()
+  local items = M.queue()
+  if #items == 0 then
+    vim.notify("agent: no prompt is queued", vim.log.levels.INFO)
+    return
+  end
+  local rows = {}
+  for i, prompt in ipairs(items) do
+    rows[i] = { index = i, prompt = prompt }
+  end
+  rows[#rows + 1] = { all = true }
+  local queue = require("agent.chat").queue
+  vim.ui.select(rows, {
+    prompt = "agent: queued prompts (choose one to remove it)",
+    kind = "agent.queue",
+    format_item = function(row)
+      return row.all and "Remove them all" or ("%d. %s"):format(row.index, queue.label(row.prompt, 70))
+    end,
+  }, function(row)
+    if not row then
+      return
+    end
+    -- The queue may have moved on while the list was open: remove by text, not by place.
+    local removed = {}
+    for i = #queue.items, 1, -1 do
+      if row.all or (queue.items[i] == row.prompt and #removed == 0) then
+        removed[#removed + 1] = queue.remove(i)
+      end
+    end
+    if #removed > 0 then
+      H.back_to_input(removed)
+    end
+  end)
+end
+
+--- Puts prompts taken off the queue into the input, after what it holds, and says so.
+---@param prompts string[] in the order they were queued
+function H.back_to_input(prompts)
+  local chat = require("agent.chat")
+  chat.open({ focus = false })
+  local buf = require("agent.chat.window").input_buf
+  if not (buf and vim.api.nvim_buf_is_valid(buf)) then
+    return
+  end
+  local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  if #lines == 1 and lines[1] == "" then
+    lines = {}
+  end
+  for _, prompt in ipairs(prompts) do
+    if #lines > 0 then
+      lines[#lines + 1] = ""
+    end
+    vim.list_extend(lines, vim.split(prompt, "\n", { plain = true }))
+  end
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.notify(
+    ("agent: %d queued prompt%s put back in the input"):format(#prompts, #prompts == 1 and "" or "s"),
+    vim.log.levels.INFO
+  )
+end
+
+--- Sends the oldest queued prompt, once the turn before it has ended.
+function H.send_queued()
+  local chat = require("agent.chat")
+  if chat.busy() or #chat.queue.items == 0 then
+    return
+  end
+  local prompt = chat.queue.pop()
+  if prompt and not M.ask(prompt) then
+    -- Not sent (no backend): it stays first in line, for the next prompt's end.
+    table.insert(chat.queue.items, 1, prompt)
+    chat.queue.show()
+  end
 end
 
 --- This workspace's saved conversations, the most recent first (see :help agent-sessions).
@@ -486,6 +683,10 @@ function M._command(cmd)
     end
     return M.diff({ since = since == "all" and "all" or "prompt" })
   end
+  local model = args:match("^model%s+(.-)%s*$")
+  if model then
+    return M.model(model)
+  end
   local acp_name = args:match("^acp%s+(%S+)%s*$")
   if acp_name or args == "acp" then
     return M.acp(acp_name)
@@ -527,6 +728,11 @@ function M._complete(arglead, cmdline)
     return vim.tbl_filter(function(id)
       return type(id) == "string" and vim.startswith(id, arglead)
     end, ids)
+  end
+  if rest:match("^model%s+%S*$") then
+    return vim.tbl_filter(function(name)
+      return vim.startswith(name, arglead)
+    end, M.models())
   end
   if rest:match("^diff%s+%S*$") then
     return vim.startswith("all", arglead) and { "all" } or {}
@@ -575,6 +781,12 @@ H.subcommands = {
   end,
   permissions = function()
     M.permissions()
+  end,
+  model = function()
+    M.model()
+  end,
+  queue = function()
+    H.pick_queued()
   end,
   log = function()
     local path = require("agent.rpc").logfile()
@@ -642,6 +854,9 @@ function H.ensure_init()
     review = function(checkpoint)
       M.diff({ since = checkpoint })
     end,
+    idle = function()
+      H.send_queued()
+    end,
   })
   if not require("agent.config").did_setup then
     H.create_autocommands()
@@ -693,6 +908,12 @@ function H.buffer_path(buf)
   return file
 end
 
+--- The most of the current buffer's text an ask sends, as read_file's clamp.
+H.CONTEXT_CHARS = 20000
+
+--- What the ask mapping sends about the cursor: the path, the line's number, and the line with
+--- `ask.context_lines` lines before and after it (clamped to the buffer), numbered. The
+--- buffer's text as it is in Neovim, saved or not.
 ---@return { text: string, label: string }?
 function H.cursor_context()
   local path = H.buffer_path(0)
@@ -700,9 +921,13 @@ function H.cursor_context()
     return nil
   end
   local line = vim.fn.line(".")
+  local around = require("agent.config").options.ask.context_lines
+  local first = math.max(1, line - around)
+  local last = math.min(vim.api.nvim_buf_line_count(0), line + around)
+  local what = first == last and ("line %d"):format(line) or ("lines %d-%d, around line %d,"):format(first, last, line)
   return {
     label = ("line %d of %s"):format(line, path),
-    text = ("(I am in %s, at line %d.)"):format(path, line),
+    text = ("(I am in %s, at line %d.)\n%s"):format(path, line, H.numbered(path, what, first, last)),
   }
 end
 
@@ -712,25 +937,33 @@ function H.selection_context(first, last)
   if not path then
     return nil
   end
+  local what = first == last and ("line %d"):format(first) or ("lines %d-%d"):format(first, last)
+  return { label = ("%s of %s"):format(what, path), text = "Selected " .. H.numbered(path, what, first, last) }
+end
+
+--- `{what} of {path}:` and lines `first`..`last` of the current buffer in a fence, each after
+--- its number (`12: text`); the fence longer than any backtick run inside, the whole cut at
+--- H.CONTEXT_CHARS characters with a marker.
+function H.numbered(path, what, first, last)
   local lines = vim.api.nvim_buf_get_lines(0, first - 1, last, false)
-  local longest = 0
+  local longest, chars = 0, 0
   for i, line in ipairs(lines) do
     for ticks in line:gmatch("`+") do
       longest = math.max(longest, #ticks)
     end
     lines[i] = ("%d: %s"):format(first + i - 1, line)
+    chars = chars + vim.fn.strchars(lines[i]) + 1
+    if chars > H.CONTEXT_CHARS then
+      lines[i] = vim.fn.strcharpart(lines[i], 0, math.max(0, vim.fn.strchars(lines[i]) - (chars - H.CONTEXT_CHARS)))
+      for j = #lines, i + 1, -1 do
+        lines[j] = nil
+      end
+      lines[#lines + 1] = ("[... cut at %d chars]"):format(H.CONTEXT_CHARS)
+      break
+    end
   end
   local fence = string.rep("`", math.max(3, longest + 1))
-  local what = first == last and ("line %d"):format(first) or ("lines %d-%d"):format(first, last)
-  local text = ("Selected %s of %s:\n%s%s\n%s\n%s"):format(
-    what,
-    path,
-    fence,
-    vim.bo.filetype,
-    table.concat(lines, "\n"),
-    fence
-  )
-  return { label = ("%s of %s"):format(what, path), text = text }
+  return ("%s of %s:\n%s%s\n%s\n%s"):format(what, path, fence, vim.bo.filetype, table.concat(lines, "\n"), fence)
 end
 
 function H.ask_interactive(context)

@@ -431,6 +431,7 @@ async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Conversat
                 at_line_start = text.ends_with('\n');
                 out.write_all(redact(&text).as_bytes())
             }
+            Event::Notice { text } => line(&text, &mut out),
             Event::ToolFinished { ok, summary, .. } => line(
                 &format!("{} {summary}", if ok { "▸" } else { "✗" }),
                 &mut out,

@@ -393,6 +393,11 @@ impl Client {
         })
     }
 
+    /// Sends `model` in the requests from now on (the person switched it).
+    pub fn set_model(&mut self, model: String) {
+        self.config.model = model;
+    }
+
     /// Shortens the backoff (tests).
     pub fn with_retry_base(mut self, base: Duration) -> Self {
         self.retry_base = base;

@@ -107,7 +107,8 @@ impl Conversation for Recorded {
         model_view,
         prompts,
         agent_sessions,
-        agent_session_id
+        agent_session_id,
+        switch_model
     );
 
     fn prompt<'a>(

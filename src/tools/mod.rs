@@ -31,6 +31,7 @@ pub use edit_file::EditFile;
 pub use executor::{Approved, Executor, Plan, Proposal};
 pub use list_files::ListFiles;
 pub use read_file::ReadFile;
+pub(crate) use read_file::{read_prefix, Contents};
 pub use run_bash::RunBash;
 
 /// The text of a call that did not run because the user cancelled the turn.

@@ -20,7 +20,7 @@ const SNIFF_BYTES: usize = 8 * 1024;
 pub struct ReadFile;
 
 /// What was read from disk.
-enum Contents {
+pub(crate) enum Contents {
     Binary,
     Text(String),
 }
@@ -100,7 +100,11 @@ async fn read(args: Args<'_>, cx: &ToolContext) -> ToolResult {
 
 /// Reads at most what the answer can hold: MAX_CHARS characters of up to 4 bytes, plus one more.
 /// The file is opened beneath the root, checked to be a regular file before it is read.
-fn read_prefix(root: &Root, rel: &std::path::Path, dir_only: bool) -> Result<Contents, FsError> {
+pub(crate) fn read_prefix(
+    root: &Root,
+    rel: &std::path::Path,
+    dir_only: bool,
+) -> Result<Contents, FsError> {
     let opened = root.open_regular(rel, dir_only)?;
     let limit = (MAX_CHARS + 1) * 4;
     let mut bytes = Vec::with_capacity(limit.min(64 * 1024));

@@ -13,6 +13,7 @@ mod nvim_diff;
 mod nvim_keys;
 mod nvim_permissions;
 mod nvim_plugin;
+mod nvim_prompting;
 mod nvim_proposal;
 mod nvim_rewind;
 mod nvim_sandbox;

@@ -165,7 +165,10 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             message: Some("agent: rewound to before prompt 1: the conversation cut".into()),
             prompt: Some("a saved prompt".into()),
         },
-        Some(UiEvent::Rewound { .. }) => return None,
+        Some(UiEvent::Rewound { .. }) => UiEvent::Agent(Event::Notice {
+            text: "instructions: AGENTS.md\u{202e}".into(),
+        }),
+        Some(UiEvent::Agent(Event::Notice { .. })) => return None,
     };
     Some(next)
 }
@@ -218,7 +221,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 20, "{kinds:?}");
+    assert_eq!(kinds.len(), 21, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])

@@ -20,6 +20,18 @@ H.done = nil ---@type table? the last turn's `done` row, until the next turn sta
 H.done_count = 0
 H.later = {} ---@type table<integer, table> resumed rows whose output is still to come, by `later`
 
+--- The models the backend reported (`started`) or was switched to, each once, in order.
+---@type string[]
+M.models = {}
+
+--- Notes that `model` was in use (for :Agent model's list).
+---@param model? string
+function M.saw_model(model)
+  if model and model ~= "" and not vim.tbl_contains(M.models, model) then
+    M.models[#M.models + 1] = model
+  end
+end
+
 --- Shows one event. Returns false when no handler knows its type.
 ---@param event table
 ---@return boolean handled
@@ -114,6 +126,7 @@ end
 function handlers.started(e)
   status.current.provider = e.provider ~= "" and e.provider or nil
   status.current.model = e.model ~= "" and e.model or nil
+  M.saw_model(status.current.model)
   if status.current.state == "off" then
     status.current.state = "idle"
   end
@@ -335,6 +348,14 @@ function handlers.tool_output(e)
   if tool then
     render.put_output(tool, render.indented(e.output))
   end
+end
+
+-- A line to know about (`instructions: AGENTS.md`), dimmed.
+function handlers.notice(e)
+  render.newline()
+  render.put(tostring(e.text or ""), "AgentNotice")
+  render.put("\n")
+  render.blank_line()
 end
 
 function handlers.retrying(e)

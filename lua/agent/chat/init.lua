@@ -8,6 +8,7 @@
 --- (set_actions), and the backend tells the chat about itself.
 
 local handlers = require("agent.chat.handlers")
+local queue = require("agent.chat.queue")
 local render = require("agent.chat.render")
 local status = require("agent.chat.status")
 local window = require("agent.chat.window")
@@ -19,10 +20,15 @@ window.checkpoint_at = handlers.checkpoint_at
 
 --- What the chat's keys do: `submit(text)` sends a prompt (true when it was sent), `cancel()`
 --- stops the turn, `review(checkpoint)` lists what a prompt changed. require("agent") sets them.
----@param actions { submit: fun(text: string): boolean, cancel: fun(), review: fun(checkpoint: string) }
+--- `idle()` is called when a prompt's work has ended (the next queued prompt may go).
+---@param actions { submit: fun(text: string): boolean, cancel: fun(), review: fun(checkpoint: string), idle?: fun() }
 function M.set_actions(actions)
   window.actions = actions
+  status.on_idle = actions.idle
 end
+
+--- The prompts waiting for the running turn to end, shown under the chat (chat/queue.lua).
+M.queue = queue
 
 --- Opens the split (chat above, input below) in the current tab page if it is not there.
 ---@param opts? { focus?: boolean } focus: put the cursor in the input window
@@ -31,6 +37,7 @@ function M.open(opts)
   render.ensure()
   window.open(opts.focus)
   status.render()
+  queue.show()
 end
 
 --- True when the chat is shown in the current tab page.
@@ -57,6 +64,20 @@ function M.status()
     provider = s.provider,
     model = s.model,
   }
+end
+
+--- The model the following prompts use was switched to `model`: the status line shows it.
+---@param model string
+function M.model_switched(model)
+  status.current.model = model
+  handlers.saw_model(model)
+  status.render()
+end
+
+--- The models the backend has reported using (the provider's default among them), in order.
+---@return string[]
+function M.models_seen()
+  return vim.deepcopy(handlers.models)
 end
 
 --- Shows the user's prompt under `## You`; the state becomes `thinking`.

@@ -20,7 +20,7 @@ local H = {}
 
 --- The protocol this file speaks; a backend announcing another one is stopped, with a message
 --- saying how to rebuild it.
-M.PROTOCOL = 6
+M.PROTOCOL = 7
 
 --- The plugin's root: the directory holding lua/ and plugin/.
 M.plugin_root = paths.root
@@ -108,6 +108,26 @@ end
 ---@return string? err
 function M.permissions(remove)
   return wire.request(wire.request_name.PERMISSIONS, remove and { remove = remove } or nil)
+end
+
+--- Switches the model of the following prompts to `name` (the running turn keeps its own); a
+--- backend started later starts with it too. Nil and why when the conversation cannot switch.
+---@param name string
+---@return string? model
+---@return string? err
+function M.model(name)
+  local model, err = wire.request(wire.request_name.MODEL, { name = name })
+  if model then
+    job.chosen_model = model
+  end
+  return model, err
+end
+
+--- The model a backend started now would use: the one switched to, else setup()'s (nil: the
+--- provider's default).
+---@return string?
+function M.chosen_model()
+  return job.chosen_model or require("agent.config").options.model
 end
 
 --- This workspace's saved conversations' ids, most recent first, without reading them or asking

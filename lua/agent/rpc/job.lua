@@ -14,6 +14,9 @@ H.workspace = nil ---@type string?
 -- Jobs stopped on purpose: their exit is not reported as a failure.
 H.stopping = {}
 
+--- The model `:Agent model` switched to: a backend started later starts with it.
+M.chosen_model = nil ---@type string?
+
 --- The backend binary to run, or nil and a message saying how to get one: the `backend` option,
 --- else the newer of the one :Agent build installs (<plugin>/bin/agent-nvim) and the one a
 --- `cargo build --release` in the plugin's directory makes (as scripts/dev.sh does), so a fresh
@@ -132,7 +135,7 @@ function M.ensure()
   wire.notify(wire.method.START, {
     workspace = workspace,
     provider = config.provider,
-    model = config.model,
+    model = M.chosen_model or config.model,
     base_url = config.base_url,
     auto_approve = config.auto_approve,
     command_timeout = config.command_timeout,
@@ -148,6 +151,7 @@ function M.ensure()
       writable = #config.sandbox.writable > 0 and config.sandbox.writable or nil,
     },
     auto_allow_sandboxed = config.auto_allow_sandboxed,
+    instructions = config.instructions == false and {} or config.instructions,
   })
   return true
 end

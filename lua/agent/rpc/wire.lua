@@ -27,6 +27,7 @@ M.request_name = {
   FILE_AT = "file_at",
   PERMISSIONS = "permissions",
   PROPOSAL = "proposal",
+  MODEL = "model",
 }
 
 --- For tests: when a table, each notification sent is also appended to it as

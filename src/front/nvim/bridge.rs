@@ -689,6 +689,35 @@ impl Bridge {
     }
 
     /// What `pick` takes from the session, for a request; the error Lua shows before `start`.
+    /// `model`: the following prompts use the named model.
+    async fn switch_model(&self, args: &[Value]) -> std::result::Result<Value, Value> {
+        let name = match args.first() {
+            Some(Value::Map(opts)) => opts
+                .iter()
+                .find(|(k, _)| k.as_str() == Some("name"))
+                .and_then(|(_, v)| v.as_str()),
+            _ => None,
+        }
+        .map(str::trim)
+        .unwrap_or_default();
+        if name.is_empty() || name.chars().any(char::is_control) {
+            return Err(Value::from(
+                "agent: :Agent model needs a model name on one line (:Agent model claude-sonnet-4-5)",
+            ));
+        }
+        let conversation = self.state.conversation.lock().await.clone();
+        let Some(conversation) = conversation else {
+            return Err(Value::from(
+                "agent: the backend was not started; run :Agent again",
+            ));
+        };
+        conversation
+            .switch_model(name)
+            .map_err(|err| Value::from(format!("agent: {err}")))?;
+        tracing::info!(model = name, "the model was switched");
+        Ok(Value::from(name))
+    }
+
     async fn of_session<T>(
         &self,
         pick: impl FnOnce(&Session) -> T,
@@ -823,6 +852,9 @@ fn session_config(start: Start) -> std::result::Result<SessionConfig, String> {
         base_url: start.base_url.filter(|u| !u.is_empty()),
     };
     config.max_turns = start.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
+    if let Some(files) = start.instructions {
+        config.instructions = files.into_iter().filter(|f| !f.is_empty()).collect();
+    }
     Ok(config)
 }
 
@@ -902,6 +934,7 @@ impl Handler for Bridge {
             }
             protocol::request::PERMISSIONS => self.permissions(&args).await,
             protocol::request::PROPOSAL => self.proposal(&args),
+            protocol::request::MODEL => self.switch_model(&args).await,
             other => Err(Value::from(format!("agent: unknown request '{other}'"))),
         }
     }

@@ -21,7 +21,7 @@ use crate::display::{self, Layout};
 
 /// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
 /// says how to rebuild it.
-pub const PROTOCOL: u32 = 6;
+pub const PROTOCOL: u32 = 7;
 
 /// The Lua functions Rust calls, as the code given to `nvim_exec_lua` (`...` are its arguments).
 /// Each lives in `agent.rpc` (the module Lua users and tests `require`).
@@ -117,6 +117,11 @@ pub mod request {
     /// they go into buffers, never to the screen raw. An error string once the question is
     /// answered or cancelled.
     pub const PROPOSAL: &str = "proposal";
+    /// `{name}`: the model the following prompts use (`:Agent model NAME`), set at once, even
+    /// while a turn runs (which finishes on the model it began with). Answers `name`; an error
+    /// string for a conversation that chooses its own (an external agent) or a name that is
+    /// empty or more than one line.
+    pub const MODEL: &str = "model";
 }
 
 /// `start`: the session's settings, from `require("agent").setup()`.
@@ -166,6 +171,10 @@ pub struct Start {
     /// Run commands without asking while the sandbox is in force.
     #[serde(default)]
     pub auto_allow_sandboxed: bool,
+    /// `setup({ instructions = ... })`: the file names the project's instructions are looked
+    /// for under, in order; empty (`false` in setup): none; nil: AGENTS.md, then CLAUDE.md.
+    #[serde(default)]
+    pub instructions: Option<Vec<String>>,
 }
 
 /// [`Start::sandbox`], as sent: a mode that is not one of the three is refused by name (Lua

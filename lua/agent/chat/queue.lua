@@ -1,0 +1,84 @@
+--- The prompts sent while the agent was working: kept in order, shown in the input window's
+--- winbar (`queued: fix the test · +1 more`), sent one at a time as each turn ends. Whoever
+--- sends them is require("agent") (this module sends nothing); it is told through `on_idle`.
+
+local window = require("agent.chat.window")
+
+local M = {}
+local H = {}
+
+--- The queued prompts, oldest first.
+---@type string[]
+M.items = {}
+
+--- Characters of the first queued prompt the winbar quotes.
+H.SHOWN_CHARS = 60
+
+--- Adds `prompt` at the end of the queue.
+---@param prompt string
+function M.push(prompt)
+  M.items[#M.items + 1] = prompt
+  M.show()
+end
+
+--- Takes the oldest queued prompt out, or nil when there is none.
+---@return string?
+function M.pop()
+  local prompt = table.remove(M.items, 1)
+  M.show()
+  return prompt
+end
+
+--- Removes the `i`-th queued prompt; returns it.
+---@param i integer
+---@return string?
+function M.remove(i)
+  local prompt = table.remove(M.items, i)
+  M.show()
+  return prompt
+end
+
+--- Empties the queue; returns what it held.
+---@return string[]
+function M.clear()
+  local items = M.items
+  M.items = {}
+  M.show()
+  return items
+end
+
+--- The line the person sees for a queued prompt: its first line, cut.
+---@param prompt string
+---@param max? integer
+---@return string
+function M.label(prompt, max)
+  local first = vim.trim(prompt):match("^[^\n]*") or ""
+  return require("agent.text").cut(first, max or H.SHOWN_CHARS)
+end
+
+--- Puts the queue in the winbar of every input window (nothing when it is empty), fitted to
+--- the window: the first prompt cut to what room is left, and `:Agent queue` when it fits.
+function M.show()
+  local buf = window.input_buf
+  if not (buf and vim.api.nvim_buf_is_valid(buf)) then
+    return
+  end
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    local bar = ""
+    if #M.items > 0 then
+      local width = vim.api.nvim_win_get_width(win)
+      local more = #M.items > 1 and (" · +%d more"):format(#M.items - 1) or ""
+      local hint = " :Agent queue "
+      local room = width - vim.fn.strdisplaywidth(" queued: " .. more) - 1
+      local with_hint = room - #hint >= 20
+      local label = M.label(M.items[1], math.max(8, with_hint and room - #hint or room))
+      bar = (" queued: %s%s"):format(label, more):gsub("%%", "%%%%")
+      if with_hint then
+        bar = bar .. "%=" .. hint
+      end
+    end
+    vim.api.nvim_set_option_value("winbar", bar, { win = win, scope = "local" })
+  end
+end
+
+return M

@@ -1,0 +1,327 @@
+//! What goes with a prompt, in a real Neovim against the mock model (issue 13 items 4, 5, 7,
+//! 8): the code around the cursor, the project's instructions, prompts queued behind a turn,
+//! and the model switched for the following prompts. Each asserts on the request the mock
+//! recorded, which is what the model reads.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::mock_llm::{MockLlm, Part, Recorded, Reply, Wire};
+use crate::support::nvim::{setup_lua, Nvim, Options};
+
+const CHAT: &str = "agent://chat";
+const WAIT: Duration = Duration::from_secs(30);
+
+fn answer(s: &str) -> Reply {
+    Reply::Turn {
+        parts: vec![Part::Text(s.into())],
+        usage: (10, 2),
+    }
+}
+
+async fn start(mock: &MockLlm, extra_setup: &str) -> Nvim {
+    Nvim::start(Options {
+        ui: Some((120, 40)),
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "test-key".into()),
+            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+        ],
+        setup: setup_lua(extra_setup),
+    })
+    .await
+}
+
+/// The text of the last user message of `request` (Anthropic's shape).
+fn prompt_of(request: &Recorded) -> String {
+    let messages = request.body["messages"].as_array().unwrap();
+    let last = messages.last().unwrap();
+    last["content"][0]["text"].as_str().unwrap().to_string()
+}
+
+fn system_of(request: &Recorded) -> String {
+    request.body["system"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn the_ask_mapping_in_normal_mode_sends_the_cursor_line_and_the_lines_around_it() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![answer("It adds.")]);
+    let nvim = start(&mock, "ask = { context_lines = 2 }").await;
+    nvim.write(
+        "calc.py",
+        "import os\n\ndef add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n",
+    );
+    nvim.cmd("edit calc.py").await;
+    // An unsaved change is sent as the buffer shows it.
+    nvim.lua(
+        "vim.api.nvim_buf_set_lines(0, 3, 4, false, { '    return a + b  # sum' })",
+        vec![],
+    )
+    .await;
+    nvim.lua(
+        "vim.ui.input = function(_, on_confirm) on_confirm('why?') end",
+        vec![],
+    )
+    .await;
+    nvim.api.input("4G").await.unwrap();
+    nvim.lua(
+        "vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('<Plug>(agent-ask)', true, false, true), 'x', false)",
+        vec![],
+    )
+    .await;
+    let requests = mock.wait_for_requests(1, WAIT);
+    let sent = prompt_of(&requests[0]);
+    assert!(
+        sent.starts_with("why?\n\n(I am in calc.py, at line 4.)"),
+        "{sent}"
+    );
+    assert!(
+        sent.contains("lines 2-6, around line 4, of calc.py:\n```python\n"),
+        "{sent}"
+    );
+    assert!(sent.contains("4:     return a + b  # sum\n"), "{sent}");
+    assert!(sent.contains("3: def add(a, b):\n"), "{sent}");
+    assert!(sent.contains("6: def sub(a, b):\n```"), "{sent}");
+    // Clamped to ask.context_lines: nothing further than two lines away.
+    assert!(!sent.contains("1: import os"), "{sent}");
+    assert!(!sent.contains("7:"), "{sent}");
+    nvim.wait_for_line(CHAT, "It adds.").await;
+
+    // At the top of a file, the lines before it are clamped to the file.
+    let mock2 = MockLlm::start(Wire::Anthropic, vec![answer("ok")]);
+    let nvim2 = start(&mock2, "").await;
+    nvim2.write("one.txt", "only line\n");
+    nvim2.cmd("edit one.txt").await;
+    nvim2
+        .lua(
+            "vim.ui.input = function(_, on_confirm) on_confirm('what?') end",
+            vec![],
+        )
+        .await;
+    nvim2
+        .lua(
+            "vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('<Plug>(agent-ask)', true, false, true), 'x', false)",
+            vec![],
+        )
+        .await;
+    let sent = prompt_of(&mock2.wait_for_requests(1, WAIT)[0]);
+    assert!(
+        sent.ends_with("line 1 of one.txt:\n```text\n1: only line\n```"),
+        "{sent}"
+    );
+}
+
+#[tokio::test]
+async fn agents_md_goes_into_the_system_prompt_and_its_change_is_read_at_the_next_prompt() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![answer("one"), answer("two"), answer("three")],
+    );
+    let nvim = start(&mock, "").await;
+    nvim.write(
+        "AGENTS.md",
+        "Run `make check` before saying you are done.\n",
+    );
+    nvim.write("CLAUDE.md", "Not this one while AGENTS.md is there.\n");
+    nvim.cmd("Agent first").await;
+    nvim.wait_for_line(CHAT, "instructions: AGENTS.md").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    let system = system_of(&mock.requests()[0]);
+    assert!(
+        system.contains("from AGENTS.md at the workspace root"),
+        "{system}"
+    );
+    assert!(
+        system.ends_with("\nRun `make check` before saying you are done.\n"),
+        "{system}"
+    );
+    assert!(!system.contains("Not this one"), "{system}");
+
+    nvim.write("AGENTS.md", "Use tabs, never spaces.\n");
+    nvim.cmd("Agent second").await;
+    nvim.wait_for_line(CHAT, "instructions: AGENTS.md (changed; read again)")
+        .await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    let system = system_of(&mock.requests()[1]);
+    assert!(system.ends_with("\nUse tabs, never spaces.\n"), "{system}");
+    assert!(!system.contains("make check"), "{system}");
+
+    // Unchanged: the same prompt, nothing said again.
+    nvim.cmd("Agent third").await;
+    nvim.wait_for_line(CHAT, "three").await;
+    assert_eq!(system_of(&mock.requests()[2]), system);
+    let chat = nvim.buffer_lines(CHAT).await.join("\n");
+    assert_eq!(chat.matches("instructions: ").count(), 2, "{chat}");
+}
+
+#[tokio::test]
+async fn instructions_false_sends_none_and_claude_md_is_read_when_agents_md_is_missing() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![answer("a")]);
+    let nvim = start(&mock, "instructions = false").await;
+    nvim.write("AGENTS.md", "SECRET-RULE-1\n");
+    nvim.cmd("Agent hi").await;
+    nvim.wait_for_line(CHAT, "done · ").await;
+    assert!(!system_of(&mock.requests()[0]).contains("SECRET-RULE-1"));
+    let chat = nvim.buffer_lines(CHAT).await.join("\n");
+    assert!(!chat.contains("instructions:"), "{chat}");
+
+    let mock = MockLlm::start(Wire::Anthropic, vec![answer("b")]);
+    let nvim = start(&mock, "").await;
+    nvim.write("CLAUDE.md", "CLAUDE-RULE-2\n");
+    nvim.cmd("Agent hi").await;
+    nvim.wait_for_line(CHAT, "instructions: CLAUDE.md").await;
+    assert!(system_of(&mock.wait_for_requests(1, WAIT)[0]).contains("CLAUDE-RULE-2"));
+}
+
+/// A first turn that runs a command for a few seconds (auto_approve), so prompts can be sent
+/// while it works.
+fn slow_first_turn() -> Vec<Reply> {
+    vec![
+        Reply::Turn {
+            parts: vec![Part::ToolCall {
+                id: "t1".into(),
+                name: "run_bash".into(),
+                args: json!({"command": "sleep 3"}).to_string(),
+            }],
+            usage: (1, 1),
+        },
+        answer("first answered"),
+        answer("second answered"),
+        answer("third answered"),
+    ]
+}
+
+#[tokio::test]
+async fn prompts_sent_during_a_turn_are_queued_shown_and_sent_in_order_when_it_ends() {
+    let mock = MockLlm::start(Wire::Anthropic, slow_first_turn());
+    let nvim = start(&mock, "auto_approve = true").await;
+    nvim.cmd("Agent first").await;
+    nvim.wait_for_line(CHAT, "… running run_bash").await;
+    // Typed into the input and sent, as a person does while the agent works.
+    for prompt in ["second", "third"] {
+        nvim.lua(
+            "local w = require('agent.chat.window') \
+             vim.api.nvim_buf_set_lines(w.input_buf, 0, -1, false, { ... }) \
+             vim.api.nvim_set_current_win(vim.fn.bufwinid(w.input_buf))",
+            vec![prompt.into()],
+        )
+        .await;
+        nvim.api.input("<C-s>").await.unwrap();
+    }
+    nvim.wait_for("#require('agent').queue() == 2").await;
+    // Shown under the chat, and the input was emptied.
+    nvim.wait_for_screen("queued: second · +1 more").await;
+    let input = nvim
+        .lua(
+            "return vim.api.nvim_buf_get_lines(require('agent.chat.window').input_buf, 0, -1, false)",
+            vec![],
+        )
+        .await;
+    assert_eq!(input, rmpv::Value::Array(vec!["".into()]));
+    nvim.wait_for_line(CHAT, "third answered").await;
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4);
+    assert_eq!(prompt_of(&requests[2]), "second");
+    assert_eq!(prompt_of(&requests[3]), "third");
+    // In the chat in the order they went, each after the answer before it.
+    let chat = nvim.buffer_lines(CHAT).await.join("\n");
+    let at = |s: &str| chat.find(s).unwrap_or_else(|| panic!("{s} in {chat}"));
+    assert!(at("first answered") < at("\nsecond\n"), "{chat}");
+    assert!(at("second answered") < at("\nthird\n"), "{chat}");
+    nvim.wait_for("#require('agent').queue() == 0").await;
+    let bar = nvim
+        .lua(
+            "return vim.wo[vim.fn.bufwinid(require('agent.chat.window').input_buf)].winbar",
+            vec![],
+        )
+        .await;
+    assert_eq!(bar.as_str(), Some(""));
+}
+
+#[tokio::test]
+async fn agent_stop_with_a_queue_asks_and_drops_it_or_sends_it() {
+    let mock = MockLlm::start(Wire::Anthropic, slow_first_turn());
+    let nvim = start(&mock, "auto_approve = true").await;
+    nvim.cmd("Agent first").await;
+    nvim.wait_for_line(CHAT, "… running run_bash").await;
+    nvim.lua("require('agent').ask('second')", vec![]).await;
+    nvim.lua("require('agent').ask('third')", vec![]).await;
+    // The question, answered as a person picking the first choice would.
+    nvim.lua(
+        "vim.ui.select = function(items, opts, on_choice) \
+           vim.g.asked = opts.prompt .. ' | ' .. opts.format_item(items[1]) .. ' | ' .. opts.format_item(items[2]) \
+           on_choice(items[1]) end",
+        vec![],
+    )
+    .await;
+    nvim.api.input(":Agent stop<CR>").await.unwrap();
+    nvim.wait_for_line(CHAT, "cancelled").await;
+    let asked = nvim.lua("return vim.g.asked", vec![]).await;
+    assert_eq!(
+        asked.as_str(),
+        Some("agent: prompts are queued behind this turn | Stop, and drop the 2 queued prompts | Stop, then send the 2 queued prompts")
+    );
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    // Dropped: nothing more is sent.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(mock.requests().len(), 1);
+    assert_eq!(
+        nvim.lua("return #require('agent').queue()", vec![]).await,
+        rmpv::Value::from(0)
+    );
+}
+
+#[tokio::test]
+async fn agent_model_switches_the_model_of_the_following_prompts_and_the_status_line_shows_it() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![answer("a"), answer("b")]);
+    let nvim = start(&mock, "models = { 'claude-opus-4-1', 'claude-haiku-4-5' }").await;
+    nvim.cmd("Agent hi").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    let first = mock.requests()[0].body["model"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Completion offers setup()'s models and the one in use (the provider's default).
+    let completion = nvim
+        .lua(
+            "return vim.fn.getcompletion('Agent model ', 'cmdline')",
+            vec![],
+        )
+        .await;
+    let offered: Vec<&str> = completion
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert!(offered.contains(&"claude-opus-4-1"), "{offered:?}");
+    assert!(offered.contains(&"claude-haiku-4-5"), "{offered:?}");
+    assert!(offered.contains(&first.as_str()), "{offered:?}");
+    nvim.api
+        .input(":Agent model claude-opus-4-1<CR>")
+        .await
+        .unwrap();
+    nvim.wait_for_screen("claude-opus-4-1 · ").await;
+    nvim.cmd("Agent again").await;
+    nvim.wait_for_line(CHAT, "b").await;
+    let requests = mock.wait_for_requests(2, WAIT);
+    assert_eq!(requests[1].body["model"], "claude-opus-4-1");
+    assert_ne!(first, "claude-opus-4-1");
+    // A name that is not one line is refused with what to do.
+    nvim.lua(
+        "local ok, err = require('agent.rpc').model('a\\nb') vim.g.refused = err",
+        vec![],
+    )
+    .await;
+    let refused = nvim.lua("return vim.g.refused", vec![]).await;
+    assert!(
+        refused
+            .as_str()
+            .unwrap()
+            .contains("needs a model name on one line"),
+        "{refused:?}"
+    );
+}
