@@ -193,10 +193,13 @@ impl Agent {
         let notice = if !self.told {
             found.notice()
         } else if changed {
-            match (&found.file, &self.instructions.file) {
-                (Some(_), _) => found.notice().map(|n| n + " (changed; read again)"),
-                (None, Some(old)) => Some(format!("instructions: none ({old} is gone)")),
-                (None, None) => found.notice(),
+            match (&found.file, &self.instructions.file, &found.problem) {
+                (Some(now), Some(old), _) if now == old => {
+                    found.notice().map(|n| n + " (changed; read again)")
+                }
+                (Some(_), _, _) | (None, _, Some(_)) => found.notice(),
+                (None, Some(old), None) => Some(format!("instructions: none ({old} is gone)")),
+                (None, None, None) => None,
             }
         } else {
             None
@@ -262,7 +265,12 @@ impl Agent {
         if let Some(model) = switched {
             self.client.set_model(model);
         }
-        if let Some(notice) = self.refresh_instructions().await {
+        // A read stuck on a hung file system must not keep the turn from being stopped.
+        let notice = tokio::select! {
+            notice = self.refresh_instructions() => notice,
+            () = cancel.cancelled() => None,
+        };
+        if let Some(notice) = notice {
             send(Event::Notice { text: notice });
         }
         self.history.push(Message::User(text));

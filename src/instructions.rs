@@ -29,6 +29,9 @@ pub struct Found {
     pub clamped: bool,
     /// Why a configured file that exists could not be used (the first such), for the person.
     pub problem: Option<String>,
+    /// Where the file leads when it is a symbolic link (inside the workspace, or it would not
+    /// have been read): said in the row, so a link to `.env` does not go unseen.
+    pub link: Option<String>,
 }
 
 impl Found {
@@ -46,10 +49,16 @@ and the user still approves every edit and command):\n{}",
     /// The chat's row for them: `instructions: AGENTS.md`, with what is worth knowing.
     pub fn notice(&self) -> Option<String> {
         match (&self.file, &self.problem) {
-            (Some(file), _) if self.clamped => Some(format!(
-                "instructions: {file} (cut at {MAX_CHARS} characters)"
-            )),
-            (Some(file), _) => Some(format!("instructions: {file}")),
+            (Some(file), _) => {
+                let mut notice = format!("instructions: {file}");
+                if let Some(link) = &self.link {
+                    notice.push_str(&format!(" (a link to {link})"));
+                }
+                if self.clamped {
+                    notice.push_str(&format!(" (cut at {MAX_CHARS} characters)"));
+                }
+                Some(notice)
+            }
             (None, Some(problem)) => Some(format!("instructions: none ({problem})")),
             (None, None) => None,
         }
@@ -69,11 +78,15 @@ pub fn find(workspace: &Workspace, names: &[String]) -> Found {
                 if clamped {
                     text.push_str(&head_marker());
                 }
+                let link = std::fs::read_link(workspace.root().join(name))
+                    .ok()
+                    .map(|target| target.display().to_string());
                 return Found {
                     file: Some(name.clone()),
                     text,
                     clamped,
                     problem: None,
+                    link,
                 };
             }
             Ok(None) => {}
@@ -93,7 +106,7 @@ pub fn find(workspace: &Workspace, names: &[String]) -> Found {
 fn read(workspace: &Workspace, name: &str) -> Result<Option<String>, String> {
     let target = workspace
         .resolve(name)
-        .map_err(|refusal| format!("{name}: {refusal}"))?;
+        .map_err(|refusal| refusal.to_string().trim_end_matches('.').to_string())?;
     let rel: &Path = workspace.relative(&target);
     match read_prefix(workspace.handle(), rel, target.dir_only) {
         Ok(Contents::Text(text)) => Ok(Some(text)),
@@ -174,8 +187,9 @@ mod tests {
         let found = find(&ws, &names(&["AGENTS.md"]));
         assert_eq!(found.file, None);
         assert!(!found.text.contains("TOKEN"));
-        assert!(
-            found.problem.as_deref().unwrap().contains("AGENTS.md"),
+        assert_eq!(
+            found.problem.as_deref(),
+            Some("Refused: 'AGENTS.md' resolves outside the workspace root"),
             "{found:?}"
         );
 
@@ -199,6 +213,20 @@ mod tests {
             .problem
             .unwrap()
             .contains("outside the workspace root"));
+    }
+
+    #[test]
+    fn a_link_inside_the_workspace_is_read_and_the_row_names_where_it_leads() {
+        let (dir, ws) = workspace();
+        std::fs::create_dir(dir.path().join("docs")).unwrap();
+        std::fs::write(dir.path().join("docs/AI.md"), "be brief").unwrap();
+        std::os::unix::fs::symlink("docs/AI.md", dir.path().join("AGENTS.md")).unwrap();
+        let found = find(&ws, &names(&DEFAULT_FILES));
+        assert_eq!(found.text, "be brief");
+        assert_eq!(
+            found.notice().as_deref(),
+            Some("instructions: AGENTS.md (a link to docs/AI.md)")
+        );
     }
 
     #[test]

@@ -215,6 +215,8 @@ pub struct ProviderInfo {
     pub name: String,
     /// The model.
     pub model: String,
+    /// The provider's own default model (what `:Agent model` offers besides setup's list).
+    pub default_model: String,
 }
 
 impl Session {
@@ -229,6 +231,7 @@ impl Session {
                 let provider = ProviderInfo {
                     name: config.kind.name().to_string(),
                     model: config.model.clone(),
+                    default_model: config.kind.default_model().to_string(),
                 };
                 let native = Arc::new(Native::new(agent));
                 let native = decorate(native, self.store.as_ref(), self.checkpoints.as_ref());
@@ -467,7 +470,8 @@ mod tests {
             provider,
             Some(ProviderInfo {
                 name: "ollama".into(),
-                model: "m".into()
+                model: "m".into(),
+                default_model: "qwen3-coder".into(),
             })
         );
         config.provider.provider = Some("nope".into());

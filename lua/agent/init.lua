@@ -21,7 +21,8 @@ end
 --- Without a prompt, asks for a question with vim.ui.input about the current line, or about the
 --- selection in Visual mode, and sends the question with that context.
 ---@param prompt? string
----@return boolean sent false when nothing was sent (the reason was shown)
+---@return boolean sent false when nothing was sent (the reason was shown); true when it was
+--- sent or queued behind the running turn
 function M.ask(prompt)
   if prompt == nil then
     local mode = vim.fn.mode()
@@ -41,9 +42,14 @@ function M.ask(prompt)
   end
   H.ensure_init()
   local chat = require("agent.chat")
-  if chat.busy() then
-    -- Sent when the turn ends (M.queue lists and removes them; :Agent stop may drop them).
-    chat.queue.push(prompt)
+  local queue = chat.queue
+  -- Behind the running turn, and behind prompts queued before it: sent in order, each when the
+  -- backend is idle again (M.queue lists and removes them; :Agent stop may drop them).
+  if chat.busy() or (#queue.items > 0 and not H.from_queue) then
+    queue.push(prompt)
+    if not chat.visible() then
+      vim.notify(("agent: queued: %s"):format(queue.label(prompt)), vim.log.levels.INFO)
+    end
     return true
   end
   local rpc = require("agent.rpc")
@@ -84,17 +90,22 @@ function M.stop(opts)
     rpc.cancel()
     return
   end
-  local function stop(answer)
+  -- The turn stops now; the queue waits for the answer (an asynchronous vim.ui.select may
+  -- answer after the turn has ended: nothing is sent from the queue meanwhile).
+  local queue = chat.queue
+  queue.held = true
+  rpc.cancel()
+  local function answered(answer)
+    queue.held = false
     if answer == "drop" then
-      chat.queue.clear()
-      vim.notify(("agent: stopped; dropped %d queued prompt%s"):format(queued, queued == 1 and "" or "s"))
-    end
-    if answer == "drop" or answer == "keep" then
-      rpc.cancel()
+      local dropped = #queue.clear()
+      vim.notify(("agent: stopped; dropped %d queued prompt%s"):format(dropped, dropped == 1 and "" or "s"))
+    else
+      H.send_queued()
     end
   end
   if opts.queue then
-    stop(opts.queue)
+    answered(opts.queue)
     return
   end
   local plural = queued == 1 and "" or "s"
@@ -103,13 +114,14 @@ function M.stop(opts)
     { answer = "keep", label = ("Stop, then send the %d queued prompt%s"):format(queued, plural) },
   }
   vim.ui.select(choices, {
-    prompt = "agent: prompts are queued behind this turn",
+    prompt = "agent: stopped; prompts are queued behind it",
     kind = "agent.stop",
     format_item = function(choice)
       return choice.label
     end,
   }, function(choice)
-    stop(choice and choice.answer)
+    -- No answer (<Esc>) keeps them: nothing is lost without saying so.
+    answered(choice and choice.answer or "keep")
   end)
 end
 
@@ -119,7 +131,7 @@ end
 ---@return string[]
 function M.queue(remove)
   local queue = require("agent.chat").queue
-  if remove then
+  if type(remove) == "number" then
     queue.remove(remove)
   end
   return vim.deepcopy(queue.items)
@@ -135,9 +147,7 @@ function M.new()
     rpc.new()
   end
   chat.clear(rpc.running())
-  if #queued > 0 then
-    H.back_to_input(queued)
-  end
+  chat.queue.back_to_input(queued)
 end
 
 --- Switches the model the following prompts use (the running turn finishes on its own) and
@@ -236,52 +246,30 @@ function H.pick_queued()
     local removed = {}
     for i = #queue.items, 1, -1 do
       if row.all or (queue.items[i] == row.prompt and #removed == 0) then
-        removed[#removed + 1] = queue.remove(i)
+        table.insert(removed, 1, queue.remove(i)) -- kept in the order they were queued
       end
     end
-    if #removed > 0 then
-      H.back_to_input(removed)
-    end
+    queue.back_to_input(removed)
   end)
 end
 
---- Puts prompts taken off the queue into the input, after what it holds, and says so.
----@param prompts string[] in the order they were queued
-function H.back_to_input(prompts)
-  local chat = require("agent.chat")
-  chat.open({ focus = false })
-  local buf = require("agent.chat.window").input_buf
-  if not (buf and vim.api.nvim_buf_is_valid(buf)) then
-    return
-  end
-  local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
-  if #lines == 1 and lines[1] == "" then
-    lines = {}
-  end
-  for _, prompt in ipairs(prompts) do
-    if #lines > 0 then
-      lines[#lines + 1] = ""
-    end
-    vim.list_extend(lines, vim.split(prompt, "\n", { plain = true }))
-  end
-  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
-  vim.notify(
-    ("agent: %d queued prompt%s put back in the input"):format(#prompts, #prompts == 1 and "" or "s"),
-    vim.log.levels.INFO
-  )
-end
-
---- Sends the oldest queued prompt, once the turn before it has ended.
+--- Sends the oldest queued prompt, once the backend has wholly ended the turn before it.
 function H.send_queued()
   local chat = require("agent.chat")
-  if chat.busy() or #chat.queue.items == 0 then
+  local queue = chat.queue
+  if chat.busy() or queue.held or #queue.items == 0 then
     return
   end
-  local prompt = chat.queue.pop()
-  if prompt and not M.ask(prompt) then
-    -- Not sent (no backend): it stays first in line, for the next prompt's end.
-    table.insert(chat.queue.items, 1, prompt)
-    chat.queue.show()
+  local prompt = queue.pop()
+  H.from_queue = true
+  local ok, sent = pcall(M.ask, prompt)
+  H.from_queue = false
+  if not (ok and sent) then
+    -- Not sent (no backend): back in the input, not lost.
+    queue.back_to_input({ prompt })
+  end
+  if not ok then
+    error(sent, 0)
   end
 end
 
@@ -376,8 +364,10 @@ function M.resume(id)
   if package.loaded["agent.approval"] then
     require("agent.approval").dismiss_all()
   end
+  local queued = chat.queue.clear()
   chat.clear(true)
   chat.open({ focus = false })
+  chat.queue.back_to_input(queued)
   rpc.resume(id)
 end
 
@@ -643,6 +633,13 @@ function M.acp(name)
     configured and configured.env,
     configured and configured.sandbox
   )
+end
+
+--- What the ask mapping would send about the cursor now (tests, and to see it).
+---@return string?
+function M._context()
+  local context = H.cursor_context()
+  return context and context.text
 end
 
 --- :Agent's implementation (plugin/agent.lua calls it).
@@ -913,7 +910,8 @@ H.CONTEXT_CHARS = 20000
 
 --- What the ask mapping sends about the cursor: the path, the line's number, and the line with
 --- `ask.context_lines` lines before and after it (clamped to the buffer), numbered. The
---- buffer's text as it is in Neovim, saved or not.
+--- buffer's text as it is in Neovim, saved or not. The cursor line comes first in the budget:
+--- long lines around it are dropped before it is.
 ---@return { text: string, label: string }?
 function H.cursor_context()
   local path = H.buffer_path(0)
@@ -922,12 +920,22 @@ function H.cursor_context()
   end
   local line = vim.fn.line(".")
   local around = require("agent.config").options.ask.context_lines
-  local first = math.max(1, line - around)
-  local last = math.min(vim.api.nvim_buf_line_count(0), line + around)
+  local count = vim.api.nvim_buf_line_count(0)
+  -- The cursor line, then one above and one below in turn, while the budget lasts.
+  local order = { line }
+  for d = 1, around do
+    if line - d >= 1 then
+      order[#order + 1] = line - d
+    end
+    if line + d <= count then
+      order[#order + 1] = line + d
+    end
+  end
+  local taken, first, last, cut = H.take_lines(order)
   local what = first == last and ("line %d"):format(line) or ("lines %d-%d, around line %d,"):format(first, last, line)
   return {
     label = ("line %d of %s"):format(line, path),
-    text = ("(I am in %s, at line %d.)\n%s"):format(path, line, H.numbered(path, what, first, last)),
+    text = ("(I am in %s, at line %d.)\n%s"):format(path, line, H.fenced(path, what, taken, first, last, cut)),
   }
 end
 
@@ -937,30 +945,69 @@ function H.selection_context(first, last)
   if not path then
     return nil
   end
+  local order = {}
+  for n = first, last do
+    order[#order + 1] = n
+  end
+  local taken, from, to, cut = H.take_lines(order)
   local what = first == last and ("line %d"):format(first) or ("lines %d-%d"):format(first, last)
-  return { label = ("%s of %s"):format(what, path), text = "Selected " .. H.numbered(path, what, first, last) }
+  return {
+    label = ("%s of %s"):format(what, path),
+    text = "Selected " .. H.fenced(path, what, taken, from, to, cut),
+  }
 end
 
---- `{what} of {path}:` and lines `first`..`last` of the current buffer in a fence, each after
---- its number (`12: text`); the fence longer than any backtick run inside, the whole cut at
---- H.CONTEXT_CHARS characters with a marker.
-function H.numbered(path, what, first, last)
-  local lines = vim.api.nvim_buf_get_lines(0, first - 1, last, false)
-  local longest, chars = 0, 0
-  for i, line in ipairs(lines) do
-    for ticks in line:gmatch("`+") do
-      longest = math.max(longest, #ticks)
-    end
-    lines[i] = ("%d: %s"):format(first + i - 1, line)
-    chars = chars + vim.fn.strchars(lines[i]) + 1
-    if chars > H.CONTEXT_CHARS then
-      lines[i] = vim.fn.strcharpart(lines[i], 0, math.max(0, vim.fn.strchars(lines[i]) - (chars - H.CONTEXT_CHARS)))
-      for j = #lines, i + 1, -1 do
-        lines[j] = nil
-      end
-      lines[#lines + 1] = ("[... cut at %d chars]"):format(H.CONTEXT_CHARS)
+--- Reads the current buffer's lines numbered in `order` (the first is kept whatever it costs,
+--- cut to the budget), each as `12: text`, until H.CONTEXT_CHARS characters are used. Returns
+--- them by number, the first and last number taken (a contiguous run), and whether anything
+--- was left out.
+---@param order integer[]
+---@return table<integer, string> taken
+---@return integer first
+---@return integer last
+---@return boolean cut
+function H.take_lines(order)
+  local taken, left = {}, H.CONTEXT_CHARS
+  local first, last = order[1], order[1]
+  local cut = false
+  for _, n in ipairs(order) do
+    if left <= 0 then
+      cut = true
       break
     end
+    local text = ("%d: %s"):format(n, vim.api.nvim_buf_get_lines(0, n - 1, n, false)[1] or "")
+    local chars = vim.fn.strchars(text) + 1
+    if chars > left then
+      text = vim.fn.strcharpart(text, 0, math.max(0, left - 1))
+      cut = true
+    end
+    taken[n] = text
+    left = left - chars
+    first, last = math.min(first, n), math.max(last, n)
+  end
+  -- A line left out in the middle would leave a gap: keep the run from the first line on.
+  for n = first, last do
+    if not taken[n] then
+      last = n - 1
+      break
+    end
+  end
+  return taken, first, last, cut
+end
+
+--- `{what} of {path}:` and the `taken` lines `first`..`last` in a fence longer than any backtick
+--- run inside, with read_file's marker when the budget cut them.
+function H.fenced(path, what, taken, first, last, cut)
+  local lines, longest = {}, 0
+  for n = first, last do
+    local text = taken[n]
+    for ticks in text:gmatch("`+") do
+      longest = math.max(longest, #ticks)
+    end
+    lines[#lines + 1] = text
+  end
+  if cut then
+    lines[#lines + 1] = ("[... truncated at %d chars]"):format(H.CONTEXT_CHARS)
   end
   local fence = string.rep("`", math.max(3, longest + 1))
   return ("%s of %s:\n%s%s\n%s\n%s"):format(what, path, fence, vim.bo.filetype, table.concat(lines, "\n"), fence)

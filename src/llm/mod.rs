@@ -45,7 +45,8 @@ impl ProviderKind {
         }
     }
 
-    fn default_model(self) -> &'static str {
+    /// The model used when none is configured.
+    pub fn default_model(self) -> &'static str {
         match self {
             ProviderKind::Anthropic => "claude-sonnet-4-5",
             ProviderKind::OpenAi => "gpt-5",

@@ -31,6 +31,7 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             protocol: PROTOCOL,
             provider: "anthropic".into(),
             model: "m".into(),
+            default_model: "m0".into(),
             workspace: "/w".into(),
             sandbox: "workspace-write, network allowed (Landlock ABI 7)".into(),
             sandbox_warnings: vec!["agent: /w/x (sandbox.writable) does not exist".into()],
@@ -168,7 +169,8 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
         Some(UiEvent::Rewound { .. }) => UiEvent::Agent(Event::Notice {
             text: "instructions: AGENTS.md\u{202e}".into(),
         }),
-        Some(UiEvent::Agent(Event::Notice { .. })) => return None,
+        Some(UiEvent::Agent(Event::Notice { .. })) => UiEvent::Idle,
+        Some(UiEvent::Idle) => return None,
     };
     Some(next)
 }
@@ -221,7 +223,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 21, "{kinds:?}");
+    assert_eq!(kinds.len(), 22, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])

@@ -32,11 +32,13 @@ async fn start(mock: &MockLlm, extra_setup: &str) -> Nvim {
     .await
 }
 
-/// The text of the last user message of `request` (Anthropic's shape).
+/// The text of the last user message of `request` (Anthropic's shape: after a cancelled
+/// call the prompt follows the tool results in the same message).
 fn prompt_of(request: &Recorded) -> String {
     let messages = request.body["messages"].as_array().unwrap();
-    let last = messages.last().unwrap();
-    last["content"][0]["text"].as_str().unwrap().to_string()
+    let content = messages.last().unwrap()["content"].as_array().unwrap();
+    let text = content.iter().rev().find(|block| block["type"] == "text");
+    text.unwrap()["text"].as_str().unwrap().to_string()
 }
 
 fn system_of(request: &Recorded) -> String {
@@ -90,6 +92,31 @@ async fn the_ask_mapping_in_normal_mode_sends_the_cursor_line_and_the_lines_arou
     assert!(!sent.contains("7:"), "{sent}");
     nvim.wait_for_line(CHAT, "It adds.").await;
 
+    // Long lines around the cursor are dropped before the cursor line is.
+    nvim.write(
+        "min.js",
+        &format!(
+            "{}\nvar cursor = 1;\n{}\n",
+            "x".repeat(30_000),
+            "y".repeat(30_000)
+        ),
+    );
+    nvim.cmd("edit min.js").await;
+    nvim.api.input("2G").await.unwrap();
+    let context = nvim.lua("return require('agent')._context()", vec![]).await;
+    let context = context.as_str().unwrap().to_string();
+    assert!(
+        context.contains("\n2: var cursor = 1;\n"),
+        "{}",
+        &context[..200]
+    );
+    assert!(context.contains("[... truncated at 20000 chars]"));
+    assert!(
+        context.chars().count() < 20_300,
+        "{}",
+        context.chars().count()
+    );
+
     // At the top of a file, the lines before it are clamped to the file.
     let mock2 = MockLlm::start(Wire::Anthropic, vec![answer("ok")]);
     let nvim2 = start(&mock2, "").await;
@@ -118,7 +145,12 @@ async fn the_ask_mapping_in_normal_mode_sends_the_cursor_line_and_the_lines_arou
 async fn agents_md_goes_into_the_system_prompt_and_its_change_is_read_at_the_next_prompt() {
     let mock = MockLlm::start(
         Wire::Anthropic,
-        vec![answer("one"), answer("two"), answer("three")],
+        vec![
+            answer("one"),
+            answer("two"),
+            answer("three"),
+            answer("four"),
+        ],
     );
     let nvim = start(&mock, "").await;
     nvim.write(
@@ -155,6 +187,17 @@ async fn agents_md_goes_into_the_system_prompt_and_its_change_is_read_at_the_nex
     assert_eq!(system_of(&mock.requests()[2]), system);
     let chat = nvim.buffer_lines(CHAT).await.join("\n");
     assert_eq!(chat.matches("instructions: ").count(), 2, "{chat}");
+
+    // Removed: said, and gone from the prompt.
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    std::fs::remove_file(nvim.workspace.path().join("AGENTS.md")).unwrap();
+    nvim.cmd("Agent fourth").await;
+    nvim.wait_for_line(CHAT, "instructions: CLAUDE.md").await;
+    let system = system_of(&mock.wait_for_requests(4, WAIT)[3]);
+    assert!(
+        system.ends_with("\nNot this one while AGENTS.md is there.\n"),
+        "{system}"
+    );
 }
 
 #[tokio::test]
@@ -262,7 +305,7 @@ async fn agent_stop_with_a_queue_asks_and_drops_it_or_sends_it() {
     let asked = nvim.lua("return vim.g.asked", vec![]).await;
     assert_eq!(
         asked.as_str(),
-        Some("agent: prompts are queued behind this turn | Stop, and drop the 2 queued prompts | Stop, then send the 2 queued prompts")
+        Some("agent: stopped; prompts are queued behind it | Stop, and drop the 2 queued prompts | Stop, then send the 2 queued prompts")
     );
     nvim.wait_for("not require('agent.chat').busy()").await;
     // Dropped: nothing more is sent.
@@ -272,6 +315,92 @@ async fn agent_stop_with_a_queue_asks_and_drops_it_or_sends_it() {
         nvim.lua("return #require('agent').queue()", vec![]).await,
         rmpv::Value::from(0)
     );
+}
+
+#[tokio::test]
+async fn a_stop_answered_after_the_turn_ended_keeps_the_queue_and_sends_it_then() {
+    let mock = MockLlm::start(Wire::Anthropic, slow_first_turn());
+    let nvim = start(&mock, "auto_approve = true").await;
+    nvim.cmd("Agent first").await;
+    nvim.wait_for_line(CHAT, "… running run_bash").await;
+    nvim.lua("require('agent').ask('second')", vec![]).await;
+    // An asynchronous picker (as dressing.nvim's): the answer comes later.
+    nvim.lua(
+        "vim.ui.select = function(items, _, on_choice) vim.g.answer = function() on_choice(items[2]) end end",
+        vec![],
+    )
+    .await;
+    nvim.api.input(":Agent stop<CR>").await.unwrap();
+    nvim.wait_for_line(CHAT, "cancelled").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    // While the question is open, nothing is sent from the queue, and a new prompt goes behind.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(mock.requests().len(), 1);
+    nvim.lua("require('agent').ask('third')", vec![]).await;
+    assert_eq!(
+        nvim.lua("return require('agent').queue()", vec![]).await,
+        rmpv::Value::Array(vec!["second".into(), "third".into()])
+    );
+    nvim.lua("vim.g.answer()", vec![]).await;
+    // Kept: sent in order, each once the turn before it is over (the cancelled turn made one
+    // request, so the mock's answers run one behind).
+    nvim.wait_for_line(CHAT, "second answered").await;
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(prompt_of(&requests[1]), "second");
+    assert_eq!(prompt_of(&requests[2]), "third");
+}
+
+#[tokio::test]
+async fn agent_queue_takes_prompts_back_into_the_input_in_order() {
+    let mock = MockLlm::start(Wire::Anthropic, slow_first_turn());
+    let nvim = start(&mock, "auto_approve = true").await;
+    nvim.cmd("Agent first").await;
+    nvim.wait_for_line(CHAT, "… running run_bash").await;
+    for prompt in ["one", "two 50% done", "three"] {
+        nvim.lua("require('agent').ask(...)", vec![prompt.into()])
+            .await;
+    }
+    // A `%` in a prompt does not break the winbar.
+    nvim.wait_for_screen("queued: one · +2 more").await;
+    // "Remove them all", the last choice.
+    nvim.lua(
+        "vim.ui.select = function(items, opts, on_choice) \
+           vim.g.rows = vim.tbl_map(opts.format_item, items) on_choice(items[#items]) end",
+        vec![],
+    )
+    .await;
+    nvim.api.input(":Agent queue<CR>").await.unwrap();
+    nvim.wait_for("#require('agent').queue() == 0").await;
+    assert_eq!(
+        nvim.lua("return vim.g.rows", vec![]).await,
+        rmpv::Value::Array(vec![
+            "1. one".into(),
+            "2. two 50% done".into(),
+            "3. three".into(),
+            "Remove them all".into()
+        ])
+    );
+    let input = nvim
+        .lua(
+            "return vim.api.nvim_buf_get_lines(require('agent.chat.window').input_buf, 0, -1, false)",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        input,
+        rmpv::Value::Array(vec![
+            "one".into(),
+            "".into(),
+            "two 50% done".into(),
+            "".into(),
+            "three".into()
+        ])
+    );
+    nvim.wait_for_line(CHAT, "first answered").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(mock.requests().len(), 2, "nothing queued was sent");
 }
 
 #[tokio::test]
@@ -310,18 +439,25 @@ async fn agent_model_switches_the_model_of_the_following_prompts_and_the_status_
     let requests = mock.wait_for_requests(2, WAIT);
     assert_eq!(requests[1].body["model"], "claude-opus-4-1");
     assert_ne!(first, "claude-opus-4-1");
-    // A name that is not one line is refused with what to do.
-    nvim.lua(
-        "local ok, err = require('agent.rpc').model('a\\nb') vim.g.refused = err",
-        vec![],
-    )
-    .await;
-    let refused = nvim.lua("return vim.g.refused", vec![]).await;
-    assert!(
-        refused
-            .as_str()
-            .unwrap()
-            .contains("needs a model name on one line"),
-        "{refused:?}"
+    // Words after `:Agent model` are refused, not taken for a model, and so is a newline.
+    for bad in ["this as a struct", "a\nb"] {
+        nvim.lua(
+            "local ok, err = require('agent.rpc').model(...) vim.g.refused = err",
+            vec![bad.into()],
+        )
+        .await;
+        let refused = nvim.lua("return vim.g.refused", vec![]).await;
+        assert!(
+            refused
+                .as_str()
+                .unwrap()
+                .contains("needs one model name, without spaces"),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(
+        nvim.lua("return require('agent').status().model", vec![])
+            .await,
+        rmpv::Value::from("claude-opus-4-1")
     );
 }

@@ -32,6 +32,11 @@ function M.saw_model(model)
   end
 end
 
+--- Called (scheduled) when the backend has wholly ended a prompt's turn and takes the next
+--- (`idle`): the chat's owner sends the next queued prompt from it.
+---@type fun()?
+M.on_idle = nil
+
 --- Shows one event. Returns false when no handler knows its type.
 ---@param event table
 ---@return boolean handled
@@ -127,6 +132,7 @@ function handlers.started(e)
   status.current.provider = e.provider ~= "" and e.provider or nil
   status.current.model = e.model ~= "" and e.model or nil
   M.saw_model(status.current.model)
+  M.saw_model(e.default_model)
   if status.current.state == "off" then
     status.current.state = "idle"
   end
@@ -347,6 +353,13 @@ function handlers.tool_output(e)
   H.later[e.later] = nil
   if tool then
     render.put_output(tool, render.indented(e.output))
+  end
+end
+
+-- The backend takes the next prompt now (after `turn_done`, once the turn is saved).
+function handlers.idle()
+  if M.on_idle then
+    vim.schedule(M.on_idle)
   end
 end
 

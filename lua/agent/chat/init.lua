@@ -24,7 +24,7 @@ window.checkpoint_at = handlers.checkpoint_at
 ---@param actions { submit: fun(text: string): boolean, cancel: fun(), review: fun(checkpoint: string), idle?: fun() }
 function M.set_actions(actions)
   window.actions = actions
-  status.on_idle = actions.idle
+  handlers.on_idle = actions.idle
 end
 
 --- The prompts waiting for the running turn to end, shown under the chat (chat/queue.lua).
@@ -118,18 +118,21 @@ function M.backend_started()
   end
 end
 
---- The backend was stopped on purpose.
+--- The backend was stopped on purpose. Queued prompts go back into the input.
 function M.backend_stopped()
   status.current.turn = false
   status.set("off")
+  queue.back_to_input(queue.clear())
 end
 
---- The backend exited by itself: say so in the chat; the next prompt starts a new one.
+--- The backend exited by itself: say so in the chat; the next prompt starts a new one. Queued
+--- prompts go back into the input.
 ---@param message string
 function M.backend_exited(message)
   status.current.turn = false
   status.set("off")
   M.error(message)
+  queue.back_to_input(queue.clear())
 end
 
 --- Shows one event from the backend (see src/front/nvim/protocol.rs, UiEvent).

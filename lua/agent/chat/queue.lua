@@ -11,6 +11,10 @@ local H = {}
 ---@type string[]
 M.items = {}
 
+--- True while the queue waits for the person (`:Agent stop` asking what to do with it): nothing
+--- is sent from it meanwhile.
+M.held = false
+
 --- Characters of the first queued prompt the winbar quotes.
 H.SHOWN_CHARS = 60
 
@@ -45,6 +49,30 @@ function M.clear()
   M.items = {}
   M.show()
   return items
+end
+
+--- Puts prompts taken off the queue into the input, after what it holds, and says so.
+---@param prompts string[] in the order they were queued
+function M.back_to_input(prompts)
+  local buf = window.input_buf
+  if #prompts == 0 or not (buf and vim.api.nvim_buf_is_valid(buf)) then
+    return
+  end
+  local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  if #lines == 1 and lines[1] == "" then
+    lines = {}
+  end
+  for _, prompt in ipairs(prompts) do
+    if #lines > 0 then
+      lines[#lines + 1] = ""
+    end
+    vim.list_extend(lines, vim.split(prompt, "\n", { plain = true }))
+  end
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.notify(
+    ("agent: %d queued prompt%s put back in the input"):format(#prompts, #prompts == 1 and "" or "s"),
+    vim.log.levels.INFO
+  )
 end
 
 --- The line the person sees for a queued prompt: its first line, cut.

@@ -18,19 +18,10 @@ H.timer = nil
 H.held = false -- a batch of events is being handled: the winbar is drawn once, at its end
 H.stale = false -- something changed while held
 
---- Called (scheduled) when a prompt's work ends: the state goes from busy to idle. The chat's
---- owner sends the next queued prompt from it.
----@type fun()?
-M.on_idle = nil
-
 --- Moves to `state` and redraws; a running command's seconds tick while it runs.
 ---@param state string
 function M.set(state)
-  local was_busy = M.busy()
   M.current.state = state
-  if was_busy and state == "idle" and M.on_idle then
-    vim.schedule(M.on_idle)
-  end
   local counting = state == "running" and M.current.command ~= nil
   if counting and not H.timer then
     H.timer = vim.uv.new_timer()

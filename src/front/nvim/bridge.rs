@@ -230,7 +230,8 @@ impl Bridge {
         let root = workspace.root().display().to_string();
         let (sandbox_report, _) = session::sandbox_report(&config, workspace.root());
         tracing::info!(sandbox = %sandbox_report.summary, "sandbox");
-        let (provider, model) = provider.map_or_else(Default::default, |p| (p.name, p.model));
+        let (provider, model, default_model) =
+            provider.map_or_else(Default::default, |p| (p.name, p.model, p.default_model));
         tracing::info!(%root, %provider, %model, auto_approve, "session started");
         *self.state.session.lock().await = Some(Session {
             native: native.clone(),
@@ -252,6 +253,7 @@ impl Bridge {
             protocol: PROTOCOL,
             provider,
             model,
+            default_model,
             workspace: root,
             sandbox: sandbox_report.summary,
             sandbox_warnings: sandbox_report.warnings,
@@ -321,6 +323,8 @@ impl Bridge {
             // to end the conversation holds the last handle.
             drop(conversation);
             drop(busy);
+            // Only now is the next prompt taken: the chat sends its queued one on this.
+            bridge.send(UiEvent::Idle);
             // After the turn is over: the next prompt is accepted at once, and its turn waits
             // for git only to start.
             if let (Some(checkpoints), Some(id)) = (checkpoints, taken) {
@@ -700,9 +704,13 @@ impl Bridge {
         }
         .map(str::trim)
         .unwrap_or_default();
-        if name.is_empty() || name.chars().any(char::is_control) {
+        if name.is_empty()
+            || name.chars().count() > 200
+            || name.chars().any(char::is_whitespace)
+            || display::one_line(name) != name
+        {
             return Err(Value::from(
-                "agent: :Agent model needs a model name on one line (:Agent model claude-sonnet-4-5)",
+                "agent: :Agent model needs one model name, without spaces (:Agent model claude-sonnet-4-5)",
             ));
         }
         let conversation = self.state.conversation.lock().await.clone();

@@ -470,10 +470,15 @@ pub enum UiEvent {
         protocol: u32,
         provider: String,
         model: String,
+        /// The provider's default model (empty without a provider).
+        default_model: String,
         workspace: String,
         sandbox: String,
         sandbox_warnings: Vec<String>,
     },
+    /// The prompt's turn has wholly ended (saved, checkpointed): the next prompt is taken now.
+    /// Sent after `turn_done`; the chat sends a queued prompt on it.
+    Idle,
     /// An approval is needed: show the picker, answer with `decide`. Every string in it is a
     /// display string (made visible by [`UiEvent::shown`]): it is only shown, never used to run
     /// or grant anything.
@@ -580,6 +585,7 @@ impl UiEvent {
                 protocol,
                 provider,
                 model,
+                default_model,
                 workspace,
                 sandbox,
                 sandbox_warnings,
@@ -588,11 +594,12 @@ impl UiEvent {
                 protocol,
                 provider,
                 model,
+                default_model,
                 workspace,
                 sandbox: one(sandbox),
                 sandbox_warnings: sandbox_warnings.into_iter().map(one).collect(),
             },
-            UiEvent::Reviewable { .. } => self,
+            UiEvent::Reviewable { .. } | UiEvent::Idle => self,
             UiEvent::Approval {
                 id,
                 tool,
