@@ -15,9 +15,12 @@ usage:
       Run one tool (read_file, list_files, edit_file, run_bash) and print its result as JSON.
   agent-nvim run [--workspace DIR] [--provider P] [--model M] [--base-url URL]
                  [--auto-approve] [--max-turns N] [--timeout SECS] [--pass-env NAME]...
-                 [SANDBOX FLAGS] [--resume [ID]] PROMPT
+                 [SANDBOX FLAGS] [--resume [ID]] [--instructions FILE]... [--no-instructions]
+                 PROMPT
       Run the agent on one prompt in the terminal; its text streams to stdout. The
       conversation is saved; --resume continues the one with ID (the latest without one).
+      The first of AGENTS.md, CLAUDE.md (or the --instructions files) at the workspace root
+      goes into the system prompt; --no-instructions reads none.
       Providers: anthropic (ANTHROPIC_API_KEY), openai (OPENAI_API_KEY), ollama (no key).
       run_bash's commands do not get the API key variables; --pass-env NAME passes one.
   agent-nvim sessions [--workspace DIR]
@@ -95,6 +98,9 @@ pub struct RunArgs {
     pub resume: Option<Option<String>>,
     /// The sandbox run_bash's commands run in.
     pub sandbox: SandboxFlags,
+    /// The project's instruction files to look for (`--instructions FILE`, repeatable; empty
+    /// with `--no-instructions`); None: AGENTS.md, then CLAUDE.md.
+    pub instructions: Option<Vec<String>>,
 }
 
 /// Arguments of `agent-nvim sandbox`.
@@ -238,6 +244,7 @@ fn parse_run(args: impl Iterator<Item = String>) -> Result<RunArgs> {
         pass_env: Vec::new(),
         resume: None,
         sandbox: SandboxFlags::default(),
+        instructions: None,
     };
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
@@ -263,6 +270,11 @@ fn parse_run(args: impl Iterator<Item = String>) -> Result<RunArgs> {
             }
             "--timeout" => run.timeout = Some(seconds(&value(&mut args, "--timeout")?)?),
             "--pass-env" => run.pass_env.push(value(&mut args, "--pass-env")?),
+            "--instructions" => run
+                .instructions
+                .get_or_insert_with(Vec::new)
+                .push(value(&mut args, "--instructions")?),
+            "--no-instructions" => run.instructions = Some(Vec::new()),
             // The id is optional: the next word is taken as one only when it has an id's shape.
             "--resume" => run.resume = Some(args.next_if(|word| is_id(word))),
             flag if flag.starts_with("--resume=") => {
@@ -412,8 +424,23 @@ mod tests {
                 pass_env: vec!["A".into(), "B".into()],
                 resume: None,
                 sandbox: SandboxFlags::default(),
+                instructions: None,
             })
         );
+    }
+
+    #[test]
+    fn run_takes_instruction_files_or_none() {
+        let instructions = |words: &str| match parse_words(words).unwrap() {
+            Command::Run(run) => run.instructions,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(instructions("run go"), None);
+        assert_eq!(
+            instructions("run --instructions RULES.md --instructions AGENTS.md go"),
+            Some(vec!["RULES.md".into(), "AGENTS.md".into()])
+        );
+        assert_eq!(instructions("run --no-instructions go"), Some(vec![]));
     }
 
     #[test]

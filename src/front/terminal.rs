@@ -240,6 +240,9 @@ pub fn run_agent(args: RunArgs) -> Result<u8> {
     if let Some(max_turns) = args.max_turns {
         config.max_turns = max_turns;
     }
+    if let Some(files) = args.instructions {
+        config.instructions = files;
+    }
     let executor = terminal_executor(&config)?;
     warn_about_sandbox(&config, &executor);
     let store = config
@@ -431,7 +434,8 @@ async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Conversat
                 at_line_start = text.ends_with('\n');
                 out.write_all(redact(&text).as_bytes())
             }
-            Event::Notice { text } => line(&text, &mut out),
+            // Beside the answer, not in it: stdout is the model's text and the tool rows.
+            Event::Notice { text } => writeln!(std::io::stderr(), "agent: {}", redact(&text)),
             Event::ToolFinished { ok, summary, .. } => line(
                 &format!("{} {summary}", if ok { "▸" } else { "✗" }),
                 &mut out,

@@ -516,3 +516,36 @@ fn a_run_is_saved_listed_and_resumed_with_the_earlier_turns_sent_again() {
         all_output(&missing)
     );
 }
+
+#[test]
+fn agents_md_goes_into_the_system_prompt_said_on_stderr_and_no_instructions_reads_none() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("AGENTS.md"), "RULE-FROM-AGENTS-MD\n").unwrap();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![Part::Text("ok".into())]),
+            turn(vec![Part::Text("ok".into())]),
+        ],
+    );
+    let out = run(Some(&mock), dir.path(), &["hi"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "ok\ndone · 1200 in / 34 out tokens\n"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("agent: instructions: AGENTS.md\n"),
+        "{stderr}"
+    );
+    let system = |n: usize| mock.requests()[n].body["system"][0]["text"].to_string();
+    assert!(system(0).contains("RULE-FROM-AGENTS-MD"));
+
+    let out = run(Some(&mock), dir.path(), &["--no-instructions", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("instructions"));
+    assert!(!system(1).contains("RULE-FROM-AGENTS-MD"));
+}
