@@ -28,7 +28,7 @@ local H = {}
 ---@field sandbox { mode: "workspace-write"|"read-only"|"off", network: boolean, writable: string[] }
 ---@field auto_allow_sandboxed boolean
 ---@field instructions string[]|false
----@field models string[]
+---@field models table<integer|string, string|table>
 ---@field ask { context_lines: integer }
 H.defaults = {
   -- provider = nil,      -- "anthropic" | "openai" | "ollama"; nil: the first whose API key is set
@@ -77,7 +77,8 @@ H.defaults = {
   instructions = { "AGENTS.md", "CLAUDE.md" }, -- the project's instructions: the first of these at
   --                                            the workspace root goes into the system prompt,
   --                                            read again before each prompt; false: none
-  models = {}, -- what :Agent model offers besides the provider's default: { "claude-opus-4-1" }
+  models = {}, -- what :Agent model offers besides the provider's default: { "claude-opus-4-1" };
+  --              a model's settings go under its name: { ["my-model"] = { context = 32000 } }
   ask = {
     context_lines = 20, -- lines before and after the cursor line the ask mapping sends
   },
@@ -187,6 +188,25 @@ function H.string_list(v)
   return true
 end
 
+--- `models`: names (the list part) and settings by name (`["name"] = { ... }`).
+function H.models(v)
+  if type(v) ~= "table" then
+    return 'a list of model names, and settings by name: { "claude-opus-4-1", ["m"] = { context = 32000 } }'
+  end
+  for key, value in pairs(v) do
+    local ok
+    if type(key) == "number" then
+      ok = type(value) == "string" and vim.trim(value) ~= "" and not value:find("[%c%s]")
+    else
+      ok = type(key) == "string" and key ~= "" and type(value) == "table"
+    end
+    if not ok then
+      return 'a list of model names, and settings by name: { "claude-opus-4-1", ["m"] = { context = 32000 } }'
+    end
+  end
+  return true
+end
+
 function H.instructions(v)
   if v == false then
     return true
@@ -248,7 +268,7 @@ H.schema = {
   ["sandbox.writable"] = H.path_list,
   auto_allow_sandboxed = boolean,
   instructions = H.instructions,
-  models = H.string_list,
+  models = H.models,
   ask = table_,
   ["ask.context_lines"] = function(v)
     return (type(v) == "number" and v >= 0 and math.floor(v) == v) or "a whole number of lines (0 or more)"
@@ -310,6 +330,7 @@ function M.setup(opts)
       or check == H.rule_list
       or check == H.path_list
       or check == H.string_list
+      or check == H.models
       or check == H.instructions
     then
       local given = H.get(opts, path)

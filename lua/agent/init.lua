@@ -185,7 +185,16 @@ function M.models()
       names[#names + 1] = name
     end
   end
-  for _, name in ipairs(require("agent.config").options.models or {}) do
+  local configured = require("agent.config").options.models or {}
+  for _, name in ipairs(configured) do
+    add(name)
+  end
+  -- Models given settings by name are offered too, in a stable order.
+  local named = vim.tbl_filter(function(key)
+    return type(key) == "string"
+  end, vim.tbl_keys(configured))
+  table.sort(named)
+  for _, name in ipairs(named) do
     add(name)
   end
   local chat = package.loaded["agent.chat"] and require("agent.chat")

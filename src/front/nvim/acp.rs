@@ -499,6 +499,8 @@ mod tests {
             UiEvent::error("agent: still starting claude; send the prompt again in a moment")
         );
         bridge.idle().await;
+        // No turn ran: the chat only hears that the next prompt is taken.
+        assert_eq!(next(&mut ui).await, UiEvent::Idle);
         assert!(ui.try_recv().is_err());
     }
 
@@ -547,6 +549,7 @@ mod tests {
             };
             assert_eq!(message, answer);
             bridge.idle().await;
+            assert_eq!(next(&mut ui).await, UiEvent::Idle);
             assert!(!second.ended.load(Ordering::SeqCst));
             bridge.switch_to(second.clone()).await;
             // Switching to the conversation already held ends nothing.
