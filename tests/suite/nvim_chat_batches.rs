@@ -27,6 +27,7 @@ fn tool_finished(id: &str, ok: bool, output: &str) -> UiEvent {
         ok,
         summary: format!("read_file {id}"),
         output: output.into(),
+        diff: None,
     })
 }
 
@@ -352,6 +353,7 @@ async fn a_resumed_chat_with_outputs_after_its_rows_looks_as_the_live_one_did() 
     resumed.push(UiEvent::ToolOutput {
         later: 0,
         output: "line one\n\nline three\n".into(),
+        diff: None,
     });
     let seen_live = shown_in_batches(&nvim, &live, 1).await;
 
@@ -419,6 +421,7 @@ async fn forty_rows_shown() -> (Nvim, Vec<UiEvent>) {
         .map(|i| UiEvent::ToolOutput {
             later: i,
             output: "a line of output\n".repeat(30),
+            diff: None,
         })
         .collect();
     (nvim, outputs)

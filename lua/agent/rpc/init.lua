@@ -20,7 +20,7 @@ local H = {}
 
 --- The protocol this file speaks; a backend announcing another one is stopped, with a message
 --- saying how to rebuild it.
-M.PROTOCOL = 6
+M.PROTOCOL = 7
 
 --- The plugin's root: the directory holding lua/ and plugin/.
 M.plugin_root = paths.root

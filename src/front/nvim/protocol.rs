@@ -21,7 +21,7 @@ use crate::display::{self, Layout};
 
 /// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
 /// says how to rebuild it.
-pub const PROTOCOL: u32 = 6;
+pub const PROTOCOL: u32 = 7;
 
 /// The Lua functions Rust calls, as the code given to `nvim_exec_lua` (`...` are its arguments).
 /// Each lives in `agent.rpc` (the module Lua users and tests `require`).
@@ -531,8 +531,14 @@ pub enum UiEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         later: Option<u64>,
     },
-    /// The output of resumed tool row `later`, put under the row and folded with it.
-    ToolOutput { later: u64, output: String },
+    /// The output of resumed tool row `later` (and an edit's diff), put under the row and
+    /// folded with it.
+    ToolOutput {
+        later: u64,
+        output: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<String>,
+    },
     /// What the turn loop (or an external agent's turn) reports.
     #[serde(untagged)]
     Agent(Event),
@@ -687,9 +693,14 @@ impl UiEvent {
                 note: note.map(one),
                 later,
             },
-            UiEvent::ToolOutput { later, output } => UiEvent::ToolOutput {
+            UiEvent::ToolOutput {
+                later,
+                output,
+                diff,
+            } => UiEvent::ToolOutput {
                 later,
                 output: prose(output),
+                diff: diff.map(prose),
             },
             UiEvent::Agent(event) => UiEvent::Agent(display::shown(event)),
             UiEvent::Update(AgentUpdate::Thought { text }) => {
