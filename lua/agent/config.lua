@@ -27,6 +27,7 @@ local H = {}
 ---@field permissions { allow: string[], ask: string[], deny: string[] }
 ---@field sandbox { mode: "workspace-write"|"read-only"|"off", network: boolean, writable: string[] }
 ---@field auto_allow_sandboxed boolean
+---@field render boolean
 H.defaults = {
   -- provider = nil,      -- "anthropic" | "openai" | "ollama"; nil: the first whose API key is set
   -- model = nil,         -- model name; nil: the provider's default
@@ -71,6 +72,8 @@ H.defaults = {
   },
   auto_allow_sandboxed = false, -- run commands without asking while the sandbox is in force (edits
   --                               are still asked about; permission rules still apply)
+  render = true, -- highlight the chat as markdown (headings, emphasis, code blocks in their language);
+  --                false: plain text (your own markdown plugins still see filetype markdown)
   window = {
     side = "right", -- where the conversation split opens: "right" or "left"
     width = 80, -- columns, or a fraction of the screen's width (0.4)
@@ -216,6 +219,7 @@ H.schema = {
   ["sandbox.network"] = boolean,
   ["sandbox.writable"] = H.path_list,
   auto_allow_sandboxed = boolean,
+  render = boolean,
 }
 
 --- What the sandbox becomes while any of its options is wrong: the strictest one, so a typo

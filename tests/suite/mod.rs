@@ -14,6 +14,7 @@ mod nvim_keys;
 mod nvim_permissions;
 mod nvim_plugin;
 mod nvim_proposal;
+mod nvim_render;
 mod nvim_rewind;
 mod nvim_sandbox;
 mod nvim_sessions;
