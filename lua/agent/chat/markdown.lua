@@ -22,9 +22,12 @@ M.ns = vim.api.nvim_create_namespace("agent.chat.markdown")
 H.ns_start = vim.api.nvim_create_namespace("agent.chat.markdown.start") -- the open region's unsettled start
 
 H.FRAME_MS = 16
--- An unsettled part longer than this (a very long code block or list still being written) is
--- settled at its last line anyway; an open code fence is carried over (H.settle).
+-- An unsettled part of more lines than this (a very long code block or list still being
+-- written) is settled at its last line anyway; an open code fence is carried over (H.settle).
 H.MAX_LINES = 400
+-- The same for a part of more bytes than this; a last line longer than this alone (a model
+-- writing one huge line) is left plain until it ends.
+H.MAX_BYTES = 64 * 1024
 -- Captures that are not highlights.
 H.skip = { spell = true, nospell = true, conceal = true }
 
@@ -113,6 +116,9 @@ function H.highlight(region, stop, final)
     return
   end
   local lines = vim.api.nvim_buf_get_lines(buf, start, stop, false)
+  if not final and #lines == 1 and #lines[1] > H.MAX_BYTES then
+    return
+  end
   vim.api.nvim_buf_clear_namespace(buf, M.ns, start, stop)
   -- Source row r is buffer row r + offset; a carried-over fence is source row 0, not shown.
   local offset = start
@@ -130,7 +136,7 @@ function H.highlight(region, stop, final)
     H.apply(buf, tree, ltree:lang(), source, offset, start)
   end)
   if not final then
-    H.settle(region, parser, lines, offset, stop)
+    H.settle(region, parser, lines, offset, stop, #source)
   end
 end
 
@@ -182,7 +188,7 @@ function H.last_block(root)
 end
 
 -- Moves the region's start to its last block: what is above it is final.
-function H.settle(region, parser, lines, offset, stop)
+function H.settle(region, parser, lines, offset, stop, bytes)
   local tree = parser:trees()[1]
   local block = tree and H.last_block(tree:root())
   if not block then
@@ -193,7 +199,7 @@ function H.settle(region, parser, lines, offset, stop)
   local to, prefix = nil, nil
   if row > first then
     to = row + offset
-  elseif #lines - first > H.MAX_LINES then
+  elseif #lines - first > H.MAX_LINES or bytes > H.MAX_BYTES then
     -- One block too long to parse again each frame: settle at the last line (it may still
     -- grow). Inside an open code fence, its opening line is parsed before what follows.
     to = stop - 1
