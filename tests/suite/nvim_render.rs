@@ -192,23 +192,29 @@ async fn only_the_end_of_a_long_answer_is_parsed_again_and_a_long_code_block_kee
         setup: crate::support::nvim::setup_lua(""),
     })
     .await;
+    nvim.lua(
+        "local answer = ... \
+         local chat = require('agent.chat') \
+         chat.open() \
+         local function batch(e) chat.begin_batch() chat.handle(e) chat.end_batch() end \
+         batch({ type = 'turn_started' }) \
+         for i = 1, #answer, 4000 do \
+           batch({ type = 'text', text = answer:sub(i, i + 3999) }) \
+           vim.wait(20) \
+         end",
+        vec![Value::from(answer.as_str())],
+    )
+    .await;
+    // Highlighted a part a frame (a bounded amount each), it catches up with the text.
+    nvim.wait_for("not require('agent.chat.markdown').behind()")
+        .await;
     let unsettled = nvim
         .lua(
-            "local answer = ... \
-             local chat = require('agent.chat') \
-             chat.open() \
-             local function batch(e) chat.begin_batch() chat.handle(e) chat.end_batch() end \
-             batch({ type = 'turn_started' }) \
-             for i = 1, #answer, 4000 do \
-               batch({ type = 'text', text = answer:sub(i, i + 3999) }) \
-               vim.wait(20) \
-             end \
-             vim.wait(50) \
-             local buf = vim.fn.bufnr('agent://chat') \
+            "local buf = vim.fn.bufnr('agent://chat') \
              local ns = vim.api.nvim_get_namespaces()['agent.chat.markdown.start'] \
              local marks = vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, {}) \
              return { #marks, marks[1] and marks[1][2] or -1, vim.api.nvim_buf_line_count(buf) }",
-            vec![Value::from(answer.as_str())],
+            vec![],
         )
         .await;
     let v: Vec<i64> = unsettled
