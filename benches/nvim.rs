@@ -9,8 +9,18 @@
 //! of every delta. Times taken inside Neovim (`vim.uv.hrtime()`) and here (`CLOCK_MONOTONIC`) are
 //! on the same clock.
 //!
+//! Since issue 13 the chat highlights its markdown, and the stream is measured twice: into an
+//! empty chat, and appended to a chat that already holds AGENT_NVIM_BENCH_PRIOR_MB of earlier
+//! conversation (default 10, written through the chat's own handlers, highlighted as a live one
+//! is); then a trickle of 100 deltas a second for AGENT_NVIM_BENCH_TRICKLE_SECS (default 60),
+//! for Neovim's share of a core.
+//!
 //! Knobs: AGENT_NVIM_BENCH_STREAM_SECS (how long the server takes to send the 50,000 deltas,
-//! default 5), AGENT_NVIM_BENCH_RUNS (start-up and first-`:Agent` samples, default 20 and 10).
+//! default 5), AGENT_NVIM_BENCH_RUNS (start-up and first-`:Agent` samples, default 20 and 10),
+//! AGENT_NVIM_BENCH_PRIOR_MB, AGENT_NVIM_BENCH_TRICKLE_SECS, AGENT_NVIM_BENCH_RENDER=0 (the
+//! chat without markdown highlighting: `render = false`, the figures before issue 13), and
+//! AGENT_NVIM_BENCH_ONLY (a comma list of `startup`, `ready`, `stream`, `prior`, `trickle`; all
+//! by default).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -38,17 +48,72 @@ fn main() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(default)
     };
-    let stream_secs: f64 = std::env::var("AGENT_NVIM_BENCH_STREAM_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5.0);
-    startup_cost(runs(20));
+    let knob = |name: &str, default: f64| -> f64 {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let stream_secs = knob("AGENT_NVIM_BENCH_STREAM_SECS", 5.0);
+    let prior_mb = knob("AGENT_NVIM_BENCH_PRIOR_MB", 10.0);
+    let trickle_secs = knob("AGENT_NVIM_BENCH_TRICKLE_SECS", 60.0);
+    let render = std::env::var("AGENT_NVIM_BENCH_RENDER").map_or(true, |v| v != "0");
+    let only = std::env::var("AGENT_NVIM_BENCH_ONLY").unwrap_or_default();
+    let part = |name: &str| only.is_empty() || only.split(',').any(|p| p.trim() == name);
+    println!(
+        "markdown highlighting: {}",
+        if render { "on" } else { "off (render = false)" }
+    );
+    if part("startup") {
+        startup_cost(runs(20));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(first_agent_ready(runs(10)));
-    runtime.block_on(stream(Duration::from_secs_f64(stream_secs)));
+    if part("ready") {
+        runtime.block_on(first_agent_ready(runs(10)));
+    }
+    let over = Duration::from_secs_f64(stream_secs);
+    if part("stream") {
+        runtime.block_on(stream(over, 0, render));
+    }
+    if part("prior") {
+        let prior = (prior_mb * 1e6) as usize;
+        runtime.block_on(stream(over, prior, render));
+    }
+    if part("trickle") {
+        runtime.block_on(trickle(Duration::from_secs_f64(trickle_secs), render));
+    }
+}
+
+/// The setup options for `render`.
+fn extra(render: bool) -> &'static str {
+    if render {
+        ""
+    } else {
+        "render = false"
+    }
+}
+
+/// A Neovim with a UI whose plugin talks to `mock`, its backend started, the cursor out of the
+/// chat; and the pids of Neovim and of the backend.
+async fn started(mock: &MockLlm, render: bool) -> (Nvim, u32, Option<u32>) {
+    let nvim = Nvim::start(Options {
+        ui: Some(UI),
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "bench-key".into()),
+            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+        ],
+        setup: setup_lua_for(env!("CARGO_BIN_EXE_agent-nvim"), extra(render)),
+    })
+    .await;
+    nvim.cmd("Agent").await;
+    nvim.wait_for("require('agent.rpc').info() ~= nil").await;
+    nvim.cmd("wincmd p").await;
+    let nvim_pid = nvim.child.id().unwrap();
+    let backend_pid = children(nvim_pid).into_iter().next();
+    (nvim, nvim_pid, backend_pid)
 }
 
 /// Points the support code at the Neovim scripts/ensure-nvim.sh prints (installing it if needed).
@@ -375,7 +440,32 @@ rpc.receive = function(events)
 end
 "#;
 
-async fn stream(over: Duration) {
+/// Fills the chat with earlier turns through its own handlers, in batches of the pump's largest
+/// size (80 KB of text), as a resumed or long conversation would have written them: prompt, the
+/// answer's text (`text`, as many copies as make `bytes`), the turn's end.
+const PRIOR_LUA: &str = r#"
+local text, bytes = ...
+local chat = require('agent.chat')
+local function batch(events)
+  chat.begin_batch()
+  for _, e in ipairs(events) do chat.handle(e) end
+  chat.end_batch()
+end
+local written, turn = 0, 0
+while written < bytes do
+  turn = turn + 1
+  batch({ { type = 'prompt', text = 'An earlier question, number ' .. turn }, { type = 'turn_started' } })
+  for i = 1, #text, 80000 do
+    batch({ { type = 'text', text = text:sub(i, i + 79999) } })
+  end
+  written = written + #text
+  batch({ { type = 'turn_done', outcome = 'done', message = 'done · 1 in / 1 out tokens', input = 1, output = 1 } })
+end
+local buf = vim.fn.bufnr('agent://chat')
+return { turn, vim.api.nvim_buf_line_count(buf) }
+"#;
+
+async fn stream(over: Duration, prior: usize, render: bool) {
     let text = answer();
     let deltas: Vec<String> = text
         .as_bytes()
@@ -394,23 +484,40 @@ async fn stream(over: Duration) {
     // Instant is CLOCK_MONOTONIC too: one reading of both converts the mock's times.
     let (clock_at, clock_ns) = (Instant::now(), mono_ns());
 
-    let nvim = Nvim::start(Options {
-        ui: Some(UI),
-        env: vec![
-            ("ANTHROPIC_API_KEY".into(), "bench-key".into()),
-            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
-        ],
-        setup: setup_lua_for(env!("CARGO_BIN_EXE_agent-nvim"), ""),
-    })
-    .await;
+    // Start the backend first, so that the stream is all that is measured.
+    let (nvim, nvim_pid, backend_pid) = started(&mock, render).await;
+    if prior > 0 {
+        // The earlier answers must not end with the line the screen is searched for.
+        let earlier = text.replace(LAST.trim(), "an earlier answer ends here");
+        let filled = Instant::now();
+        let shape = nvim
+            .lua(
+                PRIOR_LUA,
+                vec![Value::from(earlier.as_str()), Value::from(prior as u64)],
+            )
+            .await;
+        let filled_in = filled.elapsed();
+        let highlighted = caught_up(&nvim).await;
+        let marks = nvim
+            .lua(
+                "local ns = vim.api.nvim_create_namespace('agent.chat.markdown') \
+                 return #vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent://chat'), ns, 0, -1, {})",
+                vec![],
+            )
+            .await;
+        println!(
+            "prior chat: {:.1} MB in {} turns, {} lines, written in {:.1} s; its {} markdown \
+             highlights done {:.1} s later (a part a frame)",
+            prior as f64 / 1e6,
+            num(&shape[0]),
+            num(&shape[1]),
+            filled_in.as_secs_f64(),
+            num(&marks),
+            highlighted.duration_since(filled + filled_in).as_secs_f64(),
+        );
+    }
     nvim.lua(RECORD_LUA, vec![Value::from(text.len() as u64)])
         .await;
-    // Start the backend first, so that the stream is all that is measured.
-    nvim.cmd("Agent").await;
-    nvim.wait_for("require('agent.rpc').info() ~= nil").await;
-    nvim.cmd("wincmd p").await;
-    let nvim_pid = nvim.child.id().unwrap();
-    let backend_pid = children(nvim_pid).into_iter().next();
 
     // The probe: an RPC request every 10 ms, timed (test_support::nvim::Probe).
     let probe = Probe::start(&nvim);
@@ -450,6 +557,9 @@ async fn stream(over: Duration) {
     let probes = probe.stop().await;
     nvim.wait_for("require('agent').status().state == 'idle'")
         .await;
+    // The markdown highlighted to the end (a bounded part a frame: a flood is highlighted a
+    // little behind its text).
+    let highlighted = caught_up(&nvim).await;
 
     // The chat holds exactly what was sent, after the headers and before the closing notice.
     let chat = nvim
@@ -460,7 +570,7 @@ async fn stream(over: Duration) {
         .await;
     let chat = chat.as_str().unwrap();
     let head = "## Agent\n\n";
-    let at = chat.find(head).expect("no agent header") + head.len();
+    let at = chat.rfind(head).expect("no agent header") + head.len();
     let shows_all = chat[at..].starts_with(&text);
     assert!(shows_all, "the chat does not hold the answer as sent");
     let screen = nvim.screen();
@@ -506,8 +616,13 @@ async fn stream(over: Duration) {
     let span = (starts[*text_batches.last().unwrap()] - starts[text_batches[0]]) / 1e9;
 
     println!(
-        "stream: {DELTAS} text_delta events of {DELTA_BYTES} B (1 MB), sent over {:.2} s \
+        "stream{}: {DELTAS} text_delta events of {DELTA_BYTES} B (1 MB), sent over {:.2} s \
          ({:.0} deltas/s, {} events written one by one), UI {}x{}",
+        if prior > 0 {
+            format!(" after a {:.0} MB chat", prior as f64 / 1e6)
+        } else {
+            String::new()
+        },
         sending.as_secs_f64(),
         (DELTAS - 1) as f64 / sending.as_secs_f64(),
         events,
@@ -526,9 +641,11 @@ async fn stream(over: Duration) {
         ms(longest_still),
     );
     println!(
-        "  chat complete after the last delta was sent: buffer {:.1} ms, screen {:.1} ms",
+        "  chat complete after the last delta was sent: buffer {:.1} ms, screen {:.1} ms; \
+         markdown highlighted to the end {:.0} ms after it",
         (complete_ns - last_ns) / 1e6,
         ms(shown.duration_since(last_at)),
+        ms(highlighted.duration_since(last_at)),
     );
     println!(
         "  RPC probe (nvim_eval(\"1\") every 10 ms) during the stream: {} probes, median {:.2} ms, \
@@ -554,6 +671,76 @@ async fn stream(over: Duration) {
         "  CPU from the prompt to the end shown: nvim {:.2} s, backend {:.2} s",
         cpu_after.0 - cpu_before.0,
         cpu_after.1 - cpu_before.1,
+    );
+    let _ = nvim.api.command("qa!").await;
+}
+
+/// When the chat's markdown is highlighted to its end (waiting up to 10 minutes).
+async fn caught_up(nvim: &Nvim) -> Instant {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let behind = nvim
+            .lua("return require('agent.chat.markdown').behind()", vec![])
+            .await;
+        if behind.as_bool() == Some(false) {
+            return Instant::now();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the highlighting never caught up"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+// 4. A trickle: 100 deltas a second ------------------------------------------------------------
+
+/// Neovim's CPU while a model streams slowly (100 deltas of 20 B a second for `over`), the
+/// markdown highlighted as it comes: its share of one core from the first delta to the last.
+async fn trickle(over: Duration, render: bool) {
+    let count = ((over.as_secs_f64() * 100.0) as usize).max(2);
+    let text = answer();
+    let deltas: Vec<String> = text
+        .as_bytes()
+        .chunks(DELTA_BYTES)
+        .take(count)
+        .map(|c| std::str::from_utf8(c).unwrap().to_string())
+        .collect();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![Reply::Spread {
+            parts: vec![Part::Deltas(deltas)],
+            over,
+        }],
+    );
+    let (nvim, nvim_pid, backend_pid) = started(&mock, render).await;
+    nvim.lua("require('agent').ask('Write slowly.')", vec![])
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while mock.text_sent_count() == 0 {
+        assert!(Instant::now() < deadline, "the stream never began");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let (began, cpu_before) = (
+        Instant::now(),
+        (cpu_secs(nvim_pid), backend_pid.map_or(f64::NAN, cpu_secs)),
+    );
+    while mock.text_sent_count() < count {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = began.elapsed().as_secs_f64();
+    let cpu_after = (cpu_secs(nvim_pid), backend_pid.map_or(f64::NAN, cpu_secs));
+    nvim.wait_for("require('agent').status().state == 'idle'")
+        .await;
+    println!(
+        "trickle: {count} deltas of {DELTA_BYTES} B at 100 a second ({took:.1} s), UI {}x{}: \
+         nvim {:.2} s of CPU ({:.1}% of a core), backend {:.2} s ({:.1}%)",
+        UI.0,
+        UI.1,
+        cpu_after.0 - cpu_before.0,
+        (cpu_after.0 - cpu_before.0) / took * 100.0,
+        cpu_after.1 - cpu_before.1,
+        (cpu_after.1 - cpu_before.1) / took * 100.0,
     );
     let _ = nvim.api.command("qa!").await;
 }

@@ -76,6 +76,7 @@ fn events() -> Vec<ConversationEvent> {
             ok: true,
             summary: format!("read src/f{i}.rs ({OUTPUT} chars)"),
             output: text(OUTPUT, i),
+            diff: None,
         }));
     }
     out.push(ConversationEvent::Turn(Event::TurnDone {

@@ -37,6 +37,10 @@ pub enum Event {
         ok: bool,
         summary: String,
         output: String,
+        /// The unified diff an applied edit wrote (clamped): what the row's fold shows under
+        /// the output. Absent for every other call (and in conversations saved before it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<String>,
     },
     /// The request failed and will be retried.
     Retrying {
@@ -325,8 +329,8 @@ impl Agent {
             }
             let mut results = Vec::with_capacity(calls.len());
             for call in &calls {
-                let result = if cancel.is_cancelled() {
-                    ToolResult::fail(CANCELLED)
+                let (result, diff) = if cancel.is_cancelled() {
+                    (ToolResult::fail(CANCELLED), None)
                 } else {
                     let args = call.args.clone().unwrap_or(Value::Null);
                     send(Event::ToolStarted {
@@ -335,11 +339,14 @@ impl Agent {
                         args,
                     });
                     match &call.args {
-                        Ok(args) => self.executor.call(&call.name, args, cancel).await,
-                        Err(err) => ToolResult::fail(format!(
-                            "{}: the arguments are not valid JSON ({err}); send them again as one JSON object.",
-                            call.name
-                        )),
+                        Ok(args) => self.executor.call_with_diff(&call.name, args, cancel).await,
+                        Err(err) => (
+                            ToolResult::fail(format!(
+                                "{}: the arguments are not valid JSON ({err}); send them again as one JSON object.",
+                                call.name
+                            )),
+                            None,
+                        ),
                     }
                 };
                 send(Event::ToolFinished {
@@ -348,6 +355,7 @@ impl Agent {
                     ok: result.ok,
                     summary: result.summary,
                     output: result.text.clone(),
+                    diff,
                 });
                 results.push(CallResult {
                     id: call.id.clone(),

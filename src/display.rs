@@ -457,12 +457,14 @@ pub fn shown(event: Event) -> Event {
             ok,
             summary,
             output,
+            diff,
         } => Event::ToolFinished {
             id,
             name: one(name),
             ok,
             summary: one(summary),
             output: prose(output),
+            diff: diff.map(prose),
         },
         Event::Retrying {
             attempt,
@@ -884,6 +886,7 @@ mod tests {
             ok: true,
             summary: "$ touch PWNED #\r\u{1b}[2Kls -la -> exit 0".into(),
             output: "a\u{1b}[31m\r\nb\n".into(),
+            diff: Some("+x\u{1b}[2J\n".into()),
         });
         assert_eq!(
             finished,
@@ -893,6 +896,7 @@ mod tests {
                 ok: true,
                 summary: "$ touch PWNED #\\r\\e[2Kls -la -> exit 0".into(),
                 output: "a\\e[31m\nb\n".into(),
+                diff: Some("+x\\e[2J\n".into()),
             }
         );
         assert_eq!(

@@ -30,6 +30,7 @@ local H = {}
 ---@field instructions string[]|false
 ---@field models table<integer|string, string|table>
 ---@field ask { context_lines: integer }
+---@field render boolean
 H.defaults = {
   -- provider = nil,      -- "anthropic" | "openai" | "ollama"; nil: the first whose API key is set
   -- model = nil,         -- model name; nil: the provider's default
@@ -82,6 +83,8 @@ H.defaults = {
   ask = {
     context_lines = 20, -- lines before and after the cursor line the ask mapping sends
   },
+  render = true, -- highlight the chat as markdown (headings, emphasis, code blocks in their language);
+  --                false: plain text (your own markdown plugins still see filetype markdown)
   window = {
     side = "right", -- where the conversation split opens: "right" or "left"
     width = 80, -- columns, or a fraction of the screen's width (0.4)
@@ -273,6 +276,7 @@ H.schema = {
   ["ask.context_lines"] = function(v)
     return (type(v) == "number" and v >= 0 and math.floor(v) == v) or "a whole number of lines (0 or more)"
   end,
+  render = boolean,
 }
 
 --- What the sandbox becomes while any of its options is wrong: the strictest one, so a typo

@@ -810,10 +810,14 @@ H.subcommands = {
 
 -- Highlight groups: links to built-ins, `default` so a colorscheme or the user can override them.
 H.highlights = {
-  AgentHeader = "Title", -- `## You`, `## Agent`
+  AgentHeader = "Title", -- an external agent's `Plan`
+  AgentUserHeader = "Title", -- `## You`
+  AgentAgentHeader = "Function", -- `## Agent`
   AgentToolRow = "Special", -- `▸ read src/a.rs (120 chars)`
-  AgentToolRunning = "DiagnosticWarn", -- `… running run_bash`
-  AgentToolError = "DiagnosticError", -- `✗ $ cargo test -> exit 124`
+  AgentToolRunning = "DiagnosticWarn", -- `… running run_bash (3s)`
+  AgentToolFailed = "DiagnosticError", -- `✗ $ cargo test -> exit 124`: a failed result
+  AgentToolError = "AgentToolFailed", -- the older name of AgentToolFailed
+  AgentToolExit = "DiagnosticWarn", -- `▸ $ cargo test -> exit 101`: a command that exited non-zero
   AgentToolOutput = "Comment", -- a tool's output, below its row (folded)
   AgentNotice = "Comment", -- `done · 10 in / 20 out tokens`, retries, approval decisions
   AgentError = "DiagnosticError", -- an error from the backend

@@ -529,6 +529,7 @@ async fn cancel_sends_session_cancel_and_answers_the_open_question_cancelled() {
                 ok: false,
                 summary: "Run it".into(),
                 output: "cancelled".into(),
+                diff: None,
             }),
             done(Outcome::Cancelled, "cancelled"),
         ]
@@ -865,6 +866,7 @@ async fn a_loaded_session_is_replayed_as_prompts_and_turns_and_the_next_prompt_g
                 ok: true,
                 summary: "Read parse.rs".into(),
                 output: String::new(),
+                diff: None,
             }),
             AcpEvent::Agent(AgentUpdate::UserMessage {
                 text: "thanks".into()

@@ -136,6 +136,7 @@ impl Tools {
                 ok: call.status == "completed",
                 summary: call.title.clone(),
                 output,
+                diff: None,
             }));
         }
         events
@@ -170,6 +171,7 @@ impl Tools {
                 ok,
                 summary: call.title,
                 output,
+                diff: None,
             }));
         }
         self.calls.clear();
@@ -357,6 +359,7 @@ mod tests {
                     ok: true,
                     summary: "Read a.txt".into(),
                     output: "hello\n[terminal term-9]".into(),
+                    diff: None,
                 }),
                 updated(
                     "t1",
@@ -390,6 +393,7 @@ mod tests {
                     ok: false,
                     summary: "Run ls".into(),
                     output: "ls: boom".into(),
+                    diff: None,
                 }),
             ]
         );
@@ -457,6 +461,7 @@ mod tests {
                 ok: false,
                 summary: "B".into(),
                 output: "cancelled".into(),
+                diff: None,
             })]
         );
         assert_eq!(tools.get("a"), None);

@@ -445,6 +445,7 @@ fn a_turn_the_session_ended_in_is_given_to_the_model_as_cut_off() {
             ok,
             summary: summary.into(),
             output: "secret output stays out".into(),
+            diff: None,
         }),
     };
     let conversation = Conversation {

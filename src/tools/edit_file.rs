@@ -640,6 +640,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_diff_shown_for_an_applied_edit_comes_back_for_its_row_and_a_refused_one_has_none()
+    {
+        let (dir, ex, _rec) = executor(Some(Decision::AllowOnce));
+        std::fs::write(dir.path().join("a.txt"), "one\ntwo\n").unwrap();
+        let cancel = CancellationToken::new();
+        let (result, diff) = ex
+            .call_with_diff("edit_file", &args("a.txt", "two", "deux"), &cancel)
+            .await;
+        assert_eq!(result, ToolResult::ok("Edited a.txt.", "edit a.txt"));
+        assert_eq!(
+            diff.as_deref(),
+            Some("--- a/a.txt\n+++ b/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+deux\n")
+        );
+        let (dir, ex, _rec) = executor(Some(Decision::Refuse { reason: None }));
+        std::fs::write(dir.path().join("a.txt"), "one\ntwo\n").unwrap();
+        let (result, diff) = ex
+            .call_with_diff("edit_file", &args("a.txt", "two", "deux"), &cancel)
+            .await;
+        assert!(!result.ok);
+        assert_eq!(diff, None);
+    }
+
+    #[tokio::test]
     async fn the_detail_counts_characters() {
         let (dir, ex, rec) = executor(Some(Decision::AllowOnce));
         std::fs::write(dir.path().join("j.txt"), "日本語\n").unwrap();

@@ -136,7 +136,7 @@ async fn settle(
     gate: &Gate,
     checkpoints: Option<&Checkpoints>,
     cancel: &CancellationToken,
-) -> ToolResult {
+) -> (ToolResult, Option<String>) {
     let Plan {
         question,
         declined,
@@ -145,18 +145,26 @@ async fn settle(
     } = plan;
     let tool = question.tool;
     let mut detail = question.detail.clone();
+    let mut diff = question.diff.clone();
     let verdict = gate.check(question, cancel).await;
     let edited = match verdict {
         Verdict::Allowed => None,
         Verdict::Edited { text } => Some(text),
         Verdict::Refused { reason } => {
-            return ToolResult::fail_with(Verdict::refusal_text(tool, reason.as_deref()), declined)
+            let text = Verdict::refusal_text(tool, reason.as_deref());
+            return (ToolResult::fail_with(text, declined), None);
         }
         Verdict::Denied { text, why } => {
-            return ToolResult::fail_with(text, format!("{declined} {why}"))
+            return (
+                ToolResult::fail_with(text, format!("{declined} {why}")),
+                None,
+            )
         }
-        Verdict::Cancelled => return ToolResult::fail_with(CANCELLED, cancelled),
+        Verdict::Cancelled => return (ToolResult::fail_with(CANCELLED, cancelled), None),
     };
+    if edited.is_some() {
+        diff = None; // the proposal's diff is not what was written; the result says what was
+    }
     // An allowed step is not cut off by a cancel: an edit is never left half done, and a
     // command ends at a cancel through its own process tree.
     if let Some(checkpoints) = checkpoints {
@@ -173,7 +181,25 @@ async fn settle(
     if let Some(notice) = gate.take_notice() {
         result.summary = format!("{} · {notice}", result.summary);
     }
-    result
+    let diff = diff.filter(|_| result.ok);
+    (result, diff)
+}
+
+/// Characters of an edit's diff its row's fold shows at most.
+pub const SHOWN_DIFF_CHARS: usize = 20_000;
+
+/// An edit's diff as its row shows it: at most [`SHOWN_DIFF_CHARS`], then a line saying how
+/// many lines were left out.
+fn clamp_diff(diff: String) -> String {
+    let (kept, cut) = crate::text::clamp_head(&diff, SHOWN_DIFF_CHARS);
+    if !cut {
+        return diff;
+    }
+    let rest = diff[kept.len()..].lines().count();
+    format!(
+        "{}\n[... the diff goes on for {rest} more lines]\n",
+        kept.trim_end_matches('\n')
+    )
 }
 
 /// Runs tool calls by name against one context.
@@ -215,31 +241,48 @@ impl Executor {
     /// redacted: a key the tool came across (a `.env` file, a command's output) never reaches the
     /// model or the user's screen.
     pub async fn call(&self, name: &str, args: &Value, cancel: &CancellationToken) -> ToolResult {
-        let result = self.dispatch(name, args, cancel).await;
+        self.call_with_diff(name, args, cancel).await.0
+    }
+
+    /// [`Executor::call`], and for an edit that was written, the diff the person was shown
+    /// for it (clamped to [`SHOWN_DIFF_CHARS`], redacted): the row's fold shows it.
+    pub async fn call_with_diff(
+        &self,
+        name: &str,
+        args: &Value,
+        cancel: &CancellationToken,
+    ) -> (ToolResult, Option<String>) {
+        let (result, diff) = self.dispatch(name, args, cancel).await;
         let redact = |text: String| match crate::secrets::redact(&text) {
             std::borrow::Cow::Borrowed(_) => text,
             std::borrow::Cow::Owned(clean) => clean,
         };
-        ToolResult {
+        let result = ToolResult {
             ok: result.ok,
             text: redact(result.text),
             summary: redact(result.summary),
-        }
+        };
+        (result, diff.map(|d| redact(clamp_diff(d))))
     }
 
-    async fn dispatch(&self, name: &str, args: &Value, cancel: &CancellationToken) -> ToolResult {
+    async fn dispatch(
+        &self,
+        name: &str,
+        args: &Value,
+        cancel: &CancellationToken,
+    ) -> (ToolResult, Option<String>) {
         let Some(tool) = self.tools.iter().find(|t| t.name() == name) else {
-            return ToolResult::fail(format!("Unknown tool '{name}'."));
+            return (ToolResult::fail(format!("Unknown tool '{name}'.")), None);
         };
         let empty = Map::new();
         let map = match args {
             Value::Object(map) => map,
             Value::Null => &empty,
             _ => {
-                return ToolResult::fail(format!(
-                    "{}: arguments must be a JSON object.",
-                    tool.name()
-                ))
+                return (
+                    ToolResult::fail(format!("{}: arguments must be a JSON object.", tool.name())),
+                    None,
+                )
             }
         };
         self.run(tool.as_ref(), Args::new(tool.name(), map), cancel)
@@ -253,17 +296,17 @@ impl Executor {
         tool: &'a dyn Tool,
         args: Args<'a>,
         cancel: &'a CancellationToken,
-    ) -> ToolResult {
+    ) -> (ToolResult, Option<String>) {
         let again = Args::new(args.tool, args.map);
         let proposal = tokio::select! {
             // A proposal that is ready wins over a cancel that came meanwhile: the gate then
             // sees the cancel, and the row is the plan's own.
             biased;
             proposal = tool.propose(args, &self.cx, cancel) => proposal,
-            () = cancel.cancelled() => return tool.cancelled(again, &self.cx),
+            () = cancel.cancelled() => return (tool.cancelled(again, &self.cx), None),
         };
         match proposal {
-            Proposal::Done(result) => result,
+            Proposal::Done(result) => (result, None),
             Proposal::Plan(plan) => {
                 settle(plan, &self.cx.gate, self.cx.checkpoints.as_ref(), cancel).await
             }
@@ -358,7 +401,7 @@ mod tests {
         let (tool, applied) = probe_tool();
         let cancel = CancellationToken::new();
         let plan = plan_of(&tool, ex.context(), &cancel).await;
-        let result = settle(plan, &ex.cx.gate, None, &cancel).await;
+        let result = settle(plan, &ex.cx.gate, None, &cancel).await.0;
         (result, applied.load(Ordering::SeqCst))
     }
 
@@ -431,7 +474,7 @@ mod tests {
         let cancel = person.next_turn();
         let plan = plan_of(&tool, ex.context(), &cancel).await;
         assert_eq!(
-            settle(plan, &gate, None, &cancel).await,
+            settle(plan, &gate, None, &cancel).await.0,
             ToolResult::fail_with(CANCELLED, "probe: cancelled")
         );
         assert_eq!(applied.load(Ordering::SeqCst), 0);
@@ -449,7 +492,7 @@ mod tests {
         let plan = plan_of(&tool, ex.context(), &cancel).await;
         cancel.cancel();
         assert_eq!(
-            settle(plan, &ex.cx.gate, None, &cancel).await,
+            settle(plan, &ex.cx.gate, None, &cancel).await.0,
             ToolResult::ok("probed", "probe")
         );
         assert_eq!(applied.load(Ordering::SeqCst), 1);

@@ -164,6 +164,7 @@ async fn a_turn_streams_thoughts_text_a_plan_and_a_tool_row_updated_in_place() {
                 ok: true,
                 summary: "Read notes.txt".into(),
                 output: output.into(),
+                diff: None,
             }),
             done(Outcome::Done, "done (end_turn)"),
         ]

@@ -15,6 +15,7 @@ mod nvim_permissions;
 mod nvim_plugin;
 mod nvim_prompting;
 mod nvim_proposal;
+mod nvim_render;
 mod nvim_rewind;
 mod nvim_sandbox;
 mod nvim_sessions;

@@ -128,6 +128,7 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             ok: true,
             summary: "$ ls -> exit 0".into(),
             output: "a\nb\n".into(),
+            diff: None,
         }),
         Some(UiEvent::Agent(Event::ToolFinished { .. })) => UiEvent::error("agent: boom"),
         Some(UiEvent::Agent(Event::Error { .. })) => UiEvent::Agent(Event::TurnDone {
@@ -155,6 +156,7 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
         Some(UiEvent::Replayed { .. }) => UiEvent::ToolOutput {
             later: 0,
             output: "replayed output\u{1b}[2J\n".into(),
+            diff: None,
         },
         Some(UiEvent::ToolOutput { .. }) => UiEvent::Resumed {
             id: "20261201-123456-ab12".into(),

@@ -27,6 +27,7 @@ fn tool_finished(id: &str, ok: bool, output: &str) -> UiEvent {
         ok,
         summary: format!("read_file {id}"),
         output: output.into(),
+        diff: None,
     })
 }
 
@@ -46,7 +47,8 @@ fn conversation() -> Vec<UiEvent> {
         },
         UiEvent::Agent(Event::TurnStarted),
         text("Let me look"),
-        text(" at them.\n"),
+        text(" at **them**:\n\n```lua\nlocal x = 1\n"),
+        text("```\n"),
         tool_started("t1", "read_file"),
         UiEvent::decided(0, "read_file".into(), Decision::AllowOnce),
         tool_finished("t1", true, "line one\n\nline three\r\nline four\n"),
@@ -61,7 +63,7 @@ fn conversation() -> Vec<UiEvent> {
         tool_finished("t2", false, "refused: not that one"),
         tool_started("t3", "list_files"),
         tool_finished("t3", true, ""),
-        text("Done with the first part."),
+        text("Done with the `first` part."),
         UiEvent::Agent(Event::Usage {
             input: 120,
             output: 30,
@@ -164,14 +166,15 @@ fn conversation() -> Vec<UiEvent> {
 }
 
 /// What a person sees of the chat: its lines, its highlights (row, column, end row, end column,
-/// group) and, for each line of the chat window, where the closed fold around it starts and
+/// group; the markdown's too) and, for each line of the chat window, where the closed fold around it starts and
 /// ends (-1 when it is not folded).
 const SEEN: &str = r#"
 local buf = vim.fn.bufnr('agent://chat')
 local win = vim.fn.win_findbuf(buf)[1]
-local ns = vim.api.nvim_create_namespace('agent.chat')
 local hls = {}
-for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true })) do
+local marks = vim.api.nvim_buf_get_extmarks(buf, vim.api.nvim_create_namespace('agent.chat'), 0, -1, { details = true })
+vim.list_extend(marks, vim.api.nvim_buf_get_extmarks(buf, vim.api.nvim_create_namespace('agent.chat.markdown'), 0, -1, { details = true }))
+for _, m in ipairs(marks) do
   local d = m[4]
   if d.virt_text then
     hls[#hls + 1] = ('%d:%d virt %s'):format(m[2], m[3], d.virt_text[1][1])
@@ -352,6 +355,7 @@ async fn a_resumed_chat_with_outputs_after_its_rows_looks_as_the_live_one_did() 
     resumed.push(UiEvent::ToolOutput {
         later: 0,
         output: "line one\n\nline three\n".into(),
+        diff: None,
     });
     let seen_live = shown_in_batches(&nvim, &live, 1).await;
 
@@ -419,6 +423,7 @@ async fn forty_rows_shown() -> (Nvim, Vec<UiEvent>) {
         .map(|i| UiEvent::ToolOutput {
             later: i,
             output: "a line of output\n".repeat(30),
+            diff: None,
         })
         .collect();
     (nvim, outputs)

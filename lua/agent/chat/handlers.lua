@@ -84,7 +84,7 @@ end
 function M.user_prompt(prompt)
   render.ensure()
   render.blank_line()
-  render.put("## You", "AgentHeader")
+  render.put("## You", "AgentUserHeader")
   render.put("\n\n")
   render.put(prompt)
   render.newline()
@@ -99,6 +99,7 @@ end
 function M.clear()
   H.draining = status.current.turn
   H.running_tool = nil
+  H.stop_clock()
   H.done = nil
   H.later = {}
 end
@@ -157,8 +158,8 @@ end
 
 -- A rewind was done. When it cut the conversation (`cut`; a resumed conversation's replay sends
 -- this too), the turns from that prompt on are folded closed under a dimmed row saying so, and
--- their `## You` headers are dimmed as well: the prompts of the history are the headers still
--- highlighted as headers, so prompt `turn` is the turn-th of those. `prompt` (the cut prompt's
+-- their `## You` headers are dimmed as well: the prompts of the history are the `## You` headers
+-- still highlighted as such (AgentUserHeader), so prompt `turn` is the turn-th of those. `prompt` (the cut prompt's
 -- text) goes back in the input; `message` (what was done) is said with vim.notify.
 function handlers.rewound(e)
   local buf = window.buf
@@ -168,7 +169,7 @@ function handlers.rewound(e)
   local prompts = {}
   for _, mark in ipairs(e.cut and vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true }) or {}) do
     local row, details = mark[2], mark[4]
-    if details.hl_group == "AgentHeader" and vim.api.nvim_buf_get_lines(buf, row, row + 1, true)[1] == "## You" then
+    if details.hl_group == "AgentUserHeader" and vim.api.nvim_buf_get_lines(buf, row, row + 1, true)[1] == "## You" then
       prompts[#prompts + 1] = mark
     end
   end
@@ -220,7 +221,7 @@ function handlers.turn_started()
   status.current.turn = true
   status.current.input, status.current.output = 0, 0
   render.blank_line()
-  render.put("## Agent", "AgentHeader")
+  render.put("## Agent", "AgentAgentHeader")
   render.put("\n\n")
   status.set("thinking")
 end
@@ -234,16 +235,20 @@ end
 
 function handlers.tool_started(e)
   local name = tostring(e.name)
-  render.tools[e.id] = { name = name }
+  local tool = { name = name }
+  render.tools[e.id] = tool
   H.running_tool = e.id
   render.newline()
-  render.put("… running " .. name, "AgentToolRunning", e.id)
+  render.put(H.running_row(tool), "AgentToolRunning", e.id)
   render.put("\n")
   local args = type(e.args) == "table" and e.args or {}
   status.current.tool = name
   status.current.command = name == "run_bash" and type(args.command) == "string" and args.command or nil
   status.current.since = vim.uv.now()
   status.set("running")
+  if name == "run_bash" then
+    H.start_clock(tool)
+  end
 end
 
 -- An external agent's thinking (ACP): dimmed, folded under a `thinking` row.
@@ -293,6 +298,11 @@ function handlers.tool_updated(e)
 end
 
 function handlers.approval()
+  local tool = H.running_tool and render.tools[H.running_tool]
+  if tool and tool.since then
+    tool.since = nil -- nothing runs while the question is open
+    H.rewrite_running(tool)
+  end
   status.set("approval")
 end
 
@@ -301,11 +311,10 @@ function handlers.decided(e)
   if tool then
     -- What the row records, worded by the backend (`allowed once`, `refused: {reason}`).
     tool.note = tostring(e.note or e.decision)
-    render.flush()
-    local row = render.row_of(tool)
-    if row then
-      render.write_row(tool, row, "… running " .. tool.name, "AgentToolRunning", {})
+    if tool.clock then
+      tool.since = vim.uv.now() -- a command's seconds count from when it may run
     end
+    H.rewrite_running(tool)
   end
   if status.current.state == "approval" then
     status.current.since = vim.uv.now() -- a command's seconds count from when it may run
@@ -331,15 +340,18 @@ function handlers.tool_finished(e)
     row = render.row_of(tool)
   end
   tool.ok = e.ok
+  tool.since, tool.clock = nil, nil
   if e.note then
     tool.note = tostring(e.note) -- a resumed row: its decision comes with it
   end
-  render.write_row(tool, row, summary, e.ok and "AgentToolRow" or "AgentToolError", render.indented(e.output))
+  local output, line_hls = H.output(e)
+  render.write_row(tool, row, summary, H.finished_hl(e), output, { line_hls = line_hls })
   if e.later then
     H.later[e.later] = tool -- a resumed row: its output comes once every row is shown
   end
   if H.running_tool == e.id then
     H.running_tool = nil
+    H.stop_clock()
   end
   status.current.tool, status.current.command = nil, nil
   if status.current.turn then
@@ -352,7 +364,7 @@ function handlers.tool_output(e)
   local tool = H.later[e.later]
   H.later[e.later] = nil
   if tool then
-    render.put_output(tool, render.indented(e.output))
+    render.put_output(tool, H.output(e))
   end
 end
 
@@ -393,6 +405,7 @@ function handlers.turn_done(e)
   s.turn = false
   s.tool, s.command = nil, nil
   H.running_tool = nil
+  H.stop_clock()
   local message = e.message
   -- A failed turn ends with the error it already reported: shown once.
   if e.outcome == "failed" and message == H.last_error then
@@ -429,6 +442,91 @@ end
 
 function handlers.error(e)
   M.error(e.message or "agent: unknown error")
+end
+
+-- Helpers ------------------------------------------------------------------------------------
+
+-- Rewrites the row of a tool still running.
+function H.rewrite_running(tool)
+  render.flush()
+  local row = render.row_of(tool)
+  if row then
+    render.write_row(tool, row, H.running_row(tool), "AgentToolRunning", {})
+  end
+end
+
+-- A running tool's row; a command that has run for a second or more says for how long.
+function H.running_row(tool)
+  local row = "… running " .. tool.name
+  local secs = tool.since and math.floor((vim.uv.now() - tool.since) / 1000)
+  if secs and secs >= 1 then
+    row = ("%s (%ds)"):format(row, secs)
+  end
+  return row
+end
+
+-- A finished row's highlight: a failed result, a command that exited non-zero (run_bash's
+-- summary ends with `-> exit N`, SPEC section 1, in a live and in a resumed chat alike), or a
+-- plain row.
+function H.finished_hl(e)
+  if not e.ok then
+    return "AgentToolFailed"
+  end
+  local exit = e.name == "run_bash" and tostring(e.summary or ""):match("%-> exit (%d+)$")
+  if exit and exit ~= "0" then
+    return "AgentToolExit"
+  end
+  return "AgentToolRow"
+end
+
+-- A finished row's lines under it: its output, then an edit's diff (each line highlighted as
+-- a diff: the second value, by line).
+function H.output(e)
+  local lines = e.output and e.output ~= "" and render.indented(e.output) or {}
+  if not e.diff or e.diff == "" then
+    return lines, nil
+  end
+  local line_hls = {}
+  for _, line in ipairs(render.indented(e.diff)) do
+    lines[#lines + 1] = line
+    local mark = line:sub(3, 3)
+    local head = line:sub(3, 5)
+    if head == "+++" or head == "---" or line:sub(3, 4) == "@@" then
+      line_hls[#lines] = "AgentDiffHeader"
+    elseif mark == "+" then
+      line_hls[#lines] = "AgentDiffAdd"
+    elseif mark == "-" then
+      line_hls[#lines] = "AgentDiffDelete"
+    end
+  end
+  return lines, line_hls
+end
+
+H.clock = nil ---@type uv.uv_timer_t? ticks once a second while a command runs
+
+-- Counts a running command's seconds on its row: once a second only that row is rewritten,
+-- until it finishes, the turn ends or the chat is cleared.
+function H.start_clock(tool)
+  H.stop_clock()
+  tool.since, tool.clock = vim.uv.now(), true
+  local timer = assert(vim.uv.new_timer())
+  H.clock = timer
+  timer:start(1000, 1000, function()
+    vim.schedule(function()
+      if H.clock == timer and render.tools[H.running_tool or ""] == tool and tool.since then
+        H.rewrite_running(tool)
+      end
+    end)
+  end)
+end
+
+function H.stop_clock()
+  local timer = H.clock
+  H.clock = nil
+  if timer then
+    timer:stop()
+    timer:close()
+  end
 end
 
 return M

@@ -10,6 +10,7 @@
 --- Live events and a replayed conversation take the same way, so a resumed chat looks as it did.
 --- A chat window whose cursor is on the last line follows the text, like a log.
 
+local markdown = require("agent.chat.markdown")
 local text = require("agent.text")
 local window = require("agent.chat.window")
 
@@ -32,6 +33,7 @@ H.end_row, H.end_col = 0, 0 -- where the buffer's text ends (pending pieces excl
 H.outputs = {} -- { tool, lines } from M.put_output, put in at the batch's end
 H.open_block = nil -- the block (thought, plan) being written, until something else is
 H.block_count = 0
+H.prose = false -- a region of prose (markdown.lua) is open: the last piece written was prose
 
 --- Makes the buffers if they are missing; a new chat buffer starts with nothing written.
 function M.ensure()
@@ -47,6 +49,7 @@ function M.clear()
   if buf and vim.api.nvim_buf_is_valid(buf) then
     vim.api.nvim_buf_clear_namespace(buf, H.ns, 0, -1)
     vim.api.nvim_buf_clear_namespace(buf, H.ns_rows, 0, -1)
+    markdown.reset(buf)
     H.modify(function()
       vim.api.nvim_buf_set_lines(buf, 0, -1, true, {})
     end)
@@ -63,6 +66,7 @@ function M.end_batch()
   H.batching = false
   M.flush()
   H.put_outputs()
+  markdown.update()
 end
 
 --- Queues `s` at the end of the chat (M.write() or the batch's end writes it). A piece with
@@ -83,6 +87,7 @@ end
 function M.write()
   if not H.batching then
     M.flush()
+    markdown.update()
   end
 end
 
@@ -103,8 +108,9 @@ end
 
 ---@class agent.ChatDocument
 ---@field lines string[] its lines; the first continues the buffer's last line
----@field hls { [1]: integer, [2]: integer, [3]: integer, [4]: integer, [5]: string }[] highlights: start row, start col, end row, end col (rows from the document's first line, ordered by start), group
+---@field hls { [1]: integer, [2]: integer, [3]: integer, [4]: integer, [5]: string, [6]: integer? }[] highlights: start row, start col, end row, end col (rows from the document's first line, ordered by start), group, priority
 ---@field rows table[] the rows (tools, blocks) whose line is in it
+---@field prose { [1]: boolean, [2]: integer }[] where regions of prose start (true) and end (false), by document row
 
 --- Moves the pending pieces into the batch's document, and the document into the buffer unless
 --- a batch is being handled (its end does that).
@@ -149,8 +155,9 @@ end
 
 --- Rewrites a tool's row (one line, at `row`) as `s`, followed by the approval decision if there
 --- was one, and puts `output` below it (replacing what was there), folded with the row unless
---- `opts.fold` is false. One buffer call.
----@param opts? { fold?: boolean, output_hl?: string }
+--- `opts.fold` is false; `opts.line_hls[i]` highlights output line i over the output's own
+--- highlight (an edit's diff). One buffer call.
+---@param opts? { fold?: boolean, output_hl?: string, line_hls?: table<integer, string> }
 function M.write_row(tool, row, s, hl, output, opts)
   opts = opts or {}
   local buf = window.buf
@@ -189,6 +196,7 @@ function M.write_row(tool, row, s, hl, output, opts)
       end_col = #output[#output],
       hl_group = opts.output_hl or "AgentToolOutput",
     })
+    H.line_hls(row + 1, output, opts.line_hls)
     tool.folded = opts.fold ~= false
     if tool.folded then
       for _, win in ipairs(window.chat_windows()) do
@@ -204,9 +212,10 @@ end
 --- is); a batch's outputs go in at its end, from the bottom up, and their folds in one command a
 --- window.
 ---@param output string[]
-function M.put_output(tool, output)
+---@param line_hls? table<integer, string> highlights of single output lines, as in M.write_row
+function M.put_output(tool, output, line_hls)
   if #output > 0 then
-    H.outputs[#H.outputs + 1] = { tool = tool, lines = output }
+    H.outputs[#H.outputs + 1] = { tool = tool, lines = output, line_hls = line_hls }
   end
   if not H.batching then
     H.put_outputs()
@@ -275,18 +284,37 @@ end
 
 -- Helpers ------------------------------------------------------------------------------------
 
+-- Above a tool's output highlight (extmarks default to 4096), below nothing else of ours.
+H.LINE_PRIORITY = 4097
+
+-- Highlights line i of `lines` (buffer row `first` + i - 1) with `line_hls[i]`.
+function H.line_hls(first, lines, line_hls)
+  for i, group in pairs(line_hls or {}) do
+    local line = lines[i]
+    if line then
+      vim.api.nvim_buf_set_extmark(window.buf, H.ns, first + i - 1, 0, {
+        end_row = first + i - 1,
+        end_col = #line,
+        hl_group = group,
+        priority = H.LINE_PRIORITY,
+      })
+    end
+  end
+end
+
 -- Appends `pieces` to the batch's document (a new one if there is none): their text, their
 -- highlights and the rows they start.
 function H.append(pieces)
   local doc = H.doc
   if not doc then
-    doc = { lines = { "" }, hls = {}, rows = {} }
+    doc = { lines = { "" }, hls = {}, rows = {}, prose = {} }
     H.doc = doc
   end
   local lines, hls, split = doc.lines, doc.hls, text.split
   local n = #lines
   for _, piece in ipairs(pieces) do
     local start_row, start_col = n - 1, #lines[n]
+    H.mark_prose(doc, piece, start_row)
     local parts = split(piece.text)
     lines[n] = lines[n] .. parts[1]
     for i = 2, #parts do
@@ -329,6 +357,12 @@ function H.rewrite_last(tool, row, lines, hl, opts)
   local output = #lines - 1
   if output > 0 then
     hls[#hls + 1] = { row + 1, 0, row + output, #lines[#lines], opts.output_hl or "AgentToolOutput" }
+    for i, group in pairs(opts.line_hls or {}) do
+      local line = lines[i + 1]
+      if line then
+        hls[#hls + 1] = { row + i, 0, row + i, #line, group, H.LINE_PRIORITY }
+      end
+    end
   end
   tool.lines = output
   tool.folded = output > 0 and opts.fold ~= false
@@ -359,6 +393,7 @@ function H.commit()
       end_row = base_row + h[3],
       end_col = h[3] == 0 and base_col + h[4] or h[4],
       hl_group = h[5],
+      priority = h[6],
     })
   end
   local folds = {}
@@ -373,6 +408,16 @@ function H.commit()
   local count = #doc.lines
   H.end_row = base_row + count - 1
   H.end_col = (count == 1 and base_col or 0) + #doc.lines[count]
+  for _, edge in ipairs(doc.prose) do
+    if edge[1] then
+      markdown.start(buf, base_row + edge[2])
+    else
+      markdown.finish(buf, base_row + edge[2])
+    end
+  end
+  if H.prose then
+    markdown.changed()
+  end
   if #folds > 0 then
     for _, win in ipairs(window.chat_windows()) do
       H.fold_all(win, folds)
@@ -381,7 +426,26 @@ function H.commit()
   H.follow(followers)
 end
 
+-- Notes in the document where a region of prose starts (at the first line of a prose piece
+-- with more than line ends in it) and where it ends (at the row a piece that is not prose
+-- starts: such a piece starts a line).
+function H.mark_prose(doc, piece, row)
+  local prose = not piece.hl and not piece.tool
+  if prose and not H.prose then
+    local lead = piece.text:match("^\n*")
+    if #lead < #piece.text then
+      H.prose = true
+      doc.prose[#doc.prose + 1] = { true, row + #lead }
+    end
+  elseif not prose and H.prose then
+    H.prose = false
+    doc.prose[#doc.prose + 1] = { false, row }
+  end
+end
+
 function H.forget()
+  H.prose = false
+  markdown.reset()
   H.pending, M.tools, H.doc, H.outputs = {}, {}, nil, {}
   H.tail, H.end_row, H.end_col = "", 0, 0
   H.open_block = nil
@@ -452,7 +516,7 @@ function H.put_outputs()
   for _, item in ipairs(queued) do
     local row = (item.tool.lines or 0) == 0 and M.row_of(item.tool)
     if row then
-      found[#found + 1] = { row = row, tool = item.tool, lines = item.lines }
+      found[#found + 1] = { row = row, tool = item.tool, lines = item.lines, line_hls = item.line_hls }
     end
   end
   table.sort(found, function(a, b)
@@ -482,6 +546,7 @@ function H.put_outputs()
         end_col = #lines[#lines],
         hl_group = "AgentToolOutput",
       })
+      H.line_hls(row + 1, lines, item.line_hls)
       item.tool.lines, item.tool.folded = #lines, true
       H.end_row = H.end_row + #lines
       folds[#folds + 1] = { row, #lines }

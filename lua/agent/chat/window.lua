@@ -170,7 +170,10 @@ function H.scratch(name)
   return buf
 end
 
--- Markdown's regex syntax and treesitter re-parse the buffer as it grows: off for the chat.
+-- Markdown's regex syntax and a treesitter highlighter (a user's FileType autocommand may start
+-- one) re-parse the buffer as it grows: off for the chat, which highlights its markdown itself
+-- at a cost that does not grow (chat/markdown.lua). The filetype stays markdown, so the user's
+-- own markdown plugins still work on it.
 function H.plain(buf)
   if not vim.api.nvim_buf_is_valid(buf) then
     return

@@ -545,8 +545,14 @@ pub enum UiEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         later: Option<u64>,
     },
-    /// The output of resumed tool row `later`, put under the row and folded with it.
-    ToolOutput { later: u64, output: String },
+    /// The output of resumed tool row `later` (and an edit's diff), put under the row and
+    /// folded with it.
+    ToolOutput {
+        later: u64,
+        output: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<String>,
+    },
     /// What the turn loop (or an external agent's turn) reports.
     #[serde(untagged)]
     Agent(Event),
@@ -703,9 +709,14 @@ impl UiEvent {
                 note: note.map(one),
                 later,
             },
-            UiEvent::ToolOutput { later, output } => UiEvent::ToolOutput {
+            UiEvent::ToolOutput {
+                later,
+                output,
+                diff,
+            } => UiEvent::ToolOutput {
                 later,
                 output: prose(output),
+                diff: diff.map(prose),
             },
             UiEvent::Agent(event) => UiEvent::Agent(display::shown(event)),
             UiEvent::Update(AgentUpdate::Thought { text }) => {

@@ -66,8 +66,9 @@ pub(super) struct Replay {
     view: sessions::View<sessions::IsPrompt>,
     /// The tool started last and its decision, until its end comes (or something else does).
     started: Option<(Event, Option<UiEvent>)>,
-    /// The outputs of the rows sent without theirs, not yet sent, by their `later` number.
-    outputs: Vec<(u64, String)>,
+    /// The outputs (and edits' diffs) of the rows sent without theirs, not yet sent, by their
+    /// `later` number.
+    outputs: Vec<(u64, String, Option<String>)>,
     /// How many rows were sent without their output.
     deferred: u64,
 }
@@ -112,6 +113,7 @@ impl Replay {
                         ok,
                         summary,
                         output,
+                        diff,
                     }),
             } => {
                 let (started, note) = match self.started.take() {
@@ -128,10 +130,10 @@ impl Replay {
                         (false, None)
                     }
                 };
-                let later = (!output.is_empty()).then(|| {
+                let later = (!output.is_empty() || diff.is_some()).then(|| {
                     let later = self.deferred;
                     self.deferred += 1;
-                    self.outputs.push((later, output.clone()));
+                    self.outputs.push((later, output.clone(), diff.clone()));
                     later
                 });
                 events.push(UiEvent::Replayed {
@@ -175,7 +177,11 @@ impl Replay {
         events.extend(
             self.outputs
                 .drain(..)
-                .map(|(later, output)| UiEvent::ToolOutput { later, output }),
+                .map(|(later, output, diff)| UiEvent::ToolOutput {
+                    later,
+                    output,
+                    diff,
+                }),
         );
         events
     }
@@ -218,6 +224,7 @@ mod tests {
             ok: true,
             summary: format!("ran {id}"),
             output: output.into(),
+            diff: None,
         })
     }
 
@@ -269,6 +276,7 @@ mod tests {
         UiEvent::ToolOutput {
             later,
             output: output.into(),
+            diff: None,
         }
     }
 
@@ -278,6 +286,40 @@ mod tests {
         sent.extend(replay.finish());
         assert!(replay.finish().is_empty());
         sent
+    }
+
+    #[test]
+    fn an_edits_diff_comes_back_with_its_rows_output_even_when_it_has_no_other() {
+        let edit = |id: &str, output: &str| {
+            turn(Event::ToolFinished {
+                id: id.into(),
+                name: "run_bash".into(),
+                ok: true,
+                summary: format!("ran {id}"),
+                output: output.into(),
+                diff: Some("-a\n+b\n".into()),
+            })
+        };
+        let sent = replayed(&[
+            turn(started("a")),
+            edit("a", "Edited x."),
+            turn(started("b")),
+            edit("b", ""),
+        ]);
+        let with_diff = |later: u64, output: &str| UiEvent::ToolOutput {
+            later,
+            output: output.into(),
+            diff: Some("-a\n+b\n".into()),
+        };
+        assert_eq!(
+            sent,
+            [
+                row("a", None, Some(0)),
+                row("b", None, Some(1)),
+                with_diff(0, "Edited x."),
+                with_diff(1, ""),
+            ]
+        );
     }
 
     #[test]

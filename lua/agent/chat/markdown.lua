@@ -1,0 +1,339 @@
+--- Markdown highlighting for the chat, at a cost that does not grow with the conversation
+--- (issue 13; ARCHITECTURE.md, "Markdown in the chat").
+---
+--- The chat's prose (prompts and answers, not its tool rows or notices) is cut into regions by
+--- the renderer: a region starts with the first text after a header or a row, and ends at the
+--- next row. Only the open region (the message being streamed) is parsed, and only its
+--- unsettled part: everything from the start of its last top-level block on. Blocks before
+--- that are final (nothing later in markdown changes them), so their highlights stay in the
+--- buffer as extmarks and are never computed again. The part is parsed as a string with the
+--- markdown parser, its inline and code-block injections included (a block's language when
+--- `vim.treesitter.language.add` finds its parser, plain otherwise), and highlighted with the
+--- languages' own highlight queries, at most once a frame.
+---
+--- The buffer itself never gets a treesitter highlighter or regex syntax (window.lua turns
+--- them off), so nothing else re-parses the growing chat on a redraw.
+
+local M = {}
+local H = {}
+
+--- The highlights' namespace.
+M.ns = vim.api.nvim_create_namespace("agent.chat.markdown")
+H.ns_start = vim.api.nvim_create_namespace("agent.chat.markdown.start") -- the open region's unsettled start
+
+-- How often the region being written is highlighted again when it has new text, and how soon
+-- work left over (the budget below ran out) goes on.
+H.REFRESH_MS = 50
+H.FRAME_MS = 16
+-- Bytes parsed at most in one go: treesitter's markdown (block and inline) and the highlight
+-- queries cost a few microseconds a byte, so this bounds one frame's work. A flood (megabytes
+-- a second) is highlighted a little behind the text, never by freezing Neovim.
+H.BUDGET = 1500
+-- A part of more lines than this that is one block (a long list, a code block still being
+-- written) is settled at its last line anyway; an open code fence is carried over (H.settle).
+H.MAX_LINES = 400
+-- A last line longer than this alone (a model writing one huge line) is left plain until it
+-- ends.
+H.MAX_BYTES = 64 * 1024
+-- Captures that are not highlights.
+H.skip = { spell = true, nospell = true, conceal = true }
+-- The queries in use, held here: Neovim's own cache of them is weak, and parsing a query again
+-- costs more than parsing the text (the string parser asks for `injections` each time too).
+H.queries = {} ---@type table<string, { highlights: vim.treesitter.Query?, injections: vim.treesitter.Query? }>
+
+---@class agent.MarkdownRegion
+---@field buf integer
+---@field mark integer where its part still to highlight begins (extmark in H.ns_start)
+---@field stop integer? where it ends (an extmark there), once it has ended
+---@field prefix string? an open code fence's first line, parsed before the part (H.settle)
+
+H.regions = {} ---@type agent.MarkdownRegion[] regions with text not highlighted yet, in order
+H.open = nil ---@type agent.MarkdownRegion? the region being written
+H.dirty = false -- the open region has text not highlighted yet
+H.last = 0 -- when the highlighting last ran (hrtime)
+H.deferred = false -- a run waits for its time
+
+--- A region of prose starts at row `row` (0-based) of `buf`; the open one ends there.
+---@param buf integer
+---@param row integer
+function M.start(buf, row)
+  M.finish(buf, row)
+  if require("agent.config").options.render == false then
+    return -- `render = false` in setup: the chat stays plain
+  end
+  local mark = vim.api.nvim_buf_set_extmark(buf, H.ns_start, row, 0, { right_gravity = false })
+  H.open = { buf = buf, mark = mark }
+  H.regions[#H.regions + 1] = H.open
+  H.dirty = true
+end
+
+--- The open region ends before row `row`: what is left of it is highlighted for good, now
+--- as far as the budget goes (all of it, usually), the rest a part a frame.
+---@param buf integer
+---@param row integer
+function M.finish(buf, row)
+  local open = H.open
+  if not open then
+    return
+  end
+  H.open = nil
+  open.stop = vim.api.nvim_buf_set_extmark(buf, H.ns_start, row, 0, { right_gravity = false })
+  H.run()
+end
+
+--- True while text written is not highlighted yet (for tests and benches).
+---@return boolean
+function M.behind()
+  return H.deferred or #H.regions > 1 or (#H.regions == 1 and H.regions[1] ~= H.open)
+end
+
+--- Text went into the open region: M.update highlights it.
+function M.changed()
+  if H.open then
+    H.dirty = true
+  end
+end
+
+--- Highlights what was written since the last time, unless that was less than REFRESH_MS ago
+--- (then it is done when that time is up).
+function M.update()
+  if H.dirty then
+    H.run_after(H.REFRESH_MS)
+  end
+end
+
+--- Forgets every region (the chat was cleared).
+---@param buf? integer
+function M.reset(buf)
+  H.open, H.dirty, H.regions = nil, false, {}
+  if buf and vim.api.nvim_buf_is_valid(buf) then
+    vim.api.nvim_buf_clear_namespace(buf, M.ns, 0, -1)
+    vim.api.nvim_buf_clear_namespace(buf, H.ns_start, 0, -1)
+  end
+end
+
+-- Helpers ------------------------------------------------------------------------------------
+
+-- Runs H.run once `ms` have passed since the last run: now, or from a timer.
+function H.run_after(ms)
+  local wait = ms - (vim.uv.hrtime() - H.last) / 1e6
+  if wait <= 0 then
+    H.run()
+  elseif not H.deferred then
+    H.deferred = true
+    vim.defer_fn(function()
+      H.deferred = false
+      H.run()
+    end, math.ceil(wait))
+  end
+end
+
+-- Highlights the regions within the budget, the newest first (the end of the chat is what is
+-- on screen, and the open region is last); what is left goes on a frame later.
+function H.run()
+  H.last, H.dirty = vim.uv.hrtime(), false
+  local budget = H.BUDGET
+  local i = #H.regions
+  while budget > 0 and i >= 1 do
+    local used, done = H.step(H.regions[i], budget)
+    budget = budget - used
+    if done then
+      table.remove(H.regions, i)
+    end
+    i = i - 1
+  end
+  if budget <= 0 then
+    H.dirty = true
+    H.run_after(H.FRAME_MS)
+  end
+end
+
+-- Highlights the next part of `region`: from its mark to its end, or as much as `budget`
+-- bytes. Returns the bytes parsed and whether the region is done with (ended, all highlighted).
+function H.step(region, budget)
+  local buf = region.buf
+  if not vim.api.nvim_buf_is_valid(buf) then
+    return 0, true
+  end
+  local get = vim.api.nvim_buf_get_extmark_by_id
+  local start = get(buf, H.ns_start, region.mark, {})[1]
+  local stop = region.stop and get(buf, H.ns_start, region.stop, {})[1] or vim.api.nvim_buf_line_count(buf)
+  if not start or stop <= start then
+    return 0, H.forget(region)
+  end
+  -- The lines within the budget (at least one), read a few at a time.
+  local lines, bytes, row = {}, 0, start
+  while row < stop and bytes < budget do
+    local more = vim.api.nvim_buf_get_lines(buf, row, math.min(stop, row + 64), false)
+    for _, line in ipairs(more) do
+      if bytes >= budget then
+        break
+      end
+      lines[#lines + 1] = line
+      bytes = bytes + #line + 1
+      row = row + 1
+    end
+  end
+  local whole = row == stop
+  if not region.stop and whole and #lines == 1 and #lines[1] > H.MAX_BYTES then
+    return 0, false -- one huge line still being written: plain until it ends
+  end
+  local parser, offset = H.parse(region, start, row, lines)
+  if whole and region.stop then
+    return bytes, H.forget(region)
+  end
+  if parser then
+    H.settle(region, parser, lines, offset, row, whole)
+  end
+  return bytes, false
+end
+
+-- Parses `lines` (rows `start` to `stop` of the region's buffer, after its prefix) and puts
+-- their highlights in place of those rows' old ones. Returns the parser (nil without a
+-- markdown parser) and the buffer row of the source's first row.
+function H.parse(region, start, stop, lines)
+  local buf = region.buf
+  vim.api.nvim_buf_clear_namespace(buf, M.ns, start, stop)
+  -- Source row r is buffer row r + offset; a carried-over fence is source row 0, not shown.
+  local offset = start
+  if region.prefix then
+    table.insert(lines, 1, region.prefix)
+    offset = start - 1
+  end
+  local source = table.concat(lines, "\n")
+  H.query("markdown")
+  H.query("markdown_inline")
+  local ok, parser = pcall(vim.treesitter.get_string_parser, source, "markdown")
+  if not ok then
+    return nil, offset -- no markdown parser: the chat stays plain
+  end
+  parser:parse(true)
+  parser:for_each_tree(function(tree, ltree)
+    H.apply(buf, tree, ltree:lang(), source, offset, start)
+  end)
+  return parser, offset
+end
+
+-- Drops a region's marks; true.
+function H.forget(region)
+  if vim.api.nvim_buf_is_valid(region.buf) then
+    vim.api.nvim_buf_del_extmark(region.buf, H.ns_start, region.mark)
+    if region.stop then
+      vim.api.nvim_buf_del_extmark(region.buf, H.ns_start, region.stop)
+    end
+  end
+  return true
+end
+
+-- The captures of one tree as extmarks; an injected language's lie above the markdown ones.
+function H.apply(buf, tree, lang, source, offset, first)
+  local query = H.query(lang)
+  if not query then
+    return
+  end
+  local base = lang == "markdown" and 100 or (lang == "markdown_inline" and 101 or 102)
+  local set_extmark = vim.api.nvim_buf_set_extmark
+  for id, node, metadata in query:iter_captures(tree:root(), source, 0, -1) do
+    local name = query.captures[id]
+    if not H.skip[name] and name:sub(1, 1) ~= "_" then
+      local sr, sc, er, ec = node:range()
+      sr, er = sr + offset, er + offset
+      if sr < first then
+        sr, sc = first, 0
+      end
+      if er > sr or (er == sr and ec > sc) then
+        local priority = metadata.priority or (metadata[id] and metadata[id].priority)
+        set_extmark(buf, M.ns, sr, sc, {
+          end_row = er,
+          end_col = ec,
+          hl_group = "@" .. name .. "." .. lang,
+          priority = tonumber(priority) or base,
+          strict = false,
+        })
+      end
+    end
+  end
+end
+
+-- Inline markdown's highlights, with the groups Neovim's own query gives these nodes. That
+-- query (escapes, entities, concealed brackets, predicates evaluated in Lua) takes five times
+-- as long to run over the same text, and inline text is most of a chat.
+H.INLINE = [[
+(code_span) @markup.raw
+(emphasis) @markup.italic
+(strong_emphasis) @markup.strong
+(strikethrough) @markup.strikethrough
+[(link_text) (image_description)] @markup.link.label
+(inline_link (link_destination) @markup.link.url)
+(image (link_destination) @markup.link.url)
+[(uri_autolink) (email_autolink)] @markup.link.url
+]]
+
+-- The highlights query of `lang` (its injections are kept alive with it).
+function H.query(lang)
+  local held = H.queries[lang]
+  if not held then
+    local highlights
+    if lang == "markdown_inline" then
+      local ok, query = pcall(vim.treesitter.query.parse, lang, H.INLINE)
+      highlights = ok and query or nil
+    else
+      highlights = vim.treesitter.query.get(lang, "highlights")
+    end
+    held = { highlights = highlights, injections = vim.treesitter.query.get(lang, "injections") }
+    H.queries[lang] = held
+  end
+  return held.highlights
+end
+
+-- The deepest last block of the markdown tree: sections nest, so the last block of the last
+-- section.
+function H.last_block(root)
+  local node = root
+  while true do
+    local count = node:named_child_count()
+    local last = count > 0 and node:named_child(count - 1) or nil
+    if not last then
+      return node ~= root and node or nil
+    end
+    if last:type() ~= "section" then
+      return last
+    end
+    node = last
+  end
+end
+
+-- Moves the region's mark to its last block: what is above it is final. When the part read
+-- was cut by the budget (`whole` false) or is too long to read again each time, and that block
+-- is all of it, the mark goes to the part's end (its last line when the part reaches the end of
+-- the text, which may still grow); inside an open code fence its opening line is carried over.
+function H.settle(region, parser, lines, offset, stop, whole)
+  local tree = parser:trees()[1]
+  local block = tree and H.last_block(tree:root())
+  if not block then
+    return
+  end
+  local row = block:start()
+  local first = region.prefix and 1 or 0
+  local to, prefix = nil, nil
+  if row > first then
+    to = row + offset
+  elseif not whole or #lines - first > H.MAX_LINES then
+    to = whole and stop - 1 or stop
+    local delimiters = 0
+    for child in block:iter_children() do
+      if child:type() == "fenced_code_block_delimiter" then
+        delimiters = delimiters + 1
+      end
+    end
+    if block:type() == "fenced_code_block" and delimiters < 2 then
+      prefix = lines[row + 1]
+    end
+  end
+  if to and to > offset + first then
+    region.prefix = prefix
+    vim.api.nvim_buf_set_extmark(region.buf, H.ns_start, to, 0, { id = region.mark, right_gravity = false })
+  end
+end
+
+return M
