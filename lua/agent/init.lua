@@ -52,9 +52,13 @@ function M.ask(prompt)
   if not rpc.ensure() then
     return false
   end
+  -- `@path` and `#buffer`... attached (see :help agent-context); an external agent's own
+  -- command goes as typed.
+  local expanded = require("agent.slash").for_agent(prompt) and { text = prompt, attachments = {} }
+    or require("agent.context").expand(prompt)
   chat.open({ focus = false })
-  chat.user_prompt(prompt)
-  rpc.prompt(prompt)
+  chat.user_prompt(prompt, expanded.attachments)
+  rpc.prompt(expanded.text)
   return true
 end
 
@@ -597,6 +601,7 @@ H.highlights = {
   AgentToolRunning = "DiagnosticWarn", -- `… running run_bash`
   AgentToolError = "DiagnosticError", -- `✗ $ cargo test -> exit 124`
   AgentToolOutput = "Comment", -- a tool's output, below its row (folded)
+  AgentAttachment = "Special", -- `@ src/calc.py (116 chars)` under a prompt (its text folded)
   AgentNotice = "Comment", -- `done · 10 in / 20 out tokens`, retries, approval decisions
   AgentError = "DiagnosticError", -- an error from the backend
   AgentInputHint = "Comment", -- the hint in the empty input window
@@ -632,9 +637,11 @@ function H.ensure_init()
     return
   end
   H.initialized = true
-  require("agent.chat").set_actions({
+  local chat = require("agent.chat")
+  chat.set_actions({
     submit = function(text)
-      return M.ask(text)
+      -- `/new`, `/diff`... run here (see :help agent-slash); anything else is a prompt.
+      return require("agent.slash").run(text, M) or M.ask(text)
     end,
     cancel = function()
       M.stop()
@@ -643,6 +650,9 @@ function H.ensure_init()
       M.diff({ since = checkpoint })
     end,
   })
+  chat.on_input(function(buf)
+    require("agent.context").setup_input(buf)
+  end)
   if not require("agent.config").did_setup then
     H.create_autocommands()
     H.define_highlights()

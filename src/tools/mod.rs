@@ -30,7 +30,7 @@ use crate::workspace::Workspace;
 pub use edit_file::EditFile;
 pub use executor::{Approved, Executor, Plan, Proposal};
 pub use list_files::ListFiles;
-pub use read_file::ReadFile;
+pub use read_file::{attachment, Attachment, ReadFile};
 pub use run_bash::RunBash;
 
 /// The text of a call that did not run because the user cancelled the turn.

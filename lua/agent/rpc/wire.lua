@@ -27,6 +27,8 @@ M.request_name = {
   FILE_AT = "file_at",
   PERMISSIONS = "permissions",
   PROPOSAL = "proposal",
+  FILES = "files",
+  ATTACH = "attach",
 }
 
 --- For tests: when a table, each notification sent is also appended to it as
