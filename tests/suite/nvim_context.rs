@@ -333,3 +333,75 @@ async fn an_external_agents_commands_are_completed_with_their_descriptions_and_s
         lines.join("\n")
     );
 }
+
+#[tokio::test]
+async fn hash_selection_and_quickfix_attach_their_lines_and_a_resumed_chat_shows_the_same_rows() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![answer("Seen.")]);
+    let nvim = start(&mock, None).await;
+    nvim.write("calc.py", CALC);
+    nvim.cmd("edit calc.py").await;
+    nvim.api.input("2GVj<Esc>").await.unwrap();
+    nvim.lua(
+        "vim.fn.setqflist({ { filename = 'calc.py', lnum = 4, col = 1, text = 'SyntaxError' } })",
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent look at #selection and #quickfix").await;
+    let before = nvim.wait_for_line(CHAT, "done · 10 in / 2 out tokens").await;
+    let sent = prompt_sent(&mock, 0);
+    assert_eq!(
+        sent,
+        "look at #selection and #quickfix\n\n\
+         [attached: # selection calc.py:2-3 (43 chars)]\n```\n\
+         calc.py, lines 2-3:\n2:     return a + b\n3: \n```\n\n\
+         [attached: # quickfix (24 chars)]\n```\ncalc.py:4:1: SyntaxError\n```"
+    );
+    // /model says it is not built until :Agent model is.
+    nvim.lua("require('agent.slash').run('/model fast', require('agent'))", vec![])
+        .await;
+    assert!(
+        nvim.messages().await.contains("agent: /model is not built yet"),
+        "{}",
+        nvim.messages().await
+    );
+    // Resumed, the prompt shows as typed with the same rows, their text folded again.
+    let id = nvim
+        .lua("return require('agent').sessions()[1].id", vec![])
+        .await;
+    nvim.cmd("Agent new").await;
+    nvim.lua("require('agent').resume(...)", vec![id]).await;
+    let after = nvim
+        .wait_for_line(CHAT, "resumed: look at #selection and #quickfix")
+        .await;
+    let rows = |lines: &[String]| -> Vec<String> {
+        lines
+            .iter()
+            .filter(|l| l.starts_with("# ") || l.starts_with("look at"))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(rows(&after), rows(&before));
+    assert_eq!(
+        rows(&after),
+        [
+            "look at #selection and #quickfix",
+            "# selection calc.py:2-3 (43 chars)",
+            "# quickfix (24 chars)"
+        ]
+    );
+    let row = after
+        .iter()
+        .position(|l| l == "# quickfix (24 chars)")
+        .unwrap();
+    let folded = nvim
+        .lua(
+            &format!(
+                "local win = vim.fn.bufwinid('{CHAT}') return vim.api.nvim_win_call(win, function() \
+                 return vim.fn.foldclosed({}) end)",
+                row + 2
+            ),
+            vec![],
+        )
+        .await;
+    assert_eq!(folded, Value::from(row as i64 + 1));
+}
