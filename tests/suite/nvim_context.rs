@@ -347,7 +347,9 @@ async fn hash_selection_and_quickfix_attach_their_lines_and_a_resumed_chat_shows
     )
     .await;
     nvim.cmd("Agent look at #selection and #quickfix").await;
-    let before = nvim.wait_for_line(CHAT, "done · 10 in / 2 out tokens").await;
+    let before = nvim
+        .wait_for_line(CHAT, "done · 10 in / 2 out tokens")
+        .await;
     let sent = prompt_sent(&mock, 0);
     assert_eq!(
         sent,
@@ -357,10 +359,15 @@ async fn hash_selection_and_quickfix_attach_their_lines_and_a_resumed_chat_shows
          [attached: # quickfix (24 chars)]\n```\ncalc.py:4:1: SyntaxError\n```"
     );
     // /model says it is not built until :Agent model is.
-    nvim.lua("require('agent.slash').run('/model fast', require('agent'))", vec![])
-        .await;
+    nvim.lua(
+        "require('agent.slash').run('/model fast', require('agent'))",
+        vec![],
+    )
+    .await;
     assert!(
-        nvim.messages().await.contains("agent: /model is not built yet"),
+        nvim.messages()
+            .await
+            .contains("agent: /model is not built yet"),
         "{}",
         nvim.messages().await
     );

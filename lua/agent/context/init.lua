@@ -177,9 +177,14 @@ end
 function M.setup_input(buf)
   M.track()
   vim.bo[buf].omnifunc = "v:lua.require'agent.context'.omnifunc"
-  if vim.fn.has("nvim-0.11") == 0 then
-    return -- 'completeopt' is global before 0.11: <C-x><C-o> only
+  -- 'completeopt' is global before 0.11: <C-x><C-o> only.
+  if vim.fn.has("nvim-0.11") == 1 then
+    H.auto_menu(buf)
   end
+end
+
+-- The menu opened by itself in the input `buf`, and refreshed as the person types.
+function H.auto_menu(buf)
   vim.api.nvim_set_option_value("completeopt", "menuone,noinsert,noselect,popup", { buf = buf })
   local group = vim.api.nvim_create_augroup("agent.context.input." .. buf, { clear = true })
   vim.api.nvim_create_autocmd({ "TextChangedI", "TextChangedP" }, {

@@ -33,6 +33,7 @@ pub(super) async fn files(index: &std::sync::Arc<FileIndex>, files: Files) -> Va
             Value::Array(found.files.into_iter().map(Value::from).collect()),
         ),
         (Value::from("total"), Value::from(found.total as u64)),
+        (Value::from("partial"), Value::from(found.partial)),
     ])
 }
 

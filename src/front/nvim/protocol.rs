@@ -119,7 +119,8 @@ pub mod request {
     pub const PROPOSAL: &str = "proposal";
     /// [`super::Files`]: the workspace's files matching what follows an `@` in the chat's input
     /// (`.gitignore` respected, fuzzy, best first; [`crate::workspace::files`]): a map of
-    /// `files`, an array of paths relative to the root, and `total`, how many files there are.
+    /// `files`, an array of paths relative to the root, `total`, how many files there are, and
+    /// `partial`, true while the first listing is still under way (the files found so far).
     /// Answered from a listing kept in memory, so at once.
     pub const FILES: &str = "files";
     /// [`super::Attach`]: what a prompt attaches, one answer per item in order: a map of
