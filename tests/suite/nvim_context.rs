@@ -412,3 +412,34 @@ async fn hash_selection_and_quickfix_attach_their_lines_and_a_resumed_chat_shows
         .await;
     assert_eq!(folded, Value::from(row as i64 + 1));
 }
+
+#[tokio::test]
+async fn with_input_completion_off_the_menu_waits_for_ctrl_x_ctrl_o() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![]);
+    let nvim = Nvim::start(Options {
+        ui: Some((100, 30)),
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "test-key".into()),
+            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+        ],
+        setup: setup_lua("input = { completion = false }"),
+    })
+    .await;
+    nvim.write("src/calc.py", CALC);
+    nvim.cmd("Agent").await;
+    nvim.wait_for("require('agent.rpc').info() ~= nil").await;
+    nvim.api.input("i@clcpy").await.unwrap();
+    // The keys (and the autocommands they fire) are done before Neovim answers this.
+    assert_eq!(
+        nvim.lua(
+            "return { vim.api.nvim_get_current_line(), vim.fn.pumvisible() }",
+            vec![]
+        )
+        .await,
+        Value::Array(vec![Value::from("@clcpy"), Value::from(0)])
+    );
+    // One match: Neovim's default 'completeopt' puts it in at once.
+    nvim.api.input("<C-x><C-o>").await.unwrap();
+    nvim.wait_for("vim.api.nvim_get_current_line() == '@src/calc.py'")
+        .await;
+}

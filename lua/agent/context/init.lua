@@ -155,30 +155,28 @@ end
 ---@param base string
 ---@return integer|table
 function M.omnifunc(findstart, base)
-  local line = vim.api.nvim_get_current_line()
-  local col = vim.api.nvim_win_get_cursor(0)[2]
-  local found = M.complete(line:sub(1, col), vim.fn.line(".") == 1)
   if findstart == 1 then
+    local line = vim.api.nvim_get_current_line()
+    local col = vim.api.nvim_win_get_cursor(0)[2]
+    local found = M.complete(line:sub(1, col), vim.fn.line(".") == 1)
+    -- A `/` command only where the first call found one: at the start of the input.
+    H.omni_first = found ~= nil and found.start == 0 and vim.fn.line(".") == 1
     return found and found.start or -3
   end
-  local items = {}
-  for _, item in ipairs(found and found.items or {}) do
-    if vim.startswith(item.word, base:sub(1, 1)) then
-      items[#items + 1] = H.complete_item(item)
-    end
-  end
-  return items
+  local found = M.complete(base, H.omni_first)
+  return vim.tbl_map(H.complete_item, found and found.items or {})
 end
 
---- Sets up the chat's input buffer `buf`: 'omnifunc', and the completion menu opened by itself
---- after `@`, `#` and a leading `/`, refreshed as the person types (Neovim 0.11: its
---- 'completeopt' is set for the buffer only, so nothing is inserted until an item is picked).
+--- Sets up the chat's input buffer `buf`: 'omnifunc', and (`input.completion`, Neovim 0.11) the
+--- completion menu opened by itself after `@`, `#` and a leading `/`, refreshed as the person
+--- types ('completeopt' is set for the buffer only, so nothing is inserted until an item is
+--- picked).
 ---@param buf integer
 function M.setup_input(buf)
   M.track()
   vim.bo[buf].omnifunc = "v:lua.require'agent.context'.omnifunc"
   -- 'completeopt' is global before 0.11: <C-x><C-o> only.
-  if vim.fn.has("nvim-0.11") == 1 then
+  if vim.fn.has("nvim-0.11") == 1 and require("agent.config").options.input.completion then
     H.auto_menu(buf)
   end
 end
