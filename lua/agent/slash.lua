@@ -14,15 +14,15 @@ local H = {}
 --- The built-in commands, in the order completion offers them.
 ---@type agent.SlashCommand[]
 M.builtin = {
-  { name = "new", description = "start a fresh conversation (:Agent new)" },
-  { name = "resume", description = "continue a saved conversation (:Agent resume [id])" },
-  { name = "rewind", description = "go back to before a prompt (:Agent rewind [n [mode]])" },
-  { name = "diff", description = "what the agent changed (:Agent diff [all])" },
-  { name = "model", description = "switch the model (:Agent model [name])" },
-  { name = "compact", description = "summarise the conversation so far (:Agent compact)" },
-  { name = "stop", description = "stop the running turn (:Agent stop)" },
-  { name = "permissions", description = "the permission rules (:Agent permissions)" },
-  { name = "help", description = "these commands (:help agent-slash)" },
+  { name = "new", description = "a fresh conversation" },
+  { name = "resume", description = "continue a saved one [id]" },
+  { name = "rewind", description = "back to before a prompt" },
+  { name = "diff", description = "what the agent changed" },
+  { name = "model", description = "switch the model [name]" },
+  { name = "compact", description = "summarise the conversation" },
+  { name = "stop", description = "stop the running turn" },
+  { name = "permissions", description = "the permission rules" },
+  { name = "help", description = "these commands" },
 }
 
 --- Every command completion offers: the built-in ones, then the connected external agent's.

@@ -15,10 +15,10 @@ local H = {}
 
 --- The `#` items, in the order completion offers them.
 M.items = {
-  { word = "#buffer", info = "the current buffer's text" },
-  { word = "#buffers", info = "every listed file buffer's text" },
-  { word = "#selection", info = "the last visual selection, with its path and line numbers" },
-  { word = "#diagnostics", info = "the current buffer's diagnostics" },
+  { word = "#buffer", info = "the current buffer" },
+  { word = "#buffers", info = "every file buffer" },
+  { word = "#selection", info = "the last selection" },
+  { word = "#diagnostics", info = "its diagnostics" },
   { word = "#quickfix", info = "the quickfix list" },
 }
 
@@ -319,8 +319,9 @@ function H.quickfix_item()
   return { label = "# quickfix", text = #lines > 0 and table.concat(lines, "\n") or "(the quickfix list is empty)" }
 end
 
+-- A menu line says what a command or a `#` item does (a file says nothing more than its path).
 function H.complete_item(item)
-  return { word = item.word, menu = item.kind, info = item.info or "", icase = 1, dup = 0 }
+  return { word = item.word, menu = item.info or "", info = item.info or "", icase = 1, dup = 0 }
 end
 
 -- The menu for the word before the cursor, unless an item of it is selected (the person is
