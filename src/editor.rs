@@ -14,6 +14,11 @@ pub trait Editor: Send + Sync {
     fn file_written<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, ()>;
     /// Called after a command ran: re-read every unmodified buffer whose file changed.
     fn command_finished(&self) -> BoxFuture<'_, ()>;
+    /// The text of the buffer holding `path` when it has unsaved changes (a prompt's `@path`
+    /// attaches what the person sees); None when no buffer holds it or it is saved.
+    fn unsaved_text<'a>(&'a self, _path: &'a Path) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async { None })
+    }
 }
 
 /// No editor: nothing is open, nothing to reload.

@@ -23,6 +23,7 @@ local H = {}
 ---@field backend? string
 ---@field keymaps { ask: string|false, approval: table<string, string|string[]> }
 ---@field window { side: "right"|"left", width: number }
+---@field input { completion: boolean }
 ---@field acp { agents: table<string, { cmd?: string[], env?: table<string, string>, sandbox?: boolean }>, connect_timeout: number }
 ---@field permissions { allow: string[], ask: string[], deny: string[] }
 ---@field sandbox { mode: "workspace-write"|"read-only"|"off", network: boolean, writable: string[] }
@@ -88,6 +89,10 @@ H.defaults = {
   window = {
     side = "right", -- where the conversation split opens: "right" or "left"
     width = 80, -- columns, or a fraction of the screen's width (0.4)
+  },
+  input = {
+    completion = true, -- the input's menu opens by itself after @, # and a leading / (Neovim
+    --                    0.11); false: <C-x><C-o> only (with blink.cmp's or nvim-cmp's source)
   },
   acp = {
     agents = {}, -- external ACP agents by name: { name = { cmd = { ... }, env = { ... }, sandbox = true } }
@@ -256,6 +261,8 @@ H.schema = {
     end
     return "a number of columns (integer >= 1) or a fraction between 0 and 1"
   end,
+  input = table_,
+  ["input.completion"] = boolean,
   acp = table_,
   ["acp.agents"] = table_,
   permissions = table_,

@@ -56,9 +56,13 @@ function M.ask(prompt)
   if not rpc.ensure() then
     return false
   end
+  -- `@path` and `#buffer`... attached (see :help agent-context); an external agent's own
+  -- command goes as typed.
+  local expanded = require("agent.slash").for_agent(prompt) and { text = prompt, attachments = {} }
+    or require("agent.context").expand(prompt)
   chat.open({ focus = false })
-  chat.user_prompt(prompt)
-  rpc.prompt(prompt)
+  chat.user_prompt(prompt, expanded.attachments)
+  rpc.prompt(expanded.text)
   return true
 end
 
@@ -73,8 +77,8 @@ function M.open(opts)
 end
 
 --- Cancels the running turn (the running command's process tree is killed). When prompts are
---- queued behind it, asks first whether to drop them or send them once it has stopped;
---- `opts.queue` ("drop" or "keep") answers that without asking.
+--- queued behind it, then asks whether to drop them or send them (nothing is sent from the
+--- queue until the answer); `opts.queue` ("drop" or "keep") answers that without asking.
 ---@param opts? { queue?: "drop"|"keep" }
 function M.stop(opts)
   opts = opts or {}
@@ -819,6 +823,7 @@ H.highlights = {
   AgentToolError = "AgentToolFailed", -- the older name of AgentToolFailed
   AgentToolExit = "DiagnosticWarn", -- `▸ $ cargo test -> exit 101`: a command that exited non-zero
   AgentToolOutput = "Comment", -- a tool's output, below its row (folded)
+  AgentAttachment = "Special", -- `@ src/calc.py (116 chars)` under a prompt (its text folded)
   AgentNotice = "Comment", -- `done · 10 in / 20 out tokens`, retries, approval decisions
   AgentError = "DiagnosticError", -- an error from the backend
   AgentInputHint = "Comment", -- the hint in the empty input window
@@ -854,9 +859,11 @@ function H.ensure_init()
     return
   end
   H.initialized = true
-  require("agent.chat").set_actions({
+  local chat = require("agent.chat")
+  chat.set_actions({
     submit = function(text)
-      return M.ask(text)
+      -- `/new`, `/diff`... run here (see :help agent-slash); anything else is a prompt.
+      return require("agent.slash").run(text, M) or M.ask(text)
     end,
     cancel = function()
       M.stop()
@@ -868,6 +875,9 @@ function H.ensure_init()
       H.send_queued()
     end,
   })
+  chat.on_input(function(buf)
+    require("agent.context").setup_input(buf)
+  end)
   if not require("agent.config").did_setup then
     H.create_autocommands()
     H.define_highlights()

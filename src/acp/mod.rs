@@ -114,6 +114,21 @@ pub enum AgentUpdate {
     /// own prompt of a resumed conversation is. A live turn reports none.
     #[serde(rename = "prompt")]
     UserMessage { text: String },
+    /// The agent's own slash commands (`available_commands_update`), the whole list each time:
+    /// the chat's input completes them after `/`, and sends `/name args` to the agent as typed.
+    Commands { commands: Vec<AgentCommand> },
+}
+
+/// One of the agent's slash commands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentCommand {
+    /// Its name, without the `/`.
+    pub name: String,
+    /// What it does, as the agent says.
+    pub description: String,
+    /// What to type after it, when it takes input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 /// One step of a plan.

@@ -52,7 +52,7 @@ impl Default for Call {
 
 impl Tools {
     /// The events one `session/update` notification's `update` object produces. Unknown kinds of
-    /// update (available commands, modes, session info, usage) produce none.
+    /// update (modes, session info, usage) produce none.
     pub(super) fn apply(&mut self, update: &Value, workspace: &Workspace) -> Vec<AcpEvent> {
         let kind = update.get("sessionUpdate").and_then(Value::as_str);
         match kind {
@@ -67,6 +67,9 @@ impl Tools {
             Some("tool_call") | Some("tool_call_update") => self.update(update, workspace),
             Some("plan") => vec![AcpEvent::Agent(AgentUpdate::Plan {
                 entries: plan_entries(&update["entries"]),
+            })],
+            Some("available_commands_update") => vec![AcpEvent::Agent(AgentUpdate::Commands {
+                commands: commands(&update["availableCommands"]),
             })],
             other => {
                 tracing::debug!(kind = ?other, "ignored a session/update");
@@ -250,6 +253,30 @@ pub(super) fn block_text(block: &Value) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
+/// The agent's slash commands, each with a name; one without is left out, a missing
+/// description is empty, and `input.hint` is what to type after it.
+fn commands(list: &Value) -> Vec<super::AgentCommand> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|command| {
+            let name = command.get("name")?.as_str()?.trim_start_matches('/');
+            (!name.is_empty()).then(|| super::AgentCommand {
+                name: name.to_string(),
+                description: command
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                hint: command
+                    .pointer("/input/hint")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            })
+        })
+        .collect()
+}
+
 fn plan_entries(entries: &Value) -> Vec<PlanEntry> {
     entries
         .as_array()
@@ -301,13 +328,40 @@ mod tests {
     }
 
     #[test]
+    fn the_agents_commands_become_one_event_with_their_descriptions_and_hints() {
+        let (_dir, ws) = workspace();
+        let update = json!({"sessionUpdate": "available_commands_update", "availableCommands": [
+            {"name": "web", "description": "Search the web", "input": {"hint": "query"}},
+            {"name": "/plan", "description": "Make a plan"},
+            {"description": "no name"},
+            {"name": "init"},
+        ]});
+        let command =
+            |name: &str, description: &str, hint: Option<&str>| super::super::AgentCommand {
+                name: name.into(),
+                description: description.into(),
+                hint: hint.map(str::to_string),
+            };
+        assert_eq!(
+            Tools::default().apply(&update, &ws),
+            vec![AcpEvent::Agent(AgentUpdate::Commands {
+                commands: vec![
+                    command("web", "Search the web", Some("query")),
+                    command("plan", "Make a plan", None),
+                    command("init", "", None),
+                ]
+            })]
+        );
+    }
+
+    #[test]
     fn chunks_become_text_and_thoughts() {
         let (_dir, ws) = workspace();
         let mut tools = Tools::default();
         let text = json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Hi"}});
         let thought = json!({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}});
         let empty = json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": ""}});
-        let odd = json!({"sessionUpdate": "available_commands_update", "availableCommands": []});
+        let odd = json!({"sessionUpdate": "current_mode_update", "currentModeId": "ask"});
         assert_eq!(
             [text, thought, empty, odd]
                 .iter()

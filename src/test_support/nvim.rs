@@ -200,7 +200,9 @@ impl Nvim {
         Nvim::start_in(options, workspace, home).await
     }
 
-    async fn start_in(
+    /// Starts Neovim in `workspace` (a directory made beforehand, such as a bench's tree of
+    /// files), with `home` as its XDG dirs.
+    pub async fn start_in(
         options: Options,
         workspace: tempfile::TempDir,
         home: tempfile::TempDir,

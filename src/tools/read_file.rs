@@ -98,6 +98,71 @@ async fn read(args: Args<'_>, cx: &ToolContext) -> ToolResult {
     ToolResult::ok(out, summary)
 }
 
+/// A file a prompt attaches (`@path` in the chat's input), read as read_file reads it: through
+/// the path check, clamped at [`MAX_CHARS`], with the unsaved text of its buffer when it has
+/// one (the person means what they see).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attachment {
+    /// The file's text (clamped, the marker added), its path relative to the root, how many
+    /// characters were kept, whether it was cut, and whether it is a buffer's unsaved text.
+    File {
+        rel: String,
+        text: String,
+        chars: usize,
+        truncated: bool,
+        unsaved: bool,
+    },
+    /// No such file (or a directory): the `@` was not a path, nothing is attached.
+    Missing,
+    /// Refused or unreadable: the message, as read_file words it.
+    Problem(String),
+}
+
+/// Reads `given` (a name as the person wrote it, taken literally) for a prompt.
+pub async fn attachment(
+    workspace: &crate::workspace::Workspace,
+    editor: &dyn crate::editor::Editor,
+    given: &str,
+) -> Attachment {
+    let target = match workspace.resolve_literal(given) {
+        Ok(target) => target,
+        Err(refusal) => return Attachment::Problem(refusal.to_string()),
+    };
+    let (text, unsaved) = match editor.unsaved_text(&target.path).await {
+        Some(text) => (text, true),
+        None => {
+            let ws = workspace.clone();
+            let rel = ws.relative(&target).to_path_buf();
+            let dir_only = target.dir_only;
+            match blocking(move || read_prefix(ws.handle(), &rel, dir_only)).await {
+                Ok(Contents::Text(text)) => (text, false),
+                Ok(Contents::Binary) => {
+                    return Attachment::Problem(format!("Not a text file: {given}"))
+                }
+                Err(FsError::NotFound | FsError::IsDirectory) => return Attachment::Missing,
+                Err(err) => {
+                    return Attachment::Problem(
+                        fs_failure("read_file: cannot read", given, &target, err).text,
+                    )
+                }
+            }
+        }
+    };
+    let (kept, truncated) = clamp_head(&text, MAX_CHARS);
+    let chars = kept.chars().count();
+    let mut text = kept.to_string();
+    if truncated {
+        text.push_str(&head_marker());
+    }
+    Attachment::File {
+        rel: target.rel,
+        text,
+        chars,
+        truncated,
+        unsaved,
+    }
+}
+
 /// Reads at most what the answer can hold: MAX_CHARS characters of up to 4 bytes, plus one more.
 /// The file is opened beneath the root, checked to be a regular file before it is read.
 pub(crate) fn read_prefix(

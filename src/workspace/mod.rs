@@ -12,6 +12,7 @@
 //! shows them in ([`names`]).
 
 pub mod beneath;
+pub mod files;
 pub mod names;
 
 use std::collections::VecDeque;

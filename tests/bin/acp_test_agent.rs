@@ -109,9 +109,19 @@ fn main() {
                         json!({"list": {}}) }},
                 "authMethods": [],
                 "agentInfo": {"name": "acp-test-agent", "version": "0"}}})),
-            ("session/new", Some(id)) => send(&json!({"jsonrpc": "2.0", "id": id, "result": {
+            ("session/new", Some(id)) => {
+                send(&json!({"jsonrpc": "2.0", "id": id, "result": {
                 "sessionId": std::env::var("ACP_TEST_AGENT_SESSION")
-                    .unwrap_or_else(|_| "s-1".into())}})),
+                    .unwrap_or_else(|_| "s-1".into())}}));
+                // As Claude Code's adapter does: its slash commands, right after the session.
+                if mode == "commands" {
+                    update(json!({"sessionUpdate": "available_commands_update",
+                        "availableCommands": [
+                            {"name": "web", "description": "Search the web",
+                                "input": {"hint": "query"}},
+                            {"name": "init", "description": "Write an AGENTS.md"}]}));
+                }
+            }
             ("session/list", Some(id)) => {
                 send(&json!({"jsonrpc": "2.0", "id": id, "result": sessions(&message["params"])}));
             }
@@ -132,6 +142,14 @@ fn main() {
                 if text == "which session" {
                     let session = message["params"]["sessionId"].as_str().unwrap_or("");
                     report("prompted in", &json!(session));
+                }
+                // A slash command: reported as it came (ACP sends it as the prompt's text).
+                if text.starts_with('/') {
+                    report("slash", &json!(text));
+                    send(
+                        &json!({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}}),
+                    );
+                    continue;
                 }
                 // A prompt the client put notes before: reported whole, its last line runs.
                 if text.contains('\n') {

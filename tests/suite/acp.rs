@@ -166,6 +166,8 @@ async fn a_turn_streams_thoughts_text_a_plan_and_a_tool_row_updated_in_place() {
                 output: output.into(),
                 diff: None,
             }),
+            // The agent's (empty) list of slash commands, for the input's completion.
+            AcpEvent::Agent(AgentUpdate::Commands { commands: vec![] }),
             done(Outcome::Done, "done (end_turn)"),
         ]
     );

@@ -51,6 +51,10 @@ async fn public_lua_functions_carry_luacats_annotations() {
         "lua/agent/rpc/init.lua",
         "lua/agent/text.lua",
         "lua/agent/paths.lua",
+        "lua/agent/context/init.lua",
+        "lua/agent/context/format.lua",
+        "lua/agent/slash.lua",
+        "lua/agent/cmp/shared.lua",
     ] {
         let problems = lua_check("annotations", &format!("{ROOT}/{module}")).await;
         assert!(

@@ -9,6 +9,7 @@ mod lua_tooling;
 mod nvim_acp;
 mod nvim_boundary;
 mod nvim_chat_batches;
+mod nvim_context;
 mod nvim_diff;
 mod nvim_keys;
 mod nvim_permissions;

@@ -113,7 +113,16 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
                 text: "a replayed prompt\u{1b}[2J".into(),
             })
         }
-        Some(UiEvent::Update(AgentUpdate::UserMessage { .. })) => UiEvent::Agent(Event::Retrying {
+        Some(UiEvent::Update(AgentUpdate::UserMessage { .. })) => {
+            UiEvent::Update(AgentUpdate::Commands {
+                commands: vec![agent_nvim::acp::AgentCommand {
+                    name: "web".into(),
+                    description: "search the web\u{1b}".into(),
+                    hint: Some("query".into()),
+                }],
+            })
+        }
+        Some(UiEvent::Update(AgentUpdate::Commands { .. })) => UiEvent::Agent(Event::Retrying {
             attempt: 1,
             delay_ms: 500,
             reason: "overloaded".into(),
@@ -225,7 +234,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 22, "{kinds:?}");
+    assert_eq!(kinds.len(), 23, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])

@@ -19,6 +19,7 @@ H.last_error = nil ---@type string? the last error shown in this turn (a failed 
 H.done = nil ---@type table? the last turn's `done` row, until the next turn starts
 H.done_count = 0
 H.later = {} ---@type table<integer, table> resumed rows whose output is still to come, by `later`
+H.attachment_count = 0
 
 --- The models the backend reported (`started`) or was switched to, each once, in order.
 ---@type string[]
@@ -79,15 +80,32 @@ function M.error(message)
   end
 end
 
---- Shows the user's prompt under `## You`; the state becomes `thinking`.
+--- Shows the user's prompt under `## You`, each attachment a row under it with its text folded
+--- below (`@ src/calc.py (116 chars)`); the state becomes `thinking`.
 ---@param prompt string
-function M.user_prompt(prompt)
+---@param attachments? agent.Attachment[]
+function M.user_prompt(prompt, attachments)
   render.ensure()
   render.blank_line()
   render.put("## You", "AgentUserHeader")
   render.put("\n\n")
   render.put(prompt)
   render.newline()
+  for _, attachment in ipairs(attachments or {}) do
+    H.attachment_count = H.attachment_count + 1
+    local id = ("attachment-%d"):format(H.attachment_count)
+    local row = attachment.row
+    local hl = attachment.problem and "AgentToolError" or "AgentAttachment"
+    render.tools[id] = { name = "attachment" }
+    render.put(row, hl, id)
+    render.put("\n")
+    render.flush()
+    local tool = render.tools[id]
+    local at = render.row_of(tool)
+    if at and attachment.shown then
+      render.write_row(tool, at, row, hl, render.indented(attachment.shown))
+    end
+  end
   render.write()
   status.current.input, status.current.output = 0, 0
   status.current.turn = false
@@ -140,10 +158,13 @@ function handlers.started(e)
   status.render()
 end
 
--- A prompt of a resumed conversation, shown as it was sent.
+-- A prompt of a resumed conversation, shown as it was sent: its attachments as rows again.
 function handlers.prompt(e)
-  M.user_prompt(tostring(e.text or ""))
+  M.user_prompt(require("agent.context.format").parse(tostring(e.text or "")))
 end
+
+-- An external agent's own slash commands: kept by agent.rpc (for completion), nothing to show.
+function handlers.commands() end
 
 -- A resumed conversation has been shown whole: the next prompt continues it.
 function handlers.resumed(e)

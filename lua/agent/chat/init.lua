@@ -80,8 +80,19 @@ function M.models_seen()
   return vim.deepcopy(handlers.models)
 end
 
---- Shows the user's prompt under `## You`; the state becomes `thinking`.
+--- Shows the user's prompt under `## You`, and its attachments as folded rows under it; the
+--- state becomes `thinking`.
 M.user_prompt = handlers.user_prompt
+
+--- Called with the input buffer when it is made (and at once if it exists): what the input's
+--- completion needs, set by require("agent") (the chat never requires agent.context).
+---@param fn fun(buf: integer)
+function M.on_input(fn)
+  window.on_input_buffer = fn
+  if window.input_buf and vim.api.nvim_buf_is_valid(window.input_buf) then
+    fn(window.input_buf)
+  end
+end
 
 --- Shows an error (highlighted) in the chat, and through vim.notify when the chat is not
 --- visible.

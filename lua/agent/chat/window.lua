@@ -36,6 +36,10 @@ end
 ---@type fun(win: integer)?
 M.on_chat_window = nil
 
+--- Called with each new input buffer (its completion: agent.context).
+---@type fun(buf: integer)?
+M.on_input_buffer = nil
+
 --- Makes the buffers that are missing.
 ---@return boolean new_chat true when the chat buffer was (re)made: what was written is gone
 function M.ensure_buffers()
@@ -79,6 +83,9 @@ function M.ensure_buffers()
       end,
     })
     H.hint(buf)
+    if M.on_input_buffer then
+      M.on_input_buffer(buf)
+    end
   end
   return new_chat
 end

@@ -5,7 +5,8 @@
 ---
 --- Lua → Rust: notifications (`start`, `prompt`, `cancel`, `new`, `decide`, `acp`, `resume`,
 --- `rewind`), so Neovim never waits on the backend; the requests `sessions` (a directory listing),
---- `rewind_points` (the checkpoints' list) and `changes`, `file_at` (:Agent diff). Rust → Lua: `receive(events)` with a list of event maps at most
+--- `rewind_points` (the checkpoints' list), `changes`, `file_at` (:Agent diff), `files` and
+--- `attach` (the input's `@` and `#`, answered from memory or one clamped read). Rust → Lua: `receive(events)` with a list of event maps at most
 --- once a frame, and the buffer queries `buffer_state`, `buffer_text`, `reload`, `checktime`.
 --- The shapes are declared in src/front/nvim/protocol.rs; keep the two in step and bump PROTOCOL in
 --- both when one changes.
@@ -60,6 +61,8 @@ function M.acp(name, cmd, env, sandbox)
   if not M.ensure() then
     return
   end
+  -- The agent sends its commands as it starts, maybe before it is reported connected.
+  H.agent_commands = {}
   -- An empty Lua table would travel as an array; leave empty ones out.
   wire.notify(wire.method.ACP, {
     name = name,
@@ -186,6 +189,7 @@ end
 
 --- Cancels, then starts a fresh conversation (history and session grants forgotten).
 function M.new()
+  H.agent_commands = {}
   if package.loaded["agent.approval"] then
     require("agent.approval").dismiss_all()
   end
@@ -211,6 +215,32 @@ function M.proposal(id)
   return wire.request(wire.request_name.PROPOSAL, { id = id })
 end
 
+--- The workspace's files matching `query` (what follows an `@`), best first: `{ files, total }`;
+--- nil and why when the backend cannot answer.
+---@param query string
+---@param limit? integer
+---@return { files: string[], total: integer }? found
+---@return string? err
+function M.files(query, limit)
+  return wire.request(wire.request_name.FILES, { query = query, limit = limit })
+end
+
+--- What a prompt attaches, one answer per item (protocol.rs `request::ATTACH`): items are
+--- `{ path }` (a file, read through the path check) or `{ label, text }`.
+---@param items table[]
+---@return table[]? answers
+---@return string? err
+function M.attach(items)
+  return wire.request(wire.request_name.ATTACH, { items = items })
+end
+
+--- The connected external agent's own slash commands (`{ name, description, hint? }`), as it
+--- last listed them; empty for the built-in agent.
+---@return { name: string, description: string, hint?: string }[]
+function M.agent_commands()
+  return H.agent_commands
+end
+
 --- Called by Rust with the events of one frame, in order. Each is dispatched to the chat (and
 --- the approval picker); the chat writes them to its buffer once, at the end of the batch.
 ---@param events table[]
@@ -230,6 +260,7 @@ end
 function M.problems()
   local problems = H.problems
   H.problems = {}
+  H.agent_commands = {}
   return problems
 end
 
@@ -267,7 +298,11 @@ function H.dispatch(event)
   if not chat.handle(event) then
     H.problems[#H.problems + 1] = ("`%s`: no handler"):format(tostring(kind))
   end
+  if kind == "commands" then
+    H.agent_commands = type(event.commands) == "table" and event.commands or {}
+  end
   if kind == "started" then
+    H.agent_commands = {}
     job.started(event)
     H.warn_about_sandbox(event.sandbox_warnings)
     if event.protocol ~= M.PROTOCOL then

@@ -28,6 +28,8 @@ M.request_name = {
   PERMISSIONS = "permissions",
   PROPOSAL = "proposal",
   MODEL = "model",
+  FILES = "files",
+  ATTACH = "attach",
 }
 
 --- For tests: when a table, each notification sent is also appended to it as

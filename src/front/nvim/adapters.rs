@@ -190,6 +190,18 @@ impl Editor for NvimEditor {
             self.lua(lua::CHECKTIME, None).await;
         })
     }
+
+    fn unsaved_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            if !self.has_unsaved_changes(path).await {
+                return None;
+            }
+            match self.lua(lua::BUFFER_TEXT, Some(path)).await {
+                Some(Value::String(text)) => text.into_str(),
+                _ => None,
+            }
+        })
+    }
 }
 
 impl From<Box<nvim_rs::error::CallError>> for Error {

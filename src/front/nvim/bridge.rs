@@ -56,6 +56,8 @@ pub(super) struct Session {
     pub(super) project: Option<crate::permissions::saved::Project>,
     /// run_bash's sandbox, for an external agent started with `sandbox = true`.
     pub(super) sandbox: crate::sandbox::Sandbox,
+    /// The workspace's files, for `@` completion (`files`).
+    pub(super) files: Arc<crate::workspace::files::FileIndex>,
 }
 
 /// Shared state of the front end.
@@ -232,6 +234,10 @@ impl Bridge {
         tracing::info!(sandbox = %sandbox_report.summary, "sandbox");
         let (provider, model, default_model) =
             provider.map_or_else(Default::default, |p| (p.name, p.model, p.default_model));
+        // Listed now, so the first `@` in the input does not wait for the walk.
+        let files = crate::workspace::files::FileIndex::new(workspace.root());
+        let warming = files.clone();
+        tokio::spawn(async move { warming.warm().await });
         tracing::info!(%root, %provider, %model, auto_approve, "session started");
         *self.state.session.lock().await = Some(Session {
             native: native.clone(),
@@ -243,6 +249,7 @@ impl Bridge {
             rules,
             project,
             sandbox: config.settings.sandbox.clone(),
+            files,
         });
         // Not awaited here: an external agent takes seconds to end, and notifications wait.
         if let Some(ended) = self.replace_conversation(native).await {
@@ -915,7 +922,7 @@ impl Handler for Bridge {
         &self,
         name: String,
         args: Vec<Value>,
-        _nvim: Nvim,
+        nvim: Nvim,
     ) -> std::result::Result<Value, Value> {
         match name.as_str() {
             protocol::request::VERSION => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
@@ -943,6 +950,17 @@ impl Handler for Bridge {
             protocol::request::PERMISSIONS => self.permissions(&args).await,
             protocol::request::PROPOSAL => self.proposal(&args),
             protocol::request::MODEL => self.switch_model(&args).await,
+            protocol::request::FILES => {
+                let files = super::context::decode(&args)?;
+                let index = self.of_session(|s| s.files.clone()).await?;
+                Ok(super::context::files(&index, files).await)
+            }
+            protocol::request::ATTACH => {
+                let attach = super::context::decode(&args)?;
+                let workspace = self.of_session(|s| s.workspace.clone()).await?;
+                let editor = NvimEditor { nvim: nvim.clone() };
+                Ok(super::context::attach(&workspace, &editor, attach).await)
+            }
             other => Err(Value::from(format!("agent: unknown request '{other}'"))),
         }
     }

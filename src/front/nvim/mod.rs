@@ -12,6 +12,7 @@
 //! - [`replay`]: a resumed conversation sent to the chat again, rows first, outputs after.
 //! - [`review`]: `:Agent diff`'s requests, and the note that gives a turn's done row its key.
 //! - [`channel`]: the msgpack channel (stdin and stdout), read and written without thread hops.
+//! - [`context`]: the chat input's `@` and `#` requests (`files`, `attach`).
 //! - [`log`]: the log file.
 //! - [`rewind`]: `:Agent rewind`'s step (the code, then the conversation).
 
@@ -19,6 +20,7 @@ mod acp;
 mod adapters;
 mod bridge;
 mod channel;
+mod context;
 mod log;
 pub mod protocol;
 mod pump;

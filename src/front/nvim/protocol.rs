@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::acp::{AgentUpdate, PermissionChoice, PlanEntry};
+use crate::acp::{AgentCommand, AgentUpdate, PermissionChoice, PlanEntry};
 use crate::agent::Event;
 use crate::approval::{Action, Decision};
 use crate::display::{self, Layout};
@@ -122,6 +122,45 @@ pub mod request {
     /// string for a conversation that chooses its own (an external agent) or a name that is
     /// empty or more than one line.
     pub const MODEL: &str = "model";
+    /// [`super::Files`]: the workspace's files matching what follows an `@` in the chat's input
+    /// (`.gitignore` respected, fuzzy, best first; [`crate::workspace::files`]): a map of
+    /// `files`, an array of paths relative to the root, `total`, how many files there are, and
+    /// `partial`, true while the first listing is still under way (the files found so far).
+    /// Answered from a listing kept in memory, so at once.
+    pub const FILES: &str = "files";
+    /// [`super::Attach`]: what a prompt attaches, one answer per item in order: a map of
+    /// `label` (`@ src/calc.py`, made visible), `text` (what the model reads: clamped as
+    /// read_file clamps, keys redacted), `shown` (that text made visible, for the chat),
+    /// `chars`, and `truncated` / `unsaved` (a buffer's unsaved text) when true; `{missing =
+    /// true}` for a path that is no file (nothing is attached); `{label, problem}` for a path
+    /// refused or unreadable, as read_file words it.
+    pub const ATTACH: &str = "attach";
+}
+
+/// `files`: what to match.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Files {
+    /// What follows the `@` (empty: the first files).
+    #[serde(default)]
+    pub query: String,
+    /// How many matches to answer; nil: 50.
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// `attach`: the items a prompt attaches.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Attach {
+    pub items: Vec<AttachItem>,
+}
+
+/// One item of [`Attach`]: a file by its path (`@path`, `#buffer`'s file), read through the
+/// path check, or text Lua gathered (`#selection`, `#diagnostics`, `#quickfix`) with its label.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum AttachItem {
+    Path { path: String },
+    Text { label: String, text: String },
 }
 
 /// `start`: the session's settings, from `require("agent").setup()`.
@@ -746,6 +785,18 @@ impl UiEvent {
             }),
             UiEvent::Update(AgentUpdate::UserMessage { text }) => {
                 UiEvent::Update(AgentUpdate::UserMessage { text: prose(text) })
+            }
+            UiEvent::Update(AgentUpdate::Commands { commands }) => {
+                UiEvent::Update(AgentUpdate::Commands {
+                    commands: commands
+                        .into_iter()
+                        .map(|c| AgentCommand {
+                            name: one(c.name),
+                            description: one(c.description),
+                            hint: c.hint.map(one),
+                        })
+                        .collect(),
+                })
             }
         }
     }

@@ -1,0 +1,49 @@
+--- What the blink.cmp and nvim-cmp sources share: the chat input's completion (agent.context)
+--- as LSP completion items. Neither plugin is required here.
+
+local M = {}
+
+--- LSP CompletionItemKind numbers (the protocol's, which both plugins take).
+M.kinds = { file = 17, context = 6, command = 14 }
+
+--- True in the chat's input buffer, the only place the sources complete.
+---@param buf? integer
+---@return boolean
+function M.in_input(buf)
+  return vim.api.nvim_buf_get_name(buf or 0) == "agent://input"
+end
+
+--- The items for the cursor at byte column `col` (0-based) of `line`, the row being `row`
+--- (0-based), each replacing the word being completed: nil when there is nothing to complete.
+---@param line string
+---@param row integer
+---@param col integer
+---@return table[]?
+function M.items(line, row, col)
+  local found = require("agent.context").complete(line:sub(1, col), row == 0)
+  if not found then
+    return nil
+  end
+  local items = {}
+  for i, item in ipairs(found.items) do
+    items[i] = {
+      label = item.word,
+      filterText = item.word,
+      -- Best first, as the backend ranked the files.
+      sortText = ("%05d"):format(i),
+      kind = M.kinds[item.kind],
+      detail = item.info,
+      documentation = item.info,
+      textEdit = {
+        newText = item.word,
+        range = {
+          start = { line = row, character = found.start },
+          ["end"] = { line = row, character = col },
+        },
+      },
+    }
+  end
+  return items
+end
+
+return M

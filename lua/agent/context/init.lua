@@ -1,0 +1,352 @@
+--- Context a prompt carries (issue 13, see :help agent-context): in the text, `@path` attaches a
+--- workspace file and `#buffer`, `#buffers`, `#selection`, `#diagnostics`, `#quickfix` attach
+--- what Neovim holds; the chat's input completes them (and `/` commands, from agent.slash).
+---
+--- Files are read by the backend (`attach`): through the workspace's path check, clamped as
+--- read_file clamps, from the buffer when it has unsaved changes. `#selection`, `#diagnostics`
+--- and `#quickfix` are gathered here and clamped by the backend too. "The current buffer" is
+--- the one the person was in before going to the chat: the last window left that is not the
+--- chat's (or the current window when the prompt is sent from elsewhere, as `:Agent`).
+
+local format = require("agent.context.format")
+
+local M = {}
+local H = {}
+
+--- The `#` items, in the order completion offers them.
+M.items = {
+  { word = "#buffer", info = "the current buffer" },
+  { word = "#buffers", info = "every file buffer" },
+  { word = "#selection", info = "the last selection" },
+  { word = "#diagnostics", info = "its diagnostics" },
+  { word = "#quickfix", info = "the quickfix list" },
+}
+
+--- How many files `@` completion offers.
+M.FILE_LIMIT = 50
+
+H.origin = nil ---@type integer? the last window left that is not the chat's
+
+--- Starts remembering the window the person leaves for the chat (idempotent).
+function M.track()
+  if H.tracking then
+    return
+  end
+  H.tracking = true
+  vim.api.nvim_create_autocmd("WinLeave", {
+    group = vim.api.nvim_create_augroup("agent.context", { clear = true }),
+    desc = "agent: remember the buffer #buffer, #selection and #diagnostics mean",
+    callback = function()
+      local win = vim.api.nvim_get_current_win()
+      if not H.ours(vim.api.nvim_win_get_buf(win)) and vim.api.nvim_win_get_config(win).relative == "" then
+        H.origin = win
+      end
+    end,
+  })
+end
+
+--- The window whose buffer is "the current buffer": the current one unless it is the chat's,
+--- else the last one left; nil when there is none.
+---@return integer?
+function M.origin()
+  local win = vim.api.nvim_get_current_win()
+  if not H.ours(vim.api.nvim_win_get_buf(win)) then
+    return win
+  end
+  if H.origin and vim.api.nvim_win_is_valid(H.origin) then
+    return H.origin
+  end
+  return nil
+end
+
+--- The prompt with its context: `text` as the model reads it (the typed prompt, then each
+--- attachment) and the attachments, for the chat's rows. A prompt without `@` or `#` items
+--- comes back as it is, without asking the backend anything.
+---@param prompt string
+---@return { text: string, attachments: agent.Attachment[] }
+function M.expand(prompt)
+  local items, seen = {}, {}
+  local function add(item, key)
+    if not seen[key] then
+      seen[key] = true
+      items[#items + 1] = item
+    end
+  end
+  for token in prompt:gmatch("%S+") do
+    local lead = token:sub(1, 1)
+    if lead == "@" and #token > 1 then
+      local path = H.path_token(token:sub(2))
+      add({ path = path }, "@" .. path)
+    elseif lead == "#" then
+      local name = token:match("^#(%a+)")
+      for _, item in ipairs(H.gather(name)) do
+        add(item, item.path and ("@" .. item.path) or ("#" .. name))
+      end
+    end
+  end
+  if #items == 0 then
+    return { text = prompt, attachments = {} }
+  end
+  local answers, err = require("agent.rpc").attach(items)
+  if not answers then
+    vim.notify(("agent: the prompt's attachments could not be read: %s"):format(err), vim.log.levels.WARN)
+    return { text = prompt, attachments = {} }
+  end
+  local attachments = {}
+  for _, answer in ipairs(answers) do
+    if not answer.missing then
+      attachments[#attachments + 1] = {
+        row = format.row(answer),
+        text = answer.text,
+        shown = answer.shown,
+        problem = answer.problem,
+      }
+    end
+  end
+  return { text = format.prompt(prompt, attachments), attachments = attachments }
+end
+
+---@class agent.CompletionItem
+---@field word string what goes in the input (`@src/calc.py`, `#buffer`, `/new`)
+---@field kind "file"|"context"|"command"
+---@field info? string what it does (a command's description)
+
+--- What to complete at the end of `before` (the input's line up to the cursor; `first` when it
+--- is the input's first line): the byte column (0-based) where the word being completed starts,
+--- and the items for it, best first. Nil when the cursor is not after `@`, `#` or a leading `/`.
+---@param before string
+---@param first? boolean
+---@return { start: integer, items: agent.CompletionItem[] }?
+function M.complete(before, first)
+  local start, token = before:match("()([@#/][^%s]*)$")
+  if not start or (start > 1 and not before:sub(start - 1, start - 1):match("%s")) then
+    return nil
+  end
+  local lead, query = token:sub(1, 1), token:sub(2)
+  local items = {}
+  if lead == "@" then
+    local rpc = require("agent.rpc")
+    -- Only from a running backend: completing must not start one.
+    local found = rpc.running() and rpc.files(query, M.FILE_LIMIT) or nil
+    for _, file in ipairs(found and found.files or {}) do
+      items[#items + 1] = { word = "@" .. file, kind = "file" }
+    end
+  elseif lead == "#" then
+    for _, item in ipairs(M.items) do
+      if vim.startswith(item.word, token) then
+        items[#items + 1] = { word = item.word, kind = "context", info = item.info }
+      end
+    end
+  else
+    if not (first and start == 1) then
+      return nil
+    end
+    for _, command in ipairs(require("agent.slash").commands()) do
+      if vim.startswith(command.name, query) then
+        items[#items + 1] = { word = "/" .. command.name, kind = "command", info = command.description }
+      end
+    end
+  end
+  return { start = start - 1, items = items }
+end
+
+--- 'omnifunc' of the chat's input (<C-x><C-o>), over M.complete.
+---@param findstart integer
+---@param base string
+---@return integer|table
+function M.omnifunc(findstart, base)
+  if findstart == 1 then
+    local line = vim.api.nvim_get_current_line()
+    local col = vim.api.nvim_win_get_cursor(0)[2]
+    local found = M.complete(line:sub(1, col), vim.fn.line(".") == 1)
+    -- A `/` command only where the first call found one: at the start of the input.
+    H.omni_first = found ~= nil and found.start == 0 and vim.fn.line(".") == 1
+    return found and found.start or -3
+  end
+  local found = M.complete(base, H.omni_first)
+  return vim.tbl_map(H.complete_item, found and found.items or {})
+end
+
+--- Sets up the chat's input buffer `buf`: 'omnifunc', and (`input.completion`, Neovim 0.11) the
+--- completion menu opened by itself after `@`, `#` and a leading `/`, refreshed as the person
+--- types ('completeopt' is set for the buffer only, so nothing is inserted until an item is
+--- picked).
+---@param buf integer
+function M.setup_input(buf)
+  M.track()
+  vim.bo[buf].omnifunc = "v:lua.require'agent.context'.omnifunc"
+  -- 'completeopt' is global before 0.11: <C-x><C-o> only.
+  if vim.fn.has("nvim-0.11") == 1 and require("agent.config").options.input.completion then
+    H.auto_menu(buf)
+  end
+end
+
+-- The menu opened by itself in the input `buf`, and refreshed as the person types.
+function H.auto_menu(buf)
+  vim.api.nvim_set_option_value("completeopt", "menuone,noinsert,noselect,popup", { buf = buf })
+  local group = vim.api.nvim_create_augroup("agent.context.input." .. buf, { clear = true })
+  vim.api.nvim_create_autocmd({ "TextChangedI", "TextChangedP" }, {
+    group = group,
+    buffer = buf,
+    desc = "agent: complete @files, #context and /commands as they are typed",
+    callback = function()
+      H.auto_complete()
+    end,
+  })
+  vim.api.nvim_create_autocmd("CompleteDone", {
+    group = group,
+    buffer = buf,
+    desc = "agent: do not offer again what was just picked",
+    callback = function()
+      local item = vim.v.completed_item
+      H.picked = type(item) == "table" and item.word or nil
+    end,
+  })
+end
+
+-- Helpers ------------------------------------------------------------------------------------
+
+function H.ours(buf)
+  local name = vim.api.nvim_buf_get_name(buf)
+  return name == "agent://chat" or name == "agent://input"
+end
+
+-- `@calc.py,` means calc.py: punctuation that ends a sentence is left off a path that does not
+-- exist with it.
+function H.path_token(path)
+  local bare = path:gsub("[%.,;:!%?%)%]\"']+$", "")
+  if bare == path or bare == "" then
+    return path
+  end
+  local root = require("agent.rpc").workspace()
+  local full = path:sub(1, 1) == "/" and path or (root .. "/" .. path)
+  return vim.uv.fs_stat(full) and path or bare
+end
+
+-- The attach items for `#name` (an unknown name: none).
+function H.gather(name)
+  local win = M.origin()
+  local buf = win and vim.api.nvim_win_get_buf(win)
+  if name == "buffer" then
+    return buf and { H.buffer_item(buf) } or {}
+  elseif name == "buffers" then
+    local items = {}
+    for _, b in ipairs(vim.api.nvim_list_bufs()) do
+      if vim.bo[b].buflisted and vim.bo[b].buftype == "" and vim.api.nvim_buf_get_name(b) ~= "" then
+        items[#items + 1] = H.buffer_item(b)
+      end
+    end
+    return items
+  elseif name == "selection" then
+    return buf and { H.selection_item(buf) } or {}
+  elseif name == "diagnostics" then
+    return buf and { H.diagnostics_item(buf) } or {}
+  elseif name == "quickfix" then
+    return { H.quickfix_item() }
+  end
+  return {}
+end
+
+-- A file buffer by its path (the backend reads it, or its unsaved text); another by its text.
+function H.buffer_item(buf)
+  local name = vim.api.nvim_buf_get_name(buf)
+  if vim.bo[buf].buftype == "" and name ~= "" then
+    return { path = vim.fn.fnamemodify(name, ":p") }
+  end
+  local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  return { label = ("# buffer %s"):format(name ~= "" and name or "[No Name]"), text = table.concat(lines, "\n") }
+end
+
+function H.shown_path(buf)
+  local name = vim.api.nvim_buf_get_name(buf)
+  if name == "" then
+    return "[No Name]"
+  end
+  local full = vim.fs.normalize(vim.fn.fnamemodify(name, ":p"))
+  local root = vim.fs.normalize(require("agent.rpc").workspace())
+  return require("agent.paths").within(full, root) or full
+end
+
+-- The last visual selection in `buf` ('< and '>), its lines numbered.
+function H.selection_item(buf)
+  local first = vim.api.nvim_buf_get_mark(buf, "<")[1]
+  local last = vim.api.nvim_buf_get_mark(buf, ">")[1]
+  local path = H.shown_path(buf)
+  if first == 0 or last == 0 then
+    return { label = ("# selection %s"):format(path), text = "(no visual selection in this buffer yet)" }
+  end
+  local lines = vim.api.nvim_buf_get_lines(buf, first - 1, last, false)
+  for i, line in ipairs(lines) do
+    lines[i] = ("%d: %s"):format(first + i - 1, line)
+  end
+  return {
+    label = ("# selection %s:%d-%d"):format(path, first, last),
+    text = ("%s, lines %d-%d:\n%s"):format(path, first, last, table.concat(lines, "\n")),
+  }
+end
+
+H.severity = { "ERROR", "WARN", "INFO", "HINT" }
+
+-- `path:line:col: SEVERITY: message`, one a line, in the order of their positions.
+function H.diagnostics_item(buf)
+  local path = H.shown_path(buf)
+  local diagnostics = vim.diagnostic.get(buf)
+  table.sort(diagnostics, function(a, b)
+    return a.lnum < b.lnum or (a.lnum == b.lnum and a.col < b.col)
+  end)
+  local lines = {}
+  for _, d in ipairs(diagnostics) do
+    lines[#lines + 1] = ("%s:%d:%d: %s: %s"):format(
+      path,
+      d.lnum + 1,
+      d.col + 1,
+      H.severity[d.severity] or "ERROR",
+      (d.message or ""):gsub("\n", " ")
+    )
+  end
+  return {
+    label = ("# diagnostics %s"):format(path),
+    text = #lines > 0 and table.concat(lines, "\n") or ("%s: no diagnostics"):format(path),
+  }
+end
+
+function H.quickfix_item()
+  local lines = {}
+  for _, entry in ipairs(vim.fn.getqflist()) do
+    local path = entry.bufnr > 0 and H.shown_path(entry.bufnr) or ""
+    lines[#lines + 1] = ("%s:%d:%d: %s"):format(path, entry.lnum, entry.col, vim.trim(entry.text or ""))
+  end
+  return { label = "# quickfix", text = #lines > 0 and table.concat(lines, "\n") or "(the quickfix list is empty)" }
+end
+
+-- A menu line says what a command or a `#` item does (a file says nothing more than its path).
+function H.complete_item(item)
+  return { word = item.word, menu = item.info or "", info = item.info or "", icase = 1, dup = 0 }
+end
+
+-- The menu for the word before the cursor, unless an item of it is selected (the person is
+-- moving through it) or it is the item just picked.
+function H.auto_complete()
+  if vim.fn.mode() ~= "i" then
+    return
+  end
+  if vim.fn.pumvisible() == 1 and vim.fn.complete_info({ "selected" }).selected ~= -1 then
+    return
+  end
+  local line = vim.api.nvim_get_current_line()
+  local col = vim.api.nvim_win_get_cursor(0)[2]
+  local found = M.complete(line:sub(1, col), vim.fn.line(".") == 1)
+  if not found then
+    H.picked = nil
+    return
+  end
+  local typed = line:sub(found.start + 1, col)
+  if typed == H.picked then
+    return
+  end
+  H.picked = nil
+  local items = vim.tbl_map(H.complete_item, found.items)
+  pcall(vim.fn.complete, found.start + 1, items)
+end
+
+return M

@@ -1,0 +1,146 @@
+--- Slash commands in the chat's input (issue 13, see :help agent-slash): `/new`, `/resume`,
+--- `/rewind`, `/diff`, `/model`, `/compact`, `/stop`, `/permissions` and `/help` do what the
+--- `:Agent` subcommand of the same name does; an external agent's own commands (its
+--- `available_commands_update`) are sent to it as typed, which is what ACP asks of a client.
+
+local M = {}
+local H = {}
+
+---@class agent.SlashCommand
+---@field name string without the `/`
+---@field description string
+---@field agent? boolean one of the external agent's own commands
+
+--- The built-in commands, in the order completion offers them.
+---@type agent.SlashCommand[]
+M.builtin = {
+  { name = "new", description = "a fresh conversation" },
+  { name = "resume", description = "continue a saved one [id]" },
+  { name = "rewind", description = "back to before a prompt" },
+  { name = "diff", description = "what the agent changed" },
+  { name = "model", description = "switch the model [name]" },
+  { name = "compact", description = "summarise the conversation" },
+  { name = "stop", description = "stop the running turn" },
+  { name = "permissions", description = "the permission rules" },
+  { name = "help", description = "these commands" },
+}
+
+--- Every command completion offers: the built-in ones, then the connected external agent's.
+---@return agent.SlashCommand[]
+function M.commands()
+  local list = vim.deepcopy(M.builtin)
+  local taken = {}
+  for _, command in ipairs(list) do
+    taken[command.name] = true
+  end
+  for _, command in ipairs(require("agent.rpc").agent_commands()) do
+    if not taken[command.name] then
+      list[#list + 1] = {
+        name = command.name,
+        description = command.hint and ("%s (%s)"):format(command.description, command.hint) or command.description,
+        agent = true,
+      }
+    end
+  end
+  return list
+end
+
+--- The external agent's command `text` starts with, if it does: such a prompt goes to the agent
+--- exactly as typed (no attachments added).
+---@param text string
+---@return string?
+function M.for_agent(text)
+  local name = H.name(text)
+  if not name or H.builtin(name) then
+    return nil
+  end
+  for _, command in ipairs(require("agent.rpc").agent_commands()) do
+    if command.name == name then
+      return name
+    end
+  end
+  return nil
+end
+
+--- Runs `text` when it is a built-in command, with `api` (require("agent")) doing the work.
+--- True when it was handled (run, or an unknown command refused with a word); false when it is
+--- to be sent as a prompt (not a command, or the external agent's own).
+---@param text string
+---@param api table require("agent")
+---@return boolean handled
+function M.run(text, api)
+  local name = H.name(text)
+  if not name then
+    return false
+  end
+  local args = vim.trim(text:sub(#name + 2))
+  local run = H.builtin(name) and H.run[name]
+  if run then
+    run(api, args)
+    return true
+  end
+  if M.for_agent(text) then
+    return false
+  end
+  vim.notify(("agent: no command /%s; /help lists them"):format(name), vim.log.levels.WARN)
+  return true
+end
+
+-- Helpers ------------------------------------------------------------------------------------
+
+-- The command name `text` starts with (`/name`, then a blank or the end), or nil.
+function H.name(text)
+  return text:match("^/([%w][%w_%-%.:]*)%f[%s%z]")
+end
+
+function H.builtin(name)
+  for _, command in ipairs(M.builtin) do
+    if command.name == name then
+      return true
+    end
+  end
+  return false
+end
+
+-- `api[name](args)` when the API has it; else says the command is not built yet.
+function H.if_built(api, name, args)
+  if type(api[name]) ~= "function" then
+    vim.notify(("agent: /%s is not built yet"):format(name), vim.log.levels.INFO)
+    return
+  end
+  api[name](args ~= "" and args or nil)
+end
+
+-- What each built-in does: the :Agent subcommand's own function (or its parser, for those with
+-- arguments).
+H.run = {
+  new = function(api)
+    api.new()
+  end,
+  resume = function(api, args)
+    api.resume(args ~= "" and args or nil)
+  end,
+  rewind = function(api, args)
+    api._command({ args = vim.trim("rewind " .. args) })
+  end,
+  diff = function(api, args)
+    api._command({ args = vim.trim("diff " .. args) })
+  end,
+  model = function(api, args)
+    H.if_built(api, "model", args)
+  end,
+  compact = function(api, args)
+    H.if_built(api, "compact", args)
+  end,
+  stop = function(api)
+    api.stop()
+  end,
+  permissions = function(api)
+    api.permissions()
+  end,
+  help = function()
+    vim.cmd("help agent-slash")
+  end,
+}
+
+return M

@@ -1,0 +1,452 @@
+//! Context and commands in the chat's input (issue 13, items 3 and 6) in a real Neovim: `@path`
+//! and `#diagnostics` attach what they name to the request the mock records, the chat folds
+//! each attachment under the prompt, completion offers the workspace's files (not the ignored
+//! ones), the `#` items and the `/` commands, `/new` clears the conversation, and an external
+//! agent's own commands are completed and sent to it as typed.
+
+use rmpv::Value;
+
+use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
+use crate::support::nvim::{setup_lua, Nvim, Options};
+
+const CHAT: &str = "agent://chat";
+const CALC: &str = "def add(a, b):\n    return a + b\n\nprint(add(1, 2)\n";
+
+fn answer(text: &str) -> Reply {
+    Reply::Turn {
+        parts: vec![Part::Text(text.into())],
+        usage: (10, 2),
+    }
+}
+
+async fn start(mock: &MockLlm, ui: Option<(i64, i64)>) -> Nvim {
+    Nvim::start(Options {
+        ui,
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "test-key".into()),
+            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+        ],
+        setup: setup_lua(""),
+    })
+    .await
+}
+
+/// The text of the last user message of request `n` the mock recorded.
+fn prompt_sent(mock: &MockLlm, n: usize) -> String {
+    let body = &mock.requests()[n].body;
+    let messages = body["messages"].as_array().unwrap();
+    messages.last().unwrap()["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The words of the completion menu, once it shows some.
+async fn menu(nvim: &Nvim) -> Vec<String> {
+    nvim.wait_for("vim.fn.pumvisible() == 1 and #vim.fn.complete_info({'items'}).items > 0")
+        .await;
+    let words = nvim
+        .lua(
+            "return vim.tbl_map(function(i) return i.word end, vim.fn.complete_info({'items'}).items)",
+            vec![],
+        )
+        .await;
+    words
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn explain_at_calc_py_sends_its_text_and_the_chat_folds_it_under_the_prompt() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![answer("It adds.")]);
+    let nvim = start(&mock, None).await;
+    nvim.write("calc.py", CALC);
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "s3cret").unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        nvim.workspace.path().join("link.txt"),
+    )
+    .unwrap();
+    nvim.cmd("Agent explain @calc.py, not @../../etc/passwd or @link.txt or @nobody")
+        .await;
+    let lines = nvim
+        .wait_for_line(CHAT, "done · 10 in / 2 out tokens")
+        .await;
+    let sent = prompt_sent(&mock, 0);
+    assert_eq!(
+        sent,
+        format!(
+            "explain @calc.py, not @../../etc/passwd or @link.txt or @nobody\n\n\
+             [attached: @ calc.py (49 chars)]\n```\n{CALC}```\n\n\
+             [attached: @ ../../etc/passwd: Refused: '../../etc/passwd' resolves outside the workspace root.]\n\n\
+             [attached: @ link.txt: Refused: 'link.txt' resolves outside the workspace root.]"
+        )
+    );
+    assert!(!sent.contains("s3cret"), "{sent}");
+    // Under the prompt: the rows, the file's text folded under its own.
+    let row = lines
+        .iter()
+        .position(|l| l == "@ calc.py (49 chars)")
+        .unwrap_or_else(|| panic!("no attachment row in:\n{}", lines.join("\n")));
+    assert_eq!(lines[row + 1], "  def add(a, b):");
+    assert_eq!(
+        lines[row + 5],
+        "@ ../../etc/passwd: Refused: '../../etc/passwd' resolves outside the workspace root."
+    );
+    let folded = nvim
+        .lua(
+            &format!(
+                "local win = vim.fn.bufwinid('{CHAT}') return vim.api.nvim_win_call(win, function() \
+                 return {{ vim.fn.foldclosed({a}), vim.fn.foldclosedend({a}), vim.fn.foldclosed({b}) }} end)",
+                a = row + 2,
+                b = row + 6
+            ),
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        folded,
+        Value::Array(vec![
+            Value::from(row as i64 + 1),
+            Value::from(row as i64 + 5),
+            Value::from(-1)
+        ])
+    );
+    let hl = nvim
+        .lua(
+            &format!(
+                "local buf = vim.fn.bufnr('{CHAT}') local marks = vim.api.nvim_buf_get_extmarks(buf, \
+                 vim.api.nvim_create_namespace('agent.chat'), {{ {row}, 0 }}, {{ {row}, -1 }}, {{ details = true }}) \
+                 return marks[1] and marks[1][4].hl_group"
+            ),
+            vec![],
+        )
+        .await;
+    assert_eq!(hl, Value::from("AgentAttachment"));
+}
+
+#[tokio::test]
+async fn an_unsaved_buffer_is_attached_as_the_person_sees_it_and_hash_diagnostics_lists_its_diagnostics(
+) {
+    let mock = MockLlm::start(Wire::Anthropic, vec![answer("One."), answer("Two.")]);
+    let nvim = start(&mock, None).await;
+    nvim.write("calc.py", CALC);
+    nvim.cmd("edit calc.py").await;
+    nvim.lua(
+        "vim.api.nvim_buf_set_lines(0, 0, 1, false, { 'def add(a, b, c):' }) \
+         local ns = vim.api.nvim_create_namespace('test') \
+         vim.diagnostic.set(ns, 0, { \
+           { lnum = 3, col = 0, severity = vim.diagnostic.severity.ERROR, message = 'unclosed (' }, \
+           { lnum = 0, col = 4, severity = vim.diagnostic.severity.WARN, message = 'unused c' } })",
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent fix #diagnostics in @calc.py").await;
+    let lines = nvim
+        .wait_for_line(CHAT, "done · 10 in / 2 out tokens")
+        .await;
+    let sent = prompt_sent(&mock, 0);
+    assert!(
+        sent.contains(
+            "[attached: # diagnostics calc.py (58 chars)]\n```\n\
+             calc.py:1:5: WARN: unused c\ncalc.py:4:1: ERROR: unclosed (\n```"
+        ),
+        "{sent}"
+    );
+    assert!(
+        sent.contains("[attached: @ calc.py (52 chars, unsaved buffer)]\n```\ndef add(a, b, c):\n"),
+        "{sent}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == "@ calc.py (52 chars, unsaved buffer)"),
+        "{}",
+        lines.join("\n")
+    );
+    // From the input, "the current buffer" is the one the person came from.
+    nvim.cmd("Agent").await;
+    nvim.lua(
+        "vim.api.nvim_buf_set_lines(0, 0, -1, false, { 'and #buffer' })",
+        vec![],
+    )
+    .await;
+    nvim.api.input("<Esc><CR>").await.unwrap();
+    nvim.wait_for(&format!(
+        "#vim.fn.getbufline('{CHAT}', 1, '$') > {}",
+        lines.len() + 3
+    ))
+    .await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    let sent = prompt_sent(&mock, 1);
+    assert!(
+        sent.starts_with("and #buffer\n\n[attached: @ calc.py (52 chars, unsaved buffer)]"),
+        "{sent}"
+    );
+}
+
+#[tokio::test]
+async fn slash_new_in_the_input_clears_the_conversation_and_an_unknown_command_is_not_sent() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![answer("First."), answer("Second.")]);
+    let nvim = start(&mock, Some((120, 40))).await;
+    nvim.cmd("Agent remember 42").await;
+    nvim.wait_for_line(CHAT, "done · 10 in / 2 out tokens")
+        .await;
+    nvim.cmd("Agent").await;
+    let submit = |text: &'static str| {
+        let nvim = &nvim;
+        async move {
+            nvim.lua(
+                "vim.api.nvim_buf_set_lines(0, 0, -1, false, { ... })",
+                vec![Value::from(text)],
+            )
+            .await;
+            nvim.api.input("<Esc><CR>").await.unwrap();
+        }
+    };
+    submit("/nosuch thing").await;
+    nvim.wait_for_screen("agent: no command /nosuch; /help lists them")
+        .await;
+    assert_eq!(mock.requests().len(), 1);
+    submit("/new").await;
+    nvim.wait_for(&format!(
+        "table.concat(vim.fn.getbufline('{CHAT}', 1, '$'), '') == ''"
+    ))
+    .await;
+    assert_eq!(
+        nvim.lua("return vim.api.nvim_get_current_line()", vec![])
+            .await,
+        Value::from("")
+    );
+    submit("what was the number").await;
+    nvim.wait_for_line(CHAT, "done · 10 in / 2 out tokens")
+        .await;
+    // The history was forgotten: the second request holds only the new prompt.
+    let messages = mock.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(messages, 1);
+    assert_eq!(prompt_sent(&mock, 1), "what was the number");
+}
+
+#[tokio::test]
+async fn the_input_completes_workspace_files_fuzzily_without_ignored_ones_the_hash_items_and_commands(
+) {
+    let mock = MockLlm::start(Wire::Anthropic, vec![]);
+    let nvim = start(&mock, Some((100, 30))).await;
+    nvim.write(".gitignore", "build/\n");
+    nvim.write("src/calc.py", CALC);
+    nvim.write("src/other.rs", "");
+    nvim.write("build/calc.py", CALC);
+    nvim.cmd("Agent").await;
+    nvim.api.input("i@clcpy").await.unwrap();
+    assert_eq!(menu(&nvim).await, ["@src/calc.py"]);
+    nvim.api.input("<C-n><C-y> #dia").await.unwrap();
+    assert_eq!(menu(&nvim).await, ["#diagnostics"]);
+    nvim.api.input("<C-n><C-y>").await.unwrap();
+    nvim.wait_for("vim.fn.pumvisible() == 0").await;
+    assert_eq!(
+        nvim.lua("return vim.api.nvim_get_current_line()", vec![])
+            .await,
+        Value::from("@src/calc.py #diagnostics")
+    );
+    // A `/` completes commands only where a command can be: at the start of the input.
+    nvim.api.input("<Esc>ggcc/re").await.unwrap();
+    assert_eq!(menu(&nvim).await, ["/resume", "/rewind"]);
+    // The blink.cmp and nvim-cmp sources answer the same, with an edit over the word.
+    let sources = nvim
+        .lua(
+            "local got = {} \
+             local blink = require('agent.cmp.blink').new() \
+             blink:get_completions({ line = 'see @other', cursor = { 1, 10 } }, function(r) got.blink = r end) \
+             local cmp = require('agent.cmp.nvim_cmp').new() \
+             cmp:complete({ context = { cursor_line = 'x #quick', cursor = { row = 1, col = 9 } } }, function(r) got.cmp = r end) \
+             local b, c = got.blink.items[1], got.cmp.items[1] \
+             return { b.label, b.textEdit.range.start.character, b.textEdit.range['end'].character, \
+                      got.blink.is_incomplete_forward, c.label, c.textEdit.range.start.character, got.cmp.isIncomplete, \
+                      blink:enabled(), vim.tbl_contains(blink:get_trigger_characters(), '@') }",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        sources,
+        Value::Array(vec![
+            Value::from("@src/other.rs"),
+            Value::from(4),
+            Value::from(10),
+            Value::from(true),
+            Value::from("#quickfix"),
+            Value::from(2),
+            Value::from(true),
+            Value::from(true),
+            Value::from(true),
+        ])
+    );
+}
+
+#[tokio::test]
+async fn an_external_agents_commands_are_completed_with_their_descriptions_and_sent_as_typed() {
+    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
+    let nvim = Nvim::start(Options {
+        ui: Some((100, 30)),
+        env: vec![("ANTHROPIC_API_KEY".into(), "unused".into())],
+        setup: setup_lua(&format!(
+            "acp = {{ agents = {{ test = {{ cmd = {{ '{agent}', 'commands' }} }} }} }}"
+        )),
+    })
+    .await;
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
+    nvim.wait_for("#require('agent.rpc').agent_commands() == 2")
+        .await;
+    nvim.cmd("Agent").await;
+    nvim.api.input("i/").await.unwrap();
+    let words = menu(&nvim).await;
+    assert!(
+        words.ends_with(&["/web".to_string(), "/init".to_string()]),
+        "{words:?}"
+    );
+    assert!(words.contains(&"/new".to_string()), "{words:?}");
+    let info = nvim
+        .lua(
+            "for _, i in ipairs(vim.fn.complete_info({'items'}).items) do \
+             if i.word == '/web' then return i.info end end",
+            vec![],
+        )
+        .await;
+    assert_eq!(info, Value::from("Search the web (query)"));
+    nvim.api
+        .input("<C-e>web rust @nothing.txt<Esc><CR>")
+        .await
+        .unwrap();
+    let lines = nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == r#"slash: "/web rust @nothing.txt""#),
+        "{}",
+        lines.join("\n")
+    );
+}
+
+#[tokio::test]
+async fn hash_selection_and_quickfix_attach_their_lines_and_a_resumed_chat_shows_the_same_rows() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![answer("Seen.")]);
+    let nvim = start(&mock, None).await;
+    nvim.write("calc.py", CALC);
+    nvim.cmd("edit calc.py").await;
+    nvim.api.input("2GVj<Esc>").await.unwrap();
+    nvim.lua(
+        "vim.fn.setqflist({ { filename = 'calc.py', lnum = 4, col = 1, text = 'SyntaxError' } })",
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent look at #selection and #quickfix").await;
+    let before = nvim
+        .wait_for_line(CHAT, "done · 10 in / 2 out tokens")
+        .await;
+    let sent = prompt_sent(&mock, 0);
+    assert_eq!(
+        sent,
+        "look at #selection and #quickfix\n\n\
+         [attached: # selection calc.py:2-3 (43 chars)]\n```\n\
+         calc.py, lines 2-3:\n2:     return a + b\n3: \n```\n\n\
+         [attached: # quickfix (24 chars)]\n```\ncalc.py:4:1: SyntaxError\n```"
+    );
+    // /model is :Agent model (the status line shows the new one); /compact is not built yet.
+    nvim.lua(
+        "require('agent.slash').run('/model fast-model', require('agent'))",
+        vec![],
+    )
+    .await;
+    nvim.wait_for("require('agent').status().model == 'fast-model'")
+        .await;
+    nvim.lua(
+        "require('agent.slash').run('/compact', require('agent'))",
+        vec![],
+    )
+    .await;
+    assert!(
+        nvim.messages()
+            .await
+            .contains("agent: /compact is not built yet"),
+        "{}",
+        nvim.messages().await
+    );
+    // Resumed, the prompt shows as typed with the same rows, their text folded again.
+    let id = nvim
+        .lua("return require('agent').sessions()[1].id", vec![])
+        .await;
+    nvim.cmd("Agent new").await;
+    nvim.lua("require('agent').resume(...)", vec![id]).await;
+    let after = nvim
+        .wait_for_line(CHAT, "resumed: look at #selection and #quickfix")
+        .await;
+    let rows = |lines: &[String]| -> Vec<String> {
+        lines
+            .iter()
+            .filter(|l| l.starts_with("# ") || l.starts_with("look at"))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(rows(&after), rows(&before));
+    assert_eq!(
+        rows(&after),
+        [
+            "look at #selection and #quickfix",
+            "# selection calc.py:2-3 (43 chars)",
+            "# quickfix (24 chars)"
+        ]
+    );
+    let row = after
+        .iter()
+        .position(|l| l == "# quickfix (24 chars)")
+        .unwrap();
+    let folded = nvim
+        .lua(
+            &format!(
+                "local win = vim.fn.bufwinid('{CHAT}') return vim.api.nvim_win_call(win, function() \
+                 return vim.fn.foldclosed({}) end)",
+                row + 2
+            ),
+            vec![],
+        )
+        .await;
+    assert_eq!(folded, Value::from(row as i64 + 1));
+}
+
+#[tokio::test]
+async fn with_input_completion_off_the_menu_waits_for_ctrl_x_ctrl_o() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![]);
+    let nvim = Nvim::start(Options {
+        ui: Some((100, 30)),
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "test-key".into()),
+            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+        ],
+        setup: setup_lua("input = { completion = false }"),
+    })
+    .await;
+    nvim.write("src/calc.py", CALC);
+    nvim.cmd("Agent").await;
+    nvim.wait_for("require('agent.rpc').info() ~= nil").await;
+    nvim.api.input("i@clcpy").await.unwrap();
+    // The keys (and the autocommands they fire) are done before Neovim answers this.
+    assert_eq!(
+        nvim.lua(
+            "return { vim.api.nvim_get_current_line(), vim.fn.pumvisible() }",
+            vec![]
+        )
+        .await,
+        Value::Array(vec![Value::from("@clcpy"), Value::from(0)])
+    );
+    // One match: Neovim's default 'completeopt' puts it in at once.
+    nvim.api.input("<C-x><C-o>").await.unwrap();
+    nvim.wait_for("vim.api.nvim_get_current_line() == '@src/calc.py'")
+        .await;
+}
