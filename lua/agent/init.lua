@@ -20,10 +20,13 @@ end
 --- Sends `prompt` to the agent, opening the conversation (without moving the cursor there).
 --- Without a prompt, asks for a question with vim.ui.input about the current line, or about the
 --- selection in Visual mode, and sends the question with that context.
+--- `opts.context`: text sent after the prompt as it is, never read for `@` and `#` (the lines
+--- the ask mapping adds).
 ---@param prompt? string
+---@param opts? { context?: string }
 ---@return boolean sent false when nothing was sent (the reason was shown); true when it was
 --- sent or queued behind the running turn
-function M.ask(prompt)
+function M.ask(prompt, opts)
   if prompt == nil then
     local mode = vim.fn.mode()
     local context
@@ -46,7 +49,7 @@ function M.ask(prompt)
   -- Behind the running turn, and behind prompts queued before it: sent in order, each when the
   -- backend is idle again (M.queue lists and removes them; :Agent stop may drop them).
   if chat.busy() or (#queue.items > 0 and not H.from_queue) then
-    queue.push(prompt)
+    queue.push(prompt, opts and opts.context)
     if not chat.visible() then
       vim.notify(("agent: queued: %s"):format(queue.label(prompt)), vim.log.levels.INFO)
     end
@@ -60,9 +63,11 @@ function M.ask(prompt)
   -- command goes as typed.
   local expanded = require("agent.slash").for_agent(prompt) and { text = prompt, attachments = {} }
     or require("agent.context").expand(prompt)
+  local context = opts and opts.context
+  local shown = context and (prompt .. "\n\n" .. context) or prompt
   chat.open({ focus = false })
-  chat.user_prompt(prompt, expanded.attachments)
-  rpc.prompt(expanded.text)
+  chat.user_prompt(shown, expanded.attachments)
+  rpc.prompt(context and (expanded.text .. "\n\n" .. context) or expanded.text)
   return true
 end
 
@@ -273,13 +278,13 @@ function H.send_queued()
   if chat.busy() or queue.held or #queue.items == 0 then
     return
   end
-  local prompt = queue.pop()
+  local prompt, context = queue.pop()
   H.from_queue = true
-  local ok, sent = pcall(M.ask, prompt)
+  local ok, sent = pcall(M.ask, prompt, { context = context })
   H.from_queue = false
   if not (ok and sent) then
     -- Not sent (no backend): back in the input, not lost.
-    queue.back_to_input({ prompt })
+    queue.back_to_input({ context and (prompt .. "\n\n" .. context) or prompt })
   end
   if not ok then
     error(sent, 0)
@@ -706,7 +711,7 @@ function M._command(cmd)
     if args == "" then
       return H.ask_interactive(context)
     end
-    return M.ask(context and (args .. "\n\n" .. context.text) or args)
+    return M.ask(args, { context = context and context.text })
   end
   if args == "" then
     return M.open()
@@ -863,7 +868,11 @@ function H.ensure_init()
   chat.set_actions({
     submit = function(text)
       -- `/new`, `/diff`... run here (see :help agent-slash); anything else is a prompt.
-      return require("agent.slash").run(text, M) or M.ask(text)
+      local handled, refused = require("agent.slash").run(text, M)
+      if refused then
+        return false -- an unknown `/word`: the input keeps it
+      end
+      return handled or M.ask(text)
     end,
     cancel = function()
       M.stop()
@@ -1042,7 +1051,9 @@ function H.ask_interactive(context)
     if not question or vim.trim(question) == "" then
       return
     end
-    M.ask(context and (question .. "\n\n" .. context.text) or question)
+    -- Only the person's words are read for `@` and `#`: the file's lines that follow are the
+    -- repository's, and could name files or buffers the person never chose.
+    M.ask(question, { context = context and context.text })
   end)
 end
 

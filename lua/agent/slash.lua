@@ -64,10 +64,12 @@ end
 
 --- Runs `text` when it is a built-in command, with `api` (require("agent")) doing the work.
 --- True when it was handled (run, or an unknown command refused with a word); false when it is
---- to be sent as a prompt (not a command, or the external agent's own).
+--- to be sent as a prompt (not a command, or the external agent's own). `refused` is true for
+--- an unknown command: the input keeps it, to be fixed.
 ---@param text string
 ---@param api table require("agent")
 ---@return boolean handled
+---@return boolean? refused
 function M.run(text, api)
   local name = H.name(text)
   if not name then
@@ -82,8 +84,11 @@ function M.run(text, api)
   if M.for_agent(text) then
     return false
   end
-  vim.notify(("agent: no command /%s; /help lists them"):format(name), vim.log.levels.WARN)
-  return true
+  vim.notify(
+    ("agent: no command /%s; /help lists them (start with a space to send it as a prompt)"):format(name),
+    vim.log.levels.WARN
+  )
+  return true, true
 end
 
 -- Helpers ------------------------------------------------------------------------------------

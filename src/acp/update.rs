@@ -255,25 +255,39 @@ pub(super) fn block_text(block: &Value) -> Option<String> {
 
 /// The agent's slash commands, each with a name; one without is left out, a missing
 /// description is empty, and `input.hint` is what to type after it.
+/// At most this many of an agent's commands are kept, each name at most [`COMMAND_NAME`]
+/// characters and its description and hint cut at [`COMMAND_TEXT`]: the list is the agent's,
+/// so untrusted, and it is searched at every key typed after `/`.
+const COMMANDS: usize = 200;
+const COMMAND_NAME: usize = 64;
+const COMMAND_TEXT: usize = 200;
+
 fn commands(list: &Value) -> Vec<super::AgentCommand> {
+    let cut = |text: &str| crate::text::clamp_head(text, COMMAND_TEXT).0.to_string();
     list.as_array()
         .into_iter()
         .flatten()
         .filter_map(|command| {
             let name = command.get("name")?.as_str()?.trim_start_matches('/');
-            (!name.is_empty()).then(|| super::AgentCommand {
+            // A name a person can type after `/`: a letter or digit, then those and `_-.:`.
+            let typable = name.chars().next().is_some_and(char::is_alphanumeric)
+                && name.chars().count() <= COMMAND_NAME
+                && name
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'));
+            typable.then(|| super::AgentCommand {
                 name: name.to_string(),
-                description: command
+                description: cut(command
                     .get("description")
                     .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
+                    .unwrap_or_default()),
                 hint: command
                     .pointer("/input/hint")
                     .and_then(Value::as_str)
-                    .map(str::to_string),
+                    .map(cut),
             })
         })
+        .take(COMMANDS)
         .collect()
 }
 
@@ -335,6 +349,9 @@ mod tests {
             {"name": "/plan", "description": "Make a plan"},
             {"description": "no name"},
             {"name": "init"},
+            {"name": "two words"},
+            {"name": "-dash"},
+            {"name": "x".repeat(65)},
         ]});
         let command =
             |name: &str, description: &str, hint: Option<&str>| super::super::AgentCommand {
@@ -352,6 +369,18 @@ mod tests {
                 ]
             })]
         );
+        // A long description is cut, and a flood of commands is kept to 200.
+        let many: Vec<Value> = (0..500)
+            .map(|i| json!({"name": format!("c{i}"), "description": "d".repeat(1000)}))
+            .collect();
+        let update =
+            json!({"sessionUpdate": "available_commands_update", "availableCommands": many});
+        let events = Tools::default().apply(&update, &ws);
+        let [AcpEvent::Agent(AgentUpdate::Commands { commands })] = events.as_slice() else {
+            panic!("one commands event: {events:?}");
+        };
+        assert_eq!(commands.len(), 200);
+        assert_eq!(commands[0].description.chars().count(), 200);
     }
 
     #[test]

@@ -225,6 +225,10 @@ fn list_as_found(root: &Path, mut found: impl FnMut(&[String])) -> Vec<String> {
         .filter_entry(|entry| entry.file_name() != ".git")
         .build_parallel();
     let mut files = Vec::new();
+    // Counted as they are found, so the walk stops at the cap (Neovim opened in $HOME or /
+    // would otherwise walk millions of entries on every core).
+    let counted = std::sync::atomic::AtomicUsize::new(0);
+    let counted = &counted;
     std::thread::scope(|scope| {
         scope.spawn(move || {
             walker.run(|| {
@@ -245,6 +249,10 @@ fn list_as_found(root: &Path, mut found: impl FnMut(&[String])) -> Vec<String> {
                         batch.files.push(rel.to_string());
                         if batch.files.len() >= 1024 {
                             batch.send();
+                        }
+                        let seen = counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if seen + 1 >= MAX_FILES {
+                            return ignore::WalkState::Quit;
                         }
                     }
                     ignore::WalkState::Continue
@@ -281,9 +289,11 @@ impl Drop for Batch {
     }
 }
 
-/// A name that reads as it is written.
+/// A path `@` can name: shown as it is (no control or invisible character) and without
+/// blanks, which end an `@path` in a prompt.
 fn plain(rel: &str) -> bool {
-    crate::display::visible(rel, crate::display::Layout::OneLine) == rel
+    !rel.contains(char::is_whitespace)
+        && crate::display::visible(rel, crate::display::Layout::OneLine) == rel
 }
 
 /// The `limit` best fuzzy matches of `query` among `files`, best first: the higher score, then
@@ -365,6 +375,8 @@ mod tests {
         std::fs::write(dir.path().join(".gitignore"), "target/\n*.log\n").unwrap();
         std::os::unix::fs::symlink("/etc", dir.path().join("etc-link")).unwrap();
         std::fs::write(dir.path().join("bad\u{1b}name"), "x").unwrap();
+        // `@my notes.txt` would name `my`: a name with a blank is not offered.
+        std::fs::write(dir.path().join("my notes.txt"), "x").unwrap();
         assert_eq!(
             list(dir.path()),
             vec![".github/ci.yml", ".gitignore", "src/calc.py"]

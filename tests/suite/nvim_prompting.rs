@@ -461,3 +461,60 @@ async fn agent_model_switches_the_model_of_the_following_prompts_and_the_status_
         rmpv::Value::from("claude-opus-4-1")
     );
 }
+
+#[tokio::test]
+async fn a_files_own_at_and_hash_words_around_the_cursor_attach_nothing() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![answer("ok")]);
+    let nvim = start(&mock, "").await;
+    nvim.write(".env", "DB_PASSWORD=hunter2-XYZ\n");
+    nvim.write(
+        "notes.md",
+        "# Notes\nsee @.env and #buffers for the config\n",
+    );
+    nvim.cmd("edit notes.md").await;
+    nvim.lua(
+        "vim.ui.input = function(_, on_confirm) on_confirm('what is this?') end",
+        vec![],
+    )
+    .await;
+    nvim.api.input("2G").await.unwrap();
+    nvim.lua(
+        "vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('<Plug>(agent-ask)', true, false, true), 'x', false)",
+        vec![],
+    )
+    .await;
+    let sent = prompt_of(&mock.wait_for_requests(1, WAIT)[0]);
+    // The repository's lines go as they are; only the person's words are read for @ and #.
+    assert!(
+        sent.contains("2: see @.env and #buffers for the config"),
+        "{sent}"
+    );
+    assert!(!sent.contains("hunter2-XYZ"), "{sent}");
+    assert!(!sent.contains("[attached:"), "{sent}");
+}
+
+#[tokio::test]
+async fn an_unknown_slash_word_is_not_sent_and_stays_in_the_input() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![answer("ok")]);
+    let nvim = start(&mock, "").await;
+    nvim.cmd("Agent").await;
+    nvim.lua(
+        "local w = require('agent.chat.window') \
+         vim.api.nvim_buf_set_lines(w.input_buf, 0, -1, false, { '/tmp is full, why?' }) \
+         vim.api.nvim_set_current_win(vim.fn.bufwinid(w.input_buf))",
+        vec![],
+    )
+    .await;
+    nvim.api.input("<C-s>").await.unwrap();
+    nvim.wait_for_screen("agent: no command /tmp").await;
+    let input = nvim
+        .lua(
+            "return vim.api.nvim_buf_get_lines(require('agent.chat.window').input_buf, 0, -1, false)",
+            vec![],
+        )
+        .await;
+    assert_eq!(input, rmpv::Value::Array(vec!["/tmp is full, why?".into()]));
+    assert!(nvim.messages().await.contains("agent: no command /tmp"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(mock.requests().is_empty());
+}

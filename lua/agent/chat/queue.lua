@@ -11,6 +11,11 @@ local H = {}
 ---@type string[]
 M.items = {}
 
+--- The context sent after each queued prompt as it is (the ask mapping's lines), by position in
+--- M.items (false for none).
+---@type (string|false)[]
+M.contexts = {}
+
 --- True while the queue waits for the person (`:Agent stop` asking what to do with it): nothing
 --- is sent from it meanwhile.
 M.held = false
@@ -20,17 +25,21 @@ H.SHOWN_CHARS = 60
 
 --- Adds `prompt` at the end of the queue.
 ---@param prompt string
-function M.push(prompt)
+---@param context? string
+function M.push(prompt, context)
   M.items[#M.items + 1] = prompt
+  M.contexts[#M.items] = context or false
   M.show()
 end
 
---- Takes the oldest queued prompt out, or nil when there is none.
----@return string?
+--- Takes the oldest queued prompt out (and its context), or nil when there is none.
+---@return string? prompt
+---@return string? context
 function M.pop()
   local prompt = table.remove(M.items, 1)
+  local context = table.remove(M.contexts, 1)
   M.show()
-  return prompt
+  return prompt, context or nil
 end
 
 --- Removes the `i`-th queued prompt; returns it.
@@ -38,15 +47,19 @@ end
 ---@return string?
 function M.remove(i)
   local prompt = table.remove(M.items, i)
+  local context = table.remove(M.contexts, i)
   M.show()
-  return prompt
+  return prompt and context and (prompt .. "\n\n" .. context) or prompt
 end
 
 --- Empties the queue; returns what it held.
 ---@return string[]
 function M.clear()
-  local items = M.items
-  M.items = {}
+  local items = {}
+  for i, prompt in ipairs(M.items) do
+    items[i] = M.contexts[i] and (prompt .. "\n\n" .. M.contexts[i]) or prompt
+  end
+  M.items, M.contexts = {}, {}
   M.show()
   return items
 end

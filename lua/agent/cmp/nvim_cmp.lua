@@ -20,6 +20,12 @@ function M:is_available()
   return shared.in_input(0)
 end
 
+--- The items' text edits count columns in bytes (nvim-cmp's default is UTF-16).
+---@return string
+function M:get_position_encoding_kind()
+  return "utf-8"
+end
+
 ---@return string[]
 function M:get_trigger_characters()
   return { "@", "#", "/" }

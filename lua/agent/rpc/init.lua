@@ -238,7 +238,7 @@ end
 --- last listed them; empty for the built-in agent.
 ---@return { name: string, description: string, hint?: string }[]
 function M.agent_commands()
-  return H.agent_commands
+  return H.agent_commands or {}
 end
 
 --- Called by Rust with the events of one frame, in order. Each is dispatched to the chat (and
@@ -260,7 +260,6 @@ end
 function M.problems()
   local problems = H.problems
   H.problems = {}
-  H.agent_commands = {}
   return problems
 end
 

@@ -75,7 +75,8 @@ pub(super) async fn attach(workspace: &Workspace, editor: &dyn Editor, attach: A
                 if truncated {
                     text.push_str(&head_marker());
                 }
-                attached(display::one_line(&label), &text, chars, truncated, false)
+                let label = crate::secrets::redact(&display::one_line(&label)).into_owned();
+                attached(label, &text, chars, truncated, false)
             }
         });
     }
