@@ -515,7 +515,8 @@ async fn stream(over: Duration, prior: usize, render: bool) {
     if prior > 0 {
         // The earlier answers must not end with the line the screen is searched for.
         let earlier = text.replace(LAST.trim(), "an earlier answer ends here");
-        if std::env::var("AGENT_NVIM_BENCH_PRIOR_ALL").is_ok_and(|v| v == "1") {
+        let all = std::env::var("AGENT_NVIM_BENCH_PRIOR_ALL").is_ok_and(|v| v == "1");
+        if all {
             // As if a person had scrolled through all of it: every part highlighted.
             nvim.lua("require('agent.chat.markdown').everywhere = true", vec![])
                 .await;
@@ -528,7 +529,11 @@ async fn stream(over: Duration, prior: usize, render: bool) {
             )
             .await;
         let filled_in = filled.elapsed();
-        let highlighted = caught_up_all(&nvim).await;
+        let highlighted = if all {
+            caught_up_all(&nvim).await
+        } else {
+            caught_up(&nvim).await
+        };
         nvim.lua("require('agent.chat.markdown').everywhere = false", vec![])
             .await;
         let marks = nvim
