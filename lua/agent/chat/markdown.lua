@@ -3,13 +3,15 @@
 ---
 --- The chat's prose (prompts and answers, not its tool rows or notices) is cut into regions by
 --- the renderer: a region starts with the first text after a header or a row, and ends at the
---- next row. Only the open region (the message being streamed) is parsed, and only its
---- unsettled part: everything from the start of its last top-level block on. Blocks before
+--- next row. The open region (the message being streamed) is parsed first, and only its
+--- unsettled part: everything from the start of its last top-level block on; what an ended
+--- region has left unhighlighted (a flood outran the budget) only where a window shows it,
+--- never in a background pass over the whole chat. Blocks before
 --- that are final (nothing later in markdown changes them), so their highlights stay in the
 --- buffer as extmarks and are never computed again. The part is parsed as a string with the
 --- markdown parser, its inline and code-block injections included (a block's language when
 --- `vim.treesitter.language.add` finds its parser, plain otherwise), and highlighted with the
---- languages' own highlight queries, at most once a frame.
+--- languages' own highlight queries, a budget of bytes (about 4 ms of work) a frame.
 ---
 --- The buffer itself never gets a treesitter highlighter or regex syntax (window.lua turns
 --- them off), so nothing else re-parses the growing chat on a redraw.
