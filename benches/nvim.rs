@@ -438,6 +438,32 @@ rpc.receive = function(events)
   if B.total >= target and not B.complete then B.complete = t1 end
   return out
 end
+local trace = os.getenv('AGENT_NVIM_BENCH_TRACE')
+if trace then
+  local md = require('agent.chat.markdown')
+  md.log = {}
+  B.gaps = {}
+  local timer, last = vim.uv.new_timer(), vim.uv.hrtime()
+  timer:start(5, 5, function()
+    local now = vim.uv.hrtime()
+    if now - last > 25e6 then B.gaps[#B.gaps + 1] = { last, now - last } end
+    last = now
+  end)
+  B.dump = function()
+    timer:stop()
+    local out = {}
+    for _, r in ipairs(md.log) do
+      out[#out + 1] = ('run %.3f %.3f %d %.3f'):format(r[1] / 1e6, r[2] / 1e6, r[3], r[4] / 1e6)
+    end
+    for i = 1, #B.starts do
+      out[#out + 1] = ('recv %.3f %.3f %d'):format(B.starts[i] / 1e6, B.took[i] / 1e6, B.bytes[i])
+    end
+    for _, g in ipairs(B.gaps) do
+      out[#out + 1] = ('gap %.3f %.3f'):format(g[1] / 1e6, g[2] / 1e6)
+    end
+    vim.fn.writefile(out, trace)
+  end
+end
 "#;
 
 /// Fills the chat with earlier turns through its own handlers, in batches of the pump's largest
@@ -489,6 +515,12 @@ async fn stream(over: Duration, prior: usize, render: bool) {
     if prior > 0 {
         // The earlier answers must not end with the line the screen is searched for.
         let earlier = text.replace(LAST.trim(), "an earlier answer ends here");
+        let all = std::env::var("AGENT_NVIM_BENCH_PRIOR_ALL").is_ok_and(|v| v == "1");
+        if all {
+            // As if a person had scrolled through all of it: every part highlighted.
+            nvim.lua("require('agent.chat.markdown').everywhere = true", vec![])
+                .await;
+        }
         let filled = Instant::now();
         let shape = nvim
             .lua(
@@ -497,7 +529,13 @@ async fn stream(over: Duration, prior: usize, render: bool) {
             )
             .await;
         let filled_in = filled.elapsed();
-        let highlighted = caught_up(&nvim).await;
+        let highlighted = if all {
+            caught_up_all(&nvim).await
+        } else {
+            caught_up(&nvim).await
+        };
+        nvim.lua("require('agent.chat.markdown').everywhere = false", vec![])
+            .await;
         let marks = nvim
             .lua(
                 "local ns = vim.api.nvim_create_namespace('agent.chat.markdown') \
@@ -574,6 +612,9 @@ async fn stream(over: Duration, prior: usize, render: bool) {
     let shows_all = chat[at..].starts_with(&text);
     assert!(shows_all, "the chat does not hold the answer as sent");
     let screen = nvim.screen();
+    if std::env::var_os("AGENT_NVIM_BENCH_TRACE").is_some() {
+        nvim.lua("bench.dump()", vec![]).await;
+    }
 
     let stats = nvim
         .lua(
@@ -599,6 +640,18 @@ async fn stream(over: Duration, prior: usize, render: bool) {
         .map(|(_, d)| *d)
         .collect();
     during.sort();
+    if let Some(trace) = std::env::var_os("AGENT_NVIM_BENCH_TRACE") {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(trace)
+            .unwrap();
+        for (at, d) in &probes {
+            let t = clock_ns + at.duration_since(clock_at).as_nanos() as f64;
+            writeln!(f, "probe {:.3} {:.3}", t / 1e6, ms(*d)).unwrap();
+        }
+        writeln!(f, "last {:.3}", last_ns / 1e6).unwrap();
+    }
 
     // Batches carrying text: count, and how the cost of one grows with the chat.
     let text_batches: Vec<usize> = (0..bytes.len()).filter(|&i| bytes[i] > 0.0).collect();
@@ -690,6 +743,24 @@ async fn caught_up(nvim: &Nvim) -> Instant {
             "the highlighting never caught up"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// When no region is left with text to highlight, shown or not (waiting up to 10 minutes).
+async fn caught_up_all(nvim: &Nvim) -> Instant {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let behind = nvim
+            .lua("return require('agent.chat.markdown').pending()", vec![])
+            .await;
+        if behind.as_u64() == Some(0) {
+            return caught_up(nvim).await;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the highlighting never caught up"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

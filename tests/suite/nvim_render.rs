@@ -36,6 +36,16 @@ async fn start(mock: &MockLlm, extra: &str) -> Nvim {
     .await
 }
 
+/// A Neovim with a UI and the plugin, no model: the chat is written through its handlers.
+async fn without_model() -> Nvim {
+    Nvim::start(Options {
+        ui: UI,
+        env: vec![],
+        setup: crate::support::nvim::setup_lua(""),
+    })
+    .await
+}
+
 /// The highlight groups at (0-based) `row`, `col` of the chat, as vim.inspect_pos reports
 /// them: extmarks' groups (ours and the markdown ones) and treesitter's, if it ran on the buffer.
 async fn groups_at(nvim: &Nvim, row: usize, col: usize) -> Vec<String> {
@@ -186,12 +196,7 @@ async fn only_the_end_of_a_long_answer_is_parsed_again_and_a_long_code_block_kee
     for i in 0..1000 {
         answer.push_str(&format!("local v{i} = {i}\n"));
     }
-    let nvim = Nvim::start(Options {
-        ui: UI,
-        env: vec![],
-        setup: crate::support::nvim::setup_lua(""),
-    })
-    .await;
+    let nvim = without_model().await;
     nvim.lua(
         "local answer = ... \
          local chat = require('agent.chat') \
@@ -241,6 +246,71 @@ async fn only_the_end_of_a_long_answer_is_parsed_again_and_a_long_code_block_kee
         first.contains(&"@markup.raw.markdown_inline".to_string()),
         "{first:?}"
     );
+}
+
+#[tokio::test]
+async fn an_ended_answers_backlog_is_highlighted_only_where_a_window_shows_it() {
+    // 2,000 paragraphs and a lua block of 200 lines, written in one batch and ended in the
+    // next: the region ends with all of it still plain. Only what the window shows (the end,
+    // inside the block) is highlighted, from the block's fence; the top, once scrolled to.
+    let mut answer = String::new();
+    for i in 0..2000 {
+        answer.push_str(&format!("Paragraph {i} with `code` and *emphasis*.\n\n"));
+    }
+    answer.push_str("```lua\n");
+    for i in 0..200 {
+        answer.push_str(&format!("local v{i} = {i}\n"));
+    }
+    answer.push_str("```\n");
+    let nvim = without_model().await;
+    nvim.lua(
+        "local answer = ... \
+         local chat = require('agent.chat') \
+         chat.open() \
+         local function batch(e) chat.begin_batch() for _, x in ipairs(e) do chat.handle(x) end chat.end_batch() end \
+         batch({ { type = 'turn_started' }, { type = 'text', text = answer } }) \
+         batch({ { type = 'turn_done', outcome = 'done', message = 'done · 1 in / 1 out tokens', input = 1, output = 1 } })",
+        vec![Value::from(answer.as_str())],
+    )
+    .await;
+    let lines = nvim.wait_for_line(CHAT, "done · 1 in / 1 out tokens").await;
+    nvim.wait_for("not require('agent.chat.markdown').behind()")
+        .await;
+    let marks_in = |from: usize, to: usize| {
+        format!(
+            "local ns = vim.api.nvim_create_namespace('agent.chat.markdown') \
+             return #vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent://chat'), ns, {{ {from}, 0 }}, {{ {to}, 0 }}, {{}})"
+        )
+    };
+    // Near the end, inside the block: lua, so the part began at the fence, not inside it.
+    let last = row_of(&lines, "local v195 = 195");
+    nvim.wait_for(&format!(
+        "(function() local pos = vim.inspect_pos(vim.fn.bufnr('agent://chat'), {last}, 0) \
+         for _, m in ipairs(pos.extmarks) do if m.opts.hl_group == '@keyword.lua' then return true end end \
+         return false end)()"
+    ))
+    .await;
+    // Past the first run's budget (1,500 bytes, ~70 rows, parsed while it was open) the
+    // answer was never parsed: no window showed it.
+    assert_eq!(nvim.lua(&marks_in(200, 3900), vec![]).await, Value::from(0));
+    // Scrolled to its middle, that part is highlighted, and not all that is above it.
+    nvim.lua(
+        "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1] \
+         vim.api.nvim_win_set_cursor(win, { 2001, 0 }) vim.api.nvim_win_call(win, function() vim.cmd('normal! zt') end)",
+        vec![],
+    )
+    .await;
+    nvim.wait_for(
+        "#vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent://chat'), \
+         vim.api.nvim_create_namespace('agent.chat.markdown'), { 2000, 0 }, { 2020, 0 }, {}) > 0",
+    )
+    .await;
+    let middle = groups_at(&nvim, 2000, 20).await; // `code` in paragraph 999
+    assert!(
+        middle.contains(&"@markup.raw.markdown_inline".to_string()),
+        "{middle:?}"
+    );
+    assert_eq!(nvim.lua(&marks_in(200, 1800), vec![]).await, Value::from(0));
 }
 
 #[tokio::test]

@@ -3,13 +3,15 @@
 ---
 --- The chat's prose (prompts and answers, not its tool rows or notices) is cut into regions by
 --- the renderer: a region starts with the first text after a header or a row, and ends at the
---- next row. Only the open region (the message being streamed) is parsed, and only its
---- unsettled part: everything from the start of its last top-level block on. Blocks before
+--- next row. The open region (the message being streamed) is parsed first, and only its
+--- unsettled part: everything from the start of its last top-level block on; what an ended
+--- region has left unhighlighted (a flood outran the budget) only where a window shows it,
+--- never in a background pass over the whole chat. Blocks before
 --- that are final (nothing later in markdown changes them), so their highlights stay in the
 --- buffer as extmarks and are never computed again. The part is parsed as a string with the
 --- markdown parser, its inline and code-block injections included (a block's language when
 --- `vim.treesitter.language.add` finds its parser, plain otherwise), and highlighted with the
---- languages' own highlight queries, at most once a frame.
+--- languages' own highlight queries, a budget of bytes (about 4 ms of work) a frame.
 ---
 --- The buffer itself never gets a treesitter highlighter or regex syntax (window.lua turns
 --- them off), so nothing else re-parses the growing chat on a redraw.
@@ -23,18 +25,27 @@ H.ns_start = vim.api.nvim_create_namespace("agent.chat.markdown.start") -- the o
 
 -- How often the region being written is highlighted again when it has new text, and how soon
 -- work left over (the budget below ran out) goes on.
-H.REFRESH_MS = 50
+H.REFRESH_MS = 100
 H.FRAME_MS = 16
 -- Bytes parsed at most in one go: treesitter's markdown (block and inline) and the highlight
--- queries cost a few microseconds a byte, so this bounds one frame's work. A flood (megabytes
--- a second) is highlighted a little behind the text, never by freezing Neovim.
+-- queries cost a few microseconds a byte (up to ~15 for some text), so the budget adapts to
+-- keep one run near H.RUN_NS, between H.MIN_BUDGET and H.BUDGET bytes. A flood (megabytes a
+-- second) is highlighted a little behind the text, never by freezing Neovim.
 H.BUDGET = 1500
+H.MIN_BUDGET = 200
+H.RUN_NS = 4e6
+H.budget = H.BUDGET
 -- A part of more lines than this that is one block (a long list, a code block still being
 -- written) is settled at its last line anyway; an open code fence is carried over (H.settle).
 H.MAX_LINES = 400
 -- A last line longer than this alone (a model writing one huge line) is left plain until it
 -- ends.
 H.MAX_BYTES = 64 * 1024
+-- An ended region's backlog that starts more rows than this above a window's top is not
+-- highlighted from its start: the region is cut at a block start near the top (H.jump), found
+-- by scanning at most H.SCAN_LINES lines a run for code fences.
+H.JUMP_ROWS = 100
+H.SCAN_LINES = 4000
 -- Captures that are not highlights.
 H.skip = { spell = true, nospell = true, conceal = true }
 -- The queries in use, held here: Neovim's own cache of them is weak, and parsing a query again
@@ -46,12 +57,22 @@ H.queries = {} ---@type table<string, { highlights: vim.treesitter.Query?, injec
 ---@field mark integer where its part still to highlight begins (extmark in H.ns_start)
 ---@field stop integer? where it ends (an extmark there), once it has ended
 ---@field prefix string? an open code fence's first line, parsed before the part (H.settle)
+---@field behind boolean? its last run was cut by the budget
+---@field scan { row: integer, safe: integer, fence: string? }? H.jump's progress
+---@field jumped integer? the window top it was last cut for (H.jump)
 
-H.regions = {} ---@type agent.MarkdownRegion[] regions with text not highlighted yet, in order
+H.regions = {} ---@type agent.MarkdownRegion[] ended regions with text not highlighted yet, in order
 H.open = nil ---@type agent.MarkdownRegion? the region being written
 H.dirty = false -- the open region has text not highlighted yet
-H.last = 0 -- when the highlighting last ran (hrtime)
+H.last = 0 -- when the open region's new text was last highlighted (hrtime)
 H.deferred = false -- a run waits for its time
+
+--- True: every row counts as shown, so ended regions are highlighted to their end (benches: a
+--- chat a person scrolled through).
+M.everywhere = false
+
+--- Set to a table to record each run: { start (hrtime), took (ns), bytes, CPU (ns) } (benches).
+M.log = nil ---@type table[]?
 
 --- A region of prose starts at row `row` (0-based) of `buf`; the open one ends there.
 ---@param buf integer
@@ -63,12 +84,13 @@ function M.start(buf, row)
   end
   local mark = vim.api.nvim_buf_set_extmark(buf, H.ns_start, row, 0, { right_gravity = false })
   H.open = { buf = buf, mark = mark }
-  H.regions[#H.regions + 1] = H.open
   H.dirty = true
+  H.watch()
 end
 
 --- The open region ends before row `row`: what is left of it is highlighted for good, now
---- as far as the budget goes (all of it, usually), the rest a part a frame.
+--- as far as the budget goes (all of it, usually); the rest a part a frame while a window
+--- shows it, and only then.
 ---@param buf integer
 ---@param row integer
 function M.finish(buf, row)
@@ -76,15 +98,23 @@ function M.finish(buf, row)
   if not open then
     return
   end
-  H.open = nil
+  H.open, H.dirty = nil, false
   open.stop = vim.api.nvim_buf_set_extmark(buf, H.ns_start, row, 0, { right_gravity = false })
+  H.regions[#H.regions + 1] = open
   H.run()
 end
 
---- True while text written is not highlighted yet (for tests and benches).
+--- True while text written is not highlighted yet where it matters: in the open region, or in
+--- an ended region a window shows (for tests and benches).
 ---@return boolean
 function M.behind()
-  return H.deferred or #H.regions > 1 or (#H.regions == 1 and H.regions[1] ~= H.open)
+  return H.deferred or H.dirty or (H.open ~= nil and H.open.behind == true)
+end
+
+--- How many ended regions still have text not highlighted, shown or not (benches).
+---@return integer
+function M.pending()
+  return #H.regions
 end
 
 --- Text went into the open region: M.update highlights it.
@@ -98,7 +128,7 @@ end
 --- (then it is done when that time is up).
 function M.update()
   if H.dirty then
-    H.run_after(H.REFRESH_MS)
+    H.run_after(H.REFRESH_MS - (vim.uv.hrtime() - H.last) / 1e6)
   end
 end
 
@@ -114,42 +144,194 @@ end
 
 -- Helpers ------------------------------------------------------------------------------------
 
--- Runs H.run once `ms` have passed since the last run: now, or from a timer.
+-- Runs H.run in `ms` (now when that is not positive), once.
 function H.run_after(ms)
-  local wait = ms - (vim.uv.hrtime() - H.last) / 1e6
-  if wait <= 0 then
+  if ms <= 0 then
     H.run()
   elseif not H.deferred then
     H.deferred = true
     vim.defer_fn(function()
       H.deferred = false
       H.run()
-    end, math.ceil(wait))
+    end, math.ceil(ms))
   end
 end
 
--- Highlights the regions within the budget, the newest first (the end of the chat is what is
--- on screen, and the open region is last); what is left goes on a frame later.
+-- A window scrolled or showed a buffer: an ended region's backlog it now shows is highlighted.
+function H.watch()
+  if H.watching then
+    return
+  end
+  H.watching = true
+  vim.api.nvim_create_autocmd({ "WinScrolled", "BufWinEnter", "WinResized" }, {
+    group = vim.api.nvim_create_augroup("agent.chat.markdown", { clear = true }),
+    callback = function()
+      if #H.regions > 0 then
+        H.run_after(H.FRAME_MS)
+      end
+    end,
+  })
+end
+
+-- Highlights within the budget: the open region first (when it has new text, at most every
+-- REFRESH_MS, or a backlog), then the ended regions' backlogs a window shows, the newest
+-- first; never a region no window shows. What is left goes on a frame later.
 function H.run()
-  H.last, H.dirty = vim.uv.hrtime(), false
-  local budget = H.BUDGET
-  local i = #H.regions
-  while budget > 0 and i >= 1 do
-    local used, done = H.step(H.regions[i], budget)
+  local t0, c0 = vim.uv.hrtime(), os.clock()
+  local budget = H.budget
+  local open = H.open
+  if open and ((H.dirty and (t0 - H.last) / 1e6 >= H.REFRESH_MS - 1) or open.behind) then
+    H.last, H.dirty = t0, false
+    local used, whole = H.step(open, budget)
+    open.behind = not whole
     budget = budget - used
-    if done then
+  end
+  if budget > 0 and #H.regions > 0 then
+    budget = H.run_ended(budget)
+  end
+  local used = H.budget - budget
+  local took = vim.uv.hrtime() - t0
+  if used >= H.MIN_BUDGET then
+    -- The next budget: as many bytes as took RUN_NS at this run's rate, halfway there.
+    local fit = H.RUN_NS * used / math.max(took, 1)
+    H.budget = math.floor(math.max(H.MIN_BUDGET, math.min(H.BUDGET, (H.budget + fit) / 2)))
+  end
+  if M.log then
+    M.log[#M.log + 1] = { t0, took, used, (os.clock() - c0) * 1e9 }
+  end
+  if budget <= 0 then
+    H.run_after(H.FRAME_MS)
+  elseif H.dirty and H.open then
+    H.run_after(math.max(1, H.REFRESH_MS - (vim.uv.hrtime() - H.last) / 1e6))
+  end
+end
+
+-- The rows windows show of `buf`: { top, bottom } (0-based, bottom excluded), and the lowest top.
+function H.views(buf)
+  if M.everywhere then
+    return { { 0, vim.api.nvim_buf_line_count(buf) } }, 0
+  end
+  local views, lowest = {}, math.huge
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    local top, bottom = vim.fn.line("w0", win) - 1, vim.fn.line("w$", win)
+    views[#views + 1] = { top, bottom }
+    lowest = math.min(lowest, top)
+  end
+  return views, lowest
+end
+
+-- The ended regions' part of H.run: newest first, those a window shows. Regions are in buffer
+-- order, so once one ends above every window's top, so do all before it. Returns the budget
+-- left.
+function H.run_ended(budget)
+  local get = vim.api.nvim_buf_get_extmark_by_id
+  local i = #H.regions
+  local views, lowest
+  while budget > 0 and i >= 1 do
+    local region = H.regions[i]
+    local buf = region.buf
+    if not vim.api.nvim_buf_is_valid(buf) then
       table.remove(H.regions, i)
+    else
+      if not views then
+        views, lowest = H.views(buf)
+      end
+      local start = get(buf, H.ns_start, region.mark, {})[1]
+      local stop = get(buf, H.ns_start, region.stop, {})[1]
+      if not start or not stop or stop <= start then
+        H.forget(region)
+        table.remove(H.regions, i)
+      elseif stop <= lowest then
+        break -- this one and all before it are above every window
+      else
+        local shown = nil -- the top of a window showing some of [start, stop)
+        for _, view in ipairs(views) do
+          if start < view[2] and stop > view[1] then
+            shown = view[1]
+          end
+        end
+        local far = shown and start < shown - H.JUMP_ROWS
+        if far and region.jumped and shown <= region.jumped + H.JUMP_ROWS then
+          far = false -- no nearer block start for this view: highlighted from its start
+        end
+        local split = nil
+        if far then
+          split = H.jump(region, start, shown)
+          if split then
+            table.insert(H.regions, i + 1, split)
+            i = i + 2 -- the part from the block start near the top, next
+          elseif split == nil then
+            budget = 0 -- the scan goes on next frame
+          else
+            region.jumped = shown
+          end
+        end
+        if shown and split == false or (shown and not far) then
+          local used, whole = H.step(region, budget)
+          budget = budget - used
+          if whole then
+            H.forget(region)
+            table.remove(H.regions, i)
+          end
+        end
+      end
     end
     i = i - 1
   end
-  if budget <= 0 then
-    H.dirty = true
-    H.run_after(H.FRAME_MS)
+  return budget
+end
+
+-- Scans `region` from its start (`start`) towards row `top` for the last block start at or
+-- above it that is not inside a code fence (the line after a blank line, or a fence's opening
+-- line), H.SCAN_LINES lines a run. Returns the region's part from there on (the region then
+-- ends there) when the scan reached `top`, false when there is none below its start, nil while
+-- the scan goes on.
+function H.jump(region, start, top)
+  local scan = region.scan
+  if not scan or scan.row < start then
+    local fence = region.prefix and region.prefix:match("^ *([`~][`~][`~]+)")
+    scan = { row = start, safe = start, fence = fence }
+    region.scan = scan
   end
+  local buf = region.buf
+  local to = math.min(top, scan.row + H.SCAN_LINES)
+  local lines = vim.api.nvim_buf_get_lines(buf, scan.row, to, false)
+  for k, line in ipairs(lines) do
+    local row = scan.row + k - 1
+    local fence = line:match("^ ? ? ?([`~][`~][`~]+)")
+    if scan.fence then
+      local open = scan.fence
+      if fence and fence:sub(1, 1) == open:sub(1, 1) and #fence >= #open and line:match("^ *[`~]+%s*$") then
+        scan.fence = nil
+      end
+    elseif fence then
+      scan.fence, scan.safe = fence, row
+    elseif line == "" then
+      scan.safe = row + 1
+    end
+  end
+  scan.row = to
+  if to < top then
+    return nil
+  end
+  region.scan = nil
+  local safe = scan.safe
+  if safe <= start then
+    return false -- no block start below its start: the region is highlighted from there
+  end
+  local set = vim.api.nvim_buf_set_extmark
+  local part = {
+    buf = buf,
+    mark = set(buf, H.ns_start, safe, 0, { right_gravity = false }),
+    stop = region.stop,
+    jumped = top,
+  }
+  region.stop = set(buf, H.ns_start, safe, 0, { right_gravity = false })
+  return part
 end
 
 -- Highlights the next part of `region`: from its mark to its end, or as much as `budget`
--- bytes. Returns the bytes parsed and whether the region is done with (ended, all highlighted).
+-- bytes. Returns the bytes parsed and whether the part reached the region's end.
 function H.step(region, budget)
   local buf = region.buf
   if not vim.api.nvim_buf_is_valid(buf) then
@@ -159,12 +341,12 @@ function H.step(region, budget)
   local start = get(buf, H.ns_start, region.mark, {})[1]
   local stop = region.stop and get(buf, H.ns_start, region.stop, {})[1] or vim.api.nvim_buf_line_count(buf)
   if not start or stop <= start then
-    return 0, H.forget(region)
+    return 0, true
   end
   -- The lines within the budget (at least one), read a few at a time.
   local lines, bytes, row = {}, 0, start
   while row < stop and bytes < budget do
-    local more = vim.api.nvim_buf_get_lines(buf, row, math.min(stop, row + 64), false)
+    local more = vim.api.nvim_buf_get_lines(buf, row, math.min(stop, row + 16), false)
     for _, line in ipairs(more) do
       if bytes >= budget then
         break
@@ -176,16 +358,16 @@ function H.step(region, budget)
   end
   local whole = row == stop
   if not region.stop and whole and #lines == 1 and #lines[1] > H.MAX_BYTES then
-    return 0, false -- one huge line still being written: plain until it ends
+    return 0, true -- one huge line still being written: plain until it ends
   end
   local parser, offset = H.parse(region, start, row, lines)
   if whole and region.stop then
-    return bytes, H.forget(region)
+    return bytes, true
   end
   if parser then
     H.settle(region, parser, lines, offset, row, whole)
   end
-  return bytes, false
+  return bytes, whole
 end
 
 -- Parses `lines` (rows `start` to `stop` of the region's buffer, after its prefix) and puts
