@@ -450,3 +450,32 @@ async fn with_input_completion_off_the_menu_waits_for_ctrl_x_ctrl_o() {
     nvim.wait_for("vim.api.nvim_get_current_line() == '@src/calc.py'")
         .await;
 }
+
+#[tokio::test]
+async fn hash_buffers_attaches_every_workspace_file_buffer_and_nothing_of_another_projects() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![answer("ok")]);
+    let nvim = start(&mock, None).await;
+    nvim.write("calc.py", CALC);
+    nvim.write("notes.txt", "remember the milk\n");
+    let outside = tempfile::tempdir().unwrap();
+    let other = outside.path().join("other-project-secret.txt");
+    std::fs::write(&other, "OTHER-PROJECT-TEXT").unwrap();
+    nvim.cmd("edit calc.py").await;
+    nvim.cmd("edit notes.txt").await;
+    nvim.cmd(&format!("edit {}", other.display())).await;
+    nvim.cmd("Agent compare #buffers").await;
+    nvim.wait_for_line(CHAT, "done · 10 in / 2 out tokens")
+        .await;
+    let sent = prompt_sent(&mock, 0);
+    assert!(
+        sent.contains(&format!("[attached: @ calc.py (49 chars)]\n```\n{CALC}```")),
+        "{sent}"
+    );
+    assert!(
+        sent.contains("[attached: @ notes.txt (18 chars)]\n```\nremember the milk\n```"),
+        "{sent}"
+    );
+    // Neither its text nor its path.
+    assert!(!sent.contains("OTHER-PROJECT"), "{sent}");
+    assert!(!sent.contains("other-project-secret"), "{sent}");
+}

@@ -230,9 +230,11 @@ function H.gather(name)
   if name == "buffer" then
     return buf and { H.buffer_item(buf) } or {}
   elseif name == "buffers" then
+    -- The workspace's file buffers only: another project's files are not the agent's, and
+    -- even their paths stay out of the prompt.
     local items = {}
     for _, b in ipairs(vim.api.nvim_list_bufs()) do
-      if vim.bo[b].buflisted and vim.bo[b].buftype == "" and vim.api.nvim_buf_get_name(b) ~= "" then
+      if vim.bo[b].buflisted and vim.bo[b].buftype == "" and H.in_workspace(vim.api.nvim_buf_get_name(b)) then
         items[#items + 1] = H.buffer_item(b)
       end
     end
@@ -245,6 +247,22 @@ function H.gather(name)
     return { H.quickfix_item() }
   end
   return {}
+end
+
+-- True when `name` (a buffer's) is a file beneath the workspace root, as written or once links
+-- are followed. The backend checks the path again when it reads the file.
+function H.in_workspace(name)
+  if name == "" then
+    return false
+  end
+  local paths = require("agent.paths")
+  local file = vim.fs.normalize(vim.fn.fnamemodify(name, ":p"))
+  local root = vim.fs.normalize(require("agent.rpc").workspace())
+  if paths.within(file, root) then
+    return true
+  end
+  local real_file, real_root = vim.uv.fs_realpath(file), vim.uv.fs_realpath(root)
+  return real_file ~= nil and real_root ~= nil and paths.within(real_file, real_root) ~= nil
 end
 
 -- A file buffer by its path (the backend reads it, or its unsaved text); another by its text.
