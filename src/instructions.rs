@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use crate::text::{clamp_head, head_marker, MAX_CHARS};
+use crate::text::{clamp_marked, MAX_CHARS};
 use crate::tools::{read_prefix, Contents};
 use crate::workspace::beneath::FsError;
 use crate::workspace::Workspace;
@@ -73,18 +73,14 @@ pub fn find(workspace: &Workspace, names: &[String]) -> Found {
     for name in names {
         match read(workspace, name) {
             Ok(Some(text)) => {
-                let (kept, clamped) = clamp_head(&text, MAX_CHARS);
-                let mut text = kept.to_string();
-                if clamped {
-                    text.push_str(&head_marker());
-                }
+                let clamped = clamp_marked(&text);
                 let link = std::fs::read_link(workspace.root().join(name))
                     .ok()
                     .map(|target| target.display().to_string());
                 return Found {
                     file: Some(name.clone()),
-                    text,
-                    clamped,
+                    text: clamped.text,
+                    clamped: clamped.truncated,
                     problem: None,
                     link,
                 };
@@ -132,6 +128,7 @@ fn describe(err: &FsError) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::text::head_marker;
 
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()

@@ -27,6 +27,33 @@ pub fn head_marker() -> String {
     format!("\n[... truncated at {MAX_CHARS} chars]")
 }
 
+/// A text as read_file gives it: its first [`MAX_CHARS`] characters, with [`head_marker`] after
+/// them when it was longer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Clamped {
+    /// The kept text, the marker after it when cut.
+    pub text: String,
+    /// Characters kept (the marker not counted).
+    pub chars: usize,
+    /// Something was cut.
+    pub truncated: bool,
+}
+
+/// `text` clamped as read_file clamps a file (read_file, attachments, the project's
+/// instructions).
+pub fn clamp_marked(text: &str) -> Clamped {
+    let (kept, truncated) = clamp_head(text, MAX_CHARS);
+    let mut out = kept.to_string();
+    if truncated {
+        out.push_str(&head_marker());
+    }
+    Clamped {
+        chars: kept.chars().count(),
+        text: out,
+        truncated,
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

@@ -284,7 +284,7 @@ function H.send_queued()
   H.from_queue = false
   if not (ok and sent) then
     -- Not sent (no backend): back in the input, not lost.
-    queue.back_to_input({ context and (prompt .. "\n\n" .. context) or prompt })
+    queue.back_to_input({ queue.whole(prompt, context) })
   end
   if not ok then
     error(sent, 0)

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{blocking, fs_failure, Args, Proposal, Tool, ToolContext, ToolResult};
-use crate::text::{clamp_head, head_marker, MAX_CHARS};
+use crate::text::{clamp_marked, Clamped, MAX_CHARS};
 use crate::workspace::beneath::{FsError, Root};
 
 /// How many leading bytes are searched for NUL to tell a binary file.
@@ -78,12 +78,11 @@ async fn read(args: Args<'_>, cx: &ToolContext) -> ToolResult {
         }
         Err(err) => return fs_failure("read_file: cannot read", given, &target, err),
     };
-    let (kept, truncated) = clamp_head(&text, MAX_CHARS);
-    let chars = kept.chars().count();
-    let mut out = kept.to_string();
-    if truncated {
-        out.push_str(&head_marker());
-    }
+    let Clamped {
+        text: mut out,
+        chars,
+        truncated,
+    } = clamp_marked(&text);
     if cx.editor.has_unsaved_changes(&target.path).await {
         out.push_str(&format!(
                 "\n[note: {} is open in Neovim with unsaved changes; the buffer differs from this text on disk]",
@@ -148,12 +147,11 @@ pub async fn attachment(
             }
         }
     };
-    let (kept, truncated) = clamp_head(&text, MAX_CHARS);
-    let chars = kept.chars().count();
-    let mut text = kept.to_string();
-    if truncated {
-        text.push_str(&head_marker());
-    }
+    let Clamped {
+        text,
+        chars,
+        truncated,
+    } = clamp_marked(&text);
     Attachment::File {
         rel: target.rel,
         text,

@@ -32,6 +32,14 @@ function M.push(prompt, context)
   M.show()
 end
 
+--- A queued prompt as the input holds it again: with its context after it.
+---@param prompt string
+---@param context? string|false
+---@return string
+function M.whole(prompt, context)
+  return context and (prompt .. "\n\n" .. context) or prompt
+end
+
 --- Takes the oldest queued prompt out (and its context), or nil when there is none.
 ---@return string? prompt
 ---@return string? context
@@ -49,7 +57,7 @@ function M.remove(i)
   local prompt = table.remove(M.items, i)
   local context = table.remove(M.contexts, i)
   M.show()
-  return prompt and context and (prompt .. "\n\n" .. context) or prompt
+  return prompt and M.whole(prompt, context)
 end
 
 --- Empties the queue; returns what it held.
@@ -57,7 +65,7 @@ end
 function M.clear()
   local items = {}
   for i, prompt in ipairs(M.items) do
-    items[i] = M.contexts[i] and (prompt .. "\n\n" .. M.contexts[i]) or prompt
+    items[i] = M.whole(prompt, M.contexts[i])
   end
   M.items, M.contexts = {}, {}
   M.show()

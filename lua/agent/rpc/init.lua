@@ -19,6 +19,9 @@ local wire = require("agent.rpc.wire")
 local M = {}
 local H = {}
 
+-- The connected external agent's own slash commands (none for the built-in agent).
+H.agent_commands = {}
+
 --- The protocol this file speaks; a backend announcing another one is stopped, with a message
 --- saying how to rebuild it.
 M.PROTOCOL = 7
@@ -238,7 +241,7 @@ end
 --- last listed them; empty for the built-in agent.
 ---@return { name: string, description: string, hint?: string }[]
 function M.agent_commands()
-  return H.agent_commands or {}
+  return H.agent_commands
 end
 
 --- Called by Rust with the events of one frame, in order. Each is dispatched to the chat (and

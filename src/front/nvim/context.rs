@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::protocol::{Attach, AttachItem, Files};
 use crate::display::{self, Layout};
 use crate::editor::Editor;
-use crate::text::{clamp_head, head_marker, MAX_CHARS};
+use crate::text::clamp_marked;
 use crate::tools::{attachment, Attachment};
 use crate::workspace::files::FileIndex;
 use crate::workspace::Workspace;
@@ -69,14 +69,15 @@ pub(super) async fn attach(workspace: &Workspace, editor: &dyn Editor, attach: A
                 ]),
             },
             AttachItem::Text { label, text } => {
-                let (kept, truncated) = clamp_head(&text, MAX_CHARS);
-                let chars = kept.chars().count();
-                let mut text = kept.to_string();
-                if truncated {
-                    text.push_str(&head_marker());
-                }
+                let clamped = clamp_marked(&text);
                 let label = crate::secrets::redact(&display::one_line(&label)).into_owned();
-                attached(label, &text, chars, truncated, false)
+                attached(
+                    label,
+                    &clamped.text,
+                    clamped.chars,
+                    clamped.truncated,
+                    false,
+                )
             }
         });
     }
@@ -108,6 +109,7 @@ fn attached(label: String, text: &str, chars: usize, truncated: bool, unsaved: b
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::text::MAX_CHARS;
     use futures::future::BoxFuture;
     use std::path::{Path, PathBuf};
 
