@@ -104,10 +104,14 @@ async fn in_neovim(workspace: tempfile::TempDir) {
         home,
     )
     .await;
+    // From asking to the items in Lua; Neovim is free meanwhile (`files` is a notification),
+    // so the wait is vim.wait's, here only.
     let timed = "local query = ... \
-        local t = vim.uv.hrtime() \
-        local found = require('agent.context').complete('@' .. query, true) \
-        return { (vim.uv.hrtime() - t) / 1e6, #found.items }";
+        local t, got = vim.uv.hrtime(), nil \
+        require('agent.context').complete('@' .. query, true, function(found) \
+          got = { (vim.uv.hrtime() - t) / 1e6, #found.items } end) \
+        vim.wait(10000, function() return got ~= nil end, 1) \
+        return got";
     nvim.lua(
         "require('agent').open() vim.wait(10000, function() \
            return require('agent.rpc').info() ~= nil end, 5)",
@@ -117,7 +121,10 @@ async fn in_neovim(workspace: tempfile::TempDir) {
     let first = nvim.lua(timed, vec![Value::from("calc")]).await;
     // Then once the first listing is done (the backend walks it when it starts).
     nvim.lua(
-        "vim.wait(20000, function() local f = require('agent.rpc').files('', 1)            return f and not f.partial end, 20)",
+        "local listed = false \
+         local function ask() require('agent.rpc').files('', 1, function(f) \
+           if f and not f.partial then listed = true else vim.defer_fn(ask, 20) end end) end \
+         ask() vim.wait(20000, function() return listed end, 20)",
         vec![],
     )
     .await;

@@ -785,6 +785,11 @@ async fn trickle(over: Duration, render: bool) {
         }],
     );
     let (nvim, nvim_pid, backend_pid) = started(&mock, render).await;
+    let trace = std::env::var_os("AGENT_NVIM_BENCH_TRACE");
+    if trace.is_some() {
+        nvim.lua("require('agent.chat.markdown').log = {}", vec![])
+            .await;
+    }
     nvim.lua("require('agent').ask('Write slowly.')", vec![])
         .await;
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -803,6 +808,15 @@ async fn trickle(over: Duration, render: bool) {
     let cpu_after = (cpu_secs(nvim_pid), backend_pid.map_or(f64::NAN, cpu_secs));
     nvim.wait_for("require('agent').status().state == 'idle'")
         .await;
+    if let Some(trace) = trace {
+        // Each markdown run: start and wall time (ms), bytes parsed, CPU time (ms).
+        let dump = "local out = {} \
+            for _, r in ipairs(require('agent.chat.markdown').log) do \
+              out[#out + 1] = ('run %.3f %.3f %d %.3f'):format(r[1] / 1e6, r[2] / 1e6, r[3], r[4] / 1e6) \
+            end vim.fn.writefile(out, ...)";
+        nvim.lua(dump, vec![trace.to_string_lossy().as_ref().into()])
+            .await;
+    }
     println!(
         "trickle: {count} deltas of {DELTA_BYTES} B at 100 a second ({took:.1} s), UI {}x{}: \
          nvim {:.2} s of CPU ({:.1}% of a core), backend {:.2} s ({:.1}%)",

@@ -23,7 +23,7 @@ local H = {}
 ---@field backend? string
 ---@field keymaps { ask: string|false, approval: table<string, string|string[]> }
 ---@field window { side: "right"|"left", width: number }
----@field input { completion: boolean }
+---@field input { completion: boolean|"auto" }
 ---@field acp { agents: table<string, { cmd?: string[], env?: table<string, string>, sandbox?: boolean }>, connect_timeout: number }
 ---@field permissions { allow: string[], ask: string[], deny: string[] }
 ---@field sandbox { mode: "workspace-write"|"read-only"|"off", network: boolean, writable: string[] }
@@ -91,8 +91,10 @@ H.defaults = {
     width = 80, -- columns, or a fraction of the screen's width (0.4)
   },
   input = {
-    completion = true, -- the input's menu opens by itself after @, # and a leading / (Neovim
-    --                    0.11); false: <C-x><C-o> only (with blink.cmp's or nvim-cmp's source)
+    -- The input's menu opens by itself after @, # and a leading / (Neovim 0.11): "auto" unless
+    -- our blink.cmp or nvim-cmp source is in use (that plugin's menu shows our items), true
+    -- always, false never (<C-x><C-o> only).
+    completion = "auto",
   },
   acp = {
     agents = {}, -- external ACP agents by name: { name = { cmd = { ... }, env = { ... }, sandbox = true } }
@@ -262,7 +264,9 @@ H.schema = {
     return "a number of columns (integer >= 1) or a fraction between 0 and 1"
   end,
   input = table_,
-  ["input.completion"] = boolean,
+  ["input.completion"] = function(v)
+    return v == true or v == false or v == "auto" or 'true, false or "auto"'
+  end,
   acp = table_,
   ["acp.agents"] = table_,
   permissions = table_,

@@ -25,13 +25,20 @@ M.builtin = {
   { name = "help", description = "these commands" },
 }
 
+--- Built-in commands that act on the conversation's context: when the external agent has one
+--- of the same name (Claude Code's `/compact`), it is the agent's, which holds that context.
+M.agent_first = { compact = true }
+
 --- Every command completion offers: the built-in ones, then the connected external agent's.
 ---@return agent.SlashCommand[]
 function M.commands()
-  local list = vim.deepcopy(M.builtin)
+  local list = {}
   local taken = {}
-  for _, command in ipairs(list) do
-    taken[command.name] = true
+  for _, command in ipairs(M.builtin) do
+    if not (M.agent_first[command.name] and H.agent_has(command.name)) then
+      list[#list + 1] = vim.deepcopy(command)
+      taken[command.name] = true
+    end
   end
   for _, command in ipairs(require("agent.rpc").agent_commands()) do
     if not taken[command.name] then
@@ -51,15 +58,10 @@ end
 ---@return string?
 function M.for_agent(text)
   local name = H.name(text)
-  if not name or H.builtin(name) then
+  if not name or (H.builtin(name) and not M.agent_first[name]) then
     return nil
   end
-  for _, command in ipairs(require("agent.rpc").agent_commands()) do
-    if command.name == name then
-      return name
-    end
-  end
-  return nil
+  return H.agent_has(name) and name or nil
 end
 
 --- Runs `text` when it is a built-in command, with `api` (require("agent")) doing the work.
@@ -76,7 +78,7 @@ function M.run(text, api)
     return false
   end
   local args = vim.trim(text:sub(#name + 2))
-  local run = H.builtin(name) and H.run[name]
+  local run = H.builtin(name) and not M.for_agent(text) and H.run[name]
   if run then
     run(api, args)
     return true
@@ -98,13 +100,23 @@ function H.name(text)
   return text:match("^/([%w][%w_%-%.:]*)%f[%s%z]")
 end
 
-function H.builtin(name)
-  for _, command in ipairs(M.builtin) do
+-- Whether `commands` holds one named `name`.
+function H.named(commands, name)
+  for _, command in ipairs(commands) do
     if command.name == name then
       return true
     end
   end
   return false
+end
+
+-- Whether the connected external agent lists command `name`.
+function H.agent_has(name)
+  return H.named(require("agent.rpc").agent_commands(), name)
+end
+
+function H.builtin(name)
+  return H.named(M.builtin, name)
 end
 
 -- `api[name](args)` when the API has it; else says the command is not built yet.

@@ -30,11 +30,14 @@ end
 --- `text` (a line the backend made visible) cut to at most `max` characters, the last of which
 --- is `…` when anything was cut. The cut falls between escapes and markers, never inside one:
 --- half an escape (`\u{2…`) would read as something else.
+--- With `cells`, `max` counts screen cells (a wide character two), not characters.
 ---@param text string
 ---@param max integer
+---@param cells? boolean
 ---@return string
-function M.cut(text, max)
-  if vim.fn.strchars(text) <= max then
+function M.cut(text, max, cells)
+  local measure = cells and vim.fn.strdisplaywidth or vim.fn.strchars
+  if measure(text) <= max then
     return text
   end
   local out, used, at = {}, 0, 1
@@ -42,7 +45,7 @@ function M.cut(text, max)
     local rest = text:sub(at)
     local len = H.unit_len(rest)
     local unit = rest:sub(1, len)
-    local n = vim.fn.strchars(unit)
+    local n = measure(unit)
     if used + n + 1 > max then
       break
     end

@@ -66,17 +66,10 @@ async fn read(args: Args<'_>, cx: &ToolContext) -> ToolResult {
         Ok(target) => target,
         Err(refusal) => return ToolResult::fail(refusal.to_string()),
     };
-    let workspace = cx.workspace.clone();
-    let rel = workspace.relative(&target).to_path_buf();
-    let dir_only = target.dir_only;
-    let read = blocking(move || read_prefix(workspace.handle(), &rel, dir_only)).await;
-    let text = match read {
-        Ok(Contents::Binary) => return ToolResult::fail(format!("Not a text file: {given}")),
-        Ok(Contents::Text(text)) => text,
-        Err(FsError::NotFound | FsError::IsDirectory) => {
-            return ToolResult::fail(format!("No such file: {given}"))
-        }
-        Err(err) => return fs_failure("read_file: cannot read", given, &target, err),
+    let text = match from_disk(&cx.workspace, &target, given).await {
+        Ok(text) => text,
+        Err(Unread::NoFile) => return ToolResult::fail(format!("No such file: {given}")),
+        Err(Unread::Failed(failed)) => return failed,
     };
     let Clamped {
         text: mut out,
@@ -129,23 +122,11 @@ pub async fn attachment(
     };
     let (text, unsaved) = match editor.unsaved_text(&target.path).await {
         Some(text) => (text, true),
-        None => {
-            let ws = workspace.clone();
-            let rel = ws.relative(&target).to_path_buf();
-            let dir_only = target.dir_only;
-            match blocking(move || read_prefix(ws.handle(), &rel, dir_only)).await {
-                Ok(Contents::Text(text)) => (text, false),
-                Ok(Contents::Binary) => {
-                    return Attachment::Problem(format!("Not a text file: {given}"))
-                }
-                Err(FsError::NotFound | FsError::IsDirectory) => return Attachment::Missing,
-                Err(err) => {
-                    return Attachment::Problem(
-                        fs_failure("read_file: cannot read", given, &target, err).text,
-                    )
-                }
-            }
-        }
+        None => match from_disk(workspace, &target, given).await {
+            Ok(text) => (text, false),
+            Err(Unread::NoFile) => return Attachment::Missing,
+            Err(Unread::Failed(failed)) => return Attachment::Problem(failed.text),
+        },
     };
     let Clamped {
         text,
@@ -158,6 +139,37 @@ pub async fn attachment(
         chars,
         truncated,
         unsaved,
+    }
+}
+
+/// Why [`from_disk`] has no text: no such file (or a directory), or read_file's failure.
+enum Unread {
+    NoFile,
+    Failed(ToolResult),
+}
+
+/// The text of the resolved `target` on disk, as read_file reads it (its failures worded for
+/// `given`, the name as written).
+async fn from_disk(
+    workspace: &crate::workspace::Workspace,
+    target: &crate::workspace::Resolved,
+    given: &str,
+) -> Result<String, Unread> {
+    let ws = workspace.clone();
+    let rel = ws.relative(target).to_path_buf();
+    let dir_only = target.dir_only;
+    match blocking(move || read_prefix(ws.handle(), &rel, dir_only)).await {
+        Ok(Contents::Text(text)) => Ok(text),
+        Ok(Contents::Binary) => Err(Unread::Failed(ToolResult::fail(format!(
+            "Not a text file: {given}"
+        )))),
+        Err(FsError::NotFound | FsError::IsDirectory) => Err(Unread::NoFile),
+        Err(err) => Err(Unread::Failed(fs_failure(
+            "read_file: cannot read",
+            given,
+            target,
+            err,
+        ))),
     }
 }
 

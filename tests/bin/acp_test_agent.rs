@@ -119,7 +119,8 @@ fn main() {
                         "availableCommands": [
                             {"name": "web", "description": "Search the web",
                                 "input": {"hint": "query"}},
-                            {"name": "init", "description": "Write an AGENTS.md"}]}));
+                            {"name": "init", "description": "Write an AGENTS.md"},
+                            {"name": "compact", "description": "Summarise the session"}]}));
                 }
             }
             ("session/list", Some(id)) => {

@@ -408,7 +408,8 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
             "local rpc = require('agent.rpc') \
              rpc.prompt('hi') rpc.cancel() rpc.new() \
              rpc.acp('test', {{ '{agent}' }}, {{ A = '1' }}) \
-             rpc.resume('20261201-123456-ab12') rpc.rewind(2, 'code')"
+             rpc.resume('20261201-123456-ab12') rpc.rewind(2, 'code') \
+             rpc.files('calc', 5, function() end)"
         ),
         vec![],
     )
@@ -420,7 +421,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
         methods,
         [
             "start", "decide", "decide", "decide", "decide", "decide", "decide", "prompt",
-            "cancel", "new", "acp", "resume", "rewind"
+            "cancel", "new", "acp", "resume", "rewind", "files"
         ]
     );
     for name in method::ALL {
@@ -482,6 +483,11 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
             turn: 2,
             mode: RewindMode::Code
         }
+    );
+    let files: agent_nvim::front::nvim::protocol::Files = rmpv::ext::from_value(arg(13)).unwrap();
+    assert_eq!(
+        (files.seq, files.query.as_str(), files.limit),
+        (1, "calc", Some(5))
     );
 }
 

@@ -259,13 +259,21 @@ async fn the_input_completes_workspace_files_fuzzily_without_ignored_ones_the_ha
     nvim.api.input("<Esc>ggcc/re").await.unwrap();
     assert_eq!(menu(&nvim).await, ["/resume", "/rewind"]);
     // The blink.cmp and nvim-cmp sources answer the same, with an edit over the word.
+    // Each answers when the items are there: `@` files once the backend found them.
+    nvim.lua(
+        "_G.got = {} \
+         local blink = require('agent.cmp.blink').new() \
+         blink:get_completions({ line = 'see @other', cursor = { 1, 10 } }, function(r) got.blink = r end) \
+         local cmp = require('agent.cmp.nvim_cmp').new() \
+         cmp:complete({ context = { cursor_line = 'x #quick', cursor = { row = 1, col = 9 } } }, function(r) got.cmp = r end)",
+        vec![],
+    )
+    .await;
+    nvim.wait_for("_G.got.blink ~= nil and _G.got.cmp ~= nil")
+        .await;
     let sources = nvim
         .lua(
-            "local got = {} \
-             local blink = require('agent.cmp.blink').new() \
-             blink:get_completions({ line = 'see @other', cursor = { 1, 10 } }, function(r) got.blink = r end) \
-             local cmp = require('agent.cmp.nvim_cmp').new() \
-             cmp:complete({ context = { cursor_line = 'x #quick', cursor = { row = 1, col = 9 } } }, function(r) got.cmp = r end) \
+            "local blink = require('agent.cmp.blink').new() \
              local b, c = got.blink.items[1], got.cmp.items[1] \
              return { b.label, b.textEdit.range.start.character, b.textEdit.range['end'].character, \
                       got.blink.is_incomplete_forward, c.label, c.textEdit.range.start.character, got.cmp.isIncomplete, \
@@ -302,24 +310,36 @@ async fn an_external_agents_commands_are_completed_with_their_descriptions_and_s
     .await;
     nvim.cmd("Agent acp test").await;
     nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
-    nvim.wait_for("#require('agent.rpc').agent_commands() == 2")
+    nvim.wait_for("#require('agent.rpc').agent_commands() == 3")
         .await;
     nvim.cmd("Agent").await;
     nvim.api.input("i/").await.unwrap();
     let words = menu(&nvim).await;
+    // The agent's /compact, not ours: the agent holds the context it summarises.
     assert!(
-        words.ends_with(&["/web".to_string(), "/init".to_string()]),
+        words.ends_with(&[
+            "/web".to_string(),
+            "/init".to_string(),
+            "/compact".to_string()
+        ]),
         "{words:?}"
     );
+    assert_eq!(words.iter().filter(|w| *w == "/compact").count(), 1);
     assert!(words.contains(&"/new".to_string()), "{words:?}");
     let info = nvim
         .lua(
-            "for _, i in ipairs(vim.fn.complete_info({'items'}).items) do \
-             if i.word == '/web' then return i.info end end",
+            "local infos = {} for _, i in ipairs(vim.fn.complete_info({'items'}).items) do \
+             infos[i.word] = i.info end return { infos['/web'], infos['/compact'] }",
             vec![],
         )
         .await;
-    assert_eq!(info, Value::from("Search the web (query)"));
+    assert_eq!(
+        info,
+        Value::Array(vec![
+            Value::from("Search the web (query)"),
+            Value::from("Summarise the session")
+        ])
+    );
     nvim.api
         .input("<C-e>web rust @nothing.txt<Esc><CR>")
         .await
@@ -332,6 +352,9 @@ async fn an_external_agents_commands_are_completed_with_their_descriptions_and_s
         "{}",
         lines.join("\n")
     );
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    nvim.api.input("i/compact<Esc><CR>").await.unwrap();
+    nvim.wait_for_line(CHAT, r#"slash: "/compact""#).await;
 }
 
 #[tokio::test]
@@ -478,4 +501,83 @@ async fn hash_buffers_attaches_every_workspace_file_buffer_and_nothing_of_anothe
     // Neither its text nor its path.
     assert!(!sent.contains("OTHER-PROJECT"), "{sent}");
     assert!(!sent.contains("other-project-secret"), "{sent}");
+}
+
+/// With our blink.cmp (or nvim-cmp) source in use, the default `completion = "auto"` leaves the
+/// menu to that plugin: typing `@` opens none of ours, <C-x><C-o> still completes, mid-line
+/// too. The files come as an answer
+/// to a notification, and a query typed over is never answered: only the latest one is.
+#[tokio::test]
+async fn a_loaded_completion_plugin_keeps_our_menu_closed_and_only_the_latest_file_query_is_answered(
+) {
+    let mock = MockLlm::start(Wire::Anthropic, vec![]);
+    let nvim = start(&mock, Some((100, 30))).await;
+    nvim.write("src/calc.py", CALC);
+    nvim.write("src/other.rs", "");
+    nvim.lua("require('agent.cmp.blink')", vec![]).await;
+    nvim.cmd("Agent").await;
+    nvim.wait_for("require('agent.rpc').info() ~= nil").await;
+    nvim.api.input("isee @clcpy").await.unwrap();
+    // Time for the files to come, were they asked for (they come in milliseconds).
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        nvim.lua(
+            "return { vim.api.nvim_get_current_line(), vim.fn.pumvisible() }",
+            vec![]
+        )
+        .await,
+        Value::Array(vec![Value::from("see @clcpy"), Value::from(0)])
+    );
+    nvim.api.input("<C-x><C-o>").await.unwrap();
+    assert_eq!(menu(&nvim).await, ["@src/calc.py"]);
+    nvim.api.input("<C-n><C-y>").await.unwrap();
+    nvim.wait_for("vim.api.nvim_get_current_line() == 'see @src/calc.py'")
+        .await;
+
+    nvim.lua(
+        "_G.answers = {} local rpc = require('agent.rpc') \
+         rpc.files('calc', 5, function(f) table.insert(answers, f and 'the first answered' or 'the first told') end) \
+         rpc.files('other', 5, function(f) table.insert(answers, f.files[1]) end)",
+        vec![],
+    )
+    .await;
+    nvim.wait_for("#_G.answers > 1").await;
+    // The first query's answer, were it sent, would come before the second's.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        nvim.lua("return _G.answers", vec![]).await,
+        Value::Array(vec![
+            Value::from("the first told"),
+            Value::from("src/other.rs")
+        ])
+    );
+}
+
+/// `(@calc.py)` and `@calc.py:2` (a compiler's way to name a line) attach calc.py, once; and
+/// `@calc.py` with `#buffer` on the same file attach it once too.
+#[tokio::test]
+async fn a_file_named_in_brackets_with_a_line_number_and_as_the_buffer_is_attached_once() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![answer("It adds."), answer("Yes.")]);
+    let nvim = start(&mock, None).await;
+    nvim.write("calc.py", CALC);
+    nvim.cmd("edit calc.py").await;
+    nvim.cmd("Agent look (@calc.py) at @calc.py:2").await;
+    nvim.wait_for_line(CHAT, "done · 10 in / 2 out tokens")
+        .await;
+    let attached = format!("[attached: @ calc.py (49 chars)]\n```\n{CALC}```");
+    assert_eq!(
+        prompt_sent(&mock, 0),
+        format!("look (@calc.py) at @calc.py:2\n\n{attached}")
+    );
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    nvim.cmd("Agent and @calc.py in #buffer").await;
+    nvim.wait_for(&format!(
+        "#vim.tbl_filter(function(l) return l:find('done ·', 1, true) end, \
+         vim.api.nvim_buf_get_lines(vim.fn.bufnr('{CHAT}'), 0, -1, false)) == 2"
+    ))
+    .await;
+    assert_eq!(
+        prompt_sent(&mock, 1),
+        format!("and @calc.py in #buffer\n\n{attached}")
+    );
 }

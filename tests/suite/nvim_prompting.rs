@@ -518,3 +518,52 @@ async fn an_unknown_slash_word_is_not_sent_and_stays_in_the_input() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(mock.requests().is_empty());
 }
+
+/// The queue's line fits the input window in screen cells (a wide character is two), and is
+/// fitted again when the window's width changes.
+#[tokio::test]
+async fn the_queue_line_fits_wide_characters_and_is_fitted_again_on_resize() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![]);
+    let nvim = start(&mock, "window = { width = 60 }").await;
+    nvim.cmd("Agent").await;
+    nvim.lua(
+        "local queue = require('agent.chat.queue') \
+         table.insert(queue.items, string.rep('日本語の質問', 20)) queue.show()",
+        vec![],
+    )
+    .await;
+    // The bar's own width, as Neovim draws it, against the window's.
+    let fits = "local win = vim.fn.bufwinid(require('agent.chat.window').input_buf) \
+        local bar = vim.api.nvim_eval_statusline(vim.wo[win].winbar, { winid = win, use_winbar = true }) \
+        return { bar.width <= vim.api.nvim_win_get_width(win), bar.str:find(':Agent queue', 1, true) ~= nil, \
+                 vim.api.nvim_win_get_width(win) }";
+    let before = nvim.lua(fits, vec![]).await;
+    assert_eq!(
+        before.as_array().unwrap()[..2],
+        [true.into(), true.into()],
+        "{before:?}"
+    );
+    nvim.cmd("vertical resize 90").await;
+    nvim.wait_for(
+        "vim.api.nvim_win_get_width(vim.fn.bufwinid(require('agent.chat.window').input_buf)) == 90",
+    )
+    .await;
+    let after = nvim.lua(fits, vec![]).await;
+    assert_eq!(
+        after.as_array().unwrap()[..2],
+        [true.into(), true.into()],
+        "{after:?}"
+    );
+    // Refitted: more of the prompt shows in the wider window.
+    let shown = nvim
+        .lua(
+            "local win = vim.fn.bufwinid(require('agent.chat.window').input_buf) \
+             return vim.api.nvim_eval_statusline(vim.wo[win].winbar, { winid = win, use_winbar = true }).str",
+            vec![],
+        )
+        .await;
+    assert!(
+        shown.as_str().unwrap().matches('日').count() > 4,
+        "{shown:?}"
+    );
+}

@@ -24,8 +24,14 @@ M.ns = vim.api.nvim_create_namespace("agent.chat.markdown")
 H.ns_start = vim.api.nvim_create_namespace("agent.chat.markdown.start") -- the open region's unsettled start
 
 -- How often the region being written is highlighted again when it has new text, and how soon
--- work left over (the budget below ran out) goes on.
+-- work left over (the budget below ran out) goes on. A slow stream of a long paragraph (each
+-- run parses the whole paragraph again) waits longer: the next run comes no sooner than
+-- H.SHARE times the last one's time after it, so highlighting new text takes at most 1/H.SHARE
+-- of a core however long the block being written is (and at most H.MAX_WAIT_MS: a first run
+-- loads the queries).
 H.REFRESH_MS = 100
+H.SHARE = 100
+H.MAX_WAIT_MS = 500
 H.FRAME_MS = 16
 -- Bytes parsed at most in one go: treesitter's markdown (block and inline) and the highlight
 -- queries cost a few microseconds a byte (up to ~15 for some text), so the budget adapts to
@@ -65,6 +71,7 @@ H.regions = {} ---@type agent.MarkdownRegion[] ended regions with text not highl
 H.open = nil ---@type agent.MarkdownRegion? the region being written
 H.dirty = false -- the open region has text not highlighted yet
 H.last = 0 -- when the open region's new text was last highlighted (hrtime)
+H.wait = H.REFRESH_MS -- how long after H.last it is highlighted again (ms)
 H.deferred = false -- a run waits for its time
 
 --- True: every row counts as shown, so ended regions are highlighted to their end (benches: a
@@ -84,7 +91,7 @@ function M.start(buf, row)
   end
   local mark = vim.api.nvim_buf_set_extmark(buf, H.ns_start, row, 0, { right_gravity = false })
   H.open = { buf = buf, mark = mark }
-  H.dirty = true
+  H.dirty, H.wait = true, H.REFRESH_MS
   H.watch()
 end
 
@@ -124,18 +131,18 @@ function M.changed()
   end
 end
 
---- Highlights what was written since the last time, unless that was less than REFRESH_MS ago
+--- Highlights what was written since the last time, unless that was less than H.wait ago
 --- (then it is done when that time is up).
 function M.update()
   if H.dirty then
-    H.run_after(H.REFRESH_MS - (vim.uv.hrtime() - H.last) / 1e6)
+    H.run_after(H.wait - (vim.uv.hrtime() - H.last) / 1e6)
   end
 end
 
 --- Forgets every region (the chat was cleared).
 ---@param buf? integer
 function M.reset(buf)
-  H.open, H.dirty, H.regions = nil, false, {}
+  H.open, H.dirty, H.regions, H.wait = nil, false, {}, H.REFRESH_MS
   if buf and vim.api.nvim_buf_is_valid(buf) then
     vim.api.nvim_buf_clear_namespace(buf, M.ns, 0, -1)
     vim.api.nvim_buf_clear_namespace(buf, H.ns_start, 0, -1)
@@ -174,17 +181,18 @@ function H.watch()
 end
 
 -- Highlights within the budget: the open region first (when it has new text, at most every
--- REFRESH_MS, or a backlog), then the ended regions' backlogs a window shows, the newest
+-- H.wait, or a backlog), then the ended regions' backlogs a window shows, the newest
 -- first; never a region no window shows. What is left goes on a frame later.
 function H.run()
   local t0, c0 = vim.uv.hrtime(), os.clock()
   local budget = H.budget
   local open = H.open
-  if open and ((H.dirty and (t0 - H.last) / 1e6 >= H.REFRESH_MS - 1) or open.behind) then
+  if open and ((H.dirty and (t0 - H.last) / 1e6 >= H.wait - 1) or open.behind) then
     H.last, H.dirty = t0, false
     local used, whole = H.step(open, budget)
     open.behind = not whole
     budget = budget - used
+    H.wait = math.min(H.MAX_WAIT_MS, math.max(H.REFRESH_MS, H.SHARE * (vim.uv.hrtime() - t0) / 1e6))
   end
   if budget > 0 and #H.regions > 0 then
     budget = H.run_ended(budget)
@@ -202,7 +210,7 @@ function H.run()
   if budget <= 0 then
     H.run_after(H.FRAME_MS)
   elseif H.dirty and H.open then
-    H.run_after(math.max(1, H.REFRESH_MS - (vim.uv.hrtime() - H.last) / 1e6))
+    H.run_after(math.max(1, H.wait - (vim.uv.hrtime() - H.last) / 1e6))
   end
 end
 

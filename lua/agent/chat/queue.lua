@@ -102,7 +102,7 @@ end
 ---@return string
 function M.label(prompt, max)
   local first = vim.trim(prompt):match("^[^\n]*") or ""
-  return require("agent.text").cut(first, max or H.SHOWN_CHARS)
+  return require("agent.text").cut(first, max or H.SHOWN_CHARS, true)
 end
 
 --- Puts the queue in the winbar of every input window (nothing when it is empty), fitted to
@@ -111,6 +111,18 @@ function M.show()
   local buf = window.input_buf
   if not (buf and vim.api.nvim_buf_is_valid(buf)) then
     return
+  end
+  if #M.items > 0 and not H.refits then
+    -- Fitted again when a window's width changes.
+    H.refits = vim.api.nvim_create_autocmd({ "WinResized", "VimResized" }, {
+      group = vim.api.nvim_create_augroup("agent.chat.queue", { clear = true }),
+      desc = "agent: fit the queued prompts' winbar to the input window",
+      callback = function()
+        if #M.items > 0 then
+          M.show()
+        end
+      end,
+    })
   end
   for _, win in ipairs(vim.fn.win_findbuf(buf)) do
     local bar = ""

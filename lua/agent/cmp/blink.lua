@@ -31,8 +31,9 @@ end
 ---@param callback fun(response: table)
 function M:get_completions(ctx, callback)
   local row, col = ctx.cursor[1] - 1, ctx.cursor[2]
-  local items = shared.items(ctx.line, row, col) or {}
-  callback({ items = items, is_incomplete_forward = true, is_incomplete_backward = true })
+  shared.items(ctx.line, row, col, function(items)
+    callback({ items = items, is_incomplete_forward = true, is_incomplete_backward = true })
+  end)
 end
 
 return M

@@ -44,8 +44,9 @@ end
 function M:complete(params, callback)
   local context = params.context
   local row, col = context.cursor.row - 1, context.cursor.col - 1
-  local items = shared.items(context.cursor_line, row, col) or {}
-  callback({ items = items, isIncomplete = true })
+  shared.items(context.cursor_line, row, col, function(items)
+    callback({ items = items, isIncomplete = true })
+  end)
 end
 
 return M

@@ -13,37 +13,40 @@ function M.in_input(buf)
   return vim.api.nvim_buf_get_name(buf or 0) == "agent://input"
 end
 
---- The items for the cursor at byte column `col` (0-based) of `line`, the row being `row`
---- (0-based), each replacing the word being completed: nil when there is nothing to complete.
+--- Calls `done(items)` with the items for the cursor at byte column `col` (0-based) of `line`,
+--- the row being `row` (0-based), each replacing the word being completed: an empty list when
+--- there is nothing to complete. `@` files come when the backend has found them (a query a
+--- later one replaced is never answered).
 ---@param line string
 ---@param row integer
 ---@param col integer
----@return table[]?
-function M.items(line, row, col)
-  local found = require("agent.context").complete(line:sub(1, col), row == 0)
-  if not found then
-    return nil
-  end
-  local items = {}
-  for i, item in ipairs(found.items) do
-    items[i] = {
-      label = item.word,
-      filterText = item.word,
-      -- Best first, as the backend ranked the files.
-      sortText = ("%05d"):format(i),
-      kind = M.kinds[item.kind],
-      detail = item.info,
-      documentation = item.info,
-      textEdit = {
-        newText = item.word,
-        range = {
-          start = { line = row, character = found.start },
-          ["end"] = { line = row, character = col },
+---@param done fun(items: table[])
+function M.items(line, row, col, done)
+  local asked = require("agent.context").complete(line:sub(1, col), row == 0, function(found)
+    local items = {}
+    for i, item in ipairs(found.items) do
+      items[i] = {
+        label = item.word,
+        filterText = item.word,
+        -- Best first, as the backend ranked the files.
+        sortText = ("%05d"):format(i),
+        kind = M.kinds[item.kind],
+        detail = item.info,
+        documentation = item.info,
+        textEdit = {
+          newText = item.word,
+          range = {
+            start = { line = row, character = found.start },
+            ["end"] = { line = row, character = col },
+          },
         },
-      },
-    }
+      }
+    end
+    done(items)
+  end)
+  if not asked then
+    done({})
   end
-  return items
 end
 
 return M

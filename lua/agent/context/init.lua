@@ -72,15 +72,17 @@ function M.expand(prompt)
       items[#items + 1] = item
     end
   end
-  for token in prompt:gmatch("%S+") do
+  for word in prompt:gmatch("%S+") do
+    -- `(@calc.py)`, `"#buffer"`: an opening bracket or quote is not part of the item.
+    local token = word:gsub("^[%(%[{\"'`]+", "")
     local lead = token:sub(1, 1)
     if lead == "@" and #token > 1 then
       local path = H.path_token(token:sub(2))
-      add({ path = path }, "@" .. path)
+      add({ path = path }, H.file_key(path))
     elseif lead == "#" then
       local name = token:match("^#(%a+)")
       for _, item in ipairs(H.gather(name)) do
-        add(item, item.path and ("@" .. item.path) or ("#" .. name))
+        add(item, item.path and H.file_key(item.path) or ("#" .. name))
       end
     end
   end
@@ -111,46 +113,78 @@ end
 ---@field kind "file"|"context"|"command"
 ---@field info? string what it does (a command's description)
 
---- What to complete at the end of `before` (the input's line up to the cursor; `first` when it
---- is the input's first line): the byte column (0-based) where the word being completed starts,
---- and the items for it, best first. Nil when the cursor is not after `@`, `#` or a leading `/`.
+--- The word being completed at the end of `before` (the input's line up to the cursor; `first`
+--- when it is the input's first line): the byte column (0-based) where it starts, its lead
+--- (`@`, `#` or `/`) and what follows the lead. Nil when the cursor is not after `@`, `#` or a
+--- leading `/`.
 ---@param before string
 ---@param first? boolean
----@return { start: integer, items: agent.CompletionItem[] }?
-function M.complete(before, first)
+---@return integer? start
+---@return string? lead
+---@return string? query
+function M.token(before, first)
   local start, token = before:match("()([@#/][^%s]*)$")
   if not start or (start > 1 and not before:sub(start - 1, start - 1):match("%s")) then
     return nil
   end
-  local lead, query = token:sub(1, 1), token:sub(2)
+  local lead = token:sub(1, 1)
+  if lead == "/" and not (first and start == 1) then
+    return nil
+  end
+  return start - 1, lead, token:sub(2)
+end
+
+--- Completes the word at the end of `before` (see M.token): calls `done({ start, word, items })`
+--- (`word` the lead and query it completes),
+--- the items best first, at once for `#` and `/`, and for `@` when the backend has found the
+--- files (none, when a later query replaced this one: only the latest is answered). False
+--- when there is no word to complete (`done` is not called).
+---@param before string
+---@param first boolean?
+---@param done fun(found: { start: integer, word: string, items: agent.CompletionItem[] })
+---@return boolean
+function M.complete(before, first, done)
+  local start, lead, query = M.token(before, first)
+  if not start then
+    return false
+  end
   local items = {}
+  local answer = { start = start, word = lead .. query, items = items }
   if lead == "@" then
     local rpc = require("agent.rpc")
     -- Only from a running backend: completing must not start one.
-    local found = rpc.running() and rpc.files(query, M.FILE_LIMIT) or nil
-    for _, file in ipairs(found and found.files or {}) do
-      items[#items + 1] = { word = "@" .. file, kind = "file" }
+    if not rpc.running() then
+      done(answer)
+      return true
     end
+    rpc.files(query, M.FILE_LIMIT, function(found)
+      answer.unanswered = found == nil -- replaced by a later query, or the backend failed
+      for _, file in ipairs(found and found.files or {}) do
+        items[#items + 1] = { word = "@" .. file, kind = "file" }
+      end
+      done(answer)
+    end)
+    return true
   elseif lead == "#" then
     for _, item in ipairs(M.items) do
-      if vim.startswith(item.word, token) then
+      if vim.startswith(item.word, lead .. query) then
         items[#items + 1] = { word = item.word, kind = "context", info = item.info }
       end
     end
   else
-    if not (first and start == 1) then
-      return nil
-    end
     for _, command in ipairs(require("agent.slash").commands()) do
       if vim.startswith(command.name, query) then
         items[#items + 1] = { word = "/" .. command.name, kind = "command", info = command.description }
       end
     end
   end
-  return { start = start - 1, items = items }
+  done(answer)
+  return true
 end
 
---- 'omnifunc' of the chat's input (<C-x><C-o>), over M.complete.
+--- 'omnifunc' of the chat's input (<C-x><C-o>). `#` and `/` items are answered at once; for
+--- `@` it answers nothing and opens the menu when the backend has found the files (if the
+--- word typed is still the same), so Neovim never waits for the backend.
 ---@param findstart integer
 ---@param base string
 ---@return integer|table
@@ -158,13 +192,25 @@ function M.omnifunc(findstart, base)
   if findstart == 1 then
     local line = vim.api.nvim_get_current_line()
     local col = vim.api.nvim_win_get_cursor(0)[2]
-    local found = M.complete(line:sub(1, col), vim.fn.line(".") == 1)
+    local start = M.token(line:sub(1, col), vim.fn.line(".") == 1)
     -- A `/` command only where the first call found one: at the start of the input.
-    H.omni_first = found ~= nil and found.start == 0 and vim.fn.line(".") == 1
-    return found and found.start or -3
+    H.omni_first = start == 0 and vim.fn.line(".") == 1
+    H.omni_start = start
+    return start or -3
   end
-  local found = M.complete(base, H.omni_first)
-  return vim.tbl_map(H.complete_item, found and found.items or {})
+  local answer = {}
+  local now = true
+  M.complete(base, H.omni_first, function(found)
+    -- `base` is the word alone; it starts where the first call found it.
+    found.start = H.omni_start or found.start
+    if now then
+      answer = vim.tbl_map(H.complete_item, found.items)
+    else
+      H.show(found)
+    end
+  end)
+  now = false
+  return answer
 end
 
 --- Sets up the chat's input buffer `buf`: 'omnifunc', and (`input.completion`, Neovim 0.11) the
@@ -176,9 +222,20 @@ function M.setup_input(buf)
   M.track()
   vim.bo[buf].omnifunc = "v:lua.require'agent.context'.omnifunc"
   -- 'completeopt' is global before 0.11: <C-x><C-o> only.
-  if vim.fn.has("nvim-0.11") == 1 and require("agent.config").options.input.completion then
+  if vim.fn.has("nvim-0.11") == 1 and require("agent.config").options.input.completion ~= false then
     H.auto_menu(buf)
   end
+end
+
+-- Whether the input opens a menu of its own (`input.completion`), asked at each keystroke (a
+-- completion plugin may be loaded late): with "auto", not once our blink.cmp or nvim-cmp source
+-- is in use, whose plugin opens its menu with our items.
+function H.menu_of_our_own()
+  local completion = require("agent.config").options.input.completion
+  if completion == "auto" then
+    return not (package.loaded["agent.cmp.blink"] or package.loaded["agent.cmp.nvim_cmp"])
+  end
+  return completion == true
 end
 
 -- The menu opened by itself in the input `buf`, and refreshed as the person types.
@@ -212,15 +269,34 @@ function H.ours(buf)
 end
 
 -- `@calc.py,` means calc.py: punctuation that ends a sentence is left off a path that does not
--- exist with it.
+-- exist with it, and so is a line number (`@calc.py:12`, `@calc.py:12-20`, as compilers write
+-- them: the whole file is attached).
 function H.path_token(path)
-  local bare = path:gsub("[%.,;:!%?%)%]\"']+$", "")
-  if bare == path or bare == "" then
+  if H.exists(path) then
     return path
   end
-  local root = require("agent.rpc").workspace()
-  local full = path:sub(1, 1) == "/" and path or (root .. "/" .. path)
-  return vim.uv.fs_stat(full) and path or bare
+  local bare = path:gsub("[%.,;:!%?%)%]}\"'`]+$", "")
+  local unnumbered = bare:gsub(":%d+[-:%d]*$", "")
+  for _, candidate in ipairs({ bare, unnumbered }) do
+    if candidate ~= "" and H.exists(candidate) then
+      return candidate
+    end
+  end
+  return path
+end
+
+-- Whether `path` (relative to the root, or absolute) names something on disk.
+function H.exists(path)
+  return vim.uv.fs_stat(H.absolute(path)) ~= nil
+end
+
+function H.absolute(path)
+  return path:sub(1, 1) == "/" and path or (require("agent.rpc").workspace() .. "/" .. path)
+end
+
+-- One key for a file however it was named (`@calc.py`, `#buffer` on it), so it is attached once.
+function H.file_key(path)
+  return "@" .. vim.fs.normalize(H.absolute(path))
 end
 
 -- The attach items for `#name` (an unknown name: none).
@@ -345,7 +421,7 @@ end
 -- The menu for the word before the cursor, unless an item of it is selected (the person is
 -- moving through it) or it is the item just picked.
 function H.auto_complete()
-  if vim.fn.mode() ~= "i" then
+  if vim.fn.mode() ~= "i" or not H.menu_of_our_own() then
     return
   end
   if vim.fn.pumvisible() == 1 and vim.fn.complete_info({ "selected" }).selected ~= -1 then
@@ -353,18 +429,36 @@ function H.auto_complete()
   end
   local line = vim.api.nvim_get_current_line()
   local col = vim.api.nvim_win_get_cursor(0)[2]
-  local found = M.complete(line:sub(1, col), vim.fn.line(".") == 1)
-  if not found then
+  local before = line:sub(1, col)
+  local start = M.token(before, vim.fn.line(".") == 1)
+  if not start then
     H.picked = nil
     return
   end
-  local typed = line:sub(found.start + 1, col)
-  if typed == H.picked then
+  if before:sub(start + 1) == H.picked then
     return
   end
   H.picked = nil
-  local items = vim.tbl_map(H.complete_item, found.items)
-  pcall(vim.fn.complete, found.start + 1, items)
+  M.complete(before, vim.fn.line(".") == 1, H.show)
+end
+
+-- Opens the menu with `found`'s items, if the person is still typing the word they are for:
+-- in Insert mode, in the same buffer, the cursor's line still ending in that word where it
+-- was found (an answer from the backend may come after another key).
+function H.show(found)
+  if found.unanswered or vim.fn.mode() ~= "i" or vim.api.nvim_buf_get_name(0) ~= "agent://input" then
+    return
+  end
+  local line = vim.api.nvim_get_current_line()
+  local col = vim.api.nvim_win_get_cursor(0)[2]
+  local before = line:sub(1, col)
+  if M.token(before, vim.fn.line(".") == 1) ~= found.start or before:sub(found.start + 1) ~= found.word then
+    return
+  end
+  if vim.fn.pumvisible() == 1 and vim.fn.complete_info({ "selected" }).selected ~= -1 then
+    return -- the person is moving through the menu shown
+  end
+  pcall(vim.fn.complete, found.start + 1, vim.tbl_map(H.complete_item, found.items))
 end
 
 return M

@@ -21,10 +21,12 @@ local H = {}
 
 -- The connected external agent's own slash commands (none for the built-in agent).
 H.agent_commands = {}
+H.files_seq = 0 -- the number of the last `files` query
+H.files_waiting = nil ---@type { seq: integer, done: function }?
 
 --- The protocol this file speaks; a backend announcing another one is stopped, with a message
 --- saying how to rebuild it.
-M.PROTOCOL = 7
+M.PROTOCOL = 8
 
 --- The plugin's root: the directory holding lua/ and plugin/.
 M.plugin_root = paths.root
@@ -218,14 +220,47 @@ function M.proposal(id)
   return wire.request(wire.request_name.PROPOSAL, { id = id })
 end
 
---- The workspace's files matching `query` (what follows an `@`), best first: `{ files, total }`;
---- nil and why when the backend cannot answer.
+--- Asks for the workspace's files matching `query` (what follows an `@`), best first, and calls
+--- `done({ files, total, partial })` with them when they come, or `done(nil, why)`. Only the
+--- latest query is answered: one asked before gets `done(nil, why)`. Nothing waits for the
+--- backend (protocol.rs `method::FILES`).
 ---@param query string
----@param limit? integer
----@return { files: string[], total: integer }? found
----@return string? err
-function M.files(query, limit)
-  return wire.request(wire.request_name.FILES, { query = query, limit = limit })
+---@param limit integer?
+---@param done fun(found: { files: string[], total: integer, partial: boolean }?, err: string?)
+function M.files(query, limit, done)
+  H.files_seq = H.files_seq + 1
+  local replaced = H.files_waiting
+  local waiting = { seq = H.files_seq, done = done }
+  H.files_waiting = waiting
+  if replaced then
+    -- Its caller (a completion plugin) is told, with nothing: it must not wait for ever.
+    vim.schedule(function()
+      replaced.done(nil, "replaced by a later query")
+    end)
+  end
+  if not wire.notify(wire.method.FILES, { seq = waiting.seq, query = query, limit = limit }) then
+    H.files_waiting = nil
+    done(nil, "agent: the backend is not running")
+  end
+end
+
+--- Called by Rust with the answer to the `files` query numbered `seq`: `done` runs once Neovim
+--- is out of the backend's call, so it may open a menu.
+---@param seq integer
+---@param found table
+function M.files_found(seq, found)
+  local waiting = H.files_waiting
+  if not waiting or waiting.seq ~= seq then
+    return
+  end
+  H.files_waiting = nil
+  vim.schedule(function()
+    if type(found) ~= "table" or found.error then
+      waiting.done(nil, tostring(type(found) == "table" and found.error or "a bad answer"))
+    else
+      waiting.done(found)
+    end
+  end)
 end
 
 --- What a prompt attaches, one answer per item (protocol.rs `request::ATTACH`): items are

@@ -17,6 +17,7 @@ M.method = {
   ACP = "acp",
   RESUME = "resume",
   REWIND = "rewind",
+  FILES = "files",
 }
 
 --- The request names (protocol.rs `request`).
@@ -28,7 +29,6 @@ M.request_name = {
   PERMISSIONS = "permissions",
   PROPOSAL = "proposal",
   MODEL = "model",
-  FILES = "files",
   ATTACH = "attach",
 }
 

@@ -16,7 +16,9 @@ use tokio::sync::{mpsc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 use super::adapters::{NvimAsker, NvimEditor};
-use super::protocol::{self, method, Decide, Prompt, Resume, Rewind, Start, UiEvent, PROTOCOL};
+use super::protocol::{
+    self, lua, method, Decide, Prompt, Resume, Rewind, Start, UiEvent, PROTOCOL,
+};
 use super::pump::{forward, Pace};
 use super::Nvim;
 use crate::agent::DEFAULT_MAX_TURNS;
@@ -84,6 +86,9 @@ pub(super) struct State {
     /// How many events were sent to the pump, and how many it has handed to Lua.
     pub(super) sent: std::sync::atomic::AtomicU64,
     pub(super) shown: Arc<super::pump::Shown>,
+    /// The greatest `seq` of a `files` query Lua sent: an older one still waiting is not
+    /// answered.
+    pub(super) files_latest: Arc<std::sync::atomic::AtomicU64>,
     /// The running built-in turn's path to Lua for its approval questions ([`Bridge::ask_lua`]).
     pub(super) questions: SyncMutex<Option<mpsc::UnboundedSender<UiEvent>>>,
     pub(super) shutdown: CancellationToken,
@@ -110,6 +115,7 @@ impl Bridge {
                 ui,
                 ui_rx: Mutex::new(Some(ui_rx)),
                 sent: std::sync::atomic::AtomicU64::new(0),
+                files_latest: Arc::default(),
                 shown: Arc::default(),
                 questions: SyncMutex::new(None),
                 shutdown,
@@ -733,6 +739,36 @@ impl Bridge {
         Ok(Value::from(name))
     }
 
+    /// `files`: finds the matches in a task of its own and answers with
+    /// [`lua::FILES_FOUND`], unless a later query came meanwhile.
+    async fn find_files(&self, files: protocol::Files, nvim: Nvim) {
+        use std::sync::atomic::Ordering;
+        let seq = files.seq;
+        let latest = self.state.files_latest.clone();
+        latest.fetch_max(seq, Ordering::SeqCst);
+        let index = self.of_session(|s| s.files.clone()).await;
+        tokio::spawn(async move {
+            let found = match index {
+                Ok(index) => {
+                    if latest.load(Ordering::SeqCst) > seq {
+                        return;
+                    }
+                    super::context::files(&index, files).await
+                }
+                Err(err) => Value::Map(vec![(Value::from("error"), err)]),
+            };
+            if latest.load(Ordering::SeqCst) > seq {
+                return;
+            }
+            if let Err(err) = nvim
+                .exec_lua(lua::FILES_FOUND, vec![Value::from(seq), found])
+                .await
+            {
+                tracing::warn!(%err, "Lua did not take the files found");
+            }
+        });
+    }
+
     async fn of_session<T>(
         &self,
         pick: impl FnOnce(&Session) -> T,
@@ -900,6 +936,10 @@ impl Handler for Bridge {
                 Ok(start) => self.start_external(start).await,
                 Err(err) => self.error(format!("agent: bad acp message ({err})")),
             },
+            method::FILES => match arg::<protocol::Files>(args) {
+                Ok(files) => self.find_files(files, nvim).await,
+                Err(err) => tracing::warn!(%err, "bad files message"),
+            },
             method::CANCEL => self.cancel_turn(),
             method::NEW => self.new_conversation(),
             method::RESUME => match arg::<Resume>(args) {
@@ -950,16 +990,23 @@ impl Handler for Bridge {
             protocol::request::PERMISSIONS => self.permissions(&args).await,
             protocol::request::PROPOSAL => self.proposal(&args),
             protocol::request::MODEL => self.switch_model(&args).await,
-            protocol::request::FILES => {
-                let files = super::context::decode(&args)?;
-                let index = self.of_session(|s| s.files.clone()).await?;
-                Ok(super::context::files(&index, files).await)
-            }
             protocol::request::ATTACH => {
                 let attach = super::context::decode(&args)?;
                 let workspace = self.of_session(|s| s.workspace.clone()).await?;
                 let editor = NvimEditor { nvim: nvim.clone() };
-                Ok(super::context::attach(&workspace, &editor, attach).await)
+                // Neovim waits for this answer (the prompt is sent with it), so it is bounded.
+                tokio::time::timeout(
+                    super::context::ATTACH_TIMEOUT,
+                    super::context::attach(&workspace, &editor, attach),
+                )
+                .await
+                .map_err(|_| {
+                    Value::from(format!(
+                        "reading them took more than {} s (a slow disk or a network mount?); \
+                         the prompt goes without them",
+                        super::context::ATTACH_TIMEOUT.as_secs()
+                    ))
+                })
             }
             other => Err(Value::from(format!("agent: unknown request '{other}'"))),
         }

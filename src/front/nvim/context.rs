@@ -17,6 +17,9 @@ use crate::workspace::Workspace;
 /// How many matches `files` answers when Lua asks for no number.
 const DEFAULT_LIMIT: usize = 50;
 
+/// The longest `attach` may take: Neovim waits for it while the prompt is sent.
+pub(super) const ATTACH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The one map argument of a request, decoded (an error string Lua shows when it is not one).
 pub(super) fn decode<T: for<'de> Deserialize<'de>>(args: &[Value]) -> Result<T, Value> {
     let first = args.first().cloned().unwrap_or(Value::Nil);
@@ -37,11 +40,31 @@ pub(super) async fn files(index: &std::sync::Arc<FileIndex>, files: Files) -> Va
     ])
 }
 
-/// `attach`: each item as the prompt attaches it, in order.
+/// The most characters one prompt's attachments hold together: each is clamped as read_file
+/// clamps, and `#buffers` with fifty buffers open must not send a million.
+pub(super) const MAX_TOTAL_CHARS: usize = 100_000;
+
+/// `attach`: each item as the prompt attaches it, in order; once those before hold
+/// [`MAX_TOTAL_CHARS`] (each at most [`crate::text::MAX_CHARS`]), the rest are left out, each
+/// saying so (a word that is no file stays nothing).
 pub(super) async fn attach(workspace: &Workspace, editor: &dyn Editor, attach: Attach) -> Value {
     let mut answers = Vec::with_capacity(attach.items.len());
-    for item in attach.items {
-        answers.push(match item {
+    let mut total = 0;
+    for value in attach.items {
+        let problem = |label: String, problem: &str| {
+            Value::Map(vec![
+                (Value::from("label"), Value::from(label)),
+                (Value::from("problem"), Value::from(problem)),
+            ])
+        };
+        let Some(item) = AttachItem::decode(&value) else {
+            answers.push(problem(
+                "@ ?".into(),
+                "not an attachment (a bug; please report it with :Agent log)",
+            ));
+            continue;
+        };
+        let answer = match item {
             AttachItem::Path { path } => match attachment(workspace, editor, &path).await {
                 Attachment::File {
                     rel,
@@ -79,9 +102,33 @@ pub(super) async fn attach(workspace: &Workspace, editor: &dyn Editor, attach: A
                     false,
                 )
             }
-        });
+        };
+        let missing = field_of(&answer, "missing").is_some();
+        if total >= MAX_TOTAL_CHARS && !missing {
+            let label = field_of(&answer, "label").and_then(Value::as_str);
+            answers.push(problem(
+                label.unwrap_or("@ ?").to_string(),
+                &format!(
+                    "left out: this prompt's attachments already hold {MAX_TOTAL_CHARS} characters"
+                ),
+            ));
+            continue;
+        }
+        total += field_of(&answer, "chars")
+            .and_then(Value::as_u64)
+            .unwrap_or(0) as usize;
+        answers.push(answer);
     }
     Value::Array(answers)
+}
+
+/// The field `name` of an answer map.
+fn field_of<'a>(answer: &'a Value, name: &str) -> Option<&'a Value> {
+    answer
+        .as_map()?
+        .iter()
+        .find(|(k, _)| k.as_str() == Some(name))
+        .map(|(_, v)| v)
 }
 
 /// One attachment's answer: `label`, `text` (what the model reads, keys redacted as a tool's
@@ -166,11 +213,11 @@ mod tests {
             "long.txt",
         ]
         .into_iter()
-        .map(|path| AttachItem::Path { path: path.into() })
-        .chain([AttachItem::Text {
-            label: "# diagnostics calc.py".into(),
-            text: "calc.py:1:1: ERROR: bad".into(),
-        }])
+        .map(|path| Value::Map(vec![("path".into(), path.into())]))
+        .chain([Value::Map(vec![
+            ("label".into(), "# diagnostics calc.py".into()),
+            ("text".into(), "calc.py:1:1: ERROR: bad".into()),
+        ])])
         .collect();
         let answer = attach(&workspace, &editor, Attach { items }).await;
         let answers = answer.as_array().unwrap();
@@ -221,5 +268,58 @@ mod tests {
             Some("# diagnostics calc.py")
         );
         assert_eq!(field(diagnostics, "chars").unwrap().as_u64(), Some(23));
+    }
+
+    #[tokio::test]
+    async fn text_that_is_not_utf8_spoils_only_itself_and_the_attachments_stop_at_their_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        for i in 0..6 {
+            std::fs::write(root.join(format!("f{i}.txt")), "y".repeat(MAX_CHARS)).unwrap();
+        }
+        let workspace = Workspace::new(&root).unwrap();
+        let editor = Unsaved(root.join("none"), String::new());
+        let latin1 = Value::Map(vec![
+            ("label".into(), "# buffer notes".into()),
+            (
+                "text".into(),
+                // A msgpack string of 7 bytes, one of them Latin-1's é, as Neovim sends it.
+                rmpv::decode::read_value(&mut &b"\xa7caf\xe9 ok"[..]).unwrap(),
+            ),
+        ]);
+        let items = std::iter::once(latin1)
+            .chain((0..6).map(|i| Value::Map(vec![("path".into(), format!("f{i}.txt").into())])))
+            .chain([
+                Value::Map(vec![("path".into(), "nobody".into())]),
+                Value::from(7),
+            ])
+            .collect();
+        // Decoded as the request's argument is.
+        let request: Attach =
+            decode(&[Value::Map(vec![("items".into(), Value::Array(items))])]).unwrap();
+        let answer = attach(&workspace, &editor, request).await;
+        let answers = answer.as_array().unwrap();
+        assert_eq!(
+            field(&answers[0], "text").unwrap().as_str(),
+            Some("caf\u{fffd} ok")
+        );
+        // 9 + 5 × 20,000 reaches the budget: the sixth file is left out, saying why.
+        for file in &answers[1..6] {
+            assert_eq!(
+                field(file, "chars").unwrap().as_u64(),
+                Some(MAX_CHARS as u64)
+            );
+        }
+        assert_eq!(
+            field(&answers[6], "problem").unwrap().as_str(),
+            Some("left out: this prompt's attachments already hold 100000 characters")
+        );
+        assert_eq!(
+            field(&answers[6], "label").unwrap().as_str(),
+            Some("@ f5.txt")
+        );
+        // A word that is no file stays nothing, budget or not.
+        assert_eq!(field(&answers[7], "missing").unwrap().as_bool(), Some(true));
+        assert!(field(&answers[8], "problem").is_some(), "{:?}", answers[8]);
     }
 }

@@ -21,7 +21,7 @@ use crate::display::{self, Layout};
 
 /// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
 /// says how to rebuild it.
-pub const PROTOCOL: u32 = 7;
+pub const PROTOCOL: u32 = 8;
 
 /// The Lua functions Rust calls, as the code given to `nvim_exec_lua` (`...` are its arguments).
 /// Each lives in `agent.rpc` (the module Lua users and tests `require`).
@@ -38,8 +38,17 @@ pub mod lua {
     pub const RELOAD: &str = "return require('agent.rpc').reload(...)";
     /// `checktime()`: re-read every unmodified buffer whose file changed (after a command).
     pub const CHECKTIME: &str = "return require('agent.rpc').checktime()";
+    /// `files_found(seq, found)`: the answer to the `files` notification numbered `seq`.
+    pub const FILES_FOUND: &str = "return require('agent.rpc').files_found(...)";
     /// Every entry point above, for the test that checks Lua has each one.
-    pub const ALL: [&str; 5] = [RECEIVE, BUFFER_STATE, BUFFER_TEXT, RELOAD, CHECKTIME];
+    pub const ALL: [&str; 6] = [
+        RECEIVE,
+        BUFFER_STATE,
+        BUFFER_TEXT,
+        RELOAD,
+        CHECKTIME,
+        FILES_FOUND,
+    ];
 }
 
 /// Notification names Lua sends.
@@ -56,6 +65,14 @@ pub mod method {
     pub const DECIDE: &str = "decide";
     /// [`super::AcpStart`]: drive an external agent over ACP; prompts go to it until `new`.
     pub const ACP: &str = "acp";
+    /// [`super::Files`]: the workspace's files matching what follows an `@` in the chat's input
+    /// (`.gitignore` respected, fuzzy, best first; [`crate::workspace::files`]). Answered with
+    /// [`super::lua::FILES_FOUND`]`(seq, found)`: a map of `files`, an array of paths relative
+    /// to the root, `total`, how many files there are, and `partial`, true while the first
+    /// listing is still under way (the files found so far); or of `error`. A notification,
+    /// not a request: typing never waits for the backend, and a query a later one replaced
+    /// (a greater `seq`) is not answered.
+    pub const FILES: &str = "files";
     /// [`super::Resume`]: continue a saved conversation of this workspace with the built-in
     /// agent, or the running external agent's own session (`session/load`); the chat is sent
     /// its events again (Lua clears it first), then `resumed`.
@@ -64,7 +81,9 @@ pub mod method {
     /// history or both); answered with `rewound`, or an error saying why nothing changed.
     pub const REWIND: &str = "rewind";
     /// Every method above, for the test that checks Lua sends each one.
-    pub const ALL: [&str; 8] = [START, PROMPT, CANCEL, NEW, DECIDE, ACP, RESUME, REWIND];
+    pub const ALL: [&str; 9] = [
+        START, PROMPT, CANCEL, NEW, DECIDE, ACP, RESUME, REWIND, FILES,
+    ];
 }
 
 /// Request names Lua may send (`vim.rpcrequest`, which Neovim waits for: the plugin sends only
@@ -122,24 +141,21 @@ pub mod request {
     /// string for a conversation that chooses its own (an external agent) or a name that is
     /// empty or more than one line.
     pub const MODEL: &str = "model";
-    /// [`super::Files`]: the workspace's files matching what follows an `@` in the chat's input
-    /// (`.gitignore` respected, fuzzy, best first; [`crate::workspace::files`]): a map of
-    /// `files`, an array of paths relative to the root, `total`, how many files there are, and
-    /// `partial`, true while the first listing is still under way (the files found so far).
-    /// Answered from a listing kept in memory, so at once.
-    pub const FILES: &str = "files";
     /// [`super::Attach`]: what a prompt attaches, one answer per item in order: a map of
     /// `label` (`@ src/calc.py`, made visible), `text` (what the model reads: clamped as
     /// read_file clamps, keys redacted), `shown` (that text made visible, for the chat),
     /// `chars`, and `truncated` / `unsaved` (a buffer's unsaved text) when true; `{missing =
     /// true}` for a path that is no file (nothing is attached); `{label, problem}` for a path
-    /// refused or unreadable, as read_file words it.
+    /// refused or unreadable, as read_file words it, or left out once the attachments before
+    /// it hold 100,000 characters (`context::MAX_TOTAL_CHARS`).
     pub const ATTACH: &str = "attach";
 }
 
 /// `files`: what to match.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Files {
+    /// The query's number, greater for each query Lua sends; the answer carries it.
+    pub seq: u64,
     /// What follows the `@` (empty: the first files).
     #[serde(default)]
     pub query: String,
@@ -148,19 +164,44 @@ pub struct Files {
     pub limit: Option<usize>,
 }
 
-/// `attach`: the items a prompt attaches.
+/// `attach`: the items a prompt attaches, each decoded on its own ([`AttachItem::decode`]), so
+/// one that is not what it should be (text that is not UTF-8) spoils only itself.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Attach {
-    pub items: Vec<AttachItem>,
+    pub items: Vec<rmpv::Value>,
 }
 
 /// One item of [`Attach`]: a file by its path (`@path`, `#buffer`'s file), read through the
 /// path check, or text Lua gathered (`#selection`, `#diagnostics`, `#quickfix`) with its label.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum AttachItem {
     Path { path: String },
     Text { label: String, text: String },
+}
+
+impl AttachItem {
+    /// A map of `path`, or of `label` and `text`; bytes that are not UTF-8 (a Latin-1 buffer)
+    /// become U+FFFD. None for anything else.
+    pub fn decode(value: &rmpv::Value) -> Option<AttachItem> {
+        let field = |name: &str| {
+            // A string that is not UTF-8 reaches here as a string, or (through serde, as the
+            // request's argument is decoded) as bytes.
+            value.as_map()?.iter().find_map(|(k, v)| match v {
+                rmpv::Value::String(s) if k.as_str() == Some(name) => {
+                    Some(String::from_utf8_lossy(s.as_bytes()).into_owned())
+                }
+                rmpv::Value::Binary(b) if k.as_str() == Some(name) => {
+                    Some(String::from_utf8_lossy(b).into_owned())
+                }
+                _ => None,
+            })
+        };
+        match (field("path"), field("label"), field("text")) {
+            (Some(path), _, _) => Some(AttachItem::Path { path }),
+            (None, Some(label), Some(text)) => Some(AttachItem::Text { label, text }),
+            _ => None,
+        }
+    }
 }
 
 /// `start`: the session's settings, from `require("agent").setup()`.

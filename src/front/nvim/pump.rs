@@ -14,8 +14,11 @@ use super::Nvim;
 use crate::agent::Event;
 use crate::conversation::ConversationEvent;
 
-/// How long the pump gathers events before it sends a batch: one frame at 60 Hz.
-pub(super) const FRAME: Duration = Duration::from_millis(16);
+/// How long the pump gathers events before it sends a batch: 33 a second. Each batch costs
+/// Neovim a redraw however little it holds (ARCHITECTURE.md, "Events"), so a slow stream is not
+/// sent at a screen's 60; a fast one fills its batches sooner and goes out as fast as Lua takes
+/// it.
+pub(super) const FRAME: Duration = Duration::from_millis(30);
 
 /// Hands a built-in turn's events to the pump, wrapped for Lua, and its approval questions in
 /// their place among them: a question is sent only after every event the turn reported before
@@ -185,7 +188,10 @@ async fn gather(
 ) -> (Vec<UiEvent>, bool) {
     let mut bytes = size_of_text(&first);
     let mut batch = vec![first];
-    while !matches!(batch.last(), Some(UiEvent::Approval { .. })) {
+    while !batch
+        .last()
+        .is_some_and(|last| goes_at_once(last, events.is_empty()))
+    {
         if batch.len() >= BATCH_EVENTS || bytes >= BATCH_BYTES {
             return (batch, true);
         }
@@ -198,6 +204,22 @@ async fn gather(
         }
     }
     (batch, false)
+}
+
+/// True for an event after which the batch goes out without waiting for the frame's end: a
+/// question for the person, always; what ends a model's reply (its usage, a tool it calls, the
+/// turn's end) when nothing else is waiting (`idle`), so an answer's last words are on screen
+/// as soon as they come, while a flood (a resumed conversation replays every reply's end)
+/// still goes out in full batches.
+fn goes_at_once(event: &UiEvent, idle: bool) -> bool {
+    match event {
+        UiEvent::Approval { .. } => true,
+        UiEvent::Idle
+        | UiEvent::Agent(
+            Event::Usage { .. } | Event::ToolStarted { .. } | Event::TurnDone { .. },
+        ) => idle,
+        _ => false,
+    }
 }
 
 /// A batch of events as [`lua::RECEIVE`] takes it: each made visible ([`UiEvent::shown`]) and
@@ -337,6 +359,31 @@ mod tests {
             (1, false),
             "an approval waits for nothing"
         );
+
+        // The end of a reply takes the text before it out at once, not a frame later.
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        tx.send(UiEvent::Agent(Event::Usage {
+            input: 1,
+            output: 2,
+        }))
+        .unwrap();
+        let (batch, full) = gather(text("last words"), &mut rx, later).await;
+        assert_eq!((batch.len(), full), (2, false), "{batch:?}");
+        let (batch, _) = gather(UiEvent::Idle, &mut rx, later).await;
+        assert_eq!(batch, vec![UiEvent::Idle]);
+        // A replayed flood: a reply's end with more waiting behind it does not cut the batch.
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        for _ in 0..10 {
+            tx.send(UiEvent::Agent(Event::Usage {
+                input: 1,
+                output: 1,
+            }))
+            .unwrap();
+            tx.send(text("reply")).unwrap();
+        }
+        drop(tx);
+        let (batch, _) = gather(text("first"), &mut rx, later).await;
+        assert_eq!(batch.len(), 21, "{batch:?}");
     }
 
     #[test]
