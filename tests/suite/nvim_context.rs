@@ -258,6 +258,9 @@ async fn the_input_completes_workspace_files_fuzzily_without_ignored_ones_the_ha
     // A `/` completes commands only where a command can be: at the start of the input.
     nvim.api.input("<Esc>ggcc/re").await.unwrap();
     assert_eq!(menu(&nvim).await, ["/resume", "/rewind"]);
+    // After an opening bracket, as the prompt reads `(@src/other.rs)`.
+    nvim.api.input("<Esc>ggccsee (@othr").await.unwrap();
+    assert_eq!(menu(&nvim).await, ["@src/other.rs"]);
     // The blink.cmp and nvim-cmp sources answer the same, with an edit over the word.
     // Each answers when the items are there: `@` files once the backend found them.
     nvim.lua(

@@ -124,7 +124,8 @@ end
 ---@return string? query
 function M.token(before, first)
   local start, token = before:match("()([@#/][^%s]*)$")
-  if not start or (start > 1 and not before:sub(start - 1, start - 1):match("%s")) then
+  -- After a blank, or an opening bracket or quote (`(@calc.py`), as the prompt reads them.
+  if not start or (start > 1 and not before:sub(start - 1, start - 1):match("[%s%(%[{\"'`]")) then
     return nil
   end
   local lead = token:sub(1, 1)
