@@ -1,6 +1,8 @@
 //! Turn-loop benchmarks (issue 3): how many read_file round trips a second the loop sustains when
 //! the model answers at once, and how soon a streamed text delta reaches `agent-nvim run`'s stdout
-//! after the server sent it. Run with `cargo bench --bench agent`; figures go in BENCHMARKS.md.
+//! after the server sent it; and (issue 14) the input tokens a 40-turn loop of 2,000-token tool
+//! results pays at full price with the prompt cache (the mock answers as a cache would,
+//! `MockLlm::with_cache`). Run with `cargo bench --bench agent`; figures go in BENCHMARKS.md.
 //!
 //! The model is the tests' mock server (`agent_nvim::test_support::mock_llm`, Anthropic format),
 //! which records the send time of every text delta on the same clock as the time its text is
@@ -27,6 +29,36 @@ fn main() {
     round_trips(200);
     round_trips(1000);
     delta_latency();
+    cached_loop(40);
+}
+
+/// A loop of `turns` read_file calls of an 8,000-byte file (2,000 tokens at the mock's 4 bytes
+/// a token) against the mock's prompt cache: the input sent in all, what was read from the
+/// cache, and what was billed at full price (the rest).
+fn cached_loop(turns: usize) {
+    let mock = MockLlm::start(Wire::Anthropic, tool_calls(turns)).with_cache();
+    let (_dir, mut agent) = loop_agent(&mock, turns, &"0123456789abcdef\n".repeat(470));
+    let runtime = session::runtime().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let totals = runtime.spawn(async move {
+        let mut last = (0, 0);
+        while let Some(event) = rx.recv().await {
+            if let agent_nvim::agent::Event::Usage { input, cached, .. } = event {
+                last = (input, cached);
+            }
+        }
+        last
+    });
+    let outcome = runtime.block_on(agent.prompt("go".into(), &tx, &CancellationToken::new()));
+    assert_eq!(outcome, Outcome::Done);
+    drop(tx);
+    drop(agent);
+    let (input, cached) = runtime.block_on(totals).unwrap();
+    println!(
+        "prompt cache, {turns} read_file turns of 2,000-token results: {input} input tokens sent, {cached} read from the cache, {} at full price ({:.1}% of what every token at full price would cost)",
+        input - cached,
+        (input - cached) as f64 * 100.0 / input as f64
+    );
 }
 
 /// `turns` responses that each call read_file, then one that ends the turn.
@@ -46,11 +78,14 @@ fn tool_calls(turns: usize) -> Vec<Reply> {
     (1..=turns).map(call).chain([done]).collect()
 }
 
-/// One prompt whose model asks for read_file `turns` times before it finishes.
-fn round_trips(turns: usize) {
-    let mock = MockLlm::start(Wire::Anthropic, tool_calls(turns)).without_bodies();
+/// An agent on `mock` allowed `turns` tool turns, in a workspace whose a.txt holds `text`.
+fn loop_agent(
+    mock: &MockLlm,
+    turns: usize,
+    text: &str,
+) -> (tempfile::TempDir, agent_nvim::agent::Agent) {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("a.txt"), "alpha\n".repeat(50)).unwrap();
+    std::fs::write(dir.path().join("a.txt"), text).unwrap();
     let mut config = SessionConfig::new(dir.path());
     config.auto_approve = true;
     config.max_turns = (turns + 1) as u32;
@@ -60,7 +95,13 @@ fn round_trips(turns: usize) {
         base_url: Some(mock.base_url()),
     };
     let executor = session::executor(&config, Box::new(|_, _| None), Arc::new(NoEditor)).unwrap();
-    let mut agent = session::agent(&config, executor).unwrap();
+    (dir, session::agent(&config, executor).unwrap())
+}
+
+/// One prompt whose model asks for read_file `turns` times before it finishes.
+fn round_trips(turns: usize) {
+    let mock = MockLlm::start(Wire::Anthropic, tool_calls(turns)).without_bodies();
+    let (_dir, mut agent) = loop_agent(&mock, turns, &"alpha\n".repeat(50));
     let runtime = session::runtime().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     runtime.spawn(async move {

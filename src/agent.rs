@@ -48,8 +48,14 @@ pub enum Event {
         delay_ms: u64,
         reason: String,
     },
-    /// Tokens used so far in this turn.
-    Usage { input: u64, output: u64 },
+    /// Tokens used so far in this turn: `cached` of the `input` were read from the provider's
+    /// prompt cache (absent in conversations saved before it was counted).
+    Usage {
+        input: u64,
+        output: u64,
+        #[serde(default)]
+        cached: u64,
+    },
     /// The turn ended; the line to show (`done · ...`, cancelled, stopped after N turns).
     TurnDone {
         input: u64,
@@ -311,11 +317,11 @@ impl Agent {
                     return finish(&send, total, Outcome::Failed, message);
                 }
             };
-            total.input += reply.usage.input;
-            total.output += reply.usage.output;
+            total.add(reply.usage);
             send(Event::Usage {
                 input: total.input,
                 output: total.output,
+                cached: total.cache_read,
             });
             let calls = reply.calls;
             if calls.is_empty() {

@@ -475,7 +475,15 @@ pub fn shown(event: Event) -> Event {
             delay_ms,
             reason: one(reason),
         },
-        Event::Usage { input, output } => Event::Usage { input, output },
+        Event::Usage {
+            input,
+            output,
+            cached,
+        } => Event::Usage {
+            input,
+            output,
+            cached,
+        },
         Event::TurnDone {
             input,
             output,

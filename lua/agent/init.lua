@@ -588,7 +588,7 @@ end
 ---@return agent.Status
 function M.status()
   if not package.loaded["agent.chat"] then
-    return { state = "off", text = "off", input = 0, output = 0 }
+    return { state = "off", text = "off", input = 0, output = 0, cached = 0 }
   end
   return require("agent.chat").status()
 end

@@ -980,7 +980,11 @@ impl AcpSession {
         }
         let (input, output) = usage.unwrap_or_default();
         if usage.is_some() {
-            self.shared.emit(Event::Usage { input, output });
+            self.shared.emit(Event::Usage {
+                input,
+                output,
+                cached: 0,
+            });
         }
         self.shared.emit(Event::TurnDone {
             input,

@@ -618,7 +618,8 @@ async fn usage_in_the_answer_is_reported() {
         [
             AcpEvent::Turn(Event::Usage {
                 input: 5,
-                output: 7
+                output: 7,
+                cached: 0
             }),
             AcpEvent::Turn(Event::TurnDone {
                 input: 5,

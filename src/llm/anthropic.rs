@@ -1,7 +1,12 @@
 //! The Anthropic Messages API wire format: request bodies and the SSE stream parser.
 //!
 //! Prompt caching: the system prompt and the tool catalogue carry `cache_control`, and the
-//! catalogue is rendered once per client, so every request's prefix is byte-identical.
+//! catalogue is rendered once per client, so every request's prefix is byte-identical. So does
+//! the conversation's last block (a breakpoint that moves forward with each request, so the
+//! next request reads all of this one's prefix from the cache) and the last block before the
+//! model's latest reply (where the previous request's breakpoint was, in case the new one is
+//! more than the API's 20 blocks of lookback past it): four breakpoints at most, the API's
+//! limit.
 
 use std::collections::BTreeMap;
 
@@ -79,6 +84,7 @@ pub fn body(model: &str, request: &Request<'_>, tools: &Value) -> Value {
             _ => messages.push(json!({"role": role, "content": blocks})),
         }
     }
+    mark_breakpoints(&mut messages);
     json!({
         "model": model,
         "max_tokens": MAX_TOKENS,
@@ -87,6 +93,29 @@ pub fn body(model: &str, request: &Request<'_>, tools: &Value) -> Value {
         "tools": tools,
         "messages": messages,
     })
+}
+
+/// Marks the last block of the last message, and the last block of the last user message
+/// before the last assistant one, with `cache_control`: with the system prompt's and the
+/// catalogue's, four in all.
+fn mark_breakpoints(messages: &mut [Value]) {
+    let last = messages.len().checked_sub(1);
+    let previous = last.and_then(|last| {
+        let assistant = messages[..last]
+            .iter()
+            .rposition(|m| m["role"] == "assistant")?;
+        messages[..assistant]
+            .iter()
+            .rposition(|m| m["role"] == "user")
+    });
+    for at in [previous, last].into_iter().flatten() {
+        if let Some(block) = messages[at]["content"]
+            .as_array_mut()
+            .and_then(|blocks| blocks.last_mut())
+        {
+            block["cache_control"] = json!({"type": "ephemeral"});
+        }
+    }
 }
 
 /// A content block being streamed.
@@ -128,6 +157,8 @@ impl Parser {
         match kind {
             "message_start" => {
                 let usage = &v["message"]["usage"];
+                self.usage.cache_read = usage["cache_read_input_tokens"].as_u64().unwrap_or(0);
+                self.usage.cache_write = usage["cache_creation_input_tokens"].as_u64().unwrap_or(0);
                 self.usage.input = [
                     "input_tokens",
                     "cache_creation_input_tokens",
@@ -302,7 +333,9 @@ mod tests {
                 )],
                 usage: Usage {
                     input: 15,
-                    output: 42
+                    output: 42,
+                    cache_read: 5,
+                    cache_write: 0,
                 },
             }
         );
@@ -371,14 +404,15 @@ mod tests {
         assert_eq!(
             body["messages"],
             json!([
-                {"role":"user","content":[{"type":"text","text":"hi"}]},
+                {"role":"user","content":[{"type":"text","text":"hi",
+                    "cache_control":{"type":"ephemeral"}}]},
                 {"role":"assistant","content":[
                     {"type":"tool_use","id":"t1","name":"read_file","input":{"path":"a"}},
                     {"type":"tool_use","id":"t2","name":"read_file","input":{}}]},
                 {"role":"user","content":[
                     {"type":"tool_result","tool_use_id":"t1","content":"A"},
                     {"type":"tool_result","tool_use_id":"t2","content":"bad","is_error":true},
-                    {"type":"text","text":"next"}]}
+                    {"type":"text","text":"next","cache_control":{"type":"ephemeral"}}]}
             ])
         );
         assert_eq!(
@@ -386,5 +420,82 @@ mod tests {
             json!([{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}])
         );
         assert_eq!(body["stream"], json!(true));
+    }
+
+    /// Every `cache_control` in a body, as (where, what it marks).
+    fn breakpoints(body: &Value) -> Vec<String> {
+        let mut found = Vec::new();
+        for (i, tool) in body["tools"].as_array().unwrap().iter().enumerate() {
+            if tool.get("cache_control").is_some() {
+                found.push(format!("tool {i}"));
+            }
+        }
+        if body["system"][0].get("cache_control").is_some() {
+            found.push("system".into());
+        }
+        for (m, message) in body["messages"].as_array().unwrap().iter().enumerate() {
+            for (b, block) in message["content"].as_array().unwrap().iter().enumerate() {
+                if block.get("cache_control").is_some() {
+                    found.push(format!("message {m} block {b}"));
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn over_a_ten_turn_tool_loop_the_breakpoint_moves_to_the_last_block_and_never_exceeds_four() {
+        let specs: Vec<ToolSpec> = ["read_file", "list_files", "edit_file", "run_bash"]
+            .into_iter()
+            .map(|name| ToolSpec {
+                name,
+                description: "d",
+                schema: json!({"type": "object"}),
+            })
+            .collect();
+        let tools = tools(&specs);
+        let mut messages = vec![Message::User("fix the tests".into())];
+        for turn in 0..10 {
+            let body = body(
+                "m",
+                &Request {
+                    system: "sys",
+                    messages: &messages,
+                },
+                &tools,
+            );
+            let marks = breakpoints(&body);
+            assert!(marks.len() <= 4, "turn {turn}: {marks:?}");
+            let sent = body["messages"].as_array().unwrap();
+            let last = sent.len() - 1;
+            let last_block = sent[last]["content"].as_array().unwrap().len() - 1;
+            assert!(
+                marks.contains(&format!("message {last} block {last_block}")),
+                "turn {turn}: {marks:?}"
+            );
+            if turn > 0 {
+                // The previous request's last block is marked too: its prefix is read back.
+                let previous = last - 2;
+                let block = sent[previous]["content"].as_array().unwrap().len() - 1;
+                assert!(
+                    marks.contains(&format!("message {previous} block {block}")),
+                    "turn {turn}: {marks:?}"
+                );
+                assert_eq!(marks.len(), 4, "turn {turn}: {marks:?}");
+            }
+            messages.push(Message::Assistant {
+                text: format!("step {turn}"),
+                calls: vec![ToolCall::new(
+                    format!("t{turn}"),
+                    "read_file".into(),
+                    r#"{"path":"a"}"#.into(),
+                )],
+            });
+            messages.push(Message::Results(vec![CallResult {
+                id: format!("t{turn}"),
+                ok: true,
+                text: "A".repeat(2000),
+            }]));
+        }
     }
 }

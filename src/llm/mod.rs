@@ -246,6 +246,20 @@ pub struct Usage {
     pub input: u64,
     /// Output tokens.
     pub output: u64,
+    /// Of `input`, those read from the provider's prompt cache (billed at a tenth or so).
+    pub cache_read: u64,
+    /// Of `input`, those written to the prompt cache (Anthropic bills them a quarter more).
+    pub cache_write: u64,
+}
+
+impl Usage {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: Usage) {
+        self.input += other.input;
+        self.output += other.output;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
+    }
 }
 
 /// A finished response.

@@ -104,6 +104,10 @@ impl Parser {
             self.usage = Usage {
                 input: usage["prompt_tokens"].as_u64().unwrap_or(0),
                 output: usage["completion_tokens"].as_u64().unwrap_or(0),
+                cache_read: usage["prompt_tokens_details"]["cached_tokens"]
+                    .as_u64()
+                    .unwrap_or(0),
+                cache_write: 0,
             };
         }
         let Some(choice) = v["choices"].as_array().and_then(|c| c.first()) else {
@@ -201,7 +205,7 @@ mod tests {
             r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":"}}]}}]}"#,
             r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"a\"}"}}]}}]}"#,
             r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
-            r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":2}}}"#,
             "[DONE]",
         ])
         .unwrap();
@@ -215,7 +219,9 @@ mod tests {
                 ],
                 usage: Usage {
                     input: 7,
-                    output: 3
+                    output: 3,
+                    cache_read: 2,
+                    cache_write: 0,
                 },
             }
         );

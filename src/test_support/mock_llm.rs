@@ -132,6 +132,9 @@ struct Shared {
     stop: AtomicBool,
     /// A handle on each connection's socket (to shut it down on drop) and its thread.
     connections: Mutex<Vec<(TcpStream, JoinHandle<()>)>>,
+    /// With [`MockLlm::with_cache`]: the prompt prefixes cached so far (their hashes), as
+    /// Anthropic's prompt cache keeps them at each `cache_control` breakpoint.
+    cache: Mutex<Option<std::collections::HashSet<u64>>>,
 }
 
 impl MockLlm {
@@ -149,6 +152,7 @@ impl MockLlm {
             arrived: Condvar::new(),
             stop: AtomicBool::new(false),
             connections: Mutex::new(Vec::new()),
+            cache: Mutex::new(None),
         });
         let acceptor = {
             let shared = Arc::clone(&shared);
@@ -167,6 +171,16 @@ impl MockLlm {
     /// Writes every streamed body from now on at this pace.
     pub fn with_pace(self, pace: Pace) -> Self {
         *lock(&self.shared.pace) = pace;
+        self
+    }
+
+    /// Answers Anthropic requests from now on with the usage a prompt cache gives: the longest
+    /// prefix (tools, system, messages in order) ending at one of the request's `cache_control`
+    /// blocks that an earlier request also marked is `cache_read_input_tokens`, the rest up to
+    /// its last breakpoint `cache_creation_input_tokens`, what follows `input_tokens`; a token
+    /// is 4 bytes of the prefix's JSON. The reply's own input count is then not used.
+    pub fn with_cache(self) -> Self {
+        *lock(&self.shared.cache) = Some(Default::default());
         self
     }
 
@@ -410,6 +424,10 @@ fn answer(shared: &Shared, stream: &mut TcpStream, request: Recorded) -> io::Res
         .to_owned();
     let include_usage =
         request.body.pointer("/stream_options/include_usage") == Some(&Value::Bool(true));
+    let cached = lock(&shared.cache)
+        .as_mut()
+        .filter(|_| wire == Wire::Anthropic)
+        .map(|seen| cache_usage(seen, &request.body));
     let target = format!("{} {}", request.method, request.path);
     let number = {
         let mut log = lock(&shared.log);
@@ -429,6 +447,7 @@ fn answer(shared: &Shared, stream: &mut TcpStream, request: Recorded) -> io::Res
         number,
         model,
         include_usage,
+        cached,
     };
     let refusal = |code, message: String| Reply::Status {
         code,
@@ -703,6 +722,44 @@ struct Sse {
     model: String,
     /// The request asked `stream_options.include_usage` (OpenAI sends usage only then).
     include_usage: bool,
+    /// With [`MockLlm::with_cache`]: the input that was neither read nor written, read, written.
+    cached: Option<(u64, u64, u64)>,
+}
+
+/// The usage a prompt cache gives `body` ([`MockLlm::with_cache`]), its breakpoints' prefixes
+/// then remembered in `seen`.
+fn cache_usage(seen: &mut std::collections::HashSet<u64>, body: &Value) -> (u64, u64, u64) {
+    use std::hash::{Hash, Hasher};
+    let mut blocks: Vec<&Value> = Vec::new();
+    blocks.extend(body["tools"].as_array().into_iter().flatten());
+    blocks.extend(body["system"].as_array().into_iter().flatten());
+    for message in body["messages"].as_array().into_iter().flatten() {
+        blocks.extend(message["content"].as_array().into_iter().flatten());
+    }
+    let (mut prefix, mut read, mut marked) = (String::new(), 0, 0);
+    let mut hashes = Vec::new();
+    for block in blocks {
+        let mut plain = block.clone();
+        if let Some(map) = plain.as_object_mut() {
+            map.remove("cache_control");
+        }
+        prefix.push_str(&plain.to_string());
+        if block.get("cache_control").is_some() {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            prefix.hash(&mut hasher);
+            let hash = hasher.finish();
+            let tokens = prefix.len() as u64 / 4;
+            if seen.contains(&hash) {
+                read = tokens;
+            }
+            marked = tokens;
+            hashes.push(hash);
+        }
+    }
+    seen.extend(hashes);
+    let total = prefix.len() as u64 / 4;
+    let written = marked.saturating_sub(read);
+    (total - read - written, read, written)
 }
 
 /// A fixed `created` time, so that tests can compare whole chunks.
@@ -762,6 +819,15 @@ impl Sse {
 
     /// Anthropic `message_start` (and a `ping` if no block will carry one); OpenAI's first chunk
     /// with the role (Ollama has none: its every chunk carries the role).
+    fn opening_usage(&self, input: u64) -> Value {
+        match self.cached {
+            Some((input, read, written)) => json!({"input_tokens": input,
+                "cache_read_input_tokens": read, "cache_creation_input_tokens": written,
+                "output_tokens": 1}),
+            None => json!({"input_tokens": input, "output_tokens": 1}),
+        }
+    }
+
     fn opening(&self, input: u64, no_parts: bool) -> Events {
         let mut body = Events::default();
         match self.wire {
@@ -772,7 +838,7 @@ impl Sse {
                         "id": format!("msg_mock_{}", self.number), "type": "message",
                         "role": "assistant", "model": self.model, "content": [],
                         "stop_reason": null, "stop_sequence": null,
-                        "usage": {"input_tokens": input, "output_tokens": 1}}}),
+                        "usage": self.opening_usage(input)}}),
                 ));
                 if no_parts {
                     body.push(event("ping", json!({"type": "ping"})));

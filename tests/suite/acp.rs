@@ -383,7 +383,8 @@ async fn usage_reported_by_the_agent_reaches_the_turn_end() {
         [
             AcpEvent::Turn(Event::Usage {
                 input: 12,
-                output: 34
+                output: 34,
+                cached: 0,
             }),
             AcpEvent::Turn(Event::TurnDone {
                 input: 12,

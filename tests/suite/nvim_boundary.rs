@@ -130,6 +130,7 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
         Some(UiEvent::Agent(Event::Retrying { .. })) => UiEvent::Agent(Event::Usage {
             input: 10,
             output: 5,
+            cached: 4,
         }),
         Some(UiEvent::Agent(Event::Usage { .. })) => UiEvent::Agent(Event::ToolFinished {
             id: "t1".into(),
@@ -290,6 +291,7 @@ async fn an_event_lua_cannot_handle_or_that_raises_is_reported() {
             UiEvent::Agent(Event::Usage {
                 input: 1,
                 output: 1,
+                cached: 0,
             }),
             UiEvent::Agent(Event::Text { text: "ok".into() }),
         ],

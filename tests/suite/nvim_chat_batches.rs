@@ -67,6 +67,7 @@ fn conversation() -> Vec<UiEvent> {
         UiEvent::Agent(Event::Usage {
             input: 120,
             output: 30,
+            cached: 0,
         }),
         UiEvent::Agent(Event::TurnDone {
             input: 120,

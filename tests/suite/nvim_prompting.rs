@@ -567,3 +567,52 @@ async fn the_queue_line_fits_wide_characters_and_is_fitted_again_on_resize() {
         "{shown:?}"
     );
 }
+
+/// Each request marks its last block for the prompt cache, so a tool loop reads the history
+/// from the cache; the chat's status line shows the cached part of the input.
+#[tokio::test]
+async fn a_tool_loop_reads_its_history_from_the_prompt_cache_and_the_status_line_says_so() {
+    let read = |id: &str| Reply::Turn {
+        parts: vec![Part::ToolCall {
+            id: id.into(),
+            name: "read_file".into(),
+            args: json!({"path": "big.txt"}).to_string(),
+        }],
+        usage: (1, 1),
+    };
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![read("t1"), read("t2"), read("t3"), answer("read")],
+    )
+    .with_cache();
+    let nvim = start(&mock, "").await;
+    nvim.write("big.txt", &"the same long line of the file\n".repeat(200));
+    nvim.cmd("Agent read big.txt three times").await;
+    nvim.wait_for_line(CHAT, "read").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4);
+    for request in &requests {
+        let messages = request.body["messages"].as_array().unwrap();
+        let last = messages.last().unwrap()["content"].as_array().unwrap();
+        assert!(
+            last.last().unwrap().get("cache_control").is_some(),
+            "{:?}",
+            request.body
+        );
+    }
+    let status = nvim.lua("return require('agent').status()", vec![]).await;
+    let field = |name: &str| {
+        status
+            .as_map()
+            .unwrap()
+            .iter()
+            .find(|(k, _)| k.as_str() == Some(name))
+            .and_then(|(_, v)| v.as_u64())
+            .unwrap()
+    };
+    // Most of what the last three requests sent was the one before them.
+    assert!(field("cached") * 2 > field("input"), "{status:?}");
+    let bar = nvim.wait_for_screen(" cached) / ").await;
+    assert!(bar.contains("k in ("), "{bar}");
+}

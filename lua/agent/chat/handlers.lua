@@ -107,7 +107,7 @@ function M.user_prompt(prompt, attachments)
     end
   end
   render.write()
-  status.current.input, status.current.output = 0, 0
+  status.current.input, status.current.output, status.current.cached = 0, 0, 0
   status.current.turn = false
   status.set("thinking")
 end
@@ -240,7 +240,7 @@ function handlers.turn_started()
   H.last_error = nil
   H.done = nil
   status.current.turn = true
-  status.current.input, status.current.output = 0, 0
+  status.current.input, status.current.output, status.current.cached = 0, 0, 0
   render.blank_line()
   render.put("## Agent", "AgentAgentHeader")
   render.put("\n\n")
@@ -416,7 +416,8 @@ function handlers.retrying(e)
 end
 
 function handlers.usage(e)
-  status.current.input, status.current.output = e.input or status.current.input, e.output or status.current.output
+  local s = status.current
+  s.input, s.output, s.cached = e.input or s.input, e.output or s.output, e.cached or s.cached
   status.render()
 end
 

@@ -61,6 +61,7 @@ function M.status()
     text = status.text(),
     input = s.input,
     output = s.output,
+    cached = s.cached,
     provider = s.provider,
     model = s.model,
   }

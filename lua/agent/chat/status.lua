@@ -13,7 +13,7 @@ H.COMMAND_CHARS = 40
 
 --- The state: `state`, the token counts of the turn, whether a turn is running (`turn`), and
 --- what the winbar names (provider, model, tool, command and since when, retry attempt).
-M.current = { state = "off", input = 0, output = 0, turn = false }
+M.current = { state = "off", input = 0, output = 0, cached = 0, turn = false }
 H.timer = nil
 H.held = false -- a batch of events is being handled: the winbar is drawn once, at its end
 H.stale = false -- something changed while held
@@ -82,7 +82,9 @@ function M.render()
   end
   local s = M.current
   local left = M.text()
-  local tokens = ("%d in / %d out"):format(s.input, s.output)
+  local count = H.count
+  local cached = (s.cached or 0) > 0 and (" (%s cached)"):format(count(s.cached)) or ""
+  local tokens = ("%s in%s / %s out"):format(count(s.input), cached, count(s.output))
   local full = s.model and (s.model .. " · " .. tokens) or tokens
   for _, win in ipairs(window.chat_windows()) do
     local room = vim.api.nvim_win_get_width(win) - vim.fn.strdisplaywidth(left) - 3
@@ -95,6 +97,16 @@ function M.render()
     local bar = " " .. escape(left) .. "%=" .. escape(right) .. " "
     vim.api.nvim_set_option_value("winbar", bar, { win = win, scope = "local" })
   end
+end
+
+-- A token count as the winbar shows it: `800`, `12.3k`, `1.2M`.
+function H.count(n)
+  if n < 1000 then
+    return tostring(n)
+  elseif n < 1e6 then
+    return ("%.1fk"):format(n / 1e3)
+  end
+  return ("%.1fM"):format(n / 1e6)
 end
 
 return M

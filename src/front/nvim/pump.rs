@@ -365,6 +365,7 @@ mod tests {
         tx.send(UiEvent::Agent(Event::Usage {
             input: 1,
             output: 2,
+            cached: 0,
         }))
         .unwrap();
         let (batch, full) = gather(text("last words"), &mut rx, later).await;
@@ -377,6 +378,7 @@ mod tests {
             tx.send(UiEvent::Agent(Event::Usage {
                 input: 1,
                 output: 1,
+                cached: 0,
             }))
             .unwrap();
             tx.send(text("reply")).unwrap();
@@ -455,6 +457,7 @@ mod tests {
             UiEvent::Agent(Event::Usage {
                 input: 1,
                 output: 2,
+                cached: 0,
             }),
             UiEvent::Agent(Event::Text { text: "c".into() }),
         ];
@@ -464,7 +467,8 @@ mod tests {
                 UiEvent::Agent(Event::Text { text: "ab".into() }),
                 UiEvent::Agent(Event::Usage {
                     input: 1,
-                    output: 2
+                    output: 2,
+                    cached: 0,
                 }),
                 UiEvent::Agent(Event::Text { text: "c".into() })
             ]
