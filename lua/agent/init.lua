@@ -581,6 +581,7 @@ end
 ---@field text string what the chat's winbar shows: "idle", "thinking", "running `cargo test` 12s", "waiting for approval"
 ---@field input integer input tokens of the current (or last) turn
 ---@field output integer output tokens of the current (or last) turn
+---@field cached integer of `input`, those read from the provider's prompt cache
 ---@field provider? string
 ---@field model? string
 

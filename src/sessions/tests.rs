@@ -663,3 +663,19 @@ fn a_thread_already_nicer_is_never_given_a_higher_priority() {
     .unwrap();
     assert_eq!(seen, 15);
 }
+
+#[test]
+fn a_usage_record_saved_before_cached_tokens_were_counted_reads_as_none_cached() {
+    let line = r#"{"t":"event","event":{"type":"usage","input":1,"output":2}}"#;
+    let record: Record = serde_json::from_str(line).unwrap();
+    assert_eq!(
+        record,
+        Record::Event {
+            event: ConversationEvent::Turn(crate::agent::Event::Usage {
+                input: 1,
+                output: 2,
+                cached: 0
+            })
+        }
+    );
+}

@@ -85,14 +85,16 @@ function M.render()
   local count = H.count
   local cached = (s.cached or 0) > 0 and (" (%s cached)"):format(count(s.cached)) or ""
   local tokens = ("%s in%s / %s out"):format(count(s.input), cached, count(s.output))
+  local bare = ("%s in / %s out"):format(count(s.input), count(s.output)) -- when narrow
   local full = s.model and (s.model .. " · " .. tokens) or tokens
   for _, win in ipairs(window.chat_windows()) do
     local room = vim.api.nvim_win_get_width(win) - vim.fn.strdisplaywidth(left) - 3
     local right = ""
-    if vim.fn.strdisplaywidth(full) <= room then
-      right = full
-    elseif vim.fn.strdisplaywidth(tokens) <= room then
-      right = tokens
+    for _, candidate in ipairs({ full, tokens, bare }) do
+      if vim.fn.strdisplaywidth(candidate) <= room then
+        right = candidate
+        break
+      end
     end
     local bar = " " .. escape(left) .. "%=" .. escape(right) .. " "
     vim.api.nvim_set_option_value("winbar", bar, { win = win, scope = "local" })
@@ -103,7 +105,7 @@ end
 function H.count(n)
   if n < 1000 then
     return tostring(n)
-  elseif n < 1e6 then
+  elseif n < 999950 then
     return ("%.1fk"):format(n / 1e3)
   end
   return ("%.1fM"):format(n / 1e6)
