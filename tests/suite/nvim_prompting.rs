@@ -615,4 +615,18 @@ async fn a_tool_loop_reads_its_history_from_the_prompt_cache_and_the_status_line
     assert!(field("cached") * 2 > field("input"), "{status:?}");
     let bar = nvim.wait_for_screen(" cached) / ").await;
     assert!(bar.contains("k in ("), "{bar}");
+    // A new turn starts from nothing cached, and the bar says nothing of a cache at 0.
+    nvim.lua(
+        "require('agent.rpc').receive({ { type = 'turn_started' }, \
+           { type = 'usage', input = 40, output = 2, cached = 0 } })",
+        vec![],
+    )
+    .await;
+    nvim.wait_for_screen("40 in / 2 out").await;
+    assert!(!nvim.screen().contains("cached)"), "{}", nvim.screen());
+    assert_eq!(
+        nvim.lua("return require('agent').status().cached", vec![])
+            .await,
+        rmpv::Value::from(0)
+    );
 }

@@ -178,14 +178,6 @@ mod tests {
         }
     }
 
-    fn field<'a>(answer: &'a Value, name: &str) -> Option<&'a Value> {
-        answer
-            .as_map()?
-            .iter()
-            .find(|(k, _)| k.as_str() == Some(name))
-            .map(|(_, v)| v)
-    }
-
     #[tokio::test]
     async fn attachments_are_read_through_the_path_check_clamped_and_from_unsaved_buffers() {
         let dir = tempfile::tempdir().unwrap();
@@ -223,51 +215,57 @@ mod tests {
         let answers = answer.as_array().unwrap();
         let calc = &answers[0];
         assert_eq!(
-            field(calc, "label").unwrap().as_str(),
+            field_of(calc, "label").unwrap().as_str(),
             Some("@ src/calc.py")
         );
         assert_eq!(
-            field(calc, "text").unwrap().as_str(),
+            field_of(calc, "text").unwrap().as_str(),
             Some("def add(a, b):\n    return a + b\n")
         );
-        assert_eq!(field(calc, "chars").unwrap().as_u64(), Some(32));
+        assert_eq!(field_of(calc, "chars").unwrap().as_u64(), Some(32));
         assert_eq!(
-            field(&answers[1], "problem").unwrap().as_str(),
+            field_of(&answers[1], "problem").unwrap().as_str(),
             Some("Refused: '../../etc/passwd' resolves outside the workspace root.")
         );
         assert_eq!(
-            field(&answers[2], "problem").unwrap().as_str(),
+            field_of(&answers[2], "problem").unwrap().as_str(),
             Some("Refused: 'link' resolves outside the workspace root.")
         );
-        assert_eq!(field(&answers[3], "missing").unwrap().as_bool(), Some(true));
-        assert_eq!(field(&answers[4], "missing").unwrap().as_bool(), Some(true));
+        assert_eq!(
+            field_of(&answers[3], "missing").unwrap().as_bool(),
+            Some(true)
+        );
+        assert_eq!(
+            field_of(&answers[4], "missing").unwrap().as_bool(),
+            Some(true)
+        );
         let open = &answers[5];
         assert_eq!(
-            field(open, "text").unwrap().as_str(),
+            field_of(open, "text").unwrap().as_str(),
             Some("in the buffer\u{1b}\n")
         );
         assert_eq!(
-            field(open, "shown").unwrap().as_str(),
+            field_of(open, "shown").unwrap().as_str(),
             Some("in the buffer\\e\n")
         );
-        assert_eq!(field(open, "unsaved").unwrap().as_bool(), Some(true));
+        assert_eq!(field_of(open, "unsaved").unwrap().as_bool(), Some(true));
         let long = &answers[6];
         assert_eq!(
-            field(long, "chars").unwrap().as_u64(),
+            field_of(long, "chars").unwrap().as_u64(),
             Some(MAX_CHARS as u64)
         );
-        assert_eq!(field(long, "truncated").unwrap().as_bool(), Some(true));
-        assert!(field(long, "text")
+        assert_eq!(field_of(long, "truncated").unwrap().as_bool(), Some(true));
+        assert!(field_of(long, "text")
             .unwrap()
             .as_str()
             .unwrap()
             .ends_with("x\n[... truncated at 20000 chars]"));
         let diagnostics = &answers[7];
         assert_eq!(
-            field(diagnostics, "label").unwrap().as_str(),
+            field_of(diagnostics, "label").unwrap().as_str(),
             Some("# diagnostics calc.py")
         );
-        assert_eq!(field(diagnostics, "chars").unwrap().as_u64(), Some(23));
+        assert_eq!(field_of(diagnostics, "chars").unwrap().as_u64(), Some(23));
     }
 
     #[tokio::test]
@@ -300,26 +298,33 @@ mod tests {
         let answer = attach(&workspace, &editor, request).await;
         let answers = answer.as_array().unwrap();
         assert_eq!(
-            field(&answers[0], "text").unwrap().as_str(),
+            field_of(&answers[0], "text").unwrap().as_str(),
             Some("caf\u{fffd} ok")
         );
         // 9 + 5 × 20,000 reaches the budget: the sixth file is left out, saying why.
         for file in &answers[1..6] {
             assert_eq!(
-                field(file, "chars").unwrap().as_u64(),
+                field_of(file, "chars").unwrap().as_u64(),
                 Some(MAX_CHARS as u64)
             );
         }
         assert_eq!(
-            field(&answers[6], "problem").unwrap().as_str(),
+            field_of(&answers[6], "problem").unwrap().as_str(),
             Some("left out: this prompt's attachments already hold 100000 characters")
         );
         assert_eq!(
-            field(&answers[6], "label").unwrap().as_str(),
+            field_of(&answers[6], "label").unwrap().as_str(),
             Some("@ f5.txt")
         );
         // A word that is no file stays nothing, budget or not.
-        assert_eq!(field(&answers[7], "missing").unwrap().as_bool(), Some(true));
-        assert!(field(&answers[8], "problem").is_some(), "{:?}", answers[8]);
+        assert_eq!(
+            field_of(&answers[7], "missing").unwrap().as_bool(),
+            Some(true)
+        );
+        assert!(
+            field_of(&answers[8], "problem").is_some(),
+            "{:?}",
+            answers[8]
+        );
     }
 }
