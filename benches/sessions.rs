@@ -84,6 +84,7 @@ fn events() -> Vec<ConversationEvent> {
         output: 1,
         outcome: Outcome::Done,
         message: "done · 1 in / 1 out tokens".into(),
+        cost: None,
     }));
     out
 }
@@ -184,6 +185,7 @@ async fn resume() {
                 name: "read_file".into(),
                 args: format!(r#"{{"path":"src/f{i}.rs"}}"#),
             }],
+            reasoning: Vec::new(),
         });
         messages.push(Saved::Results {
             results: vec![SavedResult {

@@ -10,11 +10,86 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::instructions;
-use crate::llm::{CallResult, Client, Message, Progress, Request, Usage};
+use crate::llm::{CallResult, Client, LlmError, Message, Progress, Request, Usage};
 use crate::tools::{Executor, ToolResult, CANCELLED};
 
 /// The default cap on model calls per prompt.
 pub const DEFAULT_MAX_TURNS: u32 = 40;
+
+/// The share of the context window the last request's input may reach before the older part of
+/// the conversation is compacted.
+pub const DEFAULT_COMPACT_AT: f64 = 0.8;
+
+/// How many of the latest prompt-answer pairs a compaction keeps as they are.
+pub const DEFAULT_KEEP_TURNS: usize = 4;
+
+/// What the summary request asks, after the part of the conversation to summarize.
+const SUMMARY_REQUEST: &str = "Summarize the conversation so far, to carry on the work from \
+the summary alone: what the user asked for and why; what was done (the files read and changed, \
+the commands run and what they showed); the decisions made; what is still to do; and every \
+exact name, path, error message and value that will matter. Do not call any tool. Write only \
+the summary.";
+
+/// A compaction in force: the history's messages before `upto` are sent as `summary`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compaction {
+    /// The first message of the history still sent as it is (a prompt).
+    pub upto: usize,
+    /// What the model wrote of everything before it.
+    pub summary: String,
+    /// The prompts it stands for.
+    pub prompts: usize,
+}
+
+impl Compaction {
+    /// The message the model is sent in place of what it stands for.
+    fn message(&self) -> Message {
+        let noun = if self.prompts == 1 {
+            "prompt"
+        } else {
+            "prompts"
+        };
+        Message::User(format!(
+            "[The earlier part of this conversation ({} {noun}) was replaced by this summary \
+             of it.]\n\n{}",
+            self.prompts, self.summary
+        ))
+    }
+}
+
+/// Why a compaction runs: it decides what is said when there is nothing to compact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Why {
+    /// The last request's input reached `compact_at` of the window.
+    Full,
+    /// The provider refused the request as too long.
+    TooLong,
+    /// The person asked (`:Agent compact`).
+    Asked,
+}
+
+/// True for the providers' refusal of a prompt longer than the model's window.
+pub fn too_long(err: &LlmError) -> bool {
+    let text = match err {
+        LlmError::Status {
+            status: 400 | 413,
+            message,
+            ..
+        } => message,
+        LlmError::Api(message) => message,
+        _ => return false,
+    };
+    let text = text.to_ascii_lowercase();
+    [
+        "prompt is too long",
+        "context_length_exceeded",
+        "maximum context length",
+        "exceeds the context window",
+        "context window",
+    ]
+    .iter()
+    .any(|needle| text.contains(needle))
+}
 
 /// What the loop reports to its front end, in order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,6 +99,9 @@ pub enum Event {
     TurnStarted,
     /// More of the assistant's text.
     Text { text: String },
+    /// More of the model's thinking (Anthropic extended thinking, a reasoning summary): shown
+    /// dimmed and folded, as an external agent's thoughts are.
+    Thought { text: String },
     /// A tool call is about to run (it may still wait for approval).
     ToolStarted {
         id: String,
@@ -55,6 +133,9 @@ pub enum Event {
         output: u64,
         #[serde(default)]
         cached: u64,
+        /// What the turn has cost so far in dollars; absent when a price is unknown.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost: Option<f64>,
     },
     /// The turn ended; the line to show (`done · ...`, cancelled, stopped after N turns).
     TurnDone {
@@ -62,12 +143,30 @@ pub enum Event {
         output: u64,
         outcome: Outcome,
         message: String,
+        /// What the turn cost in dollars; absent when a price is unknown.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost: Option<f64>,
     },
     /// Something went wrong; the message says what to do.
     Error { message: String },
     /// A line the person should know about that is neither text nor a tool
     /// (`instructions: AGENTS.md`).
     Notice { text: String },
+    /// The older part of the conversation was replaced, in what the model is sent, by a
+    /// summary the model wrote: the history's messages before `upto` (`prompts` prompts in all
+    /// by now), about `before` tokens of input then `after`. The history itself is kept (a
+    /// saved conversation has it all); a rewind to before `upto` undoes the compaction.
+    Compacted {
+        prompts: usize,
+        before: u64,
+        after: u64,
+        upto: usize,
+        summary: String,
+        /// What the summary request cost, for a compaction outside a turn (`:Agent compact`;
+        /// a turn's own are in its cost); absent when that is unknown.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost: Option<f64>,
+    },
 }
 
 /// Where a turn reports its [`Event`]s: a channel of them (the terminal), or a conversation's
@@ -97,9 +196,62 @@ pub enum Outcome {
     Failed,
 }
 
-/// The line shown when a turn completes.
-pub fn done_line(usage: Usage) -> String {
-    format!("done · {} in / {} out tokens", usage.input, usage.output)
+/// The line shown when a turn completes (`done · 1.2k in / 300 out tokens · $0.01`).
+pub fn done_line(usage: Usage, cost: Option<f64>) -> String {
+    let mut line = format!(
+        "done · {} in / {} out tokens",
+        count(usage.input),
+        count(usage.output)
+    );
+    if let Some(cost) = cost {
+        line.push_str(" · ");
+        line.push_str(&dollars(cost));
+    }
+    line
+}
+
+/// The row a compaction is shown as: `compacted 12 prompts (84.1k → 6.2k tokens)`.
+pub fn compacted_line(prompts: usize, before: u64, after: u64) -> String {
+    let noun = if prompts == 1 { "prompt" } else { "prompts" };
+    format!(
+        "compacted {prompts} {noun} ({} → {} tokens)",
+        count(before),
+        count(after)
+    )
+}
+
+/// A token count as the chat shows it: `800`, `12.3k`, `1.2M`.
+pub fn count(n: u64) -> String {
+    if n < 1000 {
+        n.to_string()
+    } else if n < 999_950 {
+        format!("{:.1}k", n as f64 / 1e3)
+    } else {
+        format!("{:.1}M", n as f64 / 1e6)
+    }
+}
+
+/// A cost as the chat shows it: `$0.42`, and `<$0.01` for less than a cent (never `$0.00` for
+/// something that cost money).
+pub fn dollars(cost: f64) -> String {
+    if cost > 0.0 && cost < 0.005 {
+        "<$0.01".to_string()
+    } else {
+        format!("${cost:.2}")
+    }
+}
+
+/// The running cost of a turn: None as soon as one request's price is unknown.
+#[derive(Debug, Clone, Copy)]
+struct Spent(Option<f64>);
+
+impl Spent {
+    fn add(&mut self, cost: Option<f64>) {
+        self.0 = match (self.0, cost) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+    }
 }
 
 /// The system prompt. It asks for good habits; it enforces nothing (the executor does). With
@@ -145,7 +297,19 @@ pub struct Agent {
     told: bool,
     /// The model the next prompt uses, when the person switched it ([`Agent::model_switch`]).
     next_model: ModelSwitch,
+    /// Every message of the conversation (what is saved and what a rewind counts in).
     history: Vec<Message>,
+    /// The compactions in force, oldest first: the last one decides what is sent.
+    compactions: Vec<Compaction>,
+    /// What the model is sent when a compaction is in force: its summary and the history from
+    /// its `upto` on (kept in step with `history`, so a request never copies the history).
+    view: Option<Vec<Message>>,
+    /// The input of the last request, in tokens (0: none since the last compaction).
+    last_input: u64,
+    /// The share of the window that starts a compaction; 0: never by itself.
+    compact_at: f64,
+    /// The prompt-answer pairs a compaction keeps as they are.
+    keep_turns: usize,
     max_turns: u32,
 }
 
@@ -169,8 +333,152 @@ impl Agent {
             told: false,
             next_model: ModelSwitch::default(),
             history: Vec::new(),
+            compactions: Vec::new(),
+            view: None,
+            last_input: 0,
+            compact_at: DEFAULT_COMPACT_AT,
+            keep_turns: DEFAULT_KEEP_TURNS,
             max_turns: max_turns.max(1),
         }
+    }
+
+    /// Compacts when the last request's input reached `compact_at` (0 < it ≤ 1; 0: only when
+    /// asked or refused as too long) of the model's window, keeping `keep_turns` (at least 1)
+    /// prompt-answer pairs as they are.
+    pub fn with_compaction(mut self, compact_at: f64, keep_turns: usize) -> Self {
+        self.compact_at = if compact_at.is_finite() {
+            compact_at.clamp(0.0, 1.0)
+        } else {
+            DEFAULT_COMPACT_AT
+        };
+        self.keep_turns = keep_turns.max(1);
+        self
+    }
+
+    /// What the next request sends: the history, or the compaction's summary and what follows it.
+    pub fn messages(&self) -> &[Message] {
+        self.view.as_deref().unwrap_or(&self.history)
+    }
+
+    /// The compactions in force, oldest first.
+    pub fn compactions(&self) -> &[Compaction] {
+        &self.compactions
+    }
+
+    fn push(&mut self, message: Message) {
+        if let Some(view) = &mut self.view {
+            view.push(message.clone());
+        }
+        self.history.push(message);
+    }
+
+    /// Makes `view` what the last compaction says.
+    fn rebuild_view(&mut self) {
+        self.view = self.compactions.last().map(|c| {
+            let mut view = Vec::with_capacity(self.history.len() - c.upto + 1);
+            view.push(c.message());
+            view.extend_from_slice(&self.history[c.upto..]);
+            view
+        });
+    }
+
+    /// Replaces the older part of what is sent by a summary the model writes in a request of
+    /// its own; the latest `keep_turns` prompts and what followed them stay as they are (the cut
+    /// is at a prompt, so a tool call is never parted from its result). Reports `Compacted`,
+    /// and answers the summary request's usage, or why nothing was compacted.
+    pub async fn compact(
+        &mut self,
+        why: Why,
+        events: &impl Report,
+        cancel: &CancellationToken,
+    ) -> Result<Usage, String> {
+        let start = self.compactions.last().map_or(0, |c| c.upto);
+        let prompts: Vec<usize> = self.history[start..]
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| matches!(m, Message::User(_)))
+            .map(|(i, _)| start + i)
+            .collect();
+        if prompts.len() <= self.keep_turns {
+            let said = format!(
+                "nothing to compact yet: the conversation has {} prompt{} since the last \
+                 compaction, and the latest {} are kept as they are (keep_turns)",
+                prompts.len(),
+                if prompts.len() == 1 { "" } else { "s" },
+                self.keep_turns
+            );
+            return Err(match why {
+                Why::TooLong => "this prompt alone is too long for the model".to_string(),
+                Why::Full | Why::Asked => said,
+            });
+        }
+        let upto = prompts[prompts.len() - self.keep_turns];
+        let sent_before = self.messages().len() - (self.history.len() - upto);
+        let mut asked: Vec<Message> = self.messages()[..sent_before].to_vec();
+        asked.push(Message::User(SUMMARY_REQUEST.to_string()));
+        let request = Request {
+            system: &self.system,
+            messages: &asked,
+        };
+        let send = |event: Event| events.report(event);
+        let mut progress = |p: Progress| {
+            if let Progress::Retrying {
+                attempt,
+                delay,
+                reason,
+            } = p
+            {
+                send(Event::Retrying {
+                    attempt,
+                    delay_ms: delay.as_millis() as u64,
+                    reason,
+                });
+            }
+        };
+        let reply = tokio::select! {
+            reply = self.client.complete(&request, &mut progress) => reply,
+            () = cancel.cancelled() => return Err("cancelled".to_string()),
+        };
+        let reply = reply.map_err(|err| format!("the summary request failed: {err}"))?;
+        let summary = reply.text.trim().to_string();
+        if summary.is_empty() {
+            return Err("the model wrote no summary".to_string());
+        }
+        let folded =
+            self.compactions.last().map_or(0, |c| c.prompts) + (prompts.len() - self.keep_turns);
+        let old_size = size(self.messages());
+        let before = if self.last_input > 0 {
+            self.last_input
+        } else {
+            estimate(&self.system, old_size)
+        };
+        self.compactions.push(Compaction {
+            upto,
+            summary: summary.clone(),
+            prompts: folded,
+        });
+        self.rebuild_view();
+        let after = (before as f64 * size(self.messages()) as f64 / old_size.max(1) as f64) as u64;
+        self.last_input = 0;
+        tracing::info!(
+            upto,
+            folded,
+            before,
+            after,
+            "the conversation was compacted"
+        );
+        let price = self.client.config().model_info().price;
+        send(Event::Compacted {
+            prompts: folded,
+            before,
+            after,
+            upto,
+            summary,
+            cost: price
+                .filter(|_| why == Why::Asked)
+                .map(|p| p.cost(&reply.usage)),
+        });
+        Ok(reply.usage)
     }
 
     /// Looks for the project's instructions under `files` (in order, the first found) before
@@ -241,22 +549,33 @@ impl Agent {
     }
 
     /// Continues a saved conversation: `history` is what the model saw (a session's `model`
-    /// records); the session grants start empty, as in any new session.
-    pub fn restore(&mut self, history: Vec<Message>) {
+    /// records), under the `compactions` it recorded; the session grants start empty, as in any
+    /// new session.
+    pub fn restore(&mut self, history: Vec<Message>, compactions: Vec<Compaction>) {
         self.history = history;
+        let len = self.history.len();
+        self.compactions = compactions.into_iter().filter(|c| c.upto <= len).collect();
+        self.rebuild_view();
+        self.last_input = 0;
         self.told = false;
         self.executor.context().gate.reset();
     }
 
-    /// Rewinds: only the first `len` messages of the history are kept. The session grants stay
-    /// (it is the same session).
+    /// Rewinds: only the first `len` messages of the history are kept, and the compactions of
+    /// what is gone are undone. The session grants stay (it is the same session).
     pub fn truncate(&mut self, len: usize) {
         self.history.truncate(len);
+        self.compactions.retain(|c| c.upto <= len);
+        self.rebuild_view();
+        self.last_input = 0;
     }
 
     /// Starts a new conversation: history and session grants are forgotten.
     pub fn reset(&mut self) {
         self.history.clear();
+        self.compactions.clear();
+        self.view = None;
+        self.last_input = 0;
         self.told = false;
         self.executor.context().gate.reset();
     }
@@ -283,15 +602,35 @@ impl Agent {
         if let Some(notice) = notice {
             send(Event::Notice { text: notice });
         }
-        self.history.push(Message::User(text));
+        self.push(Message::User(text));
         let mut total = Usage::default();
+        let mut spent = Spent(Some(0.0));
+        let mut compacted_for_length = false;
         for _ in 0..self.max_turns {
+            let window = self.client.config().model_info().context;
+            if self.compact_at > 0.0 && self.last_input as f64 >= self.compact_at * window as f64 {
+                match self.compact(Why::Full, events, cancel).await {
+                    Ok(usage) => self.bill(&mut total, &mut spent, usage),
+                    Err(why) if cancel.is_cancelled() => {
+                        tracing::info!(%why, "compaction cancelled");
+                        return finish(&send, total, spent, Outcome::Cancelled, "cancelled".into());
+                    }
+                    Err(why) => {
+                        // Not again before the next request says how full it is.
+                        self.last_input = 0;
+                        send(Event::Notice {
+                            text: format!("not compacted: {why}"),
+                        });
+                    }
+                }
+            }
             let request = Request {
                 system: &self.system,
-                messages: &self.history,
+                messages: self.view.as_deref().unwrap_or(&self.history),
             };
             let mut progress = |p: Progress| match p {
                 Progress::Text(text) => send(Event::Text { text }),
+                Progress::Thinking(text) => send(Event::Thought { text }),
                 Progress::Retrying {
                     attempt,
                     delay,
@@ -304,34 +643,65 @@ impl Agent {
             };
             let reply = tokio::select! {
                 reply = self.client.complete(&request, &mut progress) => reply,
-                () = cancel.cancelled() => return finish(&send, total, Outcome::Cancelled, "cancelled".into()),
+                () = cancel.cancelled() => return finish(&send, total, spent, Outcome::Cancelled, "cancelled".into()),
             };
             let reply = match reply {
                 Ok(reply) => reply,
+                Err(err) if too_long(&err) && !compacted_for_length => {
+                    compacted_for_length = true;
+                    tracing::info!(%err, "the prompt is too long: compacting");
+                    match self.compact(Why::TooLong, events, cancel).await {
+                        Ok(usage) => {
+                            self.bill(&mut total, &mut spent, usage);
+                            continue;
+                        }
+                        Err(why) => {
+                            let message = format!(
+                                "agent: {err}; not compacted: {why}; send less (fewer or \
+                                 smaller @files), or start over with :Agent new"
+                            );
+                            send(Event::Error {
+                                message: message.clone(),
+                            });
+                            return finish(&send, total, spent, Outcome::Failed, message);
+                        }
+                    }
+                }
                 Err(err) => {
+                    let err = if compacted_for_length && too_long(&err) {
+                        format!("{err} (even after compacting the conversation: start a new one with :Agent new)")
+                    } else {
+                        err.to_string()
+                    };
                     let message = format!("agent: {err}");
                     tracing::warn!(%message, "model request failed");
                     send(Event::Error {
                         message: message.clone(),
                     });
-                    return finish(&send, total, Outcome::Failed, message);
+                    return finish(&send, total, spent, Outcome::Failed, message);
                 }
             };
+            self.last_input = reply.usage.input;
             total.add(reply.usage);
+            let price = self.client.config().model_info().price;
+            spent.add(price.map(|p| p.cost(&reply.usage)));
             send(Event::Usage {
                 input: total.input,
                 output: total.output,
                 cached: total.cache_read,
+                cost: spent.0,
             });
             let calls = reply.calls;
             if calls.is_empty() {
-                if !reply.text.is_empty() {
-                    self.history.push(Message::Assistant {
+                if !reply.text.is_empty() || !reply.reasoning.is_empty() {
+                    self.push(Message::Assistant {
                         text: reply.text,
                         calls,
+                        reasoning: reply.reasoning,
                     });
                 }
-                return finish(&send, total, Outcome::Done, done_line(total));
+                let line = done_line(total, spent.0);
+                return finish(&send, total, spent, Outcome::Done, line);
             }
             let mut results = Vec::with_capacity(calls.len());
             for call in &calls {
@@ -369,29 +739,84 @@ impl Agent {
                     text: result.text,
                 });
             }
-            self.history.push(Message::Assistant {
+            self.push(Message::Assistant {
                 text: reply.text,
                 calls,
+                reasoning: reply.reasoning,
             });
-            self.history.push(Message::Results(results));
+            self.push(Message::Results(results));
             if cancel.is_cancelled() {
-                return finish(&send, total, Outcome::Cancelled, "cancelled".into());
+                return finish(&send, total, spent, Outcome::Cancelled, "cancelled".into());
             }
         }
         let message = format!(
             "Stopped after {} model turns without finishing.",
             self.max_turns
         );
-        finish(&send, total, Outcome::MaxTurns, message)
+        finish(&send, total, spent, Outcome::MaxTurns, message)
     }
 }
 
-fn finish(send: &impl Fn(Event), total: Usage, outcome: Outcome, message: String) -> Outcome {
+impl Agent {
+    /// Counts a summary request's usage in the turn's (its cost included) and says so.
+    fn bill(&self, total: &mut Usage, spent: &mut Spent, usage: Usage) {
+        total.add(usage);
+        spent.add(
+            self.client
+                .config()
+                .model_info()
+                .price
+                .map(|p| p.cost(&usage)),
+        );
+    }
+}
+
+/// The characters of what `messages` send (their text, calls and results): to scale a token
+/// count by, when the provider's count is all there is.
+fn size(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .map(|m| match m {
+            Message::User(text) => text.len(),
+            Message::Assistant {
+                text,
+                calls,
+                reasoning,
+            } => {
+                text.len()
+                    + calls
+                        .iter()
+                        .map(|c| c.raw_args.len() + c.name.len())
+                        .sum::<usize>()
+                    + reasoning
+                        .iter()
+                        .map(|r| r.item.to_string().len())
+                        .sum::<usize>()
+            }
+            Message::Results(results) => results.iter().map(|r| r.text.len()).sum(),
+        })
+        .sum()
+}
+
+/// About how many tokens `chars` characters of conversation and the system prompt are (four
+/// characters a token), for when no request has said.
+fn estimate(system: &str, chars: usize) -> u64 {
+    ((system.len() + chars) / 4) as u64
+}
+
+fn finish(
+    send: &impl Fn(Event),
+    total: Usage,
+    spent: Spent,
+    outcome: Outcome,
+    message: String,
+) -> Outcome {
     send(Event::TurnDone {
         input: total.input,
         output: total.output,
         outcome,
         message,
+        cost: spent.0,
     });
     outcome
 }

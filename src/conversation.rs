@@ -103,6 +103,9 @@ pub enum ConversationError {
     /// An external agent could not list or load its sessions (`acp::SessionsError`'s text).
     #[error("{0}")]
     Agent(String),
+    /// A compaction asked for could not be done: why.
+    #[error("not compacted: {0}")]
+    NotCompacted(String),
 }
 
 /// A conversation: prompts in, events out.
@@ -200,6 +203,16 @@ pub trait Conversation: Send + Sync {
         None
     }
 
+    /// Compacts now (`:Agent compact`): the older part of what the model is sent is replaced by
+    /// a summary it writes, reported as a `Compacted` event on `events`. The built-in one can.
+    fn compact<'a>(
+        &'a self,
+        _events: &'a Events,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<(), ConversationError>> {
+        Box::pin(async { Err(self.unsupported("compact its conversation")) })
+    }
+
     /// Sends `model` from its next prompt on (`:Agent model`), even while a turn runs. The
     /// built-in one can; an external agent chooses its own (its config options, issue 15).
     fn switch_model(&self, _model: &str) -> Result<(), ConversationError> {
@@ -262,7 +275,10 @@ impl Conversation for Native {
         saved: &'a sessions::Conversation,
     ) -> BoxFuture<'a, Result<(), ConversationError>> {
         Box::pin(async move {
-            self.agent.lock().await.restore(saved.model_view());
+            self.agent
+                .lock()
+                .await
+                .restore(saved.model_view(), saved.compactions());
             Ok(())
         })
     }
@@ -291,6 +307,21 @@ impl Conversation for Native {
             };
             agent.truncate(cut);
             Ok(())
+        })
+    }
+
+    fn compact<'a>(
+        &'a self,
+        events: &'a Events,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<(), ConversationError>> {
+        Box::pin(async move {
+            let mut agent = self.agent.lock().await;
+            agent
+                .compact(crate::agent::Why::Asked, events, cancel)
+                .await
+                .map(|_| ())
+                .map_err(ConversationError::NotCompacted)
         })
     }
 
@@ -373,11 +404,22 @@ pub(crate) mod tests {
 
     /// The built-in conversation in `dir`, talking to the mock at `base_url`, asking nobody.
     pub(crate) fn native(dir: &std::path::Path, base_url: String) -> Native {
+        native_keeping(dir, base_url, crate::agent::DEFAULT_KEEP_TURNS)
+    }
+
+    /// [`native`], its compactions keeping `keep_turns` prompts as they are.
+    pub(crate) fn native_keeping(
+        dir: &std::path::Path,
+        base_url: String,
+        keep_turns: usize,
+    ) -> Native {
         let mut config = crate::session::SessionConfig::new(dir);
+        config.keep_turns = keep_turns;
         config.provider = crate::llm::ProviderChoice {
             provider: Some("ollama".into()),
             model: Some("m".into()),
             base_url: Some(base_url),
+            tuning: Default::default(),
         };
         let built = crate::session::build(
             &config,
@@ -413,7 +455,7 @@ pub(crate) mod tests {
             parts: vec![Part::Text(text.into())],
             usage: (1, 1),
         };
-        let mock = MockLlm::start(Wire::OpenAi, vec![reply("one"), reply("two")]);
+        let mock = MockLlm::start(Wire::Ollama, vec![reply("one"), reply("two")]);
         let native = native(dir.path(), mock.base_url());
         let seen = prompt(&native, "hi").await;
         assert_eq!(
@@ -553,6 +595,15 @@ macro_rules! forward_to_inner {
             self.inner.agent_session_id()
         }
     };
+    (@one compact) => {
+        fn compact<'a>(
+            &'a self,
+            events: &'a $crate::conversation::Events,
+            cancel: &'a ::tokio_util::sync::CancellationToken,
+        ) -> ::futures::future::BoxFuture<'a, Result<(), $crate::conversation::ConversationError>> {
+            self.inner.compact(events, cancel)
+        }
+    };
     (@one switch_model) => {
         fn switch_model(&self, model: &str) -> Result<(), $crate::conversation::ConversationError> {
             self.inner.switch_model(model)
@@ -590,6 +641,7 @@ impl Conversation for Checkpointed {
         agent_sessions,
         agent_session_id,
         switch_model,
+        compact,
         end,
     );
 
@@ -768,7 +820,7 @@ mod checkpointed_tests {
         let replies = ["1", "2", "3", "2 again", "2 once more"]
             .map(reply)
             .to_vec();
-        let mock = MockLlm::start(Wire::OpenAi, replies);
+        let mock = MockLlm::start(Wire::Ollama, replies);
         let native = Arc::new(super::tests::native(ws.path(), mock.base_url()));
         let workspace = crate::workspace::Workspace::new(ws.path()).unwrap();
         let checkpoints = Checkpoints::new(state.path(), workspace, "first".into());

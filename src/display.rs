@@ -446,6 +446,22 @@ pub fn shown(event: Event) -> Event {
     match event {
         Event::TurnStarted => Event::TurnStarted,
         Event::Text { text } => Event::Text { text: prose(text) },
+        Event::Compacted {
+            prompts,
+            before,
+            after,
+            upto,
+            summary,
+            cost,
+        } => Event::Compacted {
+            prompts,
+            before,
+            after,
+            upto,
+            summary: prose(summary),
+            cost,
+        },
+        Event::Thought { text } => Event::Thought { text: prose(text) },
         Event::ToolStarted { id, name, args } => Event::ToolStarted {
             id,
             name: one(name),
@@ -479,21 +495,25 @@ pub fn shown(event: Event) -> Event {
             input,
             output,
             cached,
+            cost,
         } => Event::Usage {
             input,
             output,
             cached,
+            cost,
         },
         Event::TurnDone {
             input,
             output,
             outcome,
             message,
+            cost,
         } => Event::TurnDone {
             input,
             output,
             outcome,
             message: prose(message),
+            cost,
         },
         Event::Error { message } => Event::Error {
             message: prose(message),

@@ -51,6 +51,11 @@ pub struct SessionConfig {
     /// The file names the project's instructions are looked for under at the root, the first
     /// found used ([`crate::instructions`]); empty: none.
     pub instructions: Vec<String>,
+    /// The share of the model's window the last request's input may reach before the older
+    /// part of the conversation is compacted; 0: only when asked or refused as too long.
+    pub compact_at: f64,
+    /// The prompt-answer pairs a compaction keeps as they are.
+    pub keep_turns: usize,
 }
 
 impl SessionConfig {
@@ -70,6 +75,8 @@ impl SessionConfig {
                 .iter()
                 .map(|name| name.to_string())
                 .collect(),
+            compact_at: crate::agent::DEFAULT_COMPACT_AT,
+            keep_turns: crate::agent::DEFAULT_KEEP_TURNS,
         }
     }
 }
@@ -155,7 +162,8 @@ pub fn agent(
     let provider = ProviderConfig::resolve(&config.provider, &|name| std::env::var(name).ok())?;
     let client = Client::new(provider, &executor.catalogue())?;
     Ok(Agent::new(client, executor, config.max_turns)
-        .with_instructions(config.instructions.clone()))
+        .with_instructions(config.instructions.clone())
+        .with_compaction(config.compact_at, config.keep_turns))
 }
 
 /// A session as [`build`] assembles it.
@@ -344,7 +352,7 @@ mod tests {
     async fn a_built_session_runs_a_tool_call_through_its_asker_and_editor() {
         let dir = tempfile::tempdir().unwrap();
         let mock = MockLlm::start(
-            Wire::OpenAi,
+            Wire::Ollama,
             vec![
                 Reply::Turn {
                     parts: vec![Part::ToolCall {
@@ -365,6 +373,7 @@ mod tests {
             provider: Some("ollama".into()),
             model: Some("m".into()),
             base_url: Some(mock.base_url()),
+            tuning: Default::default(),
         };
         let asker = Arc::new(Allowing::default());
         let editor = Arc::new(Watching::default());
@@ -403,7 +412,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let state = tempfile::tempdir().unwrap();
         let mock = MockLlm::start(
-            Wire::OpenAi,
+            Wire::Ollama,
             vec![Reply::Turn {
                 parts: vec![Part::Text("hello".into())],
                 usage: (1, 1),
@@ -415,6 +424,7 @@ mod tests {
             provider: Some("ollama".into()),
             model: Some("m".into()),
             base_url: Some(mock.base_url()),
+            tuning: Default::default(),
         };
         let built = build(
             &config,
@@ -460,6 +470,7 @@ mod tests {
             provider: Some("ollama".into()),
             model: Some("m".into()),
             base_url: Some("http://127.0.0.1:9".into()),
+            tuning: Default::default(),
         };
         let none = || -> AskerFor<'static> { Box::new(|_, _| None) };
         let editor = || Arc::new(crate::editor::NoEditor);

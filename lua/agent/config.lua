@@ -30,6 +30,11 @@ local H = {}
 ---@field auto_allow_sandboxed boolean
 ---@field instructions string[]|false
 ---@field models table<integer|string, string|table>
+---@field thinking? false|{ budget: integer }
+---@field reasoning? { effort?: "minimal"|"low"|"medium"|"high" }
+---@field openai { api?: "chat"|"responses" }
+---@field compact_at number|false
+---@field keep_turns integer
 ---@field ask { context_lines: integer }
 ---@field render boolean
 H.defaults = {
@@ -80,7 +85,19 @@ H.defaults = {
   --                                            the workspace root goes into the system prompt,
   --                                            read again before each prompt; false: none
   models = {}, -- what :Agent model offers besides the provider's default: { "claude-opus-4-1" };
-  --              a model's settings go under its name: { ["my-model"] = { context = 32000 } }
+  --              a model's settings go under its name (over the built-in table, :help agent-models):
+  --              { ["my-model"] = { context = 32000, price = { input = 3, output = 15 } } }
+  -- thinking = nil,      -- Anthropic extended thinking: { budget = 8000 } tokens, or false; nil:
+  --                         8000 for the models that think (Claude 4 and 3.7), off for the others
+  -- reasoning = nil,     -- OpenAI reasoning: { effort = "low" | "medium" | "high" }; nil: the model's
+  compact_at = 0.8, -- compact the conversation's older part once a request's input reached this share
+  --                   of the model's window (:help agent-compact); false: only :Agent compact and
+  --                   a request refused as too long
+  keep_turns = 4, -- the latest prompt-answer pairs a compaction keeps as they are
+  openai = {
+    -- api = nil,         -- "chat" (Chat Completions) or "responses" (the Responses API); nil:
+    --                       Chat Completions, except for the models served only through Responses
+  },
   ask = {
     context_lines = 20, -- lines before and after the cursor line the ask mapping sends
   },
@@ -198,23 +215,73 @@ function H.string_list(v)
   return true
 end
 
+--- One model's settings: `context` (tokens) and `price` (dollars per million tokens).
+function H.model_entry(value)
+  if type(value) ~= "table" then
+    return false
+  end
+  for field, v in pairs(value) do
+    if field == "context" then
+      if not (type(v) == "number" and v >= 1 and math.floor(v) == v) then
+        return false
+      end
+    elseif field == "price" then
+      if type(v) ~= "table" or type(v.input) ~= "number" or type(v.output) ~= "number" then
+        return false
+      end
+      for name, n in pairs(v) do
+        local known = name == "input" or name == "output" or name == "cache_write" or name == "cache_read"
+        if not known or type(n) ~= "number" or n < 0 or n ~= n or n == math.huge then
+          return false
+        end
+      end
+    else
+      return false
+    end
+  end
+  return true
+end
+
 --- `models`: names (the list part) and settings by name (`["name"] = { ... }`).
 function H.models(v)
+  local expected = 'a list of model names, and settings by name: { "claude-opus-4-1", ["m"] = { context = 32000, '
+    .. "price = { input = 3, output = 15, cache_write = 3.75, cache_read = 0.3 } } }"
   if type(v) ~= "table" then
-    return 'a list of model names, and settings by name: { "claude-opus-4-1", ["m"] = { context = 32000 } }'
+    return expected
   end
   for key, value in pairs(v) do
     local ok
     if type(key) == "number" then
       ok = type(value) == "string" and vim.trim(value) ~= "" and not value:find("[%c%s]")
     else
-      ok = type(key) == "string" and key ~= "" and type(value) == "table"
+      ok = type(key) == "string" and key ~= "" and H.model_entry(value)
     end
     if not ok then
-      return 'a list of model names, and settings by name: { "claude-opus-4-1", ["m"] = { context = 32000 } }'
+      return expected
     end
   end
   return true
+end
+
+function H.thinking(v)
+  if v == nil or v == false then
+    return true
+  end
+  local ok = type(v) == "table"
+    and type(v.budget) == "number"
+    and v.budget >= 1024
+    and math.floor(v.budget) == v.budget
+    and next(v, next(v)) == nil
+  return ok or "false or { budget = N } with N a whole number of tokens, at least 1024"
+end
+
+function H.reasoning(v)
+  if v == nil then
+    return true
+  end
+  local efforts = { minimal = true, low = true, medium = true, high = true }
+  local ok = type(v) == "table" and efforts[v.effort] and next(v, next(v)) == nil
+  return ok or '{ effort = "minimal" | "low" | "medium" | "high" }'
 end
 
 function H.instructions(v)
@@ -283,6 +350,18 @@ H.schema = {
   auto_allow_sandboxed = boolean,
   instructions = H.instructions,
   models = H.models,
+  thinking = H.thinking,
+  reasoning = H.reasoning,
+  compact_at = function(v)
+    return v == false
+      or (type(v) == "number" and v > 0 and v <= 1)
+      or "a share of the window above 0 and at most 1 (0.8), or false"
+  end,
+  keep_turns = positive_integer,
+  openai = table_,
+  ["openai.api"] = function(v)
+    return v == nil or v == "chat" or v == "responses" or '"chat", "responses" or nil'
+  end,
   ask = table_,
   ["ask.context_lines"] = function(v)
     return (type(v) == "number" and v >= 0 and math.floor(v) == v) or "a whole number of lines (0 or more)"

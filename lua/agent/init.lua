@@ -311,6 +311,26 @@ function M.sessions()
   return list
 end
 
+--- Compacts the conversation now: its older part is replaced, in what the model is sent, by a
+--- summary the model writes; the latest `keep_turns` prompts stay as they are. The chat shows
+--- it as a folded row. See :help agent-compact.
+function M.compact()
+  H.ensure_init()
+  local rpc = require("agent.rpc")
+  local chat = require("agent.chat")
+  if not rpc.running() then
+    vim.notify("agent: there is no conversation to compact yet", vim.log.levels.INFO)
+    return
+  end
+  if chat.busy() then
+    vim.notify("agent: the agent is working; :Agent compact once it is idle", vim.log.levels.WARN)
+    return
+  end
+  M.open({ focus = false })
+  chat.compacting()
+  rpc.compact()
+end
+
 --- Lists the permission rules in force for this workspace with where each came from, in
 --- vim.ui.select; choosing a saved one ("Allow always in this project") removes it. See
 --- :help agent-permissions.
@@ -582,6 +602,7 @@ end
 ---@field input integer input tokens of the current (or last) turn
 ---@field output integer output tokens of the current (or last) turn
 ---@field cached integer of `input`, those read from the provider's prompt cache
+---@field cost? number what the conversation has cost in dollars; nil when a price is unknown
 ---@field provider? string
 ---@field model? string
 
@@ -797,6 +818,9 @@ H.subcommands = {
   end,
   permissions = function()
     M.permissions()
+  end,
+  compact = function()
+    M.compact()
   end,
   model = function()
     M.model()

@@ -984,6 +984,7 @@ impl AcpSession {
                 input,
                 output,
                 cached: 0,
+                cost: None,
             });
         }
         self.shared.emit(Event::TurnDone {
@@ -991,6 +992,7 @@ impl AcpSession {
             output,
             outcome,
             message,
+            cost: None,
         });
         outcome
     }

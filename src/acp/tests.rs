@@ -120,6 +120,7 @@ fn done(outcome: Outcome, message: &str) -> AcpEvent {
         output: 0,
         outcome,
         message: message.into(),
+        cost: None,
     })
 }
 
@@ -619,13 +620,15 @@ async fn usage_in_the_answer_is_reported() {
             AcpEvent::Turn(Event::Usage {
                 input: 5,
                 output: 7,
-                cached: 0
+                cached: 0,
+                cost: None,
             }),
             AcpEvent::Turn(Event::TurnDone {
                 input: 5,
                 output: 7,
                 outcome: Outcome::Done,
                 message: "done (max_tokens)".into(),
+                cost: None,
             }),
         ]
     );

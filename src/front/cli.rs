@@ -14,6 +14,7 @@ usage:
                   [--pass-env NAME]... [SANDBOX FLAGS]
       Run one tool (read_file, list_files, edit_file, run_bash) and print its result as JSON.
   agent-nvim run [--workspace DIR] [--provider P] [--model M] [--base-url URL]
+                 [--api chat|responses] [--thinking TOKENS|off] [--effort LEVEL]
                  [--auto-approve] [--max-turns N] [--timeout SECS] [--pass-env NAME]...
                  [SANDBOX FLAGS] [--resume [ID]] [--instructions FILE]... [--no-instructions]
                  PROMPT
@@ -22,6 +23,9 @@ usage:
       The first of AGENTS.md, CLAUDE.md (or the --instructions files) at the workspace root
       goes into the system prompt; --no-instructions reads none.
       Providers: anthropic (ANTHROPIC_API_KEY), openai (OPENAI_API_KEY), ollama (no key).
+      --api responses talks to OpenAI's Responses API; --thinking sets Anthropic's thinking
+      budget (on at 8000 for the models that think); --effort low|medium|high is OpenAI's
+      reasoning effort.
       run_bash's commands do not get the API key variables; --pass-env NAME passes one.
   agent-nvim sessions [--workspace DIR]
       List the workspace's saved conversations, the most recent first.
@@ -256,6 +260,36 @@ fn parse_run(args: impl Iterator<Item = String>) -> Result<RunArgs> {
             "--provider" => run.choice.provider = Some(value(&mut args, "--provider")?),
             "--model" => run.choice.model = Some(value(&mut args, "--model")?),
             "--base-url" => run.choice.base_url = Some(value(&mut args, "--base-url")?),
+            "--api" => {
+                let text = value(&mut args, "--api")?;
+                run.choice.tuning.api = crate::llm::OpenAiApi::parse(&text)
+                    .ok_or_else(|| usage(format!("--api takes chat or responses, got '{text}'")))?;
+            }
+            "--thinking" => {
+                let text = value(&mut args, "--thinking")?;
+                run.choice.tuning.thinking = match text.as_str() {
+                    "off" | "false" | "0" => crate::llm::Thinking::Off,
+                    _ => match text.parse::<u32>() {
+                        Ok(n) if n >= crate::llm::models::MIN_THINKING_BUDGET => {
+                            crate::llm::Thinking::Budget(n)
+                        }
+                        _ => {
+                            return Err(usage(format!(
+                                "--thinking takes a budget of at least 1024 tokens, or off; got '{text}'"
+                            )))
+                        }
+                    },
+                };
+            }
+            "--effort" => {
+                let text = value(&mut args, "--effort")?;
+                if !["minimal", "low", "medium", "high"].contains(&text.as_str()) {
+                    return Err(usage(format!(
+                        "--effort takes minimal, low, medium or high, got '{text}'"
+                    )));
+                }
+                run.choice.tuning.effort = Some(text);
+            }
             "--auto-approve" => run.auto_approve = true,
             "--max-turns" => {
                 let text = value(&mut args, "--max-turns")?;
@@ -416,7 +450,8 @@ mod tests {
                 choice: crate::llm::ProviderChoice {
                     provider: Some("ollama".into()),
                     model: Some("qwen".into()),
-                    base_url: None
+                    base_url: None,
+                    tuning: Default::default(),
                 },
                 auto_approve: true,
                 max_turns: Some(3),
@@ -427,6 +462,34 @@ mod tests {
                 instructions: None,
             })
         );
+    }
+
+    #[test]
+    fn run_takes_the_wire_thinking_and_effort_and_refuses_what_it_cannot_use() {
+        let Command::Run(run) =
+            parse_words("run --api responses --thinking 4096 --effort high hi").unwrap()
+        else {
+            panic!("not a run");
+        };
+        let tuning = run.choice.tuning;
+        assert_eq!(tuning.api, crate::llm::OpenAiApi::Responses);
+        assert_eq!(tuning.thinking, crate::llm::Thinking::Budget(4096));
+        assert_eq!(tuning.effort.as_deref(), Some("high"));
+        let Command::Run(run) = parse_words("run --thinking off hi").unwrap() else {
+            panic!("not a run");
+        };
+        assert_eq!(run.choice.tuning.thinking, crate::llm::Thinking::Off);
+        for (words, says) in [
+            ("run --api soap hi", "--api takes chat or responses"),
+            ("run --thinking 10 hi", "at least 1024"),
+            (
+                "run --effort max hi",
+                "--effort takes minimal, low, medium or high",
+            ),
+        ] {
+            let err = parse_words(words).unwrap_err().to_string();
+            assert!(err.contains(says), "{words}: {err}");
+        }
     }
 
     #[test]

@@ -434,6 +434,25 @@ async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Conversat
                 at_line_start = text.ends_with('\n');
                 out.write_all(redact(&text).as_bytes())
             }
+            // Thinking is not the answer: dimmed on a terminal's stderr, else not shown.
+            Event::Thought { text } => {
+                let mut err = std::io::stderr();
+                if err.is_terminal() {
+                    write!(err, "\x1b[2m{}\x1b[0m", redact(&text))
+                } else {
+                    Ok(())
+                }
+            }
+            Event::Compacted {
+                prompts,
+                before,
+                after,
+                ..
+            } => writeln!(
+                std::io::stderr(),
+                "agent: {}",
+                crate::agent::compacted_line(prompts, before, after)
+            ),
             // Beside the answer, not in it: stdout is the model's text and the tool rows.
             Event::Notice { text } => writeln!(std::io::stderr(), "agent: {}", redact(&text)),
             Event::ToolFinished { ok, summary, .. } => line(

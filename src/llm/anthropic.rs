@@ -7,16 +7,31 @@
 //! model's latest reply (where the previous request's breakpoint was, in case the new one is
 //! more than the API's 20 blocks of lookback past it): four breakpoints at most, the API's
 //! limit.
+//!
+//! Extended thinking: with a budget, the request asks for `thinking` (and the interleaved
+//! thinking beta, so the model thinks between tool calls too); thinking and redacted_thinking
+//! blocks stream in as [`Progress::Thinking`] and are kept in the reply's reasoning, to be sent
+//! back unchanged, signature and all, in their place in the assistant message (the API checks
+//! them in a tool loop). Settings thinking forbids (temperature, top_k, a forced tool choice)
+//! are never sent.
 
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::{LlmError, Message, Progress, Reply, Request, ToolCall, Usage};
+use super::{
+    interleave, LlmError, Message, Origin, Progress, Reasoning, Reply, Request, ToolCall, Usage,
+};
 use crate::tools::ToolSpec;
 
-/// The most tokens one response may hold.
+/// The most tokens one response may hold (its thinking budget comes on top).
 const MAX_TOKENS: u32 = 16_000;
+
+/// The largest `max_tokens` sent with thinking (current models' output limit).
+const MAX_TOKENS_THINKING: u32 = 64_000;
+
+/// The beta that lets the model think between tool calls.
+pub const INTERLEAVED_THINKING: &str = "interleaved-thinking-2025-05-14";
 
 /// The tool catalogue in Anthropic's shape, the last entry marked for caching.
 pub fn tools(specs: &[ToolSpec]) -> Value {
@@ -38,8 +53,9 @@ pub fn tools(specs: &[ToolSpec]) -> Value {
 }
 
 /// The request body. Consecutive user-side messages (tool results, then a new prompt) are merged
-/// into one user message with the tool_result blocks first, as the API requires.
-pub fn body(model: &str, request: &Request<'_>, tools: &Value) -> Value {
+/// into one user message with the tool_result blocks first, as the API requires. `thinking` is
+/// the thinking budget, when thinking is on.
+pub fn body(model: &str, request: &Request<'_>, tools: &Value, thinking: Option<u32>) -> Value {
     let mut messages: Vec<Value> = Vec::new();
     for message in request.messages {
         let (role, blocks) = match message {
@@ -58,7 +74,11 @@ pub fn body(model: &str, request: &Request<'_>, tools: &Value) -> Value {
                     })
                     .collect(),
             ),
-            Message::Assistant { text, calls } => {
+            Message::Assistant {
+                text,
+                calls,
+                reasoning,
+            } => {
                 let mut blocks = Vec::new();
                 if !text.is_empty() {
                     blocks.push(json!({"type": "text", "text": text}));
@@ -72,7 +92,10 @@ pub fn body(model: &str, request: &Request<'_>, tools: &Value) -> Value {
                     };
                     blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
                 }
-                ("assistant", blocks)
+                (
+                    "assistant",
+                    interleave(blocks, reasoning, Origin::Anthropic),
+                )
             }
         };
         match messages.last_mut() {
@@ -85,14 +108,19 @@ pub fn body(model: &str, request: &Request<'_>, tools: &Value) -> Value {
         }
     }
     mark_breakpoints(&mut messages);
-    json!({
+    let mut body = json!({
         "model": model,
         "max_tokens": MAX_TOKENS,
         "stream": true,
         "system": [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}],
         "tools": tools,
         "messages": messages,
-    })
+    });
+    if let Some(budget) = thinking {
+        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+        body["max_tokens"] = json!(budget.saturating_add(MAX_TOKENS).min(MAX_TOKENS_THINKING));
+    }
+    body
 }
 
 /// Marks the last block of the last message, and the last block of the last user message
@@ -127,6 +155,14 @@ enum Block {
         name: String,
         json: String,
     },
+    /// A thinking block (its text and signature grow with deltas) or a redacted one (whole at
+    /// its start), and how many parts came before it.
+    Thought {
+        item: Value,
+        thinking: String,
+        signature: String,
+        at: usize,
+    },
     Other,
 }
 
@@ -136,6 +172,9 @@ pub struct Parser {
     blocks: BTreeMap<u64, Block>,
     text: String,
     calls: Vec<ToolCall>,
+    /// Tool blocks started so far (their calls are pushed when they stop).
+    tools_started: usize,
+    reasoning: Vec<Reasoning>,
     usage: Usage,
     stopped: bool,
 }
@@ -180,11 +219,26 @@ impl Parser {
                         }
                         Block::Text
                     }
-                    Some("tool_use") => Block::Tool {
-                        id: block["id"].as_str().unwrap_or_default().to_string(),
-                        name: block["name"].as_str().unwrap_or_default().to_string(),
-                        json: String::new(),
-                    },
+                    Some("tool_use") => {
+                        self.tools_started += 1;
+                        Block::Tool {
+                            id: block["id"].as_str().unwrap_or_default().to_string(),
+                            name: block["name"].as_str().unwrap_or_default().to_string(),
+                            json: String::new(),
+                        }
+                    }
+                    Some("thinking" | "redacted_thinking") => {
+                        let thinking = block["thinking"].as_str().unwrap_or_default().to_string();
+                        if !thinking.is_empty() {
+                            progress(Progress::Thinking(thinking.clone()));
+                        }
+                        Block::Thought {
+                            item: block.clone(),
+                            thinking,
+                            signature: block["signature"].as_str().unwrap_or_default().to_string(),
+                            at: usize::from(!self.text.is_empty()) + self.tools_started,
+                        }
+                    }
                     _ => Block::Other,
                 };
                 self.blocks.insert(index, block);
@@ -201,13 +255,23 @@ impl Parser {
                     (Some(Block::Tool { json, .. }), Some("input_json_delta")) => {
                         json.push_str(delta["partial_json"].as_str().unwrap_or_default());
                     }
+                    (Some(Block::Thought { thinking, .. }), Some("thinking_delta")) => {
+                        let piece = delta["thinking"].as_str().unwrap_or_default();
+                        thinking.push_str(piece);
+                        if !piece.is_empty() {
+                            progress(Progress::Thinking(piece.to_string()));
+                        }
+                    }
+                    (Some(Block::Thought { signature, .. }), Some("signature_delta")) => {
+                        signature.push_str(delta["signature"].as_str().unwrap_or_default());
+                    }
                     _ => {}
                 }
             }
             "content_block_stop" => {
                 let index = v["index"].as_u64().unwrap_or(0);
-                if let Some(Block::Tool { id, name, json }) = self.blocks.remove(&index) {
-                    self.calls.push(ToolCall::new(id, name, json));
+                if let Some(block) = self.blocks.remove(&index) {
+                    self.close(block);
                 }
             }
             "message_delta" => {
@@ -239,17 +303,40 @@ impl Parser {
                 "the stream ended before message_stop (send the prompt again)".to_string(),
             ));
         }
-        // A tool block whose stop never came is still a call the model made.
+        // A block whose stop never came is still part of the reply.
         for (_, block) in std::mem::take(&mut self.blocks) {
-            if let Block::Tool { id, name, json } = block {
-                self.calls.push(ToolCall::new(id, name, json));
-            }
+            self.close(block);
         }
         Ok(Reply {
             text: self.text,
             calls: self.calls,
             usage: self.usage,
+            reasoning: self.reasoning,
         })
+    }
+
+    /// Keeps what a finished block adds to the reply.
+    fn close(&mut self, block: Block) {
+        match block {
+            Block::Tool { id, name, json } => self.calls.push(ToolCall::new(id, name, json)),
+            Block::Thought {
+                mut item,
+                thinking,
+                signature,
+                at,
+            } => {
+                if item["type"] == "thinking" {
+                    item["thinking"] = Value::String(thinking);
+                    item["signature"] = Value::String(signature);
+                }
+                self.reasoning.push(Reasoning {
+                    origin: Origin::Anthropic,
+                    at,
+                    item,
+                });
+            }
+            Block::Text | Block::Other => {}
+        }
     }
 }
 
@@ -337,6 +424,7 @@ mod tests {
                     cache_read: 5,
                     cache_write: 0,
                 },
+                reasoning: Vec::new(),
             }
         );
     }
@@ -378,6 +466,7 @@ mod tests {
                     ToolCall::new("t1".into(), "read_file".into(), r#"{"path":"a"}"#.into()),
                     ToolCall::new("t2".into(), "read_file".into(), r#"{"path":"#.into()),
                 ],
+                reasoning: Vec::new(),
             },
             Message::Results(vec![
                 CallResult {
@@ -400,6 +489,7 @@ mod tests {
                 messages: &messages,
             },
             &json!([]),
+            None,
         );
         assert_eq!(
             body["messages"],
@@ -463,6 +553,7 @@ mod tests {
                     messages: &messages,
                 },
                 &tools,
+                None,
             );
             let marks = breakpoints(&body);
             assert!(marks.len() <= 4, "turn {turn}: {marks:?}");
@@ -490,6 +581,7 @@ mod tests {
                     "read_file".into(),
                     r#"{"path":"a"}"#.into(),
                 )],
+                reasoning: Vec::new(),
             });
             messages.push(Message::Results(vec![CallResult {
                 id: format!("t{turn}"),

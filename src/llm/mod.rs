@@ -1,9 +1,14 @@
 //! Talking to the model: the provider-neutral conversation, the configuration, and the streaming
-//! client with its retries. One file per wire format: `anthropic.rs` (Messages API) and
-//! `openai.rs` (Chat Completions, which also covers Ollama, llama.cpp, vLLM and OpenRouter).
+//! client with its retries. One file per wire format: `anthropic.rs` (Messages API), `openai.rs`
+//! (Chat Completions, which also covers llama.cpp, vLLM and OpenRouter), `responses.rs`
+//! (OpenAI's Responses API) and `ollama.rs` (Ollama's own chat API, which takes the context
+//! size). `models.rs` is what is known of each model: window, prices, thinking.
 
 pub mod anthropic;
+pub mod models;
+pub mod ollama;
 pub mod openai;
+pub mod responses;
 
 use std::fmt;
 use std::time::Duration;
@@ -13,6 +18,7 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use crate::tools::ToolSpec;
+pub use models::{ModelInfo, OpenAiApi, Price, Thinking, Tuning};
 
 /// Which wire format and defaults to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,7 +112,7 @@ impl fmt::Debug for ApiKey {
 }
 
 /// What the user chose (None: not chosen, use the default).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProviderChoice {
     /// `anthropic`, `openai` or `ollama`.
     pub provider: Option<String>,
@@ -114,10 +120,12 @@ pub struct ProviderChoice {
     pub model: Option<String>,
     /// The endpoint, overriding the environment and the vendor default.
     pub base_url: Option<String>,
+    /// Thinking, reasoning effort, the OpenAI wire format and the model table.
+    pub tuning: Tuning,
 }
 
 /// A complete provider configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ProviderConfig {
     /// Wire format and defaults.
     pub kind: ProviderKind,
@@ -127,6 +135,38 @@ pub struct ProviderConfig {
     pub base_url: String,
     /// The key, when the provider needs one.
     pub api_key: Option<ApiKey>,
+    /// Thinking, reasoning effort, the OpenAI wire format and the model table.
+    pub tuning: Tuning,
+}
+
+impl ProviderConfig {
+    /// What is known of the model in use (its window, its prices).
+    pub fn model_info(&self) -> ModelInfo {
+        self.tuning.model(&self.model)
+    }
+
+    /// The wire format the next request uses.
+    pub fn wire(&self) -> WireFormat {
+        match self.kind {
+            ProviderKind::Anthropic => WireFormat::Anthropic,
+            ProviderKind::Ollama => WireFormat::Ollama,
+            ProviderKind::OpenAi if self.tuning.responses(&self.model) => WireFormat::Responses,
+            ProviderKind::OpenAi => WireFormat::Chat,
+        }
+    }
+}
+
+/// The four wire formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireFormat {
+    /// Anthropic Messages.
+    Anthropic,
+    /// OpenAI Chat Completions.
+    Chat,
+    /// OpenAI Responses.
+    Responses,
+    /// Ollama's `/api/chat`.
+    Ollama,
 }
 
 /// Why no provider could be configured. The texts are what the user reads after `agent: `,
@@ -183,6 +223,7 @@ impl ProviderConfig {
                 .unwrap_or_else(|| kind.default_model().to_string()),
             base_url: base_url.trim_end_matches('/').to_string(),
             api_key,
+            tuning: choice.tuning.clone(),
         })
     }
 }
@@ -228,13 +269,74 @@ pub struct CallResult {
     pub text: String,
 }
 
+/// Where a piece of reasoning came from: it is sent back to that wire format only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// An Anthropic `thinking` or `redacted_thinking` block.
+    Anthropic,
+    /// An OpenAI Responses `reasoning` item.
+    Responses,
+}
+
+impl Origin {
+    /// The name sessions save it under.
+    pub fn name(self) -> &'static str {
+        match self {
+            Origin::Anthropic => "anthropic",
+            Origin::Responses => "responses",
+        }
+    }
+
+    /// The origin saved as `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "anthropic" => Some(Origin::Anthropic),
+            "responses" => Some(Origin::Responses),
+            _ => None,
+        }
+    }
+}
+
+/// A piece of the model's reasoning that the provider wants back, exactly as it came (a
+/// thinking block with its signature, a redacted one, an encrypted reasoning item), in its place
+/// among the response's other parts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reasoning {
+    /// The wire format it came in.
+    pub origin: Origin,
+    /// How many of the response's other parts came before it: its text (one part, however many
+    /// blocks it came in) and each tool call.
+    pub at: usize,
+    /// The block or item as received.
+    pub item: Value,
+}
+
+/// A response's `parts` (its text, then its calls, in a wire format's shape) with the reasoning
+/// that came from `origin` put back where it came.
+pub(crate) fn interleave(parts: Vec<Value>, reasoning: &[Reasoning], origin: Origin) -> Vec<Value> {
+    let mut out = Vec::with_capacity(parts.len() + reasoning.len());
+    let mut pending = reasoning.iter().filter(|r| r.origin == origin).peekable();
+    for (i, part) in parts.into_iter().enumerate() {
+        while let Some(r) = pending.next_if(|r| r.at <= i) {
+            out.push(r.item.clone());
+        }
+        out.push(part);
+    }
+    out.extend(pending.map(|r| r.item.clone()));
+    out
+}
+
 /// The conversation, provider-neutral. Each provider renders it in its own format.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
     /// What the user typed (with any context the front end added).
     User(String),
-    /// One model response.
-    Assistant { text: String, calls: Vec<ToolCall> },
+    /// One model response, with the reasoning the provider wants sent back.
+    Assistant {
+        text: String,
+        calls: Vec<ToolCall>,
+        reasoning: Vec<Reasoning>,
+    },
     /// The results of the previous response's calls, one for every call, in order.
     Results(Vec<CallResult>),
 }
@@ -271,6 +373,8 @@ pub struct Reply {
     pub calls: Vec<ToolCall>,
     /// Its token counts.
     pub usage: Usage,
+    /// Its reasoning to send back in later requests.
+    pub reasoning: Vec<Reasoning>,
 }
 
 /// What the client reports while a response streams in.
@@ -278,6 +382,8 @@ pub struct Reply {
 pub enum Progress {
     /// More text.
     Text(String),
+    /// More of the model's thinking (shown dimmed and folded, never part of the answer).
+    Thinking(String),
     /// The request failed and will be sent again after `delay`.
     Retrying {
         attempt: u32,
@@ -382,6 +488,9 @@ pub struct Client {
     /// The tool catalogue, rendered once so every request carries byte-identical tools (which is
     /// what lets the provider's prompt cache hit).
     tools: Value,
+    /// The catalogue in the Responses API's shape (OpenAI only: a model switch can change the
+    /// wire format).
+    responses_tools: Value,
     retry_base: Duration,
 }
 
@@ -396,14 +505,16 @@ impl Client {
             .redirect(reqwest::redirect::Policy::custom(same_origin_only))
             .build()
             .map_err(ProviderError::Http)?;
-        let tools = match config.kind {
-            ProviderKind::Anthropic => anthropic::tools(tools),
-            ProviderKind::OpenAi | ProviderKind::Ollama => openai::tools(tools),
+        let (tools, responses_tools) = match config.kind {
+            ProviderKind::Anthropic => (anthropic::tools(tools), Value::Null),
+            ProviderKind::OpenAi => (openai::tools(tools), responses::tools(tools)),
+            ProviderKind::Ollama => (openai::tools(tools), Value::Null),
         };
         Ok(Client {
             http,
             config,
             tools,
+            responses_tools,
             retry_base: Duration::from_secs(1),
         })
     }
@@ -462,31 +573,50 @@ impl Client {
         progress: &mut (dyn FnMut(Progress) + Send),
     ) -> Result<Reply, LlmError> {
         let cfg = &self.config;
-        let (url, body) = match cfg.kind {
-            ProviderKind::Anthropic => (
+        let wire = cfg.wire();
+        let model = cfg.model.as_str();
+        let effort = cfg.tuning.effort.as_deref();
+        let thinking = cfg.tuning.thinking_budget(model);
+        let (url, body) = match wire {
+            WireFormat::Anthropic => (
                 format!("{}/v1/messages", cfg.base_url),
-                anthropic::body(&cfg.model, request, &self.tools),
+                anthropic::body(model, request, &self.tools, thinking),
             ),
-            ProviderKind::OpenAi | ProviderKind::Ollama => (
+            WireFormat::Chat => (
                 format!("{}/chat/completions", cfg.base_url),
-                openai::body(&cfg.model, request, &self.tools),
+                openai::body(model, request, &self.tools, effort),
             ),
+            WireFormat::Responses => (
+                format!("{}/responses", cfg.base_url),
+                responses::body(model, request, &self.responses_tools, effort),
+            ),
+            WireFormat::Ollama => (
+                ollama::url(&cfg.base_url),
+                ollama::body(model, request, &self.tools, cfg.model_info().context),
+            ),
+        };
+        let accept = match wire {
+            WireFormat::Ollama => "application/x-ndjson",
+            _ => "text/event-stream",
         };
         let mut builder = self
             .http
             .post(&url)
             .header("content-type", "application/json")
-            .header("accept", "text/event-stream")
+            .header("accept", accept)
             .body(body.to_string());
+        if wire == WireFormat::Anthropic {
+            builder = builder.header("anthropic-version", "2023-06-01");
+            if thinking.is_some() {
+                // Thinking between tool calls, not only before the first.
+                builder = builder.header("anthropic-beta", anthropic::INTERLEAVED_THINKING);
+            }
+        }
         if let Some(key) = &cfg.api_key {
             builder = match cfg.kind {
-                ProviderKind::Anthropic => builder
-                    .header("x-api-key", key.expose())
-                    .header("anthropic-version", "2023-06-01"),
+                ProviderKind::Anthropic => builder.header("x-api-key", key.expose()),
                 ProviderKind::OpenAi | ProviderKind::Ollama => builder.bearer_auth(key.expose()),
             };
-        } else if cfg.kind == ProviderKind::Anthropic {
-            builder = builder.header("anthropic-version", "2023-06-01");
         }
         let response = builder.send().await.map_err(|e| LlmError::Connect {
             url: url.clone(),
@@ -499,10 +629,19 @@ impl Client {
             }
         }
         if !status.is_success() {
-            return Err(status_error(response).await);
+            let mut err = status_error(response).await;
+            if let (WireFormat::Ollama, LlmError::Status { message, .. }) = (wire, &mut err) {
+                if let Some(better) = ollama::no_tools(model, message) {
+                    *message = better;
+                }
+            }
+            return Err(err);
+        }
+        if wire == WireFormat::Ollama {
+            return ollama::read(response, progress).await;
         }
         let mut events = response.bytes_stream().eventsource();
-        let mut parser = Parser::new(cfg.kind);
+        let mut parser = Parser::new(wire);
         while let Some(event) = events.next().await {
             let event = event.map_err(|e| LlmError::Stream(stream_reason(&e.to_string())))?;
             if parser.event(&event.event, &event.data, progress)? {
@@ -519,19 +658,19 @@ impl Client {
     }
 }
 
-/// Either provider's stream parser.
+/// The stream parser of one of the SSE wire formats.
 enum Parser {
     Anthropic(anthropic::Parser),
     OpenAi(openai::Parser),
+    Responses(responses::Parser),
 }
 
 impl Parser {
-    fn new(kind: ProviderKind) -> Self {
-        match kind {
-            ProviderKind::Anthropic => Parser::Anthropic(anthropic::Parser::default()),
-            ProviderKind::OpenAi | ProviderKind::Ollama => {
-                Parser::OpenAi(openai::Parser::default())
-            }
+    fn new(wire: WireFormat) -> Self {
+        match wire {
+            WireFormat::Anthropic => Parser::Anthropic(anthropic::Parser::default()),
+            WireFormat::Responses => Parser::Responses(responses::Parser::default()),
+            WireFormat::Chat | WireFormat::Ollama => Parser::OpenAi(openai::Parser::default()),
         }
     }
 
@@ -545,6 +684,7 @@ impl Parser {
         match self {
             Parser::Anthropic(p) => p.event(name, data, progress),
             Parser::OpenAi(p) => p.event(data, progress),
+            Parser::Responses(p) => p.event(name, data, progress),
         }
     }
 
@@ -552,6 +692,7 @@ impl Parser {
         match self {
             Parser::Anthropic(p) => p.finish(),
             Parser::OpenAi(p) => p.finish(),
+            Parser::Responses(p) => p.finish(),
         }
     }
 }
@@ -612,13 +753,13 @@ fn describe(err: &reqwest::Error) -> String {
     text
 }
 
-fn stream_reason(reason: &str) -> String {
+pub(crate) fn stream_reason(reason: &str) -> String {
     format!("{reason} (the connection closed before the reply was complete; send the prompt again)")
 }
 
 /// Reads an error response: the vendor's message from its JSON body, the request id header, and
 /// retry-after.
-async fn status_error(response: reqwest::Response) -> LlmError {
+pub(crate) async fn status_error(response: reqwest::Response) -> LlmError {
     let status = response.status().as_u16();
     let headers = response.headers();
     let request_id = ["request-id", "x-request-id"]
@@ -637,6 +778,10 @@ async fn status_error(response: reqwest::Response) -> LlmError {
         .ok()
         .and_then(|v| {
             let error = v.get("error")?;
+            // Ollama's error is the message itself.
+            if let Some(message) = error.as_str() {
+                return Some(message.to_string());
+            }
             let message = error
                 .get("message")
                 .and_then(Value::as_str)
@@ -691,6 +836,7 @@ mod tests {
                 model: "claude-sonnet-4-5".into(),
                 base_url: "https://api.anthropic.com".into(),
                 api_key: Some(ApiKey::new("sk-a".into())),
+                tuning: Default::default(),
             }
         );
         let cfg = ProviderConfig::resolve(
@@ -734,6 +880,7 @@ mod tests {
                 provider: Some(provider.into()),
                 model: None,
                 base_url: base.map(String::from),
+                tuning: Default::default(),
             };
             ProviderConfig::resolve(&choice, &env).unwrap().base_url
         };

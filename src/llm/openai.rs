@@ -19,13 +19,29 @@ pub fn tools(specs: &[ToolSpec]) -> Value {
 }
 
 /// The request body: the system prompt as the first message, tool results as `role: tool`
-/// messages (failures prefixed `ERROR: `).
-pub fn body(model: &str, request: &Request<'_>, tools: &Value) -> Value {
+/// messages (failures prefixed `ERROR: `), and `reasoning_effort` when the person chose one.
+pub fn body(model: &str, request: &Request<'_>, tools: &Value, effort: Option<&str>) -> Value {
+    let mut body = json!({
+        "model": model,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+        "tools": tools,
+        "messages": messages(request),
+    });
+    if let Some(effort) = effort {
+        body["reasoning_effort"] = json!(effort);
+    }
+    body
+}
+
+/// The conversation as Chat Completions messages (Ollama's chat takes the same shape, with
+/// arguments as objects: see `ollama.rs`).
+pub fn messages(request: &Request<'_>) -> Vec<Value> {
     let mut messages = vec![json!({"role": "system", "content": request.system})];
     for message in request.messages {
         match message {
             Message::User(text) => messages.push(json!({"role": "user", "content": text})),
-            Message::Assistant { text, calls } => {
+            Message::Assistant { text, calls, .. } => {
                 let mut m = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
                 if !calls.is_empty() {
                     m["tool_calls"] = calls
@@ -48,13 +64,7 @@ pub fn body(model: &str, request: &Request<'_>, tools: &Value) -> Value {
             }
         }
     }
-    json!({
-        "model": model,
-        "stream": true,
-        "stream_options": {"include_usage": true},
-        "tools": tools,
-        "messages": messages,
-    })
+    messages
 }
 
 /// A tool call being accumulated from deltas.
@@ -114,6 +124,13 @@ impl Parser {
             return Ok(false);
         };
         let delta = &choice["delta"];
+        // Servers that show their model's reasoning (vLLM, DeepSeek, OpenRouter) send it apart.
+        let thinking = delta["reasoning_content"]
+            .as_str()
+            .or(delta["reasoning"].as_str());
+        if let Some(thinking) = thinking.filter(|t| !t.is_empty()) {
+            progress(Progress::Thinking(thinking.to_string()));
+        }
         if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
             self.text.push_str(text);
             progress(Progress::Text(text.to_string()));
@@ -175,6 +192,7 @@ impl Parser {
                 .map(|p| ToolCall::new(p.id, p.name, p.args))
                 .collect(),
             usage: self.usage,
+            reasoning: Vec::new(),
         })
     }
 }
@@ -223,6 +241,7 @@ mod tests {
                     cache_read: 2,
                     cache_write: 0,
                 },
+                reasoning: Vec::new(),
             }
         );
     }
@@ -270,6 +289,7 @@ mod tests {
                     "run_bash".into(),
                     r#"{"command":"x"#.into(),
                 )],
+                reasoning: Vec::new(),
             },
             Message::Results(vec![CallResult {
                 id: "c1".into(),
@@ -284,6 +304,7 @@ mod tests {
                 messages: &messages,
             },
             &json!([]),
+            None,
         );
         assert_eq!(
             body["messages"],

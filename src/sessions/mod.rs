@@ -73,8 +73,14 @@ pub enum Record {
 pub enum Saved {
     /// The user's prompt.
     User { text: String },
-    /// One model response: its text and its tool calls, arguments as the model sent them.
-    Assistant { text: String, calls: Vec<SavedCall> },
+    /// One model response: its text and its tool calls, arguments as the model sent them, and
+    /// the reasoning the provider wants back (absent in records written before it was kept).
+    Assistant {
+        text: String,
+        calls: Vec<SavedCall>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        reasoning: Vec<SavedReasoning>,
+    },
     /// The results of the previous response's calls.
     Results { results: Vec<SavedResult> },
 }
@@ -86,6 +92,15 @@ pub struct SavedCall {
     pub name: String,
     /// The arguments' text exactly as the model sent it.
     pub args: String,
+}
+
+/// A piece of reasoning as saved: where it came from (`anthropic`, `responses`), its place
+/// among the response's parts, and the block or item as received.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedReasoning {
+    pub origin: String,
+    pub at: usize,
+    pub item: serde_json::Value,
 }
 
 /// A tool result as saved.
@@ -100,8 +115,20 @@ impl From<&Message> for Saved {
     fn from(message: &Message) -> Self {
         match message {
             Message::User(text) => Saved::User { text: text.clone() },
-            Message::Assistant { text, calls } => Saved::Assistant {
+            Message::Assistant {
+                text,
+                calls,
+                reasoning,
+            } => Saved::Assistant {
                 text: text.clone(),
+                reasoning: reasoning
+                    .iter()
+                    .map(|r| SavedReasoning {
+                        origin: r.origin.name().to_string(),
+                        at: r.at,
+                        item: r.item.clone(),
+                    })
+                    .collect(),
                 calls: calls
                     .iter()
                     .map(|call| SavedCall {
@@ -129,8 +156,22 @@ impl From<Saved> for Message {
     fn from(saved: Saved) -> Self {
         match saved {
             Saved::User { text } => Message::User(text),
-            Saved::Assistant { text, calls } => Message::Assistant {
+            Saved::Assistant {
                 text,
+                calls,
+                reasoning,
+            } => Message::Assistant {
+                text,
+                reasoning: reasoning
+                    .into_iter()
+                    .filter_map(|r| {
+                        Some(crate::llm::Reasoning {
+                            origin: crate::llm::Origin::parse(&r.origin)?,
+                            at: r.at,
+                            item: r.item,
+                        })
+                    })
+                    .collect(),
                 calls: calls
                     .into_iter()
                     .map(|c| ToolCall::new(c.id, c.name, c.args))
@@ -197,6 +238,16 @@ impl Conversation {
         view.finish()
     }
 
+    /// The compactions in force at the file's end: each `compacted` event recorded, less those
+    /// a later rewind went back before.
+    pub fn compactions(&self) -> Vec<crate::agent::Compaction> {
+        let mut view = View::<IsPrompt>::default();
+        for record in &self.records {
+            view.take(record);
+        }
+        view.compactions
+    }
+
     /// How many messages [`Conversation::model_view`] has, without building them.
     pub fn model_len(&self) -> usize {
         let mut view = View::<IsPrompt>::default();
@@ -225,6 +276,8 @@ impl Conversation {
 pub struct View<T> {
     messages: Vec<T>,
     cut: Option<CutTurn>,
+    /// The compactions recorded and not rewound.
+    compactions: Vec<crate::agent::Compaction>,
 }
 
 impl<T> Default for View<T> {
@@ -232,6 +285,7 @@ impl<T> Default for View<T> {
         View {
             messages: Vec::new(),
             cut: None,
+            compactions: Vec::new(),
         }
     }
 }
@@ -277,6 +331,19 @@ impl<T: ViewItem> View<T> {
                 self.cut = Some(CutTurn::new(text));
             }
             Record::Event { event } => {
+                if let crate::conversation::ConversationEvent::Turn(Event::Compacted {
+                    prompts,
+                    upto,
+                    summary,
+                    ..
+                }) = event
+                {
+                    self.compactions.push(crate::agent::Compaction {
+                        upto: *upto,
+                        summary: summary.clone(),
+                        prompts: *prompts,
+                    });
+                }
                 if let Some(turn) = self.cut.as_mut() {
                     turn.saw(event);
                 }
@@ -289,6 +356,7 @@ impl<T: ViewItem> View<T> {
                 // A rewind comes after a resume, which had the cut-off turn in its view.
                 self.end_cut();
                 self.messages.truncate(*kept);
+                self.compactions.retain(|c| c.upto <= *kept);
             }
             Record::Decided { .. } => {}
         }
@@ -363,6 +431,7 @@ impl CutTurn {
             Message::Assistant {
                 text: reply,
                 calls: Vec::new(),
+                reasoning: Vec::new(),
             },
         ]
     }

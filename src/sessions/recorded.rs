@@ -138,6 +138,23 @@ impl Conversation for Recorded {
         })
     }
 
+    fn compact<'a>(
+        &'a self,
+        events: &'a Events,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<(), ConversationError>> {
+        Box::pin(async move {
+            // Recorded, so a resumed conversation is sent what this one is sent.
+            match self.writer() {
+                Some(writer) => {
+                    let tapped = events.recorded_to(writer);
+                    self.inner.compact(&tapped, cancel).await
+                }
+                None => self.inner.compact(events, cancel).await,
+            }
+        })
+    }
+
     fn reset(&self) -> BoxFuture<'_, Result<(), ConversationError>> {
         Box::pin(async move {
             self.inner.reset().await?;

@@ -22,6 +22,7 @@ fn done(input: u64, output: u64) -> Record {
             output,
             outcome: crate::agent::Outcome::Done,
             message: "done".into(),
+            cost: None,
         }),
     }
 }
@@ -44,6 +45,13 @@ fn a_conversation_is_read_back_as_it_was_written_private_to_its_user() {
                 "list_files".into(),
                 r#"{ "path":"." }"#.into(),
             )],
+            // The model's thinking, signature and all, is what a resumed conversation sends
+            // back: it is saved as it came.
+            reasoning: vec![crate::llm::Reasoning {
+                origin: crate::llm::Origin::Anthropic,
+                at: 0,
+                item: serde_json::json!({"type": "thinking", "thinking": "t", "signature": "s1"}),
+            }],
         },
         Message::Results(vec![CallResult {
             id: "c1".into(),
@@ -69,10 +77,10 @@ fn a_conversation_is_read_back_as_it_was_written_private_to_its_user() {
             },
             note: "refused: no".into(),
         },
+        // An external agent's thought and the model's own are one record on disk (and one row
+        // in the chat): it reads back as the model's.
         Record::Event {
-            event: ConversationEvent::Agent(crate::acp::AgentUpdate::Thought {
-                text: "hmm".into(),
-            }),
+            event: ConversationEvent::Turn(crate::agent::Event::Thought { text: "hmm".into() }),
         },
         Record::Model {
             messages: history.iter().map(Saved::from).collect(),
@@ -281,7 +289,7 @@ fn answering(answers: &[&str]) -> MockLlm {
         parts: vec![Part::Text(text.to_string())],
         usage: (1, 1),
     };
-    MockLlm::start(Wire::OpenAi, answers.iter().map(reply).collect())
+    MockLlm::start(Wire::Ollama, answers.iter().map(reply).collect())
 }
 
 fn native(dir: &Path, mock: &MockLlm) -> Arc<dyn crate::conversation::Conversation> {
@@ -295,7 +303,7 @@ async fn a_recorded_conversation_resumes_with_the_model_seeing_what_it_saw() {
     let state = tempfile::tempdir().unwrap();
     let store = Store::new(state.path(), work.path());
     let mock = MockLlm::start(
-        Wire::OpenAi,
+        Wire::Ollama,
         vec![
             Reply::Turn {
                 parts: vec![Part::ToolCall {
@@ -470,6 +478,7 @@ fn a_turn_the_session_ended_in_is_given_to_the_model_as_cut_off() {
                     Saved::Assistant {
                         text: "one".into(),
                         calls: vec![],
+                        reasoning: Vec::new(),
                     },
                 ],
             },
@@ -485,7 +494,7 @@ fn a_turn_the_session_ended_in_is_given_to_the_model_as_cut_off() {
     let view = conversation.model_view();
     assert_eq!(view.len(), 4, "{view:?}");
     assert_eq!(view[2], Message::User("second".into()));
-    let Message::Assistant { text, calls } = &view[3] else {
+    let Message::Assistant { text, calls, .. } = &view[3] else {
         panic!("{view:?}")
     };
     assert!(calls.is_empty());
@@ -674,8 +683,73 @@ fn a_usage_record_saved_before_cached_tokens_were_counted_reads_as_none_cached()
             event: ConversationEvent::Turn(crate::agent::Event::Usage {
                 input: 1,
                 output: 2,
-                cached: 0
+                cached: 0,
+                cost: None,
             })
         }
     );
+}
+
+#[tokio::test]
+async fn a_compaction_is_recorded_and_a_resumed_conversation_is_sent_the_summary_with_the_whole_history_kept(
+) {
+    let work = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let store = Store::new(state.path(), work.path());
+    let mock = answering(&["a1", "a2", "SUMMARY of p1", "a3", "a1 again"]);
+    let keeping_one = || {
+        Arc::new(crate::conversation::tests::native_keeping(
+            work.path(),
+            mock.base_url(),
+            1,
+        )) as Arc<dyn crate::conversation::Conversation>
+    };
+    let first = Recorded::new(keeping_one(), store.clone());
+    prompt(&first, "P-ONE").await;
+    prompt(&first, "P-TWO").await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let events = crate::conversation::Events::new(tx);
+    first
+        .compact(&events, &tokio_util::sync::CancellationToken::new())
+        .await
+        .unwrap();
+    drop(events);
+    let mut compacted = 0;
+    while let Some(event) = rx.recv().await {
+        compacted += usize::from(matches!(
+            event,
+            ConversationEvent::Turn(crate::agent::Event::Compacted { .. })
+        ));
+    }
+    assert_eq!(compacted, 1);
+    let id = first.id().unwrap();
+    first.flush();
+    drop(first);
+
+    // The file keeps every message, and the compaction beside them.
+    let saved = store.load(&id).unwrap();
+    assert_eq!(saved.model_view().len(), 4);
+    let compactions = saved.compactions();
+    assert_eq!(compactions.len(), 1);
+    assert_eq!((compactions[0].upto, compactions[0].prompts), (2, 1));
+    assert_eq!(compactions[0].summary, "SUMMARY of p1");
+
+    // Resumed: the next request is sent the summary, not the first prompt.
+    let second = Recorded::new(keeping_one(), store.clone());
+    second.resume(&saved).await.unwrap();
+    prompt(&second, "P-THREE").await;
+    let sent = mock.requests()[3].body["messages"].to_string();
+    assert!(
+        sent.contains("SUMMARY of p1") && sent.contains("P-TWO"),
+        "{sent}"
+    );
+    assert!(!sent.contains("P-ONE"), "{sent}");
+    // Rewound to before the first prompt: the compaction goes with it, in the file too.
+    second.rewind(1).await.unwrap();
+    second.flush();
+    let rewound = store.load(&id).unwrap();
+    assert!(rewound.compactions().is_empty());
+    prompt(&second, "P-ONE again").await;
+    let sent = mock.requests()[4].body["messages"].to_string();
+    assert!(!sent.contains("SUMMARY"), "{sent}");
 }

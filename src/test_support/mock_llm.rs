@@ -1,6 +1,6 @@
 //! A local stand-in for the LLM vendors, for the tests and the benches: it speaks the real wire formats (Anthropic
-//! Messages and OpenAI chat completions, streamed as server-sent events over HTTP/1.1 chunked
-//! encoding) on 127.0.0.1 only, answers each request with the next scripted [`Reply`], and records
+//! Messages, OpenAI chat completions and Responses, streamed as server-sent events over HTTP/1.1
+//! chunked encoding, and Ollama's own chat as JSON lines) on 127.0.0.1 only, answers each request with the next scripted [`Reply`], and records
 //! every request. Faults come on demand: bodies split at awkward byte boundaries with delays
 //! ([`Pace`]), error statuses with `retry-after`, connections cut mid-body, `error` events mid-stream.
 //! For the benches, a reply can spread its text deltas over a set time and record when each was
@@ -30,6 +30,11 @@ pub enum Wire {
     /// OpenAI chat completions as Ollama streams them: text chunks carry `role` every time, each
     /// tool call arrives whole in one chunk, and every tool call has `index` 0 (ids differ).
     OpenAiOllamaStyle,
+    /// OpenAI Responses: `POST /v1/responses`, named `response.*` SSE events, no `[DONE]`.
+    Responses,
+    /// Ollama's own chat: `POST /api/chat`, one JSON object a line, the last `"done": true`;
+    /// tool calls whole, without ids, arguments as objects.
+    Ollama,
 }
 
 /// One piece of a model response, in the order the model produced it.
@@ -44,6 +49,18 @@ pub enum Part {
         id: String,
         name: String,
         args: String,
+    },
+    /// Thinking: an Anthropic `thinking` block (its text in up to 3 `thinking_delta`s, then one
+    /// `signature_delta`), Ollama's `thinking` field; not sent in the OpenAI wires.
+    Thinking { text: String, signature: String },
+    /// An Anthropic `redacted_thinking` block, whole at its start; not sent in the other wires.
+    Redacted { data: String },
+    /// A Responses `reasoning` item: its summary streamed as `reasoning_summary_text.delta`s,
+    /// its `encrypted_content` in the item at `output_item.done`; not sent in the other wires.
+    Reasoning {
+        id: String,
+        summary: String,
+        encrypted: String,
     },
 }
 
@@ -66,6 +83,9 @@ pub enum Reply {
     /// A stream that sends the first part, then an error mid-stream and ends: Anthropic
     /// `event: error` with an `overloaded_error`, OpenAI a `data: {"error":{...}}` chunk.
     StreamError { message: String, parts: Vec<Part> },
+    /// A stream that fails: Responses `response.failed` with `message` after `response.created`;
+    /// in the other wires the same as a `StreamError` without parts.
+    Failed { message: String },
     /// A redirect (301, 302, 307, 308) to `location`, as sent (absolute or relative), with an
     /// empty body.
     Redirect { code: u16, location: String },
@@ -197,7 +217,10 @@ impl MockLlm {
     pub fn base_url(&self) -> String {
         match self.shared.wire {
             Wire::Anthropic => format!("http://{}", self.addr),
-            Wire::OpenAi | Wire::OpenAiOllamaStyle => format!("http://{}/v1", self.addr),
+            // Ollama's base URLs usually name its OpenAI-compatible /v1, which the client drops.
+            Wire::OpenAi | Wire::OpenAiOllamaStyle | Wire::Responses | Wire::Ollama => {
+                format!("http://{}/v1", self.addr)
+            }
         }
     }
 
@@ -534,6 +557,14 @@ fn answer(shared: &Shared, stream: &mut TcpStream, request: Recorded) -> io::Res
             )?;
             Ok(true)
         }
+        Reply::Failed { message } => {
+            let body = match wire {
+                Wire::Responses => sse.failed(&message),
+                _ => sse.error(&[], &message),
+            };
+            write_stream(shared, stream, number, body.concat().as_bytes(), true)?;
+            Ok(true)
+        }
         Reply::Spread { parts, over } => {
             write_spread(shared, stream, number, &sse.turn(&parts, (0, 0)), over)?;
             Ok(true)
@@ -543,8 +574,12 @@ fn answer(shared: &Shared, stream: &mut TcpStream, request: Recorded) -> io::Res
 
 /// The head of a 200 event-stream response.
 fn stream_head(shared: &Shared, number: usize) -> String {
+    let kind = match shared.wire {
+        Wire::Ollama => "application/x-ndjson",
+        _ => "text/event-stream; charset=utf-8",
+    };
     format!(
-        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n{}: req_mock_{number}\r\n\r\n",
+        "HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n{}: req_mock_{number}\r\n\r\n",
         shared.wire.request_id_header(),
     )
 }
@@ -655,13 +690,17 @@ impl Wire {
         match self {
             Wire::Anthropic => "/v1/messages",
             Wire::OpenAi | Wire::OpenAiOllamaStyle => "/v1/chat/completions",
+            Wire::Responses => "/v1/responses",
+            Wire::Ollama => "/api/chat",
         }
     }
 
     fn request_id_header(self) -> &'static str {
         match self {
             Wire::Anthropic => "request-id",
-            Wire::OpenAi | Wire::OpenAiOllamaStyle => "x-request-id",
+            Wire::OpenAi | Wire::OpenAiOllamaStyle | Wire::Responses | Wire::Ollama => {
+                "x-request-id"
+            }
         }
     }
 
@@ -683,7 +722,9 @@ impl Wire {
                 json!({"type": "error", "error": {"type": kind, "message": message},
                        "request_id": format!("req_mock_{number}")})
             }
-            Wire::OpenAi | Wire::OpenAiOllamaStyle => {
+            // Ollama's error is one string.
+            Wire::Ollama => json!({"error": message}),
+            Wire::OpenAi | Wire::OpenAiOllamaStyle | Wire::Responses => {
                 let (kind, error_code) = match code {
                     401 => ("invalid_request_error", json!("invalid_api_key")),
                     429 => ("requests", json!("rate_limit_exceeded")),
@@ -768,6 +809,11 @@ const CREATED: u64 = 1_700_000_000;
 impl Sse {
     /// A whole response: the parts, then the stop with usage, then the end of the stream.
     fn turn(&self, parts: &[Part], (input, output): (u64, u64)) -> Events {
+        match self.wire {
+            Wire::Responses => return self.responses(parts, Some((input, output)), None),
+            Wire::Ollama => return self.ollama(parts, Ok((input, output))),
+            _ => {}
+        }
         let mut body = self.opening(input, parts.is_empty());
         self.parts(parts, &mut body);
         let tools = parts.iter().any(|p| matches!(p, Part::ToolCall { .. }));
@@ -792,12 +838,19 @@ impl Sse {
                 }
                 body.push("data: [DONE]\n\n".into());
             }
+            Wire::Responses | Wire::Ollama => {}
         }
         body
     }
 
     /// The first part, then the vendor's mid-stream error; the stream ends there.
     fn error(&self, parts: &[Part], message: &str) -> Events {
+        let first = &parts[..parts.len().min(1)];
+        match self.wire {
+            Wire::Responses => return self.responses(first, None, Some(("error", message))),
+            Wire::Ollama => return self.ollama(first, Err(message)),
+            _ => {}
+        }
         let mut body = self.opening(0, parts.is_empty());
         self.parts(&parts[..parts.len().min(1)], &mut body);
         match self.wire {
@@ -813,6 +866,245 @@ impl Sse {
                                                "param": null, "code": null}}),
                 ));
             }
+            Wire::Responses | Wire::Ollama => {}
+        }
+        body
+    }
+
+    /// A Responses stream that fails after it was created.
+    fn failed(&self, message: &str) -> Events {
+        self.responses(&[], None, Some(("response.failed", message)))
+    }
+
+    /// A Responses stream: `response.created`, each part as its output item's events, then
+    /// `response.completed` with `usage`, or the `fault` event (`error`, `response.failed`).
+    fn responses(
+        &self,
+        parts: &[Part],
+        usage: Option<(u64, u64)>,
+        fault: Option<(&str, &str)>,
+    ) -> Events {
+        let mut body = Events::default();
+        let mut seq = 0u64;
+        let mut push = |body: &mut Events, name: &str, mut v: Value, text: bool| {
+            v["type"] = json!(name);
+            v["sequence_number"] = json!(seq);
+            seq += 1;
+            let line = event(name, v);
+            if text {
+                body.push_text(line);
+            } else {
+                body.push(line);
+            }
+        };
+        let id = format!("resp_mock_{}", self.number);
+        let head = json!({"id": id, "object": "response", "status": "in_progress",
+                          "model": self.model, "output": []});
+        push(
+            &mut body,
+            "response.created",
+            json!({"response": head}),
+            false,
+        );
+        let mut output = Vec::new();
+        for part in parts {
+            let index = output.len();
+            let (added, done) = match part {
+                Part::Text(_) | Part::Deltas(_) => {
+                    let item_id = format!("msg_mock_{}_{index}", self.number);
+                    let text: Vec<&str> = match part {
+                        Part::Deltas(d) => d.iter().map(String::as_str).collect(),
+                        Part::Text(t) => pieces(t, 3),
+                        _ => Vec::new(),
+                    };
+                    let whole: String = text.concat();
+                    let added = json!({"id": item_id, "type": "message", "status": "in_progress",
+                                       "role": "assistant", "content": []});
+                    push(
+                        &mut body,
+                        "response.output_item.added",
+                        json!({"output_index": index, "item": added}),
+                        false,
+                    );
+                    for piece in &text {
+                        push(
+                            &mut body,
+                            "response.output_text.delta",
+                            json!({"item_id": item_id, "output_index": index,
+                                    "content_index": 0, "delta": piece}),
+                            true,
+                        );
+                    }
+                    push(
+                        &mut body,
+                        "response.output_text.done",
+                        json!({"item_id": item_id, "output_index": index,
+                                "content_index": 0, "text": whole}),
+                        false,
+                    );
+                    let done = json!({"id": item_id, "type": "message", "status": "completed",
+                                      "role": "assistant", "content": [
+                                          {"type": "output_text", "text": whole, "annotations": []}]});
+                    (true, done)
+                }
+                Part::ToolCall {
+                    id: call_id,
+                    name,
+                    args,
+                } => {
+                    let item_id = format!("fc_mock_{}_{index}", self.number);
+                    let added = json!({"id": item_id, "type": "function_call",
+                                       "status": "in_progress", "call_id": call_id,
+                                       "name": name, "arguments": ""});
+                    push(
+                        &mut body,
+                        "response.output_item.added",
+                        json!({"output_index": index, "item": added}),
+                        false,
+                    );
+                    for piece in pieces(args, 4) {
+                        push(
+                            &mut body,
+                            "response.function_call_arguments.delta",
+                            json!({"item_id": item_id, "output_index": index, "delta": piece}),
+                            false,
+                        );
+                    }
+                    push(
+                        &mut body,
+                        "response.function_call_arguments.done",
+                        json!({"item_id": item_id, "output_index": index, "arguments": args}),
+                        false,
+                    );
+                    let done = json!({"id": item_id, "type": "function_call",
+                                      "status": "completed", "call_id": call_id,
+                                      "name": name, "arguments": args});
+                    (true, done)
+                }
+                Part::Reasoning {
+                    id: item_id,
+                    summary,
+                    encrypted,
+                } => {
+                    let added = json!({"id": item_id, "type": "reasoning", "summary": []});
+                    push(
+                        &mut body,
+                        "response.output_item.added",
+                        json!({"output_index": index, "item": added}),
+                        false,
+                    );
+                    for piece in pieces(summary, 3) {
+                        push(
+                            &mut body,
+                            "response.reasoning_summary_text.delta",
+                            json!({"item_id": item_id, "output_index": index,
+                                    "summary_index": 0, "delta": piece}),
+                            false,
+                        );
+                    }
+                    let done = json!({"id": item_id, "type": "reasoning",
+                                      "summary": [{"type": "summary_text", "text": summary}],
+                                      "encrypted_content": encrypted});
+                    (true, done)
+                }
+                Part::Thinking { .. } | Part::Redacted { .. } => (false, Value::Null),
+            };
+            if added {
+                push(
+                    &mut body,
+                    "response.output_item.done",
+                    json!({"output_index": index, "item": done}),
+                    false,
+                );
+                output.push(done);
+            }
+        }
+        match (fault, usage) {
+            (Some(("response.failed", message)), _) => {
+                let response = json!({"id": id, "object": "response", "status": "failed",
+                    "model": self.model, "output": output,
+                    "error": {"code": "server_error", "message": message}});
+                push(
+                    &mut body,
+                    "response.failed",
+                    json!({"response": response}),
+                    false,
+                );
+            }
+            (Some((_, message)), _) => {
+                push(
+                    &mut body,
+                    "error",
+                    json!({"code": "server_error", "message": message, "param": null}),
+                    false,
+                );
+            }
+            (None, usage) => {
+                let (input, out) = usage.unwrap_or_default();
+                let response = json!({"id": id, "object": "response", "status": "completed",
+                    "model": self.model, "output": output,
+                    "usage": {"input_tokens": input, "input_tokens_details": {"cached_tokens": 0},
+                              "output_tokens": out,
+                              "output_tokens_details": {"reasoning_tokens": 0},
+                              "total_tokens": input + out}});
+                push(
+                    &mut body,
+                    "response.completed",
+                    json!({"response": response}),
+                    false,
+                );
+            }
+        }
+        body
+    }
+
+    /// An Ollama stream: one line a text piece, a thought, or a whole tool call, then the
+    /// `"done": true` line with the counts, or the error line.
+    fn ollama(&self, parts: &[Part], end: Result<(u64, u64), &str>) -> Events {
+        let mut body = Events::default();
+        let line = |message: Value| {
+            format!(
+                "{}\n",
+                json!({"model": self.model, "created_at": "2025-01-01T00:00:00Z",
+                                    "message": message, "done": false})
+            )
+        };
+        for part in parts {
+            match part {
+                Part::Text(text) => {
+                    for piece in pieces(text, 3) {
+                        body.push_text(line(json!({"role": "assistant", "content": piece})));
+                    }
+                }
+                Part::Deltas(deltas) => {
+                    for piece in deltas {
+                        body.push_text(line(json!({"role": "assistant", "content": piece})));
+                    }
+                }
+                Part::ToolCall { name, args, .. } => {
+                    let arguments = serde_json::from_str::<Value>(args)
+                        .unwrap_or_else(|_| Value::String(args.clone()));
+                    body.push(line(json!({"role": "assistant", "content": "",
+                        "tool_calls": [{"function": {"name": name, "arguments": arguments}}]})));
+                }
+                Part::Thinking { text, .. } => {
+                    body.push(line(
+                        json!({"role": "assistant", "content": "", "thinking": text}),
+                    ));
+                }
+                Part::Redacted { .. } | Part::Reasoning { .. } => {}
+            }
+        }
+        match end {
+            Ok((input, output)) => body.push(format!(
+                "{}\n",
+                json!({"model": self.model,
+                "created_at": "2025-01-01T00:00:00Z",
+                "message": {"role": "assistant", "content": ""}, "done": true,
+                "done_reason": "stop", "total_duration": 1000, "prompt_eval_count": input,
+                "eval_count": output})
+            )),
+            Err(message) => body.push(format!("{}\n", json!({"error": message}))),
         }
         body
     }
@@ -847,7 +1139,7 @@ impl Sse {
             Wire::OpenAi => {
                 body.push(self.chunk(json!({"role": "assistant", "content": ""}), Value::Null));
             }
-            Wire::OpenAiOllamaStyle => {}
+            Wire::OpenAiOllamaStyle | Wire::Responses | Wire::Ollama => {}
         }
         body
     }
@@ -860,7 +1152,7 @@ impl Sse {
             let text: Vec<&str> = match part {
                 Part::Text(text) => pieces(text, 3),
                 Part::Deltas(deltas) => deltas.iter().map(String::as_str).collect(),
-                Part::ToolCall { .. } => Vec::new(),
+                _ => Vec::new(),
             };
             match (self.wire, part) {
                 (Wire::Anthropic, Part::Text(_) | Part::Deltas(_)) => {
@@ -913,6 +1205,35 @@ impl Sse {
                                                        "function": {"name": name, "arguments": args}}]});
                     body.push(self.chunk(whole, Value::Null));
                 }
+                (Wire::Anthropic, Part::Thinking { text, signature }) => {
+                    block_start(
+                        body,
+                        index,
+                        json!({"type": "thinking", "thinking": "", "signature": ""}),
+                    );
+                    for piece in pieces(text, 3) {
+                        body.push(delta(
+                            index,
+                            json!({"type": "thinking_delta", "thinking": piece}),
+                        ));
+                    }
+                    body.push(delta(
+                        index,
+                        json!({"type": "signature_delta", "signature": signature}),
+                    ));
+                    body.push(block_stop(index));
+                }
+                (Wire::Anthropic, Part::Redacted { data }) => {
+                    block_start(
+                        body,
+                        index,
+                        json!({"type": "redacted_thinking", "data": data}),
+                    );
+                    body.push(block_stop(index));
+                }
+                // Not part of these wires (Responses and Ollama have their own writers).
+                (_, Part::Thinking { .. } | Part::Redacted { .. } | Part::Reasoning { .. })
+                | (Wire::Responses | Wire::Ollama, _) => {}
             }
         }
     }
@@ -928,7 +1249,7 @@ impl Sse {
     fn envelope(&self, choices: Value, usage: Value) -> Value {
         let fingerprint = match self.wire {
             Wire::OpenAiOllamaStyle => json!("fp_ollama"),
-            Wire::Anthropic | Wire::OpenAi => Value::Null,
+            Wire::Anthropic | Wire::OpenAi | Wire::Responses | Wire::Ollama => Value::Null,
         };
         let mut chunk = json!({"id": format!("chatcmpl-mock-{}", self.number),
                                "object": "chat.completion.chunk", "created": CREATED,

@@ -106,6 +106,7 @@ fn done(outcome: Outcome, message: &str) -> AcpEvent {
         output: 0,
         outcome,
         message: message.into(),
+        cost: None,
     })
 }
 
@@ -385,12 +386,14 @@ async fn usage_reported_by_the_agent_reaches_the_turn_end() {
                 input: 12,
                 output: 34,
                 cached: 0,
+                cost: None,
             }),
             AcpEvent::Turn(Event::TurnDone {
                 input: 12,
                 output: 34,
                 outcome: Outcome::Done,
                 message: "done (end_turn)".into(),
+                cost: None,
             }),
         ]
     );

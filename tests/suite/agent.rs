@@ -7,7 +7,7 @@ use std::time::Duration;
 use agent_nvim::agent::{Agent, Event, Outcome};
 use agent_nvim::approval::Gate;
 use agent_nvim::editor::NoEditor;
-use agent_nvim::llm::{ApiKey, Client, ProviderConfig, ProviderKind};
+use agent_nvim::llm::{ApiKey, Client, OpenAiApi, ProviderConfig, ProviderKind, Tuning};
 use agent_nvim::tools::{Executor, Settings, ToolContext};
 use agent_nvim::workspace::Workspace;
 use serde_json::{json, Value};
@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use crate::support::mock_llm::{MockLlm, Pace, Part, Recorded, Reply, Wire};
 use crate::support::process::alive;
 
-const WIRES: [Wire; 2] = [Wire::Anthropic, Wire::OpenAi];
+/// The wire formats every turn-loop test runs in (Ollama's, which has no call ids, has its own).
+const WIRES: [Wire; 3] = [Wire::Anthropic, Wire::OpenAi, Wire::Responses];
 
 fn text(s: &str) -> Part {
     Part::Text(s.to_string())
@@ -38,15 +39,32 @@ fn turn(parts: Vec<Part>) -> Reply {
 }
 
 fn agent(mock: &MockLlm, wire: Wire, root: &Path, max_turns: u32) -> Agent {
+    agent_tuned(mock, wire, root, max_turns, Tuning::default())
+}
+
+/// [`agent`] with the model tuned (thinking, effort, model table); the Responses wire is chosen
+/// for [`Wire::Responses`].
+fn agent_tuned(
+    mock: &MockLlm,
+    wire: Wire,
+    root: &Path,
+    max_turns: u32,
+    mut tuning: Tuning,
+) -> Agent {
+    if wire == Wire::Responses {
+        tuning.api = OpenAiApi::Responses;
+    }
     let kind = match wire {
         Wire::Anthropic => ProviderKind::Anthropic,
-        Wire::OpenAi | Wire::OpenAiOllamaStyle => ProviderKind::OpenAi,
+        Wire::Ollama => ProviderKind::Ollama,
+        Wire::OpenAi | Wire::OpenAiOllamaStyle | Wire::Responses => ProviderKind::OpenAi,
     };
     let config = ProviderConfig {
         kind,
         model: "test-model".into(),
         base_url: mock.base_url(),
         api_key: Some(ApiKey::new("test-key".into())),
+        tuning,
     };
     let executor = Executor::new(ToolContext {
         workspace: Workspace::new(root).unwrap(),
@@ -111,8 +129,27 @@ fn last_message(event: &[Event]) -> String {
     }
 }
 
-/// The tool results a recorded request sends back, as (id, ok, text), in either wire format.
+/// The tool results a recorded request sends back, as (id, ok, text), in any wire format.
 fn results_sent(request: &Recorded) -> Vec<(String, bool, String)> {
+    if request.path.ends_with("/responses") {
+        let input = request.body["input"].as_array().unwrap();
+        let last_call = input
+            .iter()
+            .rposition(|m| m["type"] == "function_call")
+            .unwrap();
+        return input[last_call + 1..]
+            .iter()
+            .filter(|m| m["type"] == "function_call_output")
+            .map(|m| {
+                let output = m["output"].as_str().unwrap();
+                (
+                    m["call_id"].as_str().unwrap().to_string(),
+                    !output.starts_with("ERROR: "),
+                    output.trim_start_matches("ERROR: ").to_string(),
+                )
+            })
+            .collect();
+    }
     let messages = request.body["messages"].as_array().unwrap();
     if request.path.ends_with("/v1/messages") {
         let last = messages.last().unwrap();
@@ -321,7 +358,7 @@ async fn a_non_retryable_error_shows_status_message_and_request_id() {
             wire,
             vec![Reply::Status {
                 code: 400,
-                message: "prompt is too long".into(),
+                message: "max_tokens: Field required".into(),
                 retry_after: None,
             }],
         );
@@ -330,7 +367,7 @@ async fn a_non_retryable_error_shows_status_message_and_request_id() {
         assert_eq!(outcome, Outcome::Failed);
         let message = last_message(&events);
         assert!(message.starts_with("agent: API error 400: "), "{message}");
-        assert!(message.contains("prompt is too long"), "{message}");
+        assert!(message.contains("max_tokens: Field required"), "{message}");
         assert!(message.ends_with("(request id req_mock_1)"), "{message}");
     }
 }
@@ -547,4 +584,544 @@ async fn the_system_prompt_and_tools_are_byte_identical_across_requests() {
     );
     assert_eq!(requests[0].header("x-api-key"), Some("test-key"));
     assert_eq!(requests[0].header("anthropic-version"), Some("2023-06-01"));
+}
+
+fn thoughts(events: &[Event]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Thought { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_thinking_turn_sends_its_signed_and_redacted_thinking_back_in_place_before_the_tool_use()
+{
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "A\n").unwrap();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![
+                Part::Thinking {
+                    text: "The file may hold the answer.".into(),
+                    signature: "sig-EqQBCgIYAhIM".into(),
+                },
+                Part::Redacted {
+                    data: "EmwKAhgBEgy3va3p".into(),
+                },
+                text("Reading it."),
+                call("t1", "read_file", json!({"path": "a.txt"})),
+            ]),
+            turn(vec![
+                Part::Thinking {
+                    text: "It says A.".into(),
+                    signature: "sig-2".into(),
+                },
+                text("It says A."),
+            ]),
+        ],
+    );
+    let tuning = Tuning {
+        thinking: agent_nvim::llm::Thinking::Budget(4000),
+        ..Tuning::default()
+    };
+    let mut agent = agent_tuned(&mock, Wire::Anthropic, dir.path(), 40, tuning);
+    let (outcome, events) = prompt(&mut agent, "what is in a.txt?").await;
+    assert_eq!(outcome, Outcome::Done);
+    // The thinking streamed apart from the answer.
+    assert_eq!(thoughts(&events), "The file may hold the answer.It says A.");
+    assert_eq!(streamed_text(&events), "Reading it.It says A.");
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        let body = &request.body;
+        assert_eq!(
+            body["thinking"],
+            json!({"type": "enabled", "budget_tokens": 4000})
+        );
+        assert!(body["max_tokens"].as_u64().unwrap() > 4000, "{body}");
+        for forbidden in ["temperature", "top_k", "top_p", "tool_choice"] {
+            assert!(body.get(forbidden).is_none(), "{forbidden} sent: {body}");
+        }
+        assert_eq!(
+            request.header("anthropic-beta"),
+            Some("interleaved-thinking-2025-05-14")
+        );
+    }
+    // The second request's assistant message: the thinking block with its signature and the
+    // redacted block exactly as received, in their place before the text and the tool_use.
+    let assistant = &requests[1].body["messages"][1];
+    assert_eq!(assistant["role"], "assistant");
+    assert_eq!(
+        assistant["content"],
+        json!([
+            {"type": "thinking", "thinking": "The file may hold the answer.",
+             "signature": "sig-EqQBCgIYAhIM"},
+            {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3p"},
+            {"type": "text", "text": "Reading it."},
+            {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a.txt"}}
+        ])
+    );
+    // And the reply that ended the turn keeps its thinking for the next prompt's requests.
+    let last = agent.history().last().unwrap();
+    let agent_nvim::llm::Message::Assistant { reasoning, .. } = last else {
+        panic!("the last message should be the answer: {last:?}");
+    };
+    assert_eq!(reasoning[0].item["signature"], "sig-2");
+}
+
+#[tokio::test]
+async fn without_thinking_no_thinking_setting_or_beta_header_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start(Wire::Anthropic, vec![turn(vec![text("hi")])]);
+    let tuning = Tuning {
+        thinking: agent_nvim::llm::Thinking::Off,
+        ..Tuning::default()
+    };
+    let mut agent = agent_tuned(&mock, Wire::Anthropic, dir.path(), 40, tuning);
+    prompt(&mut agent, "hi").await;
+    let request = &mock.requests()[0];
+    assert!(request.body.get("thinking").is_none());
+    assert_eq!(request.body["max_tokens"], 16_000);
+    assert_eq!(request.header("anthropic-beta"), None);
+}
+
+#[tokio::test]
+async fn reasoning_effort_goes_in_the_chat_completions_body_and_the_responses_reasoning() {
+    for wire in [Wire::OpenAi, Wire::Responses] {
+        let dir = tempfile::tempdir().unwrap();
+        let mock = MockLlm::start(wire, vec![turn(vec![text("hi")])]);
+        let tuning = Tuning {
+            effort: Some("high".into()),
+            ..Tuning::default()
+        };
+        let mut agent = agent_tuned(&mock, wire, dir.path(), 40, tuning);
+        prompt(&mut agent, "hi").await;
+        let body = &mock.requests()[0].body;
+        match wire {
+            Wire::OpenAi => assert_eq!(body["reasoning_effort"], "high", "{body}"),
+            _ => assert_eq!(body["reasoning"], json!({"effort": "high"}), "{body}"),
+        }
+    }
+    // Not chosen: not sent.
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start(Wire::OpenAi, vec![turn(vec![text("hi")])]);
+    prompt(&mut agent(&mock, Wire::OpenAi, dir.path(), 40), "hi").await;
+    assert!(mock.requests()[0].body.get("reasoning_effort").is_none());
+}
+
+#[tokio::test]
+async fn the_responses_api_runs_a_call_in_pieces_and_sends_its_output_and_reasoning_back() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+    let mock = MockLlm::start(
+        Wire::Responses,
+        vec![
+            turn(vec![
+                Part::Reasoning {
+                    id: "rs_1".into(),
+                    summary: "Reading the file first.".into(),
+                    encrypted: "gAAAAB-enc-1".into(),
+                },
+                text("Let me read."),
+                call("call_7", "read_file", json!({"path": "a.txt"})),
+            ]),
+            turn(vec![text("It says alpha.")]),
+        ],
+    );
+    let mut agent = agent(&mock, Wire::Responses, dir.path(), 40);
+    let (outcome, events) = prompt(&mut agent, "read a.txt").await;
+    assert_eq!(outcome, Outcome::Done);
+    assert_eq!(streamed_text(&events), "Let me read.It says alpha.");
+    assert_eq!(thoughts(&events), "Reading the file first.");
+    let requests = mock.requests();
+    assert!(requests[0].path.ends_with("/v1/responses"));
+    let first = &requests[0].body;
+    assert_eq!(first["store"], false);
+    assert_eq!(first["stream"], true);
+    assert_eq!(first["include"], json!(["reasoning.encrypted_content"]));
+    assert!(first["instructions"]
+        .as_str()
+        .unwrap()
+        .contains("coding agent"));
+    let input = requests[1].body["input"].as_array().unwrap();
+    assert_eq!(
+        input[1],
+        json!({"id": "rs_1", "type": "reasoning",
+               "summary": [{"type": "summary_text", "text": "Reading the file first."}],
+               "encrypted_content": "gAAAAB-enc-1"}),
+        "the reasoning item goes back as it came, first"
+    );
+    assert_eq!(input[2]["type"], "message");
+    assert_eq!(
+        input[3],
+        json!({"type": "function_call", "call_id": "call_7", "name": "read_file",
+               "arguments": json!({"path": "a.txt"}).to_string()})
+    );
+    assert_eq!(input[4]["type"], "function_call_output");
+    assert_eq!(input[4]["call_id"], "call_7");
+    assert!(input[4]["output"].as_str().unwrap().contains("alpha"));
+}
+
+#[tokio::test]
+async fn a_failed_response_is_shown_with_its_message_and_the_next_prompt_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start(
+        Wire::Responses,
+        vec![
+            Reply::Failed {
+                message: "The model could not finish.".into(),
+            },
+            turn(vec![text("fine now")]),
+        ],
+    );
+    let mut agent = agent(&mock, Wire::Responses, dir.path(), 40);
+    let (outcome, events) = prompt(&mut agent, "hi").await;
+    assert_eq!(outcome, Outcome::Failed);
+    let error = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Error { message } => Some(message.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        error,
+        "agent: API error during the reply: server_error: The model could not finish."
+    );
+    let (outcome, events) = prompt(&mut agent, "again").await;
+    assert_eq!(
+        (outcome, streamed_text(&events)),
+        (Outcome::Done, "fine now".into())
+    );
+}
+
+#[tokio::test]
+async fn ollama_gets_num_ctx_from_the_model_table_and_a_model_without_tools_is_named_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "A\n").unwrap();
+    let mock = MockLlm::start(
+        Wire::Ollama,
+        vec![
+            turn(vec![call("ignored", "read_file", json!({"path": "a.txt"}))]),
+            turn(vec![text("read it")]),
+        ],
+    );
+    let mut tuning = Tuning::default();
+    tuning.models.insert(
+        "test-model".into(),
+        agent_nvim::llm::models::ModelEntry {
+            context: Some(32_768),
+            price: None,
+        },
+    );
+    let mut tuned = agent_tuned(&mock, Wire::Ollama, dir.path(), 40, tuning);
+    let (outcome, events) = prompt(&mut tuned, "read a.txt").await;
+    assert_eq!(outcome, Outcome::Done);
+    assert!(finished(&events)[0].1, "{events:?}");
+    let requests = mock.requests();
+    assert_eq!(requests[0].path, "/api/chat");
+    assert_eq!(requests[0].body["options"], json!({"num_ctx": 32768}));
+    // The result goes back under its tool's name, with the file's text.
+    let tool = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(tool["role"], "tool");
+    assert_eq!(tool["tool_name"], "read_file");
+    assert!(tool["content"].as_str().unwrap().contains('A'));
+
+    // An unknown model assumes a 128k window; Ollama's refusal of a model without tools says
+    // which model to take instead.
+    let mock = MockLlm::start(
+        Wire::Ollama,
+        vec![Reply::Status {
+            code: 400,
+            message: "registry.ollama.ai/library/test-model:latest does not support tools".into(),
+            retry_after: None,
+        }],
+    );
+    let mut untuned = agent(&mock, Wire::Ollama, dir.path(), 40);
+    let (outcome, events) = prompt(&mut untuned, "hi").await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(mock.requests()[0].body["options"]["num_ctx"], 128_000);
+    let message = last_message(&events);
+    assert!(
+        message.contains("test-model has no tool support")
+            && message.contains("ollama pull qwen3-coder"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn the_turns_cost_shows_with_a_configured_price_and_never_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let replies = || vec![turn(vec![text("hi")])];
+    // Unknown price: no cost anywhere.
+    let mock = MockLlm::start(Wire::Anthropic, replies());
+    let (_, events) = prompt(&mut agent(&mock, Wire::Anthropic, dir.path(), 40), "hi").await;
+    assert_eq!(last_message(&events), "done · 100 in / 20 out tokens");
+    assert!(events.iter().all(|e| !matches!(
+        e,
+        Event::Usage { cost: Some(_), .. } | Event::TurnDone { cost: Some(_), .. }
+    )));
+    // A price: 100 in × $3000 + 20 out × $6000 per million = $0.42.
+    let mut tuning = Tuning::default();
+    tuning.models.insert(
+        "test-model".into(),
+        agent_nvim::llm::models::ModelEntry {
+            context: None,
+            price: Some(agent_nvim::llm::Price {
+                input: 3000.0,
+                output: 6000.0,
+                cache_write: 3000.0,
+                cache_read: 300.0,
+            }),
+        },
+    );
+    let mock = MockLlm::start(Wire::Anthropic, replies());
+    let mut agent = agent_tuned(&mock, Wire::Anthropic, dir.path(), 40, tuning);
+    let (_, events) = prompt(&mut agent, "hi").await;
+    assert_eq!(
+        last_message(&events),
+        "done · 100 in / 20 out tokens · $0.42"
+    );
+    let Some(Event::TurnDone {
+        cost: Some(cost), ..
+    }) = events.last()
+    else {
+        panic!("{events:?}");
+    };
+    assert!((cost - 0.42).abs() < 1e-9, "{cost}");
+}
+
+/// The text blocks of every message of an Anthropic request, joined.
+fn sent_text(request: &Recorded) -> String {
+    request.body["messages"].to_string()
+}
+
+/// Every tool_use of an Anthropic request has its tool_result in the next message.
+fn every_call_has_its_result(request: &Recorded) -> bool {
+    let messages = request.body["messages"].as_array().unwrap();
+    messages.iter().enumerate().all(|(i, m)| {
+        let blocks = m["content"].as_array().unwrap();
+        blocks
+            .iter()
+            .filter(|b| b["type"] == "tool_use")
+            .all(|call| {
+                messages.get(i + 1).is_some_and(|next| {
+                    next["content"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|b| b["type"] == "tool_result" && b["tool_use_id"] == call["id"])
+                })
+            })
+    })
+}
+
+fn compacting_agent(mock: &MockLlm, root: &Path, context: u64) -> Agent {
+    let mut tuning = Tuning::default();
+    tuning.models.insert(
+        "test-model".into(),
+        agent_nvim::llm::models::ModelEntry {
+            context: Some(context),
+            price: None,
+        },
+    );
+    agent_tuned(mock, Wire::Anthropic, root, 40, tuning).with_compaction(0.8, 1)
+}
+
+fn compacted(events: &[Event]) -> Vec<(usize, u64, u64, String)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Compacted {
+                prompts,
+                before,
+                after,
+                summary,
+                ..
+            } => Some((*prompts, *before, *after, summary.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_request_over_compact_at_of_the_window_compacts_the_older_turns_before_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("a.txt"),
+        "A line of the file.\n".repeat(200),
+    )
+    .unwrap();
+    let full = |parts| Reply::Turn {
+        parts,
+        usage: (900, 10),
+    };
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            // Prompt 1: a tool call and its answer; the answer's request used 900 of 1,000.
+            turn(vec![call("t1", "read_file", json!({"path": "a.txt"}))]),
+            full(vec![text("first answer")]),
+            // Before prompt 2's request: the summary request.
+            turn(vec![text("SUMMARY: the user read a.txt, which says A.")]),
+            turn(vec![text("second answer")]),
+        ],
+    );
+    let mut agent = compacting_agent(&mock, dir.path(), 1000);
+    let (_, first) = prompt(&mut agent, "PROMPT-ONE read a.txt").await;
+    assert!(
+        compacted(&first).is_empty(),
+        "nothing to compact in one prompt"
+    );
+    let (outcome, events) = prompt(&mut agent, "PROMPT-TWO and now?").await;
+    assert_eq!(outcome, Outcome::Done);
+    assert_eq!(
+        streamed_text(&events),
+        "second answer",
+        "the summary is not the answer"
+    );
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4);
+    // The summary request: the older turn, then the ask.
+    let summary = &requests[2];
+    assert!(sent_text(summary).contains("PROMPT-ONE"));
+    assert!(sent_text(summary).contains("Summarize the conversation so far"));
+    assert!(!sent_text(summary).contains("PROMPT-TWO"));
+    // The request after it: the summary instead of the older turn, shorter, every call paired.
+    let after = &requests[3];
+    assert!(sent_text(after).contains("SUMMARY: the user read a.txt"));
+    assert!(sent_text(after).contains("PROMPT-TWO"));
+    assert!(!sent_text(after).contains("PROMPT-ONE"));
+    assert!(after.body.to_string().len() < requests[1].body.to_string().len());
+    assert!(every_call_has_its_result(after));
+    let shown = compacted(&events);
+    assert_eq!(shown.len(), 1, "{events:?}");
+    let (prompts, before, after_tokens, text) = &shown[0];
+    assert_eq!((*prompts, *before), (1, 900));
+    assert!(after_tokens < before, "{after_tokens}");
+    assert_eq!(text, "SUMMARY: the user read a.txt, which says A.");
+    assert_eq!(
+        agent_nvim::agent::compacted_line(*prompts, *before, 84_100),
+        "compacted 1 prompt (900 → 84.1k tokens)"
+    );
+    // The history is whole; only what is sent is compacted.
+    assert_eq!(agent.history().len(), 6);
+    assert_eq!(agent.messages().len(), 3);
+}
+
+#[tokio::test]
+async fn a_request_refused_as_too_long_is_compacted_and_sent_again_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let too_long = || Reply::Status {
+        code: 400,
+        message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
+        retry_after: None,
+    };
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![text("one")]),
+            too_long(),
+            turn(vec![text("SUMMARY of one")]),
+            turn(vec![text("two")]),
+        ],
+    );
+    let mut agent = compacting_agent(&mock, dir.path(), 200_000);
+    prompt(&mut agent, "PROMPT-ONE").await;
+    let (outcome, events) = prompt(&mut agent, "PROMPT-TWO").await;
+    assert_eq!(outcome, Outcome::Done, "{events:?}");
+    assert_eq!(streamed_text(&events), "two");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4);
+    assert!(sent_text(&requests[3]).contains("SUMMARY of one"));
+    assert!(!sent_text(&requests[3]).contains("PROMPT-ONE"));
+    assert_eq!(compacted(&events).len(), 1);
+
+    // Still too long after compacting: said plainly, once, and no loop.
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![text("one")]),
+            too_long(),
+            turn(vec![text("SUMMARY")]),
+            too_long(),
+        ],
+    );
+    let mut agent = compacting_agent(&mock, dir.path(), 200_000);
+    prompt(&mut agent, "PROMPT-ONE").await;
+    let (outcome, events) = prompt(&mut agent, "PROMPT-TWO").await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(mock.requests().len(), 4);
+    let message = last_message(&events);
+    assert!(
+        message.contains("prompt is too long") && message.contains("even after compacting"),
+        "{message}"
+    );
+    // A first prompt too long by itself: nothing to compact, and the message says so.
+    let mock = MockLlm::start(Wire::Anthropic, vec![too_long()]);
+    let mut agent = compacting_agent(&mock, dir.path(), 200_000);
+    let (outcome, events) = prompt(&mut agent, "HUGE").await;
+    assert_eq!(outcome, Outcome::Failed);
+    let message = last_message(&events);
+    assert!(
+        message.contains("this prompt alone is too long") && message.contains(":Agent new"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn compaction_on_demand_and_a_rewind_before_it_undoes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![text("one")]),
+            turn(vec![text("two")]),
+            turn(vec![text("SUMMARY of one")]),
+            turn(vec![text("three")]),
+        ],
+    );
+    let mut agent = compacting_agent(&mock, dir.path(), 200_000);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let cancel = CancellationToken::new();
+    // One prompt: nothing to compact, said.
+    prompt(&mut agent, "PROMPT-ONE").await;
+    let why = agent
+        .compact(agent_nvim::agent::Why::Asked, &tx, &cancel)
+        .await
+        .unwrap_err();
+    assert!(why.contains("nothing to compact yet"), "{why}");
+    prompt(&mut agent, "PROMPT-TWO").await;
+    agent
+        .compact(agent_nvim::agent::Why::Asked, &tx, &cancel)
+        .await
+        .unwrap();
+    drop(tx);
+    let mut events = Vec::new();
+    while let Some(e) = rx.recv().await {
+        events.push(e);
+    }
+    assert_eq!(compacted(&events)[0].0, 1);
+    prompt(&mut agent, "PROMPT-THREE").await;
+    let last = mock.requests().last().unwrap().clone();
+    assert!(!sent_text(&last).contains("PROMPT-ONE"));
+    assert!(sent_text(&last).contains("SUMMARY of one"));
+    // Back to before prompt 3: the compaction stood for prompt 1 only, so it stays; back to
+    // before prompt 1, it goes with what it stood for.
+    agent.truncate(4);
+    assert_eq!(agent.compactions().len(), 1);
+    assert_eq!(agent.messages().len(), 3);
+    agent.truncate(0);
+    assert!(agent.compactions().is_empty());
+    assert!(agent.messages().is_empty());
 }

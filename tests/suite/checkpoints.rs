@@ -68,7 +68,7 @@ async fn restoring_the_prompts_checkpoint_undoes_its_edits_and_commands_and_neve
     let (status_before, git_before) = users_repo(root);
 
     let mock = MockLlm::start(
-        Wire::OpenAi,
+        Wire::Ollama,
         vec![
             Reply::Turn {
                 parts: four_changes(),
@@ -87,6 +87,7 @@ async fn restoring_the_prompts_checkpoint_undoes_its_edits_and_commands_and_neve
         provider: Some("ollama".into()),
         model: Some("m".into()),
         base_url: Some(mock.base_url()),
+        tuning: Default::default(),
     };
     let built = session::build(&config, Box::new(|_, _| None), Arc::new(NoEditor)).unwrap();
     let checkpoints = built.checkpoints.clone().unwrap();

@@ -43,7 +43,18 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
         Some(UiEvent::Agent(Event::TurnStarted)) => UiEvent::Agent(Event::Text {
             text: "Hello\u{1b}[2J".into(),
         }),
-        Some(UiEvent::Agent(Event::Text { .. })) => UiEvent::Agent(Event::ToolStarted {
+        Some(UiEvent::Agent(Event::Text { .. })) => UiEvent::Agent(Event::Thought {
+            text: "weighing it\u{1b}[2J".into(),
+        }),
+        Some(UiEvent::Agent(Event::Thought { .. })) => UiEvent::Agent(Event::Compacted {
+            prompts: 3,
+            before: 84_100,
+            after: 6_200,
+            upto: 6,
+            summary: "the user asked\u{1b}[31m for X".into(),
+            cost: Some(0.01),
+        }),
+        Some(UiEvent::Agent(Event::Compacted { .. })) => UiEvent::Agent(Event::ToolStarted {
             id: "t1".into(),
             name: "run_bash".into(),
             args: serde_json::json!({"command": "ls", "nothing": null}),
@@ -131,6 +142,7 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             input: 10,
             output: 5,
             cached: 4,
+            cost: None,
         }),
         Some(UiEvent::Agent(Event::Usage { .. })) => UiEvent::Agent(Event::ToolFinished {
             id: "t1".into(),
@@ -146,6 +158,7 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             output: 5,
             outcome: Outcome::Done,
             message: "done".into(),
+            cost: None,
         }),
         Some(UiEvent::Agent(Event::TurnDone { .. })) => UiEvent::Reviewable {
             checkpoint: "0123456789abcdef".into(),
@@ -235,7 +248,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 23, "{kinds:?}");
+    assert_eq!(kinds.len(), 24, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])
@@ -292,6 +305,7 @@ async fn an_event_lua_cannot_handle_or_that_raises_is_reported() {
                 input: 1,
                 output: 1,
                 cached: 0,
+                cost: None,
             }),
             UiEvent::Agent(Event::Text { text: "ok".into() }),
         ],
@@ -411,7 +425,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
              rpc.prompt('hi') rpc.cancel() rpc.new() \
              rpc.acp('test', {{ '{agent}' }}, {{ A = '1' }}) \
              rpc.resume('20261201-123456-ab12') rpc.rewind(2, 'code') \
-             rpc.files('calc', 5, function() end)"
+             rpc.files('calc', 5, function() end) rpc.compact()"
         ),
         vec![],
     )
@@ -423,7 +437,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
         methods,
         [
             "start", "decide", "decide", "decide", "decide", "decide", "decide", "prompt",
-            "cancel", "new", "acp", "resume", "rewind", "files"
+            "cancel", "new", "acp", "resume", "rewind", "files", "compact"
         ]
     );
     for name in method::ALL {

@@ -68,12 +68,14 @@ fn conversation() -> Vec<UiEvent> {
             input: 120,
             output: 30,
             cached: 0,
+            cost: None,
         }),
         UiEvent::Agent(Event::TurnDone {
             input: 120,
             output: 30,
             outcome: Outcome::Done,
             message: "done".into(),
+            cost: None,
         }),
         // Its done row offers the diff of what it changed (a key and a hint after the row).
         UiEvent::Reviewable {
@@ -144,6 +146,7 @@ fn conversation() -> Vec<UiEvent> {
             output: 60,
             outcome: Outcome::Failed,
             message: "agent: the server hung up".into(),
+            cost: None,
         }),
         // A resumed conversation's cut (the handler reads the buffer back), then a new turn.
         UiEvent::Rewound {
@@ -162,6 +165,7 @@ fn conversation() -> Vec<UiEvent> {
             output: 1,
             outcome: Outcome::Done,
             message: "done".into(),
+            cost: None,
         }),
     ]
 }
@@ -323,6 +327,7 @@ async fn a_resumed_chat_with_outputs_after_its_rows_looks_as_the_live_one_did() 
             output: 1,
             outcome: Outcome::Done,
             message: "done".into(),
+            cost: None,
         }));
         events
     };
@@ -418,6 +423,7 @@ async fn forty_rows_shown() -> (Nvim, Vec<UiEvent>) {
         output: 1,
         outcome: Outcome::Done,
         message: "done".into(),
+        cost: None,
     }));
     shown_in_batches(&nvim, &events, events.len()).await;
     let outputs = (0..40)

@@ -384,7 +384,8 @@ async fn hash_selection_and_quickfix_attach_their_lines_and_a_resumed_chat_shows
          calc.py, lines 2-3:\n2:     return a + b\n3: \n```\n\n\
          [attached: # quickfix (24 chars)]\n```\ncalc.py:4:1: SyntaxError\n```"
     );
-    // /model is :Agent model (the status line shows the new one); /compact is not built yet.
+    // /model is :Agent model (the status line shows the new one); /compact is :Agent compact,
+    // which has nothing to compact in one prompt and says so.
     nvim.lua(
         "require('agent.slash').run('/model fast-model', require('agent'))",
         vec![],
@@ -397,13 +398,10 @@ async fn hash_selection_and_quickfix_attach_their_lines_and_a_resumed_chat_shows
         vec![],
     )
     .await;
-    assert!(
-        nvim.messages()
-            .await
-            .contains("agent: /compact is not built yet"),
-        "{}",
-        nvim.messages().await
-    );
+    nvim.wait_for_line(CHAT, "agent: not compacted: nothing to compact yet")
+        .await;
+    nvim.wait_for("require('agent').status().state == 'idle'")
+        .await;
     // Resumed, the prompt shows as typed with the same rows, their text folded again.
     let id = nvim
         .lua("return require('agent').sessions()[1].id", vec![])

@@ -300,8 +300,8 @@ async fn diff_all_and_diff_differ_when_two_prompts_changed_different_files_and_d
     assert_eq!(
         hints,
         Value::Array(vec![
-            Value::from("done · 20 in / 10 out tokens  d: diff (1 file changed)"),
-            Value::from("done · 20 in / 10 out tokens  d: diff (2 files changed)"),
+            Value::from("done · 20 in / 10 out tokens · <$0.01  d: diff (1 file changed)"),
+            Value::from("done · 20 in / 10 out tokens · <$0.01  d: diff (2 files changed)"),
         ])
     );
 

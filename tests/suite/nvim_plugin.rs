@@ -56,8 +56,16 @@ async fn setup_validates_fields_by_dotted_path_and_warns_about_unknown_keys() {
         setup: String::new(),
     })
     .await;
-    nvim.lua("require('agent').setup({ keymaps = { ask = 3 }, window = { side = 'up' }, colour = 'red' })", vec![]).await;
+    nvim.lua("require('agent').setup({ keymaps = { ask = 3 }, window = { side = 'up' }, colour = 'red', \
+              thinking = { budget = 10 }, reasoning = { effort = 'max' }, openai = { api = 'soap' }, \
+              models = { m = { price = { input = 'x', output = 1 } } } })", vec![]).await;
     let messages = nvim.messages().await;
+    for path in ["thinking", "reasoning", "openai.api", "models"] {
+        assert!(
+            messages.contains(&format!("agent: `{path}` should be")),
+            "{path}: {messages}"
+        );
+    }
     assert!(
         messages.contains("agent: `keymaps.ask` should be"),
         "{messages}"
@@ -449,6 +457,8 @@ async fn help_agent_finds_its_tags() {
         "agent-processes",
         "agent-acp",
         "agent-rewind",
+        "agent-models",
+        "agent-compact",
         "agent-health",
     ] {
         nvim.cmd(&format!("help {tag}")).await;

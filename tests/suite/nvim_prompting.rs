@@ -630,3 +630,142 @@ async fn a_tool_loop_reads_its_history_from_the_prompt_cache_and_the_status_line
         rmpv::Value::from(0)
     );
 }
+
+#[tokio::test]
+async fn a_thinking_models_thoughts_fold_in_the_chat_and_a_priced_conversation_shows_its_cost() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            Reply::Turn {
+                parts: vec![
+                    Part::Thinking {
+                        text: "First I will look.\nThen answer.".into(),
+                        signature: "sig-nvim-1".into(),
+                    },
+                    Part::ToolCall {
+                        id: "t1".into(),
+                        name: "read_file".into(),
+                        args: json!({"path": "a.txt"}).to_string(),
+                    },
+                ],
+                usage: (1, 1),
+            },
+            answer("It is small."),
+        ],
+    );
+    // 11 in × $3000 + 3 out × $6000 per million: $0.051.
+    let nvim = start(
+        &mock,
+        "thinking = { budget = 2048 }, models = { ['claude-sonnet-4-5'] = { price = { input = 3000, output = 6000 } } }",
+    )
+    .await;
+    nvim.write("a.txt", "tiny\n");
+    nvim.cmd("Agent how big is a.txt?").await;
+    let lines = nvim.wait_for_line(CHAT, "done · ").await;
+    let body = lines.join("\n");
+    assert!(
+        body.contains("… thought (2 lines)\n  First I will look.\n  Then answer."),
+        "{body}"
+    );
+    assert!(
+        body.contains("done · 11 in / 3 out tokens · $0.05"),
+        "{body}"
+    );
+    // Folded closed, dimmed.
+    let (folded, hl) = {
+        let v = nvim
+            .lua(
+                "local buf = vim.fn.bufnr('agent://chat') local w = vim.fn.win_findbuf(buf)[1] \
+                 local row = vim.fn.match(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '^… thought') \
+                 local marks = vim.api.nvim_buf_get_extmarks(buf, -1, { row, 0 }, { row, -1 }, { details = true }) \
+                 local hl = '' for _, m in ipairs(marks) do hl = hl .. ' ' .. tostring(m[4].hl_group) end \
+                 return { vim.api.nvim_win_call(w, function() return vim.fn.foldclosed(row + 1) end), hl }",
+                vec![],
+            )
+            .await;
+        let items = v.as_array().unwrap().clone();
+        (
+            items[0].as_i64().unwrap(),
+            items[1].as_str().unwrap().to_string(),
+        )
+    };
+    assert!(folded > 0, "the thought is folded closed");
+    assert!(hl.contains("AgentThought"), "{hl}");
+    // setup()'s budget reached the request, and the thinking went back signed.
+    let requests = mock.requests();
+    assert_eq!(requests[0].body["thinking"]["budget_tokens"], 2048);
+    assert_eq!(
+        requests[1].body["messages"][1]["content"][0],
+        json!({"type": "thinking", "thinking": "First I will look.\nThen answer.",
+               "signature": "sig-nvim-1"})
+    );
+    // The winbar shows the conversation's cost.
+    let bar = nvim.wait_for_screen("$0.05").await;
+    assert!(bar.contains("11 in / 3 out · $0.05"), "{bar}");
+    assert_eq!(
+        nvim.lua("return require('agent').status().cost > 0.05", vec![])
+            .await,
+        rmpv::Value::from(true)
+    );
+}
+
+#[tokio::test]
+async fn agent_compact_folds_the_summary_in_the_chat_and_the_next_prompt_is_sent_it() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            answer("first answer"),
+            answer("second answer"),
+            answer("SUMMARY: asked twice.\nBoth answered."),
+            answer("third answer"),
+        ],
+    );
+    let nvim = start(&mock, "keep_turns = 1").await;
+    nvim.cmd("Agent PROMPT-ONE").await;
+    nvim.wait_for_line(CHAT, "first answer").await;
+    nvim.wait_for("require('agent').status().state == 'idle'")
+        .await;
+    nvim.cmd("Agent PROMPT-TWO").await;
+    nvim.wait_for_line(CHAT, "second answer").await;
+    nvim.wait_for("require('agent').status().state == 'idle'")
+        .await;
+    nvim.cmd("Agent compact").await;
+    let lines = nvim.wait_for_line(CHAT, "compacted 1 prompt (").await;
+    let body = lines.join("\n");
+    assert!(
+        body.contains("  SUMMARY: asked twice.\n  Both answered."),
+        "{body}"
+    );
+    let row = lines
+        .iter()
+        .find(|l| l.starts_with("compacted 1 prompt ("))
+        .unwrap();
+    assert!(row.ends_with(" tokens)") && row.contains(" → "), "{row}");
+    nvim.wait_for("require('agent').status().state == 'idle'")
+        .await;
+    let folded = nvim
+        .lua(
+            "local buf = vim.fn.bufnr('agent://chat') local w = vim.fn.win_findbuf(buf)[1] \
+             local row = vim.fn.match(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '^compacted') + 1 \
+             return vim.api.nvim_win_call(w, function() return vim.fn.foldclosed(row) end)",
+            vec![],
+        )
+        .await;
+    assert!(
+        folded.as_i64().unwrap() > 0,
+        "the summary is folded: {folded:?}"
+    );
+    nvim.cmd("Agent PROMPT-THREE").await;
+    nvim.wait_for_line(CHAT, "third answer").await;
+    let requests = mock.requests();
+    assert!(requests[2].body["messages"]
+        .to_string()
+        .contains("Summarize the conversation so far"));
+    let sent = requests[3].body["messages"].to_string();
+    assert!(sent.contains("SUMMARY: asked twice."), "{sent}");
+    assert!(!sent.contains("PROMPT-ONE"), "{sent}");
+    assert!(
+        sent.contains("PROMPT-TWO") && sent.contains("PROMPT-THREE"),
+        "{sent}"
+    );
+}

@@ -71,7 +71,7 @@ fn streams_text_and_tool_rows_then_the_done_line_and_exits_0() {
     );
     assert_eq!(
         stdout,
-        "Reading it.\n▸ read a.txt (6 chars)\nIt says alpha.\ndone · 2400 in / 68 out tokens\n"
+        "Reading it.\n▸ read a.txt (6 chars)\nIt says alpha.\ndone · 2.4k in / 68 out tokens · $0.01\n"
     );
     let first = &mock.requests()[0];
     assert_eq!(first.header("x-api-key"), Some(SECRET));
@@ -293,7 +293,7 @@ fn a_redirect_to_another_origin_is_not_followed_so_the_key_stays_home() {
         let elsewhere = MockLlm::start(wire, vec![turn(vec![Part::Text("stolen".into())])]);
         let endpoint = match wire {
             Wire::Anthropic => "/v1/messages",
-            Wire::OpenAi | Wire::OpenAiOllamaStyle => "/chat/completions",
+            _ => "/chat/completions",
         };
         let target = format!("{}{endpoint}", elsewhere.base_url());
         let mock = MockLlm::start(
@@ -418,7 +418,7 @@ fn the_models_text_and_tool_rows_cannot_control_the_terminal() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         stdout,
-        "fine\\e[8m hidden\\e[0m\\r\\e[1A\\u{202e}!\n▸ $ true #\\r\\e[2Kls -> exit 0\nok\ndone · 2400 in / 68 out tokens\n"
+        "fine\\e[8m hidden\\e[0m\\r\\e[1A\\u{202e}!\n▸ $ true #\\r\\e[2Kls -> exit 0\nok\ndone · 2.4k in / 68 out tokens · $0.01\n"
     );
 }
 
@@ -532,7 +532,7 @@ fn agents_md_goes_into_the_system_prompt_said_on_stderr_and_no_instructions_read
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "ok\ndone · 1200 in / 34 out tokens\n"
+        "ok\ndone · 1.2k in / 34 out tokens · <$0.01\n"
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

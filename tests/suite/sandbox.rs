@@ -265,6 +265,7 @@ async fn system_prompt_with(sandbox: Sandbox) -> String {
         model: "test-model".into(),
         base_url: mock.base_url(),
         api_key: Some(ApiKey::new("test-key".into())),
+        tuning: Default::default(),
     };
     let client = Client::new(config, &executor.catalogue()).unwrap();
     let mut agent = Agent::new(client, executor, 4);

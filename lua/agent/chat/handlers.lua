@@ -241,6 +241,7 @@ function handlers.turn_started()
   H.done = nil
   status.current.turn = true
   status.current.input, status.current.output, status.current.cached = 0, 0, 0
+  status.current.cost = nil
   render.blank_line()
   render.put("## Agent", "AgentAgentHeader")
   render.put("\n\n")
@@ -389,8 +390,36 @@ function handlers.tool_output(e)
   end
 end
 
+-- The older part of the conversation was compacted: a folded row holding the summary.
+function handlers.compacted(e)
+  local prompts = tonumber(e.prompts) or 0
+  local title = ("compacted %d prompt%s (%s → %s tokens)"):format(
+    prompts,
+    prompts == 1 and "" or "s",
+    status.count(tonumber(e.before) or 0),
+    status.count(tonumber(e.after) or 0)
+  )
+  local block = render.block("compacted", title, "AgentNotice")
+  local row = render.row_of(block)
+  if row then
+    render.write_row(block, row, title, "AgentNotice", render.indented(tostring(e.summary or "")), {
+      output_hl = "AgentThought",
+    })
+  end
+  render.end_block("")
+  local cost = tonumber(e.cost)
+  if cost then
+    local s = status.current
+    s.spent, s.costed = (s.spent or 0) + cost, true
+  end
+  status.render()
+end
+
 -- The backend takes the next prompt now (after `turn_done`, once the turn is saved).
 function handlers.idle()
+  if status.current.state == "compacting" then
+    status.set("idle")
+  end
   if M.on_idle then
     vim.schedule(M.on_idle)
   end
@@ -418,12 +447,20 @@ end
 function handlers.usage(e)
   local s = status.current
   s.input, s.output, s.cached = e.input or s.input, e.output or s.output, e.cached or s.cached
+  s.cost = tonumber(e.cost)
   status.render()
 end
 
 function handlers.turn_done(e)
   local s = status.current
   s.input, s.output = e.input or s.input, e.output or s.output
+  local cost = tonumber(e.cost)
+  if cost then
+    s.spent, s.costed = (s.spent or 0) + cost, true
+  elseif (s.input or 0) > 0 then
+    s.priced = false -- a turn of unknown price: the conversation's cost is unknown from now on
+  end
+  s.cost = nil
   s.turn = false
   s.tool, s.command = nil, nil
   H.running_tool = nil

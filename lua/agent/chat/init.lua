@@ -62,6 +62,7 @@ function M.status()
     input = s.input,
     output = s.output,
     cached = s.cached,
+    cost = status.cost(),
     provider = s.provider,
     model = s.model,
   }
@@ -107,7 +108,13 @@ function M.clear(running)
   render.clear()
   local s = status.current
   s.input, s.output, s.turn = 0, 0, false
+  s.spent, s.priced, s.costed, s.cost = 0, true, false, nil
   status.set(running and "idle" or "off")
+end
+
+--- `:Agent compact` was sent: the winbar says so until the backend is idle again.
+function M.compacting()
+  status.set("compacting")
 end
 
 --- Holds buffer writes and winbar redraws until end_batch(), so one batch of events is one

@@ -13,7 +13,7 @@ H.COMMAND_CHARS = 40
 
 --- The state: `state`, the token counts of the turn, whether a turn is running (`turn`), and
 --- what the winbar names (provider, model, tool, command and since when, retry attempt).
-M.current = { state = "off", input = 0, output = 0, cached = 0, turn = false }
+M.current = { state = "off", input = 0, output = 0, cached = 0, turn = false, spent = 0, priced = true }
 H.timer = nil
 H.held = false -- a batch of events is being handled: the winbar is drawn once, at its end
 H.stale = false -- something changed while held
@@ -38,7 +38,11 @@ end
 ---@return boolean
 function M.busy()
   local state = M.current.state
-  return state == "thinking" or state == "running" or state == "approval" or state == "retrying"
+  return state == "thinking"
+    or state == "running"
+    or state == "approval"
+    or state == "retrying"
+    or state == "compacting"
 end
 
 --- What the winbar's left side says: "idle", "running `cargo test` 12s", ...
@@ -53,10 +57,39 @@ function M.text()
     return "running " .. (s.tool or "a tool")
   elseif s.state == "approval" then
     return "waiting for approval"
+  elseif s.state == "compacting" then
+    return "compacting the conversation"
   elseif s.state == "retrying" then
     return ("retrying (attempt %d)"):format(s.attempt or 0)
   end
   return s.state
+end
+
+--- What the conversation has cost in dollars: the turns that ended and the one running; nil
+--- until a turn with a known price ended or while any turn's price was unknown (never a wrong
+--- figure).
+---@return number?
+function M.cost()
+  local s = M.current
+  local running = s.turn and s.cost or nil
+  if not s.priced then
+    return nil -- an earlier turn's price was unknown
+  elseif s.turn and running == nil and (s.input or 0) > 0 then
+    return nil -- this turn's is
+  elseif not s.costed and running == nil then
+    return nil -- nothing priced yet
+  end
+  return (s.spent or 0) + (running or 0)
+end
+
+--- A cost as the chat shows it: `$0.42`, `<$0.01` for less than a cent.
+---@param cost number
+---@return string
+function M.dollars(cost)
+  if cost > 0 and cost < 0.005 then
+    return "<$0.01"
+  end
+  return ("$%.2f"):format(cost)
 end
 
 --- Holds the winbar's redraws while a batch of events is handled (`true`), then draws it once if
@@ -82,15 +115,17 @@ function M.render()
   end
   local s = M.current
   local left = M.text()
-  local count = H.count
+  local count = M.count
   local cached = (s.cached or 0) > 0 and (" (%s cached)"):format(count(s.cached)) or ""
   local tokens = ("%s in%s / %s out"):format(count(s.input), cached, count(s.output))
   local bare = ("%s in / %s out"):format(count(s.input), count(s.output)) -- when narrow
   local full = s.model and (s.model .. " · " .. tokens) or tokens
+  local cost = M.cost()
+  local spent = cost and (" · " .. M.dollars(cost)) or ""
   for _, win in ipairs(window.chat_windows()) do
     local room = vim.api.nvim_win_get_width(win) - vim.fn.strdisplaywidth(left) - 3
     local right = ""
-    for _, candidate in ipairs({ full, tokens, bare }) do
+    for _, candidate in ipairs({ full .. spent, tokens .. spent, bare .. spent, bare }) do
       if vim.fn.strdisplaywidth(candidate) <= room then
         right = candidate
         break
@@ -101,8 +136,10 @@ function M.render()
   end
 end
 
--- A token count as the winbar shows it: `800`, `12.3k`, `1.2M`.
-function H.count(n)
+--- A token count as the winbar shows it: `800`, `12.3k`, `1.2M`.
+---@param n integer
+---@return string
+function M.count(n)
   if n < 1000 then
     return tostring(n)
   elseif n < 999950 then

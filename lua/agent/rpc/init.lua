@@ -26,7 +26,7 @@ H.files_waiting = nil ---@type { seq: integer, done: function }?
 
 --- The protocol this file speaks; a backend announcing another one is stopped, with a message
 --- saying how to rebuild it.
-M.PROTOCOL = 8
+M.PROTOCOL = 9
 
 --- The plugin's root: the directory holding lua/ and plugin/.
 M.plugin_root = paths.root
@@ -185,6 +185,11 @@ end
 ---@return string? err
 function M.file_at(checkpoint, path)
   return wire.request(wire.request_name.FILE_AT, { checkpoint = checkpoint, path = path })
+end
+
+--- Compacts the conversation now (`:Agent compact`): a `compacted` event or an error, then `idle`.
+function M.compact()
+  wire.notify(wire.method.COMPACT)
 end
 
 --- Cancels the running turn.

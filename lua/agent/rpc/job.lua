@@ -152,6 +152,12 @@ function M.ensure()
     },
     auto_allow_sandboxed = config.auto_allow_sandboxed,
     instructions = config.instructions == false and {} or config.instructions,
+    thinking = config.thinking == false and 0 or (type(config.thinking) == "table" and config.thinking.budget or nil),
+    reasoning_effort = type(config.reasoning) == "table" and config.reasoning.effort or nil,
+    openai_api = config.openai and config.openai.api or nil,
+    compact_at = config.compact_at == false and 0 or config.compact_at,
+    keep_turns = config.keep_turns,
+    models = H.model_entries(config.models),
   })
   return true
 end
@@ -167,6 +173,19 @@ function M.shutdown()
 end
 
 -- Helpers ------------------------------------------------------------------------------------
+
+--- setup()'s `models` entries by name (the list of names stays here, for :Agent model); nil
+--- when there are none (an empty table would go as a list).
+function H.model_entries(models)
+  local entries
+  for name, entry in pairs(models or {}) do
+    if type(name) == "string" and type(entry) == "table" then
+      entries = entries or {}
+      entries[name] = entry
+    end
+  end
+  return entries
+end
 
 function H.forget()
   H.job, H.info, H.workspace = nil, nil, nil

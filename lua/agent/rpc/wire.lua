@@ -18,6 +18,7 @@ M.method = {
   RESUME = "resume",
   REWIND = "rewind",
   FILES = "files",
+  COMPACT = "compact",
 }
 
 --- The request names (protocol.rs `request`).

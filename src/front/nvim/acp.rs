@@ -243,6 +243,7 @@ impl Bridge {
                     output: 0,
                     outcome: Outcome::Failed,
                     message,
+                    cost: None,
                 }));
             }
         }
@@ -316,6 +317,7 @@ mod tests {
                     output: 0,
                     outcome: Outcome::Done,
                     message: picked,
+                    cost: None,
                 }));
                 Outcome::Done
             })
@@ -478,7 +480,8 @@ mod tests {
                 input: 0,
                 output: 0,
                 outcome: Outcome::Failed,
-                message: failed.into()
+                message: failed.into(),
+                cost: None,
             })
         );
     }

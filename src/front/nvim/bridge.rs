@@ -303,6 +303,12 @@ impl Bridge {
     }
 
     pub(super) async fn prompt(&self, prompt: Prompt) {
+        self.turn(Some(prompt.text)).await
+    }
+
+    /// Runs a turn: the prompt `text`, or a compaction (`:Agent compact`) without one. Either
+    /// holds `busy` to its end, can be stopped with `cancel`, and ends with `idle`.
+    async fn turn(&self, text: Option<String>) {
         let conversation = self.state.conversation.lock().await.clone();
         let Some(conversation) = conversation else {
             return self.error("agent: the backend was not started; run :Agent again");
@@ -320,7 +326,21 @@ impl Bridge {
             let checkpoints = bridge.of_session(|s| s.checkpoints.clone()).await;
             let checkpoints = checkpoints.ok().flatten();
             let before = checkpoints.as_ref().and_then(|c| c.last_prompt());
-            let outcome = conversation.prompt(prompt.text, &events, &token).await;
+            let outcome = match text {
+                Some(text) => conversation.prompt(text, &events, &token).await,
+                None => match conversation.compact(&events, &token).await {
+                    Ok(()) => crate::agent::Outcome::Done,
+                    Err(err) => {
+                        crate::agent::Report::report(
+                            &events,
+                            crate::agent::Event::Error {
+                                message: format!("agent: {err}"),
+                            },
+                        );
+                        crate::agent::Outcome::Failed
+                    }
+                },
+            };
             drop(events);
             let _ = forwarder.await;
             tracing::info!(name = conversation.name(), ?outcome, "turn ended");
@@ -852,6 +872,7 @@ async fn rewind_points(
 /// The session `start` configures: the plugin's options, anything unset or out of range at its
 /// default.
 fn session_config(start: Start) -> std::result::Result<SessionConfig, String> {
+    let tuning = start.tuning();
     let rules = start
         .permissions
         .as_ref()
@@ -898,11 +919,21 @@ fn session_config(start: Start) -> std::result::Result<SessionConfig, String> {
         .map(PathBuf::from);
     config.saved_rules = config.state_dir.clone();
     config.provider = ProviderChoice {
+        tuning,
         provider: start.provider.filter(|p| !p.is_empty()),
         model: start.model.filter(|m| !m.is_empty()),
         base_url: start.base_url.filter(|u| !u.is_empty()),
     };
     config.max_turns = start.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
+    if let Some(at) = start
+        .compact_at
+        .filter(|a| a.is_finite() && (0.0..=1.0).contains(a))
+    {
+        config.compact_at = at;
+    }
+    if let Some(keep) = start.keep_turns.filter(|k| *k > 0) {
+        config.keep_turns = keep as usize;
+    }
     if let Some(files) = start.instructions {
         config.instructions = files.into_iter().filter(|f| !f.is_empty()).collect();
     }
@@ -932,6 +963,7 @@ impl Handler for Bridge {
                 Ok(prompt) => self.prompt(prompt).await,
                 Err(err) => self.error(format!("agent: bad prompt message ({err})")),
             },
+            method::COMPACT => self.turn(None).await,
             method::ACP => match arg::<protocol::AcpStart>(args) {
                 Ok(start) => self.start_external(start).await,
                 Err(err) => self.error(format!("agent: bad acp message ({err})")),
@@ -1093,6 +1125,7 @@ mod tests {
         let answer = || sessions::Saved::Assistant {
             text: "ok".into(),
             calls: vec![],
+            reasoning: Vec::new(),
         };
         let prompt = |text: &str| Record::Prompt { text: text.into() };
         let model = |messages| Record::Model { messages };

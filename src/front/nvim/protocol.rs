@@ -21,7 +21,7 @@ use crate::display::{self, Layout};
 
 /// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
 /// says how to rebuild it.
-pub const PROTOCOL: u32 = 8;
+pub const PROTOCOL: u32 = 9;
 
 /// The Lua functions Rust calls, as the code given to `nvim_exec_lua` (`...` are its arguments).
 /// Each lives in `agent.rpc` (the module Lua users and tests `require`).
@@ -80,9 +80,13 @@ pub mod method {
     /// [`super::Rewind`]: go back to before a prompt of the current conversation (its code, its
     /// history or both); answered with `rewound`, or an error saying why nothing changed.
     pub const REWIND: &str = "rewind";
+    /// No argument: compact the conversation now (`:Agent compact`), as a turn of its own
+    /// (refused while one runs; `cancel` stops it): a `compacted` event, or an error saying
+    /// why nothing was compacted, then `idle`.
+    pub const COMPACT: &str = "compact";
     /// Every method above, for the test that checks Lua sends each one.
-    pub const ALL: [&str; 9] = [
-        START, PROMPT, CANCEL, NEW, DECIDE, ACP, RESUME, REWIND, FILES,
+    pub const ALL: [&str; 10] = [
+        START, PROMPT, CANCEL, NEW, DECIDE, ACP, RESUME, REWIND, FILES, COMPACT,
     ];
 }
 
@@ -255,6 +259,90 @@ pub struct Start {
     /// for under, in order; empty (`false` in setup): none; nil: AGENTS.md, then CLAUDE.md.
     #[serde(default)]
     pub instructions: Option<Vec<String>>,
+    /// `setup({ thinking = ... })`: the Anthropic thinking budget in tokens, 0 for off
+    /// (`false`); nil: on for the models that think.
+    #[serde(default)]
+    pub thinking: Option<u32>,
+    /// `setup({ reasoning = { effort = ... } })`: OpenAI's reasoning effort; nil: not sent.
+    #[serde(default)]
+    pub reasoning_effort: Option<String>,
+    /// `setup({ openai = { api = ... } })`: `chat` or `responses`; nil: Chat Completions except
+    /// for the models served only through the Responses API.
+    #[serde(default)]
+    pub openai_api: Option<String>,
+    /// `setup({ models = { [name] = { ... } } })`: the entries by name (the list of names
+    /// stays in Lua, for `:Agent model`).
+    #[serde(default)]
+    pub models: Option<std::collections::BTreeMap<String, ModelOptions>>,
+    /// `setup({ compact_at = ... })`: the share of the window that starts a compaction, 0
+    /// (`false`) for never by itself; nil: 0.8.
+    #[serde(default)]
+    pub compact_at: Option<f64>,
+    /// `setup({ keep_turns = ... })`: the prompt-answer pairs a compaction keeps; nil: 4.
+    #[serde(default)]
+    pub keep_turns: Option<u32>,
+}
+
+/// One entry of [`Start::models`].
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ModelOptions {
+    /// The context window in tokens.
+    #[serde(default)]
+    pub context: Option<u64>,
+    /// Dollars per million tokens.
+    #[serde(default)]
+    pub price: Option<PriceOptions>,
+}
+
+/// [`ModelOptions::price`]: the cache prices default to the input price.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PriceOptions {
+    pub input: f64,
+    pub output: f64,
+    #[serde(default)]
+    pub cache_write: Option<f64>,
+    #[serde(default)]
+    pub cache_read: Option<f64>,
+}
+
+impl Start {
+    /// The model tuning these settings ask for.
+    pub fn tuning(&self) -> crate::llm::Tuning {
+        use crate::llm::{models::ModelEntry, OpenAiApi, Price, Thinking};
+        let thinking = match self.thinking {
+            None => Thinking::Auto,
+            Some(0) => Thinking::Off,
+            Some(n) => Thinking::Budget(n),
+        };
+        let models = self
+            .models
+            .iter()
+            .flatten()
+            .map(|(name, entry)| {
+                let price = entry.price.as_ref().map(|p| Price {
+                    input: p.input,
+                    output: p.output,
+                    cache_write: p.cache_write.unwrap_or(p.input),
+                    cache_read: p.cache_read.unwrap_or(p.input),
+                });
+                let entry = ModelEntry {
+                    context: entry.context.filter(|c| *c > 0),
+                    price,
+                };
+                (name.clone(), entry)
+            })
+            .collect();
+        crate::llm::Tuning {
+            thinking,
+            effort: self.reasoning_effort.clone().filter(|e| !e.is_empty()),
+            api: self
+                .openai_api
+                .as_deref()
+                .and_then(OpenAiApi::parse)
+                .unwrap_or_default(),
+            models,
+        }
+    }
 }
 
 /// [`Start::sandbox`], as sent: a mode that is not one of the three is refused by name (Lua

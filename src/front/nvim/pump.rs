@@ -366,6 +366,7 @@ mod tests {
             input: 1,
             output: 2,
             cached: 0,
+            cost: None,
         }))
         .unwrap();
         let (batch, full) = gather(text("last words"), &mut rx, later).await;
@@ -379,6 +380,7 @@ mod tests {
                 input: 1,
                 output: 1,
                 cached: 0,
+                cost: None,
             }))
             .unwrap();
             tx.send(text("reply")).unwrap();
@@ -458,6 +460,7 @@ mod tests {
                 input: 1,
                 output: 2,
                 cached: 0,
+                cost: None,
             }),
             UiEvent::Agent(Event::Text { text: "c".into() }),
         ];
@@ -469,6 +472,7 @@ mod tests {
                     input: 1,
                     output: 2,
                     cached: 0,
+                    cost: None,
                 }),
                 UiEvent::Agent(Event::Text { text: "c".into() })
             ]

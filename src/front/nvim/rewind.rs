@@ -130,6 +130,7 @@ mod tests {
             Message::Assistant {
                 text: "ok".into(),
                 calls: vec![],
+                reasoning: Vec::new(),
             },
             Message::User("second\nwith more".into()),
         ]
