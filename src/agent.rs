@@ -306,6 +306,9 @@ pub struct Agent {
     view: Option<Vec<Message>>,
     /// The input of the last request, in tokens (0: none since the last compaction).
     last_input: u64,
+    /// Which version of what is sent this is: a new one each time it is cut or rewritten, not
+    /// appended to (so the client knows which messages it rendered still stand).
+    epoch: u64,
     /// The share of the window that starts a compaction; 0: never by itself.
     compact_at: f64,
     /// The prompt-answer pairs a compaction keeps as they are.
@@ -336,6 +339,7 @@ impl Agent {
             compactions: Vec::new(),
             view: None,
             last_input: 0,
+            epoch: 0,
             compact_at: DEFAULT_COMPACT_AT,
             keep_turns: DEFAULT_KEEP_TURNS,
             max_turns: max_turns.max(1),
@@ -374,6 +378,7 @@ impl Agent {
 
     /// Makes `view` what the last compaction says.
     fn rebuild_view(&mut self) {
+        self.epoch += 1;
         self.view = self.compactions.last().map(|c| {
             let mut view = Vec::with_capacity(self.history.len() - c.upto + 1);
             view.push(c.message());
@@ -419,6 +424,7 @@ impl Agent {
         let request = Request {
             system: &self.system,
             messages: &asked,
+            history: None,
         };
         let send = |event: Event| events.report(event);
         let mut progress = |p: Progress| {
@@ -575,6 +581,7 @@ impl Agent {
         self.history.clear();
         self.compactions.clear();
         self.view = None;
+        self.epoch += 1;
         self.last_input = 0;
         self.told = false;
         self.executor.context().gate.reset();
@@ -627,6 +634,7 @@ impl Agent {
             let request = Request {
                 system: &self.system,
                 messages: self.view.as_deref().unwrap_or(&self.history),
+                history: Some(self.epoch),
             };
             let mut progress = |p: Progress| match p {
                 Progress::Text(text) => send(Event::Text { text }),

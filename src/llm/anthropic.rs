@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::{
-    interleave, LlmError, Message, Origin, Progress, Reasoning, Reply, Request, ToolCall, Usage,
+    interleave, push_json, LlmError, Message, Origin, Piece, Progress, Reasoning, Reply, Request,
+    ToolCall, Usage,
 };
 use crate::tools::ToolSpec;
 
@@ -52,98 +53,143 @@ pub fn tools(specs: &[ToolSpec]) -> Value {
     )
 }
 
-/// The request body. Consecutive user-side messages (tool results, then a new prompt) are merged
-/// into one user message with the tool_result blocks first, as the API requires. `thinking` is
-/// the thinking budget, when thinking is on.
-pub fn body(model: &str, request: &Request<'_>, tools: &Value, thinking: Option<u32>) -> Value {
-    let mut messages: Vec<Value> = Vec::new();
-    for message in request.messages {
-        let (role, blocks) = match message {
-            Message::User(text) => ("user", vec![json!({"type": "text", "text": text})]),
-            Message::Results(results) => (
-                "user",
-                results
-                    .iter()
-                    .map(|r| {
-                        let mut block =
-                            json!({"type": "tool_result", "tool_use_id": r.id, "content": r.text});
-                        if !r.ok {
-                            block["is_error"] = Value::Bool(true);
-                        }
-                        block
-                    })
-                    .collect(),
-            ),
-            Message::Assistant {
-                text,
-                calls,
-                reasoning,
-            } => {
-                let mut blocks = Vec::new();
-                if !text.is_empty() {
-                    blocks.push(json!({"type": "text", "text": text}));
-                }
-                for call in calls {
-                    // Arguments that did not parse are replayed as {}: the API wants an object,
-                    // and the failed result beside it tells the model what went wrong.
-                    let input = match &call.args {
-                        Ok(v @ Value::Object(_)) => v.clone(),
-                        _ => json!({}),
-                    };
-                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
-                }
-                (
-                    "assistant",
-                    interleave(blocks, reasoning, Origin::Anthropic),
-                )
+/// One message's blocks, each as JSON text, under its role: rendered once per message and
+/// kept by the client ([`super::Client`]), so a request re-renders only what is new.
+pub(super) fn piece(message: &Message) -> Piece {
+    let (role, blocks) = match message {
+        Message::User(text) => ("user", vec![json!({"type": "text", "text": text})]),
+        Message::Results(results) => (
+            "user",
+            results
+                .iter()
+                .map(|r| {
+                    let mut block =
+                        json!({"type": "tool_result", "tool_use_id": r.id, "content": r.text});
+                    if !r.ok {
+                        block["is_error"] = Value::Bool(true);
+                    }
+                    block
+                })
+                .collect(),
+        ),
+        Message::Assistant {
+            text,
+            calls,
+            reasoning,
+        } => {
+            let mut blocks = Vec::new();
+            if !text.is_empty() {
+                blocks.push(json!({"type": "text", "text": text}));
             }
-        };
-        match messages.last_mut() {
-            Some(last) if last["role"] == role => {
-                if let Some(content) = last["content"].as_array_mut() {
-                    content.extend(blocks);
-                }
+            for call in calls {
+                // Arguments that did not parse are replayed as {}: the API wants an object,
+                // and the failed result beside it tells the model what went wrong.
+                let input = match &call.args {
+                    Ok(v @ Value::Object(_)) => v.clone(),
+                    _ => json!({}),
+                };
+                blocks.push(
+                    json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}),
+                );
             }
-            _ => messages.push(json!({"role": role, "content": blocks})),
+            (
+                "assistant",
+                interleave(blocks, reasoning, Origin::Anthropic),
+            )
         }
+    };
+    Piece {
+        role,
+        parts: blocks.iter().map(Value::to_string).collect(),
     }
-    mark_breakpoints(&mut messages);
-    let mut body = json!({
-        "model": model,
-        "max_tokens": MAX_TOKENS,
-        "stream": true,
-        "system": [{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}],
-        "tools": tools,
-        "messages": messages,
-    });
-    if let Some(budget) = thinking {
-        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
-        body["max_tokens"] = json!(budget.saturating_add(MAX_TOKENS).min(MAX_TOKENS_THINKING));
-    }
-    body
 }
 
-/// Marks the last block of the last message, and the last block of the last user message
-/// before the last assistant one, with `cache_control`: with the system prompt's and the
-/// catalogue's, four in all.
-fn mark_breakpoints(messages: &mut [Value]) {
-    let last = messages.len().checked_sub(1);
-    let previous = last.and_then(|last| {
-        let assistant = messages[..last]
-            .iter()
-            .rposition(|m| m["role"] == "assistant")?;
-        messages[..assistant]
-            .iter()
-            .rposition(|m| m["role"] == "user")
-    });
-    for at in [previous, last].into_iter().flatten() {
-        if let Some(block) = messages[at]["content"]
-            .as_array_mut()
-            .and_then(|blocks| blocks.last_mut())
-        {
-            block["cache_control"] = json!({"type": "ephemeral"});
+/// Writes the request body of `pieces` (one a message, in order). Consecutive user-side
+/// messages (tool results, then a new prompt) are merged into one user message with the
+/// tool_result blocks first, as the API requires. `thinking` is the thinking budget, when
+/// thinking is on. The last block of the last message, and the last block of the last user
+/// message before the last assistant one, carry `cache_control`: with the system prompt's and
+/// the catalogue's, four in all.
+pub(super) fn write_body(
+    out: &mut String,
+    model: &str,
+    system: &str,
+    pieces: &[&Piece],
+    tools: &str,
+    thinking: Option<u32>,
+) {
+    let mut merged: Vec<(&str, Vec<&str>)> = Vec::new();
+    for piece in pieces {
+        match merged.last_mut() {
+            Some((role, blocks)) if *role == piece.role => {
+                blocks.extend(piece.parts.iter().map(String::as_str))
+            }
+            _ => merged.push((piece.role, piece.parts.iter().map(String::as_str).collect())),
         }
     }
+    let last = merged.len().checked_sub(1);
+    let previous = last.and_then(|last| {
+        let assistant = merged[..last].iter().rposition(|m| m.0 == "assistant")?;
+        merged[..assistant].iter().rposition(|m| m.0 == "user")
+    });
+    let max_tokens = match thinking {
+        Some(budget) => budget.saturating_add(MAX_TOKENS).min(MAX_TOKENS_THINKING),
+        None => MAX_TOKENS,
+    };
+    out.push_str("{\"model\":");
+    push_json(out, model);
+    out.push_str(&format!(
+        ",\"max_tokens\":{max_tokens},\"stream\":true,\"system\":[{{\"type\":\"text\",\"text\":"
+    ));
+    push_json(out, system);
+    out.push_str(",\"cache_control\":{\"type\":\"ephemeral\"}}],\"tools\":");
+    out.push_str(tools);
+    out.push_str(",\"messages\":[");
+    for (m, (role, blocks)) in merged.iter().enumerate() {
+        if m > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"role\":\"");
+        out.push_str(role);
+        out.push_str("\",\"content\":[");
+        let marked = Some(m) == last || Some(m) == previous;
+        for (b, block) in blocks.iter().enumerate() {
+            if b > 0 {
+                out.push(',');
+            }
+            match block.strip_suffix('}') {
+                Some(open) if marked && b + 1 == blocks.len() => {
+                    out.push_str(open);
+                    out.push_str(",\"cache_control\":{\"type\":\"ephemeral\"}}");
+                }
+                _ => out.push_str(block),
+            }
+        }
+        out.push_str("]}");
+    }
+    out.push(']');
+    if let Some(budget) = thinking {
+        out.push_str(&format!(
+            ",\"thinking\":{{\"type\":\"enabled\",\"budget_tokens\":{budget}}}"
+        ));
+    }
+    out.push('}');
+}
+
+/// The request body as JSON (tests; the client writes it as text, [`write_body`]).
+pub fn body(model: &str, request: &Request<'_>, tools: &Value, thinking: Option<u32>) -> Value {
+    let pieces: Vec<Piece> = request.messages.iter().map(piece).collect();
+    let refs: Vec<&Piece> = pieces.iter().collect();
+    let mut out = String::new();
+    write_body(
+        &mut out,
+        model,
+        request.system,
+        &refs,
+        &tools.to_string(),
+        thinking,
+    );
+    serde_json::from_str(&out).unwrap_or(Value::Null)
 }
 
 /// A content block being streamed.
@@ -487,6 +533,7 @@ mod tests {
             &Request {
                 system: "sys",
                 messages: &messages,
+                history: None,
             },
             &json!([]),
             None,
@@ -551,6 +598,7 @@ mod tests {
                 &Request {
                     system: "sys",
                     messages: &messages,
+                    history: None,
                 },
                 &tools,
                 None,

@@ -479,18 +479,58 @@ pub struct Request<'a> {
     pub system: &'a str,
     /// The conversation so far.
     pub messages: &'a [Message],
+    /// Which conversation these messages are, when they only ever grow at the end under that
+    /// number (the turn loop's [`crate::agent::Agent`] gives a new one whenever it cuts or
+    /// rewrites them): the client then renders each message once, and later requests reuse it.
+    /// None: render them all (a one-off request).
+    pub history: Option<u64>,
+}
+
+/// One message rendered in a wire format: its role (Anthropic's, for merging neighbours) and
+/// the JSON text of each block or item it becomes.
+#[derive(Debug, Clone, Default)]
+pub struct Piece {
+    pub(crate) role: &'static str,
+    pub(crate) parts: Vec<String>,
+}
+
+/// Appends `text` as a JSON string.
+pub(crate) fn push_json(out: &mut String, text: &str) {
+    out.push_str(&Value::from(text).to_string());
+}
+
+/// Appends every part of `pieces`, comma-separated (and after a comma when `after_one`: the
+/// list already has an entry).
+pub(crate) fn push_parts(out: &mut String, pieces: &[&Piece], after_one: bool) {
+    let mut first = !after_one;
+    for part in pieces.iter().flat_map(|p| &p.parts) {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        out.push_str(part);
+    }
+}
+
+/// The messages the client has rendered, for the conversation and wire format they belong to.
+#[derive(Debug, Default)]
+struct Rendered {
+    key: Option<(u64, WireFormat)>,
+    pieces: Vec<Piece>,
 }
 
 /// The streaming client for one provider.
 pub struct Client {
     http: reqwest::Client,
     config: ProviderConfig,
-    /// The tool catalogue, rendered once so every request carries byte-identical tools (which is
-    /// what lets the provider's prompt cache hit).
-    tools: Value,
+    /// The tool catalogue as JSON text, rendered once so every request carries byte-identical
+    /// tools (which is what lets the provider's prompt cache hit).
+    tools: String,
     /// The catalogue in the Responses API's shape (OpenAI only: a model switch can change the
     /// wire format).
-    responses_tools: Value,
+    responses_tools: String,
+    /// The messages rendered so far: a tool loop's request renders only what is new.
+    rendered: std::sync::Mutex<Rendered>,
     retry_base: Duration,
 }
 
@@ -513,8 +553,9 @@ impl Client {
         Ok(Client {
             http,
             config,
-            tools,
-            responses_tools,
+            tools: tools.to_string(),
+            responses_tools: responses_tools.to_string(),
+            rendered: Default::default(),
             retry_base: Duration::from_secs(1),
         })
     }
@@ -567,6 +608,79 @@ impl Client {
         }
     }
 
+    /// The request body as JSON text, the messages rendered before reused (see
+    /// [`Request::history`]).
+    fn body(
+        &self,
+        wire: WireFormat,
+        request: &Request<'_>,
+        thinking: Option<u32>,
+        effort: Option<&str>,
+    ) -> String {
+        let messages = request.messages;
+        let render = |i: usize| match wire {
+            WireFormat::Anthropic => anthropic::piece(&messages[i]),
+            WireFormat::Chat => openai::piece(&messages[i]),
+            WireFormat::Responses => responses::piece(&messages[i]),
+            WireFormat::Ollama => {
+                ollama::piece(&messages[i], i.checked_sub(1).map(|j| &messages[j]))
+            }
+        };
+        let mut one_off = Vec::new();
+        let mut kept = self
+            .rendered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let pieces: &[Piece] = match request.history {
+            Some(history) => {
+                let key = Some((history, wire));
+                if kept.key != key || kept.pieces.len() > messages.len() {
+                    kept.key = key;
+                    kept.pieces.clear();
+                }
+                for i in kept.pieces.len()..messages.len() {
+                    let piece = render(i);
+                    kept.pieces.push(piece);
+                }
+                &kept.pieces
+            }
+            None => {
+                one_off.extend((0..messages.len()).map(render));
+                &one_off
+            }
+        };
+        let refs: Vec<&Piece> = pieces.iter().collect();
+        let size: usize = pieces
+            .iter()
+            .flat_map(|p| &p.parts)
+            .map(|part| part.len() + 1)
+            .sum();
+        let mut out = String::with_capacity(size + request.system.len() + self.tools.len() + 512);
+        let cfg = &self.config;
+        let (system, model) = (request.system, cfg.model.as_str());
+        match wire {
+            WireFormat::Anthropic => {
+                anthropic::write_body(&mut out, model, system, &refs, &self.tools, thinking)
+            }
+            WireFormat::Chat => {
+                openai::write_body(&mut out, model, system, &refs, &self.tools, effort)
+            }
+            WireFormat::Responses => responses::write_body(
+                &mut out,
+                model,
+                system,
+                &refs,
+                &self.responses_tools,
+                effort,
+            ),
+            WireFormat::Ollama => {
+                let context = cfg.model_info().context;
+                ollama::write_body(&mut out, model, system, &refs, &self.tools, context)
+            }
+        }
+        out
+    }
+
     async fn once(
         &self,
         request: &Request<'_>,
@@ -577,24 +691,13 @@ impl Client {
         let model = cfg.model.as_str();
         let effort = cfg.tuning.effort.as_deref();
         let thinking = cfg.tuning.thinking_budget(model);
-        let (url, body) = match wire {
-            WireFormat::Anthropic => (
-                format!("{}/v1/messages", cfg.base_url),
-                anthropic::body(model, request, &self.tools, thinking),
-            ),
-            WireFormat::Chat => (
-                format!("{}/chat/completions", cfg.base_url),
-                openai::body(model, request, &self.tools, effort),
-            ),
-            WireFormat::Responses => (
-                format!("{}/responses", cfg.base_url),
-                responses::body(model, request, &self.responses_tools, effort),
-            ),
-            WireFormat::Ollama => (
-                ollama::url(&cfg.base_url),
-                ollama::body(model, request, &self.tools, cfg.model_info().context),
-            ),
+        let url = match wire {
+            WireFormat::Anthropic => format!("{}/v1/messages", cfg.base_url),
+            WireFormat::Chat => format!("{}/chat/completions", cfg.base_url),
+            WireFormat::Responses => format!("{}/responses", cfg.base_url),
+            WireFormat::Ollama => ollama::url(&cfg.base_url),
         };
+        let body = self.body(wire, request, thinking, effort);
         let accept = match wire {
             WireFormat::Ollama => "application/x-ndjson",
             _ => "text/event-stream",
@@ -604,7 +707,7 @@ impl Client {
             .post(&url)
             .header("content-type", "application/json")
             .header("accept", accept)
-            .body(body.to_string());
+            .body(body);
         if wire == WireFormat::Anthropic {
             builder = builder.header("anthropic-version", "2023-06-01");
             if thinking.is_some() {
@@ -973,6 +1076,77 @@ mod tests {
             .to_string(),
             "cannot reach http://h/?k=[redacted]: refused"
         );
+    }
+
+    #[test]
+    fn a_body_from_the_messages_rendered_before_is_the_body_rendered_afresh_in_every_wire() {
+        let specs = [crate::tools::ToolSpec {
+            name: "read_file",
+            description: "d",
+            schema: serde_json::json!({"type": "object"}),
+        }];
+        for kind in ProviderKind::ALL {
+            for api in [OpenAiApi::Chat, OpenAiApi::Responses] {
+                let config = ProviderConfig {
+                    kind,
+                    model: "m".into(),
+                    base_url: "http://127.0.0.1:9".into(),
+                    api_key: None,
+                    tuning: Tuning {
+                        api,
+                        thinking: Thinking::Budget(2000),
+                        effort: Some("low".into()),
+                        ..Tuning::default()
+                    },
+                };
+                let client = Client::new(config, &specs).unwrap();
+                let wire = client.config().wire();
+                let mut messages = vec![Message::User("go".into())];
+                for turn in 0..6 {
+                    let fresh = || {
+                        let request = Request {
+                            system: "sys",
+                            messages: &messages,
+                            history: None,
+                        };
+                        client.body(wire, &request, Some(2000), Some("low"))
+                    };
+                    let kept = Request {
+                        system: "sys",
+                        messages: &messages,
+                        history: Some(7),
+                    };
+                    let kept = client.body(wire, &kept, Some(2000), Some("low"));
+                    let parse = |s: &str| serde_json::from_str::<Value>(s).unwrap();
+                    assert_eq!(parse(&kept), parse(&fresh()), "{wire:?} turn {turn}");
+                    messages.push(Message::Assistant {
+                        text: format!("step {turn}"),
+                        calls: vec![ToolCall::new(
+                            format!("t{turn}"),
+                            "read_file".into(),
+                            r#"{"path":"a"}"#.into(),
+                        )],
+                        reasoning: Vec::new(),
+                    });
+                    messages.push(Message::Results(vec![CallResult {
+                        id: format!("t{turn}"),
+                        ok: turn % 2 == 0,
+                        text: "A".repeat(10),
+                    }]));
+                }
+                // The same number after a cut would be a lie the caller must not tell; a new
+                // number renders again.
+                messages.truncate(3);
+                let cut = Request {
+                    system: "sys",
+                    messages: &messages,
+                    history: Some(8),
+                };
+                let body: Value =
+                    serde_json::from_str(&client.body(wire, &cut, None, None)).unwrap();
+                assert!(!body.to_string().contains("step 1"), "{wire:?}: {body}");
+            }
+        }
     }
 
     #[test]

@@ -7,7 +7,9 @@
 use futures::StreamExt;
 use serde_json::{json, Value};
 
-use super::{LlmError, Message, Progress, Reply, Request, ToolCall, Usage};
+use super::{
+    push_json, push_parts, LlmError, Message, Piece, Progress, Reply, Request, ToolCall, Usage,
+};
 
 /// A model that has tool support, named in the message for one that has not.
 pub const TOOL_MODEL: &str = "qwen3-coder";
@@ -22,51 +24,93 @@ pub fn url(base_url: &str) -> String {
     format!("{root}/api/chat")
 }
 
-/// The request body: Chat Completions messages with arguments as objects and results named by
-/// their tool, the context size as `num_ctx`.
-pub fn body(model: &str, request: &Request<'_>, tools: &Value, context: u64) -> Value {
-    let mut messages = vec![json!({"role": "system", "content": request.system})];
-    let mut names = std::collections::HashMap::new();
-    for message in request.messages {
-        match message {
-            Message::User(text) => messages.push(json!({"role": "user", "content": text})),
-            Message::Assistant { text, calls, .. } => {
-                let mut m = json!({"role": "assistant", "content": text});
-                if !calls.is_empty() {
-                    m["tool_calls"] = calls
-                        .iter()
-                        .map(|c| {
-                            names.insert(c.id.as_str(), c.name.as_str());
-                            let arguments = match &c.args {
-                                Ok(v @ Value::Object(_)) => v.clone(),
-                                _ => json!({}),
-                            };
-                            json!({"function": {"name": c.name, "arguments": arguments}})
-                        })
-                        .collect();
-                }
-                messages.push(m);
+/// One message as Chat Completions messages with arguments as objects and results named by
+/// their tool (the calls are in `previous`, the response they answer), each as JSON text.
+pub(super) fn piece(message: &Message, previous: Option<&Message>) -> Piece {
+    let parts = match message {
+        Message::User(text) => vec![json!({"role": "user", "content": text})],
+        Message::Assistant { text, calls, .. } => {
+            let mut m = json!({"role": "assistant", "content": text});
+            if !calls.is_empty() {
+                m["tool_calls"] = calls
+                    .iter()
+                    .map(|c| {
+                        let arguments = match &c.args {
+                            Ok(v @ Value::Object(_)) => v.clone(),
+                            _ => json!({}),
+                        };
+                        json!({"function": {"name": c.name, "arguments": arguments}})
+                    })
+                    .collect();
             }
-            Message::Results(results) => {
-                for r in results {
+            vec![m]
+        }
+        Message::Results(results) => {
+            let calls = match previous {
+                Some(Message::Assistant { calls, .. }) => calls.as_slice(),
+                _ => &[],
+            };
+            results
+                .iter()
+                .map(|r| {
                     let content = if r.ok {
                         r.text.clone()
                     } else {
                         format!("ERROR: {}", r.text)
                     };
-                    let name = names.get(r.id.as_str()).copied().unwrap_or_default();
-                    messages.push(json!({"role": "tool", "content": content, "tool_name": name}));
-                }
-            }
+                    let name = calls
+                        .iter()
+                        .find(|c| c.id == r.id)
+                        .map_or("", |c| c.name.as_str());
+                    json!({"role": "tool", "content": content, "tool_name": name})
+                })
+                .collect()
         }
+    };
+    Piece {
+        role: "",
+        parts: parts.iter().map(Value::to_string).collect(),
     }
-    json!({
-        "model": model,
-        "stream": true,
-        "tools": tools,
-        "messages": messages,
-        "options": {"num_ctx": context},
-    })
+}
+
+/// Writes the request body: the system prompt first, then `pieces`, the context size as
+/// `num_ctx`.
+pub(super) fn write_body(
+    out: &mut String,
+    model: &str,
+    system: &str,
+    pieces: &[&Piece],
+    tools: &str,
+    context: u64,
+) {
+    out.push_str("{\"model\":");
+    push_json(out, model);
+    out.push_str(",\"stream\":true,\"tools\":");
+    out.push_str(tools);
+    out.push_str(",\"messages\":[{\"role\":\"system\",\"content\":");
+    push_json(out, system);
+    out.push('}');
+    push_parts(out, pieces, true);
+    out.push_str(&format!("],\"options\":{{\"num_ctx\":{context}}}}}"));
+}
+
+/// The request body as JSON (tests; the client writes it as text, [`write_body`]).
+pub fn body(model: &str, request: &Request<'_>, tools: &Value, context: u64) -> Value {
+    let messages = request.messages;
+    let pieces: Vec<Piece> = (0..messages.len())
+        .map(|i| piece(&messages[i], i.checked_sub(1).map(|j| &messages[j])))
+        .collect();
+    let refs: Vec<&Piece> = pieces.iter().collect();
+    let mut out = String::new();
+    write_body(
+        &mut out,
+        model,
+        request.system,
+        &refs,
+        &tools.to_string(),
+        context,
+    );
+    serde_json::from_str(&out).unwrap_or(Value::Null)
 }
 
 /// The message for Ollama's refusal of a model without tool support, else None.
@@ -257,6 +301,7 @@ mod tests {
             &Request {
                 system: "sys",
                 messages: &messages,
+                history: None,
             },
             &json!([]),
             32_000,

@@ -3,7 +3,9 @@
 
 use serde_json::{json, Value};
 
-use super::{LlmError, Message, Progress, Reply, Request, ToolCall, Usage};
+use super::{
+    push_json, push_parts, LlmError, Message, Piece, Progress, Reply, Request, ToolCall, Usage,
+};
 use crate::tools::ToolSpec;
 
 /// The tool catalogue in OpenAI's function shape.
@@ -18,53 +20,84 @@ pub fn tools(specs: &[ToolSpec]) -> Value {
     )
 }
 
-/// The request body: the system prompt as the first message, tool results as `role: tool`
-/// messages (failures prefixed `ERROR: `), and `reasoning_effort` when the person chose one.
-pub fn body(model: &str, request: &Request<'_>, tools: &Value, effort: Option<&str>) -> Value {
-    let mut body = json!({
-        "model": model,
-        "stream": true,
-        "stream_options": {"include_usage": true},
-        "tools": tools,
-        "messages": messages(request),
-    });
-    if let Some(effort) = effort {
-        body["reasoning_effort"] = json!(effort);
+/// One message as Chat Completions messages (tool results are one message each, failures
+/// prefixed `ERROR: `), each as JSON text.
+pub(super) fn piece(message: &Message) -> Piece {
+    let parts = match message {
+        Message::User(text) => vec![json!({"role": "user", "content": text})],
+        Message::Assistant { text, calls, .. } => {
+            let content = if text.is_empty() {
+                Value::Null
+            } else {
+                json!(text)
+            };
+            let mut m = json!({"role": "assistant", "content": content});
+            if !calls.is_empty() {
+                m["tool_calls"] = calls
+                    .iter()
+                    .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw_args}}))
+                    .collect();
+            }
+            vec![m]
+        }
+        Message::Results(results) => results
+            .iter()
+            .map(|r| {
+                let content = if r.ok {
+                    r.text.clone()
+                } else {
+                    format!("ERROR: {}", r.text)
+                };
+                json!({"role": "tool", "tool_call_id": r.id, "content": content})
+            })
+            .collect(),
+    };
+    Piece {
+        role: "",
+        parts: parts.iter().map(Value::to_string).collect(),
     }
-    body
 }
 
-/// The conversation as Chat Completions messages (Ollama's chat takes the same shape, with
-/// arguments as objects: see `ollama.rs`).
-pub fn messages(request: &Request<'_>) -> Vec<Value> {
-    let mut messages = vec![json!({"role": "system", "content": request.system})];
-    for message in request.messages {
-        match message {
-            Message::User(text) => messages.push(json!({"role": "user", "content": text})),
-            Message::Assistant { text, calls, .. } => {
-                let mut m = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
-                if !calls.is_empty() {
-                    m["tool_calls"] = calls
-                        .iter()
-                        .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw_args}}))
-                        .collect();
-                }
-                messages.push(m);
-            }
-            Message::Results(results) => {
-                for r in results {
-                    let content = if r.ok {
-                        r.text.clone()
-                    } else {
-                        format!("ERROR: {}", r.text)
-                    };
-                    messages
-                        .push(json!({"role": "tool", "tool_call_id": r.id, "content": content}));
-                }
-            }
-        }
+/// Writes the request body: the system prompt as the first message, then `pieces`, and
+/// `reasoning_effort` when the person chose one.
+pub(super) fn write_body(
+    out: &mut String,
+    model: &str,
+    system: &str,
+    pieces: &[&Piece],
+    tools: &str,
+    effort: Option<&str>,
+) {
+    out.push_str("{\"model\":");
+    push_json(out, model);
+    out.push_str(",\"stream\":true,\"stream_options\":{\"include_usage\":true},\"tools\":");
+    out.push_str(tools);
+    out.push_str(",\"messages\":[{\"role\":\"system\",\"content\":");
+    push_json(out, system);
+    out.push('}');
+    push_parts(out, pieces, true);
+    out.push(']');
+    if let Some(effort) = effort {
+        out.push_str(",\"reasoning_effort\":");
+        push_json(out, effort);
     }
-    messages
+    out.push('}');
+}
+
+/// The request body as JSON (tests; the client writes it as text, [`write_body`]).
+pub fn body(model: &str, request: &Request<'_>, tools: &Value, effort: Option<&str>) -> Value {
+    let pieces: Vec<Piece> = request.messages.iter().map(piece).collect();
+    let refs: Vec<&Piece> = pieces.iter().collect();
+    let mut out = String::new();
+    write_body(
+        &mut out,
+        model,
+        request.system,
+        &refs,
+        &tools.to_string(),
+        effort,
+    );
+    serde_json::from_str(&out).unwrap_or(Value::Null)
 }
 
 /// A tool call being accumulated from deltas.
@@ -302,6 +335,7 @@ mod tests {
             &Request {
                 system: "sys",
                 messages: &messages,
+                history: None,
             },
             &json!([]),
             None,

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::{
-    interleave, LlmError, Message, Origin, Progress, Reasoning, Reply, Request, ToolCall, Usage,
+    interleave, push_json, push_parts, LlmError, Message, Origin, Piece, Progress, Reasoning,
+    Reply, Request, ToolCall, Usage,
 };
 use crate::tools::ToolSpec;
 
@@ -27,58 +28,87 @@ pub fn tools(specs: &[ToolSpec]) -> Value {
     )
 }
 
-/// The request body: the system prompt as `instructions`, the conversation as input items
-/// (tool results as `function_call_output`, failures prefixed `ERROR: `), `reasoning.effort`
-/// when the person chose one.
-pub fn body(model: &str, request: &Request<'_>, tools: &Value, effort: Option<&str>) -> Value {
-    let mut input = Vec::new();
-    for message in request.messages {
-        match message {
-            Message::User(text) => input.push(json!({"type": "message", "role": "user",
-                "content": [{"type": "input_text", "text": text}]})),
-            Message::Assistant {
-                text,
-                calls,
-                reasoning,
-            } => {
-                let mut parts = Vec::new();
-                if !text.is_empty() {
-                    parts.push(json!({"type": "message", "role": "assistant",
-                        "content": [{"type": "output_text", "text": text}]}));
-                }
-                for call in calls {
-                    parts.push(json!({"type": "function_call", "call_id": call.id,
-                        "name": call.name, "arguments": call.raw_args}));
-                }
-                input.extend(interleave(parts, reasoning, Origin::Responses));
+/// One message as input items (tool results as `function_call_output`, failures prefixed
+/// `ERROR: `; reasoning items in their place), each as JSON text.
+pub(super) fn piece(message: &Message) -> Piece {
+    let items = match message {
+        Message::User(text) => vec![json!({"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": text}]})],
+        Message::Assistant {
+            text,
+            calls,
+            reasoning,
+        } => {
+            let mut parts = Vec::new();
+            if !text.is_empty() {
+                parts.push(json!({"type": "message", "role": "assistant",
+                    "content": [{"type": "output_text", "text": text}]}));
             }
-            Message::Results(results) => {
-                for r in results {
-                    let output = if r.ok {
-                        r.text.clone()
-                    } else {
-                        format!("ERROR: {}", r.text)
-                    };
-                    input.push(
-                        json!({"type": "function_call_output", "call_id": r.id, "output": output}),
-                    );
-                }
+            for call in calls {
+                parts.push(json!({"type": "function_call", "call_id": call.id,
+                    "name": call.name, "arguments": call.raw_args}));
             }
+            interleave(parts, reasoning, Origin::Responses)
         }
+        Message::Results(results) => results
+            .iter()
+            .map(|r| {
+                let output = if r.ok {
+                    r.text.clone()
+                } else {
+                    format!("ERROR: {}", r.text)
+                };
+                json!({"type": "function_call_output", "call_id": r.id, "output": output})
+            })
+            .collect(),
+    };
+    Piece {
+        role: "",
+        parts: items.iter().map(Value::to_string).collect(),
     }
-    let mut body = json!({
-        "model": model,
-        "instructions": request.system,
-        "input": input,
-        "tools": tools,
-        "stream": true,
-        "store": false,
-        "include": ["reasoning.encrypted_content"],
-    });
+}
+
+/// Writes the request body: the system prompt as `instructions`, the conversation as input
+/// items, `reasoning.effort` when the person chose one.
+pub(super) fn write_body(
+    out: &mut String,
+    model: &str,
+    system: &str,
+    pieces: &[&Piece],
+    tools: &str,
+    effort: Option<&str>,
+) {
+    out.push_str("{\"model\":");
+    push_json(out, model);
+    out.push_str(",\"instructions\":");
+    push_json(out, system);
+    out.push_str(",\"input\":[");
+    push_parts(out, pieces, false);
+    out.push_str("],\"tools\":");
+    out.push_str(tools);
+    out.push_str(",\"stream\":true,\"store\":false,\"include\":[\"reasoning.encrypted_content\"]");
     if let Some(effort) = effort {
-        body["reasoning"] = json!({"effort": effort});
+        out.push_str(",\"reasoning\":{\"effort\":");
+        push_json(out, effort);
+        out.push('}');
     }
-    body
+    out.push('}');
+}
+
+/// The request body as JSON (tests; the client writes it as text, [`write_body`]).
+pub fn body(model: &str, request: &Request<'_>, tools: &Value, effort: Option<&str>) -> Value {
+    let pieces: Vec<Piece> = request.messages.iter().map(piece).collect();
+    let refs: Vec<&Piece> = pieces.iter().collect();
+    let mut out = String::new();
+    write_body(
+        &mut out,
+        model,
+        request.system,
+        &refs,
+        &tools.to_string(),
+        effort,
+    );
+    serde_json::from_str(&out).unwrap_or(Value::Null)
 }
 
 /// A function call being streamed.
@@ -358,6 +388,7 @@ mod tests {
             &Request {
                 system: "sys",
                 messages: &messages,
+                history: None,
             },
             &json!([]),
             Some("high"),
