@@ -405,12 +405,22 @@ impl Agent {
             .map(|(i, _)| start + i)
             .collect();
         if prompts.len() <= self.keep_turns {
+            let has = match prompts.len() {
+                1 => "1 prompt".to_string(),
+                n => format!("{n} prompts"),
+            };
+            let since = if self.compactions.is_empty() {
+                ""
+            } else {
+                " since the last compaction"
+            };
+            let kept = match self.keep_turns {
+                1 => "the latest prompt is kept as it is".to_string(),
+                n => format!("the latest {n} prompts are kept as they are"),
+            };
             let said = format!(
-                "nothing to compact yet: the conversation has {} prompt{} since the last \
-                 compaction, and the latest {} are kept as they are (keep_turns)",
-                prompts.len(),
-                if prompts.len() == 1 { "" } else { "s" },
-                self.keep_turns
+                "nothing to compact yet: the conversation has {has}{since}, and {kept} \
+                 (keep_turns)"
             );
             return Err(match why {
                 Why::TooLong => "this prompt alone is too long for the model".to_string(),
