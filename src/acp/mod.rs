@@ -965,7 +965,7 @@ impl AcpSession {
     }
 
     /// Closes the turn's open tool rows, reports usage, and sends TurnDone.
-    fn finish(&self, outcome: Outcome, message: String, usage: Option<(u64, u64)>) -> Outcome {
+    fn finish(&self, outcome: Outcome, message: String, usage: Option<(u64, u64, u64)>) -> Outcome {
         let note = match outcome {
             Outcome::Done | Outcome::MaxTurns => "",
             Outcome::Cancelled => "cancelled",
@@ -978,12 +978,12 @@ impl AcpSession {
         for event in closed {
             self.shared.report(event);
         }
-        let (input, output) = usage.unwrap_or_default();
+        let (input, output, cached) = usage.unwrap_or_default();
         if usage.is_some() {
             self.shared.emit(Event::Usage {
                 input,
                 output,
-                cached: 0,
+                cached,
                 cost: None,
             });
         }
@@ -1095,9 +1095,14 @@ impl Drop for AcpSession {
     }
 }
 
-/// Token counts from a prompt answer's `usage` (`inputTokens`, `outputTokens`), when sent.
-fn usage(answer: &Value) -> Option<(u64, u64)> {
+/// Token counts from a prompt answer's `usage` (`inputTokens`, `outputTokens`, and the
+/// optional `cachedReadTokens`), when sent.
+fn usage(answer: &Value) -> Option<(u64, u64, u64)> {
     let usage = answer.get("usage")?;
     let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
-    Some((count("inputTokens"), count("outputTokens")))
+    Some((
+        count("inputTokens"),
+        count("outputTokens"),
+        count("cachedReadTokens"),
+    ))
 }

@@ -607,7 +607,8 @@ async fn usage_in_the_answer_is_reported() {
             .respond(
                 id,
                 json!({"stopReason": "max_tokens",
-                "usage": {"inputTokens": 5, "outputTokens": 7, "totalTokens": 12}}),
+                "usage": {"inputTokens": 5, "outputTokens": 7, "totalTokens": 12,
+                          "cachedReadTokens": 3}}),
             )
             .await;
     };
@@ -620,7 +621,7 @@ async fn usage_in_the_answer_is_reported() {
             AcpEvent::Turn(Event::Usage {
                 input: 5,
                 output: 7,
-                cached: 0,
+                cached: 3,
                 cost: None,
             }),
             AcpEvent::Turn(Event::TurnDone {

@@ -581,6 +581,42 @@ mod tests {
     }
 
     #[test]
+    fn one_message_and_a_cancelled_turns_merged_message_get_their_marks_and_stay_valid_json() {
+        let one = vec![Message::User("hi".into())];
+        let request = |messages| Request {
+            system: "sys",
+            messages,
+            history: None,
+        };
+        let body1 = body("m", &request(&one), &json!([]), None);
+        assert_eq!(breakpoints(&body1), ["system", "message 0 block 0"]);
+        // A cancelled call: its result and the next prompt are one user message, marked on the
+        // prompt; the prompt before the reply is marked too.
+        let merged = vec![
+            Message::User("first".into()),
+            Message::Assistant {
+                text: String::new(),
+                calls: vec![ToolCall::new("t1".into(), "run_bash".into(), "{}".into())],
+                reasoning: Vec::new(),
+            },
+            Message::Results(vec![CallResult {
+                id: "t1".into(),
+                ok: false,
+                text: "Cancelled by the user before it ran.".into(),
+            }]),
+            Message::User("second".into()),
+        ];
+        let body2 = body("m", &request(&merged), &json!([]), Some(2048));
+        assert_eq!(
+            breakpoints(&body2),
+            ["system", "message 0 block 0", "message 2 block 1"]
+        );
+        assert_eq!(body2["messages"][2]["content"][0]["type"], "tool_result");
+        assert_eq!(body2["max_tokens"], 2048 + 16_000);
+        assert_eq!(body2["thinking"]["budget_tokens"], 2048);
+    }
+
+    #[test]
     fn over_a_ten_turn_tool_loop_the_breakpoint_moves_to_the_last_block_and_never_exceeds_four() {
         let specs: Vec<ToolSpec> = ["read_file", "list_files", "edit_file", "run_bash"]
             .into_iter()
