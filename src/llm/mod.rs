@@ -733,9 +733,17 @@ impl Client {
         }
         if !status.is_success() {
             let mut err = status_error(response).await;
-            if let (WireFormat::Ollama, LlmError::Status { message, .. }) = (wire, &mut err) {
+            if let (
+                WireFormat::Ollama,
+                LlmError::Status {
+                    status, message, ..
+                },
+            ) = (wire, &mut err)
+            {
                 if let Some(better) = ollama::no_tools(model, message) {
                     *message = better;
+                } else if *status == 404 && !message.contains("not found, try pulling") {
+                    *message = format!("{message} [{url} is not Ollama's chat API; for another OpenAI-compatible server use provider = \"openai\" with its base_url]");
                 }
             }
             return Err(err);

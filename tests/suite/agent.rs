@@ -1125,3 +1125,20 @@ async fn compaction_on_demand_and_a_rewind_before_it_undoes_it() {
     assert!(agent.compactions().is_empty());
     assert!(agent.messages().is_empty());
 }
+
+#[tokio::test]
+async fn provider_ollama_against_a_server_without_ollamas_api_says_to_use_openai() {
+    let dir = tempfile::tempdir().unwrap();
+    // An OpenAI-compatible server (llama.cpp, LM Studio): no /api/chat.
+    let mock = MockLlm::start(Wire::OpenAi, vec![turn(vec![text("unused")])]);
+    let mut agent = agent(&mock, Wire::Ollama, dir.path(), 40);
+    let (outcome, events) = prompt(&mut agent, "hi").await;
+    assert_eq!(outcome, Outcome::Failed);
+    let message = last_message(&events);
+    assert!(
+        message.starts_with("agent: API error 404: ")
+            && message.contains("is not Ollama's chat API")
+            && message.contains("provider = \"openai\""),
+        "{message}"
+    );
+}
