@@ -306,6 +306,8 @@ pub struct Agent {
     view: Option<Vec<Message>>,
     /// The input of the last request, in tokens (0: none since the last compaction).
     last_input: u64,
+    /// What a summary request that failed after its reply cost, for the turn to count.
+    unbilled: Usage,
     /// Which version of what is sent this is: a new one each time it is cut or rewritten, not
     /// appended to (so the client knows which messages it rendered still stand).
     epoch: u64,
@@ -339,6 +341,7 @@ impl Agent {
             compactions: Vec::new(),
             view: None,
             last_input: 0,
+            unbilled: Usage::default(),
             epoch: 0,
             compact_at: DEFAULT_COMPACT_AT,
             keep_turns: DEFAULT_KEEP_TURNS,
@@ -367,6 +370,14 @@ impl Agent {
     /// The compactions in force, oldest first.
     pub fn compactions(&self) -> &[Compaction] {
         &self.compactions
+    }
+
+    /// Sends the model the person switched to, if they did, from now on.
+    fn take_model_switch(&mut self) {
+        let switched = self.next_model.lock().ok().and_then(|mut next| next.take());
+        if let Some(model) = switched {
+            self.client.set_model(model);
+        }
     }
 
     fn push(&mut self, message: Message) {
@@ -404,7 +415,15 @@ impl Agent {
             .filter(|(_, m)| matches!(m, Message::User(_)))
             .map(|(i, _)| start + i)
             .collect();
-        if prompts.len() <= self.keep_turns {
+        // Refused as too long, everything but the prompt being answered goes into the summary.
+        let keep = match why {
+            Why::TooLong => 1,
+            Why::Full | Why::Asked => self.keep_turns,
+        };
+        if why == Why::Asked {
+            self.take_model_switch();
+        }
+        if prompts.len() <= keep {
             let has = match prompts.len() {
                 1 => "1 prompt".to_string(),
                 n => format!("{n} prompts"),
@@ -427,7 +446,7 @@ impl Agent {
                 Why::Full | Why::Asked => said,
             });
         }
-        let upto = prompts[prompts.len() - self.keep_turns];
+        let upto = prompts[prompts.len() - keep];
         let sent_before = self.messages().len() - (self.history.len() - upto);
         let mut asked: Vec<Message> = self.messages()[..sent_before].to_vec();
         asked.push(Message::User(SUMMARY_REQUEST.to_string()));
@@ -458,10 +477,11 @@ impl Agent {
         let reply = reply.map_err(|err| format!("the summary request failed: {err}"))?;
         let summary = reply.text.trim().to_string();
         if summary.is_empty() {
+            // Paid for all the same: the turn counts it.
+            self.unbilled.add(reply.usage);
             return Err("the model wrote no summary".to_string());
         }
-        let folded =
-            self.compactions.last().map_or(0, |c| c.prompts) + (prompts.len() - self.keep_turns);
+        let folded = self.compactions.last().map_or(0, |c| c.prompts) + (prompts.len() - keep);
         let old_size = size(self.messages());
         let before = if self.last_input > 0 {
             self.last_input
@@ -607,10 +627,7 @@ impl Agent {
     ) -> Outcome {
         let send = |event: Event| events.report(event);
         send(Event::TurnStarted);
-        let switched = self.next_model.lock().ok().and_then(|mut next| next.take());
-        if let Some(model) = switched {
-            self.client.set_model(model);
-        }
+        self.take_model_switch();
         // A read stuck on a hung file system must not keep the turn from being stopped.
         let notice = tokio::select! {
             notice = self.refresh_instructions() => notice,
@@ -626,7 +643,10 @@ impl Agent {
         for _ in 0..self.max_turns {
             let window = self.client.config().model_info().context;
             if self.compact_at > 0.0 && self.last_input as f64 >= self.compact_at * window as f64 {
-                match self.compact(Why::Full, events, cancel).await {
+                let compacted = self.compact(Why::Full, events, cancel).await;
+                let unbilled = std::mem::take(&mut self.unbilled);
+                self.bill(&mut total, &mut spent, unbilled);
+                match compacted {
                     Ok(usage) => self.bill(&mut total, &mut spent, usage),
                     Err(why) if cancel.is_cancelled() => {
                         tracing::info!(%why, "compaction cancelled");
@@ -668,10 +688,22 @@ impl Agent {
                 Err(err) if too_long(&err) && !compacted_for_length => {
                     compacted_for_length = true;
                     tracing::info!(%err, "the prompt is too long: compacting");
-                    match self.compact(Why::TooLong, events, cancel).await {
+                    let compacted = self.compact(Why::TooLong, events, cancel).await;
+                    let unbilled = std::mem::take(&mut self.unbilled);
+                    self.bill(&mut total, &mut spent, unbilled);
+                    match compacted {
                         Ok(usage) => {
                             self.bill(&mut total, &mut spent, usage);
                             continue;
+                        }
+                        Err(_) if cancel.is_cancelled() => {
+                            return finish(
+                                &send,
+                                total,
+                                spent,
+                                Outcome::Cancelled,
+                                "cancelled".into(),
+                            );
                         }
                         Err(why) => {
                             let message = format!(

@@ -1142,3 +1142,88 @@ async fn provider_ollama_against_a_server_without_ollamas_api_says_to_use_openai
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn refused_as_too_long_right_after_a_compaction_everything_but_the_prompt_is_summarized() {
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![text("one")]),
+            Reply::Status {
+                code: 400,
+                message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
+                retry_after: None,
+            },
+            turn(vec![text("SUMMARY of one")]),
+            turn(vec![text("two")]),
+        ],
+    );
+    // keep_turns 4: the usual rule would find nothing to compact in two prompts.
+    let mut tuning = Tuning::default();
+    tuning.models.insert(
+        "test-model".into(),
+        agent_nvim::llm::models::ModelEntry {
+            context: Some(200_000),
+            price: None,
+        },
+    );
+    let mut agent =
+        agent_tuned(&mock, Wire::Anthropic, dir.path(), 40, tuning).with_compaction(0.8, 4);
+    prompt(&mut agent, "PROMPT-ONE").await;
+    let (outcome, events) = prompt(&mut agent, "PROMPT-TWO").await;
+    assert_eq!(outcome, Outcome::Done, "{events:?}");
+    let last = mock.requests().last().unwrap().clone();
+    assert!(sent_text(&last).contains("SUMMARY of one"));
+    assert!(!sent_text(&last).contains("PROMPT-ONE"));
+}
+
+#[tokio::test]
+async fn stopping_during_the_too_long_compaction_ends_the_turn_as_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![text("one")]),
+            Reply::Status {
+                code: 400,
+                message: "prompt is too long".into(),
+                retry_after: None,
+            },
+            turn(vec![text("SUMMARY")]),
+        ],
+    );
+    let mut agent = compacting_agent(&mock, dir.path(), 200_000);
+    prompt(&mut agent, "PROMPT-ONE").await;
+    // The summary's stream is slow; the turn is stopped while it comes.
+    let mock = mock.with_pace(Pace {
+        chunk_bytes: Some(64),
+        delay: Duration::from_millis(200),
+    });
+    let cancel = CancellationToken::new();
+    let stopper = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            cancel.cancel();
+        })
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let outcome = agent.prompt("PROMPT-TWO".into(), &tx, &cancel).await;
+    stopper.await.unwrap();
+    drop(tx);
+    let mut events = Vec::new();
+    while let Some(e) = rx.recv().await {
+        events.push(e);
+    }
+    assert_eq!(outcome, Outcome::Cancelled, "{events:?}");
+    assert_eq!(
+        mock.requests().len(),
+        3,
+        "the summary request was under way"
+    );
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::Error { .. })),
+        "{events:?}"
+    );
+}

@@ -768,4 +768,16 @@ async fn agent_compact_folds_the_summary_in_the_chat_and_the_next_prompt_is_sent
         sent.contains("PROMPT-TWO") && sent.contains("PROMPT-THREE"),
         "{sent}"
     );
+    // A compaction whose summary request was retried still ends idle (no turn_done ends it).
+    nvim.wait_for("require('agent').status().state == 'idle'")
+        .await;
+    nvim.lua(
+        "require('agent.chat').compacting() \
+         require('agent.rpc').receive({ { type = 'retrying', attempt = 1, delay_ms = 10, reason = 'overloaded' } }) \
+         require('agent.rpc').receive({ { type = 'idle' } })",
+        vec![],
+    )
+    .await;
+    nvim.wait_for("require('agent').status().state == 'idle'")
+        .await;
 }

@@ -71,8 +71,9 @@ function M.error(message)
   render.put(message, "AgentError")
   render.put("\n")
   render.write()
-  if not status.current.turn and status.current.state == "thinking" then
-    -- The prompt failed before a turn began: no turn_done will come.
+  local state = status.current.state
+  if not status.current.turn and (state == "thinking" or state == "compacting" or state == "retrying") then
+    -- The prompt (or :Agent compact) failed before a turn began: no turn_done will come.
     status.set("idle")
   end
   if not window.visible() then
@@ -417,7 +418,10 @@ end
 
 -- The backend takes the next prompt now (after `turn_done`, once the turn is saved).
 function handlers.idle()
-  if status.current.state == "compacting" then
+  -- After :Agent compact (which may have retried): no turn_done ends it. (A prompt just sent
+  -- is "thinking" before its turn starts: left alone.)
+  local state = status.current.state
+  if not status.current.turn and (state == "compacting" or state == "retrying") then
     status.set("idle")
   end
   if M.on_idle then
