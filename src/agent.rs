@@ -638,7 +638,8 @@ impl Agent {
         }
         self.push(Message::User(text));
         let mut total = Usage::default();
-        let mut spent = Spent(Some(0.0));
+        // None from the start for a model without a price: never `$0.00` for an unknown one.
+        let mut spent = Spent(self.client.config().model_info().price.map(|_| 0.0));
         let mut compacted_for_length = false;
         for _ in 0..self.max_turns {
             let window = self.client.config().model_info().context;

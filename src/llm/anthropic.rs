@@ -31,6 +31,9 @@ const MAX_TOKENS: u32 = 16_000;
 /// The largest `max_tokens` sent with thinking (current models' output limit).
 const MAX_TOKENS_THINKING: u32 = 64_000;
 
+/// What a thinking budget leaves at least of `max_tokens` for the answer.
+const MIN_ANSWER: u32 = 1_024;
+
 /// The beta that lets the model think between tool calls.
 pub const INTERLEAVED_THINKING: &str = "interleaved-thinking-2025-05-14";
 
@@ -117,6 +120,7 @@ pub(super) fn write_body(
     pieces: &[&Piece],
     tools: &str,
     thinking: Option<u32>,
+    max_output: Option<u32>,
 ) {
     let mut merged: Vec<(&str, Vec<&str>)> = Vec::new();
     for piece in pieces {
@@ -132,10 +136,18 @@ pub(super) fn write_body(
         let assistant = merged[..last].iter().rposition(|m| m.0 == "assistant")?;
         merged[..assistant].iter().rposition(|m| m.0 == "user")
     });
+    // Within the model's output limit, the budget below max_tokens (models without
+    // interleaved thinking refuse it otherwise).
+    let cap = max_output.unwrap_or(MAX_TOKENS_THINKING);
     let max_tokens = match thinking {
-        Some(budget) => budget.saturating_add(MAX_TOKENS).min(MAX_TOKENS_THINKING),
-        None => MAX_TOKENS,
+        Some(budget) => budget.saturating_add(MAX_TOKENS).min(cap),
+        None => MAX_TOKENS.min(cap),
     };
+    let thinking = thinking.map(|budget| {
+        budget
+            .min(max_tokens.saturating_sub(MIN_ANSWER))
+            .max(super::models::MIN_THINKING_BUDGET)
+    });
     out.push_str("{\"model\":");
     push_json(out, model);
     out.push_str(&format!(
@@ -188,6 +200,7 @@ pub fn body(model: &str, request: &Request<'_>, tools: &Value, thinking: Option<
         &refs,
         &tools.to_string(),
         thinking,
+        None,
     );
     serde_json::from_str(&out).unwrap_or(Value::Null)
 }

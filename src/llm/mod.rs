@@ -140,9 +140,14 @@ pub struct ProviderConfig {
 }
 
 impl ProviderConfig {
-    /// What is known of the model in use (its window, its prices).
+    /// What is known of the model in use (its window, its prices). A local model the table
+    /// does not know gets [`models::DEFAULT_LOCAL_CONTEXT`].
     pub fn model_info(&self) -> ModelInfo {
-        self.tuning.model(&self.model)
+        let mut info = self.tuning.model(&self.model);
+        if self.kind == ProviderKind::Ollama && !info.known {
+            info.context = models::DEFAULT_LOCAL_CONTEXT;
+        }
+        info
     }
 
     /// The wire format the next request uses.
@@ -658,10 +663,17 @@ impl Client {
         let mut out = String::with_capacity(size + request.system.len() + self.tools.len() + 512);
         let cfg = &self.config;
         let (system, model) = (request.system, cfg.model.as_str());
+        let max_output = cfg.model_info().max_output;
         match wire {
-            WireFormat::Anthropic => {
-                anthropic::write_body(&mut out, model, system, &refs, &self.tools, thinking)
-            }
+            WireFormat::Anthropic => anthropic::write_body(
+                &mut out,
+                model,
+                system,
+                &refs,
+                &self.tools,
+                thinking,
+                max_output,
+            ),
             WireFormat::Chat => {
                 openai::write_body(&mut out, model, system, &refs, &self.tools, effort)
             }
@@ -743,7 +755,8 @@ impl Client {
                 if let Some(better) = ollama::no_tools(model, message) {
                     *message = better;
                 } else if *status == 404 && !message.contains("not found, try pulling") {
-                    *message = format!("{message} [{url} is not Ollama's chat API; for another OpenAI-compatible server use provider = \"openai\" with its base_url]");
+                    let shown = without_credentials(&url);
+                    *message = format!("{message} [{shown} is not Ollama's chat API; for another OpenAI-compatible server use provider = \"openai\" with its base_url]");
                 }
             }
             return Err(err);
@@ -805,6 +818,18 @@ impl Parser {
             Parser::OpenAi(p) => p.finish(),
             Parser::Responses(p) => p.finish(),
         }
+    }
+}
+
+/// `url` without a user name or password in it (a base URL may carry them).
+fn without_credentials(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) => {
+            let _ = parsed.set_password(None);
+            let _ = parsed.set_username("");
+            parsed.to_string()
+        }
+        Err(_) => "the configured URL".to_string(),
     }
 }
 
@@ -1155,6 +1180,41 @@ mod tests {
                 assert!(!body.to_string().contains("step 1"), "{wire:?}: {body}");
             }
         }
+    }
+
+    #[test]
+    fn max_tokens_stays_within_the_models_output_limit_and_above_the_thinking_budget() {
+        let body_for = |model: &str, budget: u32| {
+            let config = ProviderConfig {
+                kind: ProviderKind::Anthropic,
+                model: model.into(),
+                base_url: "http://127.0.0.1:9".into(),
+                api_key: None,
+                tuning: Tuning {
+                    thinking: Thinking::Budget(budget),
+                    ..Tuning::default()
+                },
+            };
+            let client = Client::new(config, &[]).unwrap();
+            let messages = [Message::User("hi".into())];
+            let request = Request {
+                system: "s",
+                messages: &messages,
+                history: None,
+            };
+            let budget = client.config().tuning.thinking_budget(model);
+            let body = client.body(WireFormat::Anthropic, &request, budget, None);
+            serde_json::from_str::<Value>(&body).unwrap()
+        };
+        let opus = body_for("claude-opus-4-1", 31_500);
+        assert_eq!(opus["max_tokens"], 32_000);
+        assert_eq!(opus["thinking"]["budget_tokens"], 32_000 - 1_024);
+        let sonnet = body_for("claude-sonnet-4-5", 8_000);
+        assert_eq!(sonnet["max_tokens"], 24_000);
+        assert_eq!(sonnet["thinking"]["budget_tokens"], 8_000);
+        let haiku = body_for("claude-3-5-haiku", 8_000);
+        assert_eq!(haiku["max_tokens"], 8_192);
+        assert!(haiku.get("thinking").is_none(), "{haiku}");
     }
 
     #[test]

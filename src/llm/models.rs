@@ -14,6 +14,11 @@ use super::Usage;
 /// The context window assumed for a model the table does not know.
 pub const DEFAULT_CONTEXT: u64 = 128_000;
 
+/// The window sent to Ollama for a model the table does not know: Ollama sets aside memory for
+/// all of it, so a large guess can keep a local model from loading. `models[name].context`
+/// sets it.
+pub const DEFAULT_LOCAL_CONTEXT: u64 = 32_768;
+
 /// The thinking budget a thinking model gets when `thinking` is not set.
 pub const DEFAULT_THINKING_BUDGET: u32 = 8_000;
 
@@ -59,6 +64,10 @@ pub struct ModelInfo {
     pub thinks: bool,
     /// OpenAI serves it through the Responses API only.
     pub responses_only: bool,
+    /// The table knows it (or the person's entry names it).
+    pub known: bool,
+    /// The most output tokens one response may hold, when known.
+    pub max_output: Option<u32>,
 }
 
 /// One entry of the person's `models` table: each field overrides the built-in one.
@@ -141,6 +150,8 @@ impl Tuning {
             price: entry.and_then(|e| e.price).or(known.map(|k| k.price)),
             thinks: known.is_some_and(|k| k.thinks),
             responses_only: known.is_some_and(|k| k.responses_only),
+            known: known.is_some() || entry.is_some(),
+            max_output: known.and_then(|k| k.max_output),
         }
     }
 
@@ -148,9 +159,17 @@ impl Tuning {
     pub fn thinking_budget(&self, model: &str) -> Option<u32> {
         match self.thinking {
             Thinking::Off => None,
+            // Never to a model known not to think (the API refuses it).
+            Thinking::Budget(_) if self.known_not_to_think(model) => None,
             Thinking::Budget(n) => Some(n.max(MIN_THINKING_BUDGET)),
             Thinking::Auto => self.model(model).thinks.then_some(DEFAULT_THINKING_BUDGET),
         }
+    }
+
+    fn known_not_to_think(&self, model: &str) -> bool {
+        KNOWN
+            .iter()
+            .any(|k| names(k.name, model) && k.max_output.is_some() && !k.thinks)
     }
 
     /// Whether requests for `model` use the Responses API.
@@ -164,16 +183,21 @@ impl Tuning {
 }
 
 /// `name` is `entry`, or `entry` followed by a release date (`-20250929`, `-2025-08-07`) or
-/// `-latest`.
+/// `-latest`: nothing looser (`claude-opus-4-6-20260101` is not `claude-opus-4`).
 fn names(entry: &str, name: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     match name.strip_prefix(entry) {
-        Some("") => true,
-        Some(rest) => {
-            rest == "-latest"
-                || (rest.starts_with('-')
-                    && rest.len() >= 9
-                    && rest[1..].chars().all(|c| c.is_ascii_digit() || c == '-'))
-        }
+        Some("") | Some("-latest") => true,
+        Some(rest) => match rest.strip_prefix('-') {
+            Some(date) if date.len() == 8 => digits(date),
+            Some(date) if date.len() == 10 => {
+                let parts: Vec<&str> = date.split('-').collect();
+                parts.len() == 3
+                    && [4, 2, 2] == [parts[0].len(), parts[1].len(), parts[2].len()]
+                    && parts.iter().all(|p| digits(p))
+            }
+            _ => false,
+        },
         None => false,
     }
 }
@@ -185,12 +209,20 @@ struct Known {
     price: Price,
     thinks: bool,
     responses_only: bool,
+    max_output: Option<u32>,
 }
 
-const fn anthropic(name: &'static str, input: f64, output: f64, thinks: bool) -> Known {
+const fn anthropic(
+    name: &'static str,
+    input: f64,
+    output: f64,
+    thinks: bool,
+    max_output: u32,
+) -> Known {
     Known {
         name,
         context: 200_000,
+        max_output: Some(max_output),
         // Anthropic bills a 5-minute cache write at 1.25 times input and a read at a tenth.
         price: Price {
             input,
@@ -223,20 +255,21 @@ const fn openai(
         },
         thinks: false,
         responses_only,
+        max_output: None,
     }
 }
 
 /// Current models, their windows and list prices (USD per million tokens) as the vendors
 /// publish them.
 const KNOWN: &[Known] = &[
-    anthropic("claude-opus-4-5", 5.0, 25.0, true),
-    anthropic("claude-opus-4-1", 15.0, 75.0, true),
-    anthropic("claude-opus-4", 15.0, 75.0, true),
-    anthropic("claude-sonnet-4-5", 3.0, 15.0, true),
-    anthropic("claude-sonnet-4", 3.0, 15.0, true),
-    anthropic("claude-3-7-sonnet", 3.0, 15.0, true),
-    anthropic("claude-haiku-4-5", 1.0, 5.0, true),
-    anthropic("claude-3-5-haiku", 0.8, 4.0, false),
+    anthropic("claude-opus-4-5", 5.0, 25.0, true, 64_000),
+    anthropic("claude-opus-4-1", 15.0, 75.0, true, 32_000),
+    anthropic("claude-opus-4", 15.0, 75.0, true, 32_000),
+    anthropic("claude-sonnet-4-5", 3.0, 15.0, true, 64_000),
+    anthropic("claude-sonnet-4", 3.0, 15.0, true, 64_000),
+    anthropic("claude-3-7-sonnet", 3.0, 15.0, true, 64_000),
+    anthropic("claude-haiku-4-5", 1.0, 5.0, true, 64_000),
+    anthropic("claude-3-5-haiku", 0.8, 4.0, false, 8_192),
     openai("gpt-5.1", 400_000, 1.25, 0.125, 10.0, false),
     openai("gpt-5", 400_000, 1.25, 0.125, 10.0, false),
     openai("gpt-5-mini", 400_000, 0.25, 0.025, 2.0, false),
@@ -247,6 +280,8 @@ const KNOWN: &[Known] = &[
     openai("gpt-4.1", 1_047_576, 2.0, 0.5, 8.0, false),
     openai("gpt-4.1-mini", 1_047_576, 0.4, 0.1, 1.6, false),
     openai("gpt-4o", 128_000, 2.5, 1.25, 10.0, false),
+    // The first gpt-4o snapshot kept its launch price.
+    openai("gpt-4o-2024-05-13", 128_000, 5.0, 5.0, 15.0, false),
     openai("gpt-4o-mini", 128_000, 0.15, 0.075, 0.6, false),
     openai("o3", 200_000, 2.0, 0.5, 8.0, false),
     openai("o4-mini", 200_000, 1.1, 0.275, 4.4, false),
@@ -281,6 +316,19 @@ mod tests {
             );
         }
         assert!(tuning.model("gpt-5-codex").responses_only);
+        // A later model whose name starts like an older one's is not priced as it.
+        for name in [
+            "claude-opus-4-6-20260101",
+            "claude-sonnet-4-7",
+            "gpt-4o-2024-5-13",
+        ] {
+            assert_eq!(tuning.model(name).price, None, "{name}");
+        }
+        assert_eq!(tuning.model("gpt-4o-2024-05-13").price.unwrap().input, 5.0);
+        assert_eq!(
+            tuning.model("claude-opus-4-1-20250805").max_output,
+            Some(32_000)
+        );
     }
 
     #[test]
@@ -348,5 +396,7 @@ mod tests {
             tuning.thinking_budget("test-model"),
             Some(MIN_THINKING_BUDGET)
         );
+        // Never to a model known not to think.
+        assert_eq!(tuning.thinking_budget("claude-3-5-haiku-20241022"), None);
     }
 }

@@ -850,7 +850,8 @@ async fn ollama_gets_num_ctx_from_the_model_table_and_a_model_without_tools_is_n
     let mut untuned = agent(&mock, Wire::Ollama, dir.path(), 40);
     let (outcome, events) = prompt(&mut untuned, "hi").await;
     assert_eq!(outcome, Outcome::Failed);
-    assert_eq!(mock.requests()[0].body["options"]["num_ctx"], 128_000);
+    // (32k for a local model the table does not know: Ollama reserves memory for all of it.)
+    assert_eq!(mock.requests()[0].body["options"]["num_ctx"], 32_768);
     let message = last_message(&events);
     assert!(
         message.contains("test-model has no tool support")
@@ -871,6 +872,20 @@ async fn the_turns_cost_shows_with_a_configured_price_and_never_without_one() {
         e,
         Event::Usage { cost: Some(_), .. } | Event::TurnDone { cost: Some(_), .. }
     )));
+    // Nor `$0.00` for a turn that failed before any reply.
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![Reply::Status {
+            code: 400,
+            message: "bad".into(),
+            retry_after: None,
+        }],
+    );
+    let (_, events) = prompt(&mut agent(&mock, Wire::Anthropic, dir.path(), 40), "hi").await;
+    assert!(
+        matches!(events.last(), Some(Event::TurnDone { cost: None, .. })),
+        "{events:?}"
+    );
     // A price: 100 in × $3000 + 20 out × $6000 per million = $0.42.
     let mut tuning = Tuning::default();
     tuning.models.insert(
