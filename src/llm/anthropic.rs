@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::{
-    interleave, push_json, LlmError, Message, Origin, Piece, Progress, Reasoning, Reply, Request,
-    ToolCall, Usage,
+    interleave, push_json, written, LlmError, Message, Origin, Piece, Progress, Reasoning, Reply,
+    Request, ToolCall, Usage,
 };
 use crate::tools::ToolSpec;
 
@@ -192,17 +192,17 @@ pub(super) fn write_body(
 pub fn body(model: &str, request: &Request<'_>, tools: &Value, thinking: Option<u32>) -> Value {
     let pieces: Vec<Piece> = request.messages.iter().map(piece).collect();
     let refs: Vec<&Piece> = pieces.iter().collect();
-    let mut out = String::new();
-    write_body(
-        &mut out,
-        model,
-        request.system,
-        &refs,
-        &tools.to_string(),
-        thinking,
-        None,
-    );
-    serde_json::from_str(&out).unwrap_or(Value::Null)
+    written(|out| {
+        write_body(
+            out,
+            model,
+            request.system,
+            &refs,
+            &tools.to_string(),
+            thinking,
+            None,
+        )
+    })
 }
 
 /// A content block being streamed.

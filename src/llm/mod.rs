@@ -331,6 +331,18 @@ pub(crate) fn interleave(parts: Vec<Value>, reasoning: &[Reasoning], origin: Ori
     out
 }
 
+impl CallResult {
+    /// What the wire formats without an error flag send: the text, a failure prefixed
+    /// `ERROR: `.
+    pub(crate) fn sent_text(&self) -> String {
+        if self.ok {
+            self.text.clone()
+        } else {
+            format!("ERROR: {}", self.text)
+        }
+    }
+}
+
 /// The conversation, provider-neutral. Each provider renders it in its own format.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
@@ -497,6 +509,13 @@ pub struct Request<'a> {
 pub struct Piece {
     pub(crate) role: &'static str,
     pub(crate) parts: Vec<String>,
+}
+
+/// The body `write` writes, parsed (the wire modules' `body`, for tests).
+pub(crate) fn written(write: impl FnOnce(&mut String)) -> Value {
+    let mut out = String::new();
+    write(&mut out);
+    serde_json::from_str(&out).unwrap_or(Value::Null)
 }
 
 /// Appends `text` as a JSON string.
@@ -1215,6 +1234,30 @@ mod tests {
         let haiku = body_for("claude-3-5-haiku", 8_000);
         assert_eq!(haiku["max_tokens"], 8_192);
         assert!(haiku.get("thinking").is_none(), "{haiku}");
+    }
+
+    #[test]
+    fn reasoning_goes_back_between_the_parts_it_came_between() {
+        let part = |name: &str| serde_json::json!(name);
+        let reasoning = |at: usize, name: &str, origin| Reasoning {
+            origin,
+            at,
+            item: serde_json::json!(name),
+        };
+        let got = interleave(
+            vec![part("text"), part("call 1"), part("call 2")],
+            &[
+                reasoning(0, "first", Origin::Anthropic),
+                reasoning(2, "between", Origin::Anthropic),
+                reasoning(1, "other wire", Origin::Responses),
+                reasoning(3, "last", Origin::Anthropic),
+            ],
+            Origin::Anthropic,
+        );
+        assert_eq!(
+            got,
+            ["first", "text", "call 1", "between", "call 2", "last"].map(part)
+        );
     }
 
     #[test]

@@ -8,7 +8,8 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 use super::{
-    push_json, push_parts, LlmError, Message, Piece, Progress, Reply, Request, ToolCall, Usage,
+    push_json, push_parts, written, LlmError, Message, Piece, Progress, Reply, Request, ToolCall,
+    Usage,
 };
 
 /// A model that has tool support, named in the message for one that has not.
@@ -53,11 +54,7 @@ pub(super) fn piece(message: &Message, previous: Option<&Message>) -> Piece {
             results
                 .iter()
                 .map(|r| {
-                    let content = if r.ok {
-                        r.text.clone()
-                    } else {
-                        format!("ERROR: {}", r.text)
-                    };
+                    let content = r.sent_text();
                     let name = calls
                         .iter()
                         .find(|c| c.id == r.id)
@@ -101,16 +98,16 @@ pub fn body(model: &str, request: &Request<'_>, tools: &Value, context: u64) -> 
         .map(|i| piece(&messages[i], i.checked_sub(1).map(|j| &messages[j])))
         .collect();
     let refs: Vec<&Piece> = pieces.iter().collect();
-    let mut out = String::new();
-    write_body(
-        &mut out,
-        model,
-        request.system,
-        &refs,
-        &tools.to_string(),
-        context,
-    );
-    serde_json::from_str(&out).unwrap_or(Value::Null)
+    written(|out| {
+        write_body(
+            out,
+            model,
+            request.system,
+            &refs,
+            &tools.to_string(),
+            context,
+        )
+    })
 }
 
 /// The message for Ollama's refusal of a model without tool support, else None.

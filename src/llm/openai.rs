@@ -4,7 +4,8 @@
 use serde_json::{json, Value};
 
 use super::{
-    push_json, push_parts, LlmError, Message, Piece, Progress, Reply, Request, ToolCall, Usage,
+    push_json, push_parts, written, LlmError, Message, Piece, Progress, Reply, Request, ToolCall,
+    Usage,
 };
 use crate::tools::ToolSpec;
 
@@ -43,11 +44,7 @@ pub(super) fn piece(message: &Message) -> Piece {
         Message::Results(results) => results
             .iter()
             .map(|r| {
-                let content = if r.ok {
-                    r.text.clone()
-                } else {
-                    format!("ERROR: {}", r.text)
-                };
+                let content = r.sent_text();
                 json!({"role": "tool", "tool_call_id": r.id, "content": content})
             })
             .collect(),
@@ -88,16 +85,16 @@ pub(super) fn write_body(
 pub fn body(model: &str, request: &Request<'_>, tools: &Value, effort: Option<&str>) -> Value {
     let pieces: Vec<Piece> = request.messages.iter().map(piece).collect();
     let refs: Vec<&Piece> = pieces.iter().collect();
-    let mut out = String::new();
-    write_body(
-        &mut out,
-        model,
-        request.system,
-        &refs,
-        &tools.to_string(),
-        effort,
-    );
-    serde_json::from_str(&out).unwrap_or(Value::Null)
+    written(|out| {
+        write_body(
+            out,
+            model,
+            request.system,
+            &refs,
+            &tools.to_string(),
+            effort,
+        )
+    })
 }
 
 /// A tool call being accumulated from deltas.

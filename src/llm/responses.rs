@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::{
-    interleave, push_json, push_parts, LlmError, Message, Origin, Piece, Progress, Reasoning,
-    Reply, Request, ToolCall, Usage,
+    interleave, push_json, push_parts, written, LlmError, Message, Origin, Piece, Progress,
+    Reasoning, Reply, Request, ToolCall, Usage,
 };
 use crate::tools::ToolSpec;
 
@@ -53,11 +53,7 @@ pub(super) fn piece(message: &Message) -> Piece {
         Message::Results(results) => results
             .iter()
             .map(|r| {
-                let output = if r.ok {
-                    r.text.clone()
-                } else {
-                    format!("ERROR: {}", r.text)
-                };
+                let output = r.sent_text();
                 json!({"type": "function_call_output", "call_id": r.id, "output": output})
             })
             .collect(),
@@ -99,16 +95,16 @@ pub(super) fn write_body(
 pub fn body(model: &str, request: &Request<'_>, tools: &Value, effort: Option<&str>) -> Value {
     let pieces: Vec<Piece> = request.messages.iter().map(piece).collect();
     let refs: Vec<&Piece> = pieces.iter().collect();
-    let mut out = String::new();
-    write_body(
-        &mut out,
-        model,
-        request.system,
-        &refs,
-        &tools.to_string(),
-        effort,
-    );
-    serde_json::from_str(&out).unwrap_or(Value::Null)
+    written(|out| {
+        write_body(
+            out,
+            model,
+            request.system,
+            &refs,
+            &tools.to_string(),
+            effort,
+        )
+    })
 }
 
 /// A function call being streamed.
