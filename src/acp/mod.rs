@@ -17,6 +17,7 @@
 mod fs;
 mod load;
 mod permission;
+mod terminal;
 mod transport;
 mod update;
 
@@ -55,6 +56,7 @@ use transport::Process;
 use update::Tools;
 
 pub use load::{AgentSession, Offers, SessionsError};
+pub use terminal::TerminalSettings;
 
 /// How long [`connect`] waits for initialize and session/new unless told otherwise.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -106,8 +108,13 @@ pub enum AgentUpdate {
         /// `read` | `edit` | `delete` | `move` | `search` | `execute` | `think` | `fetch` |
         /// `switch_mode` | `other`.
         kind: String,
-        /// The call's content as text: text blocks, diffs as unified diffs, `[terminal ID]`.
+        /// The call's content as text: text blocks, diffs as unified diffs, a terminal's output
+        /// so far (`[terminal ID]` for one we never made).
         output: String,
+        /// A terminal it embeds still runs: the chat shows the output's last lines under the
+        /// row, unfolded, until it ends.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        running: bool,
     },
     /// A user message of a session the agent replays for `session/load`, whole: shown as the
     /// prompt it was, so it is named `prompt` on the wire, as [`crate::front::nvim::protocol`]'s
@@ -169,7 +176,7 @@ pub struct AgentEdit {
 }
 
 /// A permission question, with the agent's own options.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PermissionAsk {
     /// The tool call it is about (its row in the chat).
     pub tool_call_id: String,
@@ -181,6 +188,12 @@ pub struct PermissionAsk {
     pub diff: Option<String>,
     /// The command line, for a shell tool.
     pub command: Option<String>,
+    /// Where the command runs, when it is not the workspace root's (a terminal's `cwd`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// How long the command may run, in seconds, when we run it (a terminal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<f64>,
     /// The edit a person may change first ("Edit before allowing"); None: not offered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub edit: Option<AgentEdit>,
@@ -218,6 +231,8 @@ pub struct AcpSpec {
     /// The sandbox the agent and everything it runs start in (`acp.agents.NAME.sandbox`);
     /// None: none.
     pub sandbox: Option<crate::sandbox::Policy>,
+    /// How the agent's terminals run (timeout, shell, `pass_env`, the person's rules).
+    pub terminal: TerminalSettings,
 }
 
 impl AcpSpec {
@@ -232,6 +247,7 @@ impl AcpSpec {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             checkpoints: None,
             sandbox: None,
+            terminal: TerminalSettings::default(),
         }
     }
 }
@@ -249,6 +265,11 @@ impl AgentAuthority {
     /// The authority of the ACP client itself.
     fn of_client() -> Self {
         AgentAuthority(())
+    }
+
+    /// What lets the client start a process for the agent (a terminal).
+    fn approved(&self) -> crate::tools::Approved {
+        crate::tools::Approved::for_external_agent(self)
     }
 }
 
@@ -357,6 +378,33 @@ struct PermissionRequest(Value);
 #[serde(transparent)]
 struct Prompt(PromptRequest);
 
+/// Declares a client request the agent sends, kept as JSON and answered with JSON.
+macro_rules! json_request {
+    ($name:ident, $method:literal) => {
+        #[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcRequest)]
+        #[request(method = $method, response = Value)]
+        #[serde(transparent)]
+        struct $name(Value);
+    };
+}
+
+json_request!(TerminalCreate, "terminal/create");
+json_request!(TerminalOutput, "terminal/output");
+json_request!(TerminalWait, "terminal/wait_for_exit");
+json_request!(TerminalKill, "terminal/kill");
+json_request!(TerminalRelease, "terminal/release");
+
+/// Sends a handler's answer: its result, or its error.
+fn answer(responder: Responder<Value>, result: Result<Value, agent_client_protocol::Error>) {
+    let sent = match result {
+        Ok(value) => responder.respond(value),
+        Err(err) => responder.respond_with_error(err),
+    };
+    if let Err(err) = sent {
+        tracing::debug!(%err, "an answer to the agent was not delivered");
+    }
+}
+
 /// What the handlers share with the session.
 struct Shared {
     name: String,
@@ -383,6 +431,14 @@ struct Shared {
     /// What the agent is told at the start of its next prompt (the protocol's permission answer
     /// carries no text): the person's changes to its edits.
     notes: Mutex<Vec<String>>,
+    /// The session's terminals (`terminal.rs`), shared with [`Tools`] for the rows showing them.
+    terminals: Arc<Mutex<terminal::Terminals>>,
+    /// Command lines the person allowed through the agent's permission questions.
+    allowances: Mutex<Vec<terminal::Allowance>>,
+    /// See [`AcpSpec::terminal`].
+    terminal: TerminalSettings,
+    /// See [`AcpSpec::sandbox`]: the agent's terminals run in it too.
+    sandbox: Option<crate::sandbox::Policy>,
 }
 
 impl Shared {
@@ -504,19 +560,24 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let terminals = Arc::new(Mutex::new(terminal::Terminals::default()));
     let shared = Arc::new(Shared {
         name: spec.name.clone(),
         workspace: spec.workspace.clone(),
         auto_approve: spec.auto_approve,
         host,
         turn: Mutex::new(CancellationToken::new()),
-        tools: Mutex::new(Tools::default()),
+        tools: Mutex::new(Tools::showing(terminals.clone())),
         reports: Mutex::new(None),
         checkpoints: spec.checkpoints.clone(),
         replay: Mutex::new(None),
         writes_through_client: std::sync::atomic::AtomicBool::new(false),
         edited: Mutex::new(std::collections::HashMap::new()),
         notes: Mutex::new(Vec::new()),
+        terminals,
+        allowances: Mutex::new(Vec::new()),
+        terminal: spec.terminal.clone(),
+        sandbox: spec.sandbox.clone(),
     });
     let lines = transport::lines(reader, writer, spec.name.clone());
     let (cx_tx, cx_rx) = oneshot::channel();
@@ -563,9 +624,8 @@ where
                     .fs(FileSystemCapabilities::new()
                         .read_text_file(true)
                         .write_text_file(true))
-                    // Only once terminal/* really works: an agent that takes up a capability
-                    // that is not implemented hangs.
-                    .terminal(false),
+                    // terminal/*: run through our gate, process trees and sandbox.
+                    .terminal(true),
             )
             .client_info(Implementation::new("agent.nvim", env!("CARGO_PKG_VERSION")));
         let info = session
@@ -628,6 +688,13 @@ fn client(
     let updates = shared.clone();
     let reads = shared.clone();
     let writes = shared.clone();
+    let (creates, outputs, waits, kills, releases) = (
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+    );
     let asks = shared;
     Client
         .v1()
@@ -725,6 +792,54 @@ fn client(
             },
             agent_client_protocol::on_receive_request!(),
         )
+        .on_receive_request(
+            async move |request: TerminalCreate,
+                        responder: Responder<Value>,
+                        cx: ConnectionTo<Agent>| {
+                let shared = creates.clone();
+                let turn = shared.turn();
+                // Off the dispatch loop: it may wait for a person.
+                cx.spawn(async move {
+                    answer(responder, shared.create_terminal(&request.0, &turn).await);
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: TerminalOutput, responder: Responder<Value>, _cx| {
+                answer(responder, outputs.terminal_output(&request.0));
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: TerminalWait,
+                        responder: Responder<Value>,
+                        cx: ConnectionTo<Agent>| {
+                let shared = waits.clone();
+                // Off the dispatch loop: it waits for the command.
+                cx.spawn(async move {
+                    answer(responder, shared.terminal_wait(&request.0).await);
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: TerminalKill, responder: Responder<Value>, _cx| {
+                answer(responder, kills.terminal_kill(&request.0));
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: TerminalRelease, responder: Responder<Value>, _cx| {
+                answer(responder, releases.terminal_release(&request.0));
+                Ok(())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
         .on_receive_dispatch(
             async move |message: Dispatch<UntypedMessage, UntypedMessage>, _cx| {
                 Ok(match message {
@@ -776,6 +891,13 @@ async fn decide(shared: &Shared, ask: PermissionAsk, turn: &CancellationToken) -
         .map(|option| option.id.clone())
         .collect();
     let ids: Vec<String> = ask.options.iter().map(|option| option.id.clone()).collect();
+    let always: Vec<String> = ask
+        .options
+        .iter()
+        .filter(|o| o.kind == "allow_always")
+        .map(|option| option.id.clone())
+        .collect();
+    let command = ask.command.clone();
     let edit = ask.edit.clone();
     let picked = tokio::select! {
         picked = shared.host.ask_permission(ask) => picked,
@@ -800,7 +922,13 @@ async fn decide(shared: &Shared, ask: PermissionAsk, turn: &CancellationToken) -
                 permission::cancelled()
             }
         },
-        Some(Picked { option, .. }) if ids.contains(&option) => permission::selected(&option),
+        Some(Picked { option, .. }) if ids.contains(&option) => {
+            // The person saw this command line and allowed it: a terminal for exactly it runs.
+            if let Some(line) = command.filter(|_| allows.contains(&option)) {
+                shared.allow_line(line, always.contains(&option));
+            }
+            permission::selected(&option)
+        }
         Some(Picked { option, .. }) => {
             tracing::warn!(id = %option, "the front end picked an option the agent did not offer");
             permission::cancelled()
@@ -848,6 +976,8 @@ impl AcpSession {
                     tracing::debug!(%err, "session/cancel not sent");
                 }
                 turn.cancel();
+                // `:Agent stop` stops what the agent runs through us too.
+                self.shared.kill_terminals();
                 match tokio::time::timeout(CANCEL_GRACE, &mut answer).await {
                     Ok(answer) => answer,
                     Err(_) => {
@@ -891,6 +1021,7 @@ impl AcpSession {
     /// kills its process tree.
     pub async fn shutdown(mut self) {
         self.shared.turn().cancel();
+        self.shared.kill_terminals();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }

@@ -72,6 +72,8 @@ pub(super) fn ask(
         options,
         diff,
         command: raw_input.and_then(raw_command),
+        cwd: None,
+        timeout: None,
         edit: None,
     }
 }

@@ -59,7 +59,7 @@ impl FakeAgent {
             params["clientCapabilities"]["fs"],
             json!({"readTextFile": true, "writeTextFile": true})
         );
-        assert_eq!(params["clientCapabilities"]["terminal"], false);
+        assert_eq!(params["clientCapabilities"]["terminal"], true);
         self.respond(
             id,
             json!({"protocolVersion": 1, "agentCapabilities": capabilities}),
@@ -151,6 +151,7 @@ fn events_serialize_flat_with_a_type() {
         status: "completed".into(),
         kind: "read".into(),
         output: "ok".into(),
+        running: false,
     });
     let plan = AcpEvent::Agent(AgentUpdate::Plan {
         entries: vec![PlanEntry {
@@ -370,6 +371,10 @@ fn shared(host: Arc<FakeHost>, auto_approve: bool) -> (tempfile::TempDir, Shared
         writes_through_client: std::sync::atomic::AtomicBool::new(false),
         edited: Mutex::new(std::collections::HashMap::new()),
         notes: Mutex::new(Vec::new()),
+        terminals: Arc::new(Mutex::new(super::terminal::Terminals::default())),
+        allowances: Mutex::new(Vec::new()),
+        terminal: super::TerminalSettings::default(),
+        sandbox: None,
     };
     (dir, shared)
 }
@@ -390,6 +395,8 @@ fn ask() -> PermissionAsk {
         ],
         diff: None,
         command: None,
+        cwd: None,
+        timeout: None,
         edit: None,
     }
 }
@@ -517,6 +524,8 @@ async fn cancel_sends_session_cancel_and_answers_the_open_question_cancelled() {
             }],
             diff: None,
             command: Some("make".into()),
+            cwd: None,
+            timeout: None,
             edit: None,
         }]
     );
@@ -846,6 +855,7 @@ async fn a_loaded_session_is_replayed_as_prompts_and_turns_and_the_next_prompt_g
             status: status.into(),
             kind: "read".into(),
             output: String::new(),
+            running: false,
         })
     };
     assert_eq!(

@@ -7,20 +7,25 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::Value;
 
+use super::terminal::{Shown, Terminals};
 use super::{AcpEvent, AgentUpdate, PlanEntry};
 use crate::agent::Event;
 use crate::text::{clamp_head, head_marker, MAX_CHARS};
 use crate::workspace::Workspace;
 
 /// The tool calls of the current turn, by id, as last reported.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(super) struct Tools {
     calls: HashMap<String, Call>,
     /// Ids in the order they started, to close them in order.
     order: Vec<String>,
+    /// The session's terminals, whose output the rows embedding them show (None: shown as
+    /// `[terminal ID]`).
+    terminals: Option<Arc<Mutex<Terminals>>>,
 }
 
 /// One tool call's current state (fields the agent has not sent yet keep their defaults).
@@ -51,6 +56,14 @@ impl Default for Call {
 }
 
 impl Tools {
+    /// No calls yet; rows embedding one of `terminals` show its output.
+    pub(super) fn showing(terminals: Arc<Mutex<Terminals>>) -> Tools {
+        Tools {
+            terminals: Some(terminals),
+            ..Tools::default()
+        }
+    }
+
     /// The events one `session/update` notification's `update` object produces. Unknown kinds of
     /// update (modes, session info, usage) produce none.
     pub(super) fn apply(&mut self, update: &Value, workspace: &Workspace) -> Vec<AcpEvent> {
@@ -122,13 +135,14 @@ impl Tools {
         if let Some(raw) = fields.get("rawOutput").filter(|raw| !raw.is_null()) {
             call.raw_output = Some(raw.clone());
         }
-        let output = call.output(workspace);
+        let (output, running) = call.output(workspace, self.terminals.as_deref());
         events.push(AcpEvent::Agent(AgentUpdate::ToolUpdated {
             id: id.clone(),
             title: call.title.clone(),
             status: call.status.clone(),
             kind: call.kind.clone(),
             output: output.clone(),
+            running,
         }));
         let done = matches!(call.status.as_str(), "completed" | "failed");
         if done && !call.finished {
@@ -143,6 +157,26 @@ impl Tools {
             }));
         }
         events
+    }
+
+    /// The rows of the calls whose content embeds terminal `terminal`, redrawn.
+    pub(super) fn embedding(&self, terminal: &str, workspace: &Workspace) -> Vec<AcpEvent> {
+        self.order
+            .iter()
+            .filter_map(|id| Some((id, self.calls.get(id)?)))
+            .filter(|(_, call)| call.content.iter().any(|item| embeds(item, terminal)))
+            .map(|(id, call)| {
+                let (output, running) = call.output(workspace, self.terminals.as_deref());
+                AcpEvent::Agent(AgentUpdate::ToolUpdated {
+                    id: id.clone(),
+                    title: call.title.clone(),
+                    status: call.status.clone(),
+                    kind: call.kind.clone(),
+                    output,
+                    running,
+                })
+            })
+            .collect()
     }
 
     /// The call with this id, if it was reported.
@@ -161,7 +195,7 @@ impl Tools {
             if call.finished {
                 continue;
             }
-            let mut output = call.output(workspace);
+            let (mut output, _) = call.output(workspace, self.terminals.as_deref());
             if !note.is_empty() {
                 if !output.is_empty() {
                     output.push('\n');
@@ -183,10 +217,24 @@ impl Tools {
 }
 
 impl Call {
-    /// The call's content as text: content blocks, diffs rendered as unified diffs, terminals as
-    /// a plain row; the raw output when there is no content. Clamped to [`MAX_CHARS`].
-    fn output(&self, workspace: &Workspace) -> String {
-        let mut text = render(&self.content, workspace);
+    /// The call's content as text: content blocks, diffs rendered as unified diffs, terminals
+    /// as their output so far; the raw output when there is no content. Clamped to
+    /// [`MAX_CHARS`]. True when a terminal it embeds still runs.
+    fn output(
+        &self,
+        workspace: &Workspace,
+        terminals: Option<&Mutex<Terminals>>,
+    ) -> (String, bool) {
+        let mut running = false;
+        let mut text = {
+            let terminals = terminals.map(|t| t.lock().unwrap_or_else(PoisonError::into_inner));
+            let lookup = |id: &str| {
+                let shown = terminals.as_ref().and_then(|t| t.shown(id));
+                running |= shown.as_ref().is_some_and(|s: &Shown| s.running);
+                shown.map(|s| s.text)
+            };
+            render(&self.content, workspace, lookup)
+        };
         if text.is_empty() {
             text = match &self.raw_output {
                 Some(Value::String(raw)) => raw.clone(),
@@ -194,31 +242,43 @@ impl Call {
                 None => String::new(),
             };
         }
-        match clamp_head(&text, MAX_CHARS) {
+        let text = match clamp_head(&text, MAX_CHARS) {
             (_, false) => text,
             (head, true) => format!("{head}{}", head_marker()),
-        }
+        };
+        (text, running)
     }
 }
 
-/// Tool call content items as text, one item after another.
-pub(super) fn render(content: &[Value], workspace: &Workspace) -> String {
+/// Tool call content items as text, one item after another; a terminal as `terminal(id)` gives
+/// it (its output), or `[terminal ID]` for one we never made.
+pub(super) fn render(
+    content: &[Value],
+    workspace: &Workspace,
+    mut terminal: impl FnMut(&str) -> Option<String>,
+) -> String {
     content
         .iter()
         .filter_map(|item| match item.get("type").and_then(Value::as_str) {
             Some("content") => block_text(&item["content"]),
             Some("diff") => diff_text(item, workspace),
-            // Terminal ids we never created (we advertise no terminal): shown, never fetched.
-            Some("terminal") => Some(format!(
-                "[terminal {}]",
-                item.get("terminalId")
+            Some("terminal") => {
+                let id = item
+                    .get("terminalId")
                     .and_then(Value::as_str)
-                    .unwrap_or("?")
-            )),
+                    .unwrap_or("?");
+                Some(terminal(id).unwrap_or_else(|| format!("[terminal {id}]")))
+            }
             _ => None,
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Whether a content item is terminal `id`.
+fn embeds(item: &Value, id: &str) -> bool {
+    item.get("type").and_then(Value::as_str) == Some("terminal")
+        && item.get("terminalId").and_then(Value::as_str) == Some(id)
 }
 
 /// A `diff` content item (path, oldText, newText) as a unified diff; None when it has no new
@@ -338,6 +398,7 @@ mod tests {
             status: status.into(),
             kind: kind.into(),
             output: output.into(),
+            running: false,
         })
     }
 

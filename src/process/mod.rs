@@ -30,6 +30,7 @@ use crate::sandbox::{self, Policy};
 use crate::tools::Approved;
 
 mod capture;
+pub mod live;
 
 use capture::{compose, Capture};
 

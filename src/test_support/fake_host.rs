@@ -17,6 +17,8 @@ use crate::editor::Editor;
 pub enum Answer {
     /// Picks the first option of this kind.
     Kind(&'static str),
+    /// The n-th question picks the first option of the n-th kind (the last kind after that).
+    Kinds(&'static [&'static str]),
     /// Picks an id the agent never offered.
     Bogus,
     /// Never answers.
@@ -82,14 +84,20 @@ impl AcpHost for FakeHost {
         self.events.lock().unwrap().push(event);
     }
     fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<Picked>> {
-        let picked = match self.answer {
-            Answer::Kind(kind) => request
+        let asked = self.asks.lock().unwrap().len();
+        let kind = match self.answer {
+            Answer::Kinds(kinds) => kinds.get(asked).or(kinds.last()).copied(),
+            Answer::Kind(kind) => Some(kind),
+            Answer::Bogus | Answer::Never => None,
+        };
+        let picked = match (self.answer, kind) {
+            (Answer::Kind(_) | Answer::Kinds(_), Some(kind)) => request
                 .options
                 .iter()
                 .find(|o| o.kind == kind)
                 .map(|o| o.id.clone()),
-            Answer::Bogus => Some("bogus".into()),
-            Answer::Never => None,
+            (Answer::Bogus, _) => Some("bogus".into()),
+            _ => None,
         }
         .map(|option| Picked {
             option,
@@ -98,7 +106,7 @@ impl AcpHost for FakeHost {
         self.asks.lock().unwrap().push(request);
         match self.answer {
             Answer::Never => Box::pin(futures::future::pending()),
-            Answer::Kind(_) | Answer::Bogus => Box::pin(async move { picked }),
+            Answer::Kind(_) | Answer::Kinds(_) | Answer::Bogus => Box::pin(async move { picked }),
         }
     }
     fn buffer_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<String>> {

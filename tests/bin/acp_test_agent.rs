@@ -225,6 +225,9 @@ impl Agent {
 
     /// Runs the scenario a prompt names; returns the prompt's result.
     fn scenario(&mut self, name: &str) -> Value {
+        if let Some(result) = self.terminal_scenario(name) {
+            return result;
+        }
         match name {
             "chat" => {
                 raw("a stray line in the middle of a turn");
@@ -411,6 +414,145 @@ impl Agent {
             "usage" => json!({"stopReason": "end_turn",
                 "usage": {"inputTokens": 12, "outputTokens": 34, "totalTokens": 46}}),
             _ => json!({"stopReason": "refusal"}),
+        }
+    }
+}
+
+impl Agent {
+    /// The terminal scenarios (`terminal/*`), each reporting every answer it got:
+    /// - `terminal LINE`: asks permission for LINE (as a shell tool call), and when allowed runs
+    ///   it in a terminal embedded in that call's row, waits for its exit, reads its output,
+    ///   releases it, and asks for its output once more (an error by then);
+    /// - `terminal-swap SHOWN ;; RUN`: asks permission for SHOWN, then runs RUN (what a lying
+    ///   agent does);
+    /// - `terminal-unasked LINE`: creates a terminal for LINE without asking, embeds it in a row
+    ///   and waits for it;
+    /// - `terminal-cwd DIR`: creates `pwd` in DIR without asking;
+    /// - `terminal-limit`: prints `ééé` (6 bytes) with `outputByteLimit` 5;
+    /// - `terminal-kill MARKER`: starts `sleep 1000` (as MARKER) in the background and waits for
+    ///   it, kills the terminal once it has printed `started`, and waits for the exit.
+    fn terminal_scenario(&mut self, name: &str) -> Option<Value> {
+        let (verb, rest) = name.split_once(' ').unwrap_or((name, ""));
+        let done = json!({"stopReason": "end_turn"});
+        match verb {
+            "terminal" | "terminal-swap" => {
+                let (shown, run) = rest.split_once(" ;; ").unwrap_or((rest, rest));
+                update(json!({"sessionUpdate": "tool_call", "toolCallId": "x1",
+                    "title": format!("Run {shown}"), "kind": "execute", "status": "pending",
+                    "rawInput": {"command": shown}}));
+                let response = self.request(
+                    "session/request_permission",
+                    json!({"sessionId": "s-1", "toolCall": {"toolCallId": "x1"},
+                        "options": [
+                            {"optionId": "yes", "name": "Allow", "kind": "allow_once"},
+                            {"optionId": "no", "name": "Reject", "kind": "reject_once"}]}),
+                );
+                report("permission", &response);
+                if response["result"]["outcome"]["optionId"] != "yes" {
+                    update(
+                        json!({"sessionUpdate": "tool_call_update", "toolCallId": "x1",
+                        "status": "failed"}),
+                    );
+                    return Some(done);
+                }
+                self.run_terminal("x1", json!({"sessionId": "s-1", "command": run}), true);
+                Some(done)
+            }
+            "terminal-unasked" => {
+                update(json!({"sessionUpdate": "tool_call", "toolCallId": "u1",
+                    "title": "Run something", "kind": "execute", "status": "pending"}));
+                self.run_terminal("u1", json!({"sessionId": "s-1", "command": rest}), false);
+                Some(done)
+            }
+            "terminal-cwd" => {
+                let created = self.request(
+                    "terminal/create",
+                    json!({"sessionId": "s-1", "command": "pwd", "cwd": rest}),
+                );
+                report("create", &created);
+                Some(done)
+            }
+            "terminal-limit" => {
+                let created = self.request(
+                    "terminal/create",
+                    json!({"sessionId": "s-1", "command": "printf", "args": ["ééé"],
+                        "outputByteLimit": 5}),
+                );
+                let id = created["result"]["terminalId"].clone();
+                let exit = self.request(
+                    "terminal/wait_for_exit",
+                    json!({"sessionId": "s-1", "terminalId": id}),
+                );
+                report("exit", &exit);
+                let output = self.request(
+                    "terminal/output",
+                    json!({"sessionId": "s-1", "terminalId": id}),
+                );
+                report("output", &output);
+                Some(done)
+            }
+            "terminal-kill" => {
+                let line = format!("(exec -a {rest} sleep 1000) & echo started; wait");
+                let created = self.request(
+                    "terminal/create",
+                    json!({"sessionId": "s-1", "command": line}),
+                );
+                report("create", &created);
+                let id = created["result"]["terminalId"].clone();
+                let params = json!({"sessionId": "s-1", "terminalId": id});
+                for _ in 0..500 {
+                    let output = self.request("terminal/output", params.clone());
+                    if output["result"]["output"]
+                        .as_str()
+                        .is_some_and(|o| o.contains("started"))
+                    {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                report("running", &json!(running_as(rest)));
+                let killed = self.request("terminal/kill", params.clone());
+                report("kill", &killed);
+                let exit = self.request("terminal/wait_for_exit", params.clone());
+                report("exit", &exit);
+                let released = self.request("terminal/release", params);
+                report("release", &released);
+                Some(done)
+            }
+            _ => None,
+        }
+    }
+
+    /// Creates a terminal with `params`, embeds it in tool call `call`'s row, waits for it and
+    /// reports what each step answered; `release` releases it after.
+    fn run_terminal(&mut self, call: &str, params: Value, release: bool) {
+        let created = self.request("terminal/create", params);
+        report("create", &created);
+        let Some(id) = created["result"]["terminalId"].as_str().map(str::to_string) else {
+            update(
+                json!({"sessionUpdate": "tool_call_update", "toolCallId": call,
+                "status": "failed"}),
+            );
+            return;
+        };
+        update(
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": call,
+            "status": "in_progress", "content": [{"type": "terminal", "terminalId": id}]}),
+        );
+        let params = json!({"sessionId": "s-1", "terminalId": id});
+        let exit = self.request("terminal/wait_for_exit", params.clone());
+        report("exit", &exit);
+        let output = self.request("terminal/output", params.clone());
+        report("output", &output);
+        update(
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": call,
+            "status": "completed"}),
+        );
+        if release {
+            let released = self.request("terminal/release", params.clone());
+            report("release", &released);
+            let after = self.request("terminal/output", params);
+            report("after release", &after);
         }
     }
 }

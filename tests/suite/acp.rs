@@ -21,14 +21,14 @@ use crate::support::fake_host::{Answer, FakeHost as Host};
 
 /// A workspace `ws` inside a temporary directory that also holds `outside.txt`, and the agent's
 /// log file.
-struct Fixture {
+pub(crate) struct Fixture {
     _dir: tempfile::TempDir,
-    workspace: Workspace,
-    log: PathBuf,
+    pub(crate) workspace: Workspace,
+    pub(crate) log: PathBuf,
 }
 
 impl Fixture {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("ws");
         std::fs::create_dir(&root).unwrap();
@@ -46,11 +46,11 @@ impl Fixture {
         }
     }
 
-    fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.workspace.root()
     }
 
-    fn spec(&self, mode: &str) -> AcpSpec {
+    pub(crate) fn spec(&self, mode: &str) -> AcpSpec {
         let mut spec = AcpSpec::new(
             "test",
             vec![
@@ -66,7 +66,7 @@ impl Fixture {
     }
 
     /// Every entry the agent logged.
-    fn log(&self) -> Vec<Value> {
+    pub(crate) fn log(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.log)
             .unwrap_or_default()
             .lines()
@@ -81,13 +81,13 @@ impl Fixture {
             .unwrap_or_else(|| panic!("no {key} in the agent's log")) as i32
     }
 
-    async fn connect(&self, host: &Arc<Host>, mode: &str) -> AcpSession {
+    pub(crate) async fn connect(&self, host: &Arc<Host>, mode: &str) -> AcpSession {
         acp::connect(self.spec(mode), host.clone()).await.unwrap()
     }
 }
 
 /// Runs one prompt, bounded so that a hang fails the test instead of stalling the suite.
-async fn prompt(session: &AcpSession, text: &str) -> Outcome {
+pub(crate) async fn prompt(session: &AcpSession, text: &str) -> Outcome {
     tokio::time::timeout(
         Duration::from_secs(20),
         session.prompt(text.into(), &CancellationToken::new()),
@@ -117,6 +117,7 @@ fn row(id: &str, title: &str, status: &str, kind: &str, output: &str) -> AcpEven
         status: status.into(),
         kind: kind.into(),
         output: output.into(),
+        running: false,
     })
 }
 
@@ -269,6 +270,8 @@ async fn permission_is_asked_with_the_agents_options_and_a_diff_preview() {
             ],
             diff: Some("--- a/notes.txt\n+++ b/notes.txt\n@@ -1 +1 @@\n-a\n+b\n".into()),
             command: None,
+            cwd: None,
+            timeout: None,
             edit: None,
         }]
     );

@@ -608,3 +608,81 @@ async fn an_agent_that_never_wrote_through_the_client_is_not_offered_the_edit() 
     let screen = nvim.wait_for_screen("Always allow").await;
     assert!(!screen.contains("Edit before allowing"), "{screen}");
 }
+
+/// Sends `prompt` as typed in the input (no command-line parsing of its `;` or `$`).
+async fn ask(nvim: &Nvim, prompt: &str) {
+    nvim.lua("require('agent').ask(...)", vec![Value::from(prompt)])
+        .await;
+}
+
+#[tokio::test]
+async fn a_terminals_newest_lines_show_under_its_row_while_it_runs_then_its_exit_code() {
+    let nvim = connected(None, "normal", "auto_approve = true").await;
+    ask(
+        &nvim,
+        "terminal-unasked for i in 1 2 3 4 5 6 7 8; do echo line $i; sleep 0.4; done; exit 2",
+    )
+    .await;
+    let running = nvim.wait_for_line(CHAT, "  line 6").await;
+    // While it runs: the row, then its newest five lines, unfolded; nothing older.
+    let at = running
+        .iter()
+        .position(|l| l.starts_with("… Run something"))
+        .unwrap_or_else(|| panic!("no running row in:\n{}", running.join("\n")));
+    assert_eq!(
+        running[at + 1..at + 6],
+        ["  line 2", "  line 3", "  line 4", "  line 5", "  line 6"],
+        "{}",
+        running.join("\n")
+    );
+    assert!(!running.contains(&"  line 1".to_string()));
+    // Once it has ended: the whole output under the finished row, then the exit code.
+    let lines = nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    let body = lines.join("\n");
+    assert!(
+        body.contains("▸ Run something\n  line 1\n  line 2"),
+        "{body}"
+    );
+    assert!(body.contains("  line 8\n  [exit 2]"), "{body}");
+    assert_eq!(reported(&lines, "exit")["result"]["exitCode"], 2);
+}
+
+#[tokio::test]
+async fn a_terminal_nobody_allowed_opens_the_picker_and_when_refused_never_runs() {
+    let nvim = connected(Some((100, 34)), "normal", "").await;
+    ask(&nvim, "terminal-unasked touch ran.txt").await;
+    let screen = nvim.wait_for_screen("Run touch ran.txt").await;
+    assert!(screen.contains("│touch ran.txt"), "{screen}");
+    assert!(
+        screen.contains("3/n/<Esc>") || screen.contains("n/<Esc>"),
+        "{screen}"
+    );
+    nvim.api.input("n").await.unwrap();
+    let lines = nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    assert_eq!(
+        reported(&lines, "create")["error"]["message"],
+        "the user refused to run `touch ran.txt`"
+    );
+    assert!(!nvim.workspace.path().join("ran.txt").exists());
+}
+
+#[tokio::test]
+async fn agent_stop_kills_the_agents_running_terminals() {
+    let nvim = connected(None, "normal", "auto_approve = true").await;
+    let marker = crate::support::process::unique_marker("nvim-acp-terminal-stop");
+    ask(
+        &nvim,
+        &format!("terminal-unasked echo begun; exec -a {marker} sleep 1000"),
+    )
+    .await;
+    nvim.wait_for_line(CHAT, "  begun").await;
+    assert!(!crate::support::process::with_marker(&marker).is_empty());
+    nvim.cmd("Agent stop").await;
+    nvim.wait_for("require('agent').status().state == 'idle'")
+        .await;
+    assert!(
+        crate::support::process::marked_survivors(&marker, Duration::from_secs(3))
+            .await
+            .is_empty()
+    );
+}

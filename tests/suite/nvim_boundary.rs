@@ -106,6 +106,7 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             status: "in_progress".into(),
             kind: "execute".into(),
             output: "a\nb".into(),
+            running: true,
         }),
         Some(UiEvent::Update(AgentUpdate::ToolUpdated { .. })) => {
             UiEvent::Update(AgentUpdate::Thought {

@@ -102,6 +102,7 @@ fn conversation() -> Vec<UiEvent> {
             status: "in_progress".into(),
             kind: "execute".into(),
             output: "a\nb".into(),
+            running: false,
         }),
         text("While it runs: "),
         UiEvent::Update(AgentUpdate::ToolUpdated {
@@ -110,6 +111,7 @@ fn conversation() -> Vec<UiEvent> {
             status: "completed".into(),
             kind: "execute".into(),
             output: "a\nb\nc\nd".into(),
+            running: false,
         }),
         text("more text.\n"),
         UiEvent::Update(AgentUpdate::Plan {

@@ -317,7 +317,27 @@ function handlers.tool_updated(e)
   local row_text = "… " .. tool.name .. ((state and state ~= "in_progress") and (" (" .. state .. ")") or "")
   local output = render.indented(e.output)
   render.flush()
-  render.write_row(tool, row, row_text, "AgentToolRunning", output)
+  if e.running then
+    -- A terminal it embeds still runs: its newest lines, open under the row, until it ends.
+    render.write_row(tool, row, row_text, "AgentToolRunning", H.last_lines(output, H.live_lines), { fold = false })
+  else
+    render.write_row(tool, row, row_text, "AgentToolRunning", output)
+  end
+end
+
+H.live_lines = 5 -- how many of a running terminal's newest lines its row shows
+
+-- The last `n` of `lines` (a trailing empty line, the end of the last output line, not counted).
+function H.last_lines(lines, n)
+  local last = #lines
+  if last > 0 and vim.trim(lines[last]) == "" then
+    last = last - 1
+  end
+  local out = {}
+  for i = math.max(1, last - n + 1), last do
+    out[#out + 1] = lines[i]
+  end
+  return out
 end
 
 function handlers.approval()

@@ -243,8 +243,8 @@ impl AcpHost for NvimHost {
                 },
                 (None, Some(command)) => Preview::Command {
                     command,
-                    cwd: self.cwd.clone(),
-                    timeout: None,
+                    cwd: request.cwd.unwrap_or_else(|| self.cwd.clone()),
+                    timeout: request.timeout,
                 },
                 (None, None) => Preview::None,
             };

@@ -905,12 +905,14 @@ impl UiEvent {
                 status,
                 kind,
                 output,
+                running,
             }) => UiEvent::Update(AgentUpdate::ToolUpdated {
                 id,
                 title: one(title),
                 status: one(status),
                 kind,
                 output: prose(output),
+                running,
             }),
             UiEvent::Update(AgentUpdate::UserMessage { text }) => {
                 UiEvent::Update(AgentUpdate::UserMessage { text: prose(text) })
