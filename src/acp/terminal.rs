@@ -8,7 +8,7 @@
 //! agent's `command`, or, with `args`, the command and its arguments each quoted for the shell.
 //! The working directory goes through the one path check. Before it starts, a checkpoint. It
 //! runs as run_bash's commands do ([`crate::process::live`]): its own process tree, the command
-//! timeout, the sandbox when the agent has one, no key variables. Its output (both streams, as
+//! timeout, the agent's sandbox or else run_bash's when either is on, no key variables. Its output (both streams, as
 //! they arrive) is kept up to `outputByteLimit`, at most 16 MiB, and every tool call row that
 //! embeds it shows it live. A cancelled turn (`:Agent stop`) kills every terminal; release kills
 //! it and frees its output, keeping only what its rows show.
@@ -44,6 +44,9 @@ pub struct TerminalSettings {
     pub pass_env: Vec<String>,
     /// The person's permission rules.
     pub rules: Rules,
+    /// run_bash's sandbox (`sandbox` in the configuration), for a terminal of an agent not
+    /// started in one of its own; None: off.
+    pub sandbox: Option<crate::sandbox::Policy>,
 }
 
 impl Default for TerminalSettings {
@@ -53,6 +56,7 @@ impl Default for TerminalSettings {
             shell: None,
             pass_env: Vec::new(),
             rules: Rules::default(),
+            sandbox: None,
         }
     }
 }
@@ -299,7 +303,11 @@ impl Shared {
             env,
             env_remove: crate::secrets::hidden_env(&self.terminal.pass_env),
             timeout: self.terminal.timeout,
-            sandbox: self.sandbox.clone(),
+            // The agent's own sandbox, else run_bash's: a terminal is confined as either is.
+            sandbox: self
+                .sandbox
+                .clone()
+                .or_else(|| self.terminal.sandbox.clone()),
             keep,
         };
         let live = Live::start(&spec, &super::AgentAuthority::of_client().approved())

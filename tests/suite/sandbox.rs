@@ -364,3 +364,49 @@ async fn an_external_agent_started_in_the_sandbox_cannot_write_outside_the_works
     assert_eq!(said, "inside: written\noutside: written\n");
     assert!(outside.exists());
 }
+
+/// An external agent's terminal for `line`, allowed (auto_approve) and run with run_bash's
+/// sandbox `policy`; the exit code it reported.
+async fn terminal_exit(root: &Path, line: &str, policy: Option<Policy>) -> serde_json::Value {
+    let workspace = Workspace::new(root).unwrap();
+    let mut spec = AcpSpec::new(
+        "test",
+        vec![env!("CARGO_BIN_EXE_acp-test-agent").to_string()],
+        workspace,
+    );
+    spec.connect_timeout = Duration::from_secs(20);
+    spec.auto_approve = true;
+    spec.terminal.sandbox = policy;
+    let host = Arc::new(FakeHost::new(true, Answer::Never));
+    let session = acp::connect(spec, host.clone()).await.unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        session.prompt(
+            format!("terminal-unasked {line}"),
+            &CancellationToken::new(),
+        ),
+    )
+    .await
+    .unwrap();
+    session.shutdown().await;
+    host.report("exit")["result"]["exitCode"].clone()
+}
+
+#[tokio::test]
+async fn an_agents_terminal_runs_in_run_bashs_sandbox_when_it_is_on() {
+    if !landlock_here() {
+        return;
+    }
+    let dirs = Dirs::new();
+    let root = std::fs::canonicalize(&dirs.workspace).unwrap();
+    let outside = root.parent().unwrap().join("written-by-terminal.txt");
+    let line = format!("touch inside.txt && touch {}", outside.display());
+    let policy = Sandbox::new().policy(&root);
+    assert!(policy.is_some());
+    assert_eq!(terminal_exit(&root, &line, policy).await, json!(1));
+    assert!(root.join("inside.txt").exists());
+    assert!(!outside.exists());
+    // With the sandbox off, the same line writes outside.
+    assert_eq!(terminal_exit(&root, &line, None).await, json!(0));
+    assert!(outside.exists());
+}

@@ -21,7 +21,7 @@ impl Bridge {
     /// background; prompts are answered "still starting" until it is connected, and go back to
     /// the built-in conversation when it cannot be.
     pub(super) async fn start_external(&self, start: AcpStart) {
-        let (workspace, auto_approve, nvim, native, checkpoints, store, sandbox) =
+        let (workspace, auto_approve, nvim, native, checkpoints, store, sandbox, terminal) =
             match self.state.session.lock().await.as_ref() {
                 Some(s) => (
                     s.workspace.clone(),
@@ -31,6 +31,7 @@ impl Bridge {
                     s.checkpoints.clone(),
                     s.store.clone(),
                     s.sandbox.clone(),
+                    s.terminal.clone(),
                 ),
                 None => return self.error("agent: the backend was not started; run :Agent again"),
             };
@@ -53,6 +54,7 @@ impl Bridge {
             spec.env = start.env.unwrap_or_default().into_iter().collect();
             spec.auto_approve = auto_approve;
             spec.checkpoints = checkpoints.clone();
+            spec.terminal = terminal;
             if start.sandbox {
                 spec.sandbox = sandbox.policy(workspace.root());
                 if spec.sandbox.is_none() {

@@ -60,6 +60,8 @@ pub(super) struct Session {
     pub(super) sandbox: crate::sandbox::Sandbox,
     /// The workspace's files, for `@` completion (`files`).
     pub(super) files: Arc<crate::workspace::files::FileIndex>,
+    /// How an external agent's terminals run: run_bash's timeout, shell, `pass_env` and rules.
+    pub(super) terminal: crate::acp::TerminalSettings,
 }
 
 /// Shared state of the front end.
@@ -236,6 +238,7 @@ impl Bridge {
         // only drives an external agent (ACP) never does.
         let (workspace, native, provider) = built.into_conversation();
         let root = workspace.root().display().to_string();
+        let terminal_sandbox = config.settings.sandbox.policy(workspace.root());
         let (sandbox_report, _) = session::sandbox_report(&config, workspace.root());
         tracing::info!(sandbox = %sandbox_report.summary, "sandbox");
         let (provider, model, default_model) =
@@ -256,6 +259,13 @@ impl Bridge {
             project,
             sandbox: config.settings.sandbox.clone(),
             files,
+            terminal: crate::acp::TerminalSettings {
+                timeout: config.settings.command_timeout,
+                shell: config.settings.shell.clone(),
+                pass_env: config.settings.pass_env.clone(),
+                rules: config.rules.clone(),
+                sandbox: terminal_sandbox,
+            },
         });
         // Not awaited here: an external agent takes seconds to end, and notifications wait.
         if let Some(ended) = self.replace_conversation(native).await {
