@@ -219,6 +219,13 @@ pub trait Conversation: Send + Sync {
         Err(self.unsupported("switch the model"))
     }
 
+    /// Chooses one of the modes or config options an external agent offers (`:Agent mode`,
+    /// `:Agent option`, `:Agent model`); the new state is reported as an event once the agent
+    /// has taken it. The built-in one has none.
+    fn choose(&self, _choice: Choice) -> BoxFuture<'_, Result<(), ConversationError>> {
+        Box::pin(async { Err(self.unsupported("choose a mode or an option")) })
+    }
+
     /// Stops whatever it runs (an external agent's process tree) once the front end lets go of
     /// it. A turn still holding it keeps it until the turn ends.
     fn end(self: Arc<Self>) -> BoxFuture<'static, ()>;
@@ -230,6 +237,18 @@ pub trait Conversation: Send + Sync {
             what,
         }
     }
+}
+
+/// What [`Conversation::choose`] chooses.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Choice {
+    /// A mode, by its id.
+    Mode(String),
+    /// A config option's value: a value's id (select) or a boolean.
+    Option {
+        id: String,
+        value: serde_json::Value,
+    },
 }
 
 /// The built-in turn loop as a [`Conversation`].
@@ -609,6 +628,14 @@ macro_rules! forward_to_inner {
             self.inner.switch_model(model)
         }
     };
+    (@one choose) => {
+        fn choose(
+            &self,
+            choice: $crate::conversation::Choice,
+        ) -> ::futures::future::BoxFuture<'_, Result<(), $crate::conversation::ConversationError>> {
+            self.inner.choose(choice)
+        }
+    };
     (@one end) => {
         fn end(self: ::std::sync::Arc<Self>) -> ::futures::future::BoxFuture<'static, ()> {
             self.inner.clone().end()
@@ -642,6 +669,7 @@ impl Conversation for Checkpointed {
         agent_session_id,
         switch_model,
         compact,
+        choose,
         end,
     );
 

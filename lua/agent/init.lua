@@ -159,11 +159,31 @@ function M.new()
   chat.queue.back_to_input(queued)
 end
 
+--- Chooses one of the connected external agent's modes (:Agent mode [ID]); without an id,
+--- picks one with vim.ui.select. Remembered for this agent's next session. See
+--- :help agent-acp-choices.
+---@param id? string
+function M.mode(id)
+  require("agent.choices").mode(id)
+end
+
+--- Chooses a value of one of the external agent's config options (:Agent option [ID [VALUE]]);
+--- what is left out is picked with vim.ui.select. See :help agent-acp-choices.
+---@param id? string
+---@param value? string
+function M.option(id, value)
+  require("agent.choices").option(id, value)
+end
+
 --- Switches the model the following prompts use (the running turn finishes on its own) and
 --- shows it in the status line. Without `name`, picks one with vim.ui.select from setup()'s
 --- `models` and the provider's default. See :help agent-model.
 ---@param name? string
 function M.model(name)
+  local choices = require("agent.choices")
+  if choices.connected() then
+    return choices.model(name)
+  end
   H.ensure_init()
   if not name or vim.trim(name) == "" then
     H.pick_model()
@@ -724,6 +744,14 @@ function M._command(cmd)
   if model then
     return M.model(model)
   end
+  local mode = args:match("^mode%s+(%S+)%s*$")
+  if mode then
+    return M.mode(mode)
+  end
+  local option, value = args:match("^option%s+(%S+)%s*(%S*)%s*$")
+  if option then
+    return M.option(option, value ~= "" and value or nil)
+  end
   local acp_name = args:match("^acp%s+(%S+)%s*$")
   if acp_name or args == "acp" then
     return M.acp(acp_name)
@@ -767,9 +795,20 @@ function M._complete(arglead, cmdline)
     end, ids)
   end
   if rest:match("^model%s+%S*$") then
+    local choices = require("agent.choices")
+    local names = choices.connected() and choices.model_option() and choices.complete("model") or M.models()
     return vim.tbl_filter(function(name)
       return vim.startswith(name, arglead)
-    end, M.models())
+    end, names)
+  end
+  local choices = require("agent.choices")
+  local listed = rest:match("^mode%s+%S*$") and choices.complete("mode")
+    or rest:match("^option%s+%S*$") and choices.complete("option")
+    or rest:match("^option%s+(%S+)%s+%S*$") and choices.complete("value", rest:match("^option%s+(%S+)"))
+  if listed then
+    return vim.tbl_filter(function(name)
+      return vim.startswith(name, arglead)
+    end, listed)
   end
   if rest:match("^diff%s+%S*$") then
     return vim.startswith("all", arglead) and { "all" } or {}
@@ -824,6 +863,12 @@ H.subcommands = {
   end,
   model = function()
     M.model()
+  end,
+  mode = function()
+    M.mode()
+  end,
+  option = function()
+    M.option()
   end,
   queue = function()
     H.pick_queued()

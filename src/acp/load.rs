@@ -136,7 +136,8 @@ impl Shared {
             self.replayed_prompt(text);
             self.emit(Event::TurnStarted);
         }
-        let events = self.tools().apply(update, &self.workspace);
+        let chosen = self.choices().apply(update);
+        let events = chosen.unwrap_or_else(|| self.tools().apply(update, &self.workspace));
         for event in events {
             self.report(event);
         }

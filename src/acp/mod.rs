@@ -14,6 +14,7 @@
 //! request, which waits for a person, is answered from a spawned task through its responder.
 //! Session updates are handled in the loop, which keeps them in order with the prompt's answer.
 
+mod choices;
 mod fs;
 mod load;
 mod permission;
@@ -55,6 +56,7 @@ use crate::workspace::Workspace;
 use transport::Process;
 use update::Tools;
 
+pub use choices::{ConfigOption, Offered};
 pub use load::{AgentSession, Offers, SessionsError};
 pub use terminal::TerminalSettings;
 
@@ -121,9 +123,39 @@ pub enum AgentUpdate {
     /// own prompt of a resumed conversation is. A live turn reports none.
     #[serde(rename = "prompt")]
     UserMessage { text: String },
+    /// The session's modes (`modes`, `current_mode_update`), whole: the current one's id and
+    /// every mode offered. `:Agent mode` chooses one.
+    Modes {
+        current: String,
+        modes: Vec<Offered>,
+    },
+    /// The session's config options (`configOptions`, `config_option_update`), whole.
+    /// `:Agent option` chooses a value; `:Agent model` one of the option about the model.
+    Options { options: Vec<ConfigOption> },
+    /// How full the agent's context is and what the session has cost (`usage_update`).
+    ContextUsage {
+        /// Tokens in the context now.
+        used: u64,
+        /// The context window's size in tokens.
+        size: u64,
+        /// The session's cost so far, when the agent says.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost: Option<AgentCost>,
+    },
+    /// The conversation's title as the agent names it (`session_info_update`); None clears it.
+    Title { title: Option<String> },
     /// The agent's own slash commands (`available_commands_update`), the whole list each time:
     /// the chat's input completes them after `/`, and sends `/name args` to the agent as typed.
     Commands { commands: Vec<AgentCommand> },
+}
+
+/// What a session has cost, as the agent counts it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentCost {
+    /// The total so far.
+    pub amount: f64,
+    /// Its unit: `USD`, `EUR`, or another such as `credits`.
+    pub currency: String,
 }
 
 /// One of the agent's slash commands.
@@ -388,6 +420,9 @@ macro_rules! json_request {
     };
 }
 
+json_request!(NewSession, "session/new");
+json_request!(SetMode, "session/set_mode");
+json_request!(SetConfigOption, "session/set_config_option");
 json_request!(TerminalCreate, "terminal/create");
 json_request!(TerminalOutput, "terminal/output");
 json_request!(TerminalWait, "terminal/wait_for_exit");
@@ -439,6 +474,8 @@ struct Shared {
     terminal: TerminalSettings,
     /// See [`AcpSpec::sandbox`]: the agent's terminals run in it too.
     sandbox: Option<crate::sandbox::Policy>,
+    /// The session's modes and config options (`choices.rs`).
+    choices: Mutex<choices::Choices>,
 }
 
 impl Shared {
@@ -487,6 +524,20 @@ impl Shared {
             ));
         }
         theirs
+    }
+
+    /// Takes what a session offers to choose (session/new, session/load) and shows it.
+    fn offered(&self, choices: choices::Choices) {
+        let events = choices.events();
+        *self.choices.lock().unwrap_or_else(PoisonError::into_inner) = choices;
+        for event in events {
+            self.report(event);
+        }
+    }
+
+    /// The choices as they are now.
+    fn choices(&self) -> MutexGuard<'_, choices::Choices> {
+        self.choices.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The notes for the agent's next prompt, taken.
@@ -578,6 +629,7 @@ where
         allowances: Mutex::new(Vec::new()),
         terminal: spec.terminal.clone(),
         sandbox: spec.sandbox.clone(),
+        choices: Mutex::new(choices::Choices::default()),
     });
     let lines = transport::lines(reader, writer, spec.name.clone());
     let (cx_tx, cx_rx) = oneshot::channel();
@@ -640,18 +692,31 @@ where
         let root = spec.workspace.root().to_path_buf();
         let opened = session
             .cx
-            .send_request(NewSessionRequest::new(root))
+            .send_request(NewSession(
+                serde_json::to_value(NewSessionRequest::new(root)).unwrap_or_default(),
+            ))
             .block_task()
             .await
             .map_err(|err| ("session/new", err))?;
-        Ok::<_, (&str, agent_client_protocol::Error)>((opened.session_id, offers))
+        Ok::<_, (&str, agent_client_protocol::Error)>((opened, offers))
     };
     let failure = match tokio::time::timeout(spec.connect_timeout, setup).await {
-        Ok(Ok((session_id, offers))) => {
-            session.session_id = Mutex::new(session_id);
-            session.offers = offers;
-            return Ok(session);
-        }
+        Ok(Ok((opened, offers))) => match opened.get("sessionId").and_then(Value::as_str) {
+            Some(id) => {
+                session.session_id = Mutex::new(SessionId::new(id.to_string()));
+                session.offers = offers;
+                session
+                    .shared
+                    .offered(choices::Choices::of_session(&opened));
+                return Ok(session);
+            }
+            None => ConnectError::Refused {
+                name: spec.name,
+                step: "session/new",
+                message: "its answer has no sessionId".into(),
+                code: ErrorCode::INVALID_PARAMS.value(),
+            },
+        },
         Ok(Err((_, err))) if closed(&err) => ConnectError::Ended(session.ended().await),
         Ok(Err((step, err))) if err.code == ErrorCode::AUTH_REQUIRED => {
             ConnectError::LoginRequired {
@@ -1017,6 +1082,140 @@ impl AcpSession {
         }
     }
 
+    /// Chooses a mode or a config option's value (see [`choices`]): checked against what the
+    /// agent offers, sent, and, once the agent has answered, reported as the new state. A mode
+    /// goes through the agent's mode option when it has one (it supersedes `modes`). The error
+    /// says what went wrong and what can be chosen.
+    pub async fn choose(&self, choice: crate::conversation::Choice) -> Result<(), String> {
+        use crate::conversation::Choice;
+        let name = self.shared.name.clone();
+        let (option, value) = match choice {
+            Choice::Mode(id) => {
+                let mode_option = self.shared.choices().mode_option().map(|o| o.id.clone());
+                match mode_option {
+                    Some(option) => (option, Value::String(id)),
+                    None => return self.set_mode(id).await,
+                }
+            }
+            Choice::Option { id, value } => (id, value),
+        };
+        let boolean = {
+            let choices = self.shared.choices();
+            let Some(known) = choices.options.iter().find(|o| o.id == option) else {
+                let ids: Vec<&str> = choices.options.iter().map(|o| o.id.as_str()).collect();
+                return Err(if ids.is_empty() {
+                    format!("{name} offers no options")
+                } else {
+                    format!(
+                        "{name} has no option '{option}'; its options: {}",
+                        ids.join(", ")
+                    )
+                });
+            };
+            if !known.takes(&value) {
+                let values: Vec<&str> = known.values.iter().map(|v| v.id.as_str()).collect();
+                return Err(match known.kind.as_str() {
+                    "boolean" => format!("{} ({option}) is on or off", known.name),
+                    _ => format!(
+                        "{} ({option}) has no value {value}; its values: {}",
+                        known.name,
+                        values.join(", ")
+                    ),
+                });
+            }
+            known.kind == "boolean"
+        };
+        let mut params = serde_json::json!({
+            "sessionId": self.session_id().0.to_string(),
+            "configId": option,
+            "value": value,
+        });
+        if boolean {
+            params["type"] = Value::from("boolean");
+        }
+        let answer = self
+            .ask_agent(SetConfigOption(params), "session/set_config_option")
+            .await?;
+        // The answer holds every option as it is now; an agent that leaves it out is taken at
+        // its word for this one.
+        let events = {
+            let mut choices = self.shared.choices();
+            match answer.get("configOptions") {
+                Some(list) if list.is_array() => {
+                    choices.options = choices::Choices::of_session(&answer).options;
+                }
+                _ => {
+                    if let Some(known) = choices.options.iter_mut().find(|o| o.id == option) {
+                        known.current = value;
+                    }
+                }
+            }
+            choices.events()
+        };
+        for event in events {
+            self.shared.report(event);
+        }
+        Ok(())
+    }
+
+    /// `session/set_mode`, for an agent whose modes are not a config option.
+    async fn set_mode(&self, id: String) -> Result<(), String> {
+        let name = &self.shared.name;
+        {
+            let choices = self.shared.choices();
+            let Some((_, modes)) = &choices.modes else {
+                return Err(format!("{name} offers no modes"));
+            };
+            if !modes.iter().any(|mode| mode.id == id) {
+                let ids: Vec<&str> = modes.iter().map(|m| m.id.as_str()).collect();
+                return Err(format!(
+                    "{name} has no mode '{id}'; its modes: {}",
+                    ids.join(", ")
+                ));
+            }
+        }
+        let params = serde_json::json!({
+            "sessionId": self.session_id().0.to_string(),
+            "modeId": id,
+        });
+        self.ask_agent(SetMode(params), "session/set_mode").await?;
+        let events = {
+            let mut choices = self.shared.choices();
+            if let Some((current, _)) = &mut choices.modes {
+                *current = id;
+            }
+            choices.events()
+        };
+        for event in events.into_iter().take(1) {
+            self.shared.report(event);
+        }
+        Ok(())
+    }
+
+    /// Sends one request, bounded by the connect timeout; the error as the person reads it.
+    async fn ask_agent<R>(&self, request: R, method: &str) -> Result<Value, String>
+    where
+        R: agent_client_protocol::JsonRpcRequest<Response = Value>,
+    {
+        let name = &self.shared.name;
+        if let Some(dead) = self.dead_reason().await {
+            return Err(dead.trim_start_matches("agent: ").to_string());
+        }
+        let sent = self.cx.send_request(request).block_task();
+        match tokio::time::timeout(self.load_timeout, sent).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(err)) => Err(format!(
+                "{name} refused {method}: {} ({})",
+                err.message,
+                err.code.value()
+            )),
+            Err(_) => Err(format!(
+                "{name} did not answer {method} within {} s",
+                self.load_timeout.as_secs_f64()
+            )),
+        }
+    }
+
     /// Ends the session: closes the agent's stdin, gives it [`SHUTDOWN_GRACE`] to exit, then
     /// kills its process tree.
     pub async fn shutdown(mut self) {
@@ -1203,6 +1402,17 @@ impl Conversation for AcpSession {
 
     fn agent_session_id(&self) -> Option<String> {
         self.offers.load.then(|| self.session_id().0.to_string())
+    }
+
+    fn choose(
+        &self,
+        choice: crate::conversation::Choice,
+    ) -> BoxFuture<'_, Result<(), crate::conversation::ConversationError>> {
+        Box::pin(async move {
+            self.choose(choice)
+                .await
+                .map_err(crate::conversation::ConversationError::Agent)
+        })
     }
 
     fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {

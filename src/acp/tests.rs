@@ -375,6 +375,7 @@ fn shared(host: Arc<FakeHost>, auto_approve: bool) -> (tempfile::TempDir, Shared
         allowances: Mutex::new(Vec::new()),
         terminal: super::TerminalSettings::default(),
         sandbox: None,
+        choices: Mutex::new(super::choices::Choices::default()),
     };
     (dir, shared)
 }

@@ -84,6 +84,32 @@ impl Tools {
             Some("available_commands_update") => vec![AcpEvent::Agent(AgentUpdate::Commands {
                 commands: commands(&update["availableCommands"]),
             })],
+            Some("usage_update") => {
+                let count = |key: &str| update.get(key).and_then(Value::as_u64);
+                let (Some(used), Some(size)) = (count("used"), count("size")) else {
+                    tracing::debug!("ignored a usage_update without used and size");
+                    return Vec::new();
+                };
+                let cost = update.get("cost").and_then(|cost| {
+                    Some(super::AgentCost {
+                        amount: cost.get("amount")?.as_f64()?,
+                        currency: str_field(cost, "currency")?,
+                    })
+                });
+                vec![AcpEvent::Agent(AgentUpdate::ContextUsage {
+                    used,
+                    size,
+                    cost,
+                })]
+            }
+            // Only when it says something of the title: null clears it, absent leaves it.
+            Some("session_info_update") => match update.get("title") {
+                Some(Value::String(title)) => vec![AcpEvent::Agent(AgentUpdate::Title {
+                    title: Some(title.clone()).filter(|t| !t.trim().is_empty()),
+                })],
+                Some(Value::Null) => vec![AcpEvent::Agent(AgentUpdate::Title { title: None })],
+                _ => Vec::new(),
+            },
             other => {
                 tracing::debug!(kind = ?other, "ignored a session/update");
                 Vec::new()

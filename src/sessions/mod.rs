@@ -257,15 +257,27 @@ impl Conversation {
         view.finish().len()
     }
 
-    /// Its title: the first line of its first prompt.
+    /// Its title: the last one an external agent gave it (`session_info_update`), else the
+    /// first line of its first prompt.
     pub fn title(&self) -> String {
-        self.records
+        let named = self
+            .records
             .iter()
-            .find_map(|record| match record {
-                Record::Prompt { text } => Some(title_of(text)),
-                _ => None,
-            })
-            .unwrap_or_default()
+            .fold(None, |named, record| match record {
+                Record::Event {
+                    event: ConversationEvent::Agent(crate::acp::AgentUpdate::Title { title }),
+                } => title.clone(),
+                _ => named,
+            });
+        named.unwrap_or_else(|| {
+            self.records
+                .iter()
+                .find_map(|record| match record {
+                    Record::Prompt { text } => Some(title_of(text)),
+                    _ => None,
+                })
+                .unwrap_or_default()
+        })
     }
 }
 
@@ -757,6 +769,7 @@ fn summarize(id: &str, path: &Path) -> Listed {
         }
     };
     let mut lines = text.split(|&b| b == b'\n');
+    let mut named: Option<String> = None;
     match read_header(id, lines.next().unwrap_or_default()) {
         Ok(header) if header.id != id => {
             listed.problem = Some("unreadable: its header names another conversation".into());
@@ -779,6 +792,14 @@ fn summarize(id: &str, path: &Path) -> Listed {
                     listed.title = title_of(&text);
                 }
             }
+        } else if line.starts_with(br#"{"t":"event","event":{"type":"title""#) {
+            // An external agent named the conversation: that name, not the prompt's, from here.
+            if let Ok(Record::Event {
+                event: ConversationEvent::Agent(crate::acp::AgentUpdate::Title { title }),
+            }) = serde_json::from_slice(line)
+            {
+                named = title;
+            }
         } else if line.starts_with(br#"{"t":"event","event":{"type":"turn_done""#) {
             if let Ok(Record::Event {
                 event: ConversationEvent::Turn(Event::TurnDone { input, output, .. }),
@@ -787,6 +808,9 @@ fn summarize(id: &str, path: &Path) -> Listed {
                 listed.tokens += input + output;
             }
         }
+    }
+    if let Some(title) = named {
+        listed.title = title;
     }
     listed
 }

@@ -108,7 +108,8 @@ impl Conversation for Recorded {
         prompts,
         agent_sessions,
         agent_session_id,
-        switch_model
+        switch_model,
+        choose
     );
 
     fn prompt<'a>(

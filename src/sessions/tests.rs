@@ -113,6 +113,22 @@ fn a_conversation_is_read_back_as_it_was_written_private_to_its_user() {
         ),
         ("list it", 1, 15)
     );
+    // An external agent's title names it from then on, in the list and in the file; the last
+    // one wins, and one cleared leaves the prompt's.
+    let title = |t: Option<&str>| Record::Event {
+        event: ConversationEvent::Agent(crate::acp::AgentUpdate::Title {
+            title: t.map(str::to_string),
+        }),
+    };
+    writer.write(title(Some("First name")));
+    writer.write(title(Some("Fix the parser")));
+    writer.flush();
+    assert_eq!(store.list()[0].title, "Fix the parser");
+    assert_eq!(store.load(writer.id()).unwrap().title(), "Fix the parser");
+    writer.write(title(None));
+    writer.flush();
+    assert_eq!(store.list()[0].title, "list it");
+    assert_eq!(store.load(writer.id()).unwrap().title(), "list it");
     assert_eq!(listed[0].problem, None);
 }
 

@@ -12,10 +12,15 @@
 //! - `ignore-eof`: keeps running after its stdin closes (for the kill after the grace period);
 //! - `spawn-child`: starts a `sleep` grandchild first (for killing the process tree);
 //! - `load-only`: offers `session/load` but not `session/list`;
+//! - `choices`: its sessions offer modes (`ask`, `code`) and config options (a `model` select
+//!   of `fast` and `smart`, grouped, and a `web` boolean); session/set_mode and
+//!   session/set_config_option change them (answered with every option as it is then);
 //! - `spawn-detached`: first detaches a `sleep 1000` into a session of its own (`setsid -f`),
 //!   running as `$ACP_TEST_AGENT_MARKER` (for killing what left the tree's group and parent chain).
 //!
 //! Prompts (the prompt's whole text): `chat`, `fs`, `permission`, `cancel`, `crash`, `usage`,
+//! `info` (a usage_update with a cost and a session_info_update with a title), the terminal
+//! scenarios (see `terminal_scenario`),
 //! `which session` (reports the session id it was prompted in, `prompted in: "s-1"`), `write`
 //! (writes `written-by-agent.txt` itself, in its directory and in the one above, and says how
 //! each went: `inside: written`, `outside: Permission denied (os error 13)`).
@@ -91,6 +96,9 @@ fn main() {
         next_id: 0,
         queued: VecDeque::new(),
         cancelled: false,
+        mode: "ask".into(),
+        model: "fast".into(),
+        web: false,
     };
     if mode == "silent" {
         loop {
@@ -110,9 +118,15 @@ fn main() {
                 "authMethods": [],
                 "agentInfo": {"name": "acp-test-agent", "version": "0"}}})),
             ("session/new", Some(id)) => {
-                send(&json!({"jsonrpc": "2.0", "id": id, "result": {
-                "sessionId": std::env::var("ACP_TEST_AGENT_SESSION")
-                    .unwrap_or_else(|_| "s-1".into())}}));
+                let mut result = json!({"sessionId": std::env::var("ACP_TEST_AGENT_SESSION")
+                    .unwrap_or_else(|_| "s-1".into())});
+                if mode == "choices" {
+                    result["modes"] = json!({"currentModeId": agent.mode, "availableModes": [
+                        {"id": "ask", "name": "Ask", "description": "Asks before editing"},
+                        {"id": "code", "name": "Code"}]});
+                    result["configOptions"] = agent.options();
+                }
+                send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
                 // As Claude Code's adapter does: its slash commands, right after the session.
                 if mode == "commands" {
                     update(json!({"sessionUpdate": "available_commands_update",
@@ -122,6 +136,23 @@ fn main() {
                             {"name": "init", "description": "Write an AGENTS.md"},
                             {"name": "compact", "description": "Summarise the session"}]}));
                 }
+            }
+            ("session/set_mode", Some(id)) => {
+                agent.mode = message["params"]["modeId"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                send(&json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+            }
+            ("session/set_config_option", Some(id)) => {
+                let params = &message["params"];
+                match (params["configId"].as_str(), &params["value"]) {
+                    (Some("model"), Value::String(value)) => agent.model = value.clone(),
+                    (Some("web"), Value::Bool(value)) => agent.web = *value,
+                    _ => {}
+                }
+                send(&json!({"jsonrpc": "2.0", "id": id,
+                    "result": {"configOptions": agent.options()}}));
             }
             ("session/list", Some(id)) => {
                 send(&json!({"jsonrpc": "2.0", "id": id, "result": sessions(&message["params"])}));
@@ -176,9 +207,25 @@ struct Agent {
     queued: VecDeque<Value>,
     /// session/cancel arrived during the current prompt.
     cancelled: bool,
+    /// `choices`: the session's mode and options.
+    mode: String,
+    model: String,
+    web: bool,
 }
 
 impl Agent {
+    /// `choices`: the config options as they are now.
+    fn options(&self) -> Value {
+        json!([
+            {"id": "model", "name": "Model", "category": "model", "type": "select",
+                "currentValue": self.model, "options": [
+                    {"group": "quick", "name": "Quick", "options": [
+                        {"value": "fast", "name": "Fast model"}]},
+                    {"value": "smart", "name": "Smart model", "description": "Slower"}]},
+            {"id": "web", "name": "Web search", "type": "boolean", "currentValue": self.web}
+        ])
+    }
+
     /// The next message not yet handled; exits at EOF (unless ignoring it).
     fn next(&mut self) -> Value {
         if let Some(message) = self.queued.pop_front() {
@@ -409,6 +456,15 @@ impl Agent {
                     update(json!({"sessionUpdate": "agent_message_chunk",
                         "content": {"type": "text", "text": format!("{label}: {result}\n")}}));
                 }
+                json!({"stopReason": "end_turn"})
+            }
+            "info" => {
+                update(
+                    json!({"sessionUpdate": "usage_update", "used": 45200, "size": 200000,
+                    "cost": {"amount": 0.42, "currency": "USD"}}),
+                );
+                update(json!({"sessionUpdate": "session_info_update",
+                    "title": "Fix the failing test"}));
                 json!({"stopReason": "end_turn"})
             }
             "usage" => json!({"stopReason": "end_turn",

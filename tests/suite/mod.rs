@@ -1,6 +1,7 @@
 //! Integration test groups, one file a front end or concern.
 
 mod acp;
+mod acp_choices;
 mod acp_terminals;
 mod agent;
 mod approval_picker;

@@ -686,3 +686,114 @@ async fn agent_stop_kills_the_agents_running_terminals() {
             .is_empty()
     );
 }
+
+/// Options for a Neovim whose test agent `test` runs in `mode` and logs what it receives to
+/// `log`.
+fn logged_agent(mode: &str, log: &std::path::Path, ui: Option<(i64, i64)>) -> Options {
+    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
+    Options {
+        ui,
+        env: vec![("ACP_TEST_AGENT_LOG".into(), log.display().to_string())],
+        setup: setup_lua(&format!(
+            "acp = {{ agents = {{ test = {{ cmd = {{ '{agent}', '{mode}' }} }} }} }}"
+        )),
+    }
+}
+
+/// The params of every `method` request the test agent logged.
+fn logged(log: &std::path::Path, method: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|e| e["received"].as_str().map(str::to_string))
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l).ok())
+        .filter(|m| m["method"] == method)
+        .map(|m| m["params"].clone())
+        .collect()
+}
+
+async fn completions(nvim: &Nvim, line: &str) -> Vec<String> {
+    let got = nvim
+        .lua(
+            "return vim.fn.getcompletion(..., 'cmdline')",
+            vec![Value::from(line)],
+        )
+        .await;
+    got.as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test]
+async fn an_agents_modes_and_options_are_shown_completed_switched_and_remembered() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("agent.log");
+    let nvim = Nvim::start(logged_agent("choices", &log, Some((120, 30)))).await;
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
+    nvim.wait_for_screen("Ask · test Fast model").await;
+    assert_eq!(completions(&nvim, "Agent mode ").await, ["ask", "code"]);
+    assert_eq!(completions(&nvim, "Agent option ").await, ["model", "web"]);
+    assert_eq!(completions(&nvim, "Agent option web ").await, ["on", "off"]);
+    assert_eq!(completions(&nvim, "Agent model ").await, ["fast", "smart"]);
+
+    nvim.cmd("Agent mode code").await;
+    nvim.wait_for_screen("Code · test Fast model").await;
+    nvim.cmd("Agent model smart").await;
+    nvim.wait_for_screen("Code · test Smart model").await;
+    nvim.cmd("Agent option web on").await;
+    nvim.wait_for_screen("Code · test Smart model").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while logged(&log, "session/set_config_option").len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "web was never set");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        logged(&log, "session/set_mode"),
+        [serde_json::json!({"sessionId": "s-1", "modeId": "code"})]
+    );
+    let set = logged(&log, "session/set_config_option");
+    assert_eq!(
+        set.iter().map(|p| p["value"].clone()).collect::<Vec<_>>(),
+        [serde_json::json!("smart"), serde_json::json!(true)],
+        "{set:?}"
+    );
+    // Not offered: said, nothing sent.
+    nvim.lua("pcall(vim.cmd, 'Agent mode yolo')", vec![]).await;
+    let messages = nvim.messages().await;
+    assert!(
+        messages.contains("agent: test has no mode 'yolo'; its modes: ask, code"),
+        "{messages}"
+    );
+    assert_eq!(logged(&log, "session/set_mode").len(), 1);
+
+    // The next session of this agent gets the same choices without being asked.
+    std::fs::remove_file(&log).unwrap();
+    let nvim = nvim
+        .restart(logged_agent("choices", &log, Some((120, 30))))
+        .await;
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_screen("Code · test Smart model").await;
+    assert_eq!(
+        logged(&log, "session/set_mode"),
+        [serde_json::json!({"sessionId": "s-1", "modeId": "code"})]
+    );
+    let mut values: Vec<String> = logged(&log, "session/set_config_option")
+        .iter()
+        .map(|p| format!("{}={}", p["configId"].as_str().unwrap(), p["value"]))
+        .collect();
+    values.sort();
+    assert_eq!(values, ["model=\"smart\"", "web=true"]);
+}
+
+#[tokio::test]
+async fn usage_and_the_title_an_agent_reports_show_in_the_winbar() {
+    let nvim = connected(Some((120, 30)), "normal", "").await;
+    nvim.cmd("Agent info").await;
+    let screen = nvim.wait_for_screen("45.2k/200.0k ctx").await;
+    assert!(screen.contains("$0.42"), "{screen}");
+    assert!(screen.contains("idle · Fix the failing test"), "{screen}");
+}

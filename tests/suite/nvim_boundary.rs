@@ -134,7 +134,47 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
                 }],
             })
         }
-        Some(UiEvent::Update(AgentUpdate::Commands { .. })) => UiEvent::Agent(Event::Retrying {
+        Some(UiEvent::Update(AgentUpdate::Commands { .. })) => {
+            UiEvent::Update(AgentUpdate::Modes {
+                current: "ask".into(),
+                modes: vec![agent_nvim::acp::Offered {
+                    id: "ask".into(),
+                    name: "Ask\u{1b}".into(),
+                    description: Some("asks first".into()),
+                }],
+            })
+        }
+        Some(UiEvent::Update(AgentUpdate::Modes { .. })) => UiEvent::Update(AgentUpdate::Options {
+            options: vec![agent_nvim::acp::ConfigOption {
+                id: "model".into(),
+                name: "Model".into(),
+                description: None,
+                category: Some("model".into()),
+                kind: "select".into(),
+                current: serde_json::json!("fast"),
+                values: vec![agent_nvim::acp::Offered {
+                    id: "fast".into(),
+                    name: "Fast".into(),
+                    description: None,
+                }],
+            }],
+        }),
+        Some(UiEvent::Update(AgentUpdate::Options { .. })) => {
+            UiEvent::Update(AgentUpdate::ContextUsage {
+                used: 45_000,
+                size: 200_000,
+                cost: Some(agent_nvim::acp::AgentCost {
+                    amount: 0.42,
+                    currency: "USD".into(),
+                }),
+            })
+        }
+        Some(UiEvent::Update(AgentUpdate::ContextUsage { .. })) => {
+            UiEvent::Update(AgentUpdate::Title {
+                title: Some("Fix the test\u{1b}".into()),
+            })
+        }
+        Some(UiEvent::Update(AgentUpdate::Title { .. })) => UiEvent::Agent(Event::Retrying {
             attempt: 1,
             delay_ms: 500,
             reason: "overloaded".into(),
@@ -249,7 +289,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 24, "{kinds:?}");
+    assert_eq!(kinds.len(), 28, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])
@@ -426,7 +466,8 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
              rpc.prompt('hi') rpc.cancel() rpc.new() \
              rpc.acp('test', {{ '{agent}' }}, {{ A = '1' }}) \
              rpc.resume('20261201-123456-ab12') rpc.rewind(2, 'code') \
-             rpc.files('calc', 5, function() end) rpc.compact()"
+             rpc.files('calc', 5, function() end) rpc.compact() \
+             rpc.choose('option', 'web', true) rpc.choose('mode', 'code')"
         ),
         vec![],
     )
@@ -438,7 +479,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
         methods,
         [
             "start", "decide", "decide", "decide", "decide", "decide", "decide", "prompt",
-            "cancel", "new", "acp", "resume", "rewind", "files", "compact"
+            "cancel", "new", "acp", "resume", "rewind", "files", "compact", "choose", "choose"
         ]
     );
     for name in method::ALL {
@@ -505,6 +546,17 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
     assert_eq!(
         (files.seq, files.query.as_str(), files.limit),
         (1, "calc", Some(5))
+    );
+    let choose =
+        |i| -> agent_nvim::front::nvim::protocol::Choose { rmpv::ext::from_value(arg(i)).unwrap() };
+    let (option, mode) = (choose(15), choose(16));
+    assert_eq!(
+        (option.kind.as_str(), option.id.as_str(), option.value),
+        ("option", "web", Some(serde_json::json!(true)))
+    );
+    assert_eq!(
+        (mode.kind.as_str(), mode.id.as_str(), mode.value),
+        ("mode", "code", None)
     );
 }
 

@@ -141,6 +141,7 @@ local handlers = M.handlers
 
 -- An external agent (ACP) is connected: prompts go to it until :Agent new.
 function handlers.acp_started(e)
+  -- (What the previous agent showed was cleared when this one was asked for: agent.choices.)
   status.current.model = tostring(e.name)
   render.blank_line()
   render.put(("connected to %s (ACP); prompts go to it until :Agent new"):format(tostring(e.name)), "AgentNotice")
@@ -166,6 +167,49 @@ end
 
 -- An external agent's own slash commands: kept by agent.rpc (for completion), nothing to show.
 function handlers.commands() end
+
+-- An external agent's modes: the current one's name in the winbar (agent.choices keeps the
+-- list, for :Agent mode).
+function handlers.modes(e)
+  if not require("agent.choices").mode_option() then
+    local name
+    for _, mode in ipairs(type(e.modes) == "table" and e.modes or {}) do
+      if mode.id == e.current then
+        name = mode.name
+      end
+    end
+    status.current.mode = name or (e.current and tostring(e.current))
+  end
+  status.render()
+end
+
+-- An external agent's config options: the chosen model's and mode's names in the winbar.
+function handlers.options(e)
+  local choices = require("agent.choices")
+  for _, option in ipairs(type(e.options) == "table" and e.options or {}) do
+    if choices.is_model(option) then
+      status.current.agent_model = choices.value_name(option)
+    elseif option.category == "mode" then
+      status.current.mode = choices.value_name(option)
+    end
+  end
+  status.render()
+end
+
+-- How full an external agent's context is, and its session's cost (usage_update).
+function handlers.context_usage(e)
+  status.current.context = { used = tonumber(e.used) or 0, size = tonumber(e.size) or 0 }
+  if type(e.cost) == "table" then
+    status.current.agent_cost = { amount = tonumber(e.cost.amount) or 0, currency = tostring(e.cost.currency) }
+  end
+  status.render()
+end
+
+-- The conversation's title, as an external agent names it (session_info_update).
+function handlers.title(e)
+  status.current.title = e.title ~= vim.NIL and e.title and tostring(e.title) or nil
+  status.render()
+end
 
 -- A resumed conversation has been shown whole: the next prompt continues it.
 function handlers.resumed(e)

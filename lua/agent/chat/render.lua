@@ -497,7 +497,10 @@ function H.unfold(win, row)
   pcall(vim.api.nvim_win_call, win, function()
     local view = vim.fn.winsaveview()
     vim.api.nvim_win_set_cursor(0, { row + 1, 0 })
-    vim.cmd("silent! normal! zD")
+    -- A row whose lines show open (a running terminal's) has no fold to delete.
+    if vim.fn.foldlevel(row + 1) > 0 then
+      vim.cmd("silent! normal! zD")
+    end
     vim.fn.winrestview(view)
   end)
 end

@@ -92,6 +92,21 @@ function M.dollars(cost)
   return ("$%.2f"):format(cost)
 end
 
+--- What an external agent says its session cost: dollars as `$0.42`, another unit after the
+--- amount (`0.42 EUR`, `12 credits`).
+---@param cost { amount: number, currency: string }
+---@return string
+function M.priced(cost)
+  local amount = tonumber(cost.amount) or 0
+  if cost.currency == "USD" then
+    return M.dollars(amount)
+  end
+  return ("%s %s"):format(
+    amount == math.floor(amount) and ("%d"):format(amount) or ("%.2f"):format(amount),
+    tostring(cost.currency)
+  )
+end
+
 --- Holds the winbar's redraws while a batch of events is handled (`true`), then draws it once if
 --- anything changed (`false`).
 ---@param held boolean
@@ -119,11 +134,27 @@ function M.render()
   local cached = (s.cached or 0) > 0 and (" (%s cached)"):format(count(s.cached)) or ""
   local tokens = ("%s in%s / %s out"):format(count(s.input), cached, count(s.output))
   local bare = ("%s in / %s out"):format(count(s.input), count(s.output)) -- when narrow
-  local full = s.model and (s.model .. " · " .. tokens) or tokens
+  -- An external agent's context (usage_update): how full its window is.
+  if s.context then
+    tokens = ("%s · %s/%s ctx"):format(tokens, count(s.context.used), count(s.context.size))
+  end
+  -- The model, with an external agent's chosen model and mode (its config options).
+  local model = s.model
+  if model and s.agent_model then
+    model = model .. " " .. s.agent_model
+  end
+  if s.mode then
+    model = model and (s.mode .. " · " .. model) or s.mode
+  end
+  local full = model and (model .. " · " .. tokens) or tokens
   local cost = M.cost()
   local spent = cost and (" · " .. M.dollars(cost)) or ""
+  if not cost and s.agent_cost then
+    spent = " · " .. M.priced(s.agent_cost)
+  end
   for _, win in ipairs(window.chat_windows()) do
-    local room = vim.api.nvim_win_get_width(win) - vim.fn.strdisplaywidth(left) - 3
+    local width = vim.api.nvim_win_get_width(win)
+    local room = width - vim.fn.strdisplaywidth(left) - 3
     local right = ""
     for _, candidate in ipairs({ full .. spent, tokens .. spent, bare .. spent, bare }) do
       if vim.fn.strdisplaywidth(candidate) <= room then
@@ -131,7 +162,13 @@ function M.render()
         break
       end
     end
-    local bar = " " .. escape(left) .. "%=" .. escape(right) .. " "
+    -- The conversation's title (an external agent's session_info_update), in what is left.
+    local shown = left
+    local spare = room - vim.fn.strdisplaywidth(right) - 3
+    if s.title and spare >= 8 then
+      shown = left .. " · " .. text.cut(s.title, spare, true)
+    end
+    local bar = " " .. escape(shown) .. "%=" .. escape(right) .. " "
     vim.api.nvim_set_option_value("winbar", bar, { win = win, scope = "local" })
   end
 end

@@ -26,7 +26,7 @@ H.files_waiting = nil ---@type { seq: integer, done: function }?
 
 --- The protocol this file speaks; a backend announcing another one is stopped, with a message
 --- saying how to rebuild it.
-M.PROTOCOL = 9
+M.PROTOCOL = 10
 
 --- The plugin's root: the directory holding lua/ and plugin/.
 M.plugin_root = paths.root
@@ -68,6 +68,7 @@ function M.acp(name, cmd, env, sandbox)
   end
   -- The agent sends its commands as it starts, maybe before it is reported connected.
   H.agent_commands = {}
+  require("agent.choices").reset()
   -- An empty Lua table would travel as an array; leave empty ones out.
   wire.notify(wire.method.ACP, {
     name = name,
@@ -192,6 +193,16 @@ function M.compact()
   wire.notify(wire.method.COMPACT)
 end
 
+--- Chooses one of the external agent's modes (`kind` "mode", `id` the mode's) or a config
+--- option's value (`kind` "option", `id` the option's, `value` a value's id or a boolean); the
+--- agent's new state comes back as a `modes` or `options` event, or an error.
+---@param kind "mode"|"option"
+---@param id string
+---@param value? string|boolean
+function M.choose(kind, id, value)
+  wire.notify(wire.method.CHOOSE, { kind = kind, id = id, value = value })
+end
+
 --- Cancels the running turn.
 function M.cancel()
   wire.notify(wire.method.CANCEL)
@@ -200,6 +211,7 @@ end
 --- Cancels, then starts a fresh conversation (history and session grants forgotten).
 function M.new()
   H.agent_commands = {}
+  require("agent.choices").reset()
   if package.loaded["agent.approval"] then
     require("agent.approval").dismiss_all()
   end
@@ -342,6 +354,9 @@ function H.dispatch(event)
   end
   if kind == "commands" then
     H.agent_commands = type(event.commands) == "table" and event.commands or {}
+  end
+  if kind == "acp_started" or kind == "modes" or kind == "options" then
+    require("agent.choices").on_event(event)
   end
   if kind == "started" then
     H.agent_commands = {}

@@ -19,6 +19,7 @@ M.method = {
   REWIND = "rewind",
   FILES = "files",
   COMPACT = "compact",
+  CHOOSE = "choose",
 }
 
 --- The request names (protocol.rs `request`).

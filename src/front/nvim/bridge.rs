@@ -405,6 +405,32 @@ impl Bridge {
         }
     }
 
+    /// `choose`: hands the choice to the conversation, off the notification loop (the agent
+    /// may take its time); what it could not do is shown as an error.
+    pub(super) async fn choose(&self, choose: protocol::Choose) {
+        let choice = match (choose.kind.as_str(), choose.value) {
+            ("mode", _) => crate::conversation::Choice::Mode(choose.id),
+            ("option", Some(value)) => crate::conversation::Choice::Option {
+                id: choose.id,
+                value,
+            },
+            (kind, _) => {
+                return self.error(format!(
+                    "agent: bad choose message (kind {kind:?} without what it needs)"
+                ))
+            }
+        };
+        let Some(conversation) = self.state.conversation.lock().await.clone() else {
+            return self.error("agent: the backend was not started; run :Agent again");
+        };
+        let bridge = self.clone();
+        tokio::spawn(async move {
+            if let Err(err) = conversation.choose(choice).await {
+                bridge.error(format!("agent: {err}"));
+            }
+        });
+    }
+
     /// `new`: cancels the turn, ends an external agent, and starts the built-in conversation
     /// over (history and session grants forgotten).
     pub(super) fn new_conversation(&self) {
@@ -974,6 +1000,10 @@ impl Handler for Bridge {
                 Err(err) => self.error(format!("agent: bad prompt message ({err})")),
             },
             method::COMPACT => self.turn(None).await,
+            method::CHOOSE => match arg::<protocol::Choose>(args) {
+                Ok(choose) => self.choose(choose).await,
+                Err(err) => self.error(format!("agent: bad choose message ({err})")),
+            },
             method::ACP => match arg::<protocol::AcpStart>(args) {
                 Ok(start) => self.start_external(start).await,
                 Err(err) => self.error(format!("agent: bad acp message ({err})")),

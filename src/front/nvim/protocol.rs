@@ -21,7 +21,7 @@ use crate::display::{self, Layout};
 
 /// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
 /// says how to rebuild it.
-pub const PROTOCOL: u32 = 9;
+pub const PROTOCOL: u32 = 10;
 
 /// The Lua functions Rust calls, as the code given to `nvim_exec_lua` (`...` are its arguments).
 /// Each lives in `agent.rpc` (the module Lua users and tests `require`).
@@ -85,8 +85,12 @@ pub mod method {
     /// why nothing was compacted, then `idle`.
     pub const COMPACT: &str = "compact";
     /// Every method above, for the test that checks Lua sends each one.
-    pub const ALL: [&str; 10] = [
-        START, PROMPT, CANCEL, NEW, DECIDE, ACP, RESUME, REWIND, FILES, COMPACT,
+    /// [`super::Choose`]: choose one of the external agent's modes or a config option's
+    /// value (`:Agent mode`, `:Agent option`, `:Agent model`); the agent's new state comes back
+    /// as a `modes` or `options` event, or an error saying what can be chosen.
+    pub const CHOOSE: &str = "choose";
+    pub const ALL: [&str; 11] = [
+        START, PROMPT, CANCEL, NEW, DECIDE, ACP, RESUME, REWIND, FILES, COMPACT, CHOOSE,
     ];
 }
 
@@ -457,6 +461,16 @@ pub struct Resume {
     /// Its id (`20261201-123456-ab12`, or `agent:{name}:{its id}` for an external agent's own
     /// session), as `sessions` listed it.
     pub id: String,
+}
+
+/// `choose`: a mode (`kind` `mode`, `id` the mode's) or a config option's value (`kind`
+/// `option`, `id` the option's, `value` a value's id or a boolean).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Choose {
+    pub kind: String,
+    pub id: String,
+    #[serde(default)]
+    pub value: Option<serde_json::Value>,
 }
 
 /// `rewind`: which prompt to go back to, and what to restore.
@@ -917,6 +931,41 @@ impl UiEvent {
             UiEvent::Update(AgentUpdate::UserMessage { text }) => {
                 UiEvent::Update(AgentUpdate::UserMessage { text: prose(text) })
             }
+            UiEvent::Update(AgentUpdate::Modes { current, modes }) => {
+                UiEvent::Update(AgentUpdate::Modes {
+                    current,
+                    modes: shown_offered(modes),
+                })
+            }
+            UiEvent::Update(AgentUpdate::Options { options }) => {
+                UiEvent::Update(AgentUpdate::Options {
+                    options: options
+                        .into_iter()
+                        // Its id is typed and completed: one that would not show as it is
+                        // could not be told from another's, so it is left out.
+                        .filter(|o| plain_id(&o.id))
+                        .map(|o| crate::acp::ConfigOption {
+                            name: one(o.name),
+                            description: o.description.map(one),
+                            values: shown_offered(o.values),
+                            ..o
+                        })
+                        .collect(),
+                })
+            }
+            UiEvent::Update(AgentUpdate::ContextUsage { used, size, cost }) => {
+                UiEvent::Update(AgentUpdate::ContextUsage {
+                    used,
+                    size,
+                    cost: cost.map(|c| crate::acp::AgentCost {
+                        currency: one(c.currency),
+                        ..c
+                    }),
+                })
+            }
+            UiEvent::Update(AgentUpdate::Title { title }) => UiEvent::Update(AgentUpdate::Title {
+                title: title.map(one),
+            }),
             UiEvent::Update(AgentUpdate::Commands { commands }) => {
                 UiEvent::Update(AgentUpdate::Commands {
                     commands: commands
@@ -931,6 +980,28 @@ impl UiEvent {
             }
         }
     }
+}
+
+/// Whether an id shows as it is (no control or invisible character), so a person typing or
+/// completing it gets the one they saw.
+fn plain_id(id: &str) -> bool {
+    !id.is_empty() && display::one_line(id) == id
+}
+
+/// Modes or values as the chat shows them: names made visible, those whose id would not show
+/// as it is left out.
+fn shown_offered(offered: Vec<crate::acp::Offered>) -> Vec<crate::acp::Offered> {
+    offered
+        .into_iter()
+        .filter(|o| plain_id(&o.id))
+        .map(|o| crate::acp::Offered {
+            name: display::visible_owned(o.name, Layout::OneLine),
+            description: o
+                .description
+                .map(|d| display::visible_owned(d, Layout::OneLine)),
+            id: o.id,
+        })
+        .collect()
 }
 
 /// What `agent.rpc.buffer_state(path)` returns.
