@@ -19,6 +19,8 @@ M.builtin = {
   { name = "rewind", description = "back to before a prompt" },
   { name = "diff", description = "what the agent changed" },
   { name = "model", description = "switch the model [name]" },
+  { name = "mode", description = "the agent's mode [id]" },
+  { name = "option", description = "one of the agent's options [id [value]]" },
   { name = "compact", description = "summarise the conversation" },
   { name = "stop", description = "stop the running turn" },
   { name = "permissions", description = "the permission rules" },
@@ -29,13 +31,34 @@ M.builtin = {
 --- of the same name (Claude Code's `/compact`), it is the agent's, which holds that context.
 M.agent_first = { compact = true }
 
---- Every command completion offers: the built-in ones, then the connected external agent's.
+--- Whether built-in command `name` means something for the conversation prompts go to now:
+--- with an external agent connected, /compact is the built-in agent's only, /model needs the
+--- agent's model option, and /mode and /option what it offers; without one, those two do not.
+---@param name string
+---@return boolean
+function M.applies(name)
+  local choices = require("agent.choices")
+  local connected = choices.connected()
+  if name == "compact" then
+    return not connected
+  elseif name == "model" then
+    return not connected or choices.model_option() ~= nil
+  elseif name == "mode" then
+    return connected and (choices.modes() or {})[1] ~= nil
+  elseif name == "option" then
+    return connected and (choices.options() or {})[1] ~= nil
+  end
+  return true
+end
+
+--- Every command completion offers: the built-in ones that apply now (M.applies), then the
+--- connected external agent's.
 ---@return agent.SlashCommand[]
 function M.commands()
   local list = {}
   local taken = {}
   for _, command in ipairs(M.builtin) do
-    if not (M.agent_first[command.name] and H.agent_has(command.name)) then
+    if M.applies(command.name) and not (M.agent_first[command.name] and H.agent_has(command.name)) then
       list[#list + 1] = vim.deepcopy(command)
       taken[command.name] = true
     end
@@ -145,6 +168,12 @@ H.run = {
   end,
   model = function(api, args)
     H.if_built(api, "model", args)
+  end,
+  mode = function(api, args)
+    api._command({ args = vim.trim("mode " .. args) })
+  end,
+  option = function(api, args)
+    api._command({ args = vim.trim("option " .. args) })
   end,
   compact = function(api, args)
     H.if_built(api, "compact", args)

@@ -797,3 +797,52 @@ async fn usage_and_the_title_an_agent_reports_show_in_the_winbar() {
     assert!(screen.contains("$0.42"), "{screen}");
     assert!(screen.contains("idle · Fix the failing test"), "{screen}");
 }
+
+/// The names of the slash commands the input's completion offers now.
+async fn slash_names(nvim: &Nvim) -> Vec<String> {
+    let names = nvim
+        .lua(
+            "return vim.tbl_map(function(c) return c.name end, require('agent.slash').commands())",
+            vec![],
+        )
+        .await;
+    names
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_slash_commands_offered_are_those_that_apply_to_the_agent_connected() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("agent.log");
+    let nvim = Nvim::start(logged_agent("choices", &log, None)).await;
+    let native = slash_names(&nvim).await;
+    for name in ["compact", "model", "new"] {
+        assert!(native.contains(&name.to_string()), "{native:?}");
+    }
+    assert!(!native.contains(&"mode".to_string()) && !native.contains(&"option".to_string()));
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
+    nvim.wait_for("#require('agent.choices').options() > 0")
+        .await;
+    let agent = slash_names(&nvim).await;
+    for name in ["mode", "option", "model", "new", "rewind"] {
+        assert!(agent.contains(&name.to_string()), "{agent:?}");
+    }
+    // Its context is the agent's: our /compact would summarise nothing.
+    assert!(!agent.contains(&"compact".to_string()), "{agent:?}");
+    // Typed, /mode goes to the agent as :Agent mode does.
+    nvim.lua(
+        "require('agent.slash').run('/mode code', require('agent'))",
+        vec![],
+    )
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while logged(&log, "session/set_mode").is_empty() {
+        assert!(std::time::Instant::now() < deadline, "set_mode never sent");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
