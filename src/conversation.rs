@@ -249,6 +249,11 @@ pub enum Choice {
         id: String,
         value: serde_json::Value,
     },
+    /// Log in with one of the agent's own methods (`authenticate`), then open the session it
+    /// would not open before (`:Agent login`).
+    Login(String),
+    /// Log out (`logout`, where the agent offers it: `:Agent logout`).
+    Logout,
 }
 
 /// The built-in turn loop as a [`Conversation`].

@@ -15,6 +15,7 @@ end
 --- showed of them.
 function M.reset()
   H.name, H.modes, H.current, H.options, H.applied = nil, nil, nil, nil, {}
+  H.login = nil -- { needed = bool, methods = { { id, name, terminal?, args?, env? } } }
   local status = package.loaded["agent.chat.status"]
   if status then
     local s = status.current
@@ -34,6 +35,12 @@ function M.on_event(event)
     H.current = event.current
   elseif event.type == "options" then
     H.options = type(event.options) == "table" and event.options or {}
+  elseif event.type == "login" then
+    local methods = type(event.methods) == "table" and #event.methods > 0 and event.methods
+      or (H.login and H.login.methods)
+      or {}
+    H.login = { needed = event.needed == true, methods = methods }
+    return
   else
     return
   end
@@ -183,6 +190,43 @@ function M.option(id, value)
   require("agent.rpc").choose("option", option.id, value)
 end
 
+--- :Agent login [METHOD]: logs in to the connected agent with one of the ways it offers
+--- (picked with vim.ui.select when not named). An agent's own method is done by the agent
+--- (`authenticate`), and then the session it refused opens; a terminal method runs the agent's
+--- command with the method's arguments in a terminal split, and starts the agent again once
+--- that exits 0.
+---@param id? string
+function M.login(id)
+  local methods = H.login and H.login.methods or {}
+  if #methods == 0 then
+    return H.fail(
+      H.name and ("%s has not asked for a login (or offers no way to log in from here)"):format(H.name)
+        or "no external agent is connected (:Agent acp)"
+    )
+  end
+  if not id or id == "" then
+    return H.pick(methods, ("agent: log in to %s"):format(H.name), nil, function(picked)
+      M.login(picked.id)
+    end)
+  end
+  local method = H.find(methods, id)
+  if not method then
+    return H.fail(("%s has no login method '%s'; its methods: %s"):format(H.name, id, H.ids(methods)))
+  end
+  if method.terminal then
+    return H.terminal_login(method)
+  end
+  require("agent.rpc").choose("login", id)
+end
+
+--- :Agent logout: logs out of the connected agent, where it offers to.
+function M.logout()
+  if not H.name then
+    return H.fail("no external agent is connected (:Agent acp)")
+  end
+  require("agent.rpc").choose("logout", "")
+end
+
 --- Completion for :Agent mode / option / model: ids of what is offered.
 ---@param kind "mode"|"option"|"model"|"value"
 ---@param option_id? string for "value": the option whose values
@@ -195,6 +239,8 @@ function M.complete(kind, option_id)
     items = H.options or {}
   elseif kind == "model" then
     items = (M.model_option() or {}).values or {}
+  elseif kind == "login" then
+    items = H.login and H.login.methods or {}
   elseif kind == "value" then
     local option = H.find(H.options or {}, option_id)
     if option and option.kind == "boolean" then
@@ -208,6 +254,63 @@ function M.complete(kind, option_id)
 end
 
 -- Helpers ------------------------------------------------------------------------------------
+
+-- The command that starts agent `name`: setup()'s, else the preset's.
+function H.agent_command(name)
+  local configured = (require("agent.config").options.acp.agents or {})[name]
+  if configured and configured.cmd then
+    return vim.deepcopy(configured.cmd), configured.env or {}
+  end
+  local fd = io.open(require("agent.paths").acp_presets(), "r")
+  local presets = fd and vim.json.decode(fd:read("*a")) or {}
+  if fd then
+    fd:close()
+  end
+  for _, preset in ipairs(presets) do
+    if preset.name == name then
+      return vim.deepcopy(preset.cmd), {}
+    end
+  end
+end
+
+-- Runs the agent's command with the method's arguments in a terminal split; once it exits 0,
+-- the agent is started again (:Agent acp NAME), which now finds the login.
+function H.terminal_login(method)
+  local name = H.name
+  local cmd, env = H.agent_command(name)
+  if not cmd then
+    return H.fail(("cannot tell how %s is started, so its terminal login cannot run"):format(name))
+  end
+  for _, arg in ipairs(method.args or {}) do
+    cmd[#cmd + 1] = tostring(arg)
+  end
+  env = vim.deepcopy(env)
+  for _, pair in ipairs(method.env or {}) do
+    env[tostring(pair[1])] = tostring(pair[2])
+  end
+  vim.cmd("botright new")
+  local buf = vim.api.nvim_get_current_buf()
+  vim.bo[buf].bufhidden = "wipe"
+  local ok, job = pcall(vim.fn.jobstart, cmd, {
+    term = true,
+    env = next(env) and env or nil,
+    on_exit = function(_, code)
+      vim.schedule(function()
+        if code == 0 then
+          vim.notify(("agent: logged in; starting %s again"):format(name), vim.log.levels.INFO)
+          require("agent").acp(name)
+        else
+          H.fail(("the login in the terminal exited %d; :Agent login to try again"):format(code))
+        end
+      end)
+    end,
+  })
+  if not ok or job <= 0 then
+    H.fail(("could not run %s: %s"):format(table.concat(cmd, " "), tostring(job)))
+    return
+  end
+  vim.cmd("startinsert")
+end
 
 function H.fail(message)
   vim.notify("agent: " .. message, vim.log.levels.ERROR)

@@ -744,6 +744,10 @@ function M._command(cmd)
   if model then
     return M.model(model)
   end
+  local login = args:match("^login%s+(%S+)%s*$")
+  if login then
+    return require("agent.choices").login(login)
+  end
   local mode = args:match("^mode%s+(%S+)%s*$")
   if mode then
     return M.mode(mode)
@@ -802,7 +806,8 @@ function M._complete(arglead, cmdline)
     end, names)
   end
   local choices = require("agent.choices")
-  local listed = rest:match("^mode%s+%S*$") and choices.complete("mode")
+  local listed = rest:match("^login%s+%S*$") and choices.complete("login")
+    or rest:match("^mode%s+%S*$") and choices.complete("mode")
     or rest:match("^option%s+%S*$") and choices.complete("option")
     or rest:match("^option%s+(%S+)%s+%S*$") and choices.complete("value", rest:match("^option%s+(%S+)"))
   if listed then
@@ -866,6 +871,12 @@ H.subcommands = {
   end,
   mode = function()
     M.mode()
+  end,
+  login = function()
+    require("agent.choices").login()
+  end,
+  logout = function()
+    require("agent.choices").logout()
   end,
   option = function()
     M.option()

@@ -35,13 +35,23 @@ pub struct Offers {
     pub load: bool,
     /// `agentCapabilities.sessionCapabilities.list`: `session/list` works.
     pub list: bool,
+    /// `sessionCapabilities.close`: `session/close` works (sent when the session ends).
+    pub close: bool,
+    /// `sessionCapabilities.additionalDirectories`: session/new takes more roots.
+    pub directories: bool,
+    /// `agentCapabilities.auth.logout`: `logout` works.
+    pub logout: bool,
 }
 
 impl Offers {
     pub(super) fn of(capabilities: &AgentCapabilities) -> Self {
+        let session = &capabilities.session_capabilities;
         Offers {
             load: capabilities.load_session,
-            list: capabilities.session_capabilities.list.is_some(),
+            list: session.list.is_some(),
+            close: session.close.is_some(),
+            directories: session.additional_directories.is_some(),
+            logout: capabilities.auth.logout.is_some(),
         }
     }
 }

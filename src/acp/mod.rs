@@ -68,6 +68,10 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 const DRAIN_GRACE: Duration = Duration::from_secs(1);
 /// How long a cancelled prompt waits for the agent to answer it (stop reason `cancelled`).
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
+/// The least time `authenticate` is given: the person may be logging in in a browser.
+const LOGIN_GRACE: Duration = Duration::from_secs(300);
+/// How long the agent has to answer `session/close` at the end.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// How long a closed connection waits to learn how the agent exited.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
@@ -144,9 +148,37 @@ pub enum AgentUpdate {
     },
     /// The conversation's title as the agent names it (`session_info_update`); None clears it.
     Title { title: Option<String> },
+    /// The agent wants a login (`needed`, with the methods it offers: `:Agent login` picks one),
+    /// or has one now, or none any more (`needed` false, `message` saying which).
+    Login {
+        needed: bool,
+        message: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        methods: Vec<AuthChoice>,
+    },
     /// The agent's own slash commands (`available_commands_update`), the whole list each time:
     /// the chat's input completes them after `/`, and sends `/name args` to the agent as typed.
     Commands { commands: Vec<AgentCommand> },
+}
+
+/// One way to log in that the agent offers (`authMethods` of its initialize answer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuthChoice {
+    /// The agent's id for it.
+    pub id: String,
+    /// Its label.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// A terminal method: the front end runs the agent's own command with `args` and `env` in
+    /// a terminal, and starts the agent again once that exits 0. Otherwise the agent logs in
+    /// itself when told to (`authenticate`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub terminal: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<(String, String)>,
 }
 
 /// What a session has cost, as the agent counts it.
@@ -421,6 +453,9 @@ macro_rules! json_request {
 }
 
 json_request!(NewSession, "session/new");
+json_request!(Authenticate, "authenticate");
+json_request!(Logout, "logout");
+json_request!(CloseSession, "session/close");
 json_request!(SetMode, "session/set_mode");
 json_request!(SetConfigOption, "session/set_config_option");
 json_request!(TerminalCreate, "terminal/create");
@@ -585,6 +620,12 @@ pub struct AcpSession {
     process: Option<Process>,
     /// Why the session is unusable, once it is.
     dead: Mutex<Option<String>>,
+    /// How the agent lets a person log in (its initialize answer's `authMethods`).
+    auth: Vec<AuthChoice>,
+    /// What the agent said when it wanted a login first; None once it has one.
+    needs_login: Mutex<Option<String>>,
+    /// session/new's params, to open a session again after a login.
+    new_params: Value,
 }
 
 /// Starts the agent in the workspace, initializes it (protocol 1; fs.readTextFile and
@@ -667,8 +708,14 @@ where
         driver: Some(driver),
         process,
         dead: Mutex::new(None),
+        auth: Vec::new(),
+        needs_login: Mutex::new(None),
+        new_params: serde_json::to_value(NewSessionRequest::new(spec.workspace.root()))
+            .unwrap_or_default(),
     };
     let initialized = std::sync::atomic::AtomicBool::new(false);
+    // What initialize said, for a session/new that wants a login first.
+    let said: Mutex<Option<(Offers, Vec<AuthChoice>)>> = Mutex::new(None);
     let setup = async {
         let init = InitializeRequest::new(ProtocolVersion::V1)
             .client_capabilities(
@@ -677,7 +724,11 @@ where
                         .read_text_file(true)
                         .write_text_file(true))
                     // terminal/*: run through our gate, process trees and sandbox.
-                    .terminal(true),
+                    .terminal(true)
+                    // A terminal login method: Neovim runs the agent's command in a terminal.
+                    .auth(
+                        agent_client_protocol::v1::schema::AuthCapabilities::new().terminal(true),
+                    ),
             )
             .client_info(Implementation::new("agent.nvim", env!("CARGO_PKG_VERSION")));
         let info = session
@@ -689,34 +740,40 @@ where
         tracing::info!(agent = %spec.name, info = ?info.agent_info, "ACP agent initialized");
         initialized.store(true, std::sync::atomic::Ordering::SeqCst);
         let offers = Offers::of(&info.agent_capabilities);
-        let root = spec.workspace.root().to_path_buf();
+        *said.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((offers, auth_choices(&info.auth_methods)));
         let opened = session
             .cx
-            .send_request(NewSession(
-                serde_json::to_value(NewSessionRequest::new(root)).unwrap_or_default(),
-            ))
+            .send_request(NewSession(session.new_params.clone()))
             .block_task()
             .await
             .map_err(|err| ("session/new", err))?;
         Ok::<_, (&str, agent_client_protocol::Error)>((opened, offers))
     };
-    let failure = match tokio::time::timeout(spec.connect_timeout, setup).await {
-        Ok(Ok((opened, offers))) => match opened.get("sessionId").and_then(Value::as_str) {
-            Some(id) => {
-                session.session_id = Mutex::new(SessionId::new(id.to_string()));
-                session.offers = offers;
-                session
-                    .shared
-                    .offered(choices::Choices::of_session(&opened));
-                return Ok(session);
-            }
-            None => ConnectError::Refused {
+    let outcome = tokio::time::timeout(spec.connect_timeout, setup).await;
+    let (offers, auth) = said
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner)
+        .unwrap_or_default();
+    session.offers = offers;
+    session.auth = auth;
+    let failure = match outcome {
+        Ok(Ok((opened, _))) => match session.opened(&opened) {
+            Ok(()) => return Ok(session),
+            Err(message) => ConnectError::Refused {
                 name: spec.name,
                 step: "session/new",
-                message: "its answer has no sessionId".into(),
+                message,
                 code: ErrorCode::INVALID_PARAMS.value(),
             },
         },
+        // It wants a login and says how: connected, waiting for :Agent login.
+        Ok(Err(("session/new", err)))
+            if err.code == ErrorCode::AUTH_REQUIRED && !session.auth.is_empty() =>
+        {
+            session.wants_login(err.message);
+            return Ok(session);
+        }
         Ok(Err((_, err))) if closed(&err) => ConnectError::Ended(session.ended().await),
         Ok(Err((step, err))) if err.code == ErrorCode::AUTH_REQUIRED => {
             ConnectError::LoginRequired {
@@ -1002,6 +1059,42 @@ async fn decide(shared: &Shared, ask: PermissionAsk, turn: &CancellationToken) -
     }
 }
 
+/// The initialize answer's `authMethods`, as the front end offers them.
+fn auth_choices(methods: &[agent_client_protocol::v1::schema::AuthMethod]) -> Vec<AuthChoice> {
+    use agent_client_protocol::v1::schema::AuthMethod;
+    methods
+        .iter()
+        .filter_map(|method| match method {
+            AuthMethod::Agent(agent) => Some(AuthChoice {
+                id: agent.id.0.to_string(),
+                name: agent.name.clone(),
+                description: agent.description.clone(),
+                terminal: false,
+                args: Vec::new(),
+                env: Vec::new(),
+            }),
+            AuthMethod::Terminal(terminal) => Some(AuthChoice {
+                id: terminal.id.0.to_string(),
+                name: terminal.name.clone(),
+                description: terminal.description.clone(),
+                terminal: true,
+                args: terminal.args.clone(),
+                env: {
+                    let mut env: Vec<(String, String)> = terminal
+                        .env
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    env.sort();
+                    env
+                },
+            }),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        })
+        .collect()
+}
+
 /// True when `err` means the connection is gone (the agent exited or closed its output).
 fn closed(err: &agent_client_protocol::Error) -> bool {
     agent_client_protocol::is_incoming_transport_closed(err)
@@ -1018,6 +1111,9 @@ impl AcpSession {
         self.shared.emit(Event::TurnStarted);
         if let Some(message) = self.dead_reason().await {
             return self.fail(message);
+        }
+        if let Some(message) = self.login_needed() {
+            return self.fail(format!("agent: {message}"));
         }
         let turn = self.shared.new_turn();
         // What the person changed in the agent's edits since its last prompt, said first.
@@ -1073,6 +1169,11 @@ impl AcpSession {
                 *self.dead.lock().unwrap_or_else(PoisonError::into_inner) = Some(message.clone());
                 self.fail(message)
             }
+            Err(err) if err.code == ErrorCode::AUTH_REQUIRED && !self.auth.is_empty() => {
+                self.wants_login(err.message);
+                let message = self.login_needed().unwrap_or_default();
+                self.fail(format!("agent: {message}"))
+            }
             Err(err) => self.fail(format!(
                 "agent: {} failed the prompt: {} ({})",
                 self.shared.name,
@@ -1090,6 +1191,8 @@ impl AcpSession {
         use crate::conversation::Choice;
         let name = self.shared.name.clone();
         let (option, value) = match choice {
+            Choice::Login(method) => return self.login(method).await,
+            Choice::Logout => return self.logout().await,
             Choice::Mode(id) => {
                 let mode_option = self.shared.choices().mode_option().map(|o| o.id.clone());
                 match mode_option {
@@ -1197,12 +1300,26 @@ impl AcpSession {
     where
         R: agent_client_protocol::JsonRpcRequest<Response = Value>,
     {
+        self.ask_agent_within(request, method, self.load_timeout)
+            .await
+    }
+
+    /// [`AcpSession::ask_agent`] bounded by `timeout`.
+    async fn ask_agent_within<R>(
+        &self,
+        request: R,
+        method: &str,
+        timeout: Duration,
+    ) -> Result<Value, String>
+    where
+        R: agent_client_protocol::JsonRpcRequest<Response = Value>,
+    {
         let name = &self.shared.name;
         if let Some(dead) = self.dead_reason().await {
             return Err(dead.trim_start_matches("agent: ").to_string());
         }
         let sent = self.cx.send_request(request).block_task();
-        match tokio::time::timeout(self.load_timeout, sent).await {
+        match tokio::time::timeout(timeout, sent).await {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(err)) => Err(format!(
                 "{name} refused {method}: {} ({})",
@@ -1211,7 +1328,7 @@ impl AcpSession {
             )),
             Err(_) => Err(format!(
                 "{name} did not answer {method} within {} s",
-                self.load_timeout.as_secs_f64()
+                timeout.as_secs_f64()
             )),
         }
     }
@@ -1221,6 +1338,16 @@ impl AcpSession {
     pub async fn shutdown(mut self) {
         self.shared.turn().cancel();
         self.shared.kill_terminals();
+        // The agent frees what it holds for the session, where it offers to.
+        if self.offers.close && !self.session_id().0.is_empty() {
+            let params = serde_json::json!({ "sessionId": self.session_id().0.to_string() });
+            if let Err(err) = self
+                .ask_agent_within(CloseSession(params), "session/close", CLOSE_GRACE)
+                .await
+            {
+                tracing::info!(agent = %self.shared.name, %err, "session/close");
+            }
+        }
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -1240,6 +1367,110 @@ impl AcpSession {
             }
             process.end().await;
         }
+    }
+
+    /// Takes a session/new answer: its id, and what it offers to choose.
+    fn opened(&self, answer: &Value) -> Result<(), String> {
+        let id = answer
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| "its answer has no sessionId".to_string())?;
+        *self
+            .session_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = SessionId::new(id.to_string());
+        self.shared.offered(choices::Choices::of_session(answer));
+        Ok(())
+    }
+
+    /// The agent asked for a login first: said in the chat, with its methods; prompts answer
+    /// so until `:Agent login` has worked.
+    fn wants_login(&self, message: String) {
+        tracing::info!(agent = %self.shared.name, "the agent wants a login first");
+        let said = format!(
+            "{} needs you to log in first ({message}); :Agent login picks one of its ways",
+            self.shared.name
+        );
+        *self
+            .needs_login
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(said.clone());
+        self.shared.report(AcpEvent::Agent(AgentUpdate::Login {
+            needed: true,
+            message: said,
+            methods: self.auth.clone(),
+        }));
+    }
+
+    /// Why a prompt cannot go to the agent yet: it wants a login.
+    fn login_needed(&self) -> Option<String> {
+        self.needs_login
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// `:Agent login {method}`: `authenticate`, then the session session/new refused (when it
+    /// did). A terminal method is the front end's to run; it starts the agent again after.
+    async fn login(&self, method: String) -> Result<(), String> {
+        let name = self.shared.name.clone();
+        let Some(choice) = self.auth.iter().find(|m| m.id == method) else {
+            let ids: Vec<&str> = self.auth.iter().map(|m| m.id.as_str()).collect();
+            return Err(if ids.is_empty() {
+                format!("{name} offers no way to log in from here")
+            } else {
+                format!(
+                    "{name} has no login method '{method}'; its methods: {}",
+                    ids.join(", ")
+                )
+            });
+        };
+        if choice.terminal {
+            return Err(format!(
+                "'{method}' is a terminal login: :Agent login runs it in a terminal"
+            ));
+        }
+        let params = serde_json::json!({ "methodId": method });
+        // A person may be finishing it in a browser: bounded, but generously.
+        let timeout = self.load_timeout.max(LOGIN_GRACE);
+        self.ask_agent_within(Authenticate(params), "authenticate", timeout)
+            .await?;
+        tracing::info!(agent = %name, "logged in");
+        if self.session_id().0.is_empty() {
+            let answer = self
+                .ask_agent(NewSession(self.new_params.clone()), "session/new")
+                .await?;
+            self.opened(&answer)?;
+        }
+        *self
+            .needs_login
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        self.shared.report(AcpEvent::Agent(AgentUpdate::Login {
+            needed: false,
+            message: format!("logged in to {name}"),
+            methods: Vec::new(),
+        }));
+        Ok(())
+    }
+
+    /// `:Agent logout`, where the agent offers it.
+    async fn logout(&self) -> Result<(), String> {
+        let name = self.shared.name.clone();
+        if !self.offers.logout {
+            return Err(format!(
+                "{name} offers no logout; log out with its own command"
+            ));
+        }
+        self.ask_agent(Logout(serde_json::json!({})), "logout")
+            .await?;
+        self.shared.report(AcpEvent::Agent(AgentUpdate::Login {
+            needed: false,
+            message: format!("logged out of {name}"),
+            methods: Vec::new(),
+        }));
+        Ok(())
     }
 
     /// The session prompts go to now.

@@ -15,6 +15,10 @@
 //! - `choices`: its sessions offer modes (`ask`, `code`) and config options (a `model` select
 //!   of `fast` and `smart`, grouped, and a `web` boolean); session/set_mode and
 //!   session/set_config_option change them (answered with every option as it is then);
+//! - `login`: session/new and session/prompt answer `auth_required` until `authenticate` with
+//!   method `key` (or a terminal login: run with the extra argument `login-terminal`, it writes
+//!   the file `$ACP_TEST_AGENT_AUTH` and exits 0, and a later start finds it); `logout` undoes
+//!   it;
 //! - `spawn-detached`: first detaches a `sleep 1000` into a session of its own (`setsid -f`),
 //!   running as `$ACP_TEST_AGENT_MARKER` (for killing what left the tree's group and parent chain).
 //!
@@ -44,6 +48,15 @@ use serde_json::{json, Value};
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "normal".into());
     log(&json!({"pid": std::process::id()}));
+    let auth_file = std::env::var_os("ACP_TEST_AGENT_AUTH").map(PathBuf::from);
+    if std::env::args().any(|arg| arg == "login-terminal") {
+        // A terminal login: what a person sees, then the proof a later start finds.
+        raw("Logged in.");
+        if let Some(file) = &auth_file {
+            std::fs::write(file, "yes").unwrap();
+        }
+        std::process::exit(0);
+    }
     if mode == "spawn-child" {
         #[allow(clippy::zombie_processes)]
         let child = std::process::Command::new("sleep")
@@ -99,6 +112,7 @@ fn main() {
         mode: "ask".into(),
         model: "fast".into(),
         web: false,
+        authenticated: mode != "login" || auth_file.as_ref().is_some_and(|f| f.exists()),
     };
     if mode == "silent" {
         loop {
@@ -114,9 +128,37 @@ fn main() {
                 "protocolVersion": 1,
                 "agentCapabilities": {"loadSession": true,
                     "sessionCapabilities": if mode == "load-only" { json!({}) } else {
-                        json!({"list": {}}) }},
-                "authMethods": [],
+                        json!({"list": {}, "close": {}}) },
+                    "auth": if mode == "login" { json!({"logout": {}}) } else { json!({}) }},
+                "authMethods": if mode == "login" { json!([
+                    {"id": "key", "name": "Log in with a key", "description": "Asks for nothing"},
+                    {"type": "terminal", "id": "tty", "name": "Log in in a terminal",
+                        "args": ["login-terminal"], "env": {"ACP_TEST_LOGIN": "1"}}]) }
+                    else { json!([]) },
                 "agentInfo": {"name": "acp-test-agent", "version": "0"}}})),
+            ("session/new", Some(id)) if !agent.authenticated => send(&json!({"jsonrpc": "2.0",
+                "id": id, "error": {"code": -32000, "message": "Authentication required"}})),
+            ("session/prompt", Some(id)) if !agent.authenticated => send(&json!({"jsonrpc": "2.0",
+                "id": id, "error": {"code": -32000, "message": "Authentication required"}})),
+            ("authenticate", Some(id)) => {
+                agent.authenticated = message["params"]["methodId"] == "key";
+                let result = if agent.authenticated {
+                    json!({"result": {}})
+                } else {
+                    json!({"error": {"code": -32602, "message": "no such method"}})
+                };
+                let mut answer = json!({"jsonrpc": "2.0", "id": id});
+                answer
+                    .as_object_mut()
+                    .unwrap()
+                    .extend(result.as_object().unwrap().clone());
+                send(&answer);
+            }
+            ("logout", Some(id)) => {
+                agent.authenticated = false;
+                send(&json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+            }
+            ("session/close", Some(id)) => send(&json!({"jsonrpc": "2.0", "id": id, "result": {}})),
             ("session/new", Some(id)) => {
                 let mut result = json!({"sessionId": std::env::var("ACP_TEST_AGENT_SESSION")
                     .unwrap_or_else(|_| "s-1".into())});
@@ -211,6 +253,8 @@ struct Agent {
     mode: String,
     model: String,
     web: bool,
+    /// `login`: authenticated (else session/new and prompts want a login).
+    authenticated: bool,
 }
 
 impl Agent {

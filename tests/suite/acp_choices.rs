@@ -168,3 +168,68 @@ async fn usage_and_a_title_reported_by_the_agent_are_events() {
     })));
     session.shutdown().await;
 }
+
+/// The Login events the host was shown: (needed, message, method ids).
+fn logins(host: &Host) -> Vec<(bool, String, Vec<String>)> {
+    host.events()
+        .into_iter()
+        .filter_map(|e| match e {
+            AcpEvent::Agent(AgentUpdate::Login {
+                needed,
+                message,
+                methods,
+            }) => Some((needed, message, methods.into_iter().map(|m| m.id).collect())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_agent_that_wants_a_login_is_logged_in_through_its_method_and_the_session_retried() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let session = fx.connect(&host, "login").await;
+    let said = "test needs you to log in first (Authentication required); :Agent login picks one of its ways";
+    assert_eq!(
+        logins(&host),
+        [(true, said.to_string(), vec!["key".into(), "tty".into()])]
+    );
+    let methods = host.events().into_iter().find_map(|e| match e {
+        AcpEvent::Agent(AgentUpdate::Login { methods, .. }) => Some(methods),
+        _ => None,
+    });
+    let tty = methods.unwrap()[1].clone();
+    assert!(tty.terminal);
+    assert_eq!(tty.args, ["login-terminal"]);
+    assert_eq!(tty.env, [("ACP_TEST_LOGIN".to_string(), "1".to_string())]);
+    // A prompt before the login is not sent, and says what to do.
+    assert_eq!(prompt(&session, "usage").await, Outcome::Failed);
+    assert!(received(&fx, "session/prompt").is_empty());
+
+    session.choose(Choice::Login("key".into())).await.unwrap();
+    assert_eq!(received(&fx, "authenticate"), [json!({"methodId": "key"})]);
+    assert_eq!(received(&fx, "session/new").len(), 2);
+    assert_eq!(
+        logins(&host).last().unwrap(),
+        &(false, "logged in to test".to_string(), vec![])
+    );
+    assert_eq!(prompt(&session, "usage").await, Outcome::Done);
+
+    // A terminal method is the front end's to run.
+    let err = session
+        .choose(Choice::Login("tty".into()))
+        .await
+        .unwrap_err();
+    assert!(err.contains("terminal login"), "{err}");
+    // Logged out, the next prompt's auth_required asks for a login again.
+    session.choose(Choice::Logout).await.unwrap();
+    assert_eq!(received(&fx, "logout").len(), 1);
+    assert_eq!(prompt(&session, "usage").await, Outcome::Failed);
+    assert_eq!(logins(&host).last().unwrap().0, true);
+    session.shutdown().await;
+    // The session is closed as it ends, since the agent offers session/close.
+    assert_eq!(
+        received(&fx, "session/close"),
+        [json!({"sessionId": "s-1"})]
+    );
+}

@@ -846,3 +846,68 @@ async fn the_slash_commands_offered_are_those_that_apply_to_the_agent_connected(
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
+
+#[tokio::test]
+async fn an_agent_that_wants_a_login_is_logged_in_with_agent_login_and_its_session_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("agent.log");
+    let nvim = Nvim::start(logged_agent("login", &log, None)).await;
+    nvim.cmd("Agent acp test").await;
+    let lines = nvim.wait_for_line(CHAT, "needs you to log in first").await;
+    assert!(
+        lines.contains(&"  Log in with a key (key, by the agent)".to_string()),
+        "{}",
+        lines.join("\n")
+    );
+    assert!(lines.contains(&"  Log in in a terminal (tty, in a terminal)".to_string()));
+    assert_eq!(completions(&nvim, "Agent login ").await, ["key", "tty"]);
+    // vim.ui.select picks the first: the agent's own method.
+    nvim.choose_first().await;
+    nvim.cmd("Agent login").await;
+    nvim.wait_for_line(CHAT, "logged in to test").await;
+    assert_eq!(
+        logged(&log, "authenticate"),
+        [serde_json::json!({"methodId": "key"})]
+    );
+    assert_eq!(logged(&log, "session/new").len(), 2);
+    nvim.cmd("Agent usage").await;
+    nvim.wait_for_line(CHAT, "done (end_turn)").await;
+}
+
+#[tokio::test]
+async fn a_terminal_login_runs_the_agents_command_in_a_terminal_and_starts_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("agent.log");
+    let auth = dir.path().join("auth");
+    let mut options = logged_agent("login", &log, None);
+    options
+        .env
+        .push(("ACP_TEST_AGENT_AUTH".into(), auth.display().to_string()));
+    let nvim = Nvim::start(options).await;
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_line(CHAT, "needs you to log in first").await;
+    nvim.cmd("Agent login tty").await;
+    // The terminal ran `acp-test-agent login login-terminal`, which wrote the proof and exited
+    // 0; the agent was started again and no longer wants a login.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let lines = nvim.buffer_lines(CHAT).await;
+        if lines
+            .iter()
+            .filter(|l| l.contains("connected to test (ACP)"))
+            .count()
+            >= 2
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never started again:\n{}",
+            lines.join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(auth.exists());
+    nvim.cmd("Agent usage").await;
+    nvim.wait_for_line(CHAT, "done (end_turn)").await;
+}

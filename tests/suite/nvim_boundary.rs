@@ -174,7 +174,19 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
                 title: Some("Fix the test\u{1b}".into()),
             })
         }
-        Some(UiEvent::Update(AgentUpdate::Title { .. })) => UiEvent::Agent(Event::Retrying {
+        Some(UiEvent::Update(AgentUpdate::Title { .. })) => UiEvent::Update(AgentUpdate::Login {
+            needed: true,
+            message: "test needs you to log in first".into(),
+            methods: vec![agent_nvim::acp::AuthChoice {
+                id: "key".into(),
+                name: "Log in\u{1b}".into(),
+                description: None,
+                terminal: false,
+                args: Vec::new(),
+                env: Vec::new(),
+            }],
+        }),
+        Some(UiEvent::Update(AgentUpdate::Login { .. })) => UiEvent::Agent(Event::Retrying {
             attempt: 1,
             delay_ms: 500,
             reason: "overloaded".into(),
@@ -289,7 +301,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 28, "{kinds:?}");
+    assert_eq!(kinds.len(), 29, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])

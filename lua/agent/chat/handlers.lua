@@ -205,6 +205,21 @@ function handlers.context_usage(e)
   status.render()
 end
 
+-- An external agent wants a login (its ways to log in listed, :Agent login picks one), or has
+-- logged in or out.
+function handlers.login(e)
+  render.blank_line()
+  render.put(tostring(e.message or ""), e.needed and "AgentError" or "AgentNotice")
+  render.put("\n")
+  if e.needed then
+    for _, method in ipairs(type(e.methods) == "table" and e.methods or {}) do
+      local how = method.terminal and "in a terminal" or "by the agent"
+      render.put(("  %s (%s, %s)"):format(tostring(method.name), tostring(method.id), how), "AgentNotice")
+      render.put("\n")
+    end
+  end
+end
+
 -- The conversation's title, as an external agent names it (session_info_update).
 function handlers.title(e)
   status.current.title = e.title ~= vim.NIL and e.title and tostring(e.title) or nil

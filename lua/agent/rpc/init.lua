@@ -355,7 +355,7 @@ function H.dispatch(event)
   if kind == "commands" then
     H.agent_commands = type(event.commands) == "table" and event.commands or {}
   end
-  if kind == "acp_started" or kind == "modes" or kind == "options" then
+  if kind == "acp_started" or kind == "modes" or kind == "options" or kind == "login" then
     require("agent.choices").on_event(event)
   end
   if kind == "started" then

@@ -410,6 +410,8 @@ impl Bridge {
     pub(super) async fn choose(&self, choose: protocol::Choose) {
         let choice = match (choose.kind.as_str(), choose.value) {
             ("mode", _) => crate::conversation::Choice::Mode(choose.id),
+            ("login", _) => crate::conversation::Choice::Login(choose.id),
+            ("logout", _) => crate::conversation::Choice::Logout,
             ("option", Some(value)) => crate::conversation::Choice::Option {
                 id: choose.id,
                 value,

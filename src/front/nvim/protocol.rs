@@ -463,8 +463,9 @@ pub struct Resume {
     pub id: String,
 }
 
-/// `choose`: a mode (`kind` `mode`, `id` the mode's) or a config option's value (`kind`
-/// `option`, `id` the option's, `value` a value's id or a boolean).
+/// `choose`: a mode (`kind` `mode`, `id` the mode's), a config option's value (`kind`
+/// `option`, `id` the option's, `value` a value's id or a boolean), a login (`kind` `login`,
+/// `id` the agent's method) or a logout (`kind` `logout`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Choose {
     pub kind: String,
@@ -963,6 +964,23 @@ impl UiEvent {
                     }),
                 })
             }
+            UiEvent::Update(AgentUpdate::Login {
+                needed,
+                message,
+                methods,
+            }) => UiEvent::Update(AgentUpdate::Login {
+                needed,
+                message: prose(message),
+                methods: methods
+                    .into_iter()
+                    .filter(|m| plain_id(&m.id))
+                    .map(|m| crate::acp::AuthChoice {
+                        name: one(m.name),
+                        description: m.description.map(one),
+                        ..m
+                    })
+                    .collect(),
+            }),
             UiEvent::Update(AgentUpdate::Title { title }) => UiEvent::Update(AgentUpdate::Title {
                 title: title.map(one),
             }),
