@@ -773,7 +773,8 @@ async fn an_agents_sessions_are_listed_for_this_workspace_over_its_pages() {
         session.offers(),
         Offers {
             load: true,
-            list: true
+            list: true,
+            ..Offers::default()
         }
     );
     let root = Workspace::new(dir.path()).unwrap().root().to_path_buf();
