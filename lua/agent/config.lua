@@ -24,7 +24,7 @@ local H = {}
 ---@field keymaps { ask: string|false, approval: table<string, string|string[]> }
 ---@field window { side: "right"|"left", width: number }
 ---@field input { completion: boolean|"auto" }
----@field acp { agents: table<string, { cmd?: string[], env?: table<string, string>, sandbox?: boolean }>, connect_timeout: number }
+---@field acp { agents: table<string, { cmd?: string[], env?: table<string, string>, sandbox?: boolean, directories?: (string|{ path: string, writable?: boolean })[] }>, connect_timeout: number }
 ---@field permissions { allow: string[], ask: string[], deny: string[] }
 ---@field sandbox { mode: "workspace-write"|"read-only"|"off", network: boolean, writable: string[] }
 ---@field auto_allow_sandboxed boolean
@@ -568,8 +568,23 @@ function H.check_agents(agents, problems, unknown)
       if agent.sandbox ~= nil and type(agent.sandbox) ~= "boolean" then
         problems[#problems + 1] = ("agent: `%s.sandbox` should be boolean, got %s"):format(path, H.show(agent.sandbox))
       end
+      -- directories = { "~/notes", { path = "../lib", writable = true } }
+      local dirs_ok = agent.directories == nil or (type(agent.directories) == "table" and vim.islist(agent.directories))
+      for _, dir in ipairs(type(agent.directories) == "table" and agent.directories or {}) do
+        local entry_ok = type(dir) == "string"
+          or type(dir) == "table"
+            and type(dir.path) == "string"
+            and (dir.writable == nil or type(dir.writable) == "boolean")
+        dirs_ok = dirs_ok and entry_ok
+      end
+      if not dirs_ok then
+        problems[#problems + 1] = ("agent: `%s.directories` should be a list of paths or { path = ..., writable = true }, got %s"):format(
+          path,
+          H.show(agent.directories)
+        )
+      end
       for key in pairs(agent) do
-        if key ~= "cmd" and key ~= "env" and key ~= "sandbox" then
+        if key ~= "cmd" and key ~= "env" and key ~= "sandbox" and key ~= "directories" then
           unknown[#unknown + 1] = path .. "." .. tostring(key)
         end
       end

@@ -691,7 +691,8 @@ function M.acp(name)
     name,
     configured and configured.cmd,
     configured and configured.env,
-    configured and configured.sandbox
+    configured and configured.sandbox,
+    configured and configured.directories
   )
 end
 

@@ -297,6 +297,19 @@ pub struct AcpSpec {
     pub sandbox: Option<crate::sandbox::Policy>,
     /// How the agent's terminals run (timeout, shell, `pass_env`, the person's rules).
     pub terminal: TerminalSettings,
+    /// More roots for the session (`acp.agents.NAME.directories`): sent as
+    /// `additionalDirectories` where the agent takes them, and open to its fs requests through
+    /// each one's own path check, read-only unless writable.
+    pub directories: Vec<ExtraRoot>,
+}
+
+/// A root beside the workspace, for an external agent's session.
+#[derive(Debug, Clone)]
+pub struct ExtraRoot {
+    /// The directory, checked as a workspace of its own.
+    pub workspace: Workspace,
+    /// Its files may be written through the client.
+    pub writable: bool,
 }
 
 impl AcpSpec {
@@ -312,6 +325,7 @@ impl AcpSpec {
             checkpoints: None,
             sandbox: None,
             terminal: TerminalSettings::default(),
+            directories: Vec::new(),
         }
     }
 }
@@ -511,6 +525,8 @@ struct Shared {
     sandbox: Option<crate::sandbox::Policy>,
     /// The session's modes and config options (`choices.rs`).
     choices: Mutex<choices::Choices>,
+    /// See [`AcpSpec::directories`].
+    extra: Vec<ExtraRoot>,
 }
 
 impl Shared {
@@ -559,6 +575,47 @@ impl Shared {
             ));
         }
         theirs
+    }
+
+    /// Which root's path check an fs request for `path` goes through: the workspace's, or an
+    /// extra root's when `path` is absolute and lies in it (the deepest root that holds it). A
+    /// write to a read-only extra root is refused here; anything else is the chosen root's
+    /// check to refuse (a path outside every root is refused by the workspace's).
+    fn workspace_for(
+        &self,
+        path: &str,
+        write: bool,
+    ) -> Result<Workspace, agent_client_protocol::Error> {
+        let given = Path::new(path);
+        if !given.is_absolute() || self.extra.is_empty() {
+            return Ok(self.workspace.clone());
+        }
+        // Matched as written, component by component: a `..` in it is the chosen root's check
+        // to refuse, never a way from one root to another.
+        let depth = |root: &Path| given.starts_with(root).then(|| root.components().count());
+        let main = depth(self.workspace.root());
+        let extra = self
+            .extra
+            .iter()
+            .filter_map(|extra| Some((depth(extra.workspace.root())?, extra)))
+            .max_by_key(|(depth, _)| *depth);
+        match extra {
+            Some((deep, extra)) if main.is_none_or(|main| deep > main) => {
+                if write && !extra.writable {
+                    return Err(agent_client_protocol::Error::new(
+                        ErrorCode::INVALID_PARAMS,
+                        format!(
+                            "Refused: '{path}' is in {}, a read-only directory of this session \
+                             (acp.agents.{}.directories); it can be read, not written.",
+                            extra.workspace.root().display(),
+                            self.name
+                        ),
+                    ));
+                }
+                Ok(extra.workspace.clone())
+            }
+            _ => Ok(self.workspace.clone()),
+        }
     }
 
     /// Takes what a session offers to choose (session/new, session/load) and shows it.
@@ -671,6 +728,7 @@ where
         terminal: spec.terminal.clone(),
         sandbox: spec.sandbox.clone(),
         choices: Mutex::new(choices::Choices::default()),
+        extra: spec.directories.clone(),
     });
     let lines = transport::lines(reader, writer, spec.name.clone());
     let (cx_tx, cx_rx) = oneshot::channel();
@@ -714,8 +772,9 @@ where
             .unwrap_or_default(),
     };
     let initialized = std::sync::atomic::AtomicBool::new(false);
-    // What initialize said, for a session/new that wants a login first.
-    let said: Mutex<Option<(Offers, Vec<AuthChoice>)>> = Mutex::new(None);
+    // What initialize said, for a session/new that wants a login first, and session/new's
+    // params.
+    let said: Mutex<Option<(Offers, Vec<AuthChoice>, Value)>> = Mutex::new(None);
     let setup = async {
         let init = InitializeRequest::new(ProtocolVersion::V1)
             .client_capabilities(
@@ -740,23 +799,31 @@ where
         tracing::info!(agent = %spec.name, info = ?info.agent_info, "ACP agent initialized");
         initialized.store(true, std::sync::atomic::Ordering::SeqCst);
         let offers = Offers::of(&info.agent_capabilities);
+        let mut params = session.new_params.clone();
+        if offers.directories && !spec.directories.is_empty() {
+            params["additionalDirectories"] = spec
+                .directories
+                .iter()
+                .map(|extra| Value::from(extra.workspace.root().display().to_string()))
+                .collect();
+        }
         *said.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((offers, auth_choices(&info.auth_methods)));
+            Some((offers, auth_choices(&info.auth_methods), params.clone()));
         let opened = session
             .cx
-            .send_request(NewSession(session.new_params.clone()))
+            .send_request(NewSession(params))
             .block_task()
             .await
             .map_err(|err| ("session/new", err))?;
         Ok::<_, (&str, agent_client_protocol::Error)>((opened, offers))
     };
     let outcome = tokio::time::timeout(spec.connect_timeout, setup).await;
-    let (offers, auth) = said
-        .into_inner()
-        .unwrap_or_else(PoisonError::into_inner)
-        .unwrap_or_default();
-    session.offers = offers;
-    session.auth = auth;
+    if let Some((offers, auth, params)) = said.into_inner().unwrap_or_else(PoisonError::into_inner)
+    {
+        session.offers = offers;
+        session.auth = auth;
+        session.new_params = params;
+    }
     let failure = match outcome {
         Ok(Ok((opened, _))) => match session.opened(&opened) {
             Ok(()) => return Ok(session),
@@ -833,8 +900,12 @@ fn client(
                         responder: Responder<ReadTextFileResponse>,
                         _cx| {
                 let path = request.path.to_string_lossy();
+                let workspace = match reads.workspace_for(&path, false) {
+                    Ok(workspace) => workspace,
+                    Err(err) => return responder.respond_with_error(err),
+                };
                 let read = fs::read_text_file(
-                    &reads.workspace,
+                    &workspace,
                     reads.host.as_ref(),
                     &path,
                     request.line,
@@ -853,13 +924,17 @@ fn client(
                         responder: Responder<WriteTextFileResponse>,
                         _cx| {
                 let path = request.path.to_string_lossy();
+                let workspace = match writes.workspace_for(&path, true) {
+                    Ok(workspace) => workspace,
+                    Err(err) => return responder.respond_with_error(err),
+                };
                 writes.checkpoint(Kind::Write, &path).await;
                 writes
                     .writes_through_client
                     .store(true, std::sync::atomic::Ordering::Relaxed);
                 let content = writes.persons_version(&path, request.content);
                 let written = fs::write_text_file(
-                    &writes.workspace,
+                    &workspace,
                     writes.host.as_ref(),
                     &path,
                     content,

@@ -128,7 +128,7 @@ fn main() {
                 "protocolVersion": 1,
                 "agentCapabilities": {"loadSession": true,
                     "sessionCapabilities": if mode == "load-only" { json!({}) } else {
-                        json!({"list": {}, "close": {}}) },
+                        json!({"list": {}, "close": {}, "additionalDirectories": {}}) },
                     "auth": if mode == "login" { json!({"logout": {}}) } else { json!({}) }},
                 "authMethods": if mode == "login" { json!([
                     {"id": "key", "name": "Log in with a key", "description": "Asks for nothing"},
@@ -528,6 +528,8 @@ impl Agent {
     /// - `terminal-unasked LINE`: creates a terminal for LINE without asking, embeds it in a row
     ///   and waits for it;
     /// - `terminal-cwd DIR`: creates `pwd` in DIR without asking;
+    /// - `fs-extra DIR`: reads `DIR/x.txt`, writes `DIR/y.txt` and reads `DIR/../outside.txt`
+    ///   (a directory given as another root of the session);
     /// - `terminal-limit`: prints `ééé` (6 bytes) with `outputByteLimit` 5;
     /// - `terminal-kill MARKER`: starts `sleep 1000` (as MARKER) in the background and waits for
     ///   it, kills the terminal once it has printed `started`, and waits for the exit.
@@ -562,6 +564,26 @@ impl Agent {
                 update(json!({"sessionUpdate": "tool_call", "toolCallId": "u1",
                     "title": "Run something", "kind": "execute", "status": "pending"}));
                 self.run_terminal("u1", json!({"sessionId": "s-1", "command": rest}), false);
+                Some(done)
+            }
+            "fs-extra" => {
+                // Reads and writes in DIR, a directory beside the workspace.
+                let dir = PathBuf::from(rest);
+                let read = self.request(
+                    "fs/read_text_file",
+                    json!({"sessionId": "s-1", "path": dir.join("x.txt")}),
+                );
+                report("extra read", &read);
+                let written = self.request(
+                    "fs/write_text_file",
+                    json!({"sessionId": "s-1", "path": dir.join("y.txt"), "content": "y\n"}),
+                );
+                report("extra write", &written);
+                let escape = self.request(
+                    "fs/read_text_file",
+                    json!({"sessionId": "s-1", "path": dir.join("../outside.txt")}),
+                );
+                report("extra escape", &escape);
                 Some(done)
             }
             "terminal-cwd" => {

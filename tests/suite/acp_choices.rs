@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use agent_nvim::acp::{AcpEvent, AgentCost, AgentUpdate};
+use agent_nvim::acp::{self, AcpEvent, AgentCost, AgentUpdate};
 use agent_nvim::agent::Outcome;
 use agent_nvim::conversation::Choice;
 use serde_json::{json, Value};
@@ -231,5 +231,51 @@ async fn an_agent_that_wants_a_login_is_logged_in_through_its_method_and_the_ses
     assert_eq!(
         received(&fx, "session/close"),
         [json!({"sessionId": "s-1"})]
+    );
+}
+
+#[tokio::test]
+async fn another_root_is_read_only_unless_writable_and_sent_as_additional_directories() {
+    let fx = Fixture::new();
+    let extra_dir = tempfile::tempdir().unwrap();
+    std::fs::write(extra_dir.path().join("x.txt"), "in the other root\n").unwrap();
+    let extra = agent_nvim::workspace::Workspace::new(extra_dir.path()).unwrap();
+    let root = extra.root().to_path_buf();
+    for writable in [false, true] {
+        let host = Arc::new(Host::new(true, Answer::Never));
+        let mut spec = fx.spec("normal");
+        spec.directories = vec![acp::ExtraRoot {
+            workspace: extra.clone(),
+            writable,
+        }];
+        let session = acp::connect(spec, host.clone()).await.unwrap();
+        prompt(&session, &format!("fs-extra {}", root.display())).await;
+        assert_eq!(
+            host.report("extra read"),
+            json!({"result": {"content": "in the other root\n"}})
+        );
+        let written = host.report("extra write");
+        if writable {
+            assert_eq!(written, json!({"result": {}}));
+            assert_eq!(std::fs::read_to_string(root.join("y.txt")).unwrap(), "y\n");
+        } else {
+            assert_eq!(written["error"]["code"], -32602, "{written}");
+            assert!(
+                written["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("a read-only directory of this session"),
+                "{written}"
+            );
+            assert!(!root.join("y.txt").exists());
+        }
+        // The other root's own check: `..` does not lead out of it.
+        assert_eq!(host.report("extra escape")["error"]["code"], -32602);
+        session.shutdown().await;
+    }
+    let news = received(&fx, "session/new");
+    assert_eq!(
+        news[0]["additionalDirectories"],
+        json!([root.display().to_string()])
     );
 }

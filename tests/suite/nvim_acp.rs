@@ -911,3 +911,38 @@ async fn a_terminal_login_runs_the_agents_command_in_a_terminal_and_starts_it_ag
     nvim.cmd("Agent usage").await;
     nvim.wait_for_line(CHAT, "done (end_turn)").await;
 }
+
+#[tokio::test]
+async fn an_agents_configured_directories_are_read_only_roots_unless_writable() {
+    let extra = tempfile::tempdir().unwrap();
+    let extra_root = std::fs::canonicalize(extra.path()).unwrap();
+    std::fs::write(extra_root.join("x.txt"), "beside\n").unwrap();
+    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: setup_lua(&format!(
+            "acp = {{ agents = {{ test = {{ cmd = {{ '{agent}' }}, directories = {{ '{}', 'nowhere/at/all' }} }} }} }}",
+            extra_root.display()
+        )),
+    })
+    .await;
+    nvim.cmd("Agent acp test").await;
+    let lines = nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
+    // A directory that is not there is left out, and said.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("test's directory nowhere/at/all is left out")),
+        "{}",
+        lines.join("\n")
+    );
+    ask(&nvim, &format!("fs-extra {}", extra_root.display())).await;
+    let lines = nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    assert_eq!(
+        reported(&lines, "extra read")["result"]["content"],
+        "beside\n"
+    );
+    assert_eq!(reported(&lines, "extra write")["error"]["code"], -32602);
+    assert!(!extra_root.join("y.txt").exists());
+}

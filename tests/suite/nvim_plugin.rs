@@ -58,9 +58,16 @@ async fn setup_validates_fields_by_dotted_path_and_warns_about_unknown_keys() {
     .await;
     nvim.lua("require('agent').setup({ keymaps = { ask = 3 }, window = { side = 'up' }, colour = 'red', \
               thinking = { budget = 10 }, reasoning = { effort = 'max' }, openai = { api = 'soap' }, \
-              models = { m = { price = { input = 'x', output = 1 } } } })", vec![]).await;
+              models = { m = { price = { input = 'x', output = 1 } } }, \
+              acp = { agents = { x = { directories = { { path = 3 } } } } } })", vec![]).await;
     let messages = nvim.messages().await;
-    for path in ["thinking", "reasoning", "openai.api", "models"] {
+    for path in [
+        "thinking",
+        "reasoning",
+        "openai.api",
+        "models",
+        "acp.agents.x.directories",
+    ] {
         assert!(
             messages.contains(&format!("agent: `{path}` should be")),
             "{path}: {messages}"

@@ -62,7 +62,8 @@ end
 ---@param cmd? string[] a configured command (nil: the backend's preset for `name`)
 ---@param env? table<string, string>
 ---@param sandbox? boolean start it inside run_bash's sandbox (`acp.agents.NAME.sandbox`)
-function M.acp(name, cmd, env, sandbox)
+---@param directories? (string|{ path: string, writable?: boolean })[] more roots for its session
+function M.acp(name, cmd, env, sandbox, directories)
   if not M.ensure() then
     return
   end
@@ -76,6 +77,10 @@ function M.acp(name, cmd, env, sandbox)
     cmd = (cmd and #cmd > 0) and cmd or nil,
     env = (env and next(env)) and env or nil,
     sandbox = sandbox == true,
+    directories = (directories and #directories > 0) and vim.tbl_map(function(dir)
+      return type(dir) == "string" and { path = dir, writable = false }
+        or { path = dir.path, writable = dir.writable == true }
+    end, directories) or nil,
   })
 end
 

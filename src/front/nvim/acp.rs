@@ -55,6 +55,17 @@ impl Bridge {
             spec.auto_approve = auto_approve;
             spec.checkpoints = checkpoints.clone();
             spec.terminal = terminal;
+            for dir in start.directories.clone().unwrap_or_default() {
+                match extra_root(workspace.root(), &dir) {
+                    Ok(extra) => spec.directories.push(extra),
+                    // Never a failure: the agent runs without it, and the person is told why.
+                    Err(why) => bridge.error(format!(
+                        "agent: {}'s directory {} is left out: {why}",
+                        start.name,
+                        display::one_line(&dir.path)
+                    )),
+                }
+            }
             if start.sandbox {
                 spec.sandbox = sandbox.policy(workspace.root());
                 if spec.sandbox.is_none() {
@@ -92,6 +103,28 @@ impl Bridge {
             bridge.switch_to(next).await;
         });
     }
+}
+
+/// One of `acp.agents.NAME.directories` as a root of its own: `~/` the home directory, a
+/// relative path the workspace root's; it must be a directory, and not the workspace itself.
+fn extra_root(
+    root: &std::path::Path,
+    dir: &super::protocol::AcpDirectory,
+) -> Result<acp::ExtraRoot, String> {
+    let given = std::path::Path::new(&dir.path);
+    let path = match (dir.path.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => std::path::PathBuf::from(home).join(rest),
+        _ if given.is_absolute() => given.to_path_buf(),
+        _ => root.join(given),
+    };
+    let workspace = crate::workspace::Workspace::new(&path).map_err(|err| err.to_string())?;
+    if workspace.root() == root {
+        return Err("it is the workspace itself".into());
+    }
+    Ok(acp::ExtraRoot {
+        workspace,
+        writable: dir.writable,
+    })
 }
 
 /// How the resume list names an external agent's own session: `agent:{name}:{its id}`, apart

@@ -545,6 +545,18 @@ pub struct AcpStart {
     /// `acp.agents.NAME.sandbox = true`: start the agent inside the session's sandbox.
     #[serde(default)]
     pub sandbox: bool,
+    /// `acp.agents.NAME.directories`: more roots for the agent's session, each read-only unless
+    /// `writable`. A relative path is the workspace root's; `~/` is the home directory.
+    #[serde(default)]
+    pub directories: Option<Vec<AcpDirectory>>,
+}
+
+/// One of [`AcpStart::directories`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct AcpDirectory {
+    pub path: String,
+    #[serde(default)]
+    pub writable: bool,
 }
 
 /// What an approval's preview shows. Serialized with a `kind` field.
