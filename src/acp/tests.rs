@@ -376,6 +376,7 @@ fn shared(host: Arc<FakeHost>, auto_approve: bool) -> (tempfile::TempDir, Shared
         terminal: super::TerminalSettings::default(),
         sandbox: None,
         choices: Mutex::new(super::choices::Choices::default()),
+        extra: Vec::new(),
     };
     (dir, shared)
 }
