@@ -297,10 +297,35 @@ pub struct AcpSpec {
     pub sandbox: Option<crate::sandbox::Policy>,
     /// How the agent's terminals run (timeout, shell, `pass_env`, the person's rules).
     pub terminal: TerminalSettings,
+    /// Sees every JSON-RPC line sent and received (the conformance suite records the traffic
+    /// with it); None: nothing does. The plugin never sets it: lines hold file contents.
+    pub tap: Option<Tap>,
     /// More roots for the session (`acp.agents.NAME.directories`): sent as
     /// `additionalDirectories` where the agent takes them, and open to its fs requests through
     /// each one's own path check, read-only unless writable.
     pub directories: Vec<ExtraRoot>,
+}
+
+/// Which way a line went, for a [`Tap`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// From us to the agent.
+    Sent,
+    /// From the agent to us.
+    Received,
+}
+
+/// What a [`Tap`] calls with each line.
+pub type TapFn = dyn Fn(Flow, &str) + Send + Sync;
+
+/// See [`AcpSpec::tap`].
+#[derive(Clone)]
+pub struct Tap(pub Arc<TapFn>);
+
+impl std::fmt::Debug for Tap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tap")
+    }
 }
 
 /// A root beside the workspace, for an external agent's session.
@@ -326,6 +351,7 @@ impl AcpSpec {
             sandbox: None,
             terminal: TerminalSettings::default(),
             directories: Vec::new(),
+            tap: None,
         }
     }
 }
@@ -730,7 +756,7 @@ where
         choices: Mutex::new(choices::Choices::default()),
         extra: spec.directories.clone(),
     });
-    let lines = transport::lines(reader, writer, spec.name.clone());
+    let lines = transport::lines(reader, writer, spec.name.clone(), spec.tap.clone());
     let (cx_tx, cx_rx) = oneshot::channel();
     let (stop, stopped) = oneshot::channel::<()>();
     let builder = client(shared.clone());

@@ -201,6 +201,7 @@ pub(super) fn lines<R, W>(
     reader: R,
     writer: W,
     name: String,
+    tap: Option<super::Tap>,
 ) -> Lines<
     impl Sink<String, Error = io::Error> + Send + 'static,
     impl Stream<Item = io::Result<String>> + Send + 'static,
@@ -209,16 +210,23 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let outgoing = futures::sink::unfold(writer, |mut writer, line: String| async move {
-        let mut bytes = line.into_bytes();
-        bytes.push(b'\n');
-        writer.write_all(&bytes).await?;
-        writer.flush().await?;
-        Ok::<_, io::Error>(writer)
+    let sent_tap = tap.clone();
+    let outgoing = futures::sink::unfold(writer, move |mut writer, line: String| {
+        let tap = sent_tap.clone();
+        async move {
+            if let Some(tap) = &tap {
+                (tap.0)(super::Flow::Sent, &line);
+            }
+            let mut bytes = line.into_bytes();
+            bytes.push(b'\n');
+            writer.write_all(&bytes).await?;
+            writer.flush().await?;
+            Ok::<_, io::Error>(writer)
+        }
     });
     let incoming = futures::stream::unfold(
-        (BufReader::new(reader), name),
-        |(mut reader, name)| async move {
+        (BufReader::new(reader), name, tap),
+        |(mut reader, name, tap)| async move {
             let mut buf = Vec::new();
             loop {
                 buf.clear();
@@ -226,10 +234,13 @@ where
                     Ok(0) => return None,
                     Ok(_) => {
                         if let Some(frame) = frame(&buf, &name) {
-                            return Some((Ok(frame), (reader, name)));
+                            if let Some(tap) = &tap {
+                                (tap.0)(super::Flow::Received, &frame);
+                            }
+                            return Some((Ok(frame), (reader, name, tap)));
                         }
                     }
-                    Err(err) => return Some((Err(err), (reader, name))),
+                    Err(err) => return Some((Err(err), (reader, name, tap))),
                 }
             }
         },

@@ -23,7 +23,8 @@
 //!   running as `$ACP_TEST_AGENT_MARKER` (for killing what left the tree's group and parent chain).
 //!
 //! Prompts (the prompt's whole text): `chat`, `fs`, `permission`, `cancel`, `crash`, `usage`,
-//! `info` (a usage_update with a cost and a session_info_update with a title), the terminal
+//! `info` (a usage_update with a cost and a session_info_update with a title), `updates` (a
+//! current_mode_update and a config_option_update), the terminal
 //! scenarios (see `terminal_scenario`),
 //! `which session` (reports the session id it was prompted in, `prompted in: "s-1"`), `write`
 //! (writes `written-by-agent.txt` itself, in its directory and in the one above, and says how
@@ -500,6 +501,15 @@ impl Agent {
                     update(json!({"sessionUpdate": "agent_message_chunk",
                         "content": {"type": "text", "text": format!("{label}: {result}\n")}}));
                 }
+                json!({"stopReason": "end_turn"})
+            }
+            "updates" => {
+                // What an agent sends when its mode or options change on their own.
+                update(json!({"sessionUpdate": "current_mode_update", "currentModeId": "code"}));
+                update(
+                    json!({"sessionUpdate": "config_option_update", "configOptions": [
+                    {"id": "web", "name": "Web search", "type": "boolean", "currentValue": true}]}),
+                );
                 json!({"stopReason": "end_turn"})
             }
             "info" => {

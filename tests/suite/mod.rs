@@ -2,6 +2,7 @@
 
 mod acp;
 mod acp_choices;
+mod acp_conformance;
 mod acp_terminals;
 mod agent;
 mod approval_picker;

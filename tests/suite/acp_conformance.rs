@@ -1,0 +1,494 @@
+//! The ACP conformance suite: the client driven through every method and notification it
+//! implements against `acp-test-agent`, with the JSON-RPC traffic recorded, and for each
+//! capability whether it was offered (by the side that must say so), used (it went over the
+//! wire) and handled (answered with a result, or shown). The table it makes is written to
+//! `target/acp-conformance/test-agent.md` and must be the README's; the real agents the README
+//! names are run too where they are installed (only initialize and session/new: they need an
+//! account for more), and their tables written beside it.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_nvim::acp::{self, AcpEvent, AcpSpec, AgentUpdate, Flow, Tap};
+use agent_nvim::agent::Event;
+use agent_nvim::conversation::{Choice, Conversation, Events};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::acp::{prompt, Fixture};
+use crate::support::fake_host::{Answer, FakeHost as Host};
+use crate::support::process::unique_marker;
+
+/// Every line each way, in order.
+#[derive(Default)]
+struct Recording {
+    lines: Mutex<Vec<(Flow, Value)>>,
+}
+
+impl Recording {
+    fn tap(self: &Arc<Self>) -> Tap {
+        let me = self.clone();
+        Tap(Arc::new(move |flow, line| {
+            if let Ok(value) = serde_json::from_str(line) {
+                me.lines.lock().unwrap().push((flow, value));
+            }
+        }))
+    }
+
+    fn lines(&self) -> Vec<(Flow, Value)> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// Requests (with an id) and notifications of `method` that went `flow`.
+    fn calls(&self, flow: Flow, method: &str) -> Vec<Value> {
+        self.lines()
+            .into_iter()
+            .filter(|(f, m)| *f == flow && m["method"] == method)
+            .map(|(_, m)| m)
+            .collect()
+    }
+
+    /// Whether some `method` request that went `flow` was answered with a result.
+    fn answered(&self, flow: Flow, method: &str) -> bool {
+        let back = match flow {
+            Flow::Sent => Flow::Received,
+            Flow::Received => Flow::Sent,
+        };
+        let lines = self.lines();
+        self.calls(flow, method).iter().any(|call| {
+            lines.iter().any(|(f, m)| {
+                *f == back
+                    && m.get("method").is_none()
+                    && m["id"] == call["id"]
+                    && m.get("result").is_some()
+            })
+        })
+    }
+
+    /// Whether some request that went `flow` was answered with error `code`.
+    fn answered_error(&self, flow: Flow, method: &str, code: i64) -> bool {
+        let back = match flow {
+            Flow::Sent => Flow::Received,
+            Flow::Received => Flow::Sent,
+        };
+        let lines = self.lines();
+        self.calls(flow, method).iter().any(|call| {
+            lines
+                .iter()
+                .any(|(f, m)| *f == back && m["id"] == call["id"] && m["error"]["code"] == code)
+        })
+    }
+
+    /// The session/update kinds the agent sent.
+    fn updates(&self) -> Vec<String> {
+        self.calls(Flow::Received, "session/update")
+            .iter()
+            .filter_map(|m| {
+                m["params"]["update"]["sessionUpdate"]
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .collect()
+    }
+
+    /// What we said at the first initialize, and every answer the agent gave one (a
+    /// recording spans several connections: an answer follows its request).
+    fn initialize(&self) -> (Value, Vec<Value>) {
+        let lines = self.lines();
+        let ours = self
+            .calls(Flow::Sent, "initialize")
+            .first()
+            .map(|m| m["params"].clone())
+            .unwrap_or(Value::Null);
+        let mut answers = Vec::new();
+        let mut waiting = None;
+        for (flow, m) in &lines {
+            if *flow == Flow::Sent && m["method"] == "initialize" {
+                waiting = Some(m["id"].clone());
+            } else if *flow == Flow::Received
+                && m.get("method").is_none()
+                && Some(&m["id"]) == waiting.as_ref()
+            {
+                answers.push(m["result"].clone());
+                waiting = None;
+            }
+        }
+        (ours, answers)
+    }
+}
+
+/// One row of the table.
+struct Row {
+    name: String,
+    way: &'static str,
+    offered: Option<bool>,
+    used: bool,
+    handled: bool,
+}
+
+fn mark(value: Option<bool>) -> &'static str {
+    match value {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "—",
+    }
+}
+
+fn table(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| Capability | Direction | Offered | Used | Handled |\n|---|---|---|---|---|\n",
+    );
+    for row in rows {
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} |\n",
+            row.name,
+            row.way,
+            mark(row.offered),
+            mark(Some(row.used)),
+            mark(Some(row.handled))
+        ));
+    }
+    out
+}
+
+/// Whether any host was shown an event for update kind `kind`.
+fn shown(events: &[AcpEvent], kind: &str) -> bool {
+    events.iter().any(|event| match (kind, event) {
+        ("agent_message_chunk", AcpEvent::Turn(Event::Text { .. })) => true,
+        ("agent_thought_chunk", AcpEvent::Agent(AgentUpdate::Thought { .. })) => true,
+        ("user_message_chunk", AcpEvent::Agent(AgentUpdate::UserMessage { .. })) => true,
+        ("tool_call", AcpEvent::Turn(Event::ToolStarted { .. })) => true,
+        ("tool_call_update", AcpEvent::Agent(AgentUpdate::ToolUpdated { .. })) => true,
+        ("plan", AcpEvent::Agent(AgentUpdate::Plan { .. })) => true,
+        ("available_commands_update", AcpEvent::Agent(AgentUpdate::Commands { .. })) => true,
+        ("current_mode_update", AcpEvent::Agent(AgentUpdate::Modes { .. })) => true,
+        ("config_option_update", AcpEvent::Agent(AgentUpdate::Options { .. })) => true,
+        ("session_info_update", AcpEvent::Agent(AgentUpdate::Title { .. })) => true,
+        ("usage_update", AcpEvent::Agent(AgentUpdate::ContextUsage { .. })) => true,
+        _ => false,
+    })
+}
+
+/// The rows for one agent's recording and the events its hosts were shown.
+fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
+    let (ours, theirs) = recording.initialize();
+    let client = &ours["clientCapabilities"];
+    // Offered when any connection's initialize answer said so.
+    let said = |pick: &dyn Fn(&Value) -> bool| theirs.iter().any(pick);
+    let mut rows = Vec::new();
+    let agent_to_client = "agent → client";
+    let client_to_agent = "client → agent";
+    for (method, offered) in [
+        ("fs/read_text_file", client["fs"]["readTextFile"] == true),
+        ("fs/write_text_file", client["fs"]["writeTextFile"] == true),
+        ("session/request_permission", true),
+        ("terminal/create", client["terminal"] == true),
+        ("terminal/output", client["terminal"] == true),
+        ("terminal/wait_for_exit", client["terminal"] == true),
+        ("terminal/kill", client["terminal"] == true),
+        ("terminal/release", client["terminal"] == true),
+    ] {
+        rows.push(Row {
+            name: method.into(),
+            way: agent_to_client,
+            offered: Some(offered),
+            used: !recording.calls(Flow::Received, method).is_empty(),
+            handled: recording.answered(Flow::Received, method),
+        });
+    }
+    let has = |v: &Value| !v.is_null();
+    let session_cap =
+        |key: &str| said(&|t: &Value| has(&t["agentCapabilities"]["sessionCapabilities"][key]));
+    let auth_methods =
+        said(&|t: &Value| t["authMethods"].as_array().is_some_and(|m| !m.is_empty()));
+    let new_answers = recording.lines();
+    let offers_in_session = |key: &str| {
+        new_answers.iter().any(|(f, m)| {
+            *f == Flow::Received && m.get("method").is_none() && has(&m["result"][key])
+        })
+    };
+    for (method, offered) in [
+        ("initialize", Some(true)),
+        ("authenticate", Some(auth_methods)),
+        ("session/new", Some(true)),
+        (
+            "session/load",
+            Some(said(&|t: &Value| {
+                t["agentCapabilities"]["loadSession"] == true
+            })),
+        ),
+        ("session/list", Some(session_cap("list"))),
+        ("session/prompt", Some(true)),
+        ("session/set_mode", Some(offers_in_session("modes"))),
+        (
+            "session/set_config_option",
+            Some(offers_in_session("configOptions")),
+        ),
+        ("session/close", Some(session_cap("close"))),
+        (
+            "logout",
+            Some(said(&|t: &Value| {
+                has(&t["agentCapabilities"]["auth"]["logout"])
+            })),
+        ),
+    ] {
+        rows.push(Row {
+            name: method.into(),
+            way: client_to_agent,
+            offered,
+            used: !recording.calls(Flow::Sent, method).is_empty(),
+            handled: recording.answered(Flow::Sent, method),
+        });
+    }
+    let cancels = recording.calls(Flow::Sent, "session/cancel");
+    rows.push(Row {
+        name: "session/cancel".into(),
+        way: "client → agent (notification)",
+        offered: Some(true),
+        used: !cancels.is_empty(),
+        handled: !cancels.is_empty(),
+    });
+    let directories = recording
+        .calls(Flow::Sent, "session/new")
+        .iter()
+        .any(|m| m["params"]["additionalDirectories"].is_array());
+    rows.push(Row {
+        name: "additionalDirectories".into(),
+        way: client_to_agent,
+        offered: Some(session_cap("additionalDirectories")),
+        used: directories,
+        handled: directories && recording.answered(Flow::Sent, "session/new"),
+    });
+    let updates = recording.updates();
+    for kind in [
+        "agent_message_chunk",
+        "agent_thought_chunk",
+        "user_message_chunk",
+        "tool_call",
+        "tool_call_update",
+        "plan",
+        "available_commands_update",
+        "current_mode_update",
+        "config_option_update",
+        "session_info_update",
+        "usage_update",
+    ] {
+        rows.push(Row {
+            name: format!("session/update: {kind}"),
+            way: "agent → client (notification)",
+            offered: None,
+            used: updates.iter().any(|u| u == kind),
+            handled: shown(events, kind),
+        });
+    }
+    let unknown_notice = recording.lines().iter().any(|(f, m)| {
+        *f == Flow::Received
+            && m.get("id").is_none()
+            && m["method"].as_str().is_some_and(|n| n.starts_with('_'))
+    });
+    rows.push(Row {
+        name: "unknown notification (ignored)".into(),
+        way: "agent → client (notification)",
+        offered: None,
+        used: unknown_notice,
+        handled: unknown_notice,
+    });
+    let unknown_request = recording.answered_error(Flow::Received, "_custom/thing", -32601);
+    rows.push(Row {
+        name: "unknown request (-32601)".into(),
+        way: agent_to_client,
+        offered: None,
+        used: !recording.calls(Flow::Received, "_custom/thing").is_empty(),
+        handled: unknown_request,
+    });
+    rows
+}
+
+fn out_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/acp-conformance");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A spec for the test agent in `mode`, recorded.
+fn spec(fx: &Fixture, mode: &str, recording: &Arc<Recording>) -> AcpSpec {
+    let mut spec = fx.spec(mode);
+    spec.tap = Some(recording.tap());
+    spec
+}
+
+#[tokio::test]
+async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
+    let fx = Fixture::new();
+    let recording = Arc::new(Recording::default());
+    let mut events = Vec::new();
+
+    // Chat, files, permission, terminals, usage and title, list and load, and the close.
+    let host = Arc::new(Host::new(true, Answer::Kind("allow_once")));
+    let mut normal = spec(&fx, "normal", &recording);
+    let extra = tempfile::tempdir().unwrap();
+    normal.directories = vec![acp::ExtraRoot {
+        workspace: agent_nvim::workspace::Workspace::new(extra.path()).unwrap(),
+        writable: false,
+    }];
+    let session = acp::connect(normal, host.clone()).await.unwrap();
+    for text in [
+        "chat",
+        "fs",
+        "permission",
+        "terminal printf hi",
+        "info",
+        "updates",
+    ] {
+        prompt(&session, text).await;
+    }
+    prompt(
+        &session,
+        &format!("terminal-kill {}", unique_marker("conformance")),
+    )
+    .await;
+    session.agent_sessions().await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    session
+        .load("earlier-1", &Events::new(tx), &CancellationToken::new())
+        .await
+        .unwrap();
+    session.shutdown().await;
+    events.extend(host.events());
+    while let Ok(event) = rx.try_recv() {
+        events.push(event);
+    }
+
+    // A cancelled turn.
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let session = acp::connect(spec(&fx, "normal", &recording), host.clone())
+        .await
+        .unwrap();
+    let cancel = CancellationToken::new();
+    let canceller = async {
+        while host.asks.lock().unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        cancel.cancel();
+    };
+    futures::future::join(session.prompt("cancel".into(), &cancel), canceller).await;
+    session.shutdown().await;
+    events.extend(host.events());
+
+    // Modes and options.
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let session = acp::connect(spec(&fx, "choices", &recording), host.clone())
+        .await
+        .unwrap();
+    session.choose(Choice::Mode("code".into())).await.unwrap();
+    session
+        .choose(Choice::Option {
+            id: "model".into(),
+            value: Value::from("smart"),
+        })
+        .await
+        .unwrap();
+    session.shutdown().await;
+    events.extend(host.events());
+
+    // Sign-in and sign-out.
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let session = acp::connect(spec(&fx, "login", &recording), host.clone())
+        .await
+        .unwrap();
+    session.choose(Choice::Login("key".into())).await.unwrap();
+    session.choose(Choice::Logout).await.unwrap();
+    session.shutdown().await;
+    events.extend(host.events());
+
+    let rows = rows(&recording, &events);
+    let made = table(&rows);
+    std::fs::write(out_dir().join("test-agent.md"), &made).unwrap();
+    println!("{made}");
+    let missing: Vec<&str> = rows
+        .iter()
+        .filter(|row| !(row.used && row.handled && row.offered != Some(false)))
+        .map(|row| row.name.as_str())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "not exercised or not handled: {missing:?}\n{made}"
+    );
+    // The README's table is this one: it says what the suite saw.
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    assert!(
+        readme.contains(&made),
+        "README.md's ACP table differs from the suite's; put target/acp-conformance/test-agent.md in it:\n{made}"
+    );
+}
+
+/// The preset agents' commands, when installed here (never fetched: no network in tests).
+fn installed_agents() -> Vec<(String, Vec<String>)> {
+    let on_path = |program: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+    };
+    let npm_global = std::process::Command::new("npm")
+        .args(["root", "-g"])
+        .output()
+        .ok()
+        .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    acp::preset_names()
+        .into_iter()
+        .filter_map(|name| {
+            let mut cmd = acp::preset(&name)?;
+            if cmd[0] == "npx" {
+                // `npx -y PKG`: only a package already installed globally, run without npx.
+                let package = cmd.iter().find(|w| w.starts_with('@'))?.clone();
+                let root = npm_global.as_ref()?.join(&package);
+                let bin = package.rsplit('/').next()?.to_string();
+                if !root.is_dir() || !on_path(&bin) {
+                    return None;
+                }
+                cmd = vec![bin];
+            } else if !on_path(&cmd[0]) {
+                return None;
+            }
+            Some((name, cmd))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_real_agents_installed_here_are_recorded_at_initialize() {
+    let agents = installed_agents();
+    if agents.is_empty() {
+        println!(
+            "no real ACP agent is installed here (claude, gemini, codex, opencode): none recorded"
+        );
+        return;
+    }
+    for (name, cmd) in agents {
+        let fx = Fixture::new();
+        let recording = Arc::new(Recording::default());
+        let host = Arc::new(Host::new(false, Answer::Never));
+        let mut spec = AcpSpec::new(name.clone(), cmd, fx.workspace.clone());
+        spec.tap = Some(recording.tap());
+        spec.connect_timeout = Duration::from_secs(60);
+        let connected = acp::connect(spec, host.clone()).await;
+        let note = match &connected {
+            Ok(_) => "connected".to_string(),
+            Err(err) => format!("did not connect: {err}"),
+        };
+        if let Ok(session) = connected {
+            session.shutdown().await;
+        }
+        let made = table(&rows(&recording, &host.events()));
+        std::fs::write(
+            out_dir().join(format!("{name}.md")),
+            format!("{note}\n\n{made}"),
+        )
+        .unwrap();
+        println!("{name}: {note}\n{made}");
+        // What we offered is the same to every agent.
+        let (ours, _) = recording.initialize();
+        assert_eq!(ours["clientCapabilities"]["terminal"], true, "{name}");
+    }
+}
