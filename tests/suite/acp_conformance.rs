@@ -6,6 +6,9 @@
 //! names are run too where they are installed (only initialize and session/new: they need an
 //! account for more), and their tables written beside it.
 
+// The tables are printed too, for whoever runs the suite by hand.
+#![allow(clippy::print_stderr)]
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -154,19 +157,45 @@ fn table(rows: &[Row]) -> String {
 
 /// Whether any host was shown an event for update kind `kind`.
 fn shown(events: &[AcpEvent], kind: &str) -> bool {
-    events.iter().any(|event| match (kind, event) {
-        ("agent_message_chunk", AcpEvent::Turn(Event::Text { .. })) => true,
-        ("agent_thought_chunk", AcpEvent::Agent(AgentUpdate::Thought { .. })) => true,
-        ("user_message_chunk", AcpEvent::Agent(AgentUpdate::UserMessage { .. })) => true,
-        ("tool_call", AcpEvent::Turn(Event::ToolStarted { .. })) => true,
-        ("tool_call_update", AcpEvent::Agent(AgentUpdate::ToolUpdated { .. })) => true,
-        ("plan", AcpEvent::Agent(AgentUpdate::Plan { .. })) => true,
-        ("available_commands_update", AcpEvent::Agent(AgentUpdate::Commands { .. })) => true,
-        ("current_mode_update", AcpEvent::Agent(AgentUpdate::Modes { .. })) => true,
-        ("config_option_update", AcpEvent::Agent(AgentUpdate::Options { .. })) => true,
-        ("session_info_update", AcpEvent::Agent(AgentUpdate::Title { .. })) => true,
-        ("usage_update", AcpEvent::Agent(AgentUpdate::ContextUsage { .. })) => true,
-        _ => false,
+    events.iter().any(|event| {
+        matches!(
+            (kind, event),
+            ("agent_message_chunk", AcpEvent::Turn(Event::Text { .. }))
+                | (
+                    "agent_thought_chunk",
+                    AcpEvent::Agent(AgentUpdate::Thought { .. })
+                )
+                | (
+                    "user_message_chunk",
+                    AcpEvent::Agent(AgentUpdate::UserMessage { .. })
+                )
+                | ("tool_call", AcpEvent::Turn(Event::ToolStarted { .. }))
+                | (
+                    "tool_call_update",
+                    AcpEvent::Agent(AgentUpdate::ToolUpdated { .. })
+                )
+                | ("plan", AcpEvent::Agent(AgentUpdate::Plan { .. }))
+                | (
+                    "available_commands_update",
+                    AcpEvent::Agent(AgentUpdate::Commands { .. })
+                )
+                | (
+                    "current_mode_update",
+                    AcpEvent::Agent(AgentUpdate::Modes { .. })
+                )
+                | (
+                    "config_option_update",
+                    AcpEvent::Agent(AgentUpdate::Options { .. })
+                )
+                | (
+                    "session_info_update",
+                    AcpEvent::Agent(AgentUpdate::Title { .. })
+                )
+                | (
+                    "usage_update",
+                    AcpEvent::Agent(AgentUpdate::ContextUsage { .. })
+                )
+        )
     })
 }
 
@@ -405,7 +434,7 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
     let rows = rows(&recording, &events);
     let made = table(&rows);
     std::fs::write(out_dir().join("test-agent.md"), &made).unwrap();
-    println!("{made}");
+    eprintln!("{made}");
     let missing: Vec<&str> = rows
         .iter()
         .filter(|row| !(row.used && row.handled && row.offered != Some(false)))
@@ -460,7 +489,7 @@ fn installed_agents() -> Vec<(String, Vec<String>)> {
 async fn the_real_agents_installed_here_are_recorded_at_initialize() {
     let agents = installed_agents();
     if agents.is_empty() {
-        println!(
+        eprintln!(
             "no real ACP agent is installed here (claude, gemini, codex, opencode): none recorded"
         );
         return;
@@ -486,7 +515,7 @@ async fn the_real_agents_installed_here_are_recorded_at_initialize() {
             format!("{note}\n\n{made}"),
         )
         .unwrap();
-        println!("{name}: {note}\n{made}");
+        eprintln!("{name}: {note}\n{made}");
         // What we offered is the same to every agent.
         let (ours, _) = recording.initialize();
         assert_eq!(ours["clientCapabilities"]["terminal"], true, "{name}");
