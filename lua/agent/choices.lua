@@ -134,7 +134,7 @@ function M.mode(id)
   else
     H.remember("mode", nil, id)
   end
-  require("agent.rpc").choose("mode", id)
+  H.send("mode", id)
 end
 
 --- :Agent model [ID] for an external agent: its model option's value.
@@ -187,7 +187,7 @@ function M.option(id, value)
     )
   end
   H.remember("options", option.id, value)
-  require("agent.rpc").choose("option", option.id, value)
+  H.send("option", option.id, value)
 end
 
 --- :Agent login [METHOD]: logs in to the connected agent with one of the ways it offers
@@ -196,7 +196,8 @@ end
 --- command with the method's arguments in a terminal split, and starts the agent again once
 --- that exits 0.
 ---@param id? string
-function M.login(id)
+---@param restart fun(name: string) starts the agent again after a terminal login (:Agent acp)
+function M.login(id, restart)
   local methods = H.login and H.login.methods or {}
   if #methods == 0 then
     return H.fail(
@@ -206,7 +207,7 @@ function M.login(id)
   end
   if not id or id == "" then
     return H.pick(methods, ("agent: log in to %s"):format(H.name), nil, function(picked)
-      M.login(picked.id)
+      M.login(picked.id, restart)
     end)
   end
   local method = H.find(methods, id)
@@ -214,9 +215,9 @@ function M.login(id)
     return H.fail(("%s has no login method '%s'; its methods: %s"):format(H.name, id, H.ids(methods)))
   end
   if method.terminal then
-    return H.terminal_login(method)
+    return H.terminal_login(method, restart)
   end
-  require("agent.rpc").choose("login", id)
+  H.send("login", id)
 end
 
 --- :Agent logout: logs out of the connected agent, where it offers to.
@@ -224,7 +225,7 @@ function M.logout()
   if not H.name then
     return H.fail("no external agent is connected (:Agent acp)")
   end
-  require("agent.rpc").choose("logout", "")
+  H.send("logout", "")
 end
 
 --- Completion for :Agent mode / option / model: ids of what is offered.
@@ -255,6 +256,13 @@ end
 
 -- Helpers ------------------------------------------------------------------------------------
 
+-- Sends a choice to the backend (agent.rpc.choose's message; agent.rpc requires this module, so
+-- this one goes to the wire itself).
+function H.send(kind, id, value)
+  local wire = require("agent.rpc.wire")
+  wire.notify(wire.method.CHOOSE, { kind = kind, id = id, value = value })
+end
+
 -- The command that starts agent `name`: setup()'s, else the preset's.
 function H.agent_command(name)
   local configured = (require("agent.config").options.acp.agents or {})[name]
@@ -275,7 +283,7 @@ end
 
 -- Runs the agent's command with the method's arguments in a terminal split; once it exits 0,
 -- the agent is started again (:Agent acp NAME), which now finds the login.
-function H.terminal_login(method)
+function H.terminal_login(method, restart)
   local name = H.name
   local cmd, env = H.agent_command(name)
   if not cmd then
@@ -298,7 +306,7 @@ function H.terminal_login(method)
       vim.schedule(function()
         if code == 0 then
           vim.notify(("agent: logged in; starting %s again"):format(name), vim.log.levels.INFO)
-          require("agent").acp(name)
+          restart(name)
         else
           H.fail(("the login in the terminal exited %d; :Agent login to try again"):format(code))
         end
@@ -401,11 +409,10 @@ function H.apply_remembered()
   if type(mine) ~= "table" then
     mine = {}
   end
-  local rpc = require("agent.rpc")
   if H.modes and not M.mode_option() and not H.applied["mode:"] then
     H.applied["mode:"] = true
     if mine.mode and mine.mode ~= H.current and H.find(H.modes, mine.mode) then
-      rpc.choose("mode", mine.mode)
+      H.send("mode", mine.mode)
     end
   end
   local remembered = type(mine.options) == "table" and mine.options or {}
@@ -417,7 +424,7 @@ function H.apply_remembered()
       local takes = option.kind == "boolean" and type(value) == "boolean"
         or option.kind ~= "boolean" and value ~= nil and H.find(option.values or {}, value) ~= nil
       if takes and option.current ~= value then
-        rpc.choose("option", option.id, value)
+        H.send("option", option.id, value)
       end
     end
   end

@@ -182,7 +182,8 @@ end
 function M.model(name)
   local choices = require("agent.choices")
   if choices.connected() then
-    return choices.model(name)
+    choices.model(name)
+    return
   end
   H.ensure_init()
   if not name or vim.trim(name) == "" then
@@ -747,7 +748,7 @@ function M._command(cmd)
   end
   local login = args:match("^login%s+(%S+)%s*$")
   if login then
-    return require("agent.choices").login(login)
+    return require("agent.choices").login(login, M.acp)
   end
   local mode = args:match("^mode%s+(%S+)%s*$")
   if mode then
@@ -874,7 +875,7 @@ H.subcommands = {
     M.mode()
   end,
   login = function()
-    require("agent.choices").login()
+    require("agent.choices").login(nil, M.acp)
   end,
   logout = function()
     require("agent.choices").logout()

@@ -709,6 +709,9 @@ pub struct AcpSession {
     needs_login: Mutex<Option<String>>,
     /// session/new's params, to open a session again after a login.
     new_params: Value,
+    /// Held while a choice is sent and its answer applied: each answer carries every option as
+    /// it is then, so answers applied out of order would leave an older state shown.
+    choosing: tokio::sync::Mutex<()>,
 }
 
 /// Starts the agent in the workspace, initializes it (protocol 1; fs.readTextFile and
@@ -796,6 +799,7 @@ where
         needs_login: Mutex::new(None),
         new_params: serde_json::to_value(NewSessionRequest::new(spec.workspace.root()))
             .unwrap_or_default(),
+        choosing: tokio::sync::Mutex::new(()),
     };
     let initialized = std::sync::atomic::AtomicBool::new(false);
     // What initialize said, for a session/new that wants a login first, and session/new's
@@ -1290,6 +1294,8 @@ impl AcpSession {
     /// says what went wrong and what can be chosen.
     pub async fn choose(&self, choice: crate::conversation::Choice) -> Result<(), String> {
         use crate::conversation::Choice;
+        // One at a time, in the order they came.
+        let _turn = self.choosing.lock().await;
         let name = self.shared.name.clone();
         let (option, value) = match choice {
             Choice::Login(method) => return self.login(method).await,

@@ -168,16 +168,26 @@ fn quoted(word: &str) -> String {
     }
 }
 
-/// The line a terminal runs: `command` alone, or it and `args` each quoted.
-pub(super) fn line_of(command: &str, args: &[String]) -> String {
-    if args.is_empty() {
-        return command.to_string();
+/// The line a terminal runs: `command` alone, or it and `args` each quoted; the agent's
+/// variables first, as an `export` the person reads with the rest.
+pub(super) fn line_of(command: &str, args: &[String], env: &[(String, String)]) -> String {
+    let run = if args.is_empty() {
+        command.to_string()
+    } else {
+        std::iter::once(command)
+            .chain(args.iter().map(String::as_str))
+            .map(quoted)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    if env.is_empty() {
+        return run;
     }
-    std::iter::once(command)
-        .chain(args.iter().map(String::as_str))
-        .map(quoted)
-        .collect::<Vec<_>>()
-        .join(" ")
+    let sets: Vec<String> = env
+        .iter()
+        .map(|(name, value)| format!("{name}={}", quoted(value)))
+        .collect();
+    format!("export {}; {run}", sets.join(" "))
 }
 
 fn invalid(message: impl Into<String>) -> Error {
@@ -256,20 +266,35 @@ impl Shared {
                 .ok_or_else(|| invalid("terminal/create: args must be strings"))?,
             Some(_) => return Err(invalid("terminal/create: args must be a list")),
         };
-        let env: Vec<(String, String)> = params
+        let mut env: Vec<(String, String)> = Vec::new();
+        for var in params
             .get("env")
             .and_then(Value::as_array)
             .map(Vec::as_slice)
             .unwrap_or_default()
-            .iter()
-            .filter_map(|var| {
-                let name = var.get("name")?.as_str()?;
-                let value = var.get("value")?.as_str()?;
-                // A name the environment cannot hold is dropped, not passed to exec.
-                (!name.is_empty() && !name.contains(['=', '\0']) && !value.contains('\0'))
-                    .then(|| (name.to_string(), value.to_string()))
-            })
-            .collect();
+        {
+            let (Some(name), Some(value)) = (
+                var.get("name").and_then(Value::as_str),
+                var.get("value").and_then(Value::as_str),
+            ) else {
+                return Err(invalid(
+                    "terminal/create: each env entry needs a name and a value",
+                ));
+            };
+            // Only what the shell's `export` takes, so the line shows it as it is.
+            let identifier = name
+                .chars()
+                .next()
+                .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+                && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric());
+            if !identifier || value.contains('\0') {
+                return Err(invalid(format!(
+                    "terminal/create: the variable {name:?} cannot be set (a name of letters, \
+                     digits and _, a value without NUL)"
+                )));
+            }
+            env.push((name.to_string(), value.to_string()));
+        }
         let root = self.workspace.root().to_path_buf();
         let cwd = match params.get("cwd").and_then(Value::as_str) {
             None => root.clone(),
@@ -293,14 +318,19 @@ impl Shared {
             .map_or(MAX_KEPT, |limit| {
                 usize::try_from(limit).unwrap_or(usize::MAX).min(MAX_KEPT)
             });
-        let line = line_of(command, &args);
+        if command.contains('\0') || args.iter().any(|a| a.contains('\0')) {
+            return Err(invalid("terminal/create: a command cannot hold a NUL byte"));
+        }
+        let line = line_of(command, &args, &env);
         self.allow_terminal(&line, &cwd, turn).await?;
         self.checkpoint(Kind::Command, &line).await;
         let spec = LiveSpec {
             line: line.clone(),
             shell: self.terminal.shell.clone(),
             cwd,
-            env,
+            // In the line, where the person saw them, never in the shell's own environment
+            // (where BASH_ENV, ENV or PATH would change what the line does unseen).
+            env: Vec::new(),
             env_remove: crate::secrets::hidden_env(&self.terminal.pass_env),
             timeout: self.terminal.timeout,
             // The agent's own sandbox, else run_bash's: a terminal is confined as either is.
@@ -500,15 +530,27 @@ mod tests {
 
     #[test]
     fn a_line_with_args_quotes_each_word_that_needs_it() {
-        assert_eq!(line_of("cargo test", &[]), "cargo test");
+        assert_eq!(line_of("cargo test", &[], &[]), "cargo test");
         assert_eq!(
-            line_of("cargo", &["test".into(), "--".into(), "a b".into()]),
+            line_of("cargo", &["test".into(), "--".into(), "a b".into()], &[]),
             "cargo test -- 'a b'"
         );
-        assert_eq!(line_of("echo", &["it's".into()]), r"echo 'it'\''s'");
+        assert_eq!(line_of("echo", &["it's".into()], &[]), r"echo 'it'\''s'");
         assert_eq!(
-            line_of("echo", &["".into(), "$HOME".into()]),
+            line_of("echo", &["".into(), "$HOME".into()], &[]),
             "echo '' '$HOME'"
+        );
+        // The agent's variables are part of what is shown and run.
+        assert_eq!(
+            line_of(
+                "make",
+                &[],
+                &[
+                    ("CI".into(), "1".into()),
+                    ("BASH_ENV".into(), "/tmp/x y".into())
+                ]
+            ),
+            "export CI=1 BASH_ENV='/tmp/x y'; make"
         );
     }
 

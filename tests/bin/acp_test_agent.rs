@@ -538,6 +538,7 @@ impl Agent {
     /// - `terminal-unasked LINE`: creates a terminal for LINE without asking, embeds it in a row
     ///   and waits for it;
     /// - `terminal-cwd DIR`: creates `pwd` in DIR without asking;
+    /// - `terminal-env`: `echo $GREETING` with variables (and one no shell can name);
     /// - `fs-extra DIR`: reads `DIR/x.txt`, writes `DIR/y.txt` and reads `DIR/../outside.txt`
     ///   (a directory given as another root of the session);
     /// - `terminal-limit`: prints `ééé` (6 bytes) with `outputByteLimit` 5;
@@ -594,6 +595,29 @@ impl Agent {
                     json!({"sessionId": "s-1", "path": dir.join("../outside.txt")}),
                 );
                 report("extra escape", &escape);
+                Some(done)
+            }
+            "terminal-env" => {
+                // Variables for the command: a plain one, one bash would read at start-up, and
+                // one whose name no shell takes.
+                let created = self.request(
+                    "terminal/create",
+                    json!({"sessionId": "s-1", "command": "echo $GREETING",
+                        "env": [{"name": "GREETING", "value": "hi there"},
+                            {"name": "BASH_ENV", "value": "/nonexistent/rc"}]}),
+                );
+                report("create", &created);
+                let params =
+                    json!({"sessionId": "s-1", "terminalId": created["result"]["terminalId"]});
+                let exit = self.request("terminal/wait_for_exit", params.clone());
+                report("exit", &exit);
+                report("output", &self.request("terminal/output", params));
+                let bad = self.request(
+                    "terminal/create",
+                    json!({"sessionId": "s-1", "command": "true",
+                        "env": [{"name": "A=B", "value": "x"}]}),
+                );
+                report("bad env", &bad);
                 Some(done)
             }
             "terminal-cwd" => {

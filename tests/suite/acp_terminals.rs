@@ -240,3 +240,22 @@ async fn stopping_the_turn_kills_the_running_terminals() {
         .is_empty());
     session.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_agents_variables_are_shown_in_the_line_and_never_set_unseen() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Kind("allow_once")));
+    let session = fx.connect(&host, "normal").await;
+    prompt(&session, "terminal-env").await;
+    let asks = host.asks.lock().unwrap().clone();
+    assert_eq!(
+        asks[0].command.as_deref(),
+        Some("export GREETING='hi there' BASH_ENV=/nonexistent/rc; echo $GREETING")
+    );
+    assert_eq!(host.report("output")["result"]["output"], "hi there\n");
+    let bad = host.report("bad env");
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    // The bad one was refused before anyone was asked.
+    assert_eq!(asks.len(), 1);
+    session.shutdown().await;
+}
