@@ -156,7 +156,18 @@ function M.render()
     local width = vim.api.nvim_win_get_width(win)
     local room = width - vim.fn.strdisplaywidth(left) - 3
     local right = ""
-    for _, candidate in ipairs({ full .. spent, tokens .. spent, bare .. spent, bare }) do
+    -- The widest that fits; an external agent's mode is kept longest (it changes what the agent
+    -- does), then the cost.
+    local moded = s.mode and s.mode .. " · " or ""
+    local candidates = {
+      full .. spent,
+      moded .. tokens .. spent,
+      moded .. bare .. spent,
+      moded .. bare,
+      bare .. spent,
+      bare,
+    }
+    for _, candidate in ipairs(candidates) do
       if vim.fn.strdisplaywidth(candidate) <= room then
         right = candidate
         break
