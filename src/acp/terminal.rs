@@ -327,10 +327,9 @@ impl Shared {
         let spec = LiveSpec {
             line: line.clone(),
             shell: self.terminal.shell.clone(),
+            // The agent's variables are in the line, where the person saw them, never in the
+            // shell's own environment (where BASH_ENV, ENV or PATH would act unseen).
             cwd,
-            // In the line, where the person saw them, never in the shell's own environment
-            // (where BASH_ENV, ENV or PATH would change what the line does unseen).
-            env: Vec::new(),
             env_remove: crate::secrets::hidden_env(&self.terminal.pass_env),
             timeout: self.terminal.timeout,
             // The agent's own sandbox, else run_bash's: a terminal is confined as either is.

@@ -8,16 +8,14 @@ use std::collections::VecDeque;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Command;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{default_shell, spawn_tree, widen_pipe, DRAIN_GRACE, READ_CHUNK};
+use super::{default_shell, shell_command, spawn_tree, widen_pipe, DRAIN_GRACE, READ_CHUNK};
 use crate::sandbox::{self, Policy};
 use crate::tools::Approved;
 
@@ -33,8 +31,6 @@ pub struct LiveSpec {
     pub shell: Option<PathBuf>,
     /// The working directory (already checked to be inside the workspace).
     pub cwd: PathBuf,
-    /// Variables to set, as the agent asked.
-    pub env: Vec<(String, String)>,
     /// Variables of this process's environment the command does not inherit (the API keys).
     pub env_remove: Vec<std::ffi::OsString>,
     /// How long it may run before its tree is killed.
@@ -155,21 +151,7 @@ impl Live {
     /// it (the [`Approved`]). Errors when the shell cannot be started (or the sandbox set up).
     pub async fn start(spec: &LiveSpec, approved: &Approved) -> io::Result<Live> {
         let shell = spec.shell.clone().unwrap_or_else(default_shell);
-        let mut command = Command::new(&shell);
-        for name in &spec.env_remove {
-            command.env_remove(name);
-        }
-        command
-            .arg("-c")
-            .arg(&spec.line)
-            .current_dir(&spec.cwd)
-            .env("PAGER", "cat")
-            .env("GIT_PAGER", "cat")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut command = shell_command(&shell, &spec.line, &spec.cwd, &spec.env_remove);
         if let Some(policy) = &spec.sandbox {
             sandbox::confine(&mut command, policy).map_err(io::Error::other)?;
         }
@@ -370,7 +352,6 @@ mod tests {
             line: line.into(),
             shell: None,
             cwd: std::env::temp_dir(),
-            env: vec![("LIVE_TEST".into(), "set".into())],
             env_remove: Vec::new(),
             timeout: Duration::from_secs(30),
             sandbox: None,
@@ -412,7 +393,7 @@ mod tests {
     #[tokio::test]
     async fn output_exit_code_and_environment_are_reported() {
         let live = Live::start(
-            &spec("echo out; echo err >&2; echo $LIVE_TEST; exit 3"),
+            &spec("LIVE_TEST=set; echo out; echo err >&2; echo $LIVE_TEST; exit 3"),
             &Approved::for_tests(),
         )
         .await

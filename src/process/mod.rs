@@ -126,20 +126,7 @@ pub async fn run(
         });
     }
     let shell = spec.shell.clone().unwrap_or_else(default_shell);
-    let mut command = Command::new(&shell);
-    for name in &spec.env_remove {
-        command.env_remove(name);
-    }
-    command
-        .arg("-c")
-        .arg(&spec.command)
-        .current_dir(&spec.cwd)
-        .env("PAGER", "cat")
-        .env("GIT_PAGER", "cat")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut command = shell_command(&shell, &spec.command, &spec.cwd, &spec.env_remove);
     if let Some(policy) = &spec.sandbox {
         sandbox::confine(&mut command, policy).map_err(io::Error::other)?;
     }
@@ -227,6 +214,32 @@ pub async fn run(
         exit_code,
         ending,
     })
+}
+
+/// `{shell} -c LINE` in `cwd` as every command the backend runs for someone starts: without
+/// the variables in `env_remove` (the keys), pagers and git's prompts off, stdin `/dev/null`,
+/// stdout and stderr piped.
+fn shell_command(
+    shell: &Path,
+    line: &str,
+    cwd: &Path,
+    env_remove: &[std::ffi::OsString],
+) -> Command {
+    let mut command = Command::new(shell);
+    for name in env_remove {
+        command.env_remove(name);
+    }
+    command
+        .arg("-c")
+        .arg(line)
+        .current_dir(cwd)
+        .env("PAGER", "cat")
+        .env("GIT_PAGER", "cat")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
 }
 
 /// Starts `command` as the root of its own process tree ([`reaper::spawn`]): in its own process
