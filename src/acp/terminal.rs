@@ -32,6 +32,8 @@ use crate::text::MAX_CHARS;
 /// How long a live row waits after a change before it is redrawn: one frame, so a command
 /// printing fast costs one update per frame, not one per chunk.
 const FRAME: Duration = Duration::from_millis(33);
+/// How many terminals an agent may hold unreleased at once (each may keep 16 MiB).
+const MAX_TERMINALS: usize = 32;
 
 /// How terminals run (from the person's configuration, as run_bash's commands do).
 #[derive(Debug, Clone)]
@@ -322,6 +324,15 @@ impl Shared {
             return Err(invalid("terminal/create: a command cannot hold a NUL byte"));
         }
         let line = line_of(command, &args, &env);
+        if self.terminals().running.len() >= MAX_TERMINALS {
+            return Err(Error::new(
+                ErrorCode::INTERNAL_ERROR,
+                format!(
+                    "terminal/create: {MAX_TERMINALS} terminals are held already; release one \
+                     (terminal/release) first"
+                ),
+            ));
+        }
         self.allow_terminal(&line, &cwd, turn).await?;
         self.checkpoint(Kind::Command, &line).await;
         let spec = LiveSpec {

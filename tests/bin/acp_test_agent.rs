@@ -538,6 +538,7 @@ impl Agent {
     /// - `terminal-unasked LINE`: creates a terminal for LINE without asking, embeds it in a row
     ///   and waits for it;
     /// - `terminal-cwd DIR`: creates `pwd` in DIR without asking;
+    /// - `terminal-many`: 33 terminals without a release, then one released and one more;
     /// - `terminal-env`: `echo $GREETING` with variables (and one no shell can name);
     /// - `fs-extra DIR`: reads `DIR/x.txt`, writes `DIR/y.txt` and reads `DIR/../outside.txt`
     ///   (a directory given as another root of the session);
@@ -618,6 +619,32 @@ impl Agent {
                         "env": [{"name": "A=B", "value": "x"}]}),
                 );
                 report("bad env", &bad);
+                Some(done)
+            }
+            "terminal-many" => {
+                // More terminals than a client holds, none released; then one released, and
+                // one more.
+                let mut last = Value::Null;
+                let mut first = Value::Null;
+                for n in 0..33 {
+                    last = self.request(
+                        "terminal/create",
+                        json!({"sessionId": "s-1", "command": "true"}),
+                    );
+                    if n == 0 {
+                        first = last["result"]["terminalId"].clone();
+                    }
+                }
+                report("33rd", &last);
+                self.request(
+                    "terminal/release",
+                    json!({"sessionId": "s-1", "terminalId": first}),
+                );
+                let again = self.request(
+                    "terminal/create",
+                    json!({"sessionId": "s-1", "command": "true"}),
+                );
+                report("after release", &again);
                 Some(done)
             }
             "terminal-cwd" => {

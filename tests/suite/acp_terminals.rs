@@ -259,3 +259,23 @@ async fn the_agents_variables_are_shown_in_the_line_and_never_set_unseen() {
     assert_eq!(asks.len(), 1);
     session.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_agent_holds_at_most_thirty_two_terminals_until_it_releases_one() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let mut spec = fx.spec("normal");
+    spec.auto_approve = true;
+    let session = acp::connect(spec, host.clone()).await.unwrap();
+    prompt(&session, "terminal-many").await;
+    let refused = host.report("33rd");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("32 terminals are held already"),
+        "{refused}"
+    );
+    assert!(host.report("after release")["result"]["terminalId"].is_string());
+    session.shutdown().await;
+}
