@@ -226,6 +226,10 @@ pub trait Conversation: Send + Sync {
         Box::pin(async { Err(self.unsupported("choose a mode or an option")) })
     }
 
+    /// `:Agent stop` beyond the running turn: kills what the conversation still runs (an
+    /// external agent's terminals, which outlive the turn that made them). Nothing by default.
+    fn stop(&self) {}
+
     /// Stops whatever it runs (an external agent's process tree) once the front end lets go of
     /// it. A turn still holding it keeps it until the turn ends.
     fn end(self: Arc<Self>) -> BoxFuture<'static, ()>;
@@ -641,6 +645,11 @@ macro_rules! forward_to_inner {
             self.inner.choose(choice)
         }
     };
+    (@one stop) => {
+        fn stop(&self) {
+            self.inner.stop()
+        }
+    };
     (@one end) => {
         fn end(self: ::std::sync::Arc<Self>) -> ::futures::future::BoxFuture<'static, ()> {
             self.inner.clone().end()
@@ -675,6 +684,7 @@ impl Conversation for Checkpointed {
         switch_model,
         compact,
         choose,
+        stop,
         end,
     );
 

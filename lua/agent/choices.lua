@@ -292,10 +292,31 @@ function H.terminal_login(method, restart)
   for _, arg in ipairs(method.args or {}) do
     cmd[#cmd + 1] = tostring(arg)
   end
+  -- What runs is shown first, the agent's own words and variables with it (not the ones of
+  -- setup(), which may hold keys), and runs only when the person says so: it runs in Neovim,
+  -- outside any sandbox the agent has.
   env = vim.deepcopy(env)
+  local sets = {}
   for _, pair in ipairs(method.env or {}) do
     env[tostring(pair[1])] = tostring(pair[2])
+    sets[#sets + 1] = ("%s=%s"):format(tostring(pair[1]), tostring(pair[2]))
   end
+  local shown = table.concat(cmd, " ")
+  if #sets > 0 then
+    shown = table.concat(sets, " ") .. " " .. shown
+  end
+  vim.ui.select({ "Run it", "Cancel" }, {
+    prompt = ("agent: log in to %s by running `%s` in a terminal (outside any sandbox)?"):format(name, shown),
+    kind = "agent.login",
+  }, function(choice)
+    if choice == "Run it" then
+      H.run_login(name, cmd, env, restart)
+    end
+  end)
+end
+
+-- Runs the login command in a terminal split; restarts the agent when it exits 0.
+function H.run_login(name, cmd, env, restart)
   vim.cmd("botright new")
   local buf = vim.api.nvim_get_current_buf()
   vim.bo[buf].bufhidden = "wipe"

@@ -663,8 +663,10 @@ impl Shared {
         std::mem::take(&mut *self.notes.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Starts a turn: a fresh token for its permission questions.
+    /// Starts a turn: a fresh token for its permission questions; an "allow once" of a command
+    /// line the last turn never ran is forgotten.
     fn new_turn(&self) -> CancellationToken {
+        self.forget_allowed_once();
         let token = CancellationToken::new();
         *self.turn.lock().unwrap_or_else(PoisonError::into_inner) = token.clone();
         token
@@ -744,7 +746,12 @@ where
         workspace: spec.workspace.clone(),
         auto_approve: spec.auto_approve,
         host,
-        turn: Mutex::new(CancellationToken::new()),
+        // Cancelled until a prompt starts a turn: nothing is asked or run outside one.
+        turn: Mutex::new({
+            let outside = CancellationToken::new();
+            outside.cancel();
+            outside
+        }),
         tools: Mutex::new(Tools::showing(terminals.clone())),
         reports: Mutex::new(None),
         checkpoints: spec.checkpoints.clone(),
@@ -757,7 +764,19 @@ where
         terminal: spec.terminal.clone(),
         sandbox: spec.sandbox.clone(),
         choices: Mutex::new(choices::Choices::default()),
-        extra: spec.directories.clone(),
+        // One inside the workspace could not stay read-only: the workspace's paths reach it.
+        extra: spec
+            .directories
+            .iter()
+            .filter(|extra| {
+                let inside = extra.workspace.root().starts_with(spec.workspace.root());
+                if inside {
+                    tracing::warn!(dir = %extra.workspace.root().display(), "left out a directory inside the workspace");
+                }
+                !inside
+            })
+            .cloned()
+            .collect(),
     });
     let lines = transport::lines(reader, writer, spec.name.clone(), spec.tap.clone());
     let (cx_tx, cx_rx) = oneshot::channel();
@@ -831,8 +850,9 @@ where
         let offers = Offers::of(&info.agent_capabilities);
         let mut params = session.new_params.clone();
         if offers.directories && !spec.directories.is_empty() {
-            params["additionalDirectories"] = spec
-                .directories
+            params["additionalDirectories"] = session
+                .shared
+                .extra
                 .iter()
                 .map(|extra| Value::from(extra.workspace.root().display().to_string()))
                 .collect();
@@ -1118,13 +1138,15 @@ async fn decide(shared: &Shared, ask: PermissionAsk, turn: &CancellationToken) -
         .map(|option| option.id.clone())
         .collect();
     let ids: Vec<String> = ask.options.iter().map(|option| option.id.clone()).collect();
-    let always: Vec<String> = ask
+    // Only the exact allow kinds (the picker's own test), and only when the picker showed the
+    // command (a question with a diff previews the diff, whatever else it carries).
+    let exact: Vec<(String, bool)> = ask
         .options
         .iter()
-        .filter(|o| o.kind == "allow_always")
-        .map(|option| option.id.clone())
+        .filter(|o| o.kind == "allow_once" || o.kind == "allow_always")
+        .map(|option| (option.id.clone(), option.kind == "allow_always"))
         .collect();
-    let command = ask.command.clone();
+    let command = ask.command.clone().filter(|_| ask.diff.is_none());
     let edit = ask.edit.clone();
     let picked = tokio::select! {
         picked = shared.host.ask_permission(ask) => picked,
@@ -1151,8 +1173,9 @@ async fn decide(shared: &Shared, ask: PermissionAsk, turn: &CancellationToken) -
         },
         Some(Picked { option, .. }) if ids.contains(&option) => {
             // The person saw this command line and allowed it: a terminal for exactly it runs.
-            if let Some(line) = command.filter(|_| allows.contains(&option)) {
-                shared.allow_line(line, always.contains(&option));
+            let allowed = exact.iter().find(|(id, _)| *id == option);
+            if let (Some(line), Some((_, always))) = (command, allowed) {
+                shared.allow_line(line, *always);
             }
             permission::selected(&option)
         }
@@ -1740,6 +1763,10 @@ impl Conversation for AcpSession {
 
     fn agent_session_id(&self) -> Option<String> {
         self.offers.load.then(|| self.session_id().0.to_string())
+    }
+
+    fn stop(&self) {
+        self.shared.kill_terminals();
     }
 
     fn choose(

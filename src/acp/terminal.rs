@@ -128,10 +128,10 @@ impl Terminals {
     }
 }
 
-/// A row's view of a live command.
+/// A row's view of a live command: the newest [`MAX_CHARS`] characters (only those decoded).
 fn shown(live: &Live) -> Shown {
-    let (output, truncated) = live.output();
-    let mut text = last_chars(&output, MAX_CHARS, truncated);
+    let (output, cut) = live.output_tail(MAX_CHARS);
+    let mut text = last_chars(&output, MAX_CHARS, cut);
     let exit = live.exit();
     if let Some(exit) = &exit {
         if !text.is_empty() && !text.ends_with('\n') {
@@ -230,6 +230,14 @@ impl Shared {
         if !allowances.iter().any(|a| a.line == line && a.always) {
             allowances.push(Allowance { line, always });
         }
+    }
+
+    /// Forgets the `allow_once` lines (a new turn starts).
+    pub(super) fn forget_allowed_once(&self) {
+        self.allowances
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|a| a.always);
     }
 
     /// Whether the person allowed `line` through the agent's question: an `allow_once` is used
@@ -395,7 +403,9 @@ impl Shared {
         if let Judgement::Deny { rule } = &judgement {
             return Err(refused(Judgement::refusal(rule)));
         }
-        if self.take_allowance(line) || judgement == Judgement::Allow {
+        // The agent's question showed the workspace root as where it runs: elsewhere, asked.
+        let covered = cwd == self.workspace.root() && self.take_allowance(line);
+        if covered || judgement == Judgement::Allow {
             return Ok(());
         }
         if self.auto_approve && self.terminal.rules.auto_approvable(&judgement) {

@@ -283,6 +283,8 @@ pub(super) fn render(
     workspace: &Workspace,
     mut terminal: impl FnMut(&str) -> Option<String>,
 ) -> String {
+    // A terminal listed again is shown once: its output, however often it is named.
+    let mut seen = std::collections::HashSet::new();
     content
         .iter()
         .filter_map(|item| match item.get("type").and_then(Value::as_str) {
@@ -293,6 +295,9 @@ pub(super) fn render(
                     .get("terminalId")
                     .and_then(Value::as_str)
                     .unwrap_or("?");
+                if !seen.insert(id) {
+                    return None;
+                }
                 Some(terminal(id).unwrap_or_else(|| format!("[terminal {id}]")))
             }
             _ => None,

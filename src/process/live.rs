@@ -124,6 +124,34 @@ impl Tail {
         (String::from_utf8_lossy(bytes).into_owned(), self.truncated)
     }
 
+    /// The newest `chars` characters or so of what is kept, as text, and whether anything
+    /// before them is gone: only the last `4 × chars` bytes are decoded (a character is at most
+    /// four), so a live row of a 16 MiB tail costs as much as one of a short output.
+    pub fn last_text(&self, chars: usize) -> (String, bool) {
+        let take = chars.saturating_mul(4).min(self.bytes.len());
+        let mut bytes: Vec<u8> = self
+            .bytes
+            .range(self.bytes.len() - take..)
+            .copied()
+            .collect();
+        let cut = self.truncated || take < self.bytes.len();
+        if take < self.bytes.len() {
+            let start = bytes
+                .iter()
+                .take(3)
+                .take_while(|b| *b & 0xC0 == 0x80)
+                .count();
+            bytes.drain(..start);
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let count = text.chars().count();
+        let text = match count.checked_sub(chars) {
+            Some(skip) if skip > 0 => text.chars().skip(skip).collect(),
+            _ => text.into_owned(),
+        };
+        (text, cut || count > chars)
+    }
+
     /// How many bytes are kept.
     pub fn len(&self) -> usize {
         self.bytes.len()
@@ -250,6 +278,14 @@ impl Live {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .text()
+    }
+
+    /// The newest `chars` characters of the output ([`Tail::last_text`]).
+    pub fn output_tail(&self, chars: usize) -> (String, bool) {
+        self.tail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .last_text(chars)
     }
 
     /// How it ended, once it has.
@@ -381,6 +417,21 @@ mod tests {
         tail.push("xx€yy".as_bytes());
         // (bytes 78 78 e2 82 ac 79 79: the last four start inside the euro sign)
         assert_eq!(tail.text(), ("yy".to_string(), true));
+    }
+
+    #[test]
+    fn the_last_characters_are_decoded_from_the_end_only() {
+        let mut tail = Tail::new(MAX_KEPT);
+        tail.push("ab€cd".as_bytes());
+        assert_eq!(tail.last_text(10), ("ab€cd".to_string(), false));
+        // Eight bytes for 2 characters: the cut lands inside the euro sign, whose remaining
+        // bytes are dropped before the last two are kept.
+        assert_eq!(tail.last_text(2), ("cd".to_string(), true));
+        assert_eq!(tail.last_text(3), ("€cd".to_string(), true));
+        let mut big = Tail::new(MAX_KEPT);
+        big.push(&vec![b'x'; 1 << 20]);
+        big.push(b"\nend");
+        assert_eq!(big.last_text(4), ("\nend".to_string(), true));
     }
 
     #[test]

@@ -109,7 +109,8 @@ impl Conversation for Recorded {
         agent_sessions,
         agent_session_id,
         switch_model,
-        choose
+        choose,
+        stop
     );
 
     fn prompt<'a>(

@@ -535,6 +535,10 @@ impl Agent {
     ///   releases it, and asks for its output once more (an error by then);
     /// - `terminal-swap SHOWN ;; RUN`: asks permission for SHOWN, then runs RUN (what a lying
     ///   agent does);
+    /// - `ask-only LINE`, `terminal-diff LINE`, `terminal-oddkind LINE`: a permission question
+    ///   about LINE (plain; with a diff; with an inexact allow kind first), then (but for
+    ///   `ask-only`) LINE in a terminal;
+    /// - `terminal-bg LINE`: LINE in a terminal, left running;
     /// - `terminal-unasked LINE`: creates a terminal for LINE without asking, embeds it in a row
     ///   and waits for it;
     /// - `terminal-cwd DIR`: creates `pwd` in DIR without asking;
@@ -570,6 +574,46 @@ impl Agent {
                     return Some(done);
                 }
                 self.run_terminal("x1", json!({"sessionId": "s-1", "command": run}), true);
+                Some(done)
+            }
+            "ask-only" | "terminal-diff" | "terminal-oddkind" => {
+                // A question about LINE: plain (`ask-only`, then nothing runs), with a diff to
+                // preview (`terminal-diff`), or with an option whose kind is not an exact allow
+                // listed first (`terminal-oddkind`); then LINE in a terminal, unless `ask-only`.
+                let mut call = json!({"toolCallId": "q1", "title": format!("Run {rest}"),
+                    "rawInput": {"command": rest}});
+                if verb == "terminal-diff" {
+                    call["content"] = json!([{"type": "diff", "path": "notes.txt",
+                        "oldText": "a\n", "newText": "b\n"}]);
+                }
+                let options = if verb == "terminal-oddkind" {
+                    json!([{"optionId": "no", "name": "Reject", "kind": "allow"},
+                        {"optionId": "yes", "name": "Allow", "kind": "allow_once"}])
+                } else {
+                    json!([{"optionId": "yes", "name": "Allow", "kind": "allow_once"},
+                        {"optionId": "no", "name": "Reject", "kind": "reject_once"}])
+                };
+                let response = self.request(
+                    "session/request_permission",
+                    json!({"sessionId": "s-1", "toolCall": call, "options": options}),
+                );
+                report("permission", &response);
+                if verb != "ask-only" {
+                    let created = self.request(
+                        "terminal/create",
+                        json!({"sessionId": "s-1", "command": rest}),
+                    );
+                    report("create", &created);
+                }
+                Some(done)
+            }
+            "terminal-bg" => {
+                // Left running when the turn ends.
+                let created = self.request(
+                    "terminal/create",
+                    json!({"sessionId": "s-1", "command": rest}),
+                );
+                report("create", &created);
                 Some(done)
             }
             "terminal-unasked" => {

@@ -279,3 +279,71 @@ async fn an_agent_holds_at_most_thirty_two_terminals_until_it_releases_one() {
     assert!(host.report("after release")["result"]["terminalId"].is_string());
     session.shutdown().await;
 }
+
+/// A session of the test agent with a host answering with `kinds` in turn.
+async fn with_answers(
+    fx: &Fixture,
+    kinds: &'static [&'static str],
+) -> (Arc<Host>, acp::AcpSession) {
+    let host = Arc::new(Host::new(true, Answer::Kinds(kinds)));
+    let session = fx.connect(&host, "normal").await;
+    (host, session)
+}
+
+#[tokio::test]
+async fn an_allow_covers_a_terminal_only_when_the_picker_showed_that_command() {
+    let fx = Fixture::new();
+    // The question previewed a diff: the command it also carried was not what the person saw.
+    let (host, session) = with_answers(&fx, &["allow_once", "reject_once"]).await;
+    prompt(&session, "terminal-diff touch ran.txt").await;
+    let asks = host.asks.lock().unwrap().clone();
+    assert!(asks[0].diff.is_some());
+    assert_eq!(asks.len(), 2, "the terminal was asked about: {asks:?}");
+    assert!(!fx.root().join("ran.txt").exists());
+    session.shutdown().await;
+
+    // The option picked is not an exact allow kind (the picker's refuse key takes it).
+    let (host, session) = with_answers(&fx, &["allow", "reject_once"]).await;
+    prompt(&session, "terminal-oddkind touch ran.txt").await;
+    assert_eq!(
+        host.report("permission")["result"]["outcome"]["optionId"],
+        "no"
+    );
+    assert_eq!(host.asks.lock().unwrap().len(), 2);
+    assert!(!fx.root().join("ran.txt").exists());
+    session.shutdown().await;
+
+    // An allow once the agent did not use in its turn is gone at the next.
+    let (host, session) = with_answers(&fx, &["allow_once", "reject_once"]).await;
+    prompt(&session, "ask-only touch ran.txt").await;
+    prompt(&session, "terminal-unasked touch ran.txt").await;
+    assert_eq!(host.asks.lock().unwrap().len(), 2);
+    assert!(!fx.root().join("ran.txt").exists());
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn agent_stop_between_turns_kills_a_terminal_left_running() {
+    use agent_nvim::conversation::Conversation;
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let mut spec = fx.spec("normal");
+    spec.auto_approve = true;
+    let session = acp::connect(spec, host.clone()).await.unwrap();
+    let marker = unique_marker("acp-terminal-between");
+    prompt(
+        &session,
+        &format!("terminal-bg exec -a {marker} sleep 1000"),
+    )
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while with_marker(&marker).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "it never ran");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Conversation::stop(&session);
+    assert!(marked_survivors(&marker, Duration::from_secs(3))
+        .await
+        .is_empty());
+    session.shutdown().await;
+}

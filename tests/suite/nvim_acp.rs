@@ -886,7 +886,21 @@ async fn a_terminal_login_runs_the_agents_command_in_a_terminal_and_starts_it_ag
     let nvim = Nvim::start(options).await;
     nvim.cmd("Agent acp test").await;
     nvim.wait_for_line(CHAT, "needs you to log in first").await;
+    // What runs is asked about first, shown whole; "Run it" is the first choice.
+    nvim.lua(
+        "vim.ui.select = function(items, opts, done) _G.asked = opts.prompt done(items[1]) end",
+        vec![],
+    )
+    .await;
     nvim.cmd("Agent login tty").await;
+    let asked = nvim.lua("return _G.asked", vec![]).await;
+    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
+    assert_eq!(
+        asked.as_str().unwrap(),
+        format!(
+            "agent: log in to test by running `ACP_TEST_LOGIN=1 {agent} login login-terminal` in a terminal (outside any sandbox)?"
+        )
+    );
     // The terminal ran `acp-test-agent login login-terminal`, which wrote the proof and exited
     // 0; the agent was started again and no longer wants a login.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
@@ -922,13 +936,22 @@ async fn an_agents_configured_directories_are_read_only_roots_unless_writable() 
         ui: None,
         env: vec![],
         setup: setup_lua(&format!(
-            "acp = {{ agents = {{ test = {{ cmd = {{ '{agent}' }}, directories = {{ '{}', 'nowhere/at/all' }} }} }} }}",
+            "acp = {{ agents = {{ test = {{ cmd = {{ '{agent}' }}, directories = {{ '{}', 'nowhere/at/all', 'sub' }} }} }} }}",
             extra_root.display()
         )),
     })
     .await;
+    nvim.write("sub/kept.txt", "x\n");
     nvim.cmd("Agent acp test").await;
     let lines = nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
+    // One inside the workspace could not stay read-only: left out, and said.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("test's directory sub is left out: it is inside the workspace")),
+        "{}",
+        lines.join("\n")
+    );
     // A directory that is not there is left out, and said.
     assert!(
         lines

@@ -118,8 +118,10 @@ fn extra_root(
         _ => root.join(given),
     };
     let workspace = crate::workspace::Workspace::new(&path).map_err(|err| err.to_string())?;
-    if workspace.root() == root {
-        return Err("it is the workspace itself".into());
+    if workspace.root().starts_with(root) {
+        // The agent reads and writes it already as part of the workspace, where no second
+        // root's read-only rule could hold (a relative path, a link, a `..` reach it).
+        return Err("it is inside the workspace, which the agent can already use".into());
     }
     Ok(acp::ExtraRoot {
         workspace,

@@ -184,6 +184,16 @@ impl Bridge {
                 token.cancel();
             }
         }
+        // What the conversation runs beyond the turn (an external agent's terminals) stops too.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let bridge = self.clone();
+            tokio::spawn(async move {
+                let conversation = bridge.state.conversation.lock().await.clone();
+                if let Some(conversation) = conversation {
+                    conversation.stop();
+                }
+            });
+        }
         // Every open question is answered: the picker may be closed by the Lua side.
         self.state.pending.clear();
         if let Ok(mut proposals) = self.state.proposals.lock() {

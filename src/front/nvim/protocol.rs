@@ -985,7 +985,15 @@ impl UiEvent {
                 message: prose(message),
                 methods: methods
                     .into_iter()
-                    .filter(|m| plain_id(&m.id))
+                    // A terminal method's words run as they are and are shown before: one
+                    // that would not show as it is is left out.
+                    .filter(|m| {
+                        plain_id(&m.id)
+                            && m.args.iter().all(|a| display::one_line(a) == *a)
+                            && m.env
+                                .iter()
+                                .all(|(k, v)| plain_id(k) && display::one_line(v) == *v)
+                    })
                     .map(|m| crate::acp::AuthChoice {
                         name: one(m.name),
                         description: m.description.map(one),
