@@ -618,7 +618,7 @@ function H.pick_rewind_mode(n)
 end
 
 ---@class agent.Status
----@field state "off"|"idle"|"thinking"|"running"|"approval"|"retrying"
+---@field state "off"|"idle"|"thinking"|"writing"|"running"|"approval"|"retrying"|"compacting"
 ---@field text string what the chat's winbar shows: "idle", "thinking", "running `cargo test` 12s", "waiting for approval"
 ---@field input integer input tokens of the current (or last) turn
 ---@field output integer output tokens of the current (or last) turn
@@ -626,6 +626,15 @@ end
 ---@field cost? number what the conversation has cost in dollars; nil when a price is unknown
 ---@field provider? string
 ---@field model? string
+
+--- A short status for a statusline: `agent: running cargo test 12s`, `agent: waiting for
+--- approval`, `agent: idle · $0.42`, or "" when no conversation has started (or the plugin is
+--- not loaded). Cheap enough for every redraw: no RPC, one string. See :help agent-statusline.
+---@return string
+function M.statusline()
+  local status = package.loaded["agent.chat.status"]
+  return status and status.line() or ""
+end
 
 --- The agent's state, for statuslines. See :help agent-statusline.
 ---@return agent.Status

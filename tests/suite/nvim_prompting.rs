@@ -781,3 +781,75 @@ async fn agent_compact_folds_the_summary_in_the_chat_and_the_next_prompt_is_sent
     nvim.wait_for("require('agent').status().state == 'idle'")
         .await;
 }
+
+/// `require("agent").statusline()` now.
+async fn statusline(nvim: &Nvim) -> String {
+    nvim.lua("return require('agent').statusline()", vec![])
+        .await
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Waits until the statusline starts with `start`; returns it.
+async fn statusline_starting(nvim: &Nvim, start: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let line = statusline(nvim).await;
+        if line.starts_with(start) {
+            return line;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the statusline never started {start:?}; it says {line:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_statusline_says_writing_running_waiting_and_idle_with_the_cost() {
+    let text: Vec<Part> = (0..30).map(|i| Part::Text(format!("word{i} "))).collect();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            Reply::Spread {
+                parts: text
+                    .into_iter()
+                    .chain([Part::ToolCall {
+                        id: "t1".into(),
+                        name: "run_bash".into(),
+                        args: json!({"command": "sleep 2"}).to_string(),
+                    }])
+                    .collect(),
+                over: Duration::from_secs(2),
+            },
+            answer("Slept."),
+        ],
+    );
+    let nvim = start(
+        &mock,
+        "models = { ['claude-sonnet-4-5'] = { price = { input = 3000, output = 6000 } } }",
+    )
+    .await;
+    // No conversation yet: nothing to say.
+    assert_eq!(statusline(&nvim).await, "");
+    nvim.cmd("Agent sleep for me").await;
+    // While the answer streams: writing, not thinking.
+    statusline_starting(&nvim, "agent: writing").await;
+    assert_eq!(
+        nvim.lua("return require('agent').status().state", vec![])
+            .await
+            .as_str(),
+        Some("writing")
+    );
+    statusline_starting(&nvim, "agent: waiting for approval").await;
+    nvim.api.input("y").await.unwrap();
+    let running = statusline_starting(&nvim, "agent: running sleep 2 ").await;
+    assert!(running.ends_with('s'), "{running}");
+    let idle = statusline_starting(&nvim, "agent: idle").await;
+    assert!(idle.starts_with("agent: idle · $"), "{idle}");
+    // A fresh conversation has nothing to say again.
+    nvim.cmd("Agent new").await;
+    assert_eq!(statusline(&nvim).await, "");
+}

@@ -72,7 +72,10 @@ function M.error(message)
   render.put("\n")
   render.write()
   local state = status.current.state
-  if not status.current.turn and (state == "thinking" or state == "compacting" or state == "retrying") then
+  if
+    not status.current.turn
+    and (state == "thinking" or state == "writing" or state == "compacting" or state == "retrying")
+  then
     -- The prompt (or :Agent compact) failed before a turn began: no turn_done will come.
     status.set("idle")
   end
@@ -297,6 +300,7 @@ function handlers.rewound(e)
 end
 
 function handlers.turn_started()
+  status.current.prompted = true
   H.last_error = nil
   H.done = nil
   status.current.turn = true
@@ -309,8 +313,9 @@ function handlers.turn_started()
 end
 
 function handlers.text(e)
-  if status.current.state == "retrying" then
-    status.set("thinking")
+  local state = status.current.state
+  if status.current.turn and (state == "retrying" or state == "thinking") then
+    status.set("writing") -- the answer streams: the model is no longer only thinking
   end
   render.put(e.text or "")
 end

@@ -109,6 +109,7 @@ function M.clear(running)
   local s = status.current
   s.input, s.output, s.turn = 0, 0, false
   s.spent, s.priced, s.costed, s.cost = 0, true, false, nil
+  s.prompted = false -- no conversation until the next prompt (the statusline is empty)
   status.set(running and "idle" or "off")
 end
 

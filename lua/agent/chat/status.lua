@@ -39,6 +39,7 @@ end
 function M.busy()
   local state = M.current.state
   return state == "thinking"
+    or state == "writing"
     or state == "running"
     or state == "approval"
     or state == "retrying"
@@ -63,6 +64,25 @@ function M.text()
     return ("retrying (attempt %d)"):format(s.attempt or 0)
   end
   return s.state
+end
+
+--- The one-line status for a statusline (|agent-statusline|): `agent: running cargo test
+--- 12s`, `agent: waiting for approval`, `agent: idle · $0.42`; empty before the first prompt.
+--- Reads only what the chat already holds (no RPC); builds one string.
+---@return string
+function M.line()
+  local s = M.current
+  if s.state == "off" or not s.prompted then
+    return ""
+  end
+  if s.state == "running" and s.command then
+    local secs = math.floor((vim.uv.now() - (s.since or vim.uv.now())) / 1000)
+    return ("agent: running %s %ds"):format(text.cut(tostring(s.command), H.COMMAND_CHARS), secs)
+  elseif s.state == "idle" then
+    local cost = M.cost()
+    return cost and ("agent: idle · " .. M.dollars(cost)) or "agent: idle"
+  end
+  return "agent: " .. M.text()
 end
 
 --- What the conversation has cost in dollars: the turns that ended and the one running; nil
