@@ -853,3 +853,50 @@ async fn the_statusline_says_writing_running_waiting_and_idle_with_the_cost() {
     nvim.cmd("Agent new").await;
     assert_eq!(statusline(&nvim).await, "");
 }
+
+#[tokio::test]
+async fn a_person_scrolled_up_keeps_their_line_and_is_told_of_new_output_below() {
+    let lines: Vec<Part> = (0..120)
+        .map(|i| Part::Text(format!("line {i}\n")))
+        .collect();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![Reply::Spread {
+            parts: lines,
+            over: Duration::from_secs(4),
+        }],
+    );
+    let nvim = start(&mock, "").await;
+    nvim.cmd("Agent write many lines").await;
+    nvim.wait_for_line(CHAT, "line 5").await;
+    let chat_win = "vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1]";
+    // The person goes to the top of the chat while it streams.
+    nvim.lua(
+        &format!("vim.api.nvim_win_set_cursor({chat_win}, {{ 1, 0 }})"),
+        vec![],
+    )
+    .await;
+    let screen = nvim.wait_for_screen("↓ new output").await;
+    assert!(!screen.contains("line 100"), "{screen}");
+    nvim.wait_for_line(CHAT, "line 119").await;
+    let cursor = nvim
+        .lua(
+            &format!("return vim.api.nvim_win_get_cursor({chat_win})[1]"),
+            vec![],
+        )
+        .await;
+    assert_eq!(cursor.as_i64(), Some(1), "their line is kept");
+    // Back at the end: the marker goes.
+    nvim.lua(
+        &format!(
+            "vim.api.nvim_win_set_cursor({chat_win}, {{ vim.api.nvim_buf_line_count(vim.fn.bufnr('agent://chat')), 0 }})"
+        ),
+        vec![],
+    )
+    .await;
+    nvim.wait_for(&format!(
+        "not require('agent.chat.render').new_output_below({chat_win})"
+    ))
+    .await;
+    assert!(!nvim.screen().contains("↓ new output"));
+}

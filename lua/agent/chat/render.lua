@@ -20,6 +20,7 @@ local H = {}
 H.ns = vim.api.nvim_create_namespace("agent.chat") -- highlights
 H.ns_rows = vim.api.nvim_create_namespace("agent.chat.rows") -- where each tool row is
 H.ns_parked = vim.api.nvim_create_namespace("agent.chat.parked") -- see H.park
+H.ns_below = vim.api.nvim_create_namespace("agent.chat.below") -- the `↓ new output` marker
 
 --- Rows written to the chat, by id (a tool call's, or a block's): { name, mark (row extmark),
 --- lines (output lines under it), ok, note (how its approval was answered), folded }.
@@ -49,6 +50,8 @@ function M.clear()
   if buf and vim.api.nvim_buf_is_valid(buf) then
     vim.api.nvim_buf_clear_namespace(buf, H.ns, 0, -1)
     vim.api.nvim_buf_clear_namespace(buf, H.ns_rows, 0, -1)
+    vim.api.nvim_buf_clear_namespace(buf, H.ns_below, 0, -1)
+    H.below = {}
     markdown.reset(buf)
     H.modify(function()
       vim.api.nvim_buf_set_lines(buf, 0, -1, true, {})
@@ -487,9 +490,72 @@ end
 
 function H.follow(windows)
   local last = vim.api.nvim_buf_line_count(window.buf)
+  local following = {}
   for _, win in ipairs(windows) do
     pcall(vim.api.nvim_win_set_cursor, win, { last, 0 })
+    following[win] = true
   end
+  -- A window the person scrolled up in keeps its view; it is told there is more below.
+  for _, win in ipairs(window.chat_windows()) do
+    if not following[win] then
+      H.mark_below(win)
+    end
+  end
+end
+
+--- Puts `↓ new output` at the bottom of chat window `win` when the buffer goes on below what
+--- it shows, and clears it when it shows the end (once per window: the marker sits on the
+--- window's last visible line, right-aligned).
+---@param win integer
+function H.mark_below(win)
+  local buf = window.buf
+  H.below = H.below or {}
+  if not (buf and vim.api.nvim_buf_is_valid(buf) and vim.api.nvim_win_is_valid(win)) then
+    if H.below[win] and buf and vim.api.nvim_buf_is_valid(buf) then
+      pcall(vim.api.nvim_buf_del_extmark, buf, H.ns_below, H.below[win])
+    end
+    H.below[win] = nil
+    return
+  end
+  local bottom = vim.fn.line("w$", win)
+  local last = vim.api.nvim_buf_line_count(buf)
+  local mark = H.below[win]
+  if bottom >= last then
+    if mark then
+      pcall(vim.api.nvim_buf_del_extmark, buf, H.ns_below, mark)
+      H.below[win] = nil
+    end
+    return
+  end
+  H.below[win] = vim.api.nvim_buf_set_extmark(buf, H.ns_below, bottom - 1, 0, {
+    id = mark,
+    virt_text = { { "↓ new output", "AgentNotice" } },
+    virt_text_pos = "right_align",
+  })
+  H.watch_below()
+end
+
+-- Moves or clears the marker as the person scrolls.
+function H.watch_below()
+  if H.watching_below then
+    return
+  end
+  H.watching_below = true
+  vim.api.nvim_create_autocmd({ "WinScrolled", "CursorMoved", "WinResized" }, {
+    group = vim.api.nvim_create_augroup("agent.chat.below", { clear = true }),
+    callback = function()
+      for win in pairs(H.below or {}) do
+        H.mark_below(win)
+      end
+    end,
+  })
+end
+
+--- Whether chat window `win` shows the `↓ new output` marker (for tests and statuslines).
+---@param win integer
+---@return boolean
+function M.new_output_below(win)
+  return (H.below or {})[win] ~= nil
 end
 
 -- Deletes the fold on a row (before its output is rewritten).
