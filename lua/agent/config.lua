@@ -14,6 +14,7 @@ local H = {}
 ---@field model? string
 ---@field base_url? string
 ---@field auto_approve boolean
+---@field notify_command? string[] run with the message when a turn ends unseen (:help agent-notify)
 ---@field command_timeout number
 ---@field workspace? string
 ---@field shell? string
@@ -42,6 +43,7 @@ H.defaults = {
   -- model = nil,         -- model name; nil: the provider's default
   -- base_url = nil,      -- endpoint; nil: the environment's or the vendor's
   auto_approve = false, -- allow every edit and command without asking (think twice)
+  -- notify_command = nil, -- run with the message when a turn ends unseen: { "notify-send", "agent.nvim" }
   command_timeout = 120, -- run_bash timeout, in seconds; the whole process tree is killed after it
   -- workspace = nil,     -- the root the agent may touch; nil: Neovim's current directory when the
   --                         conversation starts
@@ -298,6 +300,13 @@ H.schema = {
   model = optional_string,
   base_url = optional_string,
   auto_approve = boolean,
+  notify_command = function(v)
+    if v == nil then
+      return true
+    end
+    local ok = H.string_list(v)
+    return (ok == true and #v > 0) or 'a list of words like { "notify-send", "agent.nvim" }'
+  end,
   command_timeout = positive_number,
   workspace = optional_string,
   shell = optional_string,

@@ -942,6 +942,8 @@ end
 
 function H.create_autocommands()
   local group = vim.api.nvim_create_augroup("agent", { clear = true })
+  -- Where the focus is, for the notice when a turn ends unseen (|agent-notify|).
+  require("agent.notice").watch()
   vim.api.nvim_create_autocmd("ColorScheme", {
     group = group,
     desc = "agent: re-apply highlight links",

@@ -59,7 +59,7 @@ async fn setup_validates_fields_by_dotted_path_and_warns_about_unknown_keys() {
     nvim.lua("require('agent').setup({ keymaps = { ask = 3 }, window = { side = 'up' }, colour = 'red', \
               thinking = { budget = 10 }, reasoning = { effort = 'max' }, openai = { api = 'soap' }, \
               models = { m = { price = { input = 'x', output = 1 } } }, \
-              acp = { agents = { x = { directories = { { path = 3 } } } } } })", vec![]).await;
+              acp = { agents = { x = { directories = { { path = 3 } } } } }, notify_command = 'notify-send' })", vec![]).await;
     let messages = nvim.messages().await;
     for path in [
         "thinking",

@@ -900,3 +900,90 @@ async fn a_person_scrolled_up_keeps_their_line_and_is_told_of_new_output_below()
     .await;
     assert!(!nvim.screen().contains("↓ new output"));
 }
+
+#[tokio::test]
+async fn a_turn_that_ends_unseen_is_noticed_and_notify_command_gets_the_message() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            answer("Fixed."),
+            answer("Seen."),
+            // Slow enough to leave the chat's tab before the approval comes.
+            Reply::Spread {
+                parts: vec![
+                    Part::Text("a ".into()),
+                    Part::Text("moment".into()),
+                    Part::ToolCall {
+                        id: "t1".into(),
+                        name: "run_bash".into(),
+                        args: json!({"command": "true"}).to_string(),
+                    },
+                ],
+                over: Duration::from_millis(1500),
+            },
+            answer("Ran."),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let said = dir.path().join("said.txt");
+    let nvim = start(
+        &mock,
+        &format!(
+            "notify_command = {{ 'sh', '-c', 'printf \"%s\\\\n\" \"$1\" >> {}', 'notify' }}",
+            said.display()
+        ),
+    )
+    .await;
+    // Neovim lost the focus: the end of the turn is noticed, with the prompt's first words.
+    nvim.cmd("doautocmd FocusLost").await;
+    nvim.cmd("Agent fix the failing test in calc.py please now")
+        .await;
+    nvim.wait_for_line(CHAT, "Fixed.").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !said.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "notify_command never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let text = std::fs::read_to_string(&said).unwrap();
+    assert!(
+        text.starts_with("agent: done · fix the failing test in calc.py ("),
+        "{text:?}"
+    );
+    assert!(text.trim_end().ends_with(" s)"), "{text:?}");
+    let messages = nvim.messages().await;
+    assert!(
+        messages.contains("agent: done · fix the failing test in calc.py"),
+        "{messages}"
+    );
+    // Back in focus with the chat in view: nothing is said.
+    nvim.cmd("doautocmd FocusGained").await;
+    nvim.cmd("Agent look again").await;
+    nvim.wait_for_line(CHAT, "Seen.").await;
+    nvim.wait_for("require('agent').status().state == 'idle'")
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(std::fs::read_to_string(&said).unwrap().lines().count(), 1);
+    // The chat out of view (another tab): an approval is noticed as it opens the picker.
+    nvim.cmd("Agent run true").await;
+    nvim.cmd("tabnew").await;
+    nvim.wait_for("require('agent.approval').pending() == 1")
+        .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(&said).unwrap();
+        if text
+            .lines()
+            .any(|l| l == "agent: waiting for approval · run true")
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no approval notice: {text:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}

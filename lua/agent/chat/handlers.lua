@@ -89,6 +89,7 @@ end
 ---@param prompt string
 ---@param attachments? agent.Attachment[]
 function M.user_prompt(prompt, attachments)
+  require("agent.notice").prompted(prompt)
   render.ensure()
   render.blank_line()
   render.put("## You", "AgentUserHeader")
@@ -405,6 +406,7 @@ function H.last_lines(lines, n)
 end
 
 function handlers.approval()
+  require("agent.notice").approval()
   local tool = H.running_tool and render.tools[H.running_tool]
   if tool and tool.since then
     tool.since = nil -- nothing runs while the question is open
@@ -570,6 +572,7 @@ function handlers.turn_done(e)
     render.put("\n")
   end
   status.set("idle")
+  require("agent.notice").turn_done(tostring(e.outcome))
 end
 
 -- The turn that just ended changed files: its done row offers their diff (`d`).
