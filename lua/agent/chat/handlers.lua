@@ -233,6 +233,7 @@ end
 -- A resumed conversation has been shown whole: the next prompt continues it.
 function handlers.resumed(e)
   local s = status.current
+  s.prompted = true -- a conversation again: the statusline speaks
   s.turn, s.tool, s.command = false, nil, nil
   H.running_tool = nil
   render.blank_line()
