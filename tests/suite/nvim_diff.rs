@@ -282,7 +282,7 @@ async fn diff_all_and_diff_differ_when_two_prompts_changed_different_files_and_d
     nvim.wait_for_line(CHAT, "Made two.").await;
     // The done row of each prompt says how many files it changed, and that `d` lists them.
     nvim.wait_for(
-        "#vim.tbl_filter(function(m) return m[4].virt_text ~= nil end, \
+        "#vim.tbl_filter(function(m) return m[4].virt_text ~= nil and m[4].ns_id ~= vim.api.nvim_get_namespaces()['agent.chat.below'] end, \
            vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent://chat'), -1, 0, -1, { details = true })) == 2",
     )
     .await;
@@ -384,7 +384,7 @@ async fn diff_all_and_diff_differ_when_two_prompts_changed_different_files_and_d
     );
     assert_eq!(
         nvim.lua(
-            "return #vim.tbl_filter(function(m) return m[4].virt_text ~= nil end, \
+            "return #vim.tbl_filter(function(m) return m[4].virt_text ~= nil and m[4].ns_id ~= vim.api.nvim_get_namespaces()['agent.chat.below'] end, \
                vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent://chat'), -1, 0, -1, { details = true }))",
             vec![],
         )
