@@ -6,7 +6,9 @@
 //! streams `session/update` to the front end as [`AcpEvent`]s (`update.rs`);
 //! [`AcpSession::shutdown`] ends it. `AcpSession` is a [`crate::conversation::Conversation`], so a
 //! front end drives it as it drives the built-in agent. The agent calls back for file reads and writes (`fs.rs`, through the one path check)
-//! and for permission (`permission.rs`, through the front end's picker). JSON-RPC itself is the
+//! and for permission (`permission.rs`, through the front end's picker), and runs commands
+//! through us (`terminal.rs`, through our gate and process trees); what it lets a person choose
+//! (modes, config options) is `choices.rs`. JSON-RPC itself is the
 //! `agent-client-protocol` crate's.
 //!
 //! That crate runs the handlers of incoming messages one at a time, in order, in one dispatch
@@ -717,7 +719,7 @@ pub struct AcpSession {
 }
 
 /// Starts the agent in the workspace, initializes it (protocol 1; fs.readTextFile and
-/// fs.writeTextFile, no terminal) and opens a session at the workspace root.
+/// fs.writeTextFile, terminals, terminal logins) and opens a session at the workspace root.
 ///
 /// Errors, as the user should read them: the command cannot be started
 /// (`could not start 'gemini': ... — is it installed and on PATH?`), the agent exits or refuses
