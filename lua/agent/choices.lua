@@ -16,6 +16,7 @@ end
 function M.reset()
   H.name, H.modes, H.current, H.options, H.applied = nil, nil, nil, nil, {}
   H.login = nil -- { needed = bool, methods = { { id, name, terminal?, args?, env? } } }
+  H.memory = nil -- the remembered choices, read once per connection (H.load)
   local status = package.loaded["agent.chat.status"]
   if status then
     local s = status.current
@@ -386,14 +387,17 @@ end
 
 -- The remembered choices, by agent name: `{ [name] = { mode = id, options = { [id] = value } } }`.
 function H.load()
-  local fd = io.open(H.file(), "r")
-  if not fd then
-    return {}
+  if H.memory then
+    return H.memory
   end
-  local text = fd:read("*a")
-  fd:close()
-  local ok, saved = pcall(vim.json.decode, text)
-  return ok and type(saved) == "table" and saved or {}
+  local fd = io.open(H.file(), "r")
+  local text = fd and fd:read("*a")
+  if fd then
+    fd:close()
+  end
+  local ok, saved = pcall(vim.json.decode, text or "")
+  H.memory = ok and type(saved) == "table" and saved or {}
+  return H.memory
 end
 
 function H.remember(kind, id, value)
@@ -402,6 +406,7 @@ function H.remember(kind, id, value)
   end
   -- Chosen now: what was remembered before is not sent after it.
   H.applied[kind == "mode" and "mode:" or ("option:" .. id)] = true
+  H.memory = nil -- another Neovim may have written since: read, change, write
   local saved = H.load()
   local mine = type(saved[H.name]) == "table" and saved[H.name] or {}
   if kind == "mode" then

@@ -15,8 +15,8 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{default_shell, shell_command, spawn_tree, widen_pipe, DRAIN_GRACE, READ_CHUNK};
-use crate::sandbox::{self, Policy};
+use super::{Shell, DRAIN_GRACE, READ_CHUNK};
+use crate::sandbox::Policy;
 use crate::tools::Approved;
 
 /// The most output kept for one command, whatever it asks for: 16 MiB.
@@ -178,32 +178,20 @@ impl Live {
     /// Starts `spec` as the root of its own process tree. Only a step someone allowed can call
     /// it (the [`Approved`]). Errors when the shell cannot be started (or the sandbox set up).
     pub async fn start(spec: &LiveSpec, approved: &Approved) -> io::Result<Live> {
-        let shell = spec.shell.clone().unwrap_or_else(default_shell);
-        let mut command = shell_command(&shell, &spec.line, &spec.cwd, &spec.env_remove);
-        if let Some(policy) = &spec.sandbox {
-            sandbox::confine(&mut command, policy).map_err(io::Error::other)?;
-        }
-        let (mut child, tree) = spawn_tree(command, approved).await.map_err(|err| {
-            io::Error::new(
-                err.kind(),
-                format!(
-                    "cannot start {} in {}: {err}",
-                    shell.display(),
-                    spec.cwd.display()
-                ),
-            )
-        })?;
-        let stdout = child.stdout.take();
-        let stderr = child.stderr.take();
-        for fd in [
-            stdout.as_ref().map(std::os::fd::AsRawFd::as_raw_fd),
-            stderr.as_ref().map(std::os::fd::AsRawFd::as_raw_fd),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            widen_pipe(fd);
-        }
+        let Shell {
+            mut child,
+            tree,
+            stdout,
+            stderr,
+        } = Shell::start(
+            spec.shell.as_deref(),
+            &spec.line,
+            &spec.cwd,
+            &spec.env_remove,
+            spec.sandbox.as_ref(),
+            approved,
+        )
+        .await?;
         let tail = Arc::new(Mutex::new(Tail::new(spec.keep)));
         let (bump, version) = watch::channel(0u64);
         let (ended, exit) = watch::channel(None);

@@ -125,37 +125,20 @@ pub async fn run(
             ending: Ending::Cancelled,
         });
     }
-    let shell = spec.shell.clone().unwrap_or_else(default_shell);
-    let mut command = shell_command(&shell, &spec.command, &spec.cwd, &spec.env_remove);
-    if let Some(policy) = &spec.sandbox {
-        sandbox::confine(&mut command, policy).map_err(io::Error::other)?;
-    }
-    let (mut child, tree) = spawn_tree(command, approved).await.map_err(|err| {
-        io::Error::new(
-            err.kind(),
-            format!(
-                "cannot start {} in {}{}: {err}",
-                shell.display(),
-                spec.cwd.display(),
-                if spec.sandbox.is_some() {
-                    " under the sandbox"
-                } else {
-                    ""
-                }
-            ),
-        )
-    })?;
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    for fd in [
-        stdout.as_ref().map(|p| p.as_raw_fd()),
-        stderr.as_ref().map(|p| p.as_raw_fd()),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        widen_pipe(fd);
-    }
+    let Shell {
+        mut child,
+        tree,
+        stdout,
+        stderr,
+    } = Shell::start(
+        spec.shell.as_deref(),
+        &spec.command,
+        &spec.cwd,
+        &spec.env_remove,
+        spec.sandbox.as_ref(),
+        approved,
+    )
+    .await?;
     let mut out = Capture::default();
     let mut err = Capture::default();
 
@@ -214,6 +197,66 @@ pub async fn run(
         exit_code,
         ending,
     })
+}
+
+/// A shell started for a command line, with its output pipes.
+struct Shell {
+    child: Child,
+    tree: Tree,
+    stdout: Option<tokio::process::ChildStdout>,
+    stderr: Option<tokio::process::ChildStderr>,
+}
+
+impl Shell {
+    /// Starts `{shell} -c LINE` (None: [`default_shell`]) in `cwd` as every command the backend
+    /// runs for someone starts ([`shell_command`]), confined by `sandbox` when given, as the
+    /// root of its own tree, its pipes widened. The error names the shell and the directory.
+    async fn start(
+        shell: Option<&Path>,
+        line: &str,
+        cwd: &Path,
+        env_remove: &[std::ffi::OsString],
+        sandbox: Option<&Policy>,
+        approved: &Approved,
+    ) -> io::Result<Shell> {
+        let shell = shell.map_or_else(default_shell, Path::to_path_buf);
+        let mut command = shell_command(&shell, line, cwd, env_remove);
+        if let Some(policy) = sandbox {
+            sandbox::confine(&mut command, policy).map_err(io::Error::other)?;
+        }
+        let (mut child, tree) = spawn_tree(command, approved).await.map_err(|err| {
+            io::Error::new(
+                err.kind(),
+                format!(
+                    "cannot start {} in {}{}: {err}",
+                    shell.display(),
+                    cwd.display(),
+                    if sandbox.is_some() {
+                        " under the sandbox"
+                    } else {
+                        ""
+                    }
+                ),
+            )
+        })?;
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        for fd in [
+            stdout.as_ref().map(|p| p.as_raw_fd()),
+            stderr.as_ref().map(|p| p.as_raw_fd()),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            widen_pipe(fd);
+        }
+        Ok(Shell {
+            child,
+            tree,
+            stdout,
+            stderr,
+        })
+    }
 }
 
 /// `{shell} -c LINE` in `cwd` as every command the backend runs for someone starts: without
