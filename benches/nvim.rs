@@ -19,8 +19,13 @@
 //! default 5), AGENT_NVIM_BENCH_RUNS (start-up and first-`:Agent` samples, default 20 and 10),
 //! AGENT_NVIM_BENCH_PRIOR_MB, AGENT_NVIM_BENCH_TRICKLE_SECS, AGENT_NVIM_BENCH_RENDER=0 (the
 //! chat without markdown highlighting: `render = false`, the figures before issue 13), and
-//! AGENT_NVIM_BENCH_ONLY (a comma list of `startup`, `ready`, `stream`, `prior`, `trickle`; all
-//! by default).
+//! AGENT_NVIM_BENCH_ONLY (a comma list of `startup`, `ready`, `stream`, `prior`, `trickle`,
+//! `live`; all by default).
+//!
+//! `live` (issue 16): a command run_bash runs prints AGENT_NVIM_BENCH_FLOOD_MB (default 100) of
+//! output while Neovim is probed (its RPC latency while the chat row shows the live tail), then
+//! a command prints a line stamped with the wall clock every 200 ms, 50 times, and Neovim
+//! records when each first appears in the chat (print to chat, the latest-line latency).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -85,6 +90,131 @@ fn main() {
     if part("trickle") {
         runtime.block_on(trickle(Duration::from_secs_f64(trickle_secs), render));
     }
+    if part("live") {
+        let flood_mb = knob("AGENT_NVIM_BENCH_FLOOD_MB", 100.0);
+        runtime.block_on(live_flood((flood_mb * 1e6) as u64, render));
+        runtime.block_on(live_latency(50, render));
+    }
+}
+
+/// A mock model that runs `command` (auto_approve) and then says it is done.
+fn running(command: &str) -> MockLlm {
+    MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            Reply::Turn {
+                parts: vec![Part::ToolCall {
+                    id: "t1".into(),
+                    name: "run_bash".into(),
+                    args: serde_json::json!({ "command": command }).to_string(),
+                }],
+                usage: (10, 2),
+            },
+            Reply::Turn {
+                parts: vec![Part::Text("Ran it.".into())],
+                usage: (10, 2),
+            },
+        ],
+    )
+}
+
+/// A command printing `bytes` of 64-byte lines, a megabyte at a time with 20 ms between (so
+/// the flood lasts seconds, hundreds of frames, not a blink), with Neovim probed every 10 ms
+/// while it runs.
+async fn live_flood(bytes: u64, render: bool) {
+    let megabytes = bytes.div_ceil(1_000_000);
+    let command = format!(
+        "for i in $(seq {megabytes}); do \
+           yes 'a line of output from a command that prints far too much: 0123' | head -c 1000000; \
+           sleep 0.02; done"
+    );
+    let mock = running(&command);
+    let setup = format!("auto_approve = true, {}", extra(render));
+    let (nvim, nvim_pid, backend_pid) = started_with(&mock, &setup).await;
+    nvim.lua("require('agent').ask('Flood.')", vec![]).await;
+    nvim.wait_for("require('agent').status().state == 'running'")
+        .await;
+    let (began, cpu_before) = (
+        Instant::now(),
+        (cpu_secs(nvim_pid), backend_pid.map_or(f64::NAN, cpu_secs)),
+    );
+    let probe = Probe::start(&nvim);
+    nvim.wait_for("require('agent').status().state ~= 'running'")
+        .await;
+    let took = began.elapsed().as_secs_f64();
+    let probes = probe.stop().await;
+    let cpu_after = (cpu_secs(nvim_pid), backend_pid.map_or(f64::NAN, cpu_secs));
+    nvim.wait_for("require('agent').status().state == 'idle'")
+        .await;
+    let mut rtt: Vec<Duration> = probes.iter().map(|p| p.1).collect();
+    rtt.sort();
+    let row = nvim
+        .lua(
+            "for _, l in ipairs(vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://chat'), 0, -1, false)) do \
+               if l:find('-> exit', 1, true) then return l end end return ''",
+            vec![],
+        )
+        .await;
+    println!(
+        "live flood: {megabytes} MB printed in {took:.1} s, UI {}x{}; Neovim RPC over {} probes: \
+         p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; nvim {:.2} s of CPU, backend {:.2} s; row: {}",
+        UI.0,
+        UI.1,
+        rtt.len(),
+        ms(quantile(&rtt, 0.5)),
+        ms(quantile(&rtt, 0.99)),
+        ms(*rtt.last().unwrap()),
+        cpu_after.0 - cpu_before.0,
+        cpu_after.1 - cpu_before.1,
+        row.as_str().unwrap_or_default(),
+    );
+    let _ = nvim.api.command("qa!").await;
+}
+
+/// In Neovim: records, for each `  tick {ns}` line the chat shows, how long after `{ns}` (the
+/// wall clock when the command printed it) it first appeared, in `_G.tick_latency` (ms).
+const TICKS_LUA: &str = r#"
+_G.tick_latency = {}
+local seen = {}
+vim.api.nvim_buf_attach(vim.fn.bufnr('agent://chat'), false, {
+  on_lines = function(_, buf, _, first, _, last)
+    local now_s, now_us = vim.uv.gettimeofday()
+    for _, line in ipairs(vim.api.nvim_buf_get_lines(buf, first, last, false)) do
+      local ns = line:match('^  tick (%d+)$')
+      if ns and not seen[ns] then
+        seen[ns] = true
+        local printed = tonumber(ns) / 1e6
+        _G.tick_latency[#_G.tick_latency + 1] = now_s * 1e3 + now_us / 1e3 - printed
+      end
+    end
+  end,
+})
+"#;
+
+/// A command printing a line stamped with the wall clock every 200 ms, `lines` times: how long
+/// each takes to reach the chat.
+async fn live_latency(lines: usize, render: bool) {
+    let command =
+        format!("for i in $(seq {lines}); do echo \"tick $(date +%s%N)\"; sleep 0.2; done");
+    let mock = running(&command);
+    let setup = format!("auto_approve = true, {}", extra(render));
+    let (nvim, _, _) = started_with(&mock, &setup).await;
+    nvim.lua(TICKS_LUA, vec![]).await;
+    nvim.lua("require('agent').ask('Tick.')", vec![]).await;
+    nvim.wait_for("require('agent').status().state == 'idle' and #_G.tick_latency > 0")
+        .await;
+    let got = nvim.lua("return _G.tick_latency", vec![]).await;
+    let mut latency: Vec<f64> = got.as_array().unwrap().iter().map(num).collect();
+    latency.sort_by(f64::total_cmp);
+    println!(
+        "live latency: {} of {lines} lines printed 200 ms apart reached the chat; print to chat \
+         p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        latency.len(),
+        quantile(&latency, 0.5),
+        quantile(&latency, 0.99),
+        latency.last().unwrap(),
+    );
+    let _ = nvim.api.command("qa!").await;
 }
 
 /// The setup options for `render`.
@@ -99,13 +229,18 @@ fn extra(render: bool) -> &'static str {
 /// A Neovim with a UI whose plugin talks to `mock`, its backend started, the cursor out of the
 /// chat; and the pids of Neovim and of the backend.
 async fn started(mock: &MockLlm, render: bool) -> (Nvim, u32, Option<u32>) {
+    started_with(mock, extra(render)).await
+}
+
+/// [`started`], set up with `extra` options.
+async fn started_with(mock: &MockLlm, extra: &str) -> (Nvim, u32, Option<u32>) {
     let nvim = Nvim::start(Options {
         ui: Some(UI),
         env: vec![
             ("ANTHROPIC_API_KEY".into(), "bench-key".into()),
             ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
         ],
-        setup: setup_lua_for(env!("CARGO_BIN_EXE_agent-nvim"), extra(render)),
+        setup: setup_lua_for(env!("CARGO_BIN_EXE_agent-nvim"), extra),
     })
     .await;
     nvim.cmd("Agent").await;

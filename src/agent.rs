@@ -108,6 +108,10 @@ pub enum Event {
         name: String,
         args: Value,
     },
+    /// A running call's newest output (run_bash's command as it prints): what its row shows
+    /// live until ToolFinished. At most once a frame, a few thousand characters; never saved
+    /// and never read by the model.
+    ToolProgress { id: String, output: String },
     /// A tool call finished.
     ToolFinished {
         id: String,
@@ -179,6 +183,21 @@ pub trait Report: Send + Sync {
 impl Report for UnboundedSender<Event> {
     fn report(&self, event: Event) {
         let _ = self.send(event);
+    }
+}
+
+/// A tool call's progress, reported as [`Event::ToolProgress`] for its row.
+struct Watching<'a, R> {
+    id: &'a str,
+    events: &'a R,
+}
+
+impl<R: Report> crate::tools::Progress for Watching<'_, R> {
+    fn output(&self, newest: String) {
+        self.events.report(Event::ToolProgress {
+            id: self.id.to_string(),
+            output: newest,
+        });
     }
 }
 
@@ -766,7 +785,15 @@ impl Agent {
                         args,
                     });
                     match &call.args {
-                        Ok(args) => self.executor.call_with_diff(&call.name, args, cancel).await,
+                        Ok(args) => {
+                            let watching = Watching {
+                                id: &call.id,
+                                events,
+                            };
+                            self.executor
+                                .call_with_diff(&call.name, args, cancel, &watching)
+                                .await
+                        }
                         Err(err) => (
                             ToolResult::fail(format!(
                                 "{}: the arguments are not valid JSON ({err}); send them again as one JSON object.",

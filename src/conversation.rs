@@ -58,11 +58,13 @@ impl Events {
         }
     }
 
-    /// Passes `event` on (and records it); an error when the receiver has gone, holding the
-    /// event, as [`UnboundedSender::send`] does (the ACP session shows it elsewhere then).
+    /// Passes `event` on (and records it, unless it is a running command's live output, which
+    /// its finished row replaces); an error when the receiver has gone, holding the event, as
+    /// [`UnboundedSender::send`] does (the ACP session shows it elsewhere then).
     #[allow(clippy::result_large_err)]
     pub fn send(&self, event: ConversationEvent) -> Result<(), SendError<ConversationEvent>> {
-        if let Some(writer) = &self.record {
+        let passing = matches!(event, ConversationEvent::Turn(Event::ToolProgress { .. }));
+        if let Some(writer) = self.record.as_ref().filter(|_| !passing) {
             writer.write(Record::Event {
                 event: event.clone(),
             });

@@ -467,6 +467,10 @@ pub fn shown(event: Event) -> Event {
             name: one(name),
             args: shown_value(args),
         },
+        Event::ToolProgress { id, output } => Event::ToolProgress {
+            id,
+            output: prose(output),
+        },
         Event::ToolFinished {
             id,
             name,

@@ -15,6 +15,8 @@ local H = {}
 ---@field base_url? string
 ---@field auto_approve boolean
 ---@field notify_command? string[] run with the message when a turn ends unseen (:help agent-notify)
+---@field live_lines integer
+---@field follow boolean
 ---@field command_timeout number
 ---@field workspace? string
 ---@field shell? string
@@ -22,7 +24,7 @@ local H = {}
 ---@field pass_env string[]
 ---@field max_edit_mb integer
 ---@field backend? string
----@field keymaps { ask: string|false, approval: table<string, string|string[]> }
+---@field keymaps { ask: string|false, approval: table<string, string|string[]>, chat: { output: string|false } }
 ---@field window { side: "right"|"left", width: number }
 ---@field input { completion: boolean|"auto" }
 ---@field acp { agents: table<string, { cmd?: string[], env?: table<string, string>, sandbox?: boolean, directories?: (string|{ path: string, writable?: boolean })[] }>, connect_timeout: number }
@@ -44,6 +46,8 @@ H.defaults = {
   -- base_url = nil,      -- endpoint; nil: the environment's or the vendor's
   auto_approve = false, -- allow every edit and command without asking (think twice)
   -- notify_command = nil, -- run with the message when a turn ends unseen: { "notify-send", "agent.nvim" }
+  live_lines = 5, -- how many of a running command's newest output lines its chat row shows
+  follow = false, -- open the files the agent reads and edits in the other window (:help agent-follow)
   command_timeout = 120, -- run_bash timeout, in seconds; the whole process tree is killed after it
   -- workspace = nil,     -- the root the agent may touch; nil: Neovim's current directory when the
   --                         conversation starts
@@ -68,6 +72,9 @@ H.defaults = {
       select = "<CR>", -- the highlighted choice (Allow once unless you moved with j/k)
       scroll_down = "<C-d>", -- scroll the preview
       scroll_up = "<C-u>",
+    },
+    chat = { -- keys in the chat buffer
+      output = "gO", -- on a finished command's row: its whole output, as the model read it; false: none
     },
   },
   permissions = { -- rules judged before anyone is asked (see :help agent-permissions)
@@ -308,6 +315,10 @@ H.schema = {
     return (ok == true and #v > 0) or 'a list of words like { "notify-send", "agent.nvim" }'
   end,
   command_timeout = positive_number,
+  live_lines = function(v)
+    return (type(v) == "number" and v >= 0 and math.floor(v) == v) or "a whole number of lines (0: none)"
+  end,
+  follow = boolean,
   workspace = optional_string,
   shell = optional_string,
   max_turns = positive_integer,
@@ -329,6 +340,10 @@ H.schema = {
   ["keymaps.approval.select"] = key,
   ["keymaps.approval.scroll_down"] = key,
   ["keymaps.approval.scroll_up"] = key,
+  ["keymaps.chat"] = table_,
+  ["keymaps.chat.output"] = function(v)
+    return (type(v) == "string" and v ~= "") or v == false or "string or false"
+  end,
   window = table_,
   ["window.side"] = function(v)
     return v == "right" or v == "left" or '"right" or "left"'

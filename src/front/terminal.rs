@@ -417,6 +417,9 @@ async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Conversat
     use crate::secrets::redact;
     let mut at_line_start = true;
     let mut last_error: Option<String> = None;
+    let tty = std::io::stdout().is_terminal();
+    // A running command's live line is on screen: rubbed out before anything else is written.
+    let mut live = false;
     while let Some(event) = events.recv().await {
         // The built-in agent reports no external agent's updates.
         let ConversationEvent::Turn(event) = event else {
@@ -424,6 +427,12 @@ async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Conversat
         };
         let event = display::shown(event);
         let mut out = std::io::stdout().lock();
+        if live && !matches!(event, Event::ToolProgress { .. }) {
+            live = false;
+            if out.write_all(b"\r\x1b[K").is_err() {
+                return;
+            }
+        }
         let mut line = |text: &str, out: &mut std::io::StdoutLock<'_>| {
             let lead = if at_line_start { "" } else { "\n" };
             at_line_start = true;
@@ -485,7 +494,27 @@ async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Conversat
                 redact(&reason),
                 delay_ms as f64 / 1000.0
             ),
-            Event::TurnStarted | Event::ToolStarted { .. } | Event::Usage { .. } => Ok(()),
+            // One line, rewritten: the newest line a running command printed.
+            Event::ToolProgress { output, .. } if tty => {
+                let lead = if at_line_start { "" } else { "\n" };
+                at_line_start = true;
+                live = true;
+                // A terminal that says no size (0 columns, as a bare pty does): 80.
+                let width = rustix::termios::tcgetwinsize(&out)
+                    .map(|size| size.ws_col)
+                    .ok()
+                    .filter(|&columns| columns > 0)
+                    .unwrap_or(80);
+                write!(
+                    out,
+                    "{lead}\r\x1b[K  \x1b[2m{}\x1b[0m",
+                    live_line(&redact(&output), usize::from(width).saturating_sub(3))
+                )
+            }
+            Event::TurnStarted
+            | Event::ToolStarted { .. }
+            | Event::ToolProgress { .. }
+            | Event::Usage { .. } => Ok(()),
         };
         if written.and_then(|()| out.flush()).is_err() {
             // stdout is gone (a closed pipe): nothing more can be shown.
@@ -494,10 +523,55 @@ async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Conversat
     }
 }
 
+/// The last line of `output` that is not blank, cut to fit `columns` terminal columns (a
+/// character outside ASCII counted as two, so a wide one never wraps it) with tabs as spaces:
+/// a line that wrapped could not be rewritten in place.
+fn live_line(output: &str, columns: usize) -> String {
+    let last = output
+        .lines()
+        .rev()
+        .find(|line| !line.trim().is_empty())
+        .unwrap_or("");
+    let mut shown = String::new();
+    let mut used = 0;
+    for c in last.chars() {
+        let c = if c == '\t' { ' ' } else { c };
+        let wide = if c.is_ascii() { 1 } else { 2 };
+        if used + wide > columns {
+            // The last column or two say it goes on.
+            while used + 1 > columns {
+                match shown.pop() {
+                    Some(gone) => used -= if gone.is_ascii() { 1 } else { 2 },
+                    None => break,
+                }
+            }
+            if columns > 0 {
+                shown.push('…');
+            }
+            break;
+        }
+        used += wide;
+        shown.push(c);
+    }
+    shown
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_live_line_is_the_last_printed_line_cut_to_the_terminal() {
+        assert_eq!(live_line("one\ntwo\n\n  \n", 20), "two");
+        assert_eq!(live_line("", 20), "");
+        assert_eq!(live_line("abcdefghij", 10), "abcdefghij");
+        assert_eq!(live_line("abcdefghijk", 10), "abcdefghi…");
+        assert_eq!(live_line("a\tb", 10), "a b");
+        // Wide characters count two columns: five of them fill ten.
+        assert_eq!(live_line("日本語日本", 10), "日本語日本");
+        assert_eq!(live_line("日本語日本語", 10), "日本語日…");
+    }
 
     fn command(command: &str) -> ApprovalRequest {
         ApprovalRequest {

@@ -163,6 +163,67 @@ impl Tail {
     }
 }
 
+/// Bytes of a command's newest output a [`Seen`] keeps: far more than the few lines a live row
+/// shows, and nothing like the whole of a flood.
+pub const SEEN_BYTES: usize = 64 * 1024;
+
+/// A command's newest output as it arrives, stdout and stderr interleaved, for a person to watch
+/// while it runs (run_bash's live row). Bounded: [`SEEN_BYTES`] of it at most, whatever the
+/// command prints; every chunk tells [`Seen::changes`]. The model never reads it: that is the
+/// clamped capture.
+#[derive(Debug)]
+pub struct Seen {
+    tail: Mutex<Tail>,
+    bump: watch::Sender<u64>,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Seen {
+            tail: Mutex::new(Tail::new(SEEN_BYTES)),
+            bump: watch::channel(0).0,
+        }
+    }
+}
+
+impl Seen {
+    /// Keeps `chunk` as the newest output, and tells whoever watches.
+    pub fn push(&self, chunk: &[u8]) {
+        self.tail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(chunk);
+        self.bump.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// A receiver told of every chunk.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.bump.subscribe()
+    }
+
+    /// The newest `chars` characters or so as a terminal would show them (escape sequences
+    /// out, carriage-return redraws collapsed, [`crate::ansi::TermText`]), starting at a whole
+    /// line when anything before was left out and a newline allows, so no line is shown from
+    /// its middle (or from inside an escape sequence).
+    pub fn newest(&self, chars: usize) -> String {
+        let (raw, cut) = self
+            .tail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .last_text(chars);
+        // (A last line longer than `chars` is shown from its middle: better than nothing.)
+        let raw = match (cut, raw.find('\n')) {
+            (true, Some(newline)) if newline + 1 < raw.len() => &raw[newline + 1..],
+            _ => raw.as_str(),
+        };
+        let mut screen = crate::ansi::TermText::default();
+        let mut shown = String::with_capacity(raw.len());
+        screen.feed(raw, &mut shown);
+        screen.finish(&mut shown);
+        shown
+    }
+}
+
 /// A started command: its output so far, its end once it has ended, and a way to kill it.
 #[derive(Debug)]
 pub struct Live {
@@ -370,6 +431,30 @@ fn signal_name(signal: i32) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seen_keeps_a_bounded_tail_and_shows_whole_lines_as_a_terminal_would() {
+        let seen = Seen::default();
+        let changes = seen.changes();
+        for i in 0..20_000 {
+            seen.push(format!("line {i:05}\n").as_bytes());
+        }
+        assert!(changes.has_changed().unwrap());
+        assert!(seen.tail.lock().unwrap().last_text(usize::MAX).0.len() <= SEEN_BYTES);
+        let newest = seen.newest(30);
+        assert!(newest.ends_with("line 19999\n"), "{newest:?}");
+        assert!(newest.starts_with("line "), "{newest:?}");
+        // A progress bar redrawn with carriage returns, and colours: what a terminal leaves.
+        seen.push(b"\x1b[32mok\x1b[0m 10%\r\x1b[32mok\x1b[0m 99%\n");
+        assert!(
+            seen.newest(60).ends_with("line 19999\nok 99%\n"),
+            "{:?}",
+            seen.newest(60)
+        );
+        // A last line longer than asked for is shown (from its middle), not left out.
+        seen.push(&[b'x'; 100]);
+        assert_eq!(seen.newest(30), "x".repeat(30));
+    }
 
     fn spec(line: &str) -> LiveSpec {
         LiveSpec {

@@ -118,6 +118,17 @@ pub async fn run(
     approved: &Approved,
     cancel: &CancellationToken,
 ) -> io::Result<CommandOutput> {
+    run_seen(spec, approved, cancel, None).await
+}
+
+/// [`run`], also passing every chunk of output, as it arrives, to `seen` (a live view of the
+/// command: run_bash's row while it runs). What the model reads is the same either way.
+pub async fn run_seen(
+    spec: &CommandSpec,
+    approved: &Approved,
+    cancel: &CancellationToken,
+    seen: Option<&live::Seen>,
+) -> io::Result<CommandOutput> {
     if cancel.is_cancelled() {
         return Ok(CommandOutput {
             text: "\n[cancelled before it started]\n[exit 130]".to_string(),
@@ -143,7 +154,8 @@ pub async fn run(
     let mut err = Capture::default();
 
     let (stop, status) = {
-        let drains = futures::future::join(drain(stdout, &mut out), drain(stderr, &mut err));
+        let drains =
+            futures::future::join(drain(stdout, &mut out, seen), drain(stderr, &mut err, seen));
         tokio::pin!(drains);
         let deadline = tokio::time::sleep(spec.timeout);
         tokio::pin!(deadline);
@@ -323,9 +335,13 @@ fn status_code(status: ExitStatus) -> i32 {
     }
 }
 
-/// Reads `reader` to EOF into `capture`. A read error ends the stream like EOF: what was read is
+/// Reads `reader` to EOF into `capture` (and `seen`, when watched). A read error ends the stream like EOF: what was read is
 /// still worth showing.
-async fn drain<R: AsyncRead + Unpin>(reader: Option<R>, capture: &mut Capture) {
+async fn drain<R: AsyncRead + Unpin>(
+    reader: Option<R>,
+    capture: &mut Capture,
+    seen: Option<&live::Seen>,
+) {
     let Some(mut reader) = reader else {
         return;
     };
@@ -333,7 +349,12 @@ async fn drain<R: AsyncRead + Unpin>(reader: Option<R>, capture: &mut Capture) {
     loop {
         match reader.read(&mut buf).await {
             Ok(0) => return,
-            Ok(n) => capture.push_bytes(&buf[..n]),
+            Ok(n) => {
+                capture.push_bytes(&buf[..n]);
+                if let Some(seen) = seen {
+                    seen.push(&buf[..n]);
+                }
+            }
             Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return,
         }

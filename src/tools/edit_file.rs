@@ -646,7 +646,12 @@ mod tests {
         std::fs::write(dir.path().join("a.txt"), "one\ntwo\n").unwrap();
         let cancel = CancellationToken::new();
         let (result, diff) = ex
-            .call_with_diff("edit_file", &args("a.txt", "two", "deux"), &cancel)
+            .call_with_diff(
+                "edit_file",
+                &args("a.txt", "two", "deux"),
+                &cancel,
+                &crate::tools::Unwatched,
+            )
             .await;
         assert_eq!(result, ToolResult::ok("Edited a.txt.", "edit a.txt"));
         assert_eq!(
@@ -656,7 +661,12 @@ mod tests {
         let (dir, ex, _rec) = executor(Some(Decision::Refuse { reason: None }));
         std::fs::write(dir.path().join("a.txt"), "one\ntwo\n").unwrap();
         let (result, diff) = ex
-            .call_with_diff("edit_file", &args("a.txt", "two", "deux"), &cancel)
+            .call_with_diff(
+                "edit_file",
+                &args("a.txt", "two", "deux"),
+                &cancel,
+                &crate::tools::Unwatched,
+            )
             .await;
         assert!(!result.ok);
         assert_eq!(diff, None);

@@ -16,8 +16,8 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Args, EditFile, ListFiles, ReadFile, RunBash, Tool, ToolContext, ToolResult, ToolSpec,
-    CANCELLED,
+    Args, EditFile, ListFiles, Progress, ReadFile, RunBash, Tool, ToolContext, ToolResult,
+    ToolSpec, CANCELLED,
 };
 use crate::approval::{ApprovalRequest, Gate, Verdict};
 use crate::checkpoint::{Checkpoints, Kind};
@@ -202,6 +202,19 @@ fn clamp_diff(diff: String) -> String {
     )
 }
 
+/// A call's progress, redacted on its way: a key a command prints never reaches the screen.
+struct Redacted<'a>(&'a dyn Progress);
+
+impl Progress for Redacted<'_> {
+    fn output(&self, newest: String) {
+        let newest = match crate::secrets::redact(&newest) {
+            std::borrow::Cow::Borrowed(_) => newest,
+            std::borrow::Cow::Owned(clean) => clean,
+        };
+        self.0.output(newest);
+    }
+}
+
 /// Runs tool calls by name against one context.
 pub struct Executor {
     tools: Vec<Box<dyn Tool>>,
@@ -241,18 +254,23 @@ impl Executor {
     /// redacted: a key the tool came across (a `.env` file, a command's output) never reaches the
     /// model or the user's screen.
     pub async fn call(&self, name: &str, args: &Value, cancel: &CancellationToken) -> ToolResult {
-        self.call_with_diff(name, args, cancel).await.0
+        self.call_with_diff(name, args, cancel, &super::Unwatched)
+            .await
+            .0
     }
 
-    /// [`Executor::call`], and for an edit that was written, the diff the person was shown
-    /// for it (clamped to [`SHOWN_DIFF_CHARS`], redacted): the row's fold shows it.
+    /// [`Executor::call`], its progress reported to `progress` as it runs (a command's newest
+    /// output, redacted), and for an edit that was written, the diff the person was shown for it
+    /// (clamped to [`SHOWN_DIFF_CHARS`], redacted): the row's fold shows it.
     pub async fn call_with_diff(
         &self,
         name: &str,
         args: &Value,
         cancel: &CancellationToken,
+        progress: &dyn Progress,
     ) -> (ToolResult, Option<String>) {
-        let (result, diff) = self.dispatch(name, args, cancel).await;
+        let progress = Redacted(progress);
+        let (result, diff) = self.dispatch(name, args, cancel, &progress).await;
         let redact = |text: String| match crate::secrets::redact(&text) {
             std::borrow::Cow::Borrowed(_) => text,
             std::borrow::Cow::Owned(clean) => clean,
@@ -270,6 +288,7 @@ impl Executor {
         name: &str,
         args: &Value,
         cancel: &CancellationToken,
+        progress: &dyn Progress,
     ) -> (ToolResult, Option<String>) {
         let Some(tool) = self.tools.iter().find(|t| t.name() == name) else {
             return (ToolResult::fail(format!("Unknown tool '{name}'.")), None);
@@ -285,8 +304,12 @@ impl Executor {
                 )
             }
         };
-        self.run(tool.as_ref(), Args::new(tool.name(), map), cancel)
-            .await
+        self.run(
+            tool.as_ref(),
+            Args::watched(tool.name(), map, progress),
+            cancel,
+        )
+        .await
     }
 
     /// The two phases of one call. Proposing changes nothing, so a cancel ends it at once,

@@ -144,16 +144,55 @@ pub struct ToolContext {
     pub checkpoints: Option<crate::checkpoint::Checkpoints>,
 }
 
-/// A call's arguments, with the tool's name for error messages.
+/// Where a running call reports what it has done so far, for the person watching (a command's
+/// newest output); the model never reads it. Called at most once a frame.
+pub trait Progress: Send + Sync {
+    /// The newest output so far, whole (each call replaces the one before).
+    fn output(&self, newest: String);
+}
+
+/// Nobody watches.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Unwatched;
+
+impl Progress for Unwatched {
+    fn output(&self, _newest: String) {}
+}
+
+/// A call's arguments, with the tool's name for error messages, and where the call reports its
+/// progress.
 pub struct Args<'a> {
     tool: &'static str,
     map: &'a Map<String, Value>,
+    progress: &'a dyn Progress,
 }
 
 impl<'a> Args<'a> {
-    /// Wraps `map` as `tool`'s arguments.
+    /// Wraps `map` as `tool`'s arguments, with nobody watching.
     pub fn new(tool: &'static str, map: &'a Map<String, Value>) -> Self {
-        Args { tool, map }
+        Args {
+            tool,
+            map,
+            progress: &Unwatched,
+        }
+    }
+
+    /// Wraps `map` as `tool`'s arguments, its progress reported to `progress`.
+    pub fn watched(
+        tool: &'static str,
+        map: &'a Map<String, Value>,
+        progress: &'a dyn Progress,
+    ) -> Self {
+        Args {
+            tool,
+            map,
+            progress,
+        }
+    }
+
+    /// Where the call reports its progress.
+    pub fn progress(&self) -> &'a dyn Progress {
+        self.progress
     }
 
     /// A required string argument, or the failure the model reads.
@@ -396,6 +435,7 @@ mod tests {
         "spawn_tree(",
         "reaper::spawn(",
         "process::run(",
+        "process::run_seen(",
         "fs::write(",
         "File::create(",
         "OpenOptions",

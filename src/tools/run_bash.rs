@@ -9,10 +9,17 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{Approved, Args, Plan, Proposal, Tool, ToolContext, ToolResult, CANCELLED};
+use super::{Approved, Args, Plan, Progress, Proposal, Tool, ToolContext, ToolResult, CANCELLED};
 use crate::approval::{Action, ApprovalRequest, Proposed};
 use crate::display;
-use crate::process::{self, CommandSpec, Ending};
+use crate::process::{self, live::Seen, CommandSpec, Ending};
+
+/// How often at most a running command's row is told its newest output: once a frame.
+const FRAME: std::time::Duration = std::time::Duration::from_millis(33);
+
+/// About how many characters of a running command's newest output its row is sent: a screen's
+/// worth of its last lines, whatever the command floods.
+const LIVE_CHARS: usize = 4000;
 
 /// How many characters of the command the summary row shows.
 const SUMMARY_CHARS: usize = 60;
@@ -77,6 +84,7 @@ impl Tool for RunBash {
             return Box::pin(async { ToolResult::fail("run_bash: empty command.").into() });
         }
         let shown = summary_command(command);
+        let progress = args.progress();
         let question = ApprovalRequest {
             tool: "run_bash",
             detail: command.to_string(),
@@ -93,11 +101,11 @@ impl Tool for RunBash {
             move |approved, edited: Option<String>| async move {
                 // Written back unchanged: the model's own command, run as it asked.
                 let Some(edited) = edited.filter(|edited| edited != command) else {
-                    return run(cx, command, shown, approved, cancel).await;
+                    return run(cx, command, shown, approved, cancel, progress).await;
                 };
                 // The person's command runs instead, and the model reads what ran.
                 let shown = summary_command(&edited);
-                let mut result = run(cx, &edited, shown, approved, cancel).await;
+                let mut result = run(cx, &edited, shown, approved, cancel, progress).await;
                 result.text = format!(
                     "The user edited the command before running it. What ran:\n{edited}\n\n{}",
                     result.text
@@ -109,13 +117,15 @@ impl Tool for RunBash {
     }
 }
 
-/// The approved command, run to its end: the result the model reads and its summary row.
+/// The approved command, run to its end, its newest output told to `progress` as it runs: the
+/// result the model reads and its summary row.
 async fn run(
     cx: &ToolContext,
     command: &str,
     shown: String,
     approved: Approved,
     cancel: &CancellationToken,
+    progress: &dyn Progress,
 ) -> ToolResult {
     let spec = CommandSpec {
         command: command.to_string(),
@@ -125,7 +135,9 @@ async fn run(
         env_remove: crate::secrets::hidden_env(&cx.settings.pass_env),
         sandbox: cx.settings.sandbox.policy(cx.workspace.root()),
     };
-    let output = match process::run(&spec, &approved, cancel).await {
+    let seen = Seen::default();
+    let ran = process::run_seen(&spec, &approved, cancel, Some(&seen));
+    let output = match watched(ran, &seen, progress).await {
         Ok(output) => output,
         Err(err) => {
             return ToolResult::fail_with(
@@ -140,6 +152,31 @@ async fn run(
     match output.ending {
         Ending::Exited | Ending::Signalled(_) => ToolResult::ok(output.text, summary),
         Ending::TimedOut | Ending::Cancelled => ToolResult::fail_with(output.text, summary),
+    }
+}
+
+/// Runs `ran` to its end, telling `progress` the newest of what `seen` holds whenever it has
+/// changed, at most once a [`FRAME`]: a flood costs the screen one update a frame, not one a
+/// chunk.
+async fn watched<T>(
+    ran: impl std::future::Future<Output = T>,
+    seen: &Seen,
+    progress: &dyn Progress,
+) -> T {
+    let mut changes = seen.changes();
+    let watch = async {
+        while changes.changed().await.is_ok() {
+            progress.output(seen.newest(LIVE_CHARS));
+            tokio::time::sleep(FRAME).await;
+        }
+        // The sender lives as long as `seen`, so this is never reached while `ran` runs.
+        std::future::pending::<()>().await;
+    };
+    tokio::pin!(ran);
+    tokio::pin!(watch);
+    match futures::future::select(ran, watch).await {
+        futures::future::Either::Left((done, _)) => done,
+        futures::future::Either::Right(((), ran)) => ran.await,
     }
 }
 
@@ -294,6 +331,54 @@ mod tests {
             format!("{}\n\n[exit 0]", root.display())
         );
         assert!(dir.path().join("made").exists());
+    }
+
+    /// Keeps every progress report; once one shows two lines, writes `go` in `dir`.
+    struct Watcher {
+        dir: PathBuf,
+        seen: Mutex<Vec<String>>,
+    }
+
+    impl Progress for Watcher {
+        fn output(&self, newest: String) {
+            if newest.lines().count() >= 2 {
+                std::fs::write(self.dir.join("go"), "").unwrap();
+            }
+            self.seen.lock().unwrap().push(newest);
+        }
+    }
+
+    #[tokio::test]
+    async fn the_newest_output_is_reported_while_the_command_runs_and_redacted() {
+        let (dir, ex, _) = executor_with(Settings::default());
+        let watcher = Watcher {
+            dir: dir.path().to_path_buf(),
+            seen: Mutex::default(),
+        };
+        // `b` is printed only once the watcher was told of the first two lines: the report came
+        // while the command ran.
+        let key = "sk-ant-api03-live-progress-SECRET-0123456789";
+        crate::secrets::protect(key);
+        let command =
+            format!("echo a; echo {key} >&2; while [ ! -e go ]; do sleep 0.01; done; echo b");
+        let (result, _) = ex
+            .call_with_diff(
+                "run_bash",
+                &json!({ "command": command }),
+                &CancellationToken::new(),
+                &watcher,
+            )
+            .await;
+        assert!(result.ok, "{}", result.text);
+        assert!(result.text.contains("b\n"), "{}", result.text);
+        let seen = watcher.seen.lock().unwrap().clone();
+        assert!(seen[0].starts_with("a\n"), "{seen:?}");
+        assert!(!seen[0].contains('b'), "{seen:?}");
+        assert!(
+            seen.iter().any(|s| s.contains(crate::secrets::REDACTED)),
+            "{seen:?}"
+        );
+        assert!(seen.iter().all(|s| !s.contains(key)), "{seen:?}");
     }
 
     #[tokio::test]

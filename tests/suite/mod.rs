@@ -23,6 +23,7 @@ mod nvim_render;
 mod nvim_rewind;
 mod nvim_sandbox;
 mod nvim_sessions;
+mod nvim_watching;
 mod processes;
 mod run_cli;
 mod sandbox;

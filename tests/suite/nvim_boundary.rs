@@ -197,7 +197,11 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             cached: 4,
             cost: None,
         }),
-        Some(UiEvent::Agent(Event::Usage { .. })) => UiEvent::Agent(Event::ToolFinished {
+        Some(UiEvent::Agent(Event::Usage { .. })) => UiEvent::Agent(Event::ToolProgress {
+            id: "t1".into(),
+            output: "compiling\u{1b}[2J\nrunning 3 tests\n".into(),
+        }),
+        Some(UiEvent::Agent(Event::ToolProgress { .. })) => UiEvent::Agent(Event::ToolFinished {
             id: "t1".into(),
             name: "run_bash".into(),
             ok: true,
@@ -301,7 +305,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 29, "{kinds:?}");
+    assert_eq!(kinds.len(), 30, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])

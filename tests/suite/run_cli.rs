@@ -81,6 +81,60 @@ fn streams_text_and_tool_rows_then_the_done_line_and_exits_0() {
     );
 }
 
+/// A mock whose model runs one command that prints `first`, waits for the file `go`, prints
+/// `second` and waits for `go2`, then answers.
+fn printing_command_mock() -> MockLlm {
+    MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![Part::ToolCall {
+                id: "t1".into(),
+                name: "run_bash".into(),
+                args: json!({"command": "echo first; while [ ! -e go ]; do sleep 0.02; done; \
+                                         echo second; while [ ! -e go2 ]; do sleep 0.02; done"})
+                .to_string(),
+            }]),
+            turn(vec![Part::Text("Ran.".into())]),
+        ],
+    )
+}
+
+#[test]
+fn on_a_terminal_a_running_command_shows_its_newest_line_rewritten_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let mock = printing_command_mock();
+    let mut command = run(Some(&mock), dir.path(), &["--auto-approve", "go"]);
+    command.stdin(Stdio::piped());
+    let mut pty = crate::support::pty::Pty::spawn_terminal(command);
+    // One line, rubbed out and written again: the newest line the command printed, dimmed.
+    pty.expect("\r\x1b[K  \x1b[2mfirst\x1b[0m");
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    pty.expect("\r\x1b[K  \x1b[2msecond\x1b[0m");
+    std::fs::write(dir.path().join("go2"), "").unwrap();
+    // The live line was rubbed out before the finished row took its place.
+    let after = pty.expect("Ran.");
+    assert!(after.starts_with("\r\x1b[K▸ $ echo first;"), "{after:?}");
+    assert_eq!(pty.child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn piped_a_running_command_adds_nothing_to_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    std::fs::write(dir.path().join("go2"), "").unwrap();
+    let mock = printing_command_mock();
+    let out = run(Some(&mock), dir.path(), &["--auto-approve", "go"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("▸ $ echo first; while"), "{stdout:?}");
+    assert!(
+        !stdout.contains("first\n") && !stdout.contains('\x1b'),
+        "{stdout:?}"
+    );
+    assert_eq!(out.status.code(), Some(0));
+}
+
 #[test]
 fn the_api_key_is_never_printed_even_when_the_api_fails() {
     let dir = tempfile::tempdir().unwrap();

@@ -17,7 +17,16 @@ pub struct Pty {
 
 impl Pty {
     /// Starts `command` with stdin and stderr on a new pty; stdout stays a pipe.
-    pub fn spawn(mut command: Command) -> Pty {
+    pub fn spawn(command: Command) -> Pty {
+        Pty::start(command, false)
+    }
+
+    /// Starts `command` with stdin, stdout and stderr all on a new pty, as in a terminal.
+    pub fn spawn_terminal(command: Command) -> Pty {
+        Pty::start(command, true)
+    }
+
+    fn start(mut command: Command, stdout_too: bool) -> Pty {
         let (mut master, mut slave) = (0, 0);
         // SAFETY: openpty writes two fds; null name/termios/winsize are allowed.
         let rc = unsafe {
@@ -34,10 +43,15 @@ impl Pty {
         let (master, slave) =
             unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
         let slave_err = slave.try_clone().unwrap();
+        let stdout = if stdout_too {
+            Stdio::from(slave.try_clone().unwrap())
+        } else {
+            Stdio::piped()
+        };
         command
             .stdin(Stdio::from(slave))
             .stderr(Stdio::from(slave_err))
-            .stdout(Stdio::piped());
+            .stdout(stdout);
         let child = command.spawn().unwrap();
         let writer = File::from(master.try_clone().unwrap());
         let mut reader = File::from(master);

@@ -333,6 +333,7 @@ function handlers.tool_started(e)
   local args = type(e.args) == "table" and e.args or {}
   status.current.tool = name
   status.current.command = name == "run_bash" and type(args.command) == "string" and args.command or nil
+  status.current.last_line = nil
   status.current.since = vim.uv.now()
   status.set("running")
   if name == "run_bash" then
@@ -385,13 +386,33 @@ function handlers.tool_updated(e)
   render.flush()
   if e.running then
     -- A terminal it embeds still runs: its newest lines, open under the row, until it ends.
-    render.write_row(tool, row, row_text, "AgentToolRunning", H.last_lines(output, H.live_lines), { fold = false })
+    render.write_row(tool, row, row_text, "AgentToolRunning", H.last_lines(output, H.live_lines()), { fold = false })
   else
     render.write_row(tool, row, row_text, "AgentToolRunning", output)
   end
 end
 
-H.live_lines = 5 -- how many of a running terminal's newest lines its row shows
+-- How many of a running command's (or terminal's) newest lines its row shows: `live_lines`.
+function H.live_lines()
+  return require("agent.config").options.live_lines or 5
+end
+
+-- A running command's newest output (run_bash as it prints, at most once a frame): its last
+-- lines, open under its row, until tool_finished puts the whole of it there, folded. The status
+-- quotes the last of them.
+function handlers.tool_progress(e)
+  local tool = render.tools[e.id]
+  if not tool or tool.ok ~= nil then
+    return
+  end
+  tool.live = H.last_lines(render.indented(e.output), H.live_lines())
+  if H.running_tool == e.id then
+    local last = tool.live[#tool.live]
+    status.current.last_line = last and vim.trim(last) or nil
+    status.render()
+  end
+  H.rewrite_running(tool)
+end
 
 -- The last `n` of `lines` (a trailing empty line, the end of the last output line, not counted).
 function H.last_lines(lines, n)
@@ -450,7 +471,7 @@ function handlers.tool_finished(e)
     row = render.row_of(tool)
   end
   tool.ok = e.ok
-  tool.since, tool.clock = nil, nil
+  tool.since, tool.clock, tool.live = nil, nil, nil
   if e.note then
     tool.note = tostring(e.note) -- a resumed row: its decision comes with it
   end
@@ -463,7 +484,7 @@ function handlers.tool_finished(e)
     H.running_tool = nil
     H.stop_clock()
   end
-  status.current.tool, status.current.command = nil, nil
+  status.current.tool, status.current.command, status.current.last_line = nil, nil, nil
   if status.current.turn then
     status.set("thinking")
   end
@@ -597,12 +618,12 @@ end
 
 -- Helpers ------------------------------------------------------------------------------------
 
--- Rewrites the row of a tool still running.
+-- Rewrites the row of a tool still running, with the newest lines it printed open under it.
 function H.rewrite_running(tool)
   render.flush()
   local row = render.row_of(tool)
   if row then
-    render.write_row(tool, row, H.running_row(tool), "AgentToolRunning", {})
+    render.write_row(tool, row, H.running_row(tool), "AgentToolRunning", tool.live or {}, { fold = false })
   end
 end
 

@@ -10,6 +10,8 @@ local H = {}
 
 --- Characters of a running command the status quotes.
 H.COMMAND_CHARS = 40
+--- Characters of a running command's last output line the status quotes.
+H.LAST_LINE_CHARS = 40
 
 --- The state: `state`, the token counts of the turn, whether a turn is running (`turn`), and
 --- what the winbar names (provider, model, tool, command and since when, retry attempt).
@@ -53,7 +55,8 @@ function M.text()
   if s.state == "running" then
     if s.command then
       local command = text.cut(tostring(s.command), H.COMMAND_CHARS)
-      return ("running `%s` %ds"):format(command, math.floor((vim.uv.now() - (s.since or vim.uv.now())) / 1000))
+      local secs = math.floor((vim.uv.now() - (s.since or vim.uv.now())) / 1000)
+      return ("running `%s` %ds%s"):format(command, secs, H.last_line(s))
     end
     return "running " .. (s.tool or "a tool")
   elseif s.state == "approval" then
@@ -77,12 +80,21 @@ function M.line()
   end
   if s.state == "running" and s.command then
     local secs = math.floor((vim.uv.now() - (s.since or vim.uv.now())) / 1000)
-    return ("agent: running %s %ds"):format(text.cut(tostring(s.command), H.COMMAND_CHARS), secs)
+    return ("agent: running %s %ds%s"):format(text.cut(tostring(s.command), H.COMMAND_CHARS), secs, H.last_line(s))
   elseif s.state == "idle" then
     local cost = M.cost()
     return cost and ("agent: idle · " .. M.dollars(cost)) or "agent: idle"
   end
   return "agent: " .. M.text()
+end
+
+--- ` · ` and the last line a running command printed, cut; "" before it printed one.
+function H.last_line(s)
+  local last = s.last_line
+  if not last or last == "" then
+    return ""
+  end
+  return " · " .. text.cut(last, H.LAST_LINE_CHARS)
 end
 
 --- What the conversation has cost in dollars: the turns that ended and the one running; nil

@@ -266,15 +266,15 @@ pub(super) fn to_msgpack(value: serde_json::Value) -> Value {
 pub(super) fn size_of_text(event: &UiEvent) -> usize {
     match event {
         UiEvent::Prompt { text } | UiEvent::Agent(Event::Text { text }) => text.len(),
-        UiEvent::Agent(Event::ToolFinished { output, .. }) | UiEvent::ToolOutput { output, .. } => {
-            output.len()
-        }
+        UiEvent::Agent(Event::ToolFinished { output, .. } | Event::ToolProgress { output, .. })
+        | UiEvent::ToolOutput { output, .. } => output.len(),
         UiEvent::Update(crate::acp::AgentUpdate::ToolUpdated { output, .. }) => output.len(),
         _ => 64,
     }
 }
 
-/// Joins consecutive text events so a frame's deltas are appended with one buffer call.
+/// Joins consecutive text events so a frame's deltas are appended with one buffer call, and
+/// keeps only the newest of consecutive live outputs of one call (each is the whole of it).
 fn join_text(batch: Vec<UiEvent>) -> Vec<UiEvent> {
     let mut out: Vec<UiEvent> = Vec::with_capacity(batch.len());
     for event in batch {
@@ -283,6 +283,13 @@ fn join_text(batch: Vec<UiEvent>) -> Vec<UiEvent> {
                 Some(UiEvent::Agent(Event::Text { text })),
                 UiEvent::Agent(Event::Text { text: more }),
             ) => text.push_str(&more),
+            (
+                Some(UiEvent::Agent(Event::ToolProgress { id, output })),
+                UiEvent::Agent(Event::ToolProgress {
+                    id: newer,
+                    output: newest,
+                }),
+            ) if *id == newer => *output = newest,
             (_, event) => out.push(event),
         }
     }
@@ -475,6 +482,30 @@ mod tests {
                     cost: None,
                 }),
                 UiEvent::Agent(Event::Text { text: "c".into() })
+            ]
+        );
+    }
+    #[test]
+    fn a_frame_of_one_calls_live_output_keeps_only_the_newest() {
+        let progress = |id: &str, output: &str| {
+            UiEvent::Agent(Event::ToolProgress {
+                id: id.into(),
+                output: output.into(),
+            })
+        };
+        let batch = vec![
+            progress("a", "1"),
+            progress("a", "1\n2"),
+            progress("b", "x"),
+            progress("a", "1\n2\n3"),
+            progress("a", "1\n2\n3\n4"),
+        ];
+        assert_eq!(
+            join_text(batch),
+            vec![
+                progress("a", "1\n2"),
+                progress("b", "x"),
+                progress("a", "1\n2\n3\n4")
             ]
         );
     }

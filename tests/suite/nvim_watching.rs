@@ -1,0 +1,139 @@
+//! Watching the agent work (issue 16), in a real Neovim with a UI against the mock model: a
+//! running command's newest lines under its row and in the status, its whole output on demand,
+//! and follow mode opening what the agent reads and edits.
+
+use serde_json::json;
+
+use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
+use crate::support::nvim::{mock_options, Nvim, Options};
+
+const CHAT: &str = "agent://chat";
+
+fn turn(parts: Vec<Part>) -> Reply {
+    Reply::Turn {
+        parts,
+        usage: (10, 2),
+    }
+}
+
+fn call(id: &str, name: &str, args: serde_json::Value) -> Part {
+    Part::ToolCall {
+        id: id.into(),
+        name: name.into(),
+        args: args.to_string(),
+    }
+}
+
+async fn start(mock: &MockLlm, extra: &str) -> Nvim {
+    Nvim::start(Options {
+        ui: Some((100, 30)),
+        ..mock_options(mock, extra)
+    })
+    .await
+}
+
+/// The chat's lines from the row that starts with `row` on, `n` of them.
+fn from_row(lines: &[String], row: &str, n: usize) -> Vec<String> {
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with(row))
+        .unwrap_or_else(|| panic!("no row {row:?} in:\n{}", lines.join("\n")));
+    lines[at..(at + n).min(lines.len())].to_vec()
+}
+
+async fn statusline(nvim: &Nvim) -> String {
+    nvim.lua("return require('agent').statusline()", vec![])
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_running_command_shows_its_newest_lines_under_its_row_then_its_exit() {
+    // A line, then a wait for this test's go-ahead, three times over; stderr interleaved.
+    let command = "for i in 1 2 3 4 5 6; do echo \"line $i\"; [ $i = 2 ] && echo \"warn $i\" >&2; \
+                   while [ ! -e go$i ]; do sleep 0.02; done; done; exit 4";
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![call("t1", "run_bash", json!({ "command": command }))]),
+            turn(vec![Part::Text("Ran it.".into())]),
+        ],
+    );
+    let nvim = start(&mock, "auto_approve = true, live_lines = 3").await;
+    nvim.cmd("Agent run the tests").await;
+
+    let lines = nvim.wait_for_line(CHAT, "  line 1").await;
+    assert_eq!(
+        from_row(&lines, "… running run_bash", 2)[1],
+        "  line 1",
+        "{lines:?}"
+    );
+    // What a person sees: the line on the screen, under the row, not folded away.
+    nvim.wait_for_screen("  line 1").await;
+    assert!(statusline(&nvim).await.ends_with(" · line 1"));
+
+    nvim.write("go1", "");
+    let lines = nvim.wait_for_line(CHAT, "  warn 2").await;
+    let live = from_row(&lines, "… running run_bash", 4);
+    assert_eq!(live[1..], ["  line 1", "  line 2", "  warn 2"], "{lines:?}");
+
+    for i in 2..=4 {
+        nvim.write(&format!("go{i}"), "");
+    }
+    // Only the newest `live_lines` (3) are shown: line 1 has gone.
+    let lines = nvim.wait_for_line(CHAT, "  line 5").await;
+    let live = from_row(&lines, "… running run_bash", 4);
+    assert_eq!(live[1..], ["  line 3", "  line 4", "  line 5"], "{lines:?}");
+    nvim.wait_for_screen("  line 5").await;
+    assert!(
+        statusline(&nvim)
+            .await
+            .starts_with("agent: running for i in"),
+        "{}",
+        statusline(&nvim).await
+    );
+    assert!(statusline(&nvim).await.ends_with(" · line 5"));
+    let winbar = nvim
+        .lua(
+            "return vim.wo[vim.fn.bufwinid('agent://chat')].winbar",
+            vec![],
+        )
+        .await;
+    assert!(
+        winbar.as_str().unwrap_or_default().contains(" · line 5"),
+        "{winbar:?}"
+    );
+
+    nvim.write("go5", "");
+    nvim.write("go6", "");
+    let lines = nvim.wait_for_line(CHAT, "Ran it.").await;
+    // The live lines gave way to the finished row and its whole output, folded under it.
+    let row = from_row(&lines, "▸ $ for i in", 1);
+    assert!(row[0].ends_with("-> exit 4"), "{lines:?}");
+    let screen = nvim.wait_for_screen("Ran it.").await;
+    assert!(!screen.contains("  line 5"), "{screen}");
+    let output = from_row(&lines, "▸ $ for i in", 10);
+    assert!(output.contains(&"  line 6".to_string()), "{lines:?}");
+    assert!(output.contains(&"  warn 2".to_string()), "{lines:?}");
+    assert!(statusline(&nvim).await.starts_with("agent: idle"));
+    // The model read the whole output once, not the live lines.
+    let (result, _) = crate::support::tool_result(&mock, 1, "t1");
+    assert!(
+        result.contains("line 1\n") && result.contains("line 6\n"),
+        "{result}"
+    );
+    assert!(result.contains("[exit 4]"), "{result}");
+    // Nothing of the live lines is saved: the session file, once it holds the answer, holds
+    // the finished row and no tool_progress.
+    let saved = "table.concat(vim.fn.readfile(vim.fn.glob(vim.env.XDG_STATE_HOME .. '/**/sessions/**/*.jsonl', true, true)[1] or '/nonexistent'), '\\n')";
+    nvim.wait_for(&format!(
+        "pcall(function() return {saved} end) and ({saved}):find('Ran it.', 1, true)"
+    ))
+    .await;
+    let saved = nvim.lua(&format!("return {saved}"), vec![]).await;
+    let saved = saved.as_str().unwrap_or_default().to_string();
+    assert!(saved.contains("tool_finished"), "{saved}");
+    assert!(!saved.contains("tool_progress"), "{saved}");
+}
