@@ -56,12 +56,16 @@ async fn setup_validates_fields_by_dotted_path_and_warns_about_unknown_keys() {
         setup: String::new(),
     })
     .await;
-    nvim.lua("require('agent').setup({ keymaps = { ask = 3 }, window = { side = 'up' }, colour = 'red', \
+    nvim.lua("require('agent').setup({ window = { side = 'up' }, colour = 'red', \
               thinking = { budget = 10 }, reasoning = { effort = 'max' }, openai = { api = 'soap' }, \
               models = { m = { price = { input = 'x', output = 1 } } }, \
-              acp = { agents = { x = { directories = { { path = 3 } } } } }, notify_command = 'notify-send' })", vec![]).await;
+              acp = { agents = { x = { directories = { { path = 3 } } } } }, notify_command = 'notify-send', \
+              live_lines = 2.5, follow = 'yes', keymaps = { ask = 3, chat = { output = 1 } } })", vec![]).await;
     let messages = nvim.messages().await;
     for path in [
+        "live_lines",
+        "follow",
+        "keymaps.chat.output",
         "thinking",
         "reasoning",
         "openai.api",

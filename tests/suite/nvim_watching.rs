@@ -2,6 +2,7 @@
 //! running command's newest lines under its row and in the status, its whole output on demand,
 //! and follow mode opening what the agent reads and edits.
 
+use rmpv::Value;
 use serde_json::json;
 
 use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
@@ -136,4 +137,98 @@ async fn a_running_command_shows_its_newest_lines_under_its_row_then_its_exit() 
     let saved = saved.as_str().unwrap_or_default().to_string();
     assert!(saved.contains("tool_finished"), "{saved}");
     assert!(!saved.contains("tool_progress"), "{saved}");
+}
+
+#[tokio::test]
+async fn the_output_key_opens_a_finished_commands_whole_output_as_the_model_read_it() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![
+                call(
+                    "t1",
+                    "run_bash",
+                    json!({ "command": "seq 1 8000; echo oops >&2; exit 2" }),
+                ),
+                call("t2", "run_bash", json!({ "command": "true" })),
+            ]),
+            turn(vec![Part::Text("Counted.".into())]),
+        ],
+    );
+    let nvim = start(&mock, "auto_approve = true").await;
+    nvim.cmd("Agent count").await;
+    let lines = nvim.wait_for_line(CHAT, "Counted.").await;
+    let (model_read, _) = crate::support::tool_result(&mock, 1, "t1");
+    assert!(model_read.contains(" chars cut ...]"), "{model_read}");
+
+    // Off a row (on the answer): said, and nothing opens.
+    let empty = lines.iter().position(|l| l == "Counted.").unwrap();
+    nvim.lua(
+        "local win = vim.fn.bufwinid('agent://chat') vim.api.nvim_set_current_win(win) \
+         vim.api.nvim_win_set_cursor(win, { ..., 0 })",
+        vec![Value::from(empty as i64 + 1)],
+    )
+    .await;
+    nvim.lua("vim.api.nvim_feedkeys('gO', 'x', false)", vec![])
+        .await;
+    let said = nvim.messages().await;
+    assert!(
+        said.contains("agent: `gO` works on a finished row (▸ or ✗)"),
+        "{said:?}"
+    );
+    assert_eq!(current_name(&nvim).await, CHAT);
+
+    let row = lines
+        .iter()
+        .position(|l| l.starts_with("▸ $ seq 1 8000"))
+        .unwrap();
+    nvim.lua(
+        "vim.api.nvim_win_set_cursor(0, { ..., 0 })",
+        vec![Value::from(row as i64 + 1)],
+    )
+    .await;
+    nvim.lua("vim.api.nvim_feedkeys('gO', 'x', false)", vec![])
+        .await;
+    assert_eq!(current_name(&nvim).await, "agent://output/1");
+    let shown = nvim.buffer_lines("agent://output/1").await.join("\n");
+    assert_eq!(shown, model_read.trim_end_matches('\n'));
+    let flags = nvim
+        .lua(
+            "return { vim.bo.modifiable, vim.bo.readonly, vim.bo.buftype, \
+                      vim.fn.bufwinid('agent://chat') ~= vim.api.nvim_get_current_win() }",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        flags,
+        Value::Array(vec![
+            false.into(),
+            true.into(),
+            "nofile".into(),
+            true.into()
+        ])
+    );
+    // Searchable: `/` finds the cut marker and the command's stderr.
+    nvim.lua(
+        "vim.fn.setreg('/', 'chars cut') vim.cmd('normal! gg0n')",
+        vec![],
+    )
+    .await;
+    let at = nvim.lua("return vim.fn.getline('.')", vec![]).await;
+    assert!(
+        at.as_str().unwrap_or_default().contains(" chars cut ...]"),
+        "{at:?}"
+    );
+    assert!(
+        shown.ends_with("8000\n[stderr]\noops\n\n[exit 2]"),
+        "{shown}"
+    );
+}
+
+async fn current_name(nvim: &Nvim) -> String {
+    nvim.lua("return vim.api.nvim_buf_get_name(0)", vec![])
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }

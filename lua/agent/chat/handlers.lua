@@ -139,6 +139,21 @@ function M.checkpoint_at(row)
   return nil
 end
 
+--- The finished tool row whose line (or open output) is at `row` (0-based), and its whole
+--- output as the model read it (nil when it had none).
+---@param row integer
+---@return table? tool
+---@return string? output
+function M.output_at(row)
+  for _, tool in pairs(render.tools) do
+    local at = tool.ok ~= nil and render.row_of(tool)
+    if at and row >= at and row <= at + (tool.lines or 0) then
+      return tool, tool.output
+    end
+  end
+  return nil, nil
+end
+
 -- Handlers -----------------------------------------------------------------------------------
 
 local handlers = M.handlers
@@ -475,6 +490,7 @@ function handlers.tool_finished(e)
   if e.note then
     tool.note = tostring(e.note) -- a resumed row: its decision comes with it
   end
+  H.keep_output(tool, e)
   local output, line_hls = H.output(e)
   render.write_row(tool, row, summary, H.finished_hl(e), output, { line_hls = line_hls })
   if e.later then
@@ -495,7 +511,15 @@ function handlers.tool_output(e)
   local tool = H.later[e.later]
   H.later[e.later] = nil
   if tool then
+    H.keep_output(tool, e)
     render.put_output(tool, H.output(e))
+  end
+end
+
+-- Keeps a finished row's whole output, as the model read it, for keymaps.chat.output.
+function H.keep_output(tool, e)
+  if e.output and e.output ~= "" then
+    tool.output = tostring(e.output)
   end
 end
 

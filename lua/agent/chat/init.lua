@@ -17,6 +17,7 @@ local M = {}
 
 window.on_chat_window = render.refold
 window.checkpoint_at = handlers.checkpoint_at
+window.output_at = handlers.output_at
 
 --- What the chat's keys do: `submit(text)` sends a prompt (true when it was sent), `cancel()`
 --- stops the turn, `review(checkpoint)` lists what a prompt changed. require("agent") sets them.

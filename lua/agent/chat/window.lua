@@ -26,6 +26,12 @@ M.actions = {
   review = function() end,
 }
 
+--- The finished row at a (0-based) row of the chat and its whole output (chat/init.lua sets it).
+---@type fun(row: integer): table?, string?
+M.output_at = function()
+  return nil, nil
+end
+
 --- The checkpoint a chat row (0-based) offers the diff of (a `done` row), set by the chat.
 ---@type fun(row: integer): string?
 M.checkpoint_at = function()
@@ -61,11 +67,16 @@ function M.ensure_buffers()
         H.plain(buf)
       end,
     })
-    H.keymaps(buf, {
+    local maps = {
       { "n", "<CR>", H.toggle_fold, "agent: show or hide the tool output under the cursor" },
       { "n", "<C-c>", H.cancel, "agent: stop the running turn" },
       { "n", "d", H.review, "agent: on a `done` row, list what its prompt changed (:Agent diff)" },
-    })
+    }
+    local output_key = require("agent.config").options.keymaps.chat.output
+    if output_key then
+      maps[#maps + 1] = { "n", output_key, H.show_output, "agent: a finished row's whole output, as the model read it" }
+    end
+    H.keymaps(buf, maps)
   end
   if not (M.input_buf and vim.api.nvim_buf_is_valid(M.input_buf)) then
     local buf = H.scratch(H.INPUT)
@@ -278,6 +289,48 @@ end
 
 function H.cancel()
   M.actions.cancel()
+end
+
+H.outputs_opened = 0
+
+-- The whole output of the finished row under the cursor, as the model read it (the cut marker
+-- of a long one included), in a read-only scratch buffer in the other window: searchable with /.
+function H.show_output()
+  local tool, output = M.output_at(vim.fn.line(".") - 1)
+  if not output then
+    local key = require("agent.config").options.keymaps.chat.output
+    local what = tool and "this row has no output" or ("`%s` works on a finished row (▸ or ✗)"):format(key)
+    vim.notify("agent: " .. what, vim.log.levels.INFO)
+    return
+  end
+  if not tool.output_n then
+    H.outputs_opened = H.outputs_opened + 1
+    tool.output_n = H.outputs_opened
+  end
+  local name = "agent://output/" .. tool.output_n
+  local buf
+  for _, b in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_get_name(b) == name then
+      buf = b
+    end
+  end
+  if not buf then
+    buf = vim.api.nvim_create_buf(true, true)
+    vim.api.nvim_buf_set_name(buf, name)
+    vim.bo[buf].buftype = "nofile"
+    vim.bo[buf].bufhidden = "hide"
+    vim.bo[buf].swapfile = false
+    local lines = vim.split(output, "\n", { plain = true })
+    if #lines > 1 and lines[#lines] == "" then
+      lines[#lines] = nil -- the newline that ends the last line
+    end
+    vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+    vim.bo[buf].modifiable = false
+    vim.bo[buf].readonly = true
+    vim.bo[buf].modified = false
+  end
+  M.leave()
+  vim.api.nvim_win_set_buf(0, buf)
 end
 
 function H.review()
