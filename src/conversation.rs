@@ -58,12 +58,17 @@ impl Events {
         }
     }
 
-    /// Passes `event` on (and records it, unless it is a running command's live output, which
-    /// its finished row replaces); an error when the receiver has gone, holding the event, as
+    /// Passes `event` on (and records it, unless it is of the moment only: a running command's
+    /// live output, which its finished row replaces, or the files a call works on, for follow
+    /// mode); an error when the receiver has gone, holding the event, as
     /// [`UnboundedSender::send`] does (the ACP session shows it elsewhere then).
     #[allow(clippy::result_large_err)]
     pub fn send(&self, event: ConversationEvent) -> Result<(), SendError<ConversationEvent>> {
-        let passing = matches!(event, ConversationEvent::Turn(Event::ToolProgress { .. }));
+        let passing = matches!(
+            event,
+            ConversationEvent::Turn(Event::ToolProgress { .. })
+                | ConversationEvent::Agent(crate::acp::AgentUpdate::Locations { .. })
+        );
         if let Some(writer) = self.record.as_ref().filter(|_| !passing) {
             writer.write(Record::Event {
                 event: event.clone(),

@@ -877,6 +877,9 @@ H.subcommands = {
   compact = function()
     M.compact()
   end,
+  follow = function()
+    require("agent.follow").toggle()
+  end,
   model = function()
     M.model()
   end,
@@ -932,6 +935,7 @@ H.highlights = {
   AgentApprovalTitle = "FloatTitle", -- the picker's title (what is about to happen)
   AgentApprovalKey = "Special", -- the keys beside each choice
   AgentApprovalSelected = "PmenuSel", -- the highlighted choice
+  AgentFollowed = "IncSearch", -- follow mode: the lines an edit changed, for a moment
 }
 
 function H.define_highlights()
@@ -944,6 +948,13 @@ function H.create_autocommands()
   local group = vim.api.nvim_create_augroup("agent", { clear = true })
   -- Where the focus is, for the notice when a turn ends unseen (|agent-notify|).
   require("agent.notice").watch()
+  vim.api.nvim_create_autocmd("WinEnter", {
+    group = group,
+    desc = "agent: the last window you were in, where follow mode opens files (:help agent-follow)",
+    callback = function()
+      require("agent.follow").entered(vim.api.nvim_get_current_win())
+    end,
+  })
   vim.api.nvim_create_autocmd("ColorScheme", {
     group = group,
     desc = "agent: re-apply highlight links",

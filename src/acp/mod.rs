@@ -105,6 +105,16 @@ pub enum AgentUpdate {
     Thought { text: String },
     /// The agent's plan, whole: each update replaces the previous one.
     Plan { entries: Vec<PlanEntry> },
+    /// The files a tool call works on (its `locations`), when they changed: what follow mode
+    /// opens. Only files inside the workspace are kept.
+    Locations {
+        /// The tool call's id.
+        id: String,
+        /// Its kind (`read`, `edit`, ...), as in ToolUpdated.
+        kind: String,
+        /// The files, first the one to show.
+        locations: Vec<Location>,
+    },
     /// A tool call's row, as it is now (sent on every change; replaces the row with this `id`).
     ToolUpdated {
         /// The tool call's id (the row ToolStarted opened).
@@ -202,6 +212,16 @@ pub struct AgentCommand {
     /// What to type after it, when it takes input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+}
+
+/// A file a tool call works on ([`AgentUpdate::Locations`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Location {
+    /// Absolute, links resolved, inside the workspace.
+    pub path: String,
+    /// The line (1-based), when the agent named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
 }
 
 /// One step of a plan.

@@ -37,6 +37,8 @@ pub(super) struct Call {
     pub(super) content: Vec<Value>,
     pub(super) raw_input: Option<Value>,
     pub(super) raw_output: Option<Value>,
+    /// The files it works on, as last reported ([`AgentUpdate::Locations`]).
+    pub(super) locations: Vec<super::Location>,
     /// ToolFinished was sent.
     pub(super) finished: bool,
 }
@@ -50,6 +52,7 @@ impl Default for Call {
             content: Vec::new(),
             raw_input: None,
             raw_output: None,
+            locations: Vec::new(),
             finished: false,
         }
     }
@@ -160,6 +163,17 @@ impl Tools {
         }
         if let Some(raw) = fields.get("rawOutput").filter(|raw| !raw.is_null()) {
             call.raw_output = Some(raw.clone());
+        }
+        if let Some(given) = fields.get("locations").and_then(Value::as_array) {
+            let locations = locations_inside(given, workspace);
+            if locations != call.locations {
+                call.locations = locations.clone();
+                events.push(AcpEvent::Agent(AgentUpdate::Locations {
+                    id: id.clone(),
+                    kind: call.kind.clone(),
+                    locations,
+                }));
+            }
         }
         let (output, running) = call.output(workspace, self.terminals.as_deref());
         events.push(AcpEvent::Agent(AgentUpdate::ToolUpdated {
@@ -406,6 +420,28 @@ pub(super) fn id_of(value: &Value) -> Option<String> {
 }
 
 /// A string field, if present and a string.
+/// The `locations` of a tool call that name a file inside the workspace (an absolute path, as
+/// ACP has it), resolved; the others left out. A line of 0 is taken as the first.
+fn locations_inside(given: &[Value], workspace: &Workspace) -> Vec<super::Location> {
+    given
+        .iter()
+        .filter_map(|location| {
+            let path = location.get("path")?.as_str()?;
+            if !path.starts_with('/') {
+                return None;
+            }
+            let resolved = workspace.resolve_literal(path).ok()?;
+            Some(super::Location {
+                path: resolved.path.to_str()?.to_string(),
+                line: location
+                    .get("line")
+                    .and_then(Value::as_u64)
+                    .map(|line| line.max(1)),
+            })
+        })
+        .collect()
+}
+
 pub(super) fn str_field(value: &Value, key: &str) -> Option<String> {
     value.get(key).and_then(Value::as_str).map(str::to_string)
 }
@@ -493,6 +529,45 @@ mod tests {
                 AcpEvent::Agent(AgentUpdate::Thought { text: "hmm".into() }),
             ]
         );
+    }
+
+    #[test]
+    fn a_calls_locations_inside_the_workspace_are_reported_when_they_change() {
+        let (dir, ws) = workspace();
+        std::fs::write(dir.path().join("a.rs"), "x\n").unwrap();
+        let root = ws.root().to_str().unwrap().to_string();
+        let mut tools = Tools::default();
+        let start = json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Edit",
+            "kind": "edit", "status": "pending", "locations": [
+                {"path": "/etc/passwd"}, {"path": "a.rs"}, {"path": format!("{root}/../x")},
+                {"path": format!("{root}/a.rs"), "line": 0}, {"path": format!("{root}/new.rs"), "line": 7}]});
+        let same = json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1",
+            "locations": [{"path": format!("{root}/a.rs"), "line": 0}, {"path": format!("{root}/new.rs"), "line": 7}]});
+        let located = |events: Vec<AcpEvent>| -> Vec<AcpEvent> {
+            events
+                .into_iter()
+                .filter(|e| matches!(e, AcpEvent::Agent(AgentUpdate::Locations { .. })))
+                .collect()
+        };
+        assert_eq!(
+            located(tools.apply(&start, &ws)),
+            vec![AcpEvent::Agent(AgentUpdate::Locations {
+                id: "t1".into(),
+                kind: "edit".into(),
+                locations: vec![
+                    crate::acp::Location {
+                        path: format!("{root}/a.rs"),
+                        line: Some(1),
+                    },
+                    crate::acp::Location {
+                        path: format!("{root}/new.rs"),
+                        line: Some(7),
+                    },
+                ],
+            })]
+        );
+        // The same files again: nothing new to follow.
+        assert_eq!(located(tools.apply(&same, &ws)), vec![]);
     }
 
     #[test]

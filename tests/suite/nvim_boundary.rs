@@ -109,6 +109,16 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             running: true,
         }),
         Some(UiEvent::Update(AgentUpdate::ToolUpdated { .. })) => {
+            UiEvent::Update(AgentUpdate::Locations {
+                id: "t1".into(),
+                kind: "read".into(),
+                locations: vec![agent_nvim::acp::Location {
+                    path: "/nonexistent/a.rs".into(),
+                    line: Some(3),
+                }],
+            })
+        }
+        Some(UiEvent::Update(AgentUpdate::Locations { .. })) => {
             UiEvent::Update(AgentUpdate::Thought {
                 text: "Let me think.".into(),
             })
@@ -305,7 +315,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 30, "{kinds:?}");
+    assert_eq!(kinds.len(), 31, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])

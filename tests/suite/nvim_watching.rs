@@ -232,3 +232,200 @@ async fn current_name(nvim: &Nvim) -> String {
         .unwrap_or_default()
         .to_string()
 }
+
+/// `n` lines `line 1` … `line n`.
+fn numbered(n: usize) -> String {
+    (1..=n).map(|i| format!("line {i}\n")).collect()
+}
+
+/// The cursor (row, col) and top line of window `win` (a Lua expression), and its buffer's name.
+async fn view(nvim: &Nvim, win: &str) -> (Value, String) {
+    let at = nvim
+        .lua(
+            &format!(
+                "local win = {win} return {{ vim.api.nvim_win_get_cursor(win)[1], \
+                 vim.api.nvim_win_get_cursor(win)[2], vim.fn.getwininfo(win)[1].topline }}"
+            ),
+            vec![],
+        )
+        .await;
+    let name = nvim
+        .lua(
+            &format!("return vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf({win}))"),
+            vec![],
+        )
+        .await;
+    (at, name.as_str().unwrap_or_default().to_string())
+}
+
+const INPUT_WIN: &str = "vim.fn.bufwinid('agent://input')";
+/// The window that is neither the chat's nor the input's.
+const CODE_WIN: &str = "(function() for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do \
+    local name = vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(w)) \
+    if not name:find('agent://', 1, true) then return w end end end)()";
+
+#[tokio::test]
+async fn follow_mode_opens_a_read_file_at_its_top_and_an_edit_at_its_change_without_moving_the_persons_cursor(
+) {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![call("t1", "read_file", json!({ "path": "a.txt" }))]),
+            turn(vec![Part::Text("Read.".into())]),
+            turn(vec![call(
+                "t2",
+                "edit_file",
+                json!({ "path": "b.txt", "old_str": "line 30\n", "new_str": "LINE 30\nLINE 30b\n" }),
+            )]),
+            turn(vec![Part::Text("Edited.".into())]),
+            turn(vec![call("t3", "read_file", json!({ "path": "a.txt" }))]),
+            turn(vec![Part::Text("Read again.".into())]),
+        ],
+    );
+    let nvim = start(&mock, "auto_approve = true, follow = true").await;
+    nvim.write("a.txt", &numbered(60));
+    nvim.write("b.txt", &numbered(60));
+    // The person has a.txt open far down, then types in the input.
+    nvim.cmd("edit a.txt | 45").await;
+    nvim.cmd("Agent").await;
+    nvim.lua(
+        &format!(
+            "vim.api.nvim_set_current_win({INPUT_WIN}) \
+             vim.api.nvim_buf_set_lines(0, 0, -1, false, {{ 'half a thought' }}) \
+             vim.api.nvim_win_set_cursor(0, {{ 1, 6 }})"
+        ),
+        vec![],
+    )
+    .await;
+    let (before, _) = view(&nvim, CODE_WIN).await;
+    assert_eq!(before.as_array().unwrap()[0], Value::from(45));
+
+    nvim.lua("require('agent').ask('read a.txt')", vec![]).await;
+    nvim.wait_for_line(CHAT, "Read.").await;
+    let (code, name) = view(&nvim, CODE_WIN).await;
+    assert!(name.ends_with("/a.txt"), "{name}");
+    assert_eq!(code, Value::Array(vec![1.into(), 0.into(), 1.into()]));
+    // The person's window and cursor are where they were.
+    let (input, name) = view(&nvim, "vim.api.nvim_get_current_win()").await;
+    assert_eq!(name, "agent://input");
+    assert_eq!(
+        input.as_array().unwrap()[..2],
+        [Value::from(1), Value::from(6)]
+    );
+
+    nvim.lua("require('agent').ask('edit b.txt')", vec![]).await;
+    nvim.wait_for_line(CHAT, "Edited.").await;
+    let (code, name) = view(&nvim, CODE_WIN).await;
+    assert!(name.ends_with("/b.txt"), "{name}");
+    // At the first changed line, at the top of the window, the two new lines highlighted.
+    assert_eq!(code, Value::Array(vec![30.into(), 0.into(), 30.into()]));
+    let marks = "#vim.api.nvim_buf_get_extmarks(vim.api.nvim_win_get_buf(CODE), \
+                 vim.api.nvim_create_namespace('agent.follow'), 0, -1, {})"
+        .replace("CODE", CODE_WIN);
+    let flash = nvim
+        .lua(
+            &format!(
+                "local m = vim.api.nvim_buf_get_extmarks(vim.api.nvim_win_get_buf({CODE_WIN}), \
+                 vim.api.nvim_create_namespace('agent.follow'), 0, -1, {{ details = true }})[1] \
+                 return {{ m[2], m[4].end_row, m[4].hl_group }}"
+            ),
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        flash,
+        Value::Array(vec![29.into(), 31.into(), "AgentFollowed".into()])
+    );
+    let lines = nvim
+        .lua(
+            &format!("return vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf({CODE_WIN}), 28, 32, false)"),
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        lines,
+        Value::Array(vec![
+            "line 29".into(),
+            "LINE 30".into(),
+            "LINE 30b".into(),
+            "line 31".into()
+        ])
+    );
+    // For a moment only.
+    nvim.wait_for(&format!("{marks} == 0")).await;
+    let (input, name) = view(&nvim, "vim.api.nvim_get_current_win()").await;
+    assert_eq!(name, "agent://input");
+    assert_eq!(
+        input.as_array().unwrap()[..2],
+        [Value::from(1), Value::from(6)]
+    );
+
+    // Off (:Agent follow toggles it): a read opens nothing.
+    nvim.cmd("Agent follow").await;
+    assert!(nvim.messages().await.contains("agent: follow off"));
+    nvim.lua("require('agent').ask('read a.txt again')", vec![])
+        .await;
+    nvim.wait_for_line(CHAT, "Read again.").await;
+    let (_, name) = view(&nvim, CODE_WIN).await;
+    assert!(name.ends_with("/b.txt"), "{name}");
+}
+
+#[tokio::test]
+async fn follow_mode_opens_an_external_agents_location_and_nothing_outside_the_workspace() {
+    use agent_nvim::acp::{AgentUpdate, Location};
+    use agent_nvim::agent::Event;
+    use agent_nvim::front::nvim::for_lua;
+    use agent_nvim::front::nvim::protocol::{lua, UiEvent};
+
+    let mock = MockLlm::start(Wire::Anthropic, vec![]);
+    let nvim = start(&mock, "follow = true").await;
+    nvim.write("src/lib.rs", &numbered(50));
+    let root = nvim
+        .lua("return vim.uv.fs_realpath(vim.fn.getcwd())", vec![])
+        .await;
+    let root = root.as_str().unwrap().to_string();
+    nvim.cmd("Agent").await;
+    nvim.wait_for("require('agent.rpc').info() ~= nil").await;
+    nvim.lua(
+        &format!("vim.api.nvim_set_current_win({INPUT_WIN})"),
+        vec![],
+    )
+    .await;
+    let located = |path: String, line| {
+        UiEvent::Update(AgentUpdate::Locations {
+            id: "c1".into(),
+            kind: "edit".into(),
+            locations: vec![Location { path, line }],
+        })
+    };
+    let events = vec![
+        UiEvent::Agent(Event::TurnStarted),
+        located("/etc/hostname".into(), None),
+        located(format!("{root}/src/lib.rs"), Some(20)),
+    ];
+    nvim.lua(lua::RECEIVE, vec![Value::Array(for_lua(events))])
+        .await;
+    let (code, name) = view(&nvim, CODE_WIN).await;
+    assert_eq!(name, format!("{root}/src/lib.rs"));
+    assert_eq!(code, Value::Array(vec![20.into(), 0.into(), 20.into()]));
+    let (_, name) = view(&nvim, "vim.api.nvim_get_current_win()").await;
+    assert_eq!(name, "agent://input");
+    // A path outside the workspace, and a FIFO inside it (its read would block Neovim), are
+    // not opened.
+    let fifo = format!("{root}/pipe");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    nvim.lua(
+        lua::RECEIVE,
+        vec![Value::Array(for_lua(vec![
+            located("/etc/hostname".into(), None),
+            located(fifo, None),
+        ]))],
+    )
+    .await;
+    let (_, name) = view(&nvim, CODE_WIN).await;
+    assert_eq!(name, format!("{root}/src/lib.rs"));
+}

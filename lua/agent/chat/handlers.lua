@@ -169,6 +169,7 @@ function handlers.acp_started(e)
 end
 
 function handlers.started(e)
+  status.current.workspace = e.workspace ~= "" and e.workspace or nil
   status.current.provider = e.provider ~= "" and e.provider or nil
   status.current.model = e.model ~= "" and e.model or nil
   M.saw_model(status.current.model)
@@ -346,6 +347,9 @@ function handlers.tool_started(e)
   render.put(H.running_row(tool), "AgentToolRunning", e.id)
   render.put("\n")
   local args = type(e.args) == "table" and e.args or {}
+  if (name == "read_file" or name == "edit_file") and type(args.path) == "string" then
+    tool.path = args.path -- for follow mode, once it has finished
+  end
   status.current.tool = name
   status.current.command = name == "run_bash" and type(args.command) == "string" and args.command or nil
   status.current.last_line = nil
@@ -500,6 +504,9 @@ function handlers.tool_finished(e)
     H.running_tool = nil
     H.stop_clock()
   end
+  if e.ok and tool.path and status.current.turn then
+    H.follow_finished(tool, e)
+  end
   status.current.tool, status.current.command, status.current.last_line = nil, nil, nil
   if status.current.turn then
     status.set("thinking")
@@ -513,6 +520,27 @@ function handlers.tool_output(e)
   if tool then
     H.keep_output(tool, e)
     render.put_output(tool, H.output(e))
+  end
+end
+
+-- Follow mode: the file a read opens at its top, the file an edit changed at its first change.
+function H.follow_finished(tool, e)
+  local follow = require("agent.follow")
+  if tool.name == "read_file" then
+    follow.show(status.current.workspace, tool.path, 1)
+  elseif tool.name == "edit_file" and e.diff then
+    local line, count = follow.first_change(e.diff)
+    follow.show(status.current.workspace, tool.path, line or 1, line and count or nil)
+  end
+end
+
+-- An external agent's tool call names the files it works on (ACP locations): follow mode shows
+-- the first, at its line (an edit's line highlighted for a moment).
+function handlers.locations(e)
+  local first = type(e.locations) == "table" and e.locations[1]
+  if first and type(first.path) == "string" then
+    local line = tonumber(first.line)
+    require("agent.follow").show(status.current.workspace, first.path, line, (e.kind == "edit" and line) and 1 or nil)
   end
 end
 

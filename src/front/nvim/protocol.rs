@@ -926,6 +926,8 @@ impl UiEvent {
                     })
                     .collect(),
             }),
+            // Paths to open, never shown as text: passed as they are.
+            UiEvent::Update(update @ AgentUpdate::Locations { .. }) => UiEvent::Update(update),
             UiEvent::Update(AgentUpdate::ToolUpdated {
                 id,
                 title,
