@@ -4,7 +4,8 @@
 --- the cursor is in: following the agent moves no cursor of the person's.
 ---
 --- Only regular files inside the workspace are opened (a FIFO would block Neovim on its read, a
---- link out of the workspace is not the agent's to show), and only files of at most max_edit_mb.
+--- link out of the workspace is not the agent's to show), and only files of at most max_edit_mb;
+--- a window whose buffer has unsaved changes is never used.
 
 local M = {}
 local H = {}
@@ -57,15 +58,15 @@ function M.show(root, path, line, count)
   if not win then
     return false
   end
-  local buf = vim.fn.bufadd(abs)
-  vim.bo[buf].buflisted = true
-  if not pcall(vim.fn.bufload, buf) then
-    return false
+  local existing = H.buffer_named(abs)
+  local buf = existing or vim.fn.bufadd(abs)
+  if not vim.api.nvim_buf_is_loaded(buf) and not (H.still_a_file(abs) and pcall(vim.fn.bufload, buf)) then
+    return H.forget(buf, existing)
   end
-  -- A window whose buffer has unsaved changes and 'nohidden' refuses: it is left as it is.
   if vim.api.nvim_win_get_buf(win) ~= buf and not pcall(vim.api.nvim_win_set_buf, win, buf) then
-    return false
+    return H.forget(buf, existing)
   end
+  vim.bo[buf].buflisted = true
   local last = vim.api.nvim_buf_line_count(buf)
   line = math.max(1, math.min(tonumber(line) or 1, last))
   vim.api.nvim_win_set_cursor(win, { line, 0 })
@@ -130,7 +131,9 @@ function H.usable(win)
   if buf == window.buf or buf == window.input_buf then
     return false
   end
-  return vim.bo[buf].buftype == ""
+  -- A buffer with unsaved changes is never replaced: with 'autowrite' that would write it, with
+  -- 'confirm' ask about it, with 'nohidden' fail.
+  return vim.bo[buf].buftype == "" and not vim.bo[buf].modified
 end
 
 -- The window to follow in: the last usable one entered, else any usable one in this tab page;
@@ -158,12 +161,47 @@ function H.inside(root, path)
   if not (real and real_root and require("agent.paths").within(real, real_root)) then
     return nil
   end
-  local stat = vim.uv.fs_stat(real)
+  return H.small_file(vim.uv.fs_stat(real)) and real or nil
+end
+
+-- True for the stat of a regular file of at most max_edit_mb.
+function H.small_file(stat)
   local limit = (require("agent.config").options.max_edit_mb or 64) * 1024 * 1024
-  if not stat or stat.type ~= "file" or stat.size > limit then
-    return nil
+  return stat ~= nil and stat.type == "file" and stat.size <= limit
+end
+
+-- Checked again just before Neovim reads it, for a file swapped since H.inside (a FIFO renamed
+-- over it would block Neovim's read until something writes to it): the file opened without
+-- blocking (O_NONBLOCK: a FIFO's open returns at once) is a small regular file, and the name
+-- still names that same file. What is left is the instant between this and the read.
+function H.still_a_file(abs)
+  local c = vim.uv.constants
+  -- (Distinct bits, O_RDONLY being 0: their sum is their union.)
+  local fd = vim.uv.fs_open(abs, c.O_RDONLY + c.O_NONBLOCK + c.O_NOCTTY, 0)
+  if not fd then
+    return false
   end
-  return real
+  local opened, named = vim.uv.fs_fstat(fd), vim.uv.fs_stat(abs)
+  vim.uv.fs_close(fd)
+  return H.small_file(opened) and H.small_file(named) and opened.ino == named.ino and opened.dev == named.dev
+end
+
+-- The buffer whose name is exactly `abs`, if there is one (bufnr() would match a pattern).
+function H.buffer_named(abs)
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_get_name(buf) == abs then
+      return buf
+    end
+  end
+  return nil
+end
+
+-- A buffer follow made for nothing is wiped again (one that was there before is left alone).
+function H.forget(buf, existing)
+  if not existing and vim.api.nvim_buf_is_valid(buf) then
+    pcall(vim.api.nvim_buf_delete, buf, { force = true })
+  end
+  return false
 end
 
 -- Highlights `count` lines of `buf` from `line` for FLASH_MS.

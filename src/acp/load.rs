@@ -129,7 +129,7 @@ impl Shared {
     pub(super) fn on_update(&self, update: &Value) {
         let user_chunk =
             update.get("sessionUpdate").and_then(Value::as_str) == Some("user_message_chunk");
-        let gathered = {
+        let (gathered, replaying) = {
             let mut replay = self.replay.lock().unwrap_or_else(PoisonError::into_inner);
             match replay.as_mut() {
                 Some(replay) if user_chunk => {
@@ -138,8 +138,8 @@ impl Shared {
                     }
                     return;
                 }
-                Some(replay) => replay.take_user(),
-                None => None,
+                Some(replay) => (replay.take_user(), true),
+                None => (None, false),
             }
         };
         if let Some(text) = gathered {
@@ -149,6 +149,10 @@ impl Shared {
         let chosen = self.choices().apply(update);
         let events = chosen.unwrap_or_else(|| self.tools().apply(update, &self.workspace));
         for event in events {
+            // A replayed call's files are history: follow mode opens what is worked on now.
+            if replaying && matches!(event, AcpEvent::Agent(AgentUpdate::Locations { .. })) {
+                continue;
+            }
             self.report(event);
         }
     }

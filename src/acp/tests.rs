@@ -840,8 +840,10 @@ async fn a_loaded_session_is_replayed_as_prompts_and_turns_and_the_next_prompt_g
                 "content": {"type": "text", "text": "the bug\nin parse.rs"}}),
             json!({"sessionUpdate": "agent_message_chunk",
                 "content": {"type": "text", "text": "Reading it."}}),
+            // Its files are history: no Locations for follow mode.
             json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Read parse.rs",
-                "kind": "read", "status": "pending"}),
+                "kind": "read", "status": "pending",
+                "locations": [{"path": format!("{}/parse.rs", root.display())}]}),
             json!({"sessionUpdate": "user_message_chunk",
                 "content": {"type": "text", "text": "thanks"}}),
         ] {

@@ -419,12 +419,17 @@ pub(super) fn id_of(value: &Value) -> Option<String> {
     }
 }
 
-/// A string field, if present and a string.
+/// How many of a tool call's `locations` are resolved: each costs a few system calls, and an
+/// agent may send hundreds.
+const LOCATIONS: usize = 16;
+
 /// The `locations` of a tool call that name a file inside the workspace (an absolute path, as
-/// ACP has it), resolved; the others left out. A line of 0 is taken as the first.
+/// ACP has it), resolved; the others left out. A line of 0 is taken as the first. At most
+/// [`LOCATIONS`] are looked at: follow mode opens the first.
 fn locations_inside(given: &[Value], workspace: &Workspace) -> Vec<super::Location> {
     given
         .iter()
+        .take(LOCATIONS)
         .filter_map(|location| {
             let path = location.get("path")?.as_str()?;
             if !path.starts_with('/') {
@@ -442,6 +447,7 @@ fn locations_inside(given: &[Value], workspace: &Workspace) -> Vec<super::Locati
         .collect()
 }
 
+/// A string field, if present and a string.
 pub(super) fn str_field(value: &Value, key: &str) -> Option<String> {
     value.get(key).and_then(Value::as_str).map(str::to_string)
 }

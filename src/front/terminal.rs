@@ -77,7 +77,46 @@ fn question_lines(request: &ApprovalRequest) -> Vec<String> {
     lines
 }
 
+/// Whether a running command's live line is on the terminal (stdout), for whoever writes next.
+/// The question takes it off before it is asked and none is drawn while it is open
+/// ([`ASKING`]): the live line is rewritten with `\r\x1b[K`, which would rub out the question's
+/// last line (the keys to answer with) were the two ever on one line.
+static LIVE_LINE: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+
+/// A question is on the terminal.
+static ASKING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Rubs out the live line if it is shown.
+fn clear_live_line(shown: &mut bool, out: &mut impl Write) -> std::io::Result<()> {
+    if std::mem::take(shown) {
+        out.write_all(b"\r\x1b[K")?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+/// Open while the question is: no live line is drawn until it is dropped.
+struct Asking;
+
+impl Asking {
+    fn start() -> Self {
+        ASKING.store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut shown = LIVE_LINE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _ = clear_live_line(&mut shown, &mut std::io::stdout());
+        Asking
+    }
+}
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        ASKING.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 fn prompt(request: &ApprovalRequest) -> std::io::Result<Decision> {
+    let _asking = Asking::start();
     let mut err = std::io::stderr().lock();
     writeln!(err)?;
     for line in question_lines(request) {
@@ -418,20 +457,24 @@ async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Conversat
     let mut at_line_start = true;
     let mut last_error: Option<String> = None;
     let tty = std::io::stdout().is_terminal();
-    // A running command's live line is on screen: rubbed out before anything else is written.
-    let mut live = false;
     while let Some(event) = events.recv().await {
         // The built-in agent reports no external agent's updates.
         let ConversationEvent::Turn(event) = event else {
             continue;
         };
         let event = display::shown(event);
+        // A running command's live line (LIVE_LINE) is rubbed out before anything else is
+        // written, and none is drawn while a question is open.
+        let mut live = LIVE_LINE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut out = std::io::stdout().lock();
-        if live && !matches!(event, Event::ToolProgress { .. }) {
-            live = false;
-            if out.write_all(b"\r\x1b[K").is_err() {
-                return;
-            }
+        let progress = matches!(event, Event::ToolProgress { .. });
+        if progress && ASKING.load(std::sync::atomic::Ordering::SeqCst) {
+            continue;
+        }
+        if !progress && clear_live_line(&mut live, &mut out).is_err() {
+            return;
         }
         let mut line = |text: &str, out: &mut std::io::StdoutLock<'_>| {
             let lead = if at_line_start { "" } else { "\n" };
@@ -498,7 +541,7 @@ async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Conversat
             Event::ToolProgress { output, .. } if tty => {
                 let lead = if at_line_start { "" } else { "\n" };
                 at_line_start = true;
-                live = true;
+                *live = true;
                 // A terminal that says no size (0 columns, as a bare pty does): 80.
                 let width = rustix::termios::tcgetwinsize(&out)
                     .map(|size| size.ws_col)

@@ -202,27 +202,45 @@ impl Seen {
     }
 
     /// The newest `chars` characters or so as a terminal would show them (escape sequences
-    /// out, carriage-return redraws collapsed, [`crate::ansi::TermText`]), starting at a whole
-    /// line when anything before was left out and a newline allows, so no line is shown from
-    /// its middle (or from inside an escape sequence).
+    /// out, carriage-return redraws collapsed, [`crate::ansi::TermText`]) and redacted, starting
+    /// at a whole line when anything before was left out and a newline allows, so no line is
+    /// shown from its middle (or from inside an escape sequence); a last line longer than
+    /// `chars` is shown from its middle. Redacted before it is cut, with [`KEY_MARGIN`] more
+    /// read than is kept: a key cut in two by the start of what is shown is never half shown.
     pub fn newest(&self, chars: usize) -> String {
         let (raw, cut) = self
             .tail
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .last_text(chars);
-        // (A last line longer than `chars` is shown from its middle: better than nothing.)
-        let raw = match (cut, raw.find('\n')) {
-            (true, Some(newline)) if newline + 1 < raw.len() => &raw[newline + 1..],
-            _ => raw.as_str(),
-        };
+            .last_text(chars.saturating_add(KEY_MARGIN));
         let mut screen = crate::ansi::TermText::default();
         let mut shown = String::with_capacity(raw.len());
-        screen.feed(raw, &mut shown);
+        screen.feed(&raw, &mut shown);
         screen.finish(&mut shown);
-        shown
+        let shown = crate::secrets::redact_owned(shown);
+        let count = shown.chars().count();
+        if !cut && count <= chars {
+            return shown;
+        }
+        let start = if count > chars {
+            shown
+                .char_indices()
+                .nth(count - chars)
+                .map_or(0, |(at, _)| at)
+        } else {
+            0
+        };
+        let kept = &shown[start..];
+        match kept.find('\n') {
+            Some(newline) if newline + 1 < kept.len() => kept[newline + 1..].to_string(),
+            _ => kept.to_string(),
+        }
     }
 }
+
+/// Characters read before what [`Seen::newest`] shows, redacted with it and then left out:
+/// longer than any key.
+const KEY_MARGIN: usize = 1024;
 
 /// A started command: its output so far, its end once it has ended, and a way to kill it.
 #[derive(Debug)]
@@ -454,6 +472,20 @@ mod tests {
         // A last line longer than asked for is shown (from its middle), not left out.
         seen.push(&[b'x'; 100]);
         assert_eq!(seen.newest(30), "x".repeat(30));
+    }
+
+    #[test]
+    fn a_key_cut_by_the_start_of_the_newest_output_is_not_half_shown() {
+        let key = "sk-live-progress-cut-KEY-0123456789abcdefghij";
+        crate::secrets::protect(key);
+        let seen = Seen::default();
+        seen.push(&[b'a'; 5000]);
+        seen.push(key.as_bytes());
+        seen.push(&[b'b'; 3990]);
+        let newest = seen.newest(4000);
+        assert_eq!(newest.chars().count(), 4000);
+        assert!(!newest.contains(&key[key.len() - 8..]), "{newest}");
+        assert!(newest.ends_with(&"b".repeat(3990)));
     }
 
     fn spec(line: &str) -> LiveSpec {

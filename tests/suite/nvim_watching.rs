@@ -428,4 +428,94 @@ async fn follow_mode_opens_an_external_agents_location_and_nothing_outside_the_w
     .await;
     let (_, name) = view(&nvim, CODE_WIN).await;
     assert_eq!(name, format!("{root}/src/lib.rs"));
+    // A window whose buffer has unsaved changes is never replaced (with 'autowrite' that would
+    // write them): nothing opens, and the change is still there, unsaved.
+    nvim.write("other.rs", &numbered(5));
+    nvim.lua(
+        &format!(
+            "vim.o.autowrite = true vim.o.hidden = false              vim.api.nvim_buf_set_lines(vim.api.nvim_win_get_buf({CODE_WIN}), 0, 1, false, {{ 'unsaved' }})"
+        ),
+        vec![],
+    )
+    .await;
+    nvim.lua(
+        lua::RECEIVE,
+        vec![Value::Array(for_lua(vec![located(
+            format!("{root}/other.rs"),
+            Some(2),
+        )]))],
+    )
+    .await;
+    let (_, name) = view(&nvim, CODE_WIN).await;
+    assert_eq!(name, format!("{root}/src/lib.rs"));
+    assert_eq!(nvim.read("src/lib.rs"), numbered(50));
+    let modified = nvim
+        .lua(
+            &format!("return vim.bo[vim.api.nvim_win_get_buf({CODE_WIN})].modified"),
+            vec![],
+        )
+        .await;
+    assert_eq!(modified, Value::from(true));
+    // And the buffer it would have opened was not left behind.
+    let listed = nvim
+        .lua(&format!("return vim.fn.bufnr('{root}/other.rs')"), vec![])
+        .await;
+    assert_eq!(listed, Value::from(-1));
+}
+
+#[tokio::test]
+async fn the_statusline_shows_a_percent_sign_a_command_printed_as_text_never_as_format() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![]);
+    let nvim = start(&mock, "").await;
+    // What a running command's row would leave in the status: its command and last line.
+    let shown = nvim
+        .lua(
+            "local s = require('agent.chat.status') \
+             s.current.prompted, s.current.state = true, 'running' \
+             s.current.command, s.current.since = 'echo 100%', vim.uv.now() \
+             s.current.last_line = \"50%{execute('qa!')}\" \
+             local line = require('agent').statusline() \
+             return { line, vim.api.nvim_eval_statusline(line, {}).str }",
+            vec![],
+        )
+        .await;
+    let shown = shown.as_array().unwrap();
+    assert_eq!(
+        shown[0],
+        Value::from("agent: running echo 100%% 0s · 50%%{execute('qa!')}")
+    );
+    assert_eq!(
+        shown[1],
+        Value::from("agent: running echo 100% 0s · 50%{execute('qa!')}")
+    );
+}
+
+#[tokio::test]
+async fn a_chat_following_the_end_shows_its_top_again_when_the_live_lines_give_way() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![call(
+                "t1",
+                "run_bash",
+                json!({ "command": "seq -f 'l%g' 1 20; while [ ! -e go ]; do sleep 0.02; done" }),
+            )]),
+            turn(vec![Part::Text("Ran it.".into())]),
+        ],
+    );
+    let nvim = Nvim::start(Options {
+        ui: Some((80, 24)),
+        ..mock_options(&mock, "auto_approve = true, live_lines = 20")
+    })
+    .await;
+    nvim.cmd("Agent count").await;
+    nvim.wait_for_line(CHAT, "  l20").await;
+    let top = "vim.fn.getwininfo(vim.fn.bufwinid('agent://chat'))[1].topline";
+    // Twenty live lines do not fit: the chat follows their end, its top scrolled away.
+    nvim.wait_for(&format!("{top} > 1")).await;
+    nvim.write("go", "");
+    nvim.wait_for_line(CHAT, "Ran it.").await;
+    // Folded, the turn fits again, and the window shows it from its top, not rows of nothing.
+    nvim.wait_for(&format!("{top} == 1")).await;
+    nvim.wait_for_screen("## You").await;
 }

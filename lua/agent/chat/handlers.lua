@@ -424,9 +424,10 @@ function handlers.tool_progress(e)
   if not tool or tool.ok ~= nil then
     return
   end
-  tool.live = H.last_lines(render.indented(e.output), H.live_lines())
+  local lines = render.indented(e.output)
+  tool.live = H.last_lines(lines, H.live_lines())
   if H.running_tool == e.id then
-    local last = tool.live[#tool.live]
+    local last = H.last_lines(lines, 1)[1]
     status.current.last_line = last and vim.trim(last) or nil
     status.render()
   end

@@ -208,6 +208,15 @@ function M.write_row(tool, row, s, hl, output, opts)
     end
   end
   H.follow(followers)
+  if old > 0 and (tool.folded or #output < old) then
+    -- The end came up (a running command's live lines gave way to its closed fold): a window
+    -- following the end shows as much as fits above it again, not rows of nothing below.
+    for _, win in ipairs(followers) do
+      vim.api.nvim_win_call(win, function()
+        vim.cmd("normal! zb")
+      end)
+    end
+  end
 end
 
 --- Puts `output` under the row of `tool`, which has none yet, highlighted and folded with it: a

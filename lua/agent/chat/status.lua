@@ -71,7 +71,9 @@ end
 
 --- The one-line status for a statusline (|agent-statusline|): `agent: running cargo test
 --- 12s`, `agent: waiting for approval`, `agent: idle · $0.42`; empty before the first prompt.
---- Reads only what the chat already holds (no RPC); builds one string.
+--- Reads only what the chat already holds (no RPC); builds one string. Every `%` in it is
+--- doubled: it is statusline format (lualine and `%{%...%}` evaluate it), and a command or the
+--- line it printed (`%{system('…')}`) must show as text, never run.
 ---@return string
 function M.line()
   local s = M.current
@@ -80,12 +82,17 @@ function M.line()
   end
   if s.state == "running" and s.command then
     local secs = math.floor((vim.uv.now() - (s.since or vim.uv.now())) / 1000)
-    return ("agent: running %s %ds%s"):format(text.cut(tostring(s.command), H.COMMAND_CHARS), secs, H.last_line(s))
+    local line = ("agent: running %s %ds%s"):format(
+      text.cut(tostring(s.command), H.COMMAND_CHARS),
+      secs,
+      H.last_line(s)
+    )
+    return (line:gsub("%%", "%%%%"))
   elseif s.state == "idle" then
     local cost = M.cost()
     return cost and ("agent: idle · " .. M.dollars(cost)) or "agent: idle"
   end
-  return "agent: " .. M.text()
+  return (("agent: " .. M.text()):gsub("%%", "%%%%"))
 end
 
 --- ` · ` and the last line a running command printed, cut; "" before it printed one.

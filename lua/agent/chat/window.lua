@@ -315,7 +315,7 @@ function H.show_output()
     end
   end
   if not buf then
-    buf = vim.api.nvim_create_buf(true, true)
+    buf = vim.api.nvim_create_buf(false, true)
     vim.api.nvim_buf_set_name(buf, name)
     vim.bo[buf].buftype = "nofile"
     vim.bo[buf].bufhidden = "hide"
@@ -330,7 +330,10 @@ function H.show_output()
     vim.bo[buf].modified = false
   end
   M.leave()
-  vim.api.nvim_win_set_buf(0, buf)
+  local ok, err = pcall(vim.api.nvim_win_set_buf, 0, buf)
+  if not ok then
+    vim.notify(("agent: cannot show %s here: %s"):format(name, tostring(err)), vim.log.levels.WARN)
+  end
 end
 
 function H.review()
