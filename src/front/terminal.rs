@@ -554,6 +554,18 @@ async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Conversat
                     live_line(&redact(&output), usize::from(width).saturating_sub(3))
                 )
             }
+            // Until it prints (or asks), a started call says so on the live line: a quiet
+            // command is not a hung screen.
+            Event::ToolStarted { name, .. } if tty => {
+                let lead = if at_line_start { "" } else { "\n" };
+                at_line_start = true;
+                *live = true;
+                write!(
+                    out,
+                    "{lead}\r\x1b[K  \x1b[2m… running {}\x1b[0m",
+                    redact(&name)
+                )
+            }
             Event::TurnStarted
             | Event::ToolStarted { .. }
             | Event::ToolProgress { .. }

@@ -519,3 +519,36 @@ async fn a_chat_following_the_end_shows_its_top_again_when_the_live_lines_give_w
     nvim.wait_for(&format!("{top} == 1")).await;
     nvim.wait_for_screen("## You").await;
 }
+
+#[tokio::test]
+async fn a_live_line_wider_than_the_chat_is_cut_to_it_and_whole_once_the_command_ends() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![call(
+                "t1",
+                "run_bash",
+                json!({ "command": "printf 'w%.0s' $(seq 300); echo; while [ ! -e go ]; do sleep 0.02; done" }),
+            )]),
+            turn(vec![Part::Text("Ran it.".into())]),
+        ],
+    );
+    let nvim = start(&mock, "auto_approve = true").await;
+    nvim.cmd("Agent wide").await;
+    let lines = nvim.wait_for_line(CHAT, "  www").await;
+    let live = from_row(&lines, "… running run_bash", 2)[1].clone();
+    let width = nvim
+        .lua(
+            "return vim.api.nvim_win_get_width(vim.fn.bufwinid('agent://chat'))",
+            vec![],
+        )
+        .await
+        .as_i64()
+        .unwrap() as usize;
+    assert!(live.ends_with('…'), "{live}");
+    assert!(live.chars().count() < width, "{live} in {width}");
+    nvim.write("go", "");
+    let lines = nvim.wait_for_line(CHAT, "Ran it.").await;
+    let output = from_row(&lines, "▸ $ printf", 2);
+    assert_eq!(output[1], format!("  {}", "w".repeat(300)));
+}

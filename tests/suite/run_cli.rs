@@ -106,7 +106,9 @@ fn on_a_terminal_a_running_command_shows_its_newest_line_rewritten_in_place() {
     let mut command = run(Some(&mock), dir.path(), &["--auto-approve", "go"]);
     command.stdin(Stdio::piped());
     let mut pty = crate::support::pty::Pty::spawn_terminal(command);
-    // One line, rubbed out and written again: the newest line the command printed, dimmed.
+    // One line, rubbed out and written again: the call while it has printed nothing, then the
+    // newest line the command printed, dimmed.
+    pty.expect("\r\x1b[K  \x1b[2m… running run_bash\x1b[0m");
     pty.expect("\r\x1b[K  \x1b[2mfirst\x1b[0m");
     std::fs::write(dir.path().join("go"), "").unwrap();
     pty.expect("\r\x1b[K  \x1b[2msecond\x1b[0m");

@@ -425,13 +425,29 @@ function handlers.tool_progress(e)
     return
   end
   local lines = render.indented(e.output)
-  tool.live = H.last_lines(lines, H.live_lines())
+  tool.live = H.fit(H.last_lines(lines, H.live_lines()))
   if H.running_tool == e.id then
     local last = H.last_lines(lines, 1)[1]
     status.current.last_line = last and vim.trim(last) or nil
     status.render()
   end
   H.rewrite_running(tool)
+end
+
+-- Live lines cut to the chat window's width: a long one would wrap and push the running row,
+-- and its clock, out of sight (the whole of each comes with the finished row).
+function H.fit(lines)
+  local win = window.chat_windows()[1]
+  if not win then
+    return lines
+  end
+  local width = vim.api.nvim_win_get_width(win) - 1
+  for i, line in ipairs(lines) do
+    if vim.fn.strdisplaywidth(line) > width then
+      lines[i] = require("agent.text").cut(vim.fn.strcharpart(line, 0, width + 1), width, true)
+    end
+  end
+  return lines
 end
 
 -- The last `n` of `lines` (a trailing empty line, the end of the last output line, not counted).
