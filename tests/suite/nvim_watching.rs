@@ -25,6 +25,17 @@ fn call(id: &str, name: &str, args: serde_json::Value) -> Part {
     }
 }
 
+/// A model that runs `command` as call `t1`, then answers `Ran it.`.
+fn one_command(command: &str) -> MockLlm {
+    MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![call("t1", "run_bash", json!({ "command": command }))]),
+            turn(vec![Part::Text("Ran it.".into())]),
+        ],
+    )
+}
+
 async fn start(mock: &MockLlm, extra: &str) -> Nvim {
     Nvim::start(Options {
         ui: Some((100, 30)),
@@ -55,13 +66,7 @@ async fn a_running_command_shows_its_newest_lines_under_its_row_then_its_exit() 
     // A line, then a wait for this test's go-ahead, three times over; stderr interleaved.
     let command = "for i in 1 2 3 4 5 6; do echo \"line $i\"; [ $i = 2 ] && echo \"warn $i\" >&2; \
                    while [ ! -e go$i ]; do sleep 0.02; done; done; exit 4";
-    let mock = MockLlm::start(
-        Wire::Anthropic,
-        vec![
-            turn(vec![call("t1", "run_bash", json!({ "command": command }))]),
-            turn(vec![Part::Text("Ran it.".into())]),
-        ],
-    );
+    let mock = one_command(command);
     let nvim = start(&mock, "auto_approve = true, live_lines = 3").await;
     nvim.cmd("Agent run the tests").await;
 
@@ -492,17 +497,7 @@ async fn the_statusline_shows_a_percent_sign_a_command_printed_as_text_never_as_
 
 #[tokio::test]
 async fn a_chat_following_the_end_shows_its_top_again_when_the_live_lines_give_way() {
-    let mock = MockLlm::start(
-        Wire::Anthropic,
-        vec![
-            turn(vec![call(
-                "t1",
-                "run_bash",
-                json!({ "command": "seq -f 'l%g' 1 20; while [ ! -e go ]; do sleep 0.02; done" }),
-            )]),
-            turn(vec![Part::Text("Ran it.".into())]),
-        ],
-    );
+    let mock = one_command("seq -f 'l%g' 1 20; while [ ! -e go ]; do sleep 0.02; done");
     let nvim = Nvim::start(Options {
         ui: Some((80, 24)),
         ..mock_options(&mock, "auto_approve = true, live_lines = 20")
@@ -522,17 +517,8 @@ async fn a_chat_following_the_end_shows_its_top_again_when_the_live_lines_give_w
 
 #[tokio::test]
 async fn a_live_line_wider_than_the_chat_is_cut_to_it_and_whole_once_the_command_ends() {
-    let mock = MockLlm::start(
-        Wire::Anthropic,
-        vec![
-            turn(vec![call(
-                "t1",
-                "run_bash",
-                json!({ "command": "printf 'w%.0s' $(seq 300); echo; while [ ! -e go ]; do sleep 0.02; done" }),
-            )]),
-            turn(vec![Part::Text("Ran it.".into())]),
-        ],
-    );
+    let mock =
+        one_command("printf 'w%.0s' $(seq 300); echo; while [ ! -e go ]; do sleep 0.02; done");
     let nvim = start(&mock, "auto_approve = true").await;
     nvim.cmd("Agent wide").await;
     let lines = nvim.wait_for_line(CHAT, "  www").await;
