@@ -273,8 +273,9 @@ pub(super) fn size_of_text(event: &UiEvent) -> usize {
     }
 }
 
-/// Joins consecutive text events so a frame's deltas are appended with one buffer call, and
-/// keeps only the newest of consecutive live outputs of one call (each is the whole of it).
+/// Joins consecutive text events (and thinking's) so a frame's deltas are appended with one
+/// buffer call, and keeps only the newest of consecutive live outputs of one call (each is the
+/// whole of it).
 fn join_text(batch: Vec<UiEvent>) -> Vec<UiEvent> {
     let mut out: Vec<UiEvent> = Vec::with_capacity(batch.len());
     for event in batch {
@@ -282,6 +283,14 @@ fn join_text(batch: Vec<UiEvent>) -> Vec<UiEvent> {
             (
                 Some(UiEvent::Agent(Event::Text { text })),
                 UiEvent::Agent(Event::Text { text: more }),
+            )
+            | (
+                Some(UiEvent::Agent(Event::Thought { text })),
+                UiEvent::Agent(Event::Thought { text: more }),
+            )
+            | (
+                Some(UiEvent::Update(crate::acp::AgentUpdate::Thought { text })),
+                UiEvent::Update(crate::acp::AgentUpdate::Thought { text: more }),
             ) => text.push_str(&more),
             (
                 Some(UiEvent::Agent(Event::ToolProgress { id, output })),
@@ -485,6 +494,29 @@ mod tests {
             ]
         );
     }
+    #[test]
+    fn a_frame_of_thinking_deltas_becomes_one_event_each_kind_apart() {
+        let thought = |s: &str| UiEvent::Agent(Event::Thought { text: s.into() });
+        let acp = |s: &str| UiEvent::Update(crate::acp::AgentUpdate::Thought { text: s.into() });
+        let batch = vec![
+            thought("a"),
+            thought("b"),
+            UiEvent::Agent(Event::Text { text: "x".into() }),
+            acp("c"),
+            acp("d"),
+            thought("e"),
+        ];
+        assert_eq!(
+            join_text(batch),
+            vec![
+                thought("ab"),
+                UiEvent::Agent(Event::Text { text: "x".into() }),
+                acp("cd"),
+                thought("e"),
+            ]
+        );
+    }
+
     #[test]
     fn a_frame_of_one_calls_live_output_keeps_only_the_newest() {
         let progress = |id: &str, output: &str| {
