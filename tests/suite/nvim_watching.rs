@@ -538,3 +538,64 @@ async fn a_live_line_wider_than_the_chat_is_cut_to_it_and_whole_once_the_command
     let output = from_row(&lines, "▸ $ printf", 2);
     assert_eq!(output[1], format!("  {}", "w".repeat(300)));
 }
+
+#[tokio::test]
+async fn a_narrow_chat_still_shows_how_a_long_command_ended() {
+    let mock = one_command("echo 'a command line long enough to be wider than the chat'; exit 3");
+    // 80 columns: the chat gets 40 (the other windows keep 40).
+    let nvim = Nvim::start(Options {
+        ui: Some((80, 24)),
+        ..mock_options(&mock, "auto_approve = true")
+    })
+    .await;
+    nvim.cmd("Agent go").await;
+    nvim.wait_for_line(CHAT, "Ran it.").await;
+    let width = nvim
+        .lua(
+            "return vim.api.nvim_win_get_width(vim.fn.bufwinid('agent://chat'))",
+            vec![],
+        )
+        .await;
+    assert_eq!(width, Value::from(40));
+    // The closed fold keeps the row's end, the exit code, and cuts its middle.
+    let screen = nvim.wait_for_screen("… -> exit 3").await;
+    assert!(screen.contains("▸ $ echo 'a command"), "{screen}");
+    let highlight = nvim
+        .lua(
+            "local win = vim.fn.bufwinid('agent://chat') \
+             return vim.api.nvim_win_call(win, function() \
+               for row = 1, vim.api.nvim_buf_line_count(0) do \
+                 if vim.fn.foldclosed(row) == row then \
+                   vim.v.foldstart = row return require('agent.chat.render').foldtext()[1][2] end end end)",
+            vec![],
+        )
+        .await;
+    assert_eq!(highlight, Value::from("AgentToolExit"));
+}
+
+#[tokio::test]
+async fn a_narrow_chats_winbar_quotes_less_of_the_command_to_show_its_last_line() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![]);
+    let nvim = Nvim::start(Options {
+        ui: Some((80, 24)),
+        ..mock_options(&mock, "")
+    })
+    .await;
+    nvim.cmd("Agent").await;
+    let winbar = nvim
+        .lua(
+            "local s = require('agent.chat.status') \
+             s.current.prompted, s.current.state = true, 'running' \
+             s.current.command = 'cargo test --workspace --all-features -- --nocapture' \
+             s.current.since, s.current.last_line = vim.uv.now(), 'test parse ... ok' \
+             s.render() \
+             return vim.wo[vim.fn.bufwinid('agent://chat')].winbar",
+            vec![],
+        )
+        .await;
+    let winbar = winbar.as_str().unwrap_or_default().to_string();
+    assert!(
+        winbar.starts_with(" running `cargo test -…` 0s · test parse"),
+        "{winbar}"
+    );
+}

@@ -49,12 +49,13 @@ function M.busy()
 end
 
 --- What the winbar's left side says: "idle", "running `cargo test` 12s", ...
+---@param command_chars? integer how much of a running command to quote (default 40)
 ---@return string
-function M.text()
+function M.text(command_chars)
   local s = M.current
   if s.state == "running" then
     if s.command then
-      local command = text.cut(tostring(s.command), H.COMMAND_CHARS)
+      local command = text.cut(tostring(s.command), command_chars or H.COMMAND_CHARS)
       local secs = math.floor((vim.uv.now() - (s.since or vim.uv.now())) / 1000)
       return ("running `%s` %ds%s"):format(command, secs, H.last_line(s))
     end
@@ -193,7 +194,12 @@ function M.render()
   end
   for _, win in ipairs(window.chat_windows()) do
     local width = vim.api.nvim_win_get_width(win)
-    local room = width - vim.fn.strdisplaywidth(left) - 3
+    local here = left
+    if s.last_line and s.state == "running" and vim.fn.strdisplaywidth(here) > width - 2 then
+      -- A narrow chat: less of the command, so the line it printed last still shows.
+      here = M.text(math.max(8, math.floor(width / 3)))
+    end
+    local room = width - vim.fn.strdisplaywidth(here) - 3
     local right = ""
     -- The widest that fits; an external agent's mode is kept longest (it changes what the agent
     -- does), then the cost.
@@ -213,10 +219,10 @@ function M.render()
       end
     end
     -- The conversation's title (an external agent's session_info_update), in what is left.
-    local shown = left
+    local shown = here
     local spare = room - vim.fn.strdisplaywidth(right) - 3
     if s.title and spare >= 8 then
-      shown = left .. " · " .. text.cut(s.title, spare, true)
+      shown = here .. " · " .. text.cut(s.title, spare, true)
     end
     local bar = " " .. escape(shown) .. "%=" .. escape(right) .. " "
     vim.api.nvim_set_option_value("winbar", bar, { win = win, scope = "local" })

@@ -250,7 +250,7 @@ function H.setup_chat_window(win)
     foldmethod = "manual",
     foldlevel = 0,
     foldminlines = 0,
-    foldtext = "",
+    foldtext = "v:lua.require'agent.chat.render'.foldtext()",
     fillchars = "fold: ,eob: ",
   })
   if M.on_chat_window then
