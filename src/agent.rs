@@ -186,6 +186,12 @@ impl Report for UnboundedSender<Event> {
     }
 }
 
+/// Said when a reply stopped at the model's output limit: what was written so far is kept (a
+/// call cut short fails as invalid JSON, which the model reads), and the person knows why it
+/// ends where it does.
+pub const CUT_NOTICE: &str =
+    "the model stopped at its output limit: this reply may be incomplete (ask it to go on)";
+
 /// A tool call's progress, reported as [`Event::ToolProgress`] for its row.
 struct Watching<'a, R> {
     id: &'a str,
@@ -761,6 +767,11 @@ impl Agent {
                 cached: total.cache_read,
                 cost: spent.0,
             });
+            if reply.cut {
+                send(Event::Notice {
+                    text: CUT_NOTICE.to_string(),
+                });
+            }
             let calls = reply.calls;
             if calls.is_empty() {
                 if !reply.text.is_empty() || !reply.reasoning.is_empty() {

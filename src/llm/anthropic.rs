@@ -236,6 +236,7 @@ pub struct Parser {
     reasoning: Vec<Reasoning>,
     usage: Usage,
     stopped: bool,
+    cut: bool,
 }
 
 impl Parser {
@@ -337,6 +338,9 @@ impl Parser {
                 if let Some(out) = v["usage"]["output_tokens"].as_u64() {
                     self.usage.output = out;
                 }
+                if v["delta"]["stop_reason"] == "max_tokens" {
+                    self.cut = true;
+                }
             }
             "message_stop" => {
                 self.stopped = true;
@@ -371,6 +375,7 @@ impl Parser {
             calls: self.calls,
             usage: self.usage,
             reasoning: self.reasoning,
+            cut: self.cut,
         })
     }
 
@@ -484,6 +489,7 @@ mod tests {
                     cache_write: 0,
                 },
                 reasoning: Vec::new(),
+                cut: false,
             }
         );
     }

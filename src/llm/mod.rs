@@ -392,6 +392,9 @@ pub struct Reply {
     pub usage: Usage,
     /// Its reasoning to send back in later requests.
     pub reasoning: Vec<Reasoning>,
+    /// The model stopped at its output limit (Anthropic `max_tokens`, OpenAI `length`,
+    /// Responses `incomplete`): the reply may end mid-sentence or mid-call.
+    pub cut: bool,
 }
 
 /// What the client reports while a response streams in.

@@ -157,6 +157,7 @@ pub struct Parser {
     calls: Vec<ToolCall>,
     usage: Usage,
     done: bool,
+    cut: bool,
 }
 
 impl Parser {
@@ -211,6 +212,7 @@ impl Parser {
                 ..Usage::default()
             };
             self.done = true;
+            self.cut = v["done_reason"] == "length";
             return Ok(true);
         }
         Ok(false)
@@ -228,6 +230,7 @@ impl Parser {
             calls: self.calls,
             usage: self.usage,
             reasoning: Vec::new(),
+            cut: self.cut,
         })
     }
 }

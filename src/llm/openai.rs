@@ -114,6 +114,7 @@ pub struct Parser {
     usage: Usage,
     finished: bool,
     done: bool,
+    cut: bool,
 }
 
 impl Parser {
@@ -170,6 +171,7 @@ impl Parser {
         }
         if choice["finish_reason"].is_string() {
             self.finished = true;
+            self.cut |= choice["finish_reason"] == "length";
         }
         Ok(false)
     }
@@ -223,6 +225,7 @@ impl Parser {
                 .collect(),
             usage: self.usage,
             reasoning: Vec::new(),
+            cut: self.cut,
         })
     }
 }
@@ -272,6 +275,7 @@ mod tests {
                     cache_write: 0,
                 },
                 reasoning: Vec::new(),
+                cut: false,
             }
         );
     }

@@ -125,6 +125,7 @@ pub struct Parser {
     reasoning: Vec<Reasoning>,
     usage: Usage,
     done: bool,
+    cut: bool,
 }
 
 impl Parser {
@@ -190,6 +191,8 @@ impl Parser {
                     cache_write: 0,
                 };
                 self.done = true;
+                // Stopped at the output limit (not, say, by a content filter).
+                self.cut = v["response"]["incomplete_details"]["reason"] == "max_output_tokens";
                 return Ok(true);
             }
             "response.failed" => {
@@ -243,6 +246,7 @@ impl Parser {
             calls: self.calls,
             usage: self.usage,
             reasoning: self.reasoning,
+            cut: self.cut,
         })
     }
 }

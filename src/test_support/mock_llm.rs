@@ -77,6 +77,10 @@ pub enum Reply {
         message: String,
         retry_after: Option<u64>,
     },
+    /// A `Turn` that stops at the model's output limit, as each wire says it: Anthropic
+    /// `stop_reason: max_tokens`, OpenAI `finish_reason: length`, Responses
+    /// `response.incomplete` (`max_output_tokens`), Ollama `done_reason: length`.
+    Limited { parts: Vec<Part>, usage: (u64, u64) },
     /// A `Turn` (usage 0, 0) whose connection is closed after this many bytes of the body: no
     /// end of stream, no chunked-encoding terminator.
     CutAfter { bytes: usize, parts: Vec<Part> },
@@ -536,6 +540,16 @@ fn answer(shared: &Shared, stream: &mut TcpStream, request: Recorded) -> io::Res
             )?;
             Ok(true)
         }
+        Reply::Limited { parts, usage } => {
+            write_stream(
+                shared,
+                stream,
+                number,
+                sse.ending(&parts, usage, true).concat().as_bytes(),
+                true,
+            )?;
+            Ok(true)
+        }
         Reply::CutAfter { bytes, parts } => {
             let body = sse.turn(&parts, (0, 0)).concat();
             write_stream(
@@ -808,10 +822,25 @@ const CREATED: u64 = 1_700_000_000;
 
 impl Sse {
     /// A whole response: the parts, then the stop with usage, then the end of the stream.
-    fn turn(&self, parts: &[Part], (input, output): (u64, u64)) -> Events {
+    fn turn(&self, parts: &[Part], usage: (u64, u64)) -> Events {
+        self.ending(parts, usage, false)
+    }
+
+    /// [`Sse::turn`], stopped at the output limit when `limited`.
+    fn ending(&self, parts: &[Part], (input, output): (u64, u64), limited: bool) -> Events {
         match self.wire {
+            Wire::Responses if limited => {
+                return self.responses(
+                    parts,
+                    Some((input, output)),
+                    Some(("response.incomplete", "max_output_tokens")),
+                )
+            }
             Wire::Responses => return self.responses(parts, Some((input, output)), None),
-            Wire::Ollama => return self.ollama(parts, Ok((input, output))),
+            Wire::Ollama => {
+                let reason = if limited { "length" } else { "stop" };
+                return self.ollama(parts, Ok((input, output, reason)));
+            }
             _ => {}
         }
         let mut body = self.opening(input, parts.is_empty());
@@ -819,7 +848,11 @@ impl Sse {
         let tools = parts.iter().any(|p| matches!(p, Part::ToolCall { .. }));
         match self.wire {
             Wire::Anthropic => {
-                let stop = if tools { "tool_use" } else { "end_turn" };
+                let stop = match (limited, tools) {
+                    (true, _) => "max_tokens",
+                    (false, true) => "tool_use",
+                    (false, false) => "end_turn",
+                };
                 body.push(event(
                     "message_delta",
                     json!({"type": "message_delta",
@@ -829,7 +862,11 @@ impl Sse {
                 body.push(event("message_stop", json!({"type": "message_stop"})));
             }
             Wire::OpenAi | Wire::OpenAiOllamaStyle => {
-                let finish = if tools { "tool_calls" } else { "stop" };
+                let finish = match (limited, tools) {
+                    (true, _) => "length",
+                    (false, true) => "tool_calls",
+                    (false, false) => "stop",
+                };
                 body.push(self.chunk(json!({}), json!(finish)));
                 if self.include_usage {
                     let usage = json!({"prompt_tokens": input, "completion_tokens": output,
@@ -1020,6 +1057,22 @@ impl Sse {
             }
         }
         match (fault, usage) {
+            (Some(("response.incomplete", reason)), usage) => {
+                let (input, out) = usage.unwrap_or_default();
+                let response = json!({"id": id, "object": "response", "status": "incomplete",
+                    "model": self.model, "output": output,
+                    "incomplete_details": {"reason": reason},
+                    "usage": {"input_tokens": input, "input_tokens_details": {"cached_tokens": 0},
+                              "output_tokens": out,
+                              "output_tokens_details": {"reasoning_tokens": 0},
+                              "total_tokens": input + out}});
+                push(
+                    &mut body,
+                    "response.incomplete",
+                    json!({"response": response}),
+                    false,
+                );
+            }
             (Some(("response.failed", message)), _) => {
                 let response = json!({"id": id, "object": "response", "status": "failed",
                     "model": self.model, "output": output,
@@ -1060,7 +1113,7 @@ impl Sse {
 
     /// An Ollama stream: one line a text piece, a thought, or a whole tool call, then the
     /// `"done": true` line with the counts, or the error line.
-    fn ollama(&self, parts: &[Part], end: Result<(u64, u64), &str>) -> Events {
+    fn ollama(&self, parts: &[Part], end: Result<(u64, u64, &str), &str>) -> Events {
         let mut body = Events::default();
         let line = |message: Value| {
             format!(
@@ -1096,12 +1149,12 @@ impl Sse {
             }
         }
         match end {
-            Ok((input, output)) => body.push(format!(
+            Ok((input, output, reason)) => body.push(format!(
                 "{}\n",
                 json!({"model": self.model,
                 "created_at": "2025-01-01T00:00:00Z",
                 "message": {"role": "assistant", "content": ""}, "done": true,
-                "done_reason": "stop", "total_duration": 1000, "prompt_eval_count": input,
+                "done_reason": reason, "total_duration": 1000, "prompt_eval_count": input,
                 "eval_count": output})
             )),
             Err(message) => body.push(format!("{}\n", json!({"error": message}))),

@@ -401,6 +401,41 @@ async fn a_cut_stream_is_a_clear_error_and_the_next_prompt_works() {
 }
 
 #[tokio::test]
+async fn a_reply_stopped_at_the_output_limit_is_kept_and_said_in_every_wire() {
+    for wire in [Wire::Anthropic, Wire::OpenAi, Wire::Responses, Wire::Ollama] {
+        let dir = tempfile::tempdir().unwrap();
+        let mock = MockLlm::start(
+            wire,
+            vec![
+                Reply::Limited {
+                    parts: vec![text("the first half of a long ans")],
+                    usage: (10, 4096),
+                },
+                turn(vec![text("a whole answer")]),
+            ],
+        );
+        let mut agent = agent(&mock, wire, dir.path(), 40);
+        let (outcome, events) = prompt(&mut agent, "write a lot").await;
+        assert_eq!(outcome, Outcome::Done, "{wire:?}");
+        assert_eq!(streamed_text(&events), "the first half of a long ans");
+        let said: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Notice { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(said, [agent_nvim::agent::CUT_NOTICE], "{wire:?}");
+        // A reply that ended as usual says nothing of it.
+        let (_, events) = prompt(&mut agent, "again").await;
+        assert!(
+            !events.iter().any(|e| matches!(e, Event::Notice { .. })),
+            "{wire:?}: {events:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn malformed_tool_json_is_a_failed_result_not_a_crash() {
     for wire in WIRES {
         let dir = tempfile::tempdir().unwrap();
