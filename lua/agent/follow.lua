@@ -35,7 +35,7 @@ end
 --- Remembers `win` as the last window the person was in, unless it is one of the agent's.
 ---@param win integer
 function M.entered(win)
-  if H.usable(win) then
+  if H.usable(win, true) then
     H.last_win = win
   end
 end
@@ -58,8 +58,11 @@ function M.show(root, path, line, count)
   if not win then
     return false
   end
-  local existing = H.buffer_named(abs)
-  local buf = existing or vim.fn.bufadd(abs)
+  -- bufadd() finds a buffer by name or by inode (a hard link): any buffer that was there
+  -- before is the person's, never wiped here.
+  local newest = H.newest_buffer()
+  local buf = vim.fn.bufadd(abs)
+  local existing = buf <= newest and buf or nil
   if not vim.api.nvim_buf_is_loaded(buf) and not (H.still_a_file(abs) and pcall(vim.fn.bufload, buf)) then
     return H.forget(buf, existing)
   end
@@ -118,8 +121,9 @@ end
 -- Helpers ------------------------------------------------------------------------------------
 
 -- A window the person edits in: a normal window (not a float) that shows neither the chat nor
--- the input, nor a special buffer (help, quickfix, terminal, a scratch one).
-function H.usable(win)
+-- the input, nor a special buffer (help, quickfix, terminal, a scratch one); nor, unless
+-- `modified_too`, a buffer with unsaved changes.
+function H.usable(win, modified_too)
   if not (win and vim.api.nvim_win_is_valid(win)) then
     return false
   end
@@ -133,7 +137,7 @@ function H.usable(win)
   end
   -- A buffer with unsaved changes is never replaced: with 'autowrite' that would write it, with
   -- 'confirm' ask about it, with 'nohidden' fail.
-  return vim.bo[buf].buftype == "" and not vim.bo[buf].modified
+  return vim.bo[buf].buftype == "" and (modified_too or not vim.bo[buf].modified)
 end
 
 -- The window to follow in: the last usable one entered, else any usable one in this tab page;
@@ -181,19 +185,19 @@ function H.still_a_file(abs)
   if not fd then
     return false
   end
-  local opened, named = vim.uv.fs_fstat(fd), vim.uv.fs_stat(abs)
+  -- lstat: `abs` is a real path, so a link there now was swapped in.
+  local opened, named = vim.uv.fs_fstat(fd), vim.uv.fs_lstat(abs)
   vim.uv.fs_close(fd)
   return H.small_file(opened) and H.small_file(named) and opened.ino == named.ino and opened.dev == named.dev
 end
 
--- The buffer whose name is exactly `abs`, if there is one (bufnr() would match a pattern).
-function H.buffer_named(abs)
+-- The highest buffer number in use (buffer numbers only grow).
+function H.newest_buffer()
+  local newest = 0
   for _, buf in ipairs(vim.api.nvim_list_bufs()) do
-    if vim.api.nvim_buf_get_name(buf) == abs then
-      return buf
-    end
+    newest = math.max(newest, buf)
   end
-  return nil
+  return newest
 end
 
 -- A buffer follow made for nothing is wiped again (one that was there before is left alone).

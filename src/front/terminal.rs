@@ -83,8 +83,23 @@ fn question_lines(request: &ApprovalRequest) -> Vec<String> {
 /// last line (the keys to answer with) were the two ever on one line.
 static LIVE_LINE: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
 
-/// A question is on the terminal.
-static ASKING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// How many questions are on the terminal.
+static ASKING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// True while a question is on the terminal.
+fn asking() -> bool {
+    ASKING.load(std::sync::atomic::Ordering::SeqCst) > 0
+}
+
+/// The live line's state, when stdout is a terminal (else there is none to guard: a pipe that
+/// blocks must not hold up the question on stderr).
+fn live_state(tty: bool) -> Option<std::sync::MutexGuard<'static, bool>> {
+    tty.then(|| {
+        LIVE_LINE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    })
+}
 
 /// Rubs out the live line if it is shown.
 fn clear_live_line(shown: &mut bool, out: &mut impl Write) -> std::io::Result<()> {
@@ -100,23 +115,39 @@ struct Asking;
 
 impl Asking {
     fn start() -> Self {
-        ASKING.store(true, std::sync::atomic::Ordering::SeqCst);
-        let mut shown = LIVE_LINE
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let _ = clear_live_line(&mut shown, &mut std::io::stdout());
+        ASKING.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Some(mut shown) = live_state(std::io::stdout().is_terminal()) {
+            let _ = clear_live_line(&mut shown, &mut std::io::stdout());
+        }
         Asking
+    }
+
+    /// The question was answered: an allowed call says it runs on the live line again (the
+    /// question took it off, and a quiet command would leave the screen blank).
+    fn answered(self, decision: &Decision, tool: &str) {
+        let allowed = !matches!(decision, Decision::Refuse { .. });
+        drop(self);
+        if let Some(mut shown) = live_state(allowed && std::io::stdout().is_terminal()) {
+            let mut out = std::io::stdout().lock();
+            let tool = display::visible(tool, Layout::OneLine);
+            if write!(out, "\r\x1b[K  \x1b[2m… running {tool}\x1b[0m")
+                .and_then(|()| out.flush())
+                .is_ok()
+            {
+                *shown = true;
+            }
+        }
     }
 }
 
 impl Drop for Asking {
     fn drop(&mut self) {
-        ASKING.store(false, std::sync::atomic::Ordering::SeqCst);
+        ASKING.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
 fn prompt(request: &ApprovalRequest) -> std::io::Result<Decision> {
-    let _asking = Asking::start();
+    let asking = Asking::start();
     let mut err = std::io::stderr().lock();
     writeln!(err)?;
     for line in question_lines(request) {
@@ -144,6 +175,8 @@ fn prompt(request: &ApprovalRequest) -> std::io::Result<Decision> {
     };
     drop(raw);
     writeln!(err, "{}", display::decision_note(&decision))?;
+    drop(err);
+    asking.answered(&decision, request.tool);
     Ok(decision)
 }
 
@@ -465,15 +498,21 @@ async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Conversat
         let event = display::shown(event);
         // A running command's live line (LIVE_LINE) is rubbed out before anything else is
         // written, and none is drawn while a question is open.
-        let mut live = LIVE_LINE
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut out = std::io::stdout().lock();
-        let progress = matches!(event, Event::ToolProgress { .. });
-        if progress && ASKING.load(std::sync::atomic::Ordering::SeqCst) {
+        let drawn = matches!(
+            event,
+            Event::ToolProgress { .. } | Event::ToolStarted { .. }
+        );
+        if drawn && tty && asking() {
             continue;
         }
-        if !progress && clear_live_line(&mut live, &mut out).is_err() {
+        let mut guard = live_state(tty);
+        let mut none = false;
+        let live: &mut bool = match guard.as_mut() {
+            Some(shown) => shown,
+            None => &mut none,
+        };
+        let mut out = std::io::stdout().lock();
+        if !drawn && clear_live_line(live, &mut out).is_err() {
             return;
         }
         let mut line = |text: &str, out: &mut std::io::StdoutLock<'_>| {

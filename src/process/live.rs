@@ -205,32 +205,39 @@ impl Seen {
     /// out, carriage-return redraws collapsed, [`crate::ansi::TermText`]) and redacted, starting
     /// at a whole line when anything before was left out and a newline allows, so no line is
     /// shown from its middle (or from inside an escape sequence); a last line longer than
-    /// `chars` is shown from its middle. Redacted before it is cut, with [`KEY_MARGIN`] more
-    /// read than is kept: a key cut in two by the start of what is shown is never half shown.
+    /// `chars` is shown from its middle. [`KEY_MARGIN`] more is read than can be shown and
+    /// redacted with it, then left out: a key cut in two by the start of what is kept is
+    /// never half shown.
     pub fn newest(&self, chars: usize) -> String {
         let (raw, cut) = self
             .tail
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .last_text(chars.saturating_add(KEY_MARGIN));
+        let raw = crate::secrets::redact_owned(raw);
+        // Where the kept part begins: past the margin when anything came before it.
+        let (skip, at_line_start) = match raw.char_indices().nth(KEY_MARGIN) {
+            Some((at, _)) if cut => (at, raw[..at].ends_with('\n')),
+            _ => (0, !cut),
+        };
         let mut screen = crate::ansi::TermText::default();
-        let mut shown = String::with_capacity(raw.len());
-        screen.feed(&raw, &mut shown);
+        let mut shown = String::with_capacity(raw.len() - skip);
+        screen.feed(&raw[skip..], &mut shown);
         screen.finish(&mut shown);
         let shown = crate::secrets::redact_owned(shown);
         let count = shown.chars().count();
-        if !cut && count <= chars {
-            return shown;
-        }
-        let start = if count > chars {
-            shown
+        let (kept, whole_line) = if count > chars {
+            let start = shown
                 .char_indices()
                 .nth(count - chars)
-                .map_or(0, |(at, _)| at)
+                .map_or(0, |(at, _)| at);
+            (&shown[start..], shown[..start].ends_with('\n'))
         } else {
-            0
+            (shown.as_str(), at_line_start || skip == 0 && !cut)
         };
-        let kept = &shown[start..];
+        if whole_line {
+            return kept.to_string();
+        }
         match kept.find('\n') {
             Some(newline) if newline + 1 < kept.len() => kept[newline + 1..].to_string(),
             _ => kept.to_string(),
@@ -478,14 +485,28 @@ mod tests {
     fn a_key_cut_by_the_start_of_the_newest_output_is_not_half_shown() {
         let key = "sk-live-progress-cut-KEY-0123456789abcdefghij";
         crate::secrets::protect(key);
+        // The key just inside what is read, and cut by the start of what is read.
+        for after in [3990, 4000 + KEY_MARGIN - 20] {
+            let seen = Seen::default();
+            seen.push(&[b'a'; 5000]);
+            seen.push(key.as_bytes());
+            seen.push(&vec![b'b'; after]);
+            let newest = seen.newest(4000);
+            assert!(newest.chars().count() <= 4000, "{after}");
+            assert!(!newest.contains(&key[key.len() - 8..]), "{after}: {newest}");
+            assert!(newest.chars().all(|c| c == 'b'), "{after}: {newest}");
+            assert!(newest.len() > 3900, "{after}: {}", newest.len());
+        }
+    }
+
+    #[test]
+    fn the_newest_lines_start_at_a_whole_line_and_keep_one_that_starts_there() {
         let seen = Seen::default();
-        seen.push(&[b'a'; 5000]);
-        seen.push(key.as_bytes());
-        seen.push(&[b'b'; 3990]);
-        let newest = seen.newest(4000);
-        assert_eq!(newest.chars().count(), 4000);
-        assert!(!newest.contains(&key[key.len() - 8..]), "{newest}");
-        assert!(newest.ends_with(&"b".repeat(3990)));
+        seen.push(&[b'x'; 3000]);
+        seen.push(b"\nfirst\nsecond\n");
+        // Whatever was cut, `first` begins a line: it is kept, whole.
+        let newest = seen.newest(14);
+        assert_eq!(newest, "first\nsecond\n");
     }
 
     fn spec(line: &str) -> LiveSpec {

@@ -120,6 +120,27 @@ fn on_a_terminal_a_running_command_shows_its_newest_line_rewritten_in_place() {
 }
 
 #[test]
+fn on_a_terminal_the_question_is_never_rubbed_out_and_the_allowed_call_says_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mock = printing_command_mock();
+    let mut command = run(Some(&mock), dir.path(), &["go"]);
+    command.stdin(Stdio::piped());
+    let mut pty = crate::support::pty::Pty::spawn_terminal(command);
+    pty.expect("[4/Esc] Refuse > ");
+    pty.send(b"1");
+    // Between the question and the answer's note nothing rewrote the line.
+    let answered = pty.expect("allowed once");
+    assert!(!answered.contains("\x1b[K"), "{answered:?}");
+    // Then the call says it runs until it prints.
+    pty.expect("\r\x1b[K  \x1b[2m… running run_bash\x1b[0m");
+    pty.expect("\r\x1b[K  \x1b[2mfirst\x1b[0m");
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    std::fs::write(dir.path().join("go2"), "").unwrap();
+    pty.expect("Ran.");
+    assert_eq!(pty.child.wait().unwrap().code(), Some(0));
+}
+
+#[test]
 fn piped_a_running_command_adds_nothing_to_stdout() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("go"), "").unwrap();

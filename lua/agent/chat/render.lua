@@ -243,7 +243,7 @@ function M.foldtext()
   local row = vim.v.foldstart - 1
   local buf = vim.api.nvim_get_current_buf()
   local line = vim.api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or ""
-  local hl = "Normal"
+  local hl = "Folded" -- a fold of the person's own (zf) looks as any fold does
   for _, mark in ipairs(vim.api.nvim_buf_get_extmarks(buf, H.ns, { row, 0 }, { row, 0 }, { details = true })) do
     hl = mark[4].hl_group or hl
   end
