@@ -101,6 +101,11 @@ fn live_state(tty: bool) -> Option<std::sync::MutexGuard<'static, bool>> {
     })
 }
 
+/// Writes `text` as the live line: the line rubbed out and written again, dimmed.
+fn draw_live_line(out: &mut impl Write, lead: &str, text: &str) -> std::io::Result<()> {
+    write!(out, "{lead}\r\x1b[K  \x1b[2m{text}\x1b[0m")
+}
+
 /// Rubs out the live line if it is shown.
 fn clear_live_line(shown: &mut bool, out: &mut impl Write) -> std::io::Result<()> {
     if std::mem::take(shown) {
@@ -130,7 +135,7 @@ impl Asking {
         if let Some(mut shown) = live_state(allowed && std::io::stdout().is_terminal()) {
             let mut out = std::io::stdout().lock();
             let tool = display::visible(tool, Layout::OneLine);
-            if write!(out, "\r\x1b[K  \x1b[2m… running {tool}\x1b[0m")
+            if draw_live_line(&mut out, "", &format!("… running {tool}"))
                 .and_then(|()| out.flush())
                 .is_ok()
             {
@@ -587,11 +592,8 @@ async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Conversat
                     .ok()
                     .filter(|&columns| columns > 0)
                     .unwrap_or(80);
-                write!(
-                    out,
-                    "{lead}\r\x1b[K  \x1b[2m{}\x1b[0m",
-                    live_line(&redact(&output), usize::from(width).saturating_sub(3))
-                )
+                let columns = usize::from(width).saturating_sub(3);
+                draw_live_line(&mut out, lead, &live_line(&redact(&output), columns))
             }
             // Until it prints (or asks), a started call says so on the live line: a quiet
             // command is not a hung screen.
@@ -599,11 +601,7 @@ async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<Conversat
                 let lead = if at_line_start { "" } else { "\n" };
                 at_line_start = true;
                 *live = true;
-                write!(
-                    out,
-                    "{lead}\r\x1b[K  \x1b[2m… running {}\x1b[0m",
-                    redact(&name)
-                )
+                draw_live_line(&mut out, lead, &format!("… running {}", redact(&name)))
             }
             Event::TurnStarted
             | Event::ToolStarted { .. }

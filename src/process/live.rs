@@ -207,7 +207,8 @@ impl Seen {
     /// shown from its middle (or from inside an escape sequence); a last line longer than
     /// `chars` is shown from its middle. [`KEY_MARGIN`] more is read than can be shown and
     /// redacted with it, then left out: a key cut in two by the start of what is kept is
-    /// never half shown.
+    /// never half shown. (A key that only a terminal's redraws put together is redacted by
+    /// the executor, which redacts every report.)
     pub fn newest(&self, chars: usize) -> String {
         let (raw, cut) = self
             .tail
@@ -224,7 +225,6 @@ impl Seen {
         let mut shown = String::with_capacity(raw.len() - skip);
         screen.feed(&raw[skip..], &mut shown);
         screen.finish(&mut shown);
-        let shown = crate::secrets::redact_owned(shown);
         let count = shown.chars().count();
         let (kept, whole_line) = if count > chars {
             let start = shown
@@ -233,7 +233,7 @@ impl Seen {
                 .map_or(0, |(at, _)| at);
             (&shown[start..], shown[..start].ends_with('\n'))
         } else {
-            (shown.as_str(), at_line_start || skip == 0 && !cut)
+            (shown.as_str(), at_line_start)
         };
         if whole_line {
             return kept.to_string();
@@ -504,9 +504,10 @@ mod tests {
         let seen = Seen::default();
         seen.push(&[b'x'; 3000]);
         seen.push(b"\nfirst\nsecond\n");
-        // Whatever was cut, `first` begins a line: it is kept, whole.
-        let newest = seen.newest(14);
-        assert_eq!(newest, "first\nsecond\n");
+        // Whatever was cut, `first` begins a line: it is kept, whole, whether the cut falls
+        // just before it or on the newline before that.
+        assert_eq!(seen.newest(13), "first\nsecond\n");
+        assert_eq!(seen.newest(14), "first\nsecond\n");
     }
 
     fn spec(line: &str) -> LiveSpec {

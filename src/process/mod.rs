@@ -335,8 +335,8 @@ fn status_code(status: ExitStatus) -> i32 {
     }
 }
 
-/// Reads `reader` to EOF into `capture` (and `seen`, when watched). A read error ends the stream like EOF: what was read is
-/// still worth showing.
+/// Reads `reader` to EOF into `capture` (and `seen`, when watched). A read error ends the stream
+/// like EOF: what was read is still worth showing.
 async fn drain<R: AsyncRead + Unpin>(
     reader: Option<R>,
     capture: &mut Capture,

@@ -1058,14 +1058,9 @@ impl Sse {
         }
         match (fault, usage) {
             (Some(("response.incomplete", reason)), usage) => {
-                let (input, out) = usage.unwrap_or_default();
                 let response = json!({"id": id, "object": "response", "status": "incomplete",
-                    "model": self.model, "output": output,
-                    "incomplete_details": {"reason": reason},
-                    "usage": {"input_tokens": input, "input_tokens_details": {"cached_tokens": 0},
-                              "output_tokens": out,
-                              "output_tokens_details": {"reasoning_tokens": 0},
-                              "total_tokens": input + out}});
+                    "model": self.model, "output": output, "usage": responses_usage(usage),
+                    "incomplete_details": {"reason": reason}});
                 push(
                     &mut body,
                     "response.incomplete",
@@ -1093,13 +1088,8 @@ impl Sse {
                 );
             }
             (None, usage) => {
-                let (input, out) = usage.unwrap_or_default();
                 let response = json!({"id": id, "object": "response", "status": "completed",
-                    "model": self.model, "output": output,
-                    "usage": {"input_tokens": input, "input_tokens_details": {"cached_tokens": 0},
-                              "output_tokens": out,
-                              "output_tokens_details": {"reasoning_tokens": 0},
-                              "total_tokens": input + out}});
+                    "model": self.model, "output": output, "usage": responses_usage(usage)});
                 push(
                     &mut body,
                     "response.completed",
@@ -1313,6 +1303,14 @@ impl Sse {
         }
         chunk
     }
+}
+
+/// A Responses `usage` object for (input, output) tokens (none: zero).
+fn responses_usage(usage: Option<(u64, u64)>) -> Value {
+    let (input, out) = usage.unwrap_or_default();
+    json!({"input_tokens": input, "input_tokens_details": {"cached_tokens": 0},
+           "output_tokens": out, "output_tokens_details": {"reasoning_tokens": 0},
+           "total_tokens": input + out})
 }
 
 fn event(name: &str, data: Value) -> String {

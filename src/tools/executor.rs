@@ -207,11 +207,7 @@ struct Redacted<'a>(&'a dyn Progress);
 
 impl Progress for Redacted<'_> {
     fn output(&self, newest: String) {
-        let newest = match crate::secrets::redact(&newest) {
-            std::borrow::Cow::Borrowed(_) => newest,
-            std::borrow::Cow::Owned(clean) => clean,
-        };
-        self.0.output(newest);
+        self.0.output(crate::secrets::redact_owned(newest));
     }
 }
 

@@ -37,8 +37,17 @@ fn one_command(command: &str) -> MockLlm {
 }
 
 async fn start(mock: &MockLlm, extra: &str) -> Nvim {
+    start_at(mock, (100, 30), extra).await
+}
+
+/// [`start`] on an 80x24 screen, where the chat gets 40 columns.
+async fn start_small(mock: &MockLlm, extra: &str) -> Nvim {
+    start_at(mock, (80, 24), extra).await
+}
+
+async fn start_at(mock: &MockLlm, ui: (i64, i64), extra: &str) -> Nvim {
     Nvim::start(Options {
-        ui: Some((100, 30)),
+        ui: Some(ui),
         ..mock_options(mock, extra)
     })
     .await
@@ -498,11 +507,7 @@ async fn the_statusline_shows_a_percent_sign_a_command_printed_as_text_never_as_
 #[tokio::test]
 async fn a_chat_following_the_end_shows_its_top_again_when_the_live_lines_give_way() {
     let mock = one_command("seq -f 'l%g' 1 20; while [ ! -e go ]; do sleep 0.02; done");
-    let nvim = Nvim::start(Options {
-        ui: Some((80, 24)),
-        ..mock_options(&mock, "auto_approve = true, live_lines = 20")
-    })
-    .await;
+    let nvim = start_small(&mock, "auto_approve = true, live_lines = 20").await;
     nvim.cmd("Agent count").await;
     nvim.wait_for_line(CHAT, "  l20").await;
     let top = "vim.fn.getwininfo(vim.fn.bufwinid('agent://chat'))[1].topline";
@@ -543,11 +548,7 @@ async fn a_live_line_wider_than_the_chat_is_cut_to_it_and_whole_once_the_command
 async fn a_narrow_chat_still_shows_how_a_long_command_ended() {
     let mock = one_command("echo 'a command line long enough to be wider than the chat'; exit 3");
     // 80 columns: the chat gets 40 (the other windows keep 40).
-    let nvim = Nvim::start(Options {
-        ui: Some((80, 24)),
-        ..mock_options(&mock, "auto_approve = true")
-    })
-    .await;
+    let nvim = start_small(&mock, "auto_approve = true").await;
     nvim.cmd("Agent go").await;
     nvim.wait_for_line(CHAT, "Ran it.").await;
     let width = nvim
@@ -576,11 +577,7 @@ async fn a_narrow_chat_still_shows_how_a_long_command_ended() {
 #[tokio::test]
 async fn a_narrow_chats_winbar_quotes_less_of_the_command_to_show_its_last_line() {
     let mock = MockLlm::start(Wire::Anthropic, vec![]);
-    let nvim = Nvim::start(Options {
-        ui: Some((80, 24)),
-        ..mock_options(&mock, "")
-    })
-    .await;
+    let nvim = start_small(&mock, "").await;
     nvim.cmd("Agent").await;
     let winbar = nvim
         .lua(
