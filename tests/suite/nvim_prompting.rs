@@ -940,7 +940,8 @@ async fn a_turn_that_ends_unseen_is_noticed_and_notify_command_gets_the_message(
         .await;
     nvim.wait_for_line(CHAT, "Fixed.").await;
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !said.exists() {
+    // The whole line: the shell makes the file (`>>`) before it writes to it.
+    while !std::fs::read_to_string(&said).is_ok_and(|text| text.ends_with('\n')) {
         assert!(
             std::time::Instant::now() < deadline,
             "notify_command never ran"
