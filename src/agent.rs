@@ -661,6 +661,9 @@ impl Agent {
         if let Some(notice) = notice {
             send(Event::Notice { text: notice });
         }
+        if let Some(note) = self.executor.context().gate.sandbox_note() {
+            send(Event::Notice { text: note });
+        }
         self.push(Message::User(text));
         let mut total = Usage::default();
         // None from the start for a model without a price: never `$0.00` for an unknown one.

@@ -163,6 +163,10 @@ pub struct Gate {
     project: Option<Project>,
     notice: Mutex<Option<String>>,
     sandboxed_commands: bool,
+    /// Why `auto_allow_sandboxed` is set but not in force, said once per conversation.
+    sandbox_note: Option<String>,
+    /// Whether [`Gate::sandbox_note`] was said in this conversation.
+    sandbox_said: std::sync::atomic::AtomicBool,
 }
 
 impl Gate {
@@ -176,6 +180,8 @@ impl Gate {
             project: None,
             notice: Mutex::new(None),
             sandboxed_commands: false,
+            sandbox_note: None,
+            sandbox_said: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -205,11 +211,31 @@ impl Gate {
         self
     }
 
+    /// The same gate, with `note` saying why `auto_allow_sandboxed` is set but not in force
+    /// (the kernel cannot enforce the whole sandbox): [`Gate::sandbox_note`] says it once per
+    /// conversation.
+    pub fn with_sandbox_note(mut self, note: Option<String>) -> Self {
+        self.sandbox_note = note;
+        self
+    }
+
+    /// Why commands are asked about although `auto_allow_sandboxed` is set, the first time it
+    /// is asked in a conversation (None after, and when it is in force or not set).
+    pub fn sandbox_note(&self) -> Option<String> {
+        let note = self.sandbox_note.as_ref()?;
+        let said = self
+            .sandbox_said
+            .swap(true, std::sync::atomic::Ordering::Relaxed);
+        (!said).then(|| note.clone())
+    }
+
     /// Forgets every session grant (a new conversation is a new session).
     pub fn reset(&self) {
         if let Ok(mut grants) = self.grants.lock() {
             *grants = Grants::default();
         }
+        self.sandbox_said
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Decides on one call. The permission rules come first: a deny refuses (auto_approve

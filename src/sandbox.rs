@@ -1,20 +1,27 @@
-//! The command sandbox (issue 12): what a run_bash command, or an external agent started with
-//! `sandbox = true`, may write and connect to. On Linux it is Landlock, through the Landlock
-//! project's own `landlock` crate; elsewhere, or on a kernel without Landlock, it is off, and
-//! [`Report::warnings`] says so (never an error).
+//! The command sandbox (issues 12 and 30): what a run_bash command, or an external agent
+//! started with `sandbox = true`, may write and connect to. On Linux it is two layers applied in
+//! the child before exec: Landlock (the Landlock project's own `landlock` crate) for files, TCP
+//! ports, abstract unix sockets and signals, and a seccomp filter (`seccompiler`, rust-vmm's
+//! BPF compiler) for what Landlock cannot see: every unix-domain socket (the editor's server
+//! socket, tmux, ssh-agent, D-Bus, Docker, X11, wherever their paths are), every socket at all
+//! with `network = false` (UDP included), io_uring (which makes sockets without the `socket`
+//! call), taking another process's descriptors, and typing into the terminal (`TIOCSTI`).
+//! Elsewhere, or on a kernel without Landlock, it is off, and [`Report::warnings`] says so
+//! (never an error); a kernel without seccomp filters gets Landlock alone, said likewise.
 //!
 //! Three steps, each in one place:
 //! - [`Sandbox`] is what the person configured (`sandbox = { mode, network, writable }`,
 //!   `--sandbox`, `--no-network`, `--writable`);
 //! - [`Sandbox::policy`] resolves it for one workspace into a [`Policy`]: the places a command may
-//!   write and whether TCP is blocked, or None when nothing is enforced (mode `off`, no
-//!   Landlock);
-//! - [`confine`] builds the Landlock ruleset in the parent (the path handles opened, the ruleset
-//!   created and filled) and leaves the child only `prctl(PR_SET_NO_NEW_PRIVS)` and
-//!   `landlock_restrict_self`, run between fork and exec (see [`confine`] for why that is safe).
+//!   write, whether the network is blocked and whether the seccomp filter applies, or None when
+//!   nothing is enforced (mode `off`, no Landlock);
+//! - [`confine`] builds the Landlock ruleset and the seccomp programs in the parent (the path
+//!   handles opened, the ruleset created and filled, the BPF compiled) and leaves the child only
+//!   `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self` and `seccomp(SET_MODE_FILTER)`, run
+//!   between fork and exec (see [`confine`] for why that is safe).
 //!
-//! [`Report`] is what the person and the model are told: the ABI, the mode in force, what the
-//! kernel cannot enforce (`:checkhealth agent`, the `started` event, `agent-nvim sandbox`, the
+//! [`Report`] is what the person and the model are told: the ABI, the mode in force, what is
+//! and is not enforced (`:checkhealth agent`, the `started` event, `agent-nvim sandbox`, the
 //! system prompt).
 
 use std::path::{Path, PathBuf};
@@ -64,8 +71,8 @@ impl Mode {
 pub struct Sandbox {
     /// What commands may write.
     pub mode: Mode,
-    /// Whether commands may connect and listen over TCP (false blocks both, on Landlock ABI 4
-    /// and later).
+    /// Whether commands may use the network (false refuses every socket but a socketpair:
+    /// TCP and UDP, IPv4 and IPv6; with seccomp, else TCP alone on Landlock ABI 4 and later).
     pub network: bool,
     /// More places commands may write in `workspace-write` mode (`~` is the home directory, a
     /// relative path is the workspace's); ignored in `read-only`.
@@ -108,6 +115,11 @@ impl Sandbox {
     /// [`Sandbox::policy`] with the temp directories given (the tests leave `/tmp` out, where
     /// their directories are).
     pub(crate) fn policy_with(&self, root: &Path, temp: &[PathBuf]) -> Option<Policy> {
+        self.policy_on(root, temp, seccomp())
+    }
+
+    /// [`Sandbox::policy_with`] on a kernel that has seccomp filters (`filter`) or not.
+    fn policy_on(&self, root: &Path, temp: &[PathBuf], filter: bool) -> Option<Policy> {
         let mut writable: Vec<PathBuf> = match self.mode {
             Mode::Off => return None,
             Mode::WorkspaceWrite => std::iter::once(root.to_path_buf())
@@ -122,12 +134,13 @@ impl Sandbox {
         Some(Policy {
             writable,
             block_network: !self.network,
+            filter,
         })
     }
 
     /// What is enforced of this sandbox here, for the workspace `root`.
     pub fn report(&self, root: &Path) -> Report {
-        Report::new(self, support(), root, &temp_dirs())
+        Report::new(self, support(), seccomp(), root, &temp_dirs())
     }
 }
 
@@ -140,8 +153,12 @@ pub struct Policy {
     /// The directories (and files) a command may write, with what is below them; it may read
     /// and run everything.
     pub writable: Vec<PathBuf>,
-    /// Whether TCP connect and bind are refused.
+    /// Whether the network is refused: every socket but a socketpair (with [`Policy::filter`]),
+    /// and TCP connect and bind (Landlock ABI 4).
     pub block_network: bool,
+    /// Whether the seccomp filter applies (the kernel has seccomp filters): no unix-domain
+    /// socket, no io_uring, no other process's descriptors, no `TIOCSTI`.
+    pub filter: bool,
 }
 
 /// `~` and `~/...` under `$HOME`; a relative path under the workspace `root`.
@@ -246,6 +263,21 @@ fn probe() -> Support {
     Support::NotLinux
 }
 
+/// Whether the kernel has seccomp filters that can return an errno, for an architecture the
+/// filter is compiled for; asked once.
+pub fn seccomp() -> bool {
+    static SECCOMP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SECCOMP.get_or_init(|| {
+        #[cfg(feature = "test-support")]
+        if std::env::var_os("AGENT_NVIM_TEST_NO_SECCOMP").is_some() {
+            // The tests' way to see a kernel without seccomp filters; never in a build without
+            // the feature.
+            return false;
+        }
+        filter::available()
+    })
+}
+
 /// What is enforced of a [`Sandbox`] on this machine: what `:checkhealth agent`, the `started`
 /// event, `agent-nvim sandbox` and the system prompt say. Serialized as `agent-nvim sandbox
 /// --json` prints it.
@@ -253,27 +285,44 @@ fn probe() -> Support {
 pub struct Report {
     /// The Landlock ABI version; 0 without Landlock.
     pub abi: u32,
+    /// Whether the kernel has seccomp filters (the second layer: sockets, io_uring, TIOCSTI).
+    pub seccomp: bool,
     /// The mode configured.
     pub configured: Mode,
     /// The mode in force: `off` when there is no Landlock.
     pub mode: Mode,
-    /// Whether TCP connect and bind are refused.
+    /// Whether the network is refused whole: every IP socket, TCP and UDP (needs seccomp).
     pub network_blocked: bool,
+    /// Whether commands are kept from every unix-domain socket, abstract ones included (the
+    /// editor's, tmux's, ssh-agent's, D-Bus, Docker, X11; needs seccomp).
+    pub sockets_blocked: bool,
     /// Where commands may write (the configured places, resolved; those that do not exist are
     /// left out and named in `warnings`). Empty when the sandbox is off.
     pub writable: Vec<PathBuf>,
-    /// One line: `workspace-write, network allowed (Landlock ABI 7)`.
+    /// One line: `workspace-write, network allowed, local sockets blocked (Landlock ABI 7,
+    /// seccomp)`.
     pub summary: String,
+    /// What a sandboxed command cannot do here, one short phrase each.
+    pub enforced: Vec<String>,
+    /// What it still can, that a person might think it cannot, one short phrase each.
+    pub not_enforced: Vec<String>,
     /// What the person should know: no Landlock, a rule the kernel cannot enforce, a writable
     /// place that does not exist. Each starts with `agent: `.
     pub warnings: Vec<String>,
     /// Whether everything configured is enforced: the sandbox is on and the kernel can do all
-    /// it was asked (the network rule, truncation). `auto_allow_sandboxed` needs this.
+    /// it was asked (local sockets, the network rule, truncation). `auto_allow_sandboxed` needs
+    /// this.
     pub whole: bool,
 }
 
 impl Report {
-    fn new(sandbox: &Sandbox, support: Support, root: &Path, temp: &[PathBuf]) -> Report {
+    fn new(
+        sandbox: &Sandbox,
+        support: Support,
+        seccomp: bool,
+        root: &Path,
+        temp: &[PathBuf],
+    ) -> Report {
         let abi = support.abi();
         let mode = if support.missing().is_some() {
             Mode::Off
@@ -281,7 +330,9 @@ impl Report {
             sandbox.mode
         };
         let on = mode != Mode::Off;
-        let network_blocked = on && !sandbox.network && abi >= 4;
+        let filter = on && seccomp;
+        let network_blocked = filter && !sandbox.network;
+        let tcp_blocked = on && !sandbox.network && abi >= 4;
         let mut warnings = Vec::new();
         match support.missing() {
             Some(why) if sandbox.mode != Mode::Off => warnings.push(format!(
@@ -289,10 +340,17 @@ impl Report {
             )),
             Some(_) | None => {}
         }
-        if on && !sandbox.network && abi < 4 {
-            warnings.push(format!(
-                "agent: network = false is not enforced: Landlock ABI {abi} has no network rules (ABI 4, Linux 6.7, has them); commands can still connect and listen"
-            ));
+        if on && !seccomp {
+            warnings.push(
+                "agent: this kernel has no seccomp filters, so the sandbox cannot keep commands from local sockets (Neovim's, tmux's, ssh-agent's, D-Bus): a command could drive them, so auto_allow_sandboxed asks about each command".to_string(),
+            );
+        }
+        if on && !sandbox.network && !seccomp {
+            warnings.push(if tcp_blocked {
+                "agent: network = false blocks TCP only: without seccomp filters, UDP and other sockets still work".to_string()
+            } else {
+                format!("agent: network = false is not enforced: Landlock ABI {abi} has no network rules (ABI 4, Linux 6.7, has them) and there are no seccomp filters; commands can still connect and listen")
+            });
         }
         if sandbox.mode == Mode::Off && !sandbox.network {
             warnings.push(
@@ -311,7 +369,7 @@ impl Report {
         }
         let mut writable = Vec::new();
         if on {
-            if let Some(policy) = sandbox.policy_with(root, temp) {
+            if let Some(policy) = sandbox.policy_on(root, temp, seccomp) {
                 writable = policy.writable.into_iter().filter(|p| p.exists()).collect();
             }
             if sandbox.mode == Mode::WorkspaceWrite {
@@ -325,28 +383,99 @@ impl Report {
                 }
             }
         }
+        let (enforced, not_enforced) = if on {
+            Self::phrases(sandbox, abi, filter, tcp_blocked)
+        } else {
+            (
+                Vec::new(),
+                vec!["anything: commands run as you do".to_string()],
+            )
+        };
         let network = if network_blocked {
             "network blocked"
+        } else if tcp_blocked {
+            "TCP blocked"
         } else {
             "network allowed"
+        };
+        let layers = if filter {
+            format!("Landlock ABI {abi}, seccomp")
+        } else {
+            format!("Landlock ABI {abi}")
         };
         let summary = match (mode, support.missing()) {
             (Mode::Off, Some(why)) => format!("off: {why}"),
             (Mode::Off, None) => format!("off (sandbox.mode = \"off\"; Landlock ABI {abi})"),
+            (Mode::WorkspaceWrite | Mode::ReadOnly, _) if filter => {
+                format!(
+                    "{}, {network}, local sockets blocked ({layers})",
+                    mode.name()
+                )
+            }
             (Mode::WorkspaceWrite | Mode::ReadOnly, _) => {
-                format!("{}, {network} (Landlock ABI {abi})", mode.name())
+                format!("{}, {network}, local sockets open ({layers})", mode.name())
             }
         };
         Report {
             abi,
+            seccomp,
             configured: sandbox.mode,
             mode,
             network_blocked,
+            sockets_blocked: filter,
             writable,
             summary,
+            enforced,
+            not_enforced,
             warnings,
-            whole: on && (sandbox.network || network_blocked) && abi >= 3,
+            whole: filter && (sandbox.network || network_blocked) && abi >= 3,
         }
+    }
+
+    /// What is and is not enforced by a sandbox in force, in words a person reads.
+    fn phrases(
+        sandbox: &Sandbox,
+        abi: u32,
+        filter: bool,
+        tcp_blocked: bool,
+    ) -> (Vec<String>, Vec<String>) {
+        let mut enforced = vec![match sandbox.mode {
+            Mode::ReadOnly => "writing anywhere but the temp directory".to_string(),
+            Mode::WorkspaceWrite | Mode::Off => {
+                "writing outside the workspace, the temp directory and sandbox.writable".to_string()
+            }
+        }];
+        let mut not_enforced =
+            vec!["reading files: every file you can read, a command can".to_string()];
+        if filter {
+            enforced.push(
+                "unix sockets, abstract ones too (Neovim's server, tmux, ssh-agent, D-Bus, Docker, X11, Wayland)".to_string(),
+            );
+            enforced.push("typing into the terminal (TIOCSTI) and io_uring".to_string());
+        } else {
+            not_enforced.push("unix sockets (no seccomp filters here)".to_string());
+        }
+        if abi >= 6 {
+            enforced.push("signals to processes outside the sandbox".to_string());
+        } else {
+            not_enforced.push(format!(
+                "signals to your other processes (Landlock ABI {abi}; ABI 6, Linux 6.12, scopes them)"
+            ));
+        }
+        match (sandbox.network, filter, tcp_blocked) {
+            (true, _, _) => not_enforced.push(
+                "the network: TCP and UDP, loopback services included (set sandbox.network = false to block it)".to_string(),
+            ),
+            (false, true, _) => enforced.push("every IP socket: TCP and UDP, IPv4 and IPv6".to_string()),
+            (false, false, true) => {
+                enforced.push("TCP connect and listen".to_string());
+                not_enforced.push("UDP and other sockets (no seccomp filters here)".to_string());
+            }
+            (false, false, false) => not_enforced.push(format!(
+                "the network (Landlock ABI {abi} has no network rules and there are no seccomp filters)"
+            )),
+        }
+        (enforced, not_enforced)
     }
 
     /// Whether the sandbox is in force.
@@ -374,18 +503,20 @@ impl Report {
                 format!("a command can read any file but write only in {places}")
             }
         };
-        let network = if self.network_blocked {
-            " TCP connections and listening are blocked too."
-        } else {
-            ""
+        let network = match (self.network_blocked, self.sockets_blocked) {
+            (true, _) => " Every network socket (TCP and UDP) and every unix socket is refused.",
+            (false, true) => {
+                " Unix sockets are refused (the editor's, tmux's, ssh-agent's and other local services')."
+            }
+            (false, false) => "",
         };
         Some(format!(
             "- run_bash commands run in a sandbox (Landlock): {writes}.{network} A `Permission denied` or \
 `Operation not permitted` for a write outside those places{net} comes from the sandbox: do not try to \
 work around it (another path, another tool, sudo); tell the user what was blocked, so they can allow \
 it (sandbox.writable) or run it themselves.",
-            net = if self.network_blocked {
-                ", or for a connection,"
+            net = if self.network_blocked || self.sockets_blocked {
+                ", or for a socket,"
             } else {
                 ""
             },
@@ -398,29 +529,44 @@ it (sandbox.writable) or run it themselves.",
 #[error("cannot set up the sandbox: {0}")]
 pub struct SandboxError(String);
 
-/// Makes `command` start under `policy`: the Landlock ruleset is built now, in this process, and
-/// applied in the child between fork and exec, together with `no_new_privs`.
+/// Makes `command` start under `policy`: the Landlock ruleset and the seccomp programs are built
+/// now, in this process, and applied in the child between fork and exec, together with
+/// `no_new_privs`.
 ///
 /// Why this is safe in a child forked from a threaded process: the closure given to `pre_exec`
 /// only calls the crate's `RulesetCreated::restrict_self`, which makes two system calls
 /// (`prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self` on the ruleset's descriptor), then
-/// closes that descriptor; it allocates nothing (its status and its errors are plain values, the
-/// errno read with `io::Error::last_os_error`), takes no lock and touches no state another thread
-/// could hold. Everything that allocates or opens files (each path's `O_PATH` handle, the
-/// ruleset, its rules) happens here, before the fork. The ruleset's descriptor is close-on-exec
-/// (the kernel makes it so), so no other child inherits it, and the parent's copy is closed when
-/// `command` is dropped after the spawn.
+/// closes that descriptor, and then `seccompiler::apply_filter` for each program, which makes
+/// `prctl(PR_SET_NO_NEW_PRIVS)` and `seccomp(SECCOMP_SET_MODE_FILTER)` with a `sock_fprog` on
+/// its stack pointing into the program compiled here. None of them allocates (their statuses
+/// and errors are plain values, the errno read with `io::Error::last_os_error`), takes a lock or
+/// touches state another thread could hold. Everything that allocates or opens files (each
+/// path's `O_PATH` handle, the ruleset, its rules, the BPF) happens here, before the fork. The
+/// ruleset's descriptor is close-on-exec (the kernel makes it so), so no other child inherits
+/// it, and the parent's copy is closed when `command` is dropped after the spawn. Landlock goes
+/// first, so the filter (which refuses no call Landlock's step makes) cannot stand in its way.
 #[cfg(target_os = "linux")]
 pub fn confine(command: &mut tokio::process::Command, policy: &Policy) -> Result<(), SandboxError> {
     let ruleset = rules::build(policy).map_err(|err| SandboxError(err.to_string()))?;
+    let programs = if policy.filter {
+        Some(filter::build(policy.block_network).map_err(|err| SandboxError(err.to_string()))?)
+    } else {
+        None
+    };
     let mut ruleset = Some(ruleset);
-    // SAFETY: see the function's doc: the closure makes two async-signal-safe system calls and
+    // SAFETY: see the function's doc: the closure makes async-signal-safe system calls and
     // allocates nothing.
     unsafe {
-        command.pre_exec(move || match ruleset.take() {
-            Some(ruleset) => rules::restrict(ruleset),
-            // Only one spawn per command: a second fork would run unconfined, so it fails.
-            None => Err(std::io::Error::from_raw_os_error(libc::EBUSY)),
+        command.pre_exec(move || {
+            match ruleset.take() {
+                Some(ruleset) => rules::restrict(ruleset)?,
+                // Only one spawn per command: a second fork would run unconfined, so it fails.
+                None => return Err(std::io::Error::from_raw_os_error(libc::EBUSY)),
+            }
+            match &programs {
+                Some(programs) => filter::apply(programs),
+                None => Ok(()),
+            }
         });
     }
     Ok(())
@@ -441,7 +587,7 @@ mod rules {
 
     use landlock::{
         path_beneath_rules, Access, AccessFs, AccessNet, RulesetAttr, RulesetCreated,
-        RulesetCreatedAttr, RulesetError, RulesetStatus, ABI,
+        RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, ABI,
     };
 
     use super::Policy;
@@ -455,9 +601,15 @@ mod rules {
     /// The network rights handled when TCP is blocked: connect and bind (ABI 4).
     const NET: ABI = ABI::V4;
 
-    /// Every right handled, reading granted beneath `/`, writing beneath the policy's places.
+    /// Every right handled, reading granted beneath `/`, writing beneath the policy's places;
+    /// abstract unix sockets and signals scoped to the sandbox (ABI 6: a command cannot
+    /// connect to an abstract socket made outside it, nor signal a process outside it; on an
+    /// older kernel the crate leaves the scopes out and the seccomp filter still refuses every
+    /// unix socket).
     pub(super) fn build(policy: &Policy) -> Result<RulesetCreated, RulesetError> {
-        let mut ruleset = landlock::Ruleset::default().handle_access(AccessFs::from_all(FS))?;
+        let mut ruleset = landlock::Ruleset::default()
+            .handle_access(AccessFs::from_all(FS))?
+            .scope(Scope::AbstractUnixSocket | Scope::Signal)?;
         if policy.block_network {
             // No rule names a port, so every TCP connect and bind is refused.
             ruleset = ruleset.handle_access(AccessNet::from_all(NET))?;
@@ -494,6 +646,160 @@ mod rules {
             source = current.source();
         }
         libc::EPERM
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod filter {
+    //! The seccomp layer: what Landlock cannot see, refused by system call and argument.
+    //!
+    //! - `socket(AF_UNIX, ..)`: no unix-domain socket, named or abstract, so nothing outside
+    //!   can be reached through one (Landlock ABI 7 has no rule for connecting to a socket's
+    //!   path). A `socketpair` stays allowed: it is connected only to itself. With the network
+    //!   blocked, `socket` of every family is refused (UDP too, which Landlock does not see).
+    //!   `EACCES`, as Landlock answers a refused connect.
+    //! - io_uring's three calls: its `SOCKET` and `CONNECT` operations make and connect sockets
+    //!   without the calls above. `pidfd_getfd`: another process's descriptors (a socket
+    //!   among them). `ioctl(TIOCSTI)` and `ioctl(TIOCLINUX)`: typing into the terminal the
+    //!   editor reads. `EPERM`; programs that use io_uring fall back to plain calls.
+    //!
+    //! A call of another architecture (32-bit code on a 64-bit kernel) kills the process, as
+    //! the compiler's architecture check does; the x32 numbers of these calls on x86_64 are
+    //! listed beside the native ones.
+
+    use std::collections::BTreeMap;
+
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
+
+    /// The two programs, applied in order: sockets (`EACCES`), then the rest (`EPERM`).
+    pub(super) struct Programs([BpfProgram; 2]);
+
+    /// Why a program could not be made.
+    #[derive(Debug, thiserror::Error)]
+    pub(super) enum FilterError {
+        /// This architecture has no filter here.
+        #[error("no seccomp filter for the {0} architecture")]
+        Arch(&'static str),
+        /// The compiler refused the rules.
+        #[error("the seccomp filter cannot be compiled: {0}")]
+        Compile(#[from] seccompiler::BackendError),
+    }
+
+    /// The architecture this binary runs on, as the compiler names it.
+    fn arch() -> Result<TargetArch, FilterError> {
+        std::env::consts::ARCH
+            .try_into()
+            .map_err(|_| FilterError::Arch(std::env::consts::ARCH))
+    }
+
+    /// The number of `call` and, on x86_64, its x32 number too.
+    fn numbers(call: libc::c_long, x32: Option<libc::c_long>) -> Vec<i64> {
+        let mut out = vec![call];
+        #[cfg(target_arch = "x86_64")]
+        {
+            /// The bit x32 system calls carry on x86_64 (same `AUDIT_ARCH`, other numbers).
+            const X32: libc::c_long = 0x4000_0000;
+            out.push(X32 | x32.unwrap_or(call));
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = x32;
+        out
+    }
+
+    /// `arg` (32 bits) equal to `value`.
+    fn equal(arg: u8, value: u64) -> Result<SeccompRule, FilterError> {
+        let condition =
+            SeccompCondition::new(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)?;
+        Ok(SeccompRule::new(vec![condition])?)
+    }
+
+    /// Compiles the programs for `block_network`.
+    pub(super) fn build(block_network: bool) -> Result<Programs, FilterError> {
+        let arch = arch()?;
+        let mut sockets = BTreeMap::new();
+        let socket_rules = if block_network {
+            Vec::new() // every family
+        } else {
+            vec![equal(0, libc::AF_UNIX as u64)?]
+        };
+        for number in numbers(libc::SYS_socket, None) {
+            sockets.insert(number, socket_rules.clone());
+        }
+        let mut rest = BTreeMap::new();
+        for (call, x32) in [
+            (libc::SYS_io_uring_setup, None),
+            (libc::SYS_io_uring_enter, None),
+            (libc::SYS_io_uring_register, None),
+            (libc::SYS_pidfd_getfd, None),
+        ] {
+            for number in numbers(call, x32) {
+                rest.insert(number, Vec::new());
+            }
+        }
+        // The request's type differs by target (an unsigned long here, an int on musl).
+        #[allow(clippy::unnecessary_cast)]
+        let typing = vec![
+            equal(1, libc::TIOCSTI as u64)?,
+            equal(1, libc::TIOCLINUX as u64)?,
+        ];
+        // x32's ioctl is its own call (514), not the 64-bit one with the bit set.
+        for number in numbers(libc::SYS_ioctl, Some(514)) {
+            rest.insert(number, typing.clone());
+        }
+        let compile = |rules, errno: libc::c_int| -> Result<BpfProgram, FilterError> {
+            let filter = SeccompFilter::new(
+                rules,
+                SeccompAction::Allow,
+                SeccompAction::Errno(errno as u32),
+                arch,
+            )?;
+            Ok(filter.try_into()?)
+        };
+        Ok(Programs([
+            compile(sockets, libc::EACCES)?,
+            compile(rest, libc::EPERM)?,
+        ]))
+    }
+
+    /// Runs in the child, after Landlock: installs both programs. Allocates nothing.
+    pub(super) fn apply(programs: &Programs) -> std::io::Result<()> {
+        for program in &programs.0 {
+            if let Err(err) = seccompiler::apply_filter(program) {
+                return Err(match err {
+                    seccompiler::Error::Prctl(io) | seccompiler::Error::Seccomp(io) => io,
+                    _ => std::io::Error::from_raw_os_error(libc::EINVAL),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the kernel takes filters that return an errno, and the programs compile here.
+    pub(super) fn available() -> bool {
+        /// `SECCOMP_GET_ACTION_AVAIL`: whether an action is known to the kernel.
+        const GET_ACTION_AVAIL: libc::c_uint = 2;
+        let action: u32 = libc::SECCOMP_RET_ERRNO;
+        // SAFETY: the call reads one u32 through the pointer, which lives across the call.
+        let known = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                GET_ACTION_AVAIL,
+                0,
+                &action as *const u32,
+            )
+        };
+        known == 0 && build(true).is_ok()
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod filter {
+    //! No seccomp off Linux.
+    pub(super) fn available() -> bool {
+        false
     }
 }
 

@@ -97,20 +97,36 @@ pub fn state_dir(env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Option<Pat
 
 /// The sandbox a session's commands get in `root`, as the front ends report it (at start, in
 /// `:checkhealth agent`), and whether `auto_allow_sandboxed` is in force: only when the sandbox
-/// enforces everything configured (otherwise a warning in the report says commands are asked
-/// about).
+/// enforces everything configured (otherwise the gate says why in the first prompt of each
+/// conversation: [`crate::approval::Gate::sandbox_note`]).
 pub fn sandbox_report(config: &SessionConfig, root: &std::path::Path) -> (Report, bool) {
-    let sandbox = &config.settings.sandbox;
-    let mut report = sandbox.report(root);
+    let report = config.settings.sandbox.report(root);
     let whole = report.whole;
-    if config.auto_allow_sandboxed && !whole {
-        report.warnings.push(if sandbox.mode == crate::sandbox::Mode::Off {
-            "agent: auto_allow_sandboxed does nothing while sandbox.mode is \"off\": commands are asked about".to_string()
-        } else {
-            "agent: auto_allow_sandboxed is not in force: the sandbox is not fully enforced here, so commands are asked about".to_string()
-        });
-    }
     (report, config.auto_allow_sandboxed && whole)
+}
+
+/// Why `auto_allow_sandboxed` is set but not in force, or None (in force, or not set).
+fn not_in_force(config: &SessionConfig, report: &Report) -> Option<String> {
+    if !config.auto_allow_sandboxed || report.whole {
+        return None;
+    }
+    let why = if config.settings.sandbox.mode == crate::sandbox::Mode::Off {
+        "sandbox.mode is \"off\"".to_string()
+    } else if !report.is_on() {
+        "there is no Landlock here, so the sandbox is off".to_string()
+    } else if !report.sockets_blocked {
+        "this kernel has no seccomp filters, so the sandbox cannot keep commands from local sockets (Neovim's among them)".to_string()
+    } else if report.abi < 3 {
+        format!(
+            "Landlock ABI {} cannot stop a command from truncating files",
+            report.abi
+        )
+    } else {
+        "the sandbox cannot enforce all it was asked here".to_string()
+    };
+    Some(format!(
+        "auto_allow_sandboxed is not in force: {why}; each command is asked about (:checkhealth agent)"
+    ))
 }
 
 /// Who answers the gate's questions, built once the workspace is known (Neovim's picker shows
@@ -127,7 +143,9 @@ pub fn executor(
     crate::secrets::protect_env_keys();
     let workspace = Workspace::new(&config.workspace)?;
     let asker = asker(&workspace, &config.settings);
-    let (_, sandboxed_commands) = sandbox_report(config, workspace.root());
+    let report = config.settings.sandbox.report(workspace.root());
+    let sandbox_note = not_in_force(config, &report);
+    let sandboxed_commands = config.auto_allow_sandboxed && report.whole;
     let checkpoints = config.state_dir.as_deref().map(|state_dir| {
         Checkpoints::new(
             state_dir,
@@ -145,7 +163,8 @@ pub fn executor(
             Gate::new(config.auto_approve, asker)
                 .with_rules(config.rules.clone())
                 .with_project(project)
-                .with_sandboxed_commands(sandboxed_commands),
+                .with_sandboxed_commands(sandboxed_commands)
+                .with_sandbox_note(sandbox_note),
         ),
         editor,
         settings: config.settings.clone(),

@@ -53,8 +53,9 @@ H.defaults = {
   --                         conversation starts
   -- shell = nil,         -- shell for run_bash; nil: bash when on PATH, else /bin/sh
   max_turns = 40, -- cap on model calls for one prompt
-  pass_env = {}, -- API key variables run_bash's commands get anyway ({ "OPENAI_API_KEY" }); by
-  --                default they get none of ANTHROPIC_API_KEY, OPENAI_API_KEY or a copy of a key
+  pass_env = {}, -- variables run_bash's commands get anyway ({ "OPENAI_API_KEY", "DISPLAY" }); by
+  --                default they get no API key (nor a copy of one) and none of the session's
+  --                sockets: NVIM, TMUX, SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS, DISPLAY, ...
   max_edit_mb = 64, -- the largest file edit_file (and an external agent's file requests) will handle
   -- backend = nil,       -- path to agent-nvim; nil: the newer of <plugin root>/bin/agent-nvim
   --                         (:Agent build) and <plugin root>/target/release/agent-nvim

@@ -197,6 +197,12 @@ function H.sandbox(options)
   if report.mode ~= "off" then
     health.ok("sandbox in force: " .. report.summary)
     health.info("commands may write in: " .. table.concat(report.writable, ", "))
+    for _, phrase in ipairs(report.enforced or {}) do
+      health.ok("refused to commands: " .. phrase)
+    end
+    for _, phrase in ipairs(report.not_enforced or {}) do
+      health.info("not refused: " .. phrase)
+    end
   elseif report.configured == "off" then
     health.info('sandbox: off (sandbox.mode = "off"): commands run as you do')
   else

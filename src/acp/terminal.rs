@@ -349,7 +349,7 @@ impl Shared {
             // The agent's variables are in the line, where the person saw them, never in the
             // shell's own environment (where BASH_ENV, ENV or PATH would act unseen).
             cwd,
-            env_remove: crate::secrets::hidden_env(&self.terminal.pass_env),
+            env_remove: crate::process::hidden_env(&self.terminal.pass_env),
             timeout: self.terminal.timeout,
             // The agent's own sandbox, else run_bash's: a terminal is confined as either is.
             sandbox: self

@@ -90,6 +90,11 @@ pub(super) async fn spawn(
         });
     };
     let mut command = Command::new(program);
+    // The agent has no business with this Neovim's server: without the variables, what the
+    // agent runs by itself cannot find the socket through them (its `env` may still set them).
+    for name in ["NVIM", "NVIM_LISTEN_ADDRESS"] {
+        command.env_remove(name);
+    }
     command
         .args(args)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))

@@ -428,6 +428,18 @@ pub fn sandbox_info(args: SandboxArgs) -> Result<u8> {
                 .collect();
             text.push_str(&format!("writable: {}\n", places.join(", ")));
         }
+        for (heading, phrases) in [
+            ("refused", &report.enforced),
+            ("not refused", &report.not_enforced),
+        ] {
+            if !phrases.is_empty() {
+                text.push_str(heading);
+                text.push_str(":\n");
+                for phrase in phrases.iter() {
+                    text.push_str(&format!("  - {phrase}\n"));
+                }
+            }
+        }
         for warning in &report.warnings {
             text.push_str(warning);
             text.push('\n');

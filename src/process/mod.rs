@@ -57,7 +57,8 @@ pub struct CommandSpec {
     pub cwd: PathBuf,
     /// How long the command may run before its process tree is killed.
     pub timeout: Duration,
-    /// Variables of this process's environment the command does not inherit (the API keys).
+    /// Variables of this process's environment the command does not inherit (the API keys and
+    /// the session's sockets: [`hidden_env`]).
     pub env_remove: Vec<std::ffi::OsString>,
     /// The sandbox the command and its children run in ([`crate::sandbox`]); None: none.
     pub sandbox: Option<Policy>,
@@ -86,6 +87,54 @@ pub struct CommandOutput {
     pub exit_code: i32,
     /// How it ended.
     pub ending: Ending,
+}
+
+/// The variables that lead a program to the person's editor, terminal, multiplexer and session
+/// services: the editor's server socket (`NVIM`), tmux's, screen's and zellij's sessions, the
+/// ssh and gpg agents, D-Bus, Docker and Podman, X11 and Wayland, the terminals' and window
+/// managers' control sockets. A command started for the model (run_bash, an agent's terminal)
+/// does not get them unless `pass_env` names them, sandboxed or not: with them, a command
+/// could drive the editor (answer its own approval, write the person's rules) without a
+/// question. The sandbox refuses the sockets themselves; this keeps an unsandboxed command
+/// from finding them handed over.
+pub const SESSION_VARS: &[&str] = &[
+    "NVIM",
+    "NVIM_LISTEN_ADDRESS",
+    "TMUX",
+    "TMUX_PANE",
+    "STY",
+    "ZELLIJ",
+    "ZELLIJ_SESSION_NAME",
+    "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
+    "GPG_AGENT_INFO",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DBUS_SYSTEM_BUS_ADDRESS",
+    "DOCKER_HOST",
+    "CONTAINER_HOST",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XAUTHORITY",
+    "KITTY_LISTEN_ON",
+    "WEZTERM_UNIX_SOCKET",
+    "ALACRITTY_SOCKET",
+    "SWAYSOCK",
+    "I3SOCK",
+    "HYPRLAND_INSTANCE_SIGNATURE",
+    "NIRI_SOCKET",
+    "PULSE_SERVER",
+];
+
+/// The variables a command started for the model must not inherit: the keys
+/// ([`crate::secrets::hidden_env`]) and [`SESSION_VARS`], less those `pass_env` names.
+pub fn hidden_env(pass_env: &[String]) -> Vec<std::ffi::OsString> {
+    let mut hidden = crate::secrets::hidden_env(pass_env);
+    for name in SESSION_VARS {
+        if !pass_env.iter().any(|p| p == name) {
+            hidden.push((*name).into());
+        }
+    }
+    hidden
 }
 
 /// bash when it is on PATH, else `/bin/sh`. Only absolute PATH entries are searched, so a `bash`

@@ -272,6 +272,232 @@ async fn network_false_refuses_a_connection_to_a_loopback_port_and_network_true_
     assert!(text.starts_with("connected\n"), "{text}");
 }
 
+/// Whether this kernel can run the tests that need the seccomp layer too.
+fn filter_here() -> bool {
+    landlock_here()
+        && (seccomp() || {
+            eprintln!("skipped: no seccomp filters here");
+            false
+        })
+}
+
+/// A Python program run as a command (`python3 -c`, the program shell-quoted).
+fn python(program: &str) -> String {
+    format!("python3 -c '{}'", program.replace('\'', "'\\''"))
+}
+
+#[tokio::test]
+async fn a_unix_socket_outside_is_out_of_reach_named_or_abstract_and_a_socketpair_works() {
+    if !filter_here() {
+        return;
+    }
+    let dirs = Dirs::new();
+    // A service of the person's outside the workspace: a named socket and an abstract one.
+    let path = dirs.outside("service.sock");
+    let named = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    named.set_nonblocking(true).unwrap();
+    let abstract_name = format!("agent-nvim-test-{}", std::process::id());
+    let abstract_listener = {
+        use std::os::linux::net::SocketAddrExt;
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(&abstract_name).unwrap();
+        std::os::unix::net::UnixListener::bind_addr(&addr).unwrap()
+    };
+    abstract_listener.set_nonblocking(true).unwrap();
+    let attack = python(&format!(
+        r#"
+import socket
+for name, address in [("named", "{path}"), ("abstract", "\0{abstract_name}")]:
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(address)
+        print("connected", name)
+    except OSError as e:
+        print("refused", e.errno)
+a, b = socket.socketpair()
+a.send(b"pair")
+print(b.recv(4).decode())
+"#,
+        path = path.display()
+    ));
+    let output = run_in(&dirs, &workspace_write(), &attack).await;
+    let refused = format!("refused {}\n", libc::EACCES);
+    assert_eq!(
+        output.text,
+        format!("{refused}{refused}pair\n\n[exit 0]"),
+        "{}",
+        output.text
+    );
+    assert!(named.accept().is_err(), "the named socket saw a connection");
+    assert!(
+        abstract_listener.accept().is_err(),
+        "the abstract socket saw a connection"
+    );
+    // The same program unconfined reaches both: the test's attack is real.
+    let output = run_in(&dirs, &Sandbox::off(), &attack).await;
+    assert_eq!(
+        output.text, "connected named\nconnected abstract\npair\n\n[exit 0]",
+        "{}",
+        output.text
+    );
+}
+
+/// Sends one UDP datagram to a listener of the test's own on `host` under `sandbox`; the
+/// command's text and whether the listener got it. None where the host has no such address.
+async fn udp_to(host: &str, sandbox: &Sandbox) -> Option<(String, bool)> {
+    let listener = std::net::UdpSocket::bind((host, 0)).ok()?;
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let family = if host.contains(':') {
+        "AF_INET6"
+    } else {
+        "AF_INET"
+    };
+    let dirs = Dirs::new();
+    let output = run_in(
+        &dirs,
+        sandbox,
+        &python(&format!(
+            r#"
+import socket
+try:
+    socket.socket(socket.{family}, socket.SOCK_DGRAM).sendto(b"leak", ("{host}", {port}))
+    print("sent")
+except OSError as e:
+    print("refused", e.errno)
+"#
+        )),
+    )
+    .await;
+    let mut buf = [0u8; 8];
+    let got = listener.recv(&mut buf).is_ok();
+    Some((output.text, got))
+}
+
+#[tokio::test]
+async fn network_false_refuses_udp_on_ipv4_and_ipv6_and_network_true_sends() {
+    if !filter_here() {
+        return;
+    }
+    let blocked = Sandbox {
+        network: false,
+        ..Sandbox::new()
+    };
+    for host in ["127.0.0.1", "::1"] {
+        let Some((text, got)) = udp_to(host, &blocked).await else {
+            eprintln!("skipped {host}: no such address here");
+            continue;
+        };
+        assert_eq!(
+            text,
+            format!("refused {}\n\n[exit 0]", libc::EACCES),
+            "{host}"
+        );
+        assert!(!got, "{host}: the listener got the datagram");
+        let (text, got) = udp_to(host, &Sandbox::new()).await.unwrap();
+        assert_eq!((text.as_str(), got), ("sent\n\n[exit 0]", true), "{host}");
+    }
+}
+
+/// A terminal of the test's own: the main side's descriptor and the other side's path.
+fn terminal() -> (std::os::fd::OwnedFd, String) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain calls on a descriptor this function owns; ptsname's buffer is copied at
+    // once (the tests run this on one thread each, but nothing else here calls ptsname).
+    unsafe {
+        let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(fd >= 0);
+        assert_eq!(libc::grantpt(fd), 0);
+        assert_eq!(libc::unlockpt(fd), 0);
+        let name = std::ffi::CStr::from_ptr(libc::ptsname(fd))
+            .to_string_lossy()
+            .into_owned();
+        (std::os::fd::OwnedFd::from_raw_fd(fd), name)
+    }
+}
+
+#[tokio::test]
+async fn io_uring_another_process_descriptors_and_typing_into_a_terminal_are_refused() {
+    if !filter_here() {
+        return;
+    }
+    let dirs = Dirs::new();
+    // A terminal can be opened for reading (Landlock lets commands read everything), and
+    // TIOCSTI needs no more: the sandbox must refuse the ioctl itself.
+    let (_main, side) = terminal();
+    let program = python(&format!(
+        r#"
+import ctypes, fcntl, os, termios
+libc = ctypes.CDLL(None, use_errno=True)
+params = ctypes.create_string_buffer(120)
+print("io_uring", libc.syscall({uring}, 4, params), ctypes.get_errno())
+pidfd = libc.syscall({pidfd_open}, os.getpid(), 0)
+print("pidfd_getfd", libc.syscall({getfd}, pidfd, 1, 0), ctypes.get_errno())
+tty = os.open("{side}", os.O_RDONLY | os.O_NOCTTY)
+try:
+    fcntl.ioctl(tty, termios.TIOCSTI, b"x")
+    print("typed")
+except OSError as e:
+    print("TIOCSTI", e.errno)
+"#,
+        uring = libc::SYS_io_uring_setup,
+        pidfd_open = libc::SYS_pidfd_open,
+        getfd = libc::SYS_pidfd_getfd,
+    ));
+    let output = run_in(&dirs, &workspace_write(), &program).await;
+    let eperm = libc::EPERM;
+    assert_eq!(
+        output.text,
+        format!("io_uring -1 {eperm}\npidfd_getfd -1 {eperm}\nTIOCSTI {eperm}\n\n[exit 0]"),
+        "{}",
+        output.text
+    );
+    // Unconfined, the same calls get further (io_uring makes a ring; as root TIOCSTI types):
+    // the refusals above are the sandbox's.
+    let output = run_in(&dirs, &Sandbox::off(), &program).await;
+    assert!(
+        !output.text.starts_with(&format!(
+            "io_uring -1 {eperm}\npidfd_getfd -1 {eperm}\nTIOCSTI {eperm}"
+        )),
+        "{}",
+        output.text
+    );
+}
+
+#[tokio::test]
+async fn a_signal_to_a_process_outside_the_sandbox_is_refused_where_landlock_scopes_them() {
+    if !landlock_here() {
+        return;
+    }
+    if support().abi() < 6 {
+        eprintln!("skipped: Landlock ABI {} has no scopes", support().abi());
+        return;
+    }
+    let dirs = Dirs::new();
+    // Signal 0 only asks whether a signal could be sent: to the test process (outside), then
+    // to the command's own child (inside).
+    let line = format!(
+        "kill -0 {}; echo outside $?; sleep 5 & kill -0 $!; echo inside $?; kill $!",
+        std::process::id()
+    );
+    let output = run_in(&dirs, &workspace_write(), &line).await;
+    assert!(
+        output.text.starts_with("outside 1\ninside 0\n"),
+        "{}",
+        output.text
+    );
+    assert!(
+        output.text.contains("Operation not permitted"),
+        "{}",
+        output.text
+    );
+    let output = run_in(&dirs, &Sandbox::off(), &line).await;
+    assert!(
+        output.text.starts_with("outside 0\ninside 0\n"),
+        "{}",
+        output.text
+    );
+}
+
 #[test]
 fn the_policy_grants_the_workspace_temp_writable_and_dev_null_and_read_only_only_temp() {
     let root = Path::new("/w");
@@ -296,6 +522,7 @@ fn the_policy_grants_the_workspace_temp_writable_and_dev_null_and_read_only_only
         Some(Policy {
             writable: want,
             block_network: false,
+            filter: seccomp(),
         })
     );
     let read_only = Sandbox {
@@ -308,6 +535,7 @@ fn the_policy_grants_the_workspace_temp_writable_and_dev_null_and_read_only_only
         Some(Policy {
             writable: vec![PathBuf::from("/tmp"), PathBuf::from("/dev/null")],
             block_network: true,
+            filter: seccomp(),
         })
     );
     assert_eq!(Sandbox::off().policy_with(root, &temp), None);
@@ -322,10 +550,16 @@ fn modes_are_read_by_their_names_only() {
     assert_eq!(Mode::parse(""), None);
 }
 
-/// The report for `sandbox` on a kernel with `support`, in a workspace that exists.
+/// The report for `sandbox` on a kernel with `support` and seccomp filters, in a workspace
+/// that exists.
 fn report(sandbox: &Sandbox, support: Support) -> Report {
+    report_on(sandbox, support, true)
+}
+
+/// [`report`] on a kernel with seccomp filters or not.
+fn report_on(sandbox: &Sandbox, support: Support, seccomp: bool) -> Report {
     let root = tempfile::tempdir().unwrap();
-    Report::new(sandbox, support, root.path(), &[])
+    Report::new(sandbox, support, seccomp, root.path(), &[])
 }
 
 #[test]
@@ -367,18 +601,24 @@ fn what_an_older_kernel_cannot_enforce_is_said() {
         network: false,
         ..Sandbox::new()
     };
+    // Seccomp blocks every socket whatever Landlock's ABI.
     let got = report(&offline, Support::Abi(3));
     assert!(got.is_on());
-    assert!(!got.network_blocked);
+    assert!(got.network_blocked);
+    assert!(got.sockets_blocked);
     assert_eq!(
         got.summary,
-        "workspace-write, network allowed (Landlock ABI 3)"
+        "workspace-write, network blocked, local sockets blocked (Landlock ABI 3, seccomp)"
     );
-    assert_eq!(
-        got.warnings,
-        vec!["agent: network = false is not enforced: Landlock ABI 3 has no network rules (ABI 4, Linux 6.7, has them); commands can still connect and listen".to_string()]
+    assert_eq!(got.warnings, Vec::<String>::new());
+    assert!(got.whole);
+    assert!(
+        got.not_enforced
+            .iter()
+            .any(|p| p.starts_with("signals to your other processes (Landlock ABI 3")),
+        "{:?}",
+        got.not_enforced
     );
-    assert!(!got.whole);
     let got = report(&Sandbox::new(), Support::Abi(1));
     assert_eq!(got.warnings.len(), 2, "{:?}", got.warnings);
     assert!(got.warnings[0].contains("truncating"), "{:?}", got.warnings);
@@ -392,10 +632,66 @@ fn what_an_older_kernel_cannot_enforce_is_said() {
     let got = report(&offline, Support::Abi(7));
     assert_eq!(
         got.summary,
-        "workspace-write, network blocked (Landlock ABI 7)"
+        "workspace-write, network blocked, local sockets blocked (Landlock ABI 7, seccomp)"
     );
     assert_eq!(got.warnings, Vec::<String>::new());
+    assert_eq!(
+        got.enforced,
+        [
+            "writing outside the workspace, the temp directory and sandbox.writable",
+            "unix sockets, abstract ones too (Neovim's server, tmux, ssh-agent, D-Bus, Docker, X11, Wayland)",
+            "typing into the terminal (TIOCSTI) and io_uring",
+            "signals to processes outside the sandbox",
+            "every IP socket: TCP and UDP, IPv4 and IPv6",
+        ]
+    );
+    assert_eq!(
+        got.not_enforced,
+        ["reading files: every file you can read, a command can"]
+    );
     assert!(got.whole);
+}
+
+#[test]
+fn without_seccomp_local_sockets_are_open_said_and_the_sandbox_is_not_whole() {
+    let got = report_on(&Sandbox::new(), Support::Abi(7), false);
+    assert!(got.is_on());
+    assert!(!got.sockets_blocked);
+    assert!(!got.whole);
+    assert_eq!(
+        got.summary,
+        "workspace-write, network allowed, local sockets open (Landlock ABI 7)"
+    );
+    assert_eq!(
+        got.warnings,
+        ["agent: this kernel has no seccomp filters, so the sandbox cannot keep commands from local sockets (Neovim's, tmux's, ssh-agent's, D-Bus): a command could drive them, so auto_allow_sandboxed asks about each command"]
+    );
+    assert!(got
+        .not_enforced
+        .contains(&"unix sockets (no seccomp filters here)".to_string()));
+
+    // network = false: Landlock ABI 4 blocks TCP, and says UDP is not.
+    let offline = Sandbox {
+        network: false,
+        ..Sandbox::new()
+    };
+    let got = report_on(&offline, Support::Abi(4), false);
+    assert!(!got.network_blocked);
+    assert_eq!(
+        got.summary,
+        "workspace-write, TCP blocked, local sockets open (Landlock ABI 4)"
+    );
+    assert_eq!(
+        got.warnings[1],
+        "agent: network = false blocks TCP only: without seccomp filters, UDP and other sockets still work"
+    );
+    // ABI 3: nothing of the network is enforced.
+    let got = report_on(&offline, Support::Abi(3), false);
+    assert_eq!(
+        got.warnings[1],
+        "agent: network = false is not enforced: Landlock ABI 3 has no network rules (ABI 4, Linux 6.7, has them) and there are no seccomp filters; commands can still connect and listen"
+    );
+    assert!(!got.whole);
 }
 
 #[test]
@@ -419,12 +715,12 @@ fn the_prompt_says_what_the_sandbox_blocks_and_to_report_a_refusal() {
         network: false,
         ..Sandbox::new()
     };
-    let got = Report::new(&offline, Support::Abi(7), root.path(), &[]);
+    let got = Report::new(&offline, Support::Abi(7), true, root.path(), &[]);
     let note = got.prompt_note().unwrap();
     assert_eq!(
         note,
         format!(
-            "- run_bash commands run in a sandbox (Landlock): a command can read any file but write only in {}, /dev/null. TCP connections and listening are blocked too. A `Permission denied` or `Operation not permitted` for a write outside those places, or for a connection, comes from the sandbox: do not try to work around it (another path, another tool, sudo); tell the user what was blocked, so they can allow it (sandbox.writable) or run it themselves.",
+            "- run_bash commands run in a sandbox (Landlock): a command can read any file but write only in {}, /dev/null. Every network socket (TCP and UDP) and every unix socket is refused. A `Permission denied` or `Operation not permitted` for a write outside those places, or for a socket, comes from the sandbox: do not try to work around it (another path, another tool, sudo); tell the user what was blocked, so they can allow it (sandbox.writable) or run it themselves.",
             root.path().display()
         )
     );
@@ -432,7 +728,7 @@ fn the_prompt_says_what_the_sandbox_blocks_and_to_report_a_refusal() {
         mode: Mode::ReadOnly,
         ..Sandbox::new()
     };
-    let note = Report::new(&read_only, Support::Abi(7), root.path(), &[])
+    let note = Report::new(&read_only, Support::Abi(7), true, root.path(), &[])
         .prompt_note()
         .unwrap();
     assert!(
@@ -440,6 +736,7 @@ fn the_prompt_says_what_the_sandbox_blocks_and_to_report_a_refusal() {
         "{note}"
     );
     assert!(!note.contains("TCP"), "{note}");
+    assert!(note.contains(" Unix sockets are refused"), "{note}");
 }
 
 mod gate {

@@ -97,8 +97,10 @@ pub struct Settings {
     pub command_timeout: Duration,
     /// The shell run_bash uses (`{shell} -c COMMAND`); None picks bash, else /bin/sh.
     pub shell: Option<PathBuf>,
-    /// Key variables run_bash's commands get anyway (the user's `pass_env`); every other one,
-    /// and any variable holding a key, is left out of their environment.
+    /// Key and session variables run_bash's commands get anyway (the user's `pass_env`); every
+    /// other key variable, any variable holding a key, and the session's sockets
+    /// ([`crate::process::SESSION_VARS`]: `NVIM`, `TMUX`, `SSH_AUTH_SOCK`, ...) are left out of
+    /// their environment.
     pub pass_env: Vec<String>,
     /// The largest file edit_file (and an ACP agent's fs requests) will read whole, in MB
     /// (MiB); `max_edit_mb` in the configuration.

@@ -132,7 +132,7 @@ async fn run(
         shell: cx.settings.shell.clone(),
         cwd: cx.workspace.root().to_path_buf(),
         timeout: cx.settings.command_timeout,
-        env_remove: crate::secrets::hidden_env(&cx.settings.pass_env),
+        env_remove: crate::process::hidden_env(&cx.settings.pass_env),
         sandbox: cx.settings.sandbox.policy(cx.workspace.root()),
     };
     let seen = Seen::default();

@@ -178,13 +178,34 @@ async fn checkhealth_shows_the_landlock_abi_and_the_sandbox_in_force() {
     let report = nvim.checkhealth().await;
     let report = report.as_str();
     assert!(report.contains(&format!("Landlock ABI {abi}")), "{report}");
+    let (sockets, layers) = if sandbox::seccomp() {
+        ("blocked", format!("Landlock ABI {abi}, seccomp"))
+    } else {
+        ("open", format!("Landlock ABI {abi}"))
+    };
     assert!(
         report.contains(&format!(
-            "sandbox in force: workspace-write, network allowed (Landlock ABI {abi})"
+            "sandbox in force: workspace-write, network allowed, local sockets {sockets} ({layers})"
         )),
         "{report}"
     );
     assert!(report.contains("commands may write in: "), "{report}");
+    // What is refused and what is not, each said.
+    if sandbox::seccomp() {
+        assert!(
+            report
+                .contains("refused to commands: unix sockets, abstract ones too (Neovim's server"),
+            "{report}"
+        );
+    }
+    assert!(
+        report.contains("not refused: reading files: every file you can read, a command can"),
+        "{report}"
+    );
+    assert!(
+        report.contains("not refused: the network: TCP and UDP, loopback services included"),
+        "{report}"
+    );
     assert!(
         report.contains("/nonexistent/cache (sandbox.writable) does not exist"),
         "{report}"
@@ -220,8 +241,10 @@ async fn without_landlock_the_sandbox_is_off_with_a_warning_at_start_and_in_heal
     assert_eq!(result, "\n[exit 0]");
     assert!(escape.exists());
     let warning = "agent: the sandbox is off: this kernel has no Landlock (it needs Linux 5.13 or later); commands run without it.";
-    let messages = nvim.messages().await;
-    assert_eq!(messages.matches(warning).count(), 1, "{messages}");
+    // Said once, in the chat (not as a message, which would stop the screen at a hit-enter
+    // prompt while the prompt waits).
+    let chat = nvim.buffer_lines(CHAT).await.join("\n");
+    assert_eq!(chat.matches(warning).count(), 1, "{chat}");
     let report = nvim.checkhealth().await;
     let report = report.as_str();
     assert!(
@@ -290,4 +313,156 @@ async fn an_external_agent_configured_with_sandbox_true_runs_inside_the_sandbox(
         .await;
     assert!(workspace.join("written-by-agent.txt").exists());
     assert!(!base.path().join("written-by-agent.txt").exists());
+}
+
+/// The attack of issue 30: a command the sandbox allows without a question reaches the Neovim
+/// that shows the question, through its server socket, and makes it do what the gate would
+/// have asked about (here: write a file outside the workspace, set a global). `commands` are
+/// run as the model's run_bash calls with `extra` in setup(); the Neovim also listens on a
+/// socket in a directory of its own, which the second command finds by listing it. Returns the
+/// tool results, whether the marker was written and whether `g:owned` was set.
+async fn drive_neovim_through_its_socket(extra: &str) -> (Vec<String>, bool, bool) {
+    let outside = outside_temp();
+    let marker = outside.path().join("owned");
+    let sockets = outside.path().join("run");
+    std::fs::create_dir(&sockets).unwrap();
+    let nvim_bin = crate::support::nvim::nvim_binary();
+    let write = format!(
+        "'{nvim}' --server \"$NVIM\" --remote-expr \"luaeval('vim.fn.writefile({{[[owned]]}}, [[{marker}]])')\"; echo \"[$NVIM]\"",
+        nvim = nvim_bin.display(),
+        marker = marker.display(),
+    );
+    let listed = format!(
+        "for s in '{dir}'/*; do '{nvim}' --server \"$s\" --remote-expr \"execute('let g:owned = 1')\"; done; echo listed",
+        dir = sockets.display(),
+        nvim = nvim_bin.display(),
+    );
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![bash("t1", &write)]),
+            turn(vec![bash("t2", &listed)]),
+            done("OK."),
+        ],
+    );
+    let nvim = start(&mock, extra, true, &[]).await;
+    let socket = sockets.join("nvim.sock");
+    nvim.lua(
+        "vim.fn.serverstart(...)",
+        vec![Value::from(socket.to_str().unwrap())],
+    )
+    .await;
+    nvim.cmd("Agent go").await;
+    let (first, _) = tool_result(&mock, 1, "t1");
+    let (second, _) = tool_result(&mock, 2, "t2");
+    nvim.wait_for_line(CHAT, "OK.").await;
+    let owned = nvim.lua("return vim.g.owned == 1", vec![]).await == Value::from(true);
+    (vec![first, second], marker.exists(), owned)
+}
+
+#[tokio::test]
+async fn a_sandboxed_command_cannot_drive_neovim_through_its_socket_even_with_nvim_passed() {
+    if !landlock_here() || !sandbox::seccomp() {
+        eprintln!("skipped: no Landlock or no seccomp filters here");
+        return;
+    }
+    // NVIM passed on purpose, so the command knows the socket: the sandbox must refuse it.
+    let (results, marker, owned) =
+        drive_neovim_through_its_socket("auto_allow_sandboxed = true, pass_env = { 'NVIM' }").await;
+    assert!(
+        !results[0].contains("[]"),
+        "NVIM was passed, so the command saw it: {}",
+        results[0]
+    );
+    assert!(!marker, "the command wrote through Neovim: {results:?}");
+    assert!(
+        !owned,
+        "the command set a global through Neovim: {results:?}"
+    );
+    assert!(results[1].contains("listed"), "{}", results[1]);
+}
+
+#[tokio::test]
+async fn without_the_sandbox_the_same_commands_drive_neovim_so_the_attack_is_real() {
+    // The control: unsandboxed and auto-approved, NVIM passed, the attack works. (Without
+    // pass_env the first command gets no NVIM at all: see the test below.)
+    let (results, marker, owned) = drive_neovim_through_its_socket(
+        "auto_approve = true, sandbox = { mode = 'off' }, pass_env = { 'NVIM' }",
+    )
+    .await;
+    assert!(marker, "{results:?}");
+    assert!(owned, "{results:?}");
+}
+
+#[tokio::test]
+async fn commands_get_no_editor_or_session_socket_variables_unless_pass_env_names_them() {
+    let line = "echo \"[$NVIM][$NVIM_LISTEN_ADDRESS][$TMUX][$SSH_AUTH_SOCK][$DBUS_SESSION_BUS_ADDRESS][$DOCKER_HOST][$DISPLAY]\"";
+    // (NVIM_LISTEN_ADDRESS is not set for Neovim: it would listen there itself.)
+    let env = [
+        ("TMUX", "/tmp/tmux-0/default,1,0"),
+        ("SSH_AUTH_SOCK", "/tmp/ssh-x/agent.1"),
+        ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/0/bus"),
+        ("DOCKER_HOST", "unix:///run/docker.sock"),
+        ("DISPLAY", ":0"),
+    ];
+    for (extra, want) in [
+        // Unsandboxed, so only the environment keeps them out.
+        (
+            "auto_approve = true, sandbox = { mode = 'off' }",
+            "[][][][][][][]\n\n[exit 0]".to_string(),
+        ),
+        (
+            "auto_approve = true, sandbox = { mode = 'off' }, pass_env = { 'TMUX', 'DISPLAY' }",
+            "[][][/tmp/tmux-0/default,1,0][][][][:0]\n\n[exit 0]".to_string(),
+        ),
+    ] {
+        let mock = MockLlm::start(
+            Wire::Anthropic,
+            vec![turn(vec![bash("t1", line)]), done("OK.")],
+        );
+        let nvim = start(&mock, extra, false, &env).await;
+        // Neovim gives its jobs NVIM (its own server): the backend has it.
+        nvim.cmd("Agent go").await;
+        let (result, ok) = tool_result(&mock, 1, "t1");
+        assert!(ok);
+        assert_eq!(result, want, "{extra}");
+    }
+}
+
+#[tokio::test]
+async fn where_the_kernel_cannot_keep_commands_from_sockets_auto_allow_sandboxed_asks_and_says_why_once(
+) {
+    if !landlock_here() {
+        return;
+    }
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![bash("t1", "touch one")]),
+            done("First."),
+            turn(vec![bash("t2", "touch two")]),
+            done("Second."),
+        ],
+    );
+    let nvim = start(
+        &mock,
+        "auto_allow_sandboxed = true",
+        true,
+        &[("AGENT_NVIM_TEST_NO_SECCOMP", "1")],
+    )
+    .await;
+    nvim.cmd("Agent go").await;
+    // Asked about, though auto_allow_sandboxed is set.
+    nvim.wait_for_screen("Refuse with a reason").await;
+    assert!(picker_open(&nvim).await);
+    nvim.api.input("y").await.unwrap();
+    nvim.wait_for_line(CHAT, "First.").await;
+    nvim.cmd("Agent again").await;
+    nvim.wait_for_screen("Refuse with a reason").await;
+    nvim.api.input("y").await.unwrap();
+    nvim.wait_for_line(CHAT, "Second.").await;
+    let note = "auto_allow_sandboxed is not in force: this kernel has no seccomp filters, so the sandbox cannot keep commands from local sockets (Neovim's among them); each command is asked about (:checkhealth agent)";
+    let chat = nvim.buffer_lines(CHAT).await.join("\n");
+    assert_eq!(chat.matches(note).count(), 1, "{chat}");
+    assert!(nvim.workspace.path().join("two").exists());
 }

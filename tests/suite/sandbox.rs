@@ -169,12 +169,14 @@ fn agent_nvim_sandbox_reports_the_abi_and_what_is_in_force() {
     let abi = sandbox::support().abi();
     assert_eq!(report["abi"], abi);
     assert_eq!(report["configured"], "workspace-write");
-    if abi >= 4 {
+    if abi >= 3 && sandbox::seccomp() {
         assert_eq!(report["mode"], "workspace-write");
         assert_eq!(report["network_blocked"], true);
+        assert_eq!(report["sockets_blocked"], true);
+        assert_eq!(report["whole"], true);
         assert_eq!(
             report["summary"],
-            format!("workspace-write, network blocked (Landlock ABI {abi})")
+            format!("workspace-write, network blocked, local sockets blocked (Landlock ABI {abi}, seccomp)")
         );
         assert_eq!(report["warnings"], json!([]));
         let root = std::fs::canonicalize(&dirs.workspace).unwrap();
@@ -191,6 +193,80 @@ fn agent_nvim_sandbox_reports_the_abi_and_what_is_in_force() {
         text.starts_with(&format!("Landlock ABI: {abi}\nsandbox: ")),
         "{text}"
     );
+    if abi > 0 {
+        // What is refused and what is not, each on its own line.
+        assert!(
+            text.contains(
+                "\nnot refused:\n  - reading files: every file you can read, a command can\n"
+            ),
+            "{text}"
+        );
+        if sandbox::seccomp() {
+            assert!(
+                text.contains("\nrefused:\n  - writing anywhere but the temp directory\n  - unix sockets, abstract ones too"),
+                "{text}"
+            );
+        }
+    }
+}
+
+/// A tmux server of the test's own, outside the workspace, with its socket at `socket`;
+/// killed when dropped.
+struct Tmux(PathBuf);
+
+impl Tmux {
+    fn start(socket: &Path) -> Option<Tmux> {
+        let started = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(socket)
+            .args(["new-session", "-d", "-x", "80", "-y", "24", "sleep 600"])
+            .env_remove("TMUX")
+            .status()
+            .ok()?;
+        started.success().then(|| Tmux(socket.to_path_buf()))
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(&self.0)
+            .arg("kill-server")
+            .status();
+    }
+}
+
+#[test]
+fn a_sandboxed_command_cannot_make_a_tmux_server_outside_run_a_command() {
+    if !landlock_here() || !sandbox::seccomp() {
+        eprintln!("skipped: no Landlock or no seccomp filters here");
+        return;
+    }
+    let dirs = Dirs::new();
+    let socket = dirs.outside.join("tmux.sock");
+    let Some(_tmux) = Tmux::start(&socket) else {
+        eprintln!("skipped: tmux cannot start here");
+        return;
+    };
+    let owned = dirs.outside.join("owned");
+    let attack = format!(
+        "tmux -S '{socket}' run-shell 'touch {owned}'; echo \"tmux $?\"",
+        socket = socket.display(),
+        owned = owned.display()
+    );
+    let text = run_bash(&dirs, &attack, &[]);
+    assert!(text.contains("tmux 1"), "{text}");
+    // The server runs its commands after the client has gone: give it the time.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!owned.exists(), "the tmux server ran the command: {text}");
+    // The control: unsandboxed, the same line makes the server outside write the file.
+    let text = run_bash(&dirs, &attack, &["--sandbox", "off"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !owned.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(owned.exists(), "{text}");
 }
 
 #[test]
@@ -295,9 +371,9 @@ async fn the_system_prompt_says_the_sandbox_is_on_what_it_blocks_and_to_report_a
         system.contains("- run_bash commands run in a sandbox (Landlock): a command can read any file but write only in "),
         "{system}"
     );
-    if sandbox::support().abi() >= 4 {
+    if sandbox::seccomp() {
         assert!(
-            system.contains("TCP connections and listening are blocked too."),
+            system.contains("Every network socket (TCP and UDP) and every unix socket is refused."),
             "{system}"
         );
     }

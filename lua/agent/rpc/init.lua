@@ -343,12 +343,18 @@ end
 --- Shows what the backend says about the sandbox (no Landlock here, a rule this kernel cannot
 --- enforce) as one warning, once per Neovim session: a backend started again says it again.
 ---@param warnings? string[]
+--- The sandbox's warnings, once per Neovim, as notices in the chat (where the conversation that
+--- started the backend is shown): a message of several lines at the bottom would stop the screen
+--- at a hit-enter prompt while the first prompt waits.
 function H.warn_about_sandbox(warnings)
   if H.sandbox_warned or type(warnings) ~= "table" or #warnings == 0 then
     return
   end
   H.sandbox_warned = true
-  vim.notify(table.concat(warnings, "\n"), vim.log.levels.WARN)
+  local chat = require("agent.chat")
+  for _, warning in ipairs(warnings) do
+    chat.handle({ type = "notice", text = tostring(warning) })
+  end
 end
 
 function H.dispatch(event)
