@@ -277,18 +277,18 @@ impl Gate {
             if self.rules.auto_approvable(&judged) {
                 return Verdict::Allowed;
             }
-            if self.asker.is_none() {
-                let why = match &judged {
-                    Judgement::Opaque { why } => why,
-                    _ => "it cannot be judged",
-                };
-                return Verdict::Denied {
-                    text: format!(
-                        "Refused: this command cannot be checked against permissions.deny ({why}), and auto_approve does not run what the deny rules cannot see. Run its parts as plain commands instead."
-                    ),
-                    why: "(the deny rules cannot see into it)".into(),
-                };
-            }
+            // Refused, person or not: under auto_approve nobody is asked, and what the deny
+            // rules cannot see into does not run unseen.
+            let why = match &judged {
+                Judgement::Opaque { why } => why,
+                _ => "it cannot be judged",
+            };
+            return Verdict::Denied {
+                text: format!(
+                    "Refused: this command cannot be checked against permissions.deny ({why}), and auto_approve does not run what the deny rules cannot see. Run its parts as plain commands instead."
+                ),
+                why: "(the deny rules cannot see into it)".into(),
+            };
         } else if !asks && self.granted(&request.action) {
             return Verdict::Allowed;
         }
@@ -492,14 +492,14 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("command substitution"), "{text}");
-        // A person there: asked.
+        // A person there: refused all the same (auto_approve asks nobody), and not asked.
         let asker = Scripted::new(vec![Some(Decision::AllowOnce)]);
         let gate = Gate::new(true, Some(asker.clone())).with_rules(denying);
-        assert_eq!(
+        assert!(matches!(
             ask(&gate, "run_bash", cmd("echo $(rm -rf x)")).await,
-            Verdict::Allowed
-        );
-        assert_eq!(asker.asked(), vec!["echo $(rm -rf x)"]);
+            Verdict::Denied { .. }
+        ));
+        assert!(asker.asked().is_empty());
         // Without deny rules, auto_approve runs it as before.
         let gate = Gate::new(true, None);
         assert_eq!(

@@ -13,6 +13,7 @@
 //! Deny beats ask, ask beats allow, and allow beats the session's grants ([`crate::approval`]
 //! applies the order). `read_file` and `list_files` are never asked about, so they have no rules.
 
+pub mod runners;
 pub mod saved;
 pub mod shell;
 
@@ -112,6 +113,14 @@ impl Rule {
         let Pattern::Command(pattern) = &self.pattern else {
             return false;
         };
+        if command.open_ended {
+            // Arguments the line does not show follow: no allow rule can know them, and a deny
+            // or ask rule that some arguments would match does match.
+            return self.list != List::Allow
+                && [&command.bare, &base_named(command)]
+                    .iter()
+                    .any(|text| could_match(pattern, text));
+        }
         if wildcard(pattern, &command.text) {
             return true;
         }
@@ -123,13 +132,9 @@ impl Rule {
             return true;
         }
         // A deny rule also sees the program by its base name.
-        if self.list == List::Deny && command.name.contains('/') {
-            if let Some(base) = command.name.rsplit('/').next() {
-                let text = command.bare.replacen(&command.name, base, 1);
-                return wildcard(pattern, &text);
-            }
-        }
-        false
+        self.list == List::Deny
+            && command.name.contains('/')
+            && wildcard(pattern, &base_named(command))
     }
 
     fn matches_path(&self, rel: &str) -> bool {
@@ -145,6 +150,28 @@ impl Rule {
             }
             Pattern::Command(_) => false,
         }
+    }
+}
+
+/// `command`'s words with its program by its base name (`rm x` of `/bin/rm x`).
+fn base_named(command: &shell::Simple) -> String {
+    match command.name.rsplit('/').next() {
+        Some(base) if command.name.contains('/') => command.bare.replacen(&command.name, base, 1),
+        _ => command.bare.clone(),
+    }
+}
+
+/// Whether `text`, alone or followed by some arguments (a space, then anything), could match
+/// `pattern`: for a command that gets arguments the line does not show.
+fn could_match(pattern: &str, text: &str) -> bool {
+    if wildcard(pattern, text) {
+        return true;
+    }
+    let with_arguments = format!("{text} ");
+    match pattern.split_once('*') {
+        // Past the literal head a `*` can take anything, so only the head must agree.
+        Some((head, _)) => with_arguments.starts_with(head) || head.starts_with(&with_arguments),
+        None => pattern.starts_with(&with_arguments),
     }
 }
 
@@ -260,9 +287,12 @@ impl Rules {
                         .is_some()
             });
         if allowed {
-            Judgement::Allow
-        } else {
-            Judgement::Undecided
+            return Judgement::Allow;
+        }
+        // Code from a file the line does not show: the deny rules cannot see into it.
+        match commands.iter().find_map(|command| command.unseen) {
+            Some(why) if self.denies_commands() => Judgement::Opaque { why },
+            Some(_) | None => Judgement::Undecided,
         }
     }
 

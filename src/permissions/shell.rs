@@ -4,12 +4,19 @@
 //! simple commands inside them. Each comes back as the words it runs, unquoted, so that
 //! `git "status"` is `git status` to a rule.
 //!
+//! What a simple command runs besides itself is [`super::runners`]' to say: the commands a
+//! wrapper runs (`timeout 5 rm x`, `find -exec`, `xargs`) and the lines a shell runs (`bash -c`)
+//! come back as simple commands of their own; a command that runs code from a file (`make`, the
+//! hooks of `git commit`) is marked [`Simple::unseen`].
+//!
 //! What a rule cannot judge makes the whole line [`Split::Opaque`], with the reason: a command
-//! substitution (`$(...)`, backquotes) or a process substitution (`<(...)`) anywhere, `eval`,
-//! `source` and `.`, a shell started with a script (`bash -c`), a function definition, a command
-//! name that is itself an expansion (`$CMD`), ANSI-C quoting (`$'\x72m'`), arithmetic, and
-//! anything the parser cannot read. Such a line is always asked about; the simple commands read
-//! before the part that made it opaque come with it, so a deny rule still refuses them.
+//! substitution (`$(...)`, backquotes) or a process substitution (`<(...)`) anywhere, words that
+//! are code ([`super::runners::Runs::Evaluates`]: `eval`, `source`, `printf -v`, `declare -i`,
+//! `python -c`, `git -c`, ...), an assignment to a variable that changes what runs (`PATH`,
+//! `LD_PRELOAD`, `IFS`) or to a computed name, a function definition, a command name that is
+//! itself an expansion (`$CMD`), ANSI-C quoting (`$'\x72m'`), arithmetic, and anything the
+//! parser cannot read. Such a line is always asked about; the simple commands read before the
+//! part that made it opaque come with it, so a deny rule still refuses them.
 
 use brush_parser::ast::{
     self, Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList, IoFileRedirectKind,
@@ -17,6 +24,8 @@ use brush_parser::ast::{
 };
 use brush_parser::word::{self, WordPiece, WordPieceWithSource};
 use brush_parser::{Parser, ParserOptions, SourceInfo};
+
+use super::runners::{self, Runs};
 
 /// One simple command of a line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +41,12 @@ pub struct Simple {
     pub name: String,
     /// Whether it sends output into a file (`>`, `>>`, `&>`; not `>/dev/null` nor `2>&1`).
     pub writes_file: bool,
+    /// Whether it gets arguments the line does not show (the command `xargs` runs): a deny or
+    /// ask rule that could match it with some arguments does; no allow rule does.
+    pub open_ended: bool,
+    /// Why it runs code the line does not show (a build file, git's hooks), if it does: an
+    /// allow rule may still allow it, but a deny rule cannot see inside.
+    pub unseen: Option<&'static str>,
 }
 
 /// What a command line runs.
@@ -44,22 +59,23 @@ pub enum Split {
     Opaque(&'static str, Vec<Simple>),
 }
 
-/// Programs and builtins that run other commands, or change how later ones run: judged as
-/// themselves they would let a rule allow (or fail to deny) what they run.
-const RUNS_OTHERS: &[&str] = &[
-    "bash", "sh", "zsh", "dash", "ksh", "fish", "busybox", "eval", "source", ".", "exec",
-    "command", "builtin", "coproc", "trap", "hash", "alias", "enable", "shopt", "set", "let",
-    "env", "sudo", "doas", "su", "runuser", "nohup", "nice", "ionice", "timeout", "xargs",
-    "parallel", "watch", "strace", "ltrace", "chroot", "setsid", "stdbuf", "taskset", "flock",
-    "unshare", "nsenter", "script", "expect",
-];
-
 /// How deep `(`, `{` and `[` may nest before a line is not parsed at all (the parser recurses,
 /// and a line of a few hundred `{` would overflow a thread's stack).
 const MAX_NESTING: usize = 64;
 
+/// How deep shells in shells (`bash -c "sh -c '...'"`) are read before a line is opaque.
+const MAX_SCRIPTS: usize = 8;
+
 /// Splits `line` into its simple commands.
 pub fn split(line: &str) -> Split {
+    split_at(line, 0)
+}
+
+/// [`split`] of a line `depth` shells deep.
+fn split_at(line: &str, depth: usize) -> Split {
+    if depth > MAX_SCRIPTS {
+        return Split::Opaque("it nests shells too deep to be read", Vec::new());
+    }
     if nesting(line) > MAX_NESTING {
         return Split::Opaque("it nests too deep to be read", Vec::new());
     }
@@ -84,6 +100,7 @@ pub fn split(line: &str) -> Split {
     let mut walk = Walk {
         options,
         commands: Vec::new(),
+        depth,
     };
     for list in &program.complete_commands {
         if let Err(why) = walk.list(list) {
@@ -96,6 +113,8 @@ pub fn split(line: &str) -> Split {
 struct Walk {
     options: ParserOptions,
     commands: Vec<Simple>,
+    /// How many shells deep this line is.
+    depth: usize,
 }
 
 type Walked = Result<(), &'static str>;
@@ -261,7 +280,11 @@ impl Walk {
                     words.push(self.unquoted(&word.value)?)
                 }
                 Some(CommandPrefixOrSuffixItem::AssignmentWord(_, word)) => {
-                    words.push(self.unquoted(&word.value)?)
+                    let assignment = self.unquoted(&word.value)?;
+                    if let Some(why) = runners::assignment(&assignment) {
+                        return Err(why);
+                    }
+                    words.push(assignment)
                 }
                 Some(CommandPrefixOrSuffixItem::IoRedirect(redirect)) => {
                     self.redirect(redirect)?;
@@ -280,24 +303,11 @@ impl Walk {
                 bare: String::new(),
                 name: String::new(),
                 writes_file: writes,
+                open_ended: false,
+                unseen: None,
             });
             return Ok(());
         };
-        let program = name.rsplit('/').next().unwrap_or(&name);
-        if RUNS_OTHERS.contains(&program) {
-            return Err("it runs other commands (a shell, eval, env, sudo, xargs, ...)");
-        }
-        let args: Vec<&String> = words.iter().skip_while(|w| **w != name).skip(1).collect();
-        if program == "find"
-            && args.iter().any(|a| {
-                matches!(
-                    a.as_str(),
-                    "-exec" | "-execdir" | "-ok" | "-okdir" | "-delete" | "-fprint" | "-fprintf"
-                )
-            })
-        {
-            return Err("it runs other commands (find -exec)");
-        }
         // Words that unquote to a substitution are evaluated by builtins that take variable
         // names (`read 'a[$(...)]'`, `[ -v ... ]`, arithmetic).
         // Backslashes off too: `read 'a[\$\(rm x\)]'` evaluates what they escape.
@@ -307,19 +317,67 @@ impl Walk {
         }) {
             return Err("it holds a command substitution");
         }
-        let bare = words
-            .iter()
-            .skip_while(|w| **w != name)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(" ");
+        let program: Vec<String> = words.iter().skip_while(|w| **w != name).cloned().collect();
         self.commands.push(Simple {
             text: words.join(" "),
-            bare,
+            bare: program.join(" "),
             name,
             writes_file: writes,
+            open_ended: false,
+            unseen: None,
         });
-        Ok(())
+        self.runs(&program, writes)
+    }
+
+    /// What the simple command `words` (the last one pushed) runs besides itself, added as
+    /// simple commands of their own ([`runners::runs`]).
+    fn runs(&mut self, words: &[String], writes: bool) -> Walked {
+        match runners::runs(words) {
+            Runs::Itself => Ok(()),
+            Runs::Unseen(why) => {
+                if let Some(last) = self.commands.last_mut() {
+                    last.unseen = Some(why);
+                }
+                Ok(())
+            }
+            Runs::Evaluates(why) => Err(why),
+            Runs::Script(script) => match split_at(&script, self.depth + 1) {
+                Split::Commands(commands) => {
+                    self.commands.extend(commands.into_iter().map(|c| Simple {
+                        writes_file: c.writes_file || writes,
+                        ..c
+                    }));
+                    Ok(())
+                }
+                Split::Opaque(why, seen) => {
+                    self.commands.extend(seen);
+                    Err(why)
+                }
+            },
+            Runs::Commands(inner) => {
+                for command in inner {
+                    let Some(name) = command.words.first() else {
+                        continue;
+                    };
+                    // Its words came unquoted from ours, which held no expansion but
+                    // parameters: a program that is one, or a pattern, is not known.
+                    if name.is_empty() || name.contains(['$', '*', '?', '[', '{']) {
+                        return Err("it runs a command whose name is an expansion or a pattern");
+                    }
+                    let text = command.words.join(" ");
+                    self.commands.push(Simple {
+                        text: text.clone(),
+                        bare: text,
+                        name: name.clone(),
+                        writes_file: writes,
+                        open_ended: command.open_ended,
+                        unseen: None,
+                    });
+                    self.runs(command.words, writes)?;
+                }
+                Ok(())
+            }
+        }
     }
 
     /// `raw` as the program gets it: quotes and escapes taken off, parameters as written. An
@@ -533,8 +591,8 @@ mod tests {
             "eval rm x",
             "source ./x.sh",
             ". ./x.sh",
-            "bash -c 'rm x'",
-            "sh -ec 'rm x'",
+            "bash -O extglob -c 'rm x'",
+            "zsh -c 'rm x'",
             "f() { rm x; }",
             "$CMD x",
             "echo $'\\x72m'",
@@ -546,6 +604,49 @@ mod tests {
             assert!(!why.is_empty(), "{line}");
         }
         assert_eq!(opaque("ls > >(cat)"), "it holds a process substitution");
+    }
+
+    #[test]
+    fn what_a_command_runs_comes_back_as_simple_commands_of_its_own() {
+        assert_eq!(texts("bash -c 'rm x'"), ["bash -c rm x", "rm x"]);
+        assert_eq!(
+            texts("timeout 5 sh -ec 'ls; rm y' && echo ok"),
+            [
+                "timeout 5 sh -ec ls; rm y",
+                "sh -ec ls; rm y",
+                "ls",
+                "rm y",
+                "echo ok"
+            ]
+        );
+        assert_eq!(
+            texts("find . -exec rm {} +"),
+            ["find . -exec rm {} +", "rm {}"]
+        );
+        let Split::Commands(commands) = split("ls | xargs rm") else {
+            panic!()
+        };
+        assert!(commands[2].open_ended, "{commands:?}");
+        let Split::Commands(commands) = split("make test") else {
+            panic!()
+        };
+        assert_eq!(commands[0].unseen, Some("it runs what its build file says"));
+        // A shell in a shell in a shell...: read up to a depth, then opaque.
+        let mut line = "rm x".to_string();
+        for _ in 0..12 {
+            line = format!("bash -c {}", shell_quote(&line));
+        }
+        assert_eq!(opaque(&line), "it nests shells too deep to be read");
+        // An inner program that is an expansion is not known.
+        assert_eq!(
+            opaque("timeout 5 $CMD"),
+            "it runs a command whose name is an expansion or a pattern"
+        );
+    }
+
+    /// `text` in single quotes, for a shell.
+    fn shell_quote(text: &str) -> String {
+        format!("'{}'", text.replace('\'', "'\\''"))
     }
 
     #[test]

@@ -261,3 +261,93 @@ async fn allow_always_saves_a_rule_a_restarted_neovim_honours_until_agent_permis
     nvim.wait_for_screen("Refuse with a reason").await;
     assert!(picker_open(&nvim).await);
 }
+
+/// Issue 30's attacks on `deny = { "run_bash(rm *)" }` under auto_approve: builtins that
+/// evaluate their words and programs that run others. Each line would delete its file; each
+/// must be refused (with the reason) and the file kept. (Run with the sandbox off: the deny
+/// rule alone must hold.)
+const PAST_A_DENY_RULE: &[(&str, &str)] = &[
+    ("v1", "printf -v v 'a[\\x24(rm v1)]'; printf -v \"$v\" x"),
+    ("v2", "printf -v v 'a[\\x24(rm v2)]'; declare -i n; n=$v"),
+    ("v3", "printf -v v 'a[\\x24(rm v3)]'; read -r \"$v\" <<< x"),
+    ("v4", "printf -v v 'a[\\x24(rm v4)]'; test -v \"$v\""),
+    ("v5", "mapfile -C 'rm v5 #' -c 1 arr < in.txt"),
+    ("v6", "compgen -C 'rm v6 #' x"),
+    ("w1", "/usr/bin/time rm w1"),
+    ("w2", "setpriv --reuid=0 rm w2"),
+    ("w3", "prlimit --nofile=1024 rm w3"),
+    ("w4", "fakeroot rm w4"),
+    ("w5", "setarch x86_64 rm w5"),
+    ("w6", "timeout 5 rm w6"),
+    ("w7", "git -c alias.zz='!rm w7' zz"),
+    ("w8", "awk 'BEGIN{system(\"rm w8\")}'"),
+    ("w9", "sed -n '1e rm w9' in.txt"),
+    ("w10", "bash -c 'rm w10'"),
+    ("w11", "echo w11 | xargs rm"),
+    ("w12", "find . -name w12 -exec rm {} +"),
+];
+
+#[tokio::test]
+async fn under_auto_approve_a_deny_rule_holds_against_builtins_and_programs_that_run_others() {
+    let replies: Vec<Reply> = PAST_A_DENY_RULE
+        .iter()
+        .map(|(file, line)| turn(vec![bash(file, line)]))
+        .chain([done("OK.")])
+        .collect();
+    let mock = MockLlm::start(Wire::Anthropic, replies);
+    let nvim = Nvim::start(Options {
+        ui: None,
+        ..options(
+            &mock,
+            "auto_approve = true, sandbox = { mode = 'off' }, permissions = { deny = { 'run_bash(rm *)' } }",
+        )
+    })
+    .await;
+    let ws = nvim.workspace.path().to_path_buf();
+    std::fs::write(ws.join("in.txt"), "line\n").unwrap();
+    for (file, _) in PAST_A_DENY_RULE {
+        std::fs::write(ws.join(file), "keep").unwrap();
+    }
+    nvim.cmd("Agent go").await;
+    nvim.wait_for_line(CHAT, "OK.").await;
+    let mut ran = Vec::new();
+    for (n, (file, line)) in PAST_A_DENY_RULE.iter().enumerate() {
+        let (result, ok) = tool_result(&mock, n + 1, file);
+        assert!(!ok, "{line}: {result}");
+        assert!(
+            result.starts_with("Refused"),
+            "{line} was not refused: {result}"
+        );
+        if !ws.join(file).exists() {
+            ran.push(*line);
+        }
+    }
+    assert!(ran.is_empty(), "deleted past the deny rule: {ran:?}");
+}
+
+#[tokio::test]
+async fn an_allow_rule_for_printf_and_ls_does_not_run_a_workspace_program_through_path() {
+    let line = "printf -v PATH %s \"$PWD/bin\"; ls";
+    let mock = one_command(line);
+    let nvim = Nvim::start(Options {
+        ui: None,
+        ..options(
+            &mock,
+            "permissions = { allow = { 'run_bash(printf *)', 'run_bash(ls *)' } }",
+        )
+    })
+    .await;
+    let ws = nvim.workspace.path().to_path_buf();
+    std::fs::create_dir(ws.join("bin")).unwrap();
+    std::fs::write(ws.join("bin/ls"), "#!/bin/sh\ntouch PLANTED\n").unwrap();
+    std::fs::set_permissions(
+        ws.join("bin/ls"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    nvim.cmd("Agent go").await;
+    nvim.wait_for_line(CHAT, "OK.").await;
+    let (result, ok) = tool_result(&mock, 1, "t1");
+    assert!(!ok, "{result}");
+    assert!(!ws.join("PLANTED").exists(), "{result}");
+}
