@@ -16,6 +16,7 @@
 //! through the workspace's handle ([`restore`]).
 
 mod git;
+mod modes;
 pub mod points;
 mod restore;
 pub mod review;
@@ -556,6 +557,9 @@ impl Checkpoints {
             if let Err(err) = self.inner.git.run(&delete, b"").await {
                 tracing::warn!(%err, "the snapshot of a refused restore was kept");
             }
+            // Its permission bits too, where it had any (a missing ref is no error here).
+            let modes = format!("refs/agent-modes/{}", undo.id);
+            let _ = self.inner.git.run(&["update-ref", "-d", &modes], b"").await;
         }
         restored
     }
@@ -677,7 +681,10 @@ impl Checkpoints {
             args.extend(["-p".to_string(), parent]);
         }
         let id = git.line(&args).await?;
-        let refs = format!("update HEAD {id}\nupdate refs/agent/{conversation}/{n} {id}\n");
+        let mut refs = format!("update HEAD {id}\nupdate refs/agent/{conversation}/{n} {id}\n");
+        if let Some(blob) = self.modes_now().await {
+            refs.push_str(&format!("update refs/agent-modes/{id} {blob}\n"));
+        }
         git.run(&["update-ref", "--stdin"], refs.as_bytes()).await?;
         state.head = Some(id.clone());
         state.next.insert(conversation.to_string(), n + 1);
@@ -691,6 +698,66 @@ impl Checkpoints {
             skipped: now.skipped,
             nested: now.nested,
         })
+    }
+
+    /// The permission bits of what the shadow index records that a restore would not make by
+    /// itself ([`modes::Modes`]), stored as a blob: its id, or None when there are none (or they
+    /// could not be read, which is logged: a restore then makes the defaults, as before).
+    async fn modes_now(&self) -> Option<String> {
+        let git = &self.inner.git;
+        let listed = match git.run(&["ls-files", "-z"], b"").await {
+            Ok(listed) => listed,
+            Err(err) => {
+                tracing::warn!(%err, "the snapshot's permission bits were not recorded");
+                return None;
+            }
+        };
+        let files: Vec<PathBuf> = listed
+            .split(|byte| *byte == 0)
+            .filter(|name| !name.is_empty())
+            .map(|name| PathBuf::from(std::ffi::OsStr::from_bytes(name)))
+            .collect();
+        let root = self.inner.workspace.root().to_path_buf();
+        let scanned =
+            tokio::task::spawn_blocking(move || modes::Modes::scan(&root, &files, modes::umask()))
+                .await;
+        let found = match scanned {
+            Ok(found) if !found.is_empty() => found,
+            Ok(_) => return None,
+            Err(err) => {
+                tracing::warn!(%err, "the snapshot's permission bits were not recorded");
+                return None;
+            }
+        };
+        match git
+            .run(&["hash-object", "-w", "--stdin"], &found.encode())
+            .await
+        {
+            Ok(out) => Some(String::from_utf8_lossy(&out).trim().to_string()),
+            Err(err) => {
+                tracing::warn!(%err, "the snapshot's permission bits were not recorded");
+                None
+            }
+        }
+    }
+
+    /// The permission bits recorded with the commit `target` (none for a snapshot taken before
+    /// they were, or of a workspace where nothing differs from the defaults).
+    async fn modes_of(&self, target: &str) -> modes::Modes {
+        let name = format!("refs/agent-modes/{target}");
+        let git = &self.inner.git;
+        match git.line(&["rev-parse", "--verify", "--quiet", &name]).await {
+            Ok(blob) if !blob.is_empty() => {
+                match git.run(&["cat-file", "blob", &blob], b"").await {
+                    Ok(bytes) => modes::Modes::decode(&bytes),
+                    Err(err) => {
+                        tracing::warn!(%err, "a checkpoint's permission bits could not be read");
+                        modes::Modes::default()
+                    }
+                }
+            }
+            Ok(_) | Err(_) => modes::Modes::default(),
+        }
     }
 
     /// Brings the shadow index up to the workspace and writes its tree, trying again when git

@@ -14,6 +14,7 @@ use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 
+use super::modes::Modes;
 use super::{CheckpointError, Checkpoints, Snapshot, Status};
 use crate::editor::Editor;
 use crate::workspace::beneath::{self, FsError, Root};
@@ -124,6 +125,7 @@ pub(super) async fn restore(
             step.bytes = git.run(&["cat-file", "blob", blob], b"").await?;
         }
     }
+    let modes = checkpoints.modes_of(target).await;
     // Removals first, deepest first, so a directory a file must replace is emptied before.
     steps.sort_by_key(|step| {
         (
@@ -175,7 +177,7 @@ pub(super) async fn restore(
         let mut failed = Vec::new();
         for step in steps {
             let result = match &step.blob {
-                Some((mode, _)) => write(ws.handle(), &step.path, mode, &step.bytes),
+                Some((mode, _)) => write(ws.handle(), &step.path, mode, &step.bytes, &modes),
                 None => remove(ws.handle(), &step.path),
             };
             match result {
@@ -259,12 +261,14 @@ fn remove_empty_dir(root: &Root, path: &Path) {
     }
 }
 
-/// Writes `bytes` at `path` as git mode `mode` (a file, an executable, a link).
-fn write(root: &Root, path: &Path, mode: &str, bytes: &[u8]) -> Result<(), FsError> {
+/// Writes `bytes` at `path` as git mode `mode` (a file, an executable, a link). A file or
+/// directory it creates gets the permission bits `modes` recorded for it (else the defaults);
+/// a file it rewrites in place keeps its own.
+fn write(root: &Root, path: &Path, mode: &str, bytes: &[u8], modes: &Modes) -> Result<(), FsError> {
     checked(path)?;
     // The person asked for this restore (`:Agent rewind`), after seeing what it restores.
     let approved = super::Authority::token();
-    let (dir, name) = root.make_parents(path, &approved)?;
+    let (dir, name) = root.make_parents_with(path, &|dir| modes.get(dir), &approved)?;
     let probe = rustix::fs::openat(
         &dir,
         &name,
@@ -297,8 +301,13 @@ fn write(root: &Root, path: &Path, mode: &str, bytes: &[u8]) -> Result<(), FsErr
         rustix::fs::symlinkat(OsStr::from_bytes(bytes), &dir, &name)?;
         return Ok(());
     }
-    beneath::create_new(dir.as_fd(), &name, bytes, &approved)?;
-    set_executable(dir.as_fd(), &name, executable)
+    match modes.get(path) {
+        Some(bits) => beneath::create_new_with(dir.as_fd(), &name, bytes, Some(bits), &approved),
+        None => {
+            beneath::create_new(dir.as_fd(), &name, bytes, &approved)?;
+            set_executable(dir.as_fd(), &name, executable)
+        }
+    }
 }
 
 /// Gives the file at `name` the execute bits where it has read bits (`executable`), or takes

@@ -799,3 +799,105 @@ async fn a_restore_removes_the_directories_created_since_once_empty() {
     assert_eq!(fx.read("logs/run.log"), Some("ignored, kept\n".into()));
     assert!(!fx.path("logs/new.txt").exists());
 }
+
+/// The permission bits of `rel` (0o7777).
+fn bits(fx: &Fixture, rel: &str) -> u32 {
+    std::fs::symlink_metadata(fx.path(rel)).unwrap().mode() & 0o7777
+}
+
+fn chmod(fx: &Fixture, rel: &str, mode: u32) {
+    std::fs::set_permissions(fx.path(rel), std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[tokio::test]
+async fn a_rewind_brings_files_and_directories_back_with_the_modes_they_had() {
+    let fx = Fixture::new();
+    fx.write(".env", "KEY=secret\n");
+    chmod(&fx, ".env", 0o600);
+    fx.write("private/id", "key\n");
+    chmod(&fx, "private/id", 0o600);
+    chmod(&fx, "private", 0o700);
+    fx.write("shared/notes.txt", "n\n");
+    chmod(&fx, "shared", 0o2775);
+    fx.write("bin/run", "#!/bin/sh\n");
+    chmod(&fx, "bin/run", 0o700);
+    fx.write("bin/tool", "#!/bin/sh\n");
+    chmod(&fx, "bin/tool", 0o755);
+    fx.write("group.txt", "g\n");
+    chmod(&fx, "group.txt", 0o640);
+    let before = fx.snapshot().await;
+    // A command deletes them all.
+    for rel in [".env", "private", "shared", "bin", "group.txt"] {
+        let path = fx.path(rel);
+        if path.is_dir() {
+            std::fs::remove_dir_all(path).unwrap();
+        } else {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    fx.snapshot().await;
+    fx.checkpoints
+        .restore(&before.id, &Buffers::default())
+        .await
+        .unwrap();
+    let got: Vec<(&str, u32)> = [
+        ".env",
+        "private",
+        "private/id",
+        "shared",
+        "shared/notes.txt",
+        "bin/run",
+        "bin/tool",
+        "group.txt",
+    ]
+    .into_iter()
+    .map(|rel| (rel, bits(&fx, rel)))
+    .collect();
+    let umask = modes::umask();
+    assert_eq!(
+        got,
+        [
+            (".env", 0o600),
+            ("private", 0o700),
+            ("private/id", 0o600),
+            ("shared", 0o2775),
+            ("shared/notes.txt", modes::file_default(false, umask)),
+            ("bin/run", 0o700),
+            ("bin/tool", 0o755),
+            ("group.txt", 0o640),
+        ]
+    );
+    assert_eq!(fx.read(".env"), Some("KEY=secret\n".into()));
+}
+
+#[tokio::test]
+async fn a_file_rewound_in_place_keeps_the_mode_it_has_now() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "one\n");
+    chmod(&fx, "a.txt", 0o640);
+    let before = fx.snapshot().await;
+    fx.write("a.txt", "two\n");
+    chmod(&fx, "a.txt", 0o600);
+    fx.checkpoints
+        .restore(&before.id, &Buffers::default())
+        .await
+        .unwrap();
+    assert_eq!(fx.read("a.txt"), Some("one\n".into()));
+    assert_eq!(bits(&fx, "a.txt"), 0o600);
+}
+
+#[tokio::test]
+async fn a_mode_changed_between_snapshots_is_the_one_the_later_snapshot_records() {
+    // git sees no change in a chmod that keeps the execute bit: each snapshot looks again.
+    let fx = Fixture::new();
+    fx.write(".env", "KEY=1\n");
+    fx.snapshot().await;
+    chmod(&fx, ".env", 0o600);
+    let second = fx.snapshot().await;
+    std::fs::remove_file(fx.path(".env")).unwrap();
+    fx.checkpoints
+        .restore(&second.id, &Buffers::default())
+        .await
+        .unwrap();
+    assert_eq!(bits(&fx, ".env"), 0o600);
+}

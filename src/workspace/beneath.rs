@@ -19,7 +19,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -203,9 +203,22 @@ impl Root {
     pub fn make_parents(
         &self,
         rel: &Path,
+        approved: &Approved,
+    ) -> Result<(OwnedFd, CString), FsError> {
+        self.make_parents_with(rel, &|_| None, approved)
+    }
+
+    /// [`Root::make_parents`], giving each directory it creates the permission bits
+    /// `mode_of(its path)` says, when it says (a rewind brings a `0700` directory back `0700`).
+    /// The mode is set through the new directory's own descriptor, never by name.
+    pub fn make_parents_with(
+        &self,
+        rel: &Path,
+        mode_of: &dyn Fn(&Path) -> Option<u32>,
         _approved: &Approved,
     ) -> Result<(OwnedFd, CString), FsError> {
         let (parent, name) = split(rel)?;
+        let mut walked = PathBuf::new();
         let mut dir = rustix::fs::openat(
             &self.fd,
             c".",
@@ -216,12 +229,31 @@ impl Root {
             let Component::Normal(part) = component else {
                 continue;
             };
+            walked.push(part);
             let part = cstring(part)?;
             let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             let next = match rustix::fs::openat(&dir, &part, flags, Mode::empty()) {
                 Err(Errno::NOENT) => {
-                    match rustix::fs::mkdirat(&dir, &part, Mode::from_raw_mode(0o777)) {
-                        Ok(()) | Err(Errno::EXIST) => {}
+                    let wanted = mode_of(&walked);
+                    // A private directory is made private from the start (no moment at the
+                    // umask's mode), then given its exact bits.
+                    let first = wanted.map_or(0o777, |mode| mode & 0o700);
+                    match rustix::fs::mkdirat(&dir, &part, Mode::from_raw_mode(first)) {
+                        Ok(()) => {
+                            if let Some(mode) = wanted {
+                                let made = rustix::fs::openat(
+                                    &dir,
+                                    &part,
+                                    OFlags::RDONLY
+                                        | OFlags::DIRECTORY
+                                        | OFlags::NOFOLLOW
+                                        | OFlags::CLOEXEC,
+                                    Mode::empty(),
+                                )?;
+                                rustix::fs::fchmod(&made, Mode::from_raw_mode(mode & 0o7777))?;
+                            }
+                        }
+                        Err(Errno::EXIST) => {}
                         Err(errno) => return Err(errno.into()),
                     }
                     rustix::fs::openat(&dir, &part, flags, Mode::empty())
@@ -427,12 +459,29 @@ pub fn create_new(
     dir: BorrowedFd<'_>,
     name: &CString,
     bytes: &[u8],
+    approved: &Approved,
+) -> Result<(), FsError> {
+    create_new_with(dir, name, bytes, None, approved)
+}
+
+/// [`create_new`], with exactly the permission bits `mode` when given: the file is created
+/// readable and writable by its owner alone, written, then given `mode` through its
+/// descriptor (a `0600` file brought back is never readable by others, not for a moment).
+pub fn create_new_with(
+    dir: BorrowedFd<'_>,
+    name: &CString,
+    bytes: &[u8],
+    mode: Option<u32>,
     _approved: &Approved,
 ) -> Result<(), FsError> {
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(0o666))?;
+    let first = if mode.is_some() { 0o600 } else { 0o666 };
+    let fd = rustix::fs::openat(dir, name, flags, Mode::from_raw_mode(first))?;
     let mut file = File::from(fd);
     file.write_all(bytes)?;
+    if let Some(mode) = mode {
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(mode & 0o7777))?;
+    }
     Ok(())
 }
 

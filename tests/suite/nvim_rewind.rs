@@ -299,3 +299,47 @@ async fn code_only_and_conversation_only_do_only_that_and_a_dirty_buffer_blocks_
     nvim.wait_for_line(CHAT, "agent: there is no prompt 7 to rewind to")
         .await;
 }
+
+#[tokio::test]
+async fn a_rewind_brings_a_private_file_and_directory_back_as_private_as_they_were() {
+    use std::os::unix::fs::PermissionsExt;
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![call(
+                "r1",
+                "run_bash",
+                json!({"command": "rm -rf .env private"}),
+            )]),
+            text("Removed."),
+        ],
+    );
+    let nvim = Nvim::start(options(&mock)).await;
+    let ws = nvim.workspace.path().to_path_buf();
+    let set = |rel: &str, mode: u32| {
+        std::fs::set_permissions(ws.join(rel), std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    std::fs::write(ws.join(".env"), "KEY=secret\n").unwrap();
+    set(".env", 0o600);
+    std::fs::create_dir(ws.join("private")).unwrap();
+    std::fs::write(ws.join("private/id_key"), "key\n").unwrap();
+    set("private/id_key", 0o600);
+    set("private", 0o700);
+    nvim.cmd("Agent clean up").await;
+    nvim.wait_for_line(CHAT, "Removed.").await;
+    assert!(!ws.join(".env").exists());
+    nvim.lua("require('agent').rewind(1, 'code')", vec![]).await;
+    wait_for_message(&nvim, "agent: rewound to before prompt 1").await;
+    let mode = |rel: &str| {
+        std::fs::metadata(ws.join(rel))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    assert_eq!(
+        [mode(".env"), mode("private"), mode("private/id_key")],
+        [0o600, 0o700, 0o600]
+    );
+    assert_eq!(nvim.read(".env"), "KEY=secret\n");
+}
