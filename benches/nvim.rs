@@ -20,12 +20,17 @@
 //! AGENT_NVIM_BENCH_PRIOR_MB, AGENT_NVIM_BENCH_TRICKLE_SECS, AGENT_NVIM_BENCH_RENDER=0 (the
 //! chat without markdown highlighting: `render = false`, the figures before issue 13), and
 //! AGENT_NVIM_BENCH_ONLY (a comma list of `startup`, `ready`, `stream`, `prior`, `trickle`,
-//! `live`; all by default).
+//! `live`, `huge`; all by default).
 //!
 //! `live` (issue 16): a command run_bash runs prints AGENT_NVIM_BENCH_FLOOD_MB (default 100) of
 //! output while Neovim is probed (its RPC latency while the chat row shows the live tail), then
 //! a command prints a line stamped with the wall clock every 200 ms, 50 times, and Neovim
 //! records when each first appears in the chat (print to chat, the latest-line latency).
+//!
+//! `huge` (issue 30): the model sends a tool call with a 50 MB argument (a run_bash command; an
+//! edit_file creating a 50 MB file, within max_edit_mb, whose diff no question can show), and
+//! then an edit whose diff is just under what a question shows, with no auto_approve and a UI:
+//! Neovim's RPC latency from the prompt until the turn is done, or the question is on screen.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -89,6 +94,9 @@ fn main() {
     }
     if part("trickle") {
         runtime.block_on(trickle(Duration::from_secs_f64(trickle_secs), render));
+    }
+    if part("huge") {
+        runtime.block_on(huge());
     }
     if part("live") {
         let flood_mb = knob("AGENT_NVIM_BENCH_FLOOD_MB", 100.0);
@@ -215,6 +223,82 @@ async fn live_latency(lines: usize, render: bool) {
         latency.last().unwrap(),
     );
     let _ = nvim.api.command("qa!").await;
+}
+
+/// One call `name` with `args` from the model, then a last word.
+fn calling(name: &str, args: serde_json::Value) -> MockLlm {
+    MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            Reply::Turn {
+                parts: vec![Part::ToolCall {
+                    id: "h1".into(),
+                    name: name.into(),
+                    args: args.to_string(),
+                }],
+                usage: (10, 2),
+            },
+            Reply::Turn {
+                parts: vec![Part::Text("Done.".into())],
+                usage: (10, 2),
+            },
+        ],
+    )
+}
+
+/// Huge arguments from the model (see the module doc): each case's RPC latency while it runs.
+async fn huge() {
+    let mb50 = 50 * 1024 * 1024;
+    let lines = |total: usize| "a line of the file that is being created\n".repeat(total / 41);
+    let cases = [
+        (
+            "run_bash, a 50 MB command",
+            calling(
+                "run_bash",
+                serde_json::json!({ "command": format!("echo {}", "x".repeat(mb50)) }),
+            ),
+            "require('agent').status().state == 'idle'",
+        ),
+        (
+            "edit_file, a 50 MB new file",
+            calling(
+                "edit_file",
+                serde_json::json!({ "path": "big.txt", "old_str": "", "new_str": lines(mb50) }),
+            ),
+            "require('agent').status().state == 'idle'",
+        ),
+        (
+            "edit_file, 900,000 characters of diff (shown)",
+            calling(
+                "edit_file",
+                serde_json::json!({ "path": "big.txt", "old_str": "", "new_str": lines(880_000) }),
+            ),
+            "require('agent.approval').pending() > 0",
+        ),
+    ];
+    for (what, mock, done) in cases {
+        let (nvim, _, _) = started_with(&mock, "").await;
+        let began = Instant::now();
+        let probe = Probe::start(&nvim);
+        nvim.lua("require('agent').ask('Go.')", vec![]).await;
+        // The first request is answered once the mock has streamed the call: wait for it.
+        nvim.wait_for("require('agent').status().state ~= 'idle'")
+            .await;
+        nvim.wait_for(done).await;
+        let took = began.elapsed().as_secs_f64();
+        let probes = probe.stop().await;
+        let mut rtt: Vec<Duration> = probes.iter().map(|p| p.1).collect();
+        rtt.sort();
+        println!(
+            "huge: {what}: {took:.2} s from the prompt; Neovim RPC over {} probes: p50 {:.2} ms, \
+             p99 {:.2} ms, max {:.2} ms",
+            rtt.len(),
+            ms(quantile(&rtt, 0.5)),
+            ms(quantile(&rtt, 0.99)),
+            ms(*rtt.last().unwrap()),
+        );
+        let _ = nvim.api.command("qa!").await;
+    }
 }
 
 /// The setup options for `render`.

@@ -788,9 +788,25 @@ impl Agent {
                 return finish(&send, total, spent, Outcome::Done, line);
             }
             let mut results = Vec::with_capacity(calls.len());
+            let mut too_large = Vec::new();
             for call in &calls {
+                let oversized = call
+                    .args
+                    .as_ref()
+                    .ok()
+                    .and_then(|args| self.executor.oversized(&call.name, args));
                 let (result, diff) = if cancel.is_cancelled() {
                     (ToolResult::fail(CANCELLED), None)
+                } else if let Some(result) = oversized {
+                    // Decided here, before the call reaches a front end: its row shows no
+                    // argument, never a 50 MB value.
+                    too_large.push(call.id.clone());
+                    send(Event::ToolStarted {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        args: Value::Null,
+                    });
+                    (result, None)
                 } else {
                     let args = call.args.clone().unwrap_or(Value::Null);
                     send(Event::ToolStarted {
@@ -833,7 +849,17 @@ impl Agent {
             }
             self.push(Message::Assistant {
                 text: reply.text,
-                calls,
+                // A refused call's huge value is not sent back with every later request.
+                calls: calls
+                    .into_iter()
+                    .map(|call| {
+                        if too_large.contains(&call.id) {
+                            shrunk(call)
+                        } else {
+                            call
+                        }
+                    })
+                    .collect(),
                 reasoning: reply.reasoning,
             });
             self.push(Message::Results(results));
@@ -894,6 +920,32 @@ fn size(messages: &[Message]) -> usize {
 /// characters a token), for when no request has said.
 fn estimate(system: &str, chars: usize) -> u64 {
     ((system.len() + chars) / 4) as u64
+}
+
+/// How many characters of a refused, oversized argument the history keeps.
+const SHRUNK_CHARS: usize = 1_000;
+
+/// A call refused for its size, as the history keeps it: each long string cut to its first
+/// [`SHRUNK_CHARS`] characters and a note of how many more there were (the model reads why in
+/// the result; its provider needs the call to pair with the result).
+fn shrunk(mut call: crate::llm::ToolCall) -> crate::llm::ToolCall {
+    if let Ok(Value::Object(map)) = &mut call.args {
+        for value in map.values_mut() {
+            if let Value::String(text) = value {
+                if let Some(chars) = crate::text::chars_over(text, SHRUNK_CHARS) {
+                    let (kept, _) = crate::text::clamp_head(text, SHRUNK_CHARS);
+                    *text = format!(
+                        "{kept}[... {} more characters not kept]",
+                        crate::text::grouped(chars - SHRUNK_CHARS)
+                    );
+                }
+            }
+        }
+        if let Ok(args) = &call.args {
+            call.raw_args = args.to_string();
+        }
+    }
+    call
 }
 
 fn finish(

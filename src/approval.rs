@@ -154,6 +154,10 @@ impl Grants {
     }
 }
 
+/// The most characters of diff a question shows (about 20,000 lines): a larger change is
+/// refused rather than drawn, since nobody reads it whole and drawing it stalls the editor.
+pub const MAX_DIFF_CHARS: usize = 1_000_000;
+
 /// The gate. One per session; cheap to share behind an `Arc`.
 pub struct Gate {
     auto_approve: bool,
@@ -295,6 +299,22 @@ impl Gate {
         let Some(asker) = &self.asker else {
             return Verdict::Refused { reason: None };
         };
+        // A question nobody can read whole is not asked: refused, saying why.
+        if let Some(chars) = request
+            .diff
+            .as_deref()
+            .and_then(|diff| crate::text::chars_over(diff, MAX_DIFF_CHARS))
+        {
+            return Verdict::Denied {
+                text: format!(
+                    "{}: the change is too large to show for approval ({} characters of diff, over {}). Make it in smaller edits.",
+                    request.tool,
+                    crate::text::grouped(chars),
+                    crate::text::grouped(MAX_DIFF_CHARS)
+                ),
+                why: "(too large to show)".into(),
+            };
+        }
         let action = request.action.clone();
         let editable = request.proposal.is_some();
         let answer = tokio::select! {

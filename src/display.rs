@@ -526,11 +526,29 @@ pub fn shown(event: Event) -> Event {
     }
 }
 
+/// The most characters of one argument a tool call's row is sent (a row needs a path or the
+/// start of a command; the call itself may carry far more, from an external agent too).
+pub const SHOWN_ARG_CHARS: usize = 10_000;
+
+/// `text` cut to [`SHOWN_ARG_CHARS`], with how much more there was.
+fn shown_arg(text: String) -> String {
+    match crate::text::chars_over(&text, SHOWN_ARG_CHARS) {
+        Some(chars) => {
+            let (kept, _) = crate::text::clamp_head(&text, SHOWN_ARG_CHARS);
+            format!(
+                "{kept}… [{} more characters]",
+                crate::text::grouped(chars - SHOWN_ARG_CHARS)
+            )
+        }
+        None => text,
+    }
+}
+
 /// A JSON value with every string in it (keys too) made visible on one line.
 fn shown_value(value: serde_json::Value) -> serde_json::Value {
     use serde_json::Value;
     match value {
-        Value::String(s) => Value::String(visible_owned(s, Layout::OneLine)),
+        Value::String(s) => Value::String(visible_owned(shown_arg(s), Layout::OneLine)),
         Value::Array(items) => Value::Array(items.into_iter().map(shown_value).collect()),
         Value::Object(map) => Value::Object(
             map.into_iter()

@@ -5,6 +5,29 @@
 pub const MAX_CHARS: usize = 20_000;
 
 /// Keeps the first `limit` characters of `text`. Returns the kept text and whether anything was cut.
+/// `n` with its thousands grouped by commas (`52,428,800`), as the messages write counts.
+pub fn grouped(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// The number of characters of `text` when it is over `limit` characters, else None; a text
+/// of no more bytes than `limit` is not counted (it cannot hold more characters than bytes).
+pub fn chars_over(text: &str, limit: usize) -> Option<usize> {
+    if text.len() <= limit {
+        return None;
+    }
+    let chars = text.chars().count();
+    (chars > limit).then_some(chars)
+}
+
 pub fn clamp_head(text: &str, limit: usize) -> (&str, bool) {
     match text.char_indices().nth(limit) {
         Some((byte, _)) => (&text[..byte], true),

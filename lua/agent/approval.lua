@@ -177,7 +177,7 @@ function H.preview_lines(preview)
   if text == "" then
     return { "(no preview)" }
   end
-  local lines = vim.split(text, "\n", { plain = true })
+  local lines = require("agent.text").split(text)
   if preview.kind == "diff" and lines[#lines] == "" then
     table.remove(lines)
   end

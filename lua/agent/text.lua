@@ -4,26 +4,31 @@
 local M = {}
 local H = {}
 
---- The length in bytes of the unit at the start of `text` that a cut keeps whole: an escape
+--- The most bytes one unit of `M.cut` can have (`[… 12345678 blank characters …]` is 40).
+H.MAX_UNIT_BYTES = 64
+
+--- The length in bytes of the unit at byte `at` of `text` that a cut keeps whole: an escape
 --- the backend wrote (`\e`, `\u{202e}`), a marker (`[… 60 blank lines …]`), or else one
---- character. The same units as src/display.rs's `cut`.
+--- character. The same units as src/display.rs's `cut`. Reads only the unit: `text` may be
+--- megabytes long.
 ---@param text string
+---@param at integer
 ---@return integer
-function H.unit_len(text)
-  local hex = text:match("^\\u{(%x+)}")
+function H.unit_len(text, at)
+  local hex = text:match("^\\u{(%x+)}", at)
   if hex then
     return #hex + 4
   end
-  if text:match("^\\[0tnre]") then
+  if text:match("^\\[0tnre]", at) then
     return 2
   end
-  local marker = text:match("^%[… %d+ blank lines …%]")
-    or text:match("^%[… %d+ spaces …%]")
-    or text:match("^%[… %d+ blank characters …%]")
+  local marker = text:match("^%[… %d+ blank lines …%]", at)
+    or text:match("^%[… %d+ spaces …%]", at)
+    or text:match("^%[… %d+ blank characters …%]", at)
   if marker then
     return #marker
   end
-  local char = vim.fn.strcharpart(text, 0, 1)
+  local char = vim.fn.strcharpart(text:sub(at, at + 3), 0, 1)
   return math.max(#char, 1)
 end
 
@@ -31,20 +36,23 @@ end
 --- is `…` when anything was cut. The cut falls between escapes and markers, never inside one:
 --- half an escape (`\u{2…`) would read as something else.
 --- With `cells`, `max` counts screen cells (a wide character two), not characters.
+--- Only the first `max + 1` units are ever looked at, so a 50 MB text costs what a short one
+--- does (the status line cuts the running command every second).
 ---@param text string
 ---@param max integer
 ---@param cells? boolean
 ---@return string
 function M.cut(text, max, cells)
   local measure = cells and vim.fn.strdisplaywidth or vim.fn.strchars
-  if measure(text) <= max then
+  local room = (max + 1) * H.MAX_UNIT_BYTES
+  local head = #text > room and text:sub(1, room) or text
+  if #head == #text and measure(text) <= max then
     return text
   end
   local out, used, at = {}, 0, 1
-  while at <= #text do
-    local rest = text:sub(at)
-    local len = H.unit_len(rest)
-    local unit = rest:sub(1, len)
+  while at <= #head do
+    local len = H.unit_len(head, at)
+    local unit = head:sub(at, at + len - 1)
     local n = measure(unit)
     if used + n + 1 > max then
       break

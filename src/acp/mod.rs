@@ -1153,6 +1153,19 @@ async fn decide(shared: &Shared, ask: PermissionAsk, turn: &CancellationToken) -
         tracing::info!(agent = %shared.name, "permission answered `cancelled`: nobody can be asked");
         return permission::cancelled();
     }
+    if let Some(why) = permission::too_large(&ask) {
+        // Refused, not drawn: a question nobody can read whole is no question.
+        shared
+            .host
+            .event(AcpEvent::Turn(crate::agent::Event::Notice {
+                text: format!("agent: {} was refused without asking: {why}", ask.title),
+            }));
+        return ask
+            .options
+            .iter()
+            .find(|o| o.kind == "reject_once")
+            .map_or_else(permission::cancelled, |o| permission::selected(&o.id));
+    }
     let allows: Vec<String> = ask
         .options
         .iter()

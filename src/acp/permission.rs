@@ -109,6 +109,22 @@ pub(super) fn edit(
 }
 
 /// What auto_approve picks: allow_always, else allow_once, never a reject option.
+/// Why a permission request is too large to be shown (a command over
+/// [`crate::tools::MAX_ARGUMENT_CHARS`], a diff over [`crate::approval::MAX_DIFF_CHARS`]), or
+/// None.
+pub(super) fn too_large(ask: &PermissionAsk) -> Option<String> {
+    let over = |text: &Option<String>, limit: usize, what: &str| {
+        let chars = crate::text::chars_over(text.as_deref()?, limit)?;
+        Some(format!(
+            "its {what} is {} characters long, over the {} a question shows",
+            crate::text::grouped(chars),
+            crate::text::grouped(limit)
+        ))
+    };
+    over(&ask.command, crate::tools::MAX_ARGUMENT_CHARS, "command")
+        .or_else(|| over(&ask.diff, crate::approval::MAX_DIFF_CHARS, "diff"))
+}
+
 pub(super) fn auto_choice(options: &[PermissionChoice]) -> Option<&str> {
     ["allow_always", "allow_once"].iter().find_map(|kind| {
         options

@@ -397,6 +397,14 @@ impl Shared {
         if turn.is_cancelled() {
             return Err(refused("the turn was cancelled; nothing was run".into()));
         }
+        // Refused before anything judges or shows it, as run_bash's own commands are.
+        if let Some(chars) = crate::text::chars_over(line, crate::tools::MAX_ARGUMENT_CHARS) {
+            return Err(refused(format!(
+                "the command is {} characters long, over the limit of {}; it was not run",
+                crate::text::grouped(chars),
+                crate::text::grouped(crate::tools::MAX_ARGUMENT_CHARS)
+            )));
+        }
         let judgement = self.terminal.rules.judge(&Action::Command {
             command: line.to_string(),
         });

@@ -1,7 +1,7 @@
 //! The terminal front ends: `agent-nvim tool` (one tool by hand) and the approval question asked
 //! on a TTY. stdout carries only the results; questions and notes go to stderr.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -50,6 +50,14 @@ pub fn decision_for_key(key: u8) -> Option<Decision> {
         b'a' | b'A' => Some(Decision::AllowProject),
         b'4' | b'n' | b'N' | 0x1b | 0x03 | 0x04 => Some(Decision::Refuse { reason: None }),
         _ => None,
+    }
+}
+
+/// Whether `decision` grants more than the call it answers (and so takes a second key).
+fn lasting(decision: &Decision) -> bool {
+    match decision {
+        Decision::AllowSession | Decision::AllowProject | Decision::AllowAll => true,
+        Decision::AllowOnce | Decision::Edited { .. } | Decision::Refuse { .. } => false,
     }
 }
 
@@ -153,6 +161,13 @@ impl Drop for Asking {
 
 fn prompt(request: &ApprovalRequest) -> std::io::Result<Decision> {
     let asking = Asking::start();
+    let raw = RawMode::enter();
+    let stdin = std::io::stdin();
+    // Keys typed before the question is on screen were meant for something else: dropped,
+    // never read as an answer (dropped before it is written, so none typed after is lost).
+    // Keys are read from the descriptor itself, one at a time: a buffered reader would keep
+    // what follows a key for the next question.
+    let _ = rustix::termios::tcflush(&stdin, rustix::termios::QueueSelector::IFlush);
     let mut err = std::io::stderr().lock();
     writeln!(err)?;
     for line in question_lines(request) {
@@ -167,14 +182,43 @@ fn prompt(request: &ApprovalRequest) -> std::io::Result<Decision> {
         display::label::REFUSE
     )?;
     err.flush()?;
-    let raw = RawMode::enter();
-    let mut stdin = std::io::stdin().lock();
-    let mut key = [0u8; 1];
-    let decision = loop {
-        if stdin.read(&mut key)? == 0 {
-            break Decision::Refuse { reason: None };
+    let key = || -> std::io::Result<Option<u8>> {
+        let mut key = [0u8; 1];
+        loop {
+            match rustix::io::read(&stdin, &mut key) {
+                Ok(0) => return Ok(None),
+                Ok(_) => return Ok(Some(key[0])),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(errno) => return Err(errno.into()),
+            }
         }
-        if let Some(decision) = decision_for_key(key[0]) {
+    };
+    let mut pressed = key()?;
+    let decision = loop {
+        let Some(first) = pressed else {
+            break Decision::Refuse { reason: None };
+        };
+        let Some(decision) = decision_for_key(first) else {
+            pressed = key()?;
+            continue;
+        };
+        if !lasting(&decision) {
+            break decision;
+        }
+        // A grant that outlasts this call takes the same key again; another key is read as a
+        // choice of its own.
+        let label = match decision {
+            Decision::AllowProject => display::project_choice(&request.action),
+            _ => display::label::ALLOW_ALL.to_string(),
+        };
+        write!(
+            err,
+            "\r\n  {label}: press {} again to confirm > ",
+            char::from(first)
+        )?;
+        err.flush()?;
+        pressed = key()?;
+        if pressed == Some(first) {
             break decision;
         }
     };

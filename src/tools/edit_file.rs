@@ -15,11 +15,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    blocking, fs_failure, Approved, Args, Plan, Proposal, Tool, ToolContext, ToolResult, CANCELLED,
+    blocking, fs_failure, Approved, Args, Plan, Proposal, Settings, Tool, ToolContext, ToolResult,
+    CANCELLED, MAX_ARGUMENT_CHARS,
 };
 use crate::approval::{Action, ApprovalRequest, Proposed};
 use crate::diff;
@@ -32,6 +33,31 @@ pub struct EditFile;
 impl Tool for EditFile {
     fn name(&self) -> &'static str {
         "edit_file"
+    }
+
+    /// Its texts may be as large as the edit size limit (`max_edit_mb`: a file that large can be
+    /// edited); its path as large as any argument.
+    fn oversized(&self, args: &Map<String, Value>, settings: &Settings) -> Option<String> {
+        let limit = settings.max_edit_bytes();
+        for name in ["old_str", "new_str"] {
+            let Some(text) = args.get(name).and_then(Value::as_str) else {
+                continue;
+            };
+            if text.len() as u64 > limit {
+                return Some(format!(
+                    "edit_file: {name} is {} bytes, over the edit size limit of {} MB (max_edit_mb). Make the change in smaller edits.",
+                    crate::text::grouped(text.len()),
+                    settings.max_edit_mb
+                ));
+            }
+        }
+        let path = args.get("path").and_then(Value::as_str)?;
+        let chars = crate::text::chars_over(path, MAX_ARGUMENT_CHARS)?;
+        Some(format!(
+            "edit_file: the path is {} characters long, over the limit of {}.",
+            crate::text::grouped(chars),
+            crate::text::grouped(MAX_ARGUMENT_CHARS)
+        ))
     }
 
     fn cancelled(&self, args: Args<'_>, cx: &ToolContext) -> ToolResult {

@@ -279,6 +279,15 @@ impl Executor {
         (result, diff.map(|d| redact(clamp_diff(d))))
     }
 
+    /// The failed result for a call whose arguments are too large to show or run
+    /// ([`Tool::oversized`]), or None. The turn loop asks before the call reaches a front end.
+    pub fn oversized(&self, name: &str, args: &Value) -> Option<ToolResult> {
+        let tool = self.tools.iter().find(|t| t.name() == name)?;
+        let why = tool.oversized(args.as_object()?, &self.cx.settings)?;
+        let summary = format!("{name}: arguments too large");
+        Some(ToolResult::fail_with(why, summary))
+    }
+
     async fn dispatch(
         &self,
         name: &str,
@@ -289,6 +298,9 @@ impl Executor {
         let Some(tool) = self.tools.iter().find(|t| t.name() == name) else {
             return (ToolResult::fail(format!("Unknown tool '{name}'.")), None);
         };
+        if let Some(result) = self.oversized(name, args) {
+            return (result, None);
+        }
         let empty = Map::new();
         let map = match args {
             Value::Object(map) => map,

@@ -240,12 +240,32 @@ pub trait Tool: Send + Sync {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Proposal<'a>>;
 
+    /// Why this call's arguments are too large to be shown or run (checked before anything of
+    /// the call reaches a front end: a 50 MB command drawn in Neovim froze it), or None. By
+    /// default, any string argument over [`MAX_ARGUMENT_CHARS`] characters.
+    fn oversized(&self, args: &Map<String, Value>, _settings: &Settings) -> Option<String> {
+        args.iter().find_map(|(name, value)| {
+            let chars = crate::text::chars_over(value.as_str()?, MAX_ARGUMENT_CHARS)?;
+            Some(format!(
+                "{}: the argument '{name}' is {} characters long, over the limit of {}. Put long content in a file with edit_file, in parts, and refer to the file.",
+                self.name(),
+                crate::text::grouped(chars),
+                crate::text::grouped(MAX_ARGUMENT_CHARS),
+            ))
+        })
+    }
+
     /// The result of a call cancelled before its proposal was ready: for a read, [`CANCELLED`];
     /// a tool that changes things gives the row its plan would have given for a cancel.
     fn cancelled(&self, _args: Args<'_>, _cx: &ToolContext) -> ToolResult {
         ToolResult::fail(CANCELLED)
     }
 }
+
+/// The most characters a string argument of a tool may have (edit_file's texts: the edit size
+/// limit instead): a run_bash command of 100,000 characters is already 1,250 screen lines to
+/// read before allowing it.
+pub const MAX_ARGUMENT_CHARS: usize = 100_000;
 
 /// The catalogue entry the providers send for one tool.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -364,6 +364,33 @@ async fn the_lua_cut_and_the_backends_cut_agree() {
     }
 }
 
+/// A line of megabytes is cut as its start would be: only its first units are looked at (the
+/// status line cut a 50 MB command every second, copying the rest of it for each character).
+#[tokio::test]
+async fn the_lua_cut_of_a_huge_line_is_the_cut_of_its_start() {
+    use agent_nvim::display::cut;
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: String::new(),
+    })
+    .await;
+    let huge = format!("echo {}", "\\u{202e}x".repeat(2_000_000));
+    for (max, cells) in [(10, false), (60, true), (200, false)] {
+        let lua = nvim
+            .lua(
+                "local line, max, cells = ...; return require('agent.text').cut(line, max, cells)",
+                vec![
+                    Value::from(huge.as_str()),
+                    Value::from(max as u64),
+                    Value::from(cells),
+                ],
+            )
+            .await;
+        assert_eq!(lua.as_str(), Some(cut(&huge, max).as_str()), "cut to {max}");
+    }
+}
+
 /// `agent.text.split` is `vim.split(s, "\n", { plain = true })` at a fraction of its cost, and
 /// `lines` with an indent indents every line but the empty ones.
 #[tokio::test]

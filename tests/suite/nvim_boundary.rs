@@ -623,3 +623,85 @@ fn the_all_lists_name_every_constant_of_their_module() {
     assert_eq!(constants("lua"), lua::ALL.len());
     assert_eq!(constants("method"), method::ALL.len());
 }
+
+/// Issue 30: a tool call of megabytes is refused in Rust, before its row, its status or its
+/// question reaches Neovim; the model reads why; the history keeps only its start.
+#[tokio::test]
+async fn huge_tool_arguments_are_refused_before_anything_reaches_neovim() {
+    use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
+    use crate::support::tool_result;
+    let command = format!("true {}", "x".repeat(20_000_000));
+    let new_str = "y".repeat(2 * 1024 * 1024 + 1);
+    let call = |id: &str, name: &str, args: serde_json::Value| Part::ToolCall {
+        id: id.into(),
+        name: name.into(),
+        args: args.to_string(),
+    };
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            Reply::Turn {
+                parts: vec![
+                    call("t1", "run_bash", serde_json::json!({ "command": command })),
+                    call(
+                        "t2",
+                        "edit_file",
+                        serde_json::json!({ "path": "big.txt", "old_str": "", "new_str": new_str }),
+                    ),
+                ],
+                usage: (1, 1),
+            },
+            Reply::Turn {
+                parts: vec![Part::Text("OK.".into())],
+                usage: (1, 1),
+            },
+        ],
+    );
+    let nvim = Nvim::start(Options {
+        ui: Some((120, 40)),
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "k".into()),
+            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+        ],
+        setup: setup_lua("auto_approve = true, max_edit_mb = 2"),
+    })
+    .await;
+    // Every string an event brings to Lua, measured as it arrives.
+    nvim.lua(
+        "local chat = require('agent.chat') local handle = chat.handle \
+         vim.g.longest = 0 \
+         chat.handle = function(e) \
+           local function walk(v) \
+             if type(v) == 'string' then vim.g.longest = math.max(vim.g.longest, #v) \
+             elseif type(v) == 'table' then for _, x in pairs(v) do walk(x) end end \
+           end \
+           walk(e) return handle(e) end",
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent go").await;
+    let (ran, ok) = tool_result(&mock, 1, "t1");
+    assert!(!ok);
+    assert_eq!(
+        ran,
+        "run_bash: the argument 'command' is 20,000,005 characters long, over the limit of 100,000. Put long content in a file with edit_file, in parts, and refer to the file."
+    );
+    let (edited, ok) = tool_result(&mock, 1, "t2");
+    assert!(!ok);
+    assert_eq!(
+        edited,
+        "edit_file: new_str is 2,097,153 bytes, over the edit size limit of 2 MB (max_edit_mb). Make the change in smaller edits."
+    );
+    nvim.wait_for_line("agent://chat", "OK.").await;
+    assert!(!nvim.workspace.path().join("big.txt").exists());
+    let longest = nvim.lua("return vim.g.longest", vec![]).await;
+    assert!(
+        longest.as_u64().unwrap() < 20_000,
+        "an event brought Lua a string of {longest} bytes"
+    );
+    // The history sent back keeps the start of the refused values, not the megabytes.
+    let second = &mock.requests()[1];
+    let size = second.body.to_string().len();
+    assert!(size < 100_000, "the second request is {size} bytes");
+    nvim.wait_for_screen("arguments too large").await;
+}

@@ -626,3 +626,82 @@ fn agents_md_goes_into_the_system_prompt_said_on_stderr_and_no_instructions_read
     assert!(!String::from_utf8_lossy(&out.stderr).contains("instructions"));
     assert!(!system(1).contains("RULE-FROM-AGENTS-MD"));
 }
+
+/// A mock whose model asks to run `touch ran`, then answers, its stream held back `delay`.
+fn touch_mock(delay: Duration) -> MockLlm {
+    MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![Part::ToolCall {
+                id: "t1".into(),
+                name: "run_bash".into(),
+                args: json!({"command": "touch ran"}).to_string(),
+            }]),
+            turn(vec![Part::Text("Answered.".into())]),
+        ],
+    )
+    .with_pace(crate::support::mock_llm::Pace {
+        chunk_bytes: None,
+        delay,
+    })
+}
+
+#[test]
+fn keys_typed_before_the_question_is_printed_never_answer_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mock = touch_mock(Duration::from_millis(1500));
+    let mut command = run(Some(&mock), dir.path(), &["go"]);
+    command
+        .env("XDG_STATE_HOME", state.path())
+        .stdin(Stdio::piped());
+    let mut pty = crate::support::pty::Pty::spawn_terminal(command);
+    // Typed while the model is still answering: "Always allow ... in this project", twice
+    // (the choice and its confirmation).
+    pty.send(b"aa");
+    pty.expect("[4/Esc] Refuse > ");
+    // Nothing was decided by them: the question waits, and refusing refuses.
+    pty.send(b"4");
+    pty.expect("Answered.");
+    assert_eq!(pty.child.wait().unwrap().code(), Some(0));
+    assert!(!dir.path().join("ran").exists());
+    let saved: Vec<_> = walk(state.path())
+        .into_iter()
+        .filter(|p| p.ends_with("permissions.json"))
+        .collect();
+    assert!(saved.is_empty(), "a rule was saved: {saved:?}");
+}
+
+/// Every file below `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_lasting_grant_takes_its_key_twice_and_another_key_is_a_choice_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mock = touch_mock(Duration::ZERO);
+    let mut command = run(Some(&mock), dir.path(), &["go"]);
+    command
+        .env("XDG_STATE_HOME", state.path())
+        .stdin(Stdio::piped());
+    let mut pty = crate::support::pty::Pty::spawn_terminal(command);
+    pty.expect("[4/Esc] Refuse > ");
+    pty.send(b"3");
+    pty.expect("Allow everything this session: press 3 again to confirm > ");
+    // Not the same key: read as a choice of its own (refuse).
+    pty.send(b"4");
+    pty.expect("Answered.");
+    assert_eq!(pty.child.wait().unwrap().code(), Some(0));
+    assert!(!dir.path().join("ran").exists());
+}
