@@ -563,13 +563,76 @@ pub fn confine(command: &mut tokio::process::Command, policy: &Policy) -> Result
                 // Only one spawn per command: a second fork would run unconfined, so it fails.
                 None => return Err(std::io::Error::from_raw_os_error(libc::EBUSY)),
             }
-            match &programs {
-                Some(programs) => filter::apply(programs),
-                None => Ok(()),
+            if let Some(programs) = &programs {
+                filter::apply(programs)?;
             }
+            privileges::drop_all()
         });
     }
     Ok(())
+}
+
+#[cfg(target_os = "linux")]
+mod privileges {
+    //! A sandboxed command keeps no capability: root's would reach around Landlock and the
+    //! filter (loading a kernel module, reading any process's memory and environment, the
+    //! backend's key among them). Runs in the child, last; allocates nothing.
+
+    /// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit sets of each kind.
+    const VERSION_3: u32 = 0x2008_0522;
+
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+
+    /// Empties the bounding set (so no exec gives a capability back, root's included), the
+    /// ambient set, and the effective, permitted and inheritable sets. A process without
+    /// CAP_SETPCAP (not root) cannot touch its bounding set and has nothing to lose there:
+    /// `no_new_privs` keeps it from gaining any.
+    pub(super) fn drop_all() -> std::io::Result<()> {
+        for cap in 0..64 {
+            // SAFETY: a prctl with plain integer arguments.
+            if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
+                // EINVAL: past the kernel's last capability; EPERM: not ours to drop.
+                break;
+            }
+        }
+        // SAFETY: as above; EINVAL on a kernel without ambient capabilities is nothing to lose.
+        unsafe {
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+                0,
+                0,
+            );
+        }
+        let header = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let data = [Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        // SAFETY: capset reads the header and two data structs, which live across the call.
+        let done = unsafe { libc::syscall(libc::SYS_capset, &header, data.as_ptr()) };
+        if done != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
 }
 
 /// Without Landlock there is no policy to apply ([`Sandbox::policy`] is None off Linux).
@@ -658,10 +721,17 @@ mod filter {
     //!   path). A `socketpair` stays allowed: it is connected only to itself. With the network
     //!   blocked, `socket` of every family is refused (UDP too, which Landlock does not see).
     //!   `EACCES`, as Landlock answers a refused connect.
+    //! - `socketpair` of datagrams (`SOCK_DGRAM`, and `SOCK_RAW`, which a unix socket takes for
+    //!   one): such a socket can `sendto` any named socket, or be connected to one, and so
+    //!   reaches the person's datagram services (`/dev/log`, journald). Stream and seqpacket
+    //!   pairs stay allowed: they are connected to each other for good.
     //! - io_uring's three calls: its `SOCKET` and `CONNECT` operations make and connect sockets
     //!   without the calls above. `pidfd_getfd`: another process's descriptors (a socket
     //!   among them). `ioctl(TIOCSTI)` and `ioctl(TIOCLINUX)`: typing into the terminal the
-    //!   editor reads. `EPERM`; programs that use io_uring fall back to plain calls.
+    //!   editor reads. System V shared memory, message queues and semaphores, and the kernel's
+    //!   keyrings: state shared with processes outside, which Landlock does not scope. `bpf`,
+    //!   `userfaultfd` and `perf_event_open`: kernel interfaces no command here needs. `EPERM`;
+    //!   programs that use io_uring fall back to plain calls.
     //!
     //! A call of another architecture (32-bit code on a 64-bit kernel) kills the process, as
     //! the compiler's architecture check does; the x32 numbers of these calls on x86_64 are
@@ -728,12 +798,45 @@ mod filter {
         for number in numbers(libc::SYS_socket, None) {
             sockets.insert(number, socket_rules.clone());
         }
+        // The type's low bits, whatever flags (SOCK_CLOEXEC, SOCK_NONBLOCK) ride above them.
+        let datagrams = [libc::SOCK_DGRAM, libc::SOCK_RAW]
+            .into_iter()
+            .map(|kind| {
+                let condition = SeccompCondition::new(
+                    1,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::MaskedEq(0xf),
+                    kind as u64,
+                )?;
+                Ok(SeccompRule::new(vec![condition])?)
+            })
+            .collect::<Result<Vec<_>, FilterError>>()?;
+        for number in numbers(libc::SYS_socketpair, None) {
+            sockets.insert(number, datagrams.clone());
+        }
         let mut rest = BTreeMap::new();
         for (call, x32) in [
             (libc::SYS_io_uring_setup, None),
             (libc::SYS_io_uring_enter, None),
             (libc::SYS_io_uring_register, None),
             (libc::SYS_pidfd_getfd, None),
+            (libc::SYS_shmget, None),
+            (libc::SYS_shmat, None),
+            (libc::SYS_shmctl, None),
+            (libc::SYS_msgget, None),
+            (libc::SYS_msgsnd, None),
+            (libc::SYS_msgrcv, None),
+            (libc::SYS_msgctl, None),
+            (libc::SYS_semget, None),
+            (libc::SYS_semop, None),
+            (libc::SYS_semtimedop, None),
+            (libc::SYS_semctl, None),
+            (libc::SYS_add_key, None),
+            (libc::SYS_keyctl, None),
+            (libc::SYS_request_key, None),
+            (libc::SYS_bpf, None),
+            (libc::SYS_userfaultfd, None),
+            (libc::SYS_perf_event_open, None),
         ] {
             for number in numbers(call, x32) {
                 rest.insert(number, Vec::new());

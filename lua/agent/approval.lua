@@ -1,6 +1,13 @@
---- The approval picker: a centred float that shows exactly what the agent wants to do (the diff of
---- an edit, the new file of a create, the whole command with where and how long it runs) and takes
+--- The approval picker: a float that shows exactly what the agent wants to do (the diff of an
+--- edit, the new file of a create, the whole command with where and how long it runs) and takes
 --- the answer in one key. Requests that arrive while one is open wait in a queue.
+---
+--- Only a deliberate answer answers (issue 30): a question that arrives while the person types
+--- (insert mode, a command line, or a key pressed elsewhere in the last `approval.typing` ms)
+--- is shown without taking focus, and waits until they go to it (`keymaps.approve` from the
+--- input or the chat, `:Agent approve`, or the float itself); once it has focus, keys do
+--- nothing for `approval.delay` ms (its border says so); a grant that outlasts the call takes
+--- its key twice; `<Esc>` hides the question without answering it.
 ---
 --- Neovim never waits on the backend: the backend awaits the answer, matched by the request's id,
 --- which `on_decide` sends back (`decide`, lua/agent/rpc/init.lua).
@@ -47,8 +54,13 @@ H.queue = {}
 --- closed meanwhile, and shows it again if they go back.
 H.editing = nil
 
---- The open picker: its windows, buffers and where focus came from.
+--- The open picker: its windows, buffers, where focus came from (once it has it), whether it has
+--- focus, whether its keys are armed, and the lasting choice waiting for its second key.
 H.open = nil
+
+--- True while the first queued question is hidden (`<Esc>`): it waits, unanswered, for
+--- `M.focus()`.
+H.hidden = false
 
 H.ns = vim.api.nvim_create_namespace("agent.approval")
 
@@ -62,20 +74,84 @@ function M.ask(req, on_decide, proposal)
   table.insert(H.queue, { req = req, on_decide = on_decide, proposal = proposal })
   if H.open then
     H.set_title()
-  elseif not H.editing then
+  elseif not H.editing and not H.hidden then
     H.show_next()
   end
+  H.redraw_status()
 end
 
 --- Closes the picker and forgets every waiting request without answering them (the backend
 --- cancelled them: a cancelled turn or a new conversation).
 function M.dismiss_all()
   H.queue = {}
+  H.hidden = false
   H.close()
   if H.editing then
     H.editing = nil
     require("agent.proposal").close()
   end
+  H.redraw_status()
+end
+
+--- Goes to the waiting question (`:Agent approve`, `keymaps.approve`): shows it again when it
+--- was hidden, and gives it focus; its keys arm after `approval.delay` ms, as always.
+function M.focus()
+  if H.editing then
+    vim.notify("agent: the question is open for editing in its own tab (:w allows it, :q goes back)")
+    return
+  end
+  if #H.queue == 0 then
+    vim.notify("agent: no question is waiting")
+    return
+  end
+  if H.hidden or not H.open then
+    H.hidden = false
+    H.show_next(true)
+  elseif not H.open.focused then
+    H.take_focus(H.open, { win = vim.api.nvim_get_current_win(), mode = vim.api.nvim_get_mode().mode })
+  elseif vim.api.nvim_win_is_valid(H.open.choices_win) then
+    vim.api.nvim_set_current_win(H.open.choices_win)
+  end
+  H.redraw_status()
+end
+
+--- What the status says of a waiting question: nil when none waits; else whether it is waiting
+--- unseen (hidden, or shown without focus), for the hint of how to answer it.
+--- `armed`: whether the picker, open with focus, takes keys yet.
+---@return { unseen: boolean, key: string|false, armed: boolean }?
+function M.waiting()
+  if #H.queue == 0 or H.editing then
+    return nil
+  end
+  local unseen = H.hidden or not (H.open and H.open.focused)
+  return {
+    unseen = unseen,
+    key = require("agent.config").options.keymaps.approve,
+    armed = H.open ~= nil and H.open.armed,
+  }
+end
+
+--- Tells the chat's status (the winbar and statusline()) whether a question waits unseen, and
+--- redraws it.
+function H.redraw_status()
+  if package.loaded["agent.chat.status"] then
+    local status = require("agent.chat.status")
+    status.current.question = M.waiting()
+    status.render()
+  end
+end
+
+--- Whether the person is typing: in Insert, Replace, Terminal or Command-line mode, or a key
+--- was typed outside the picker in the last `approval.typing` ms (lua/agent/keys.lua).
+---@return boolean
+function H.typing()
+  local mode = vim.api.nvim_get_mode().mode:sub(1, 1)
+  if mode == "i" or mode == "R" or mode == "c" or mode == "t" then
+    return true
+  end
+  local keys = require("agent.keys")
+  local window = require("agent.config").options.approval.typing
+  return keys.last ~= nil and vim.uv.now() - keys.last < window
 end
 
 --- How many requests wait, the shown one included.
@@ -97,6 +173,7 @@ function H.agent_choices(options, cancel)
       label = tostring(option.name or option.id),
       decision = ({ allow_once = "allow_once", allow_always = "allow_session" })[option.kind] or "refuse",
       option = option.id,
+      lasting = option.kind == "allow_always",
     }
     if allow and not first_allow and option.kind == "allow_once" then
       first_allow = choice
@@ -131,6 +208,9 @@ function H.from_agent(req)
   return req.choices.kind == "agent"
 end
 
+--- The built-in choices that grant more than the call: they take their key twice.
+H.LASTING = { allow_session = true, allow_project = true, allow_all = true }
+
 --- The choices, in order, with the labels the backend sent. `key` names the entry of
 --- `keymaps.approval` that picks it; `reason` asks for one before refusing.
 ---@param req agent.ApprovalRequest
@@ -164,6 +244,7 @@ function H.choices(req)
       decision = with_reason and "refuse" or choice.key,
       reason = with_reason,
       edit = choice.key == "edit",
+      lasting = H.LASTING[choice.key] == true,
     }
   end
   return choices
@@ -243,7 +324,9 @@ function H.scratch(name)
 end
 
 --- Where the two floats go: the preview on top, the choices right below, centred together.
-function H.layout(preview_lines, choice_lines)
+--- With `avoid` (a screen row: the cursor of a person typing), they go above or below it, so
+--- the line being typed stays in sight.
+function H.layout(preview_lines, choice_lines, avoid)
   local columns, rows = vim.o.columns, vim.o.lines - vim.o.cmdheight
   local widest = 40
   -- The first screenfuls decide the width: measuring 40,000 diff lines would cost more than
@@ -256,8 +339,18 @@ function H.layout(preview_lines, choice_lines)
   end
   local width = math.max(math.min(60, columns - 4), math.min(widest + 2, columns - 4, 120))
   local choices_height = #choice_lines
+  -- The rows the floats may take: the whole screen, or the larger side of the avoided row.
+  local top, bottom = 0, rows
+  if avoid then
+    if avoid > rows / 2 then
+      bottom = math.max(1, avoid - 1)
+    else
+      top = math.min(rows - 1, avoid + 1)
+    end
+  end
+  local space = bottom - top
   -- Borders: 2 rows around each float.
-  local room = math.max(1, rows - choices_height - 4 - 2)
+  local room = math.max(1, space - choices_height - 4)
   -- The preview wraps: count the screen rows its first lines take.
   local wrapped = 0
   for i = 1, #preview_lines do
@@ -268,12 +361,19 @@ function H.layout(preview_lines, choice_lines)
   end
   local preview_height = math.max(1, math.min(wrapped, room))
   local total = preview_height + choices_height + 4
-  local row = math.max(0, math.floor((rows - total) / 2))
+  local row = math.max(top, top + math.floor((space - total) / 2))
   local col = math.max(0, math.floor((columns - width - 2) / 2))
   return {
     preview = { row = row, col = col, width = width, height = preview_height },
     choices = { row = row + preview_height + 2, col = col, width = width, height = choices_height },
   }
+end
+
+--- The screen row of the cursor in the current window (1-based), for a float that must not
+--- cover it.
+function H.cursor_row()
+  local pos = vim.fn.screenpos(0, vim.fn.line("."), vim.fn.col("."))
+  return pos.row > 0 and pos.row or nil
 end
 
 --- The keys that pick `choice`: from `keymaps.approval` for our own choices; for an external
@@ -284,7 +384,7 @@ function H.keys_for(choice, req)
     if choice.key == "allow_once" then
       table.insert(out, "y")
     elseif choice.key == "refuse" then
-      vim.list_extend(out, { "n", "<Esc>" })
+      table.insert(out, "n")
     end
     return out
   end
@@ -304,21 +404,28 @@ function H.choice_lines(choices, req)
   return lines
 end
 
-function H.show_next()
+--- Shows the first queued request. It takes focus when `focus` is true (the person asked for
+--- it), or when nil and the person is not typing; otherwise it is shown beside what they type,
+--- and waits for them.
+---@param focus? boolean
+function H.show_next(focus)
   local item = H.queue[1]
   if not item then
     return
+  end
+  if focus == nil then
+    focus = not H.typing()
   end
   local req = item.req
   local choices = H.choices(req)
   local preview = H.preview_lines(req.preview)
   local choice_lines = H.choice_lines(choices, req)
-  local place = H.layout(preview, choice_lines)
+  local avoid = not focus and H.cursor_row() or nil
+  local place = H.layout(preview, choice_lines, avoid)
 
   local origin = {
     win = vim.api.nvim_get_current_win(),
     mode = vim.api.nvim_get_mode().mode,
-    cursor = vim.api.nvim_win_get_cursor(0),
   }
   local preview_buf = H.scratch("agent://approval-preview")
   vim.api.nvim_buf_set_lines(preview_buf, 0, -1, false, preview)
@@ -347,11 +454,13 @@ function H.show_next()
     zindex = 60,
     noautocmd = true,
   })
-  -- Wrapped: a line longer than the float is shown whole, never cut off at its right edge.
+  -- Wrapped, scrolled by screen rows: a line longer than the float is shown whole, and the
+  -- middle of a 12,000-character line is reached by scrolling, never jumped over.
   vim.wo[preview_win].wrap = true
   vim.wo[preview_win].linebreak = false
+  vim.wo[preview_win].smoothscroll = true
   vim.wo[preview_win].winhighlight = "FloatTitle:AgentApprovalTitle"
-  local choices_win = vim.api.nvim_open_win(choices_buf, true, {
+  local choices_win = vim.api.nvim_open_win(choices_buf, false, {
     relative = "editor",
     row = place.choices.row,
     col = place.choices.col,
@@ -365,14 +474,10 @@ function H.show_next()
   vim.wo[choices_win].cursorline = true
   vim.wo[choices_win].winhighlight = "CursorLine:AgentApprovalSelected"
   vim.api.nvim_win_set_cursor(choices_win, { 1, 0 })
-  if origin.mode:sub(1, 1) == "i" or origin.mode:sub(1, 1) == "R" then
-    vim.cmd.stopinsert()
-  end
 
-  H.open = {
+  local open = {
     item = item,
     choices = choices,
-    origin = origin,
     preview_win = preview_win,
     preview_buf = preview_buf,
     choices_win = choices_win,
@@ -380,21 +485,119 @@ function H.show_next()
     is_diff = req.preview.kind == "diff",
     preview_lines = preview,
     choice_lines = choice_lines,
+    focused = false,
+    armed = false,
+    avoid = avoid,
   }
+  H.open = open
   H.set_title()
   H.set_footer()
   H.map_keys(choices_buf)
   H.watch()
+  if focus then
+    H.take_focus(open, origin)
+  else
+    H.set_choices_title()
+  end
+  H.redraw_status()
+end
+
+--- Gives the open picker focus (from `origin`, where focus goes back when it is answered) and
+--- starts the delay before its keys count.
+function H.take_focus(open, origin)
+  if not vim.api.nvim_win_is_valid(open.choices_win) then
+    return
+  end
+  if vim.api.nvim_win_is_valid(origin.win) then
+    origin.cursor = origin.cursor or vim.api.nvim_win_get_cursor(origin.win)
+  end
+  open.origin = origin
+  open.focused = true
+  if vim.api.nvim_get_current_win() ~= open.choices_win then
+    open.entering = true
+    vim.api.nvim_set_current_win(open.choices_win)
+    open.entering = false
+  end
+  local mode = origin.mode:sub(1, 1)
+  if mode == "i" or mode == "R" then
+    vim.cmd.stopinsert()
+  end
+  if open.avoid then
+    -- It stood aside for the line being typed; centred now that it is being answered.
+    open.avoid = nil
+    H.relayout()
+  end
+  H.arm(open)
+  H.redraw_status()
+end
+
+--- Arms the picker's keys after `approval.delay` ms; until then they do nothing and the choices'
+--- border says so. A key meant for something else, pressed as the question appeared, answers
+--- nothing.
+function H.arm(open)
+  open.armed = false
+  local delay = require("agent.config").options.approval.delay
+  if delay <= 0 then
+    open.armed = true
+    H.set_choices_title()
+    return
+  end
+  H.set_choices_title()
+  vim.defer_fn(function()
+    if H.open == open then
+      open.armed = true
+      H.set_choices_title()
+    end
+  end, delay)
+end
+
+--- The choices' top border: not armed yet, a lasting choice waiting for its second key, or how
+--- to answer a question shown without focus.
+function H.set_choices_title()
+  local open = H.open
+  if not open or not vim.api.nvim_win_is_valid(open.choices_win) then
+    return
+  end
+  local title
+  if not open.focused then
+    local key = require("agent.config").options.keymaps.approve
+    title = key and (" %s or :Agent approve to answer "):format(key) or " :Agent approve to answer "
+  elseif not open.armed then
+    title = " not armed yet · keys wait a moment "
+  elseif open.confirming then
+    local keys = H.keys_for(open.confirming, open.item.req)
+    title = (" press %s again to confirm "):format(keys[1] or require("agent.config").options.keymaps.approval.select)
+  end
+  if title == open.choices_title then
+    return
+  end
+  open.choices_title = title
+  local config = vim.api.nvim_win_get_config(open.choices_win)
+  config.title = title or ""
+  config.title_pos = title and "center" or nil
+  vim.api.nvim_win_set_config(open.choices_win, config)
 end
 
 --- The preview's title: the request's title (the backend made it visible and says there how many
---- lines a command has), and `1/3` when more wait.
+--- lines a command has), `1/3` when more wait, and a command's length in characters when it is
+--- taller than its window (so a line that goes on and on says so).
 function H.set_title()
   local open = H.open
   if not open or not vim.api.nvim_win_is_valid(open.preview_win) then
     return
   end
-  local title = " " .. tostring(open.item.req.title) .. " "
+  local req = open.item.req
+  local title = tostring(req.title)
+  -- The backend says a long line's characters (`1 line, 12046 chars`); several lines taller
+  -- than the window say theirs too.
+  if
+    req.preview.kind == "command"
+    and title:match(" lines$")
+    and H.rows(open.preview_win).total > vim.api.nvim_win_get_height(open.preview_win)
+  then
+    title = ("%s, %d chars"):format(title, vim.fn.strchars(tostring(req.preview.command or "")))
+  end
+  title = " " .. title .. " "
   if #H.queue > 1 then
     title = title .. ("1/%d "):format(#H.queue)
   end
@@ -404,9 +607,28 @@ function H.set_title()
   vim.api.nvim_win_set_config(open.preview_win, config)
 end
 
---- The preview's bottom border: how many lines are out of sight below (or above) and the key
---- that scrolls to them, whenever the preview is taller than its window, then where a command
---- runs. The count goes first so a narrow float never cuts it.
+--- The preview window's screen rows: all its text takes, those above the top of the window
+--- (whole lines scrolled past, and the part of the top line scrolled past with 'smoothscroll'),
+--- and those below its bottom. A 12,000-character line is one buffer line and dozens of rows.
+---@return { total: integer, above: integer, below: integer }
+function H.rows(win)
+  local total = vim.api.nvim_win_text_height(win, {}).all
+  local view = vim.api.nvim_win_call(win, vim.fn.winsaveview)
+  local above = 0
+  if view.topline > 1 then
+    above = vim.api.nvim_win_text_height(win, { start_row = 0, end_row = view.topline - 2 }).all
+  end
+  if (view.skipcol or 0) > 0 then
+    local row = view.topline - 1
+    above = above + vim.api.nvim_win_text_height(win, { start_row = row, end_row = row, end_vcol = view.skipcol }).all
+  end
+  local height = vim.api.nvim_win_get_height(win)
+  return { total = total, above = above, below = math.max(0, total - above - height) }
+end
+
+--- The preview's bottom border: how many screen rows are out of sight below (or above) and the
+--- key that scrolls to them, whenever the preview is taller than its window, then where a
+--- command runs. The count goes first so a narrow float never cuts it.
 function H.set_footer()
   local open = H.open
   if not open or not vim.api.nvim_win_is_valid(open.preview_win) then
@@ -414,15 +636,16 @@ function H.set_footer()
   end
   local win = open.preview_win
   local keys = require("agent.config").options.keymaps.approval
-  local total = vim.api.nvim_buf_line_count(open.preview_buf)
-  -- w$ is the last line shown whole: a wrapped line cut off at the bottom still counts as below.
-  local top, bottom = vim.fn.line("w0", win), vim.fn.line("w$", win)
+  local rows = H.rows(win)
   local parts = {}
-  if bottom < total then
-    local below = total - bottom
-    parts[#parts + 1] = ("↓ %d more %s · %s"):format(below, below == 1 and "line" or "lines", keys.scroll_down)
-  elseif top > 1 then
-    parts[#parts + 1] = ("↑ %d above · %s"):format(top - 1, keys.scroll_up)
+  if rows.below > 0 then
+    parts[#parts + 1] = ("↓ %d more %s · %s"):format(
+      rows.below,
+      rows.below == 1 and "row" or "rows",
+      keys.scroll_down
+    )
+  elseif rows.above > 0 then
+    parts[#parts + 1] = ("↑ %d above · %s"):format(rows.above, keys.scroll_up)
   end
   local preview = open.item.req.preview
   local cwd = tostring(preview.cwd or "")
@@ -456,36 +679,62 @@ function H.map_keys(buf)
   local function map(lhs, fn, desc)
     vim.keymap.set("n", lhs, fn, { buffer = buf, nowait = true, silent = true, desc = "agent: " .. desc })
   end
-  for _, choice in ipairs(H.open.choices) do
-    for _, lhs in ipairs(H.keys_for(choice, H.open.item.req)) do
-      map(lhs, function()
-        H.pick(choice)
-      end, choice.label)
+  -- Until the picker is armed a key does nothing (scrolling aside: it decides nothing).
+  local function armed(fn)
+    return function()
+      if H.open and H.open.armed then
+        fn()
+      end
     end
   end
-  map(keys.select, function()
-    local row = vim.api.nvim_win_get_cursor(0)[1]
-    H.pick(H.open.choices[row])
-  end, "pick the highlighted choice")
+  for _, choice in ipairs(H.open.choices) do
+    for _, lhs in ipairs(H.keys_for(choice, H.open.item.req)) do
+      map(
+        lhs,
+        armed(function()
+          H.pick(choice)
+        end),
+        choice.label
+      )
+    end
+  end
+  map(
+    keys.select,
+    armed(function()
+      local row = vim.api.nvim_win_get_cursor(0)[1]
+      H.pick(H.open.choices[row])
+    end),
+    "pick the highlighted choice"
+  )
+  map(keys.hide, armed(H.hide), "hide the question without answering it (:Agent approve shows it again)")
   map(keys.scroll_down, function()
-    H.scroll("\4")
+    H.scroll(1)
   end, "scroll the preview down")
   map(keys.scroll_up, function()
-    H.scroll("\21")
+    H.scroll(-1)
   end, "scroll the preview up")
 end
 
-function H.scroll(key)
+--- Scrolls the preview half a window of screen rows (`direction` 1 down, -1 up): with
+--- 'smoothscroll', CTRL-E and CTRL-Y move by screen rows, so a long line is read row by row.
+function H.scroll(direction)
   local open = H.open
   if open and vim.api.nvim_win_is_valid(open.preview_win) then
-    vim.api.nvim_win_call(open.preview_win, function()
-      vim.cmd("normal! " .. key)
-    end)
+    local win = open.preview_win
+    local half = math.max(1, math.floor(vim.api.nvim_win_get_height(win) / 2))
+    local rows = H.rows(win)
+    local n = direction > 0 and math.min(half, rows.below) or math.min(half, rows.above)
+    if n > 0 then
+      vim.api.nvim_win_call(win, function()
+        vim.cmd(("normal! %d%s"):format(n, direction > 0 and "\5" or "\25"))
+      end)
+    end
     H.set_footer()
   end
 end
 
---- Re-centres on resize; any other way of closing a window of the picker refuses.
+--- Re-centres on resize; entering the float is going to it; closing a window of the picker any
+--- other way than by a choice hides the question (never answers it).
 function H.watch()
   local open = H.open
   local group = vim.api.nvim_create_augroup("agent.approval", { clear = true })
@@ -503,13 +752,30 @@ function H.watch()
       H.set_footer()
     end,
   })
+  -- The person went into the float (a click, CTRL-W): that is going to the question.
+  vim.api.nvim_create_autocmd("WinEnter", {
+    group = group,
+    callback = function()
+      local win = vim.api.nvim_get_current_win()
+      if H.open ~= open or open.focused or open.entering then
+        return
+      end
+      if win == open.choices_win or win == open.preview_win then
+        local previous = vim.fn.win_getid(vim.fn.winnr("#"))
+        H.take_focus(open, { win = previous, mode = "n" })
+        if win == open.preview_win and vim.api.nvim_win_is_valid(open.choices_win) then
+          vim.api.nvim_set_current_win(open.choices_win)
+        end
+      end
+    end,
+  })
   vim.api.nvim_create_autocmd("WinClosed", {
     group = group,
     pattern = { tostring(open.preview_win), tostring(open.choices_win) },
     callback = function()
       vim.schedule(function()
         if H.open == open then
-          H.finish("refuse")
+          H.hide()
         end
       end)
     end,
@@ -521,7 +787,7 @@ function H.relayout()
   if not open then
     return
   end
-  local place = H.layout(open.preview_lines, open.choice_lines)
+  local place = H.layout(open.preview_lines, open.choice_lines, open.avoid)
   for _, part in ipairs({ { open.preview_win, place.preview }, { open.choices_win, place.choices } }) do
     local win, where = part[1], part[2]
     if vim.api.nvim_win_is_valid(win) then
@@ -530,20 +796,45 @@ function H.relayout()
       vim.api.nvim_win_set_config(win, config)
     end
   end
+  H.set_title()
   H.set_footer()
 end
 
-function H.pick(choice)
-  if not choice or not H.open then
+--- Hides the question without answering it: the floats close, focus goes back, and it waits
+--- (the status says so) until `M.focus()` shows it again.
+function H.hide()
+  if not H.open then
     return
   end
+  H.hidden = true
+  H.close()
+  H.redraw_status()
+end
+
+--- Picks `choice`. A lasting one (this session, always in this project, everything) takes its
+--- key twice: the first press asks for the second, and any other choice is a choice of its own.
+function H.pick(choice)
+  local open = H.open
+  if not choice or not open then
+    return
+  end
+  if choice.lasting and open.confirming ~= choice then
+    open.confirming = choice
+    for row, shown in ipairs(open.choices) do
+      if shown == choice then
+        pcall(vim.api.nvim_win_set_cursor, open.choices_win, { row, 0 })
+      end
+    end
+    H.set_choices_title()
+    return
+  end
+  open.confirming = nil
   if choice.edit then
     return H.edit(choice)
   end
   if not choice.reason then
     return H.finish(choice.decision, nil, choice.option)
   end
-  local open = H.open
   vim.ui.input({ prompt = "agent: why refuse? (the agent reads this) " }, function(reason)
     if H.open ~= open then
       return
@@ -569,7 +860,7 @@ function H.edit(choice)
   end
   H.close(false)
   H.editing = item
-  local origin = open.origin
+  local origin = open.origin or { win = vim.api.nvim_get_current_win() }
   local handlers = {
     on_write = function(text)
       if H.editing ~= item then
@@ -593,7 +884,8 @@ function H.edit(choice)
       if vim.api.nvim_win_is_valid(origin.win) then
         pcall(vim.api.nvim_set_current_win, origin.win)
       end
-      H.show_next()
+      -- Back to the question the person left for its proposal: it takes focus again.
+      H.show_next(true)
     end,
   }
   if proposal.kind == "command" then
@@ -631,7 +923,8 @@ function H.close(keep_mode)
       pcall(vim.api.nvim_win_close, win, true)
     end
   end
-  if vim.api.nvim_win_is_valid(open.origin.win) then
+  -- Shown without focus, it never had any to give back: the person's window and mode are theirs.
+  if open.origin and vim.api.nvim_win_is_valid(open.origin.win) then
     pcall(vim.api.nvim_set_current_win, open.origin.win)
     pcall(vim.api.nvim_win_set_cursor, open.origin.win, open.origin.cursor)
     local mode = open.origin.mode:sub(1, 1)

@@ -24,7 +24,8 @@ local H = {}
 ---@field pass_env string[]
 ---@field max_edit_mb integer
 ---@field backend? string
----@field keymaps { ask: string|false, approval: table<string, string|string[]>, chat: { output: string|false } }
+---@field keymaps { ask: string|false, approve: string|false, approval: table<string, string|string[]>, chat: { output: string|false } }
+---@field approval { delay: integer, typing: integer }
 ---@field window { side: "right"|"left", width: number }
 ---@field input { completion: boolean|"auto" }
 ---@field acp { agents: table<string, { cmd?: string[], env?: table<string, string>, sandbox?: boolean, directories?: (string|{ path: string, writable?: boolean })[] }>, connect_timeout: number }
@@ -61,14 +62,17 @@ H.defaults = {
   --                         (:Agent build) and <plugin root>/target/release/agent-nvim
   keymaps = {
     ask = "<leader>aa", -- ask about the current line or the selection; false: no mapping
+    approve = "<M-a>", -- in the input and the chat: go to the waiting question (also :Agent approve)
     approval = { -- keys in the approval picker (buffer-local to it)
       allow_once = { "1", "y" }, -- this call only
       allow_session = { "2" }, -- edits to any file / this exact command line, until :Agent new
+      --                          (a lasting grant: pressed twice, as are the two below)
       allow_project = { "a" }, -- always in this workspace: this exact command line / every edit
       --                          (saved; :Agent permissions lists and removes them)
       allow_all = { "3" }, -- everything, until :Agent new
       edit = { "e" }, -- change the proposal (the edit or the command) before allowing it
-      refuse = { "4", "n", "<Esc>" },
+      refuse = { "4", "n" },
+      hide = "<Esc>", -- hide the question without answering it; it waits (keymaps.approve)
       refuse_with_reason = { "r" }, -- asks for the reason, which the agent reads
       select = "<CR>", -- the highlighted choice (Allow once unless you moved with j/k)
       scroll_down = "<C-d>", -- scroll the preview
@@ -88,6 +92,12 @@ H.defaults = {
     --                           "read-only": nowhere but /dev/null and the temp directory; "off"
     network = true, -- false: block TCP connect and bind (Landlock ABI 4, Linux 6.7)
     writable = {}, -- more places commands may write: { "~/.cache", "~/.cargo/registry" }
+  },
+  approval = {
+    delay = 500, -- ms after the picker takes focus during which its keys do nothing (a key
+    --              meant for something else answers nothing)
+    typing = 1000, -- ms after a key typed elsewhere during which a question does not take focus
+    --               (nor in Insert or Command-line mode): it is shown and waits for you
   },
   auto_allow_sandboxed = false, -- run commands without asking while the sandbox is in force (edits
   --                               are still asked about; permission rules still apply)
@@ -144,6 +154,9 @@ local function positive_integer(v)
 end
 local function key(v)
   return (type(v) == "string" and v ~= "") or "a key (string)"
+end
+function H.milliseconds(v)
+  return (type(v) == "number" and v >= 0 and math.floor(v) == v) or "a whole number of milliseconds (0: none)"
 end
 function H.key_list(v)
   if type(v) ~= "table" then
@@ -338,6 +351,13 @@ H.schema = {
   ["keymaps.approval.edit"] = H.key_list,
   ["keymaps.approval.refuse"] = H.key_list,
   ["keymaps.approval.refuse_with_reason"] = H.key_list,
+  ["keymaps.approval.hide"] = key,
+  ["keymaps.approve"] = function(v)
+    return (type(v) == "string" and v ~= "") or v == false or "string or false"
+  end,
+  approval = table_,
+  ["approval.delay"] = H.milliseconds,
+  ["approval.typing"] = H.milliseconds,
   ["keymaps.approval.select"] = key,
   ["keymaps.approval.scroll_down"] = key,
   ["keymaps.approval.scroll_up"] = key,

@@ -713,6 +713,16 @@ function M._context()
   return context and context.text
 end
 
+--- Goes to the question waiting for an answer: shows it again when it was hidden (`<Esc>`),
+--- gives it focus when it was shown beside what you typed (`:Agent approve`, `keymaps.approve`).
+function M.approve()
+  if not package.loaded["agent.approval"] then
+    vim.notify("agent: no question is waiting")
+    return
+  end
+  require("agent.approval").focus()
+end
+
 --- :Agent's implementation (plugin/agent.lua calls it).
 ---@param cmd table the argument of nvim_create_user_command's callback
 function M._command(cmd)
@@ -862,6 +872,9 @@ end
 -- Helpers ------------------------------------------------------------------------------------
 
 H.subcommands = {
+  approve = function()
+    M.approve()
+  end,
   build = function()
     require("agent.install").build()
   end,
@@ -948,6 +961,8 @@ function H.create_autocommands()
   local group = vim.api.nvim_create_augroup("agent", { clear = true })
   -- Where the focus is, for the notice when a turn ends unseen (|agent-notify|).
   require("agent.notice").watch()
+  -- When a key was last typed: a question does not take the focus of a person typing.
+  require("agent.keys").watch()
   vim.api.nvim_create_autocmd("WinEnter", {
     group = group,
     desc = "agent: the last window you were in, where follow mode opens files (:help agent-follow)",
@@ -981,6 +996,9 @@ function H.ensure_init()
     end,
     cancel = function()
       M.stop()
+    end,
+    approve = function()
+      M.approve()
     end,
     review = function(checkpoint)
       M.diff({ since = checkpoint })

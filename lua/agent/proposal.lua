@@ -172,6 +172,14 @@ function M.file(proposal, handlers)
   vim.bo[buf].filetype = filetype
   vim.wo.winbar = " proposal · :w allows it · :q goes back"
   vim.cmd("diffthis")
+  -- Diff mode turns wrapping off: on, so padding (`hello` and 5,000 spaces, then `evil()`)
+  -- cannot push a change off the right edge, where scrolling down never brings it.
+  for _, win in ipairs(vim.api.nvim_tabpage_list_wins(tab)) do
+    vim.wo[win].wrap = true
+    vim.wo[win].linebreak = false
+    -- Scrolled by screen rows, so a line longer than the window is read through, never jumped.
+    vim.wo[win].smoothscroll = true
+  end
   local open = {
     kind = "file",
     buf = buf,
@@ -215,6 +223,7 @@ function M.command(command, handlers)
     zindex = 62,
   })
   vim.wo[win].wrap = true
+  vim.wo[win].smoothscroll = true
   local open = { kind = "command", buf = buf, win = win, done = false, original = command }
   H.open = open
   for _, mode in ipairs({ "n", "i" }) do

@@ -346,12 +346,36 @@ fn shell_command(
     command
 }
 
-/// Starts `command` as the root of its own process tree ([`reaper::spawn`]): in its own process
-/// group, so a Ctrl-C at the terminal reaches the backend (which cancels) and not it, and killed
+/// Starts `command` as the root of its own process tree ([`reaper::spawn`]): in its own session
+/// and process group, so a Ctrl-C at the terminal reaches the backend (which cancels) and not
+/// it, with no controlling terminal and no inherited descriptor but its stdio, and killed
 /// when its `Child` is dropped. The [`Tree`] ends every process it started, wherever it moved,
 /// when it is ended or dropped. run_bash's commands and ACP agents both start here.
 pub async fn spawn_tree(mut command: Command, _approved: &Approved) -> io::Result<(Child, Tree)> {
-    command.process_group(0).kill_on_drop(true);
+    command.kill_on_drop(true);
+    // SAFETY: the closure makes two async-signal-safe system calls and allocates nothing.
+    unsafe {
+        command.pre_exec(|| {
+            // A session of its own (so also a process group of its own, led by it): no
+            // controlling terminal, so nothing it runs can read the keys typed into the
+            // person's terminal, set its size (a signal to what runs there) or take its
+            // foreground.
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // Nothing this process holds open but its three standard streams reaches it: a
+            // descriptor inherited without close-on-exec (a socket of whoever started us)
+            // is closed by the exec.
+            #[cfg(target_os = "linux")]
+            libc::syscall(
+                libc::SYS_close_range,
+                3u32,
+                u32::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            );
+            Ok(())
+        });
+    }
     reaper::spawn(command).await
 }
 

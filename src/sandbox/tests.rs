@@ -296,6 +296,10 @@ async fn a_unix_socket_outside_is_out_of_reach_named_or_abstract_and_a_socketpai
     let path = dirs.outside("service.sock");
     let named = std::os::unix::net::UnixListener::bind(&path).unwrap();
     named.set_nonblocking(true).unwrap();
+    // A datagram service beside it (syslog's /dev/log is one).
+    let datagrams =
+        std::os::unix::net::UnixDatagram::bind(format!("{}.dgram", path.display())).unwrap();
+    datagrams.set_nonblocking(true).unwrap();
     let abstract_name = format!("agent-nvim-test-{}", std::process::id());
     let abstract_listener = {
         use std::os::linux::net::SocketAddrExt;
@@ -316,6 +320,12 @@ for name, address in [("named", "{path}"), ("abstract", "\0{abstract_name}")]:
 a, b = socket.socketpair()
 a.send(b"pair")
 print(b.recv(4).decode())
+try:
+    d, _ = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    d.sendto(b"x", "{path}.dgram")
+    print("datagram sent")
+except OSError as e:
+    print("datagram", e.errno)
 "#,
         path = path.display()
     ));
@@ -323,11 +333,18 @@ print(b.recv(4).decode())
     let refused = format!("refused {}\n", libc::EACCES);
     assert_eq!(
         output.text,
-        format!("{refused}{refused}pair\n\n[exit 0]"),
+        format!(
+            "{refused}{refused}pair\ndatagram {}\n\n[exit 0]",
+            libc::EACCES
+        ),
         "{}",
         output.text
     );
     assert!(named.accept().is_err(), "the named socket saw a connection");
+    assert!(
+        datagrams.recv(&mut [0u8; 8]).is_err(),
+        "the datagram socket got a datagram"
+    );
     assert!(
         abstract_listener.accept().is_err(),
         "the abstract socket saw a connection"
@@ -335,9 +352,71 @@ print(b.recv(4).decode())
     // The same program unconfined reaches both: the test's attack is real.
     let output = run_in(&dirs, &Sandbox::off(), &attack).await;
     assert_eq!(
-        output.text, "connected named\nconnected abstract\npair\n\n[exit 0]",
+        output.text, "connected named\nconnected abstract\npair\ndatagram sent\n\n[exit 0]",
         "{}",
         output.text
+    );
+}
+
+#[tokio::test]
+async fn shared_memory_keyrings_capabilities_and_inherited_descriptors_stay_out() {
+    if !filter_here() {
+        return;
+    }
+    let dirs = Dirs::new();
+    // A descriptor of ours without close-on-exec, as a careless parent would leave one.
+    let mut fds = [0; 2];
+    // SAFETY: pipe fills two descriptors, closed below.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let program = python(&format!(
+        r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+segment = libc.syscall({shmget}, 0x5a5a, 4096, 0o1600)
+print("shmget", segment, ctypes.get_errno())
+if segment >= 0:
+    libc.syscall({shmctl}, segment, 0, None)  # IPC_RMID: nothing left behind
+key = libc.syscall({add_key}, b"user", b"agent-nvim-test", b"v", 1, -4)
+print("add_key", key, ctypes.get_errno())
+if key >= 0:
+    libc.syscall({keyctl}, 9, key, -4)  # KEYCTL_UNLINK from the user keyring
+caps = dict(l.split(":") for l in open("/proc/self/status") if l.startswith("Cap"))
+print("effective", caps["CapEff"].strip(), "root bounding", caps["CapBnd"].strip() if os.geteuid() == 0 else "-")
+print("inherited", {leak} in [int(n) for n in os.listdir("/proc/self/fd")])
+"#,
+        shmget = libc::SYS_shmget,
+        shmctl = libc::SYS_shmctl,
+        add_key = libc::SYS_add_key,
+        keyctl = libc::SYS_keyctl,
+        leak = fds[1],
+    ));
+    let output = run_in(&dirs, &workspace_write(), &program).await;
+    let unconfined = run_in(&dirs, &Sandbox::off(), &program).await;
+    // SAFETY: our own descriptors, closed once.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+    let eperm = libc::EPERM;
+    // SAFETY: geteuid only reads.
+    let bounding = if unsafe { libc::geteuid() } == 0 {
+        "0000000000000000"
+    } else {
+        "-"
+    };
+    assert_eq!(
+        output.text,
+        format!(
+            "shmget -1 {eperm}\nadd_key -1 {eperm}\neffective 0000000000000000 root bounding {bounding}\ninherited False\n\n[exit 0]"
+        ),
+        "{}",
+        output.text
+    );
+    // Unconfined, the calls get further (the descriptor is closed for every command).
+    assert!(
+        !unconfined.text.starts_with(&format!("shmget -1 {eperm}")),
+        "{}",
+        unconfined.text
     );
 }
 

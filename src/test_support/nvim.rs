@@ -395,8 +395,14 @@ impl Nvim {
 
 /// The Lua that sets the plugin up to use `backend` (the tests and benches pass the debug binary
 /// cargo built for them, `CARGO_BIN_EXE_agent-nvim`, which only they can name).
+///
+/// The picker's keys are armed at once (`approval.delay = 0`): a test presses a key as soon as
+/// the question is on screen, where a person waits half a second. The tests of the delay itself
+/// set it in `extra` (a later field of the same name wins).
 pub fn setup_lua_for(backend: &str, extra: &str) -> String {
-    format!("require('agent').setup({{ backend = '{backend}', provider = 'anthropic', {extra} }})")
+    format!(
+        "require('agent').setup({{ backend = '{backend}', provider = 'anthropic', approval = {{ delay = 0 }}, {extra} }})"
+    )
 }
 
 /// An RPC request (`nvim_eval("1")`) sent to Neovim every 10 ms from a task of its own, each

@@ -201,6 +201,9 @@ async fn allow_always_saves_a_rule_a_restarted_neovim_honours_until_agent_permis
     nvim.cmd("Agent go").await;
     nvim.wait_for_screen("Always allow `touch made && echo saved-ran` in this project")
         .await;
+    // A grant that lasts: its key twice.
+    nvim.api.input("a").await.unwrap();
+    nvim.wait_for_screen("press a again to confirm").await;
     nvim.api.input("a").await.unwrap();
     let (result, _) = tool_result(&mock, 1, "t1");
     assert!(result.contains("saved-ran"), "{result}");

@@ -258,3 +258,42 @@ async fn a_turn_stopped_while_the_person_edits_keeps_their_version_in_a_buffer()
     );
     assert_eq!(nvim.read("a.txt"), "one\ntwo\nthree\n");
 }
+
+#[tokio::test]
+async fn in_the_diff_tab_padding_cannot_push_a_change_out_of_sight() {
+    // `hello`, 5,000 spaces, then the change that matters.
+    let padded = format!("hello{}evil()", " ".repeat(5_000));
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            call(
+                "edit_file",
+                json!({"path": "a.txt", "old_str": "two", "new_str": padded}),
+            ),
+            done(),
+        ],
+    );
+    let nvim = editing(&mock).await;
+    // Both sides wrap, so scrolling down (never sideways) brings it on screen.
+    let wraps = lua(
+        &nvim,
+        "local t = {} for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do t[#t + 1] = vim.wo[w].wrap end return t",
+    )
+    .await;
+    assert_eq!(
+        wraps,
+        Value::from(vec![Value::from(true), Value::from(true)])
+    );
+    let mut seen = nvim.screen().contains("evil()");
+    for _ in 0..20 {
+        if seen {
+            break;
+        }
+        nvim.api.input("<C-d>").await.unwrap();
+        nvim.wait_for("true").await;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        seen = nvim.screen().contains("evil()");
+    }
+    assert!(seen, "evil() never came on screen:\n{}", nvim.screen());
+    nvim.api.input(":q!<CR>").await.unwrap();
+}

@@ -369,3 +369,32 @@ fn on_a_terminal_every_line_of_a_long_command_is_shown_and_blank_runs_are_one_ma
     pty.expect("refused");
     assert_eq!(stdout_of(&mut pty)["ok"], false);
 }
+
+#[test]
+fn a_command_has_no_controlling_terminal_even_when_the_backend_has_one() {
+    // (setsid is util-linux's; scripts/test.sh installs it where it is missing.)
+    let dir = tempfile::tempdir().unwrap();
+    // The backend in a session whose controlling terminal is the pty (as in a terminal); its
+    // command tries the terminal: reading the person's keys, setting its size.
+    let probe = "python3 -c 'import os\ntry:\n    os.open(\"/dev/tty\", os.O_RDONLY)\n    print(\"terminal open\")\nexcept OSError as e:\n    print(\"no terminal\", e.errno)'";
+    let mut command = std::process::Command::new("setsid");
+    command
+        .current_dir(dir.path())
+        .arg("--ctty")
+        .arg(env!("CARGO_BIN_EXE_agent-nvim"))
+        .args([
+            "tool",
+            "run_bash",
+            &json!({ "command": probe }).to_string(),
+            "--auto-approve",
+            "--sandbox",
+            "off",
+        ]);
+    let mut pty = Pty::spawn(command);
+    let result = stdout_of(&mut pty);
+    assert_eq!(
+        result["text"],
+        format!("no terminal {}\n\n[exit 0]", libc::ENXIO),
+        "{result}"
+    );
+}

@@ -20,9 +20,10 @@ window.checkpoint_at = handlers.checkpoint_at
 window.output_at = handlers.output_at
 
 --- What the chat's keys do: `submit(text)` sends a prompt (true when it was sent), `cancel()`
---- stops the turn, `review(checkpoint)` lists what a prompt changed. require("agent") sets them.
---- `idle()` is called when a prompt's work has ended (the next queued prompt may go).
----@param actions { submit: fun(text: string): boolean, cancel: fun(), review: fun(checkpoint: string), idle?: fun() }
+--- stops the turn, `approve()` goes to the waiting question, `review(checkpoint)` lists what a
+--- prompt changed. require("agent") sets them. `idle()` is called when a prompt's work has
+--- ended (the next queued prompt may go).
+---@param actions { submit: fun(text: string): boolean, cancel: fun(), approve: fun(), review: fun(checkpoint: string), idle?: fun() }
 function M.set_actions(actions)
   window.actions = actions
   handlers.on_idle = actions.idle

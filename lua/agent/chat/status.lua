@@ -61,7 +61,7 @@ function M.text(command_chars)
     end
     return "running " .. (s.tool or "a tool")
   elseif s.state == "approval" then
-    return "waiting for approval"
+    return "waiting for approval" .. H.unseen_hint()
   elseif s.state == "compacting" then
     return "compacting the conversation"
   elseif s.state == "retrying" then
@@ -94,6 +94,17 @@ function M.line()
     return cost and ("agent: idle · " .. M.dollars(cost)) or "agent: idle"
   end
   return (("agent: " .. M.text()):gsub("%%", "%%%%"))
+end
+
+--- How to answer a question that waits unseen (hidden with <Esc>, or shown beside what was
+--- being typed): ` · <M-a> or :Agent approve`; "" when the picker has it in hand.
+function H.unseen_hint()
+  -- Kept up to date by lua/agent/approval.lua.
+  local waiting = M.current.question
+  if not (waiting and waiting.unseen) then
+    return ""
+  end
+  return waiting.key and (" · %s or :Agent approve"):format(waiting.key) or " · :Agent approve"
 end
 
 --- ` · ` and the last line a running command printed, cut; "" before it printed one.

@@ -72,6 +72,10 @@ function M.ensure_buffers()
       { "n", "<C-c>", H.cancel, "agent: stop the running turn" },
       { "n", "d", H.review, "agent: on a `done` row, list what its prompt changed (:Agent diff)" },
     }
+    local approve = require("agent.config").options.keymaps.approve
+    if approve then
+      maps[#maps + 1] = { "n", approve, H.approve, "agent: go to the waiting question (:Agent approve)" }
+    end
     local output_key = require("agent.config").options.keymaps.chat.output
     if output_key then
       maps[#maps + 1] = { "n", output_key, H.show_output, "agent: a finished row's whole output, as the model read it" }
@@ -81,11 +85,16 @@ function M.ensure_buffers()
   if not (M.input_buf and vim.api.nvim_buf_is_valid(M.input_buf)) then
     local buf = H.scratch(H.INPUT)
     M.input_buf = buf
-    H.keymaps(buf, {
+    local maps = {
       { "n", "<CR>", H.submit, "agent: send the prompt" },
       { { "n", "i" }, "<C-s>", H.submit, "agent: send the prompt" },
       { "n", "<C-c>", H.cancel, "agent: stop the running turn" },
-    })
+    }
+    local approve = require("agent.config").options.keymaps.approve
+    if approve then
+      maps[#maps + 1] = { { "n", "i" }, approve, H.approve, "agent: go to the waiting question (:Agent approve)" }
+    end
+    H.keymaps(buf, maps)
     vim.api.nvim_create_autocmd({ "TextChanged", "TextChangedI", "BufWinEnter" }, {
       buffer = buf,
       desc = "agent: the input's hint when it is empty",
@@ -289,6 +298,12 @@ end
 
 function H.cancel()
   M.actions.cancel()
+end
+
+--- Goes to the waiting question (lua/agent/approval.lua). From Insert mode too: the question
+--- then takes the focus the person gives it, and gives it back, in Insert mode, once answered.
+function H.approve()
+  M.actions.approve()
 end
 
 H.outputs_opened = 0
