@@ -445,16 +445,25 @@ impl Report {
                 "writing outside the workspace, the temp directory and sandbox.writable".to_string()
             }
         }];
-        let mut not_enforced =
-            vec!["reading files: every file you can read, a command can".to_string()];
+        let mut not_enforced = vec![
+            "reading files: every file you can read, a command can".to_string(),
+            "the mode, owner, times and extended attributes of files outside that you own (Landlock has no rule for them; their contents are safe)".to_string(),
+        ];
         if filter {
             enforced.push(
                 "unix sockets, abstract ones too (Neovim's server, tmux, ssh-agent, D-Bus, Docker, X11, Wayland)".to_string(),
             );
             enforced.push("typing into the terminal (TIOCSTI) and io_uring".to_string());
+            enforced.push(
+                "System V shared memory, queues and semaphores, and the kernel's keyrings"
+                    .to_string(),
+            );
         } else {
             not_enforced.push("unix sockets (no seccomp filters here)".to_string());
         }
+        enforced.push(
+            "privileges: a command keeps no capability, not even one started by root".to_string(),
+        );
         if abi >= 6 {
             enforced.push("signals to processes outside the sandbox".to_string());
         } else {
@@ -681,8 +690,12 @@ mod rules {
             .create()?
             .add_rules(path_beneath_rules(["/"], AccessFs::from_read(FS)))?
             // A path that cannot be opened is left out (it does not exist: nothing to write);
-            // a file gets the rights a file can have.
-            .add_rules(path_beneath_rules(&policy.writable, AccessFs::from_all(FS)))
+            // a file gets the rights a file can have. Device nodes are made nowhere: a
+            // command has no business with a copy of a disk's.
+            .add_rules(path_beneath_rules(
+                &policy.writable,
+                AccessFs::from_all(FS) & !(AccessFs::MakeChar | AccessFs::MakeBlock),
+            ))
     }
 
     /// Runs in the child: `no_new_privs`, then the ruleset. A ruleset the kernel would not
