@@ -338,7 +338,12 @@ function H.layout(preview_lines, choice_lines, avoid)
     widest = math.max(widest, vim.api.nvim_strwidth(line))
   end
   local width = math.max(math.min(60, columns - 4), math.min(widest + 2, columns - 4, 120))
-  local choices_height = #choice_lines
+  -- The choices wrap on a narrow screen: their float is as tall as their rows, so the last
+  -- choice is never cut off unseen.
+  local choices_height = 0
+  for _, line in ipairs(choice_lines) do
+    choices_height = choices_height + math.max(1, math.ceil(vim.api.nvim_strwidth(line) / width))
+  end
   -- The rows the floats may take: the whole screen, or the larger side of the avoided row.
   local top, bottom = 0, rows
   if avoid then
@@ -561,7 +566,8 @@ function H.set_choices_title()
   local title
   if not open.focused then
     local key = require("agent.config").options.keymaps.approve
-    title = key and (" %s or :Agent approve to answer "):format(key) or " :Agent approve to answer "
+    -- The key is the input's and the chat's; the command works from anywhere.
+    title = key and (" :Agent approve to answer (%s in the chat) "):format(key) or " :Agent approve to answer "
   elseif not open.armed then
     title = " not armed yet · keys wait a moment "
   elseif open.confirming then

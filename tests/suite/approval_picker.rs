@@ -791,7 +791,7 @@ async fn a_sentence_typed_into_the_input_while_a_question_arrives_decides_nothin
             == Value::from(true);
     }
     let screen = nvim
-        .wait_for_screen("<M-a> or :Agent approve to answer")
+        .wait_for_screen(":Agent approve to answer (<M-a> in the chat)")
         .await;
     assert!(
         arrived_while_typing,
