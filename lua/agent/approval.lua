@@ -768,10 +768,26 @@ function H.watch()
       end
       if win == open.choices_win or win == open.preview_win then
         local previous = vim.fn.win_getid(vim.fn.winnr("#"))
-        H.take_focus(open, { win = previous, mode = "n" })
+        -- The mode it was entered in (a click from Insert mode stays in Insert): taking focus
+        -- leaves it, and answering gives it back.
+        H.take_focus(open, { win = previous, mode = vim.api.nvim_get_mode().mode })
         if win == open.preview_win and vim.api.nvim_win_is_valid(open.choices_win) then
           vim.api.nvim_set_current_win(open.choices_win)
         end
+      end
+    end,
+  })
+  -- Left for another window (CTRL-W p): no longer in hand. Coming back is going to it again,
+  -- with the delay again, and the status says it waits meanwhile.
+  vim.api.nvim_create_autocmd("WinLeave", {
+    group = group,
+    callback = function()
+      if H.open == open and open.focused and vim.api.nvim_get_current_win() == open.choices_win then
+        open.focused = false
+        open.armed = false
+        open.confirming = nil
+        H.set_choices_title()
+        H.redraw_status()
       end
     end,
   })
@@ -911,7 +927,13 @@ function H.finish(decision, reason, option)
   H.close()
   open.item.on_decide(decision, reason, option)
   if #H.queue > 0 then
-    H.show_next()
+    -- After the mode given back to the origin took effect (a startinsert waits for the end
+    -- of this key's handling): the next question then sees the person where they were.
+    vim.schedule(function()
+      if not H.open and not H.editing and not H.hidden and #H.queue > 0 then
+        H.show_next()
+      end
+    end)
   end
 end
 

@@ -211,6 +211,8 @@ fn prompt(request: &ApprovalRequest) -> std::io::Result<Decision> {
             Decision::AllowProject => display::project_choice(&request.action),
             _ => display::label::ALLOW_ALL.to_string(),
         };
+        // The confirmation is a key pressed after it is asked for, not one typed ahead.
+        let _ = rustix::termios::tcflush(&stdin, rustix::termios::QueueSelector::IFlush);
         write!(
             err,
             "\r\n  {label}: press {} again to confirm > ",

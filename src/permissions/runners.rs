@@ -71,6 +71,9 @@ struct Options {
     unknown: &'static [&'static str],
     /// Whether it starts a shell reading its input when given no command (`chroot DIR`).
     shell_without_command: bool,
+    /// Whether `NAME=VALUE` words may come before its command (`env`, `sudo`): anywhere else
+    /// such a word is an operand (`flock lk=1 ...`).
+    assignments: bool,
 }
 
 /// The help and version options every GNU and util-linux tool takes.
@@ -89,6 +92,7 @@ impl Options {
             script: &[],
             unknown: &[],
             shell_without_command: false,
+            assignments: false,
         }
     }
 }
@@ -561,9 +565,12 @@ const TABLE: &[(&[&str], Kind)] = &[
         &["env"],
         Kind::Wrapper(Options {
             unknown: &["-S", "--split-string", "-P"],
+            assignments: true,
             ..Options::new(
                 &["-u", "--unset", "-C", "--chdir"],
                 &[
+                    // `env -` is `env -i`.
+                    "-",
                     "-i",
                     "--ignore-environment",
                     "-0",
@@ -583,6 +590,7 @@ const TABLE: &[(&[&str], Kind)] = &[
     (
         &["sudo"],
         Kind::Wrapper(Options {
+            assignments: true,
             no_command: &[
                 "-l",
                 "--list",
@@ -777,11 +785,8 @@ const TABLE: &[(&[&str], Kind)] = &[
                     "-d",
                     "--delimiter",
                     "-E",
-                    "--eof",
                     "-I",
-                    "--replace",
                     "-L",
-                    "--max-lines",
                     "-n",
                     "--max-args",
                     "-P",
@@ -806,12 +811,72 @@ const TABLE: &[(&[&str], Kind)] = &[
                     "-o",
                     "--open-tty",
                     "--show-limits",
+                    // These three take a value only joined (`--eof=E`).
+                    "--eof",
+                    "--replace",
+                    "--max-lines",
                     "--help",
                     "--version",
                 ],
             )
         }),
     ),
+    (
+        &["chrt"],
+        Kind::Wrapper(Options {
+            operands: 1,
+            no_command: &["-p", "--pid", "-m", "--max"],
+            ..Options::new(
+                &[
+                    "-T",
+                    "--sched-runtime",
+                    "-P",
+                    "--sched-period",
+                    "-D",
+                    "--sched-deadline",
+                ],
+                &[
+                    "-a",
+                    "--all-tasks",
+                    "-b",
+                    "--batch",
+                    "-d",
+                    "--deadline",
+                    "-e",
+                    "--ext",
+                    "-f",
+                    "--fifo",
+                    "-i",
+                    "--idle",
+                    "-o",
+                    "--other",
+                    "-r",
+                    "--rr",
+                    "-R",
+                    "--reset-on-fork",
+                    "-v",
+                    "--verbose",
+                    "-h",
+                    "--help",
+                    "-V",
+                    "--version",
+                ],
+            )
+        }),
+    ),
+    (
+        &["choom"],
+        Kind::Wrapper(Options {
+            no_command: &["-p", "--pid"],
+            ..Options::new(&["-n", "--adjust"], HELP)
+        }),
+    ),
+    (&["toybox"], Kind::Wrapper(Options::new(&[], &[]))),
+    (
+        &["fd", "fdfind"],
+        Kind::CodeOptions(&["-x", "--exec", "-X", "--exec-batch"]),
+    ),
+    (&["rg"], Kind::CodeOptions(&["--pre"])),
     (&["bash", "sh", "dash", "rbash"], Kind::Shell),
     (
         &["watch"],
@@ -1053,45 +1118,18 @@ const TABLE: &[(&[&str], Kind)] = &[
         &["make", "gmake", "bmake", "just", "ninja", "rake"],
         Kind::Unseen("it runs what its build file says"),
     ),
-];
-
-/// Git's subcommands that read and report, and write neither the index nor a ref nor a commit
-/// (as of git 2.47): they run no hook. Any other runs hooks (`commit`, `merge`, `push`; also
-/// `status`, `add` and `branch`, which write the index or refs and so run
-/// `post-index-change` and `reference-transaction`), is an alias, or is an external
-/// `git-NAME` program: code the line does not show.
-const GIT_QUIET: &[&str] = &[
-    "log",
-    "show",
-    "diff",
-    "blame",
-    "grep",
-    "ls-files",
-    "ls-tree",
-    "ls-remote",
-    "rev-parse",
-    "rev-list",
-    "describe",
-    "shortlog",
-    "cat-file",
-    "show-ref",
-    "for-each-ref",
-    "name-rev",
-    "whatchanged",
-    "diff-tree",
-    "diff-files",
-    "diff-index",
-    "merge-base",
-    "count-objects",
-    "check-ignore",
-    "check-attr",
-    "var",
-    "version",
-    "help",
-    "config",
-    "archive",
-    "format-patch",
-    "range-diff",
+    (
+        &[
+            "cargo", "npm", "npx", "yarn", "pnpm", "go", "gradle", "mvn", "pip", "pip3", "pytest",
+            "tox", "nox", "cmake", "meson", "bazel", "dotnet", "uv", "uvx", "poetry", "pipenv",
+            "composer", "xdg-open",
+        ],
+        Kind::Unseen("it runs the project's code or what it installs (build scripts, tests, package scripts)"),
+    ),
+    (
+        &["sg", "capsh", "ed", "red", "m4", "dc", "gdb", "sqlite3", "vi", "view", "rvim", "gvim"],
+        Kind::Evaluates("its words or its input are commands no rule can read (sg -c, m4 syscmd, ed !, gdb shell)"),
+    ),
 ];
 
 /// Git's global options that take the next word as their value.
@@ -1195,7 +1233,13 @@ pub fn runs(words: &[String]) -> Runs<'_> {
         return Runs::Itself;
     };
     let name = base(program);
-    let Some((_, kind)) = TABLE.iter().find(|(names, _)| names.contains(&name)) else {
+    let Some(kind) = kind_of(name) else {
+        if loader(name) {
+            return Runs::Evaluates("it runs a program through the dynamic loader");
+        }
+        if program.contains('/') {
+            return Runs::Unseen("it runs a program named by its path, whose code no rule sees");
+        }
         return Runs::Itself;
     };
     let args = &words[1..];
@@ -1209,13 +1253,7 @@ pub fn runs(words: &[String]) -> Runs<'_> {
         Kind::Shell => shell(args),
         Kind::JoinedScript(options) => watch(args, options),
         Kind::Su => su(name, args),
-        Kind::CodeOptions(options) => {
-            if args.iter().any(|a| options.iter().any(|o| is_option(a, o))) {
-                Runs::Evaluates("an option of it runs a command of its own (rsync -e, tar --to-command, scp -o)")
-            } else {
-                Runs::Itself
-            }
-        }
+        Kind::CodeOptions(options) => code_options(name, args, options),
         Kind::Find => find(args),
         Kind::Git => git(args),
         Kind::Awk => awk(args),
@@ -1224,6 +1262,41 @@ pub fn runs(words: &[String]) -> Runs<'_> {
         Kind::Names(rules) => names(args, rules),
         Kind::Evaluates(why) => Runs::Evaluates(why),
         Kind::Unseen(why) => Runs::Unseen(why),
+    }
+}
+
+/// The table's entry for the program `name`: by its name, or, for an interpreter, by its name
+/// without a version (`python3.12`, `perl5.36.0`, `node18`).
+fn kind_of(name: &str) -> Option<&'static Kind> {
+    if let Some((_, kind)) = TABLE.iter().find(|(names, _)| names.contains(&name)) {
+        return Some(kind);
+    }
+    let unversioned = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    if unversioned == name || unversioned.is_empty() {
+        return None;
+    }
+    TABLE
+        .iter()
+        .find(|(names, kind)| matches!(kind, Kind::Interpreter(_)) && names.contains(&unversioned))
+        .map(|(_, kind)| kind)
+}
+
+/// Whether `name` is the dynamic loader, which runs the program it is given
+/// (`/lib64/ld-linux-x86-64.so.2 /bin/rm x`).
+fn loader(name: &str) -> bool {
+    name == "ld.so" || (name.starts_with("ld-") && name.contains(".so"))
+}
+
+/// Whether the program `name` reads its words as options, commands or code (it has an entry
+/// in the table, or runs a program it is given): such a program is judged by its words, so a
+/// word the shell makes (`$x`, `{a,b}`, a pattern) is one no rule saw. One that runs unseen
+/// code whatever its words (`cargo`, `make`) is judged the same with any words.
+pub fn reads_its_words(program: &str) -> bool {
+    let name = base(program);
+    match kind_of(name) {
+        Some(Kind::Unseen(_)) => false,
+        Some(_) => true,
+        None => loader(name),
     }
 }
 
@@ -1344,8 +1417,12 @@ fn wrapper<'a>(args: &'a [String], options: &Options, open_ended: bool) -> Runs<
         0
     };
     while let Some(arg) = args.get(i) {
-        if !arg.starts_with('-') || arg == "-" {
+        if !arg.starts_with('-') || (arg == "-" && !options.flags.contains(&"-")) {
             break;
+        }
+        if arg == "-" {
+            i += 1;
+            continue;
         }
         match option(args, i, options) {
             Step::Next(n) => i += n,
@@ -1357,9 +1434,10 @@ fn wrapper<'a>(args: &'a [String], options: &Options, open_ended: bool) -> Runs<
         }
     }
     // `env NAME=VALUE COMMAND`: the assignments are the command's environment.
-    while args
-        .get(i)
-        .is_some_and(|a| a.contains('=') && !a.starts_with('='))
+    while options.assignments
+        && args
+            .get(i)
+            .is_some_and(|a| a.contains('=') && !a.starts_with('='))
     {
         if let Some(why) = assignment(&args[i]) {
             return Runs::Evaluates(why);
@@ -1380,6 +1458,8 @@ fn wrapper<'a>(args: &'a [String], options: &Options, open_ended: bool) -> Runs<
         };
     }
     match args.get(i..) {
+        // A program that is an option is one we read wrong: not known.
+        Some([first, ..]) if first.starts_with('-') => Runs::Evaluates(UNLISTED),
         Some(rest) if !rest.is_empty() => Runs::Commands(vec![Inner {
             words: rest,
             open_ended,
@@ -1389,6 +1469,46 @@ fn wrapper<'a>(args: &'a [String], options: &Options, open_ended: bool) -> Runs<
         }
         _ => Runs::Itself,
     }
+}
+
+/// A program that runs a command only with some options: any of them found, in a cluster of
+/// short options (`rsync -ae`, `tar -xI`), as a long option or an abbreviation of one
+/// (`--checkpoint-act=`), or in tar's first word without a dash (`tar xIf`), evaluates.
+fn code_options<'a>(name: &str, args: &'a [String], options: &[&str]) -> Runs<'a> {
+    const WHY: &str =
+        "an option of it runs a command of its own (rsync -e, tar --to-command, scp -o, fd -x)";
+    for (i, arg) in args.iter().enumerate() {
+        if arg == "--" {
+            break;
+        }
+        let cluster = match arg.strip_prefix("--") {
+            Some(long) => {
+                let long = long.split_once('=').map_or(long, |(n, _)| n);
+                let abbreviates = |o: &&str| {
+                    o.strip_prefix("--")
+                        .is_some_and(|full| !long.is_empty() && full.starts_with(long))
+                };
+                if options.iter().any(abbreviates) {
+                    return Runs::Evaluates(WHY);
+                }
+                continue;
+            }
+            None => match arg.strip_prefix('-') {
+                Some(letters) => letters,
+                None if i == 0 && name.ends_with("tar") => arg.as_str(),
+                None => continue,
+            },
+        };
+        let short = |c: char| {
+            options
+                .iter()
+                .any(|o| o.len() == 2 && o.starts_with('-') && o.ends_with(c))
+        };
+        if cluster.chars().any(short) {
+            return Runs::Evaluates(WHY);
+        }
+    }
+    Runs::Itself
 }
 
 /// The shell options a `bash -c` line may carry and still be read as bash reads it.
@@ -1504,10 +1624,12 @@ fn find(args: &[String]) -> Runs<'_> {
         match args[i].as_str() {
             "-exec" | "-execdir" | "-ok" | "-okdir" => {
                 let start = i + 1;
-                let end = args[start..]
-                    .iter()
-                    .position(|a| a == ";" || a == "+")
-                    .map_or(args.len(), |p| start + p);
+                // `;` ends it; `+` only right after `{}` (elsewhere it is a word).
+                let end = (start..args.len())
+                    .find(|&j| {
+                        args[j] == ";" || (args[j] == "+" && j > start && args[j - 1] == "{}")
+                    })
+                    .unwrap_or(args.len());
                 if start >= end {
                     return Runs::Evaluates("its -exec has no command");
                 }
@@ -1531,8 +1653,11 @@ fn find(args: &[String]) -> Runs<'_> {
     }
 }
 
-/// `git`: `-c` and `--config-env` can make any command run a program; a subcommand outside
-/// [`GIT_QUIET`] runs hooks, is an alias or is an external program.
+/// `git`: `-c` and `--config-env` name programs in the line itself (evaluates). Every
+/// subcommand reads the repository's configuration, which the model (or a command it ran) can
+/// write, and which names programs git runs (an external diff, a textconv, an fsmonitor, a
+/// pager, hooks on every command that writes the index or a ref, aliases): code the line does
+/// not show. Only its version and help run nothing.
 fn git(args: &[String]) -> Runs<'_> {
     let mut i = 0;
     while let Some(arg) = args.get(i) {
@@ -1550,79 +1675,217 @@ fn git(args: &[String]) -> Runs<'_> {
             1
         };
     }
-    match args.get(i).map(String::as_str) {
-        None => Runs::Itself,
-        Some(sub) if GIT_QUIET.contains(&sub) => Runs::Itself,
-        Some(_) => Runs::Unseen("git runs hooks, aliases or a git-NAME program for it"),
+    let rest: Vec<&str> = args.iter().skip(i).map(String::as_str).collect();
+    let own: Vec<&str> = args.iter().take(i).map(String::as_str).collect();
+    if own == ["--version"] || own == ["--help"] {
+        return Runs::Itself;
+    }
+    match rest[..] {
+        [] | ["--version"] | ["version"] | ["help"] | ["--help"] | ["-h"] => Runs::Itself,
+        _ => Runs::Unseen(
+            "git runs programs its configuration names (hooks, aliases, diff drivers, fsmonitor)",
+        ),
     }
 }
 
-/// `awk PROGRAM` (or `-e`/`--source PROGRAM`): `system(` or a pipe runs commands; `-f FILE`
-/// runs a program the line does not show.
-fn awk(args: &[String]) -> Runs<'_> {
-    let mut programs: Vec<&str> = Vec::new();
+/// How a program's own options are read (sed's, awk's): short letters that are flags, take a
+/// value (joined or the next word), take a script (collected), take a script file (not
+/// shown), or take an optional value that can only be joined; long options the same, matched
+/// by any unambiguous prefix as getopt does. Anything else is an option no rule knows.
+struct Grammar {
+    flags: &'static str,
+    values: &'static str,
+    scripts: &'static str,
+    files: &'static str,
+    optional: &'static str,
+    long: &'static [(&'static str, Takes)],
+}
+
+/// What a long option takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Takes {
+    Nothing,
+    Value,
+    Script,
+    File,
+    /// A value only joined (`--in-place=.bak`).
+    Optional,
+}
+
+/// Reads `args`' options by `grammar`: the scripts given with options, and where the operands
+/// start; or what the program runs when an option decides it.
+fn read_options<'a>(
+    args: &'a [String],
+    grammar: &Grammar,
+    file_why: &'static str,
+) -> Result<(Vec<&'a str>, usize), Runs<'a>> {
+    let mut scripts = Vec::new();
     let mut i = 0;
     while let Some(arg) = args.get(i) {
-        match arg.as_str() {
-            "-f" | "--file" | "-i" | "--include" | "-l" | "--load" => {
-                return Runs::Unseen("it runs an awk program from a file")
+        i += 1;
+        if arg == "--" {
+            break;
+        }
+        if !arg.starts_with('-') || arg == "-" {
+            i -= 1;
+            break;
+        }
+        if let Some(long) = arg.strip_prefix("--") {
+            let (name, joined) = match long.split_once('=') {
+                Some((name, value)) => (name, Some(value)),
+                None => (long, None),
+            };
+            let exact = grammar.long.iter().find(|(full, _)| *full == name);
+            let mut prefixed = grammar
+                .long
+                .iter()
+                .filter(|(full, _)| full.starts_with(name));
+            let found = exact.or_else(|| match (prefixed.next(), prefixed.next()) {
+                (Some(one), None) if !name.is_empty() => Some(one),
+                _ => None,
+            });
+            let Some((_, takes)) = found else {
+                return Err(Runs::Evaluates(UNLISTED));
+            };
+            let value = || joined.or_else(|| args.get(i).map(String::as_str));
+            match takes {
+                Takes::Nothing | Takes::Optional => {}
+                Takes::File => return Err(Runs::Unseen(file_why)),
+                Takes::Value => i += usize::from(joined.is_none()),
+                Takes::Script => {
+                    scripts.extend(value());
+                    i += usize::from(joined.is_none());
+                }
             }
-            "-e" | "--source" => {
-                programs.extend(args.get(i + 1).map(String::as_str));
-                i += 2;
+            continue;
+        }
+        for (at, letter) in arg.char_indices().skip(1) {
+            let rest = &arg[at + letter.len_utf8()..];
+            let value = || {
+                (!rest.is_empty())
+                    .then_some(rest)
+                    .or_else(|| args.get(i).map(String::as_str))
+            };
+            if grammar.files.contains(letter) {
+                return Err(Runs::Unseen(file_why));
             }
-            "-v" | "-F" | "--assign" | "--field-separator" => i += 2,
-            "--" => {
-                i += 1;
+            if grammar.scripts.contains(letter) {
+                scripts.extend(value());
+                i += usize::from(rest.is_empty());
                 break;
             }
-            other if other.starts_with('-') && other.len() > 1 => i += 1,
-            _ => break,
+            if grammar.values.contains(letter) {
+                i += usize::from(rest.is_empty());
+                break;
+            }
+            if grammar.optional.contains(letter) {
+                break;
+            }
+            if !grammar.flags.contains(letter) {
+                return Err(Runs::Evaluates(UNLISTED));
+            }
         }
     }
+    Ok((scripts, i))
+}
+
+/// awk's options, gawk's (a superset of mawk's, nawk's and busybox's).
+const AWK: Grammar = Grammar {
+    flags: "bcCgIhMnNOPrsStVk",
+    values: "Fv",
+    scripts: "e",
+    files: "fEil",
+    optional: "dDLop",
+    long: &[
+        ("file", Takes::File),
+        ("field-separator", Takes::Value),
+        ("assign", Takes::Value),
+        ("characters-as-bytes", Takes::Nothing),
+        ("traditional", Takes::Nothing),
+        ("copyright", Takes::Nothing),
+        ("dump-variables", Takes::Optional),
+        ("debug", Takes::Optional),
+        ("source", Takes::Script),
+        ("exec", Takes::File),
+        ("gen-pot", Takes::Nothing),
+        ("help", Takes::Nothing),
+        ("include", Takes::File),
+        ("trace", Takes::Nothing),
+        ("load", Takes::File),
+        ("lint", Takes::Optional),
+        ("bignum", Takes::Nothing),
+        ("use-lc-numeric", Takes::Nothing),
+        ("non-decimal-data", Takes::Nothing),
+        ("pretty-print", Takes::Optional),
+        ("optimize", Takes::Nothing),
+        ("profile", Takes::Optional),
+        ("posix", Takes::Nothing),
+        ("re-interval", Takes::Nothing),
+        ("no-optimize", Takes::Nothing),
+        ("sandbox", Takes::Nothing),
+        ("lint-old", Takes::Nothing),
+        ("version", Takes::Nothing),
+    ],
+};
+
+/// `awk PROGRAM` (or `-e`/`--source PROGRAM`): `system(`, a pipe, `ENVIRON` or gawk's `@`
+/// (`@include`, `@load`, an indirect call) runs or reaches what no rule sees; `-f FILE`,
+/// `-i`, `-l` run a program the line does not show.
+fn awk(args: &[String]) -> Runs<'_> {
+    let (mut programs, operands) =
+        match read_options(args, &AWK, "it runs an awk program from a file") {
+            Ok(read) => read,
+            Err(runs) => return runs,
+        };
     if programs.is_empty() {
-        programs.extend(args.get(i).map(String::as_str));
+        programs.extend(args.get(operands).map(String::as_str));
     }
-    if programs
-        .iter()
-        .any(|p| p.contains("system") || p.contains('|') || p.contains("ENVIRON"))
-    {
-        return Runs::Evaluates("its awk program runs commands (system or a pipe)");
+    if programs.iter().any(|p| {
+        p.contains("system") || p.contains('|') || p.contains("ENVIRON") || p.contains('@')
+    }) {
+        return Runs::Evaluates("its awk program runs commands (system, a pipe, @include)");
     }
     Runs::Itself
 }
 
+/// sed's options, GNU sed's.
+const SED: Grammar = Grammar {
+    flags: "nErsuz",
+    values: "l",
+    scripts: "e",
+    files: "f",
+    optional: "i",
+    long: &[
+        ("quiet", Takes::Nothing),
+        ("silent", Takes::Nothing),
+        ("debug", Takes::Nothing),
+        ("expression", Takes::Script),
+        ("file", Takes::File),
+        ("follow-symlinks", Takes::Nothing),
+        ("in-place", Takes::Optional),
+        ("line-length", Takes::Value),
+        ("null-data", Takes::Nothing),
+        ("zero-terminated", Takes::Nothing),
+        ("posix", Takes::Nothing),
+        ("regexp-extended", Takes::Nothing),
+        ("sandbox", Takes::Nothing),
+        ("separate", Takes::Nothing),
+        ("unbuffered", Takes::Nothing),
+        ("help", Takes::Nothing),
+        ("version", Takes::Nothing),
+    ],
+};
+
 /// `sed SCRIPT` or `-e SCRIPT`...: a script that runs commands (`e`, the `e` flag) or writes
 /// files (`w`, the `w` flag), or that cannot be read, evaluates; `-f FILE` is not shown.
 fn sed(args: &[String]) -> Runs<'_> {
-    let mut scripts: Vec<&str> = Vec::new();
-    let mut i = 0;
-    while let Some(arg) = args.get(i) {
-        match arg.as_str() {
-            "-f" | "--file" => return Runs::Unseen("it runs a sed script from a file"),
-            "-e" | "--expression" => {
-                scripts.extend(args.get(i + 1).map(String::as_str));
-                i += 2;
-            }
-            "-l" | "--line-length" => i += 2,
-            "--" => {
-                i += 1;
-                break;
-            }
-            other => {
-                if let Some(script) = other.strip_prefix("--expression=") {
-                    scripts.push(script);
-                } else if other.starts_with("--file=") {
-                    return Runs::Unseen("it runs a sed script from a file");
-                } else if !other.starts_with('-') || other.len() == 1 {
-                    break;
-                }
-                i += 1;
-            }
-        }
-    }
+    let (mut scripts, operands) = match read_options(args, &SED, "it runs a sed script from a file")
+    {
+        Ok(read) => read,
+        Err(runs) => return runs,
+    };
     if scripts.is_empty() {
-        scripts.extend(args.get(i).map(String::as_str));
+        scripts.extend(args.get(operands).map(String::as_str));
     }
     for script in scripts {
         if let Err(why) = sed_script(script) {
@@ -1719,10 +1982,16 @@ fn sed_script(script: &str) -> Result<(), &'static str> {
         match command {
             '{' => {}
             'e' | 'w' | 'W' => return Err(RUNS),
-            'a' | 'i' | 'c' | 'r' | 'R' | ':' | 'b' | 't' | 'T' | 'v' => {
-                // Text, a file name or a label, to the end of the line (labels also end at
-                // `;` in GNU sed, which reading to the line's end only makes stricter).
+            'a' | 'i' | 'c' | 'r' | 'R' => {
+                // Text or a file name, to the end of the line.
                 to_line_end(&mut i);
+            }
+            ':' | 'b' | 't' | 'T' | 'v' => {
+                // A label (or a version) ends at `;` or the line's end in GNU sed; what
+                // follows is read as commands (ending it sooner only reads more of them).
+                while i < s.len() && s[i] != '\n' && s[i] != ';' {
+                    i += 1;
+                }
             }
             '=' | 'd' | 'D' | 'g' | 'G' | 'h' | 'H' | 'l' | 'n' | 'N' | 'p' | 'P' | 'x' | 'z'
             | 'F' | 'q' | 'Q' | 'L' => {

@@ -254,6 +254,8 @@ impl Walk {
 
     fn simple(&mut self, simple: &ast::SimpleCommand) -> Walked {
         let mut words = Vec::new();
+        // Whether any word after the program's name may expand to other words.
+        let mut expanding = false;
         let mut name = None;
         let mut writes = false;
         let items = simple
@@ -277,7 +279,9 @@ impl Walk {
                     }
                 }
                 Some(CommandPrefixOrSuffixItem::Word(word)) => {
-                    words.push(self.unquoted(&word.value)?)
+                    let (text, expands) = self.unquoted_word(&word.value)?;
+                    expanding |= expands && name.is_some();
+                    words.push(text)
                 }
                 Some(CommandPrefixOrSuffixItem::AssignmentWord(_, word)) => {
                     let assignment = self.unquoted(&word.value)?;
@@ -318,6 +322,12 @@ impl Walk {
             return Err("it holds a command substitution");
         }
         let program: Vec<String> = words.iter().skip_while(|w| **w != name).cloned().collect();
+        // A program that reads its words as options, commands or code (a wrapper, a shell,
+        // find, sed, awk, git, ...) is judged by those words: one the shell makes from `$x`,
+        // `{a,b}` or a pattern could be `-exec`, `rm` or a script no rule saw.
+        if expanding && runners::reads_its_words(&name) {
+            return Err("its words expand to options or commands no rule can see ($x, {a,b}, *)");
+        }
         self.commands.push(Simple {
             text: words.join(" "),
             bare: program.join(" "),
@@ -383,6 +393,13 @@ impl Walk {
     /// `raw` as the program gets it: quotes and escapes taken off, parameters as written. An
     /// error for what no rule can judge.
     fn unquoted(&self, raw: &str) -> Result<String, &'static str> {
+        self.unquoted_word(raw).map(|(text, _)| text)
+    }
+
+    /// [`Walk::unquoted`], and whether the shell may make more or other words of it than the
+    /// rule sees: a parameter (quoted or not: `"$x"` may be `-exec`), and, unquoted, a brace
+    /// expansion (`{5,rm}`) or a pattern (`*`, `?`, `[`: a file named `-e1e rm x` is a word).
+    fn unquoted_word(&self, raw: &str) -> Result<(String, bool), &'static str> {
         if raw.contains("$(") || raw.contains('`') {
             return Err("it holds a command substitution");
         }
@@ -402,18 +419,55 @@ impl Walk {
         }
         let pieces = word::parse(raw, &self.options).map_err(|_| "a word cannot be read")?;
         let mut text = String::new();
-        unquote(raw, &pieces, &mut text)?;
-        Ok(text)
+        let mut expands = false;
+        unquote(raw, &pieces, &mut text, &mut expands)?;
+        // Braces and patterns count across the word's pieces (`{-e,'1e rm x'}` is one brace
+        // expansion): the unquoted text as it is, every quoted or escaped piece as one letter.
+        let shape: String = pieces
+            .iter()
+            .map(|piece| match &piece.piece {
+                WordPiece::Text(s) => s.as_str(),
+                _ => "x",
+            })
+            .collect();
+        expands |= may_expand(&shape);
+        Ok((text, expands))
     }
 }
 
-fn unquote(raw: &str, pieces: &[WordPieceWithSource], text: &mut String) -> Walked {
+/// Whether unquoted text may expand: a pattern, or a brace expansion (`{a,b}`, `{1..3}`; a
+/// lone `{}` is itself).
+fn may_expand(text: &str) -> bool {
+    if text.contains(['*', '?', '[']) {
+        return true;
+    }
+    text.find('{').is_some_and(|open| {
+        let rest = &text[open..];
+        rest.find('}')
+            .is_some_and(|close| rest[..close].contains(',') || rest[..close].contains(".."))
+    })
+}
+
+fn unquote(
+    raw: &str,
+    pieces: &[WordPieceWithSource],
+    text: &mut String,
+    expands: &mut bool,
+) -> Walked {
     for piece in pieces {
         match &piece.piece {
-            WordPiece::Text(s) | WordPiece::SingleQuotedText(s) => text.push_str(s),
+            WordPiece::Text(s) => text.push_str(s),
+            WordPiece::SingleQuotedText(s) => text.push_str(s),
             WordPiece::EscapeSequence(s) => text.push_str(s.strip_prefix('\\').unwrap_or(s)),
             WordPiece::DoubleQuotedSequence(inner)
-            | WordPiece::GettextDoubleQuotedSequence(inner) => unquote(raw, inner, text)?,
+            | WordPiece::GettextDoubleQuotedSequence(inner) => {
+                // Quoted: no pattern, no braces; a parameter is still the shell's to fill.
+                let mut quoted = false;
+                unquote(raw, inner, text, &mut quoted)?;
+                *expands |= inner
+                    .iter()
+                    .any(|p| matches!(p.piece, WordPiece::ParameterExpansion(_)));
+            }
             WordPiece::TildePrefix(_) => {
                 text.push_str(raw.get(piece.start_index..piece.end_index).unwrap_or(""))
             }
@@ -424,6 +478,7 @@ fn unquote(raw: &str, pieces: &[WordPieceWithSource], text: &mut String) -> Walk
                 if !plain_parameter(written) {
                     return Err("it holds a parameter expansion that could run code");
                 }
+                *expands = true;
                 text.push_str(written)
             }
             WordPiece::AnsiCQuotedText(_) => return Err("it holds ANSI-C quoting ($'...')"),
@@ -637,10 +692,27 @@ mod tests {
             line = format!("bash -c {}", shell_quote(&line));
         }
         assert_eq!(opaque(&line), "it nests shells too deep to be read");
-        // An inner program that is an expansion is not known.
+        // An inner program that is an expansion is not known; nor is a wrapper's word the
+        // shell makes (`{5,rm}` is two words, `$t` may be `-k 5`).
+        for line in [
+            "timeout 5 $CMD",
+            "timeout {5,rm} victim",
+            "t='-k 5'; timeout $t 1 rm victim",
+        ] {
+            assert_eq!(
+                opaque(line),
+                "its words expand to options or commands no rule can see ($x, {a,b}, *)",
+                "{line}"
+            );
+        }
+        // A program that reads no words as commands, or runs unseen code whatever they are,
+        // is judged by its words as written.
+        assert_eq!(texts("ls *.rs $DIR"), ["ls *.rs $DIR"]);
+        assert_eq!(texts("cargo test $FILTER"), ["cargo test $FILTER"]);
+        // A lone `{}` (find's) and quoted braces and patterns are words as written.
         assert_eq!(
-            opaque("timeout 5 $CMD"),
-            "it runs a command whose name is an expansion or a pattern"
+            texts("find . -name '*.o' -exec rm {} +"),
+            ["find . -name *.o -exec rm {} +", "rm {}"]
         );
     }
 

@@ -349,3 +349,65 @@ fn lines_that_run_rm_are_denied_or_opaque() {
         );
     }
 }
+
+/// The lines an attack review of issue 30's rules found allowed under auto_approve past
+/// `deny = { "run_bash(rm *)" }`: each must now be denied, or be a line the deny rules cannot
+/// see into (so never run unasked).
+#[test]
+fn lines_that_ran_rm_past_a_deny_rule_are_denied_or_not_auto_approved() {
+    let r = rules(&[], &[], &["run_bash(rm *)"]);
+    let lines = [
+        "env - rm victim",
+        "flock lk=1 rm victim",
+        "timeout {5,rm} victim",
+        "t='-k 5'; timeout $t 1 rm victim",
+        "find victim -{delete,quit}",
+        "x=-exec; find . -maxdepth 0 $x rm victim \\;",
+        "find . -maxdepth 0 {-exec,rm} victim \\;",
+        "find . -maxdepth 0 -exec env -u + rm victim \\;",
+        "xargs --eof rm victim </dev/null",
+        "sed ':a;1e rm victim' f",
+        "sed -e'1e rm victim' x",
+        "sed -e p {-e,'1e rm victim'} f",
+        "sed --expr='1e rm victim' f",
+        "gawk -e'BEGIN{system(\"rm victim\")}' /dev/null",
+        "gawk --source='BEGIN{system(\"rm victim\")}' /dev/null",
+        "awk -fevil.awk /dev/null",
+        "awk {-f,evil.awk} /dev/null",
+        "p='BEGIN{system(\"rm victim\")}'; awk \"$p\"",
+        "awk '@include \"evil.awk\"' /dev/null",
+        "tar --checkpoint=1 --checkpoint-act=exec='rm victim' -cf /dev/null .",
+        "tar -xI 'rm victim #' -f a.tar",
+        "rsync -ae 'rm victim --' . h:x",
+        "scp -qo ProxyCommand='rm victim' a h:b",
+        "git ls-remote --upload-pack='rm victim;:' .",
+        "git grep --open-files-in-pager=rm -l . -- victim",
+        "git config diff.external 'rm victim;:' && git diff HEAD~1",
+        "chrt -o 0 rm victim",
+        "choom -n 1000 -- rm victim",
+        "sg users -c 'rm victim'",
+        "capsh -- -c 'rm victim'",
+        "/lib64/ld-linux-x86-64.so.2 /bin/rm victim",
+        "toybox rm victim",
+        "python3.12 -c 'import os;os.remove(\"victim\")'",
+        "perl5.36.0 -e 'unlink q(victim)'",
+        "vi -es -c '!rm victim' -c q",
+        "ed -s /dev/null <<< '!rm victim'",
+        "m4 <<< 'syscmd(rm victim)'",
+        "dc -e '!rm victim'",
+        "gdb -batch -ex 'shell rm victim'",
+        "sqlite3 :memory: '.shell rm victim'",
+        "fd -x rm",
+        "rg --pre rm . victim",
+        "cargo test",
+        "./run.sh",
+    ];
+    let mut through = Vec::new();
+    for line in lines {
+        let judged = r.judge(&command(line));
+        if r.auto_approvable(&judged) {
+            through.push(format!("{line:?}: {judged:?}"));
+        }
+    }
+    assert!(through.is_empty(), "let through:\n{}", through.join("\n"));
+}

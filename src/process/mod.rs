@@ -123,6 +123,15 @@ pub const SESSION_VARS: &[&str] = &[
     "HYPRLAND_INSTANCE_SIGNATURE",
     "NIRI_SOCKET",
     "PULSE_SERVER",
+    "PIPEWIRE_REMOTE",
+    "WAYLAND_SOCKET",
+    "GNOME_KEYRING_CONTROL",
+    "VSCODE_IPC_HOOK_CLI",
+    "VSCODE_GIT_IPC_HANDLE",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "EMACS_SOCKET_NAME",
+    "KONSOLE_DBUS_SERVICE",
 ];
 
 /// The variables a command started for the model must not inherit: the keys
@@ -367,12 +376,27 @@ pub async fn spawn_tree(mut command: Command, _approved: &Approved) -> io::Resul
             // descriptor inherited without close-on-exec (a socket of whoever started us)
             // is closed by the exec.
             #[cfg(target_os = "linux")]
-            libc::syscall(
+            if libc::syscall(
                 libc::SYS_close_range,
                 3u32,
                 u32::MAX,
                 libc::CLOSE_RANGE_CLOEXEC,
-            );
+            ) != 0
+            {
+                // Before Linux 5.11: each descriptor up to the limit, one call each.
+                let mut limit = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                let top = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+                    libc::c_int::try_from(limit.rlim_cur.min(65_536)).unwrap_or(65_536)
+                } else {
+                    1024
+                };
+                for fd in 3..top {
+                    libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+                }
+            }
             Ok(())
         });
     }

@@ -879,7 +879,7 @@ mod gate {
         let gate = Gate::new(false, Some(asker.clone()))
             .with_rules(rules(&["run_bash(git push *)"], &["run_bash(rm *)"]))
             .with_sandboxed_commands(true);
-        assert_eq!(check(&gate, command("cargo test")).await, Verdict::Allowed);
+        assert_eq!(check(&gate, command("ls -la")).await, Verdict::Allowed);
         assert_eq!(
             check(&gate, command("rm -rf x")).await,
             Verdict::Denied {
@@ -889,13 +889,20 @@ mod gate {
         );
         let refused = Verdict::Refused { reason: None };
         assert_eq!(check(&gate, command("git push origin")).await, refused);
-        // A line the deny rules cannot see into goes to the person.
+        // A line the deny rules cannot see into goes to the person, and so does one that
+        // runs the project's code (a build script could run rm).
         assert_eq!(check(&gate, command("echo $(rm -rf x)")).await, refused);
+        assert_eq!(check(&gate, command("cargo test")).await, refused);
         let edit = Action::Edit { rel: "a.rs".into() };
         assert_eq!(check(&gate, edit).await, refused);
         assert_eq!(
             *asker.0.lock().unwrap(),
-            vec!["git push origin", "echo $(rm -rf x)", "edit a.rs"]
+            vec![
+                "git push origin",
+                "echo $(rm -rf x)",
+                "cargo test",
+                "edit a.rs"
+            ]
         );
     }
 

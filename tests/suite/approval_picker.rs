@@ -360,17 +360,7 @@ async fn focus_and_mode_return_to_where_the_user_was() {
 
 #[tokio::test]
 async fn closing_the_float_any_other_way_hides_the_question_and_answers_nothing() {
-    let mock = MockLlm::start(
-        Wire::Anthropic,
-        vec![
-            turn(vec![call(
-                "t1",
-                "run_bash",
-                json!({"command": "touch ran"}),
-            )]),
-            done("OK."),
-        ],
-    );
+    let mock = touch_ran();
     let nvim = start(&mock).await;
     nvim.cmd("Agent go").await;
     nvim.wait_for_screen("Allow once").await;
@@ -467,17 +457,7 @@ async fn highlight_groups_link_to_the_diff_groups_and_survive_a_colorscheme_chan
 
 #[tokio::test]
 async fn approval_keys_come_from_the_config() {
-    let mock = MockLlm::start(
-        Wire::Anthropic,
-        vec![
-            turn(vec![call(
-                "t1",
-                "run_bash",
-                json!({"command": "touch ran"}),
-            )]),
-            done("OK."),
-        ],
-    );
+    let mock = touch_ran();
     let env = vec![
         ("ANTHROPIC_API_KEY".into(), "k".into()),
         ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
@@ -501,6 +481,29 @@ async fn approval_keys_come_from_the_config() {
     nvim.api.input("o").await.unwrap();
     nvim.wait_for_line(CHAT, "OK.").await;
     assert!(nvim.workspace.path().join("ran").exists());
+}
+
+/// A model whose one tool call is `touch ran`, then "OK.".
+fn touch_ran() -> MockLlm {
+    MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![call(
+                "t1",
+                "run_bash",
+                json!({"command": "touch ran"}),
+            )]),
+            done("OK."),
+        ],
+    )
+}
+
+/// Stops the turn whose question is open, and checks `touch ran` never ran.
+async fn stop_and_check_nothing_ran(nvim: &Nvim) {
+    nvim.cmd("Agent stop").await;
+    nvim.wait_for("require('agent.approval').pending() == 0")
+        .await;
+    assert!(!nvim.workspace.path().join("ran").exists());
 }
 
 /// Starts a turn whose one tool call is `command`, and waits for its picker.
@@ -853,17 +856,7 @@ async fn a_sentence_typed_into_the_input_while_a_question_arrives_decides_nothin
 
 #[tokio::test]
 async fn a_question_that_takes_focus_ignores_keys_until_armed_then_takes_them() {
-    let mock = MockLlm::start(
-        Wire::Anthropic,
-        vec![
-            turn(vec![call(
-                "t1",
-                "run_bash",
-                json!({"command": "touch ran"}),
-            )]),
-            done("OK."),
-        ],
-    );
+    let mock = touch_ran();
     // An arming delay no test waits out: keys pressed meanwhile must do nothing.
     let nvim = start_with(&mock, (100, 34), "approval = { delay = 60000 }").await;
     nvim.cmd("Agent go").await;
@@ -880,25 +873,12 @@ async fn a_question_that_takes_focus_ignores_keys_until_armed_then_takes_them() 
     assert!(picker_open(&nvim).await);
     assert_eq!(mock.requests().len(), 1);
     assert!(screen.contains("not armed yet"), "{screen}");
-    nvim.cmd("Agent stop").await;
-    nvim.wait_for("require('agent.approval').pending() == 0")
-        .await;
-    assert!(!nvim.workspace.path().join("ran").exists());
+    stop_and_check_nothing_ran(&nvim).await;
 }
 
 #[tokio::test]
 async fn with_the_default_delay_the_picker_arms_and_then_a_key_answers() {
-    let mock = MockLlm::start(
-        Wire::Anthropic,
-        vec![
-            turn(vec![call(
-                "t1",
-                "run_bash",
-                json!({"command": "touch ran"}),
-            )]),
-            done("OK."),
-        ],
-    );
+    let mock = touch_ran();
     let nvim = start_with(&mock, (100, 34), "approval = { delay = 500 }").await;
     nvim.cmd("Agent go").await;
     nvim.wait_for(
@@ -985,4 +965,30 @@ async fn the_middle_of_a_twelve_thousand_character_line_is_reached_by_scrolling(
     assert!(seen, "the payload never came on screen:\n{last}");
     nvim.api.input("4").await.unwrap();
     nvim.wait_for_line(CHAT, "OK.").await;
+}
+
+#[tokio::test]
+async fn leaving_the_float_and_coming_back_arms_it_again() {
+    let mock = touch_ran();
+    let nvim = start(&mock).await;
+    nvim.cmd("Agent go").await;
+    nvim.wait_for_screen("Allow once").await;
+    // Away to the previous window: the question waits, unseen.
+    nvim.api.input("<C-w>p").await.unwrap();
+    nvim.wait_for("require('agent.approval').waiting().unseen")
+        .await;
+    nvim.wait_for_screen(":Agent approve to answer").await;
+    // Back, with a delay no test waits out: a key pressed on arrival answers nothing.
+    nvim.lua(
+        "require('agent.config').options.approval.delay = 60000",
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent approve").await;
+    nvim.wait_for_screen("not armed yet").await;
+    nvim.api.input("1").await.unwrap();
+    nvim.wait_for("true").await;
+    assert!(picker_open(&nvim).await);
+    assert_eq!(mock.requests().len(), 1);
+    stop_and_check_nothing_ran(&nvim).await;
 }

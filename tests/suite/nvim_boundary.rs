@@ -432,6 +432,11 @@ async fn answer(nvim: &Nvim, keys: &str, left: i64) {
     nvim.api.input(keys).await.unwrap();
     nvim.wait_for(&format!("require('agent.approval').pending() == {left}"))
         .await;
+    if left > 0 {
+        // The next question is shown once the answer is handled, as a person sees it.
+        nvim.wait_for("not require('agent.approval').waiting().unseen")
+            .await;
+    }
 }
 
 #[tokio::test]
@@ -485,6 +490,9 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
     nvim.api.input("r").await.unwrap();
     nvim.api.input("not now<CR>").await.unwrap();
     nvim.wait_for("require('agent.approval').pending() == 1")
+        .await;
+    // Shown once the answer is handled: a key typed before that is a count in Normal mode.
+    nvim.wait_for("not require('agent.approval').waiting().unseen")
         .await;
     answer(&nvim, "1", 0).await;
     nvim.lua(
