@@ -413,7 +413,9 @@ end
 --- it), or when nil and the person is not typing; otherwise it is shown beside what they type,
 --- and waits for them.
 ---@param focus? boolean
-function H.show_next(focus)
+---@param from? { win: integer, cursor?: integer[], mode: string } where focus goes back when it is
+--- answered (default: here, now)
+function H.show_next(focus, from)
   local item = H.queue[1]
   if not item then
     return
@@ -428,7 +430,7 @@ function H.show_next(focus)
   local avoid = not focus and H.cursor_row() or nil
   local place = H.layout(preview, choice_lines, avoid)
 
-  local origin = {
+  local origin = from or {
     win = vim.api.nvim_get_current_win(),
     mode = vim.api.nvim_get_mode().mode,
   }
@@ -523,7 +525,7 @@ function H.take_focus(open, origin)
     vim.api.nvim_set_current_win(open.choices_win)
     open.entering = false
   end
-  local mode = origin.mode:sub(1, 1)
+  local mode = (origin.mode or "n"):sub(1, 1)
   if mode == "i" or mode == "R" then
     vim.cmd.stopinsert()
   end
@@ -890,9 +892,8 @@ function H.edit(choice)
       end
       H.editing = nil
       table.remove(H.queue, 1)
-      if vim.api.nvim_win_is_valid(origin.win) then
-        pcall(vim.api.nvim_set_current_win, origin.win)
-      end
+      -- Back where the person was, in the mode they were in (typing into the input).
+      H.return_to(origin, true)
       item.on_decide("edited", nil, choice.option, text)
       if #H.queue > 0 then
         H.show_next()
@@ -903,11 +904,10 @@ function H.edit(choice)
         return
       end
       H.editing = nil
-      if vim.api.nvim_win_is_valid(origin.win) then
-        pcall(vim.api.nvim_set_current_win, origin.win)
-      end
-      -- Back to the question the person left for its proposal: it takes focus again.
-      H.show_next(true)
+      H.return_to(origin, false)
+      -- Back to the question the person left for its proposal: it takes focus again, and
+      -- gives it back where the person was before the proposal, in the mode they were in.
+      H.show_next(true, vim.api.nvim_win_is_valid(origin.win) and origin or nil)
     end,
   }
   if proposal.kind == "command" then
@@ -952,19 +952,33 @@ function H.close(keep_mode)
     end
   end
   -- Shown without focus, it never had any to give back: the person's window and mode are theirs.
-  if open.origin and vim.api.nvim_win_is_valid(open.origin.win) then
-    pcall(vim.api.nvim_set_current_win, open.origin.win)
-    pcall(vim.api.nvim_win_set_cursor, open.origin.win, open.origin.cursor)
-    local mode = open.origin.mode:sub(1, 1)
-    if keep_mode ~= false and (mode == "i" or mode == "R") then
-      -- Insert mode's cursor may sit after the last character, where Normal mode cannot be.
-      local line = vim.api.nvim_get_current_line()
-      local past_end = open.origin.cursor[2] >= #line and #line > 0
-      if mode == "R" then
-        vim.cmd.startreplace({ bang = past_end })
-      else
-        vim.cmd.startinsert({ bang = past_end })
-      end
+  if open.origin then
+    H.return_to(open.origin, keep_mode ~= false)
+  end
+end
+
+--- Puts the cursor back where `origin` says (window, position) and, with `mode`, in the mode it
+--- was in there (Insert and Replace are started again).
+---@param origin { win: integer, cursor?: integer[], mode?: string }
+---@param mode boolean
+function H.return_to(origin, mode)
+  if not vim.api.nvim_win_is_valid(origin.win) then
+    return
+  end
+  pcall(vim.api.nvim_set_current_win, origin.win)
+  if origin.cursor then
+    pcall(vim.api.nvim_win_set_cursor, origin.win, origin.cursor)
+  end
+  local was = (origin.mode or "n"):sub(1, 1)
+  if mode and (was == "i" or was == "R") then
+    -- Insert mode's cursor may sit after the last character, where Normal mode cannot be.
+    local line = vim.api.nvim_get_current_line()
+    local column = origin.cursor and origin.cursor[2] or #line
+    local past_end = column >= #line and #line > 0
+    if was == "R" then
+      vim.cmd.startreplace({ bang = past_end })
+    else
+      vim.cmd.startinsert({ bang = past_end })
     end
   end
 end

@@ -71,13 +71,15 @@ function M.ask(prompt, opts)
   return true
 end
 
---- Opens the conversation split (chat above, input below), or focuses its input if it is open.
---- Starts the backend if it is not running, so its errors show at once.
+--- Opens the conversation split (chat above, input below), or focuses its input if it is open,
+--- in Insert mode, ready to type. Starts the backend if it is not running, so its errors show at
+--- once.
 ---@param opts? { focus?: boolean } focus: move the cursor to the input window (default true)
 function M.open(opts)
   opts = opts or {}
   H.ensure_init()
-  require("agent.chat").open({ focus = opts.focus ~= false })
+  local focus = opts.focus ~= false
+  require("agent.chat").open({ focus = focus, insert = focus })
   require("agent.rpc").ensure()
 end
 
@@ -425,8 +427,11 @@ function M.resume(id)
   end
   local queued = chat.queue.clear()
   chat.clear(true)
-  chat.open({ focus = false })
+  -- In the input, ready to type, as after :Agent: what is typed next goes to the agent (queued
+  -- until the conversation is shown), never into the file that had focus.
+  chat.open({ focus = true, insert = true })
   chat.queue.back_to_input(queued)
+  chat.resuming()
   rpc.resume(id)
 end
 
@@ -618,7 +623,7 @@ function H.pick_rewind_mode(n)
 end
 
 ---@class agent.Status
----@field state "off"|"idle"|"thinking"|"writing"|"running"|"approval"|"retrying"|"compacting"
+---@field state "off"|"idle"|"thinking"|"writing"|"running"|"approval"|"retrying"|"compacting"|"resuming"
 ---@field text string what the chat's winbar shows: "idle", "thinking", "running `cargo test` 12s", "waiting for approval"
 ---@field input integer input tokens of the current (or last) turn
 ---@field output integer output tokens of the current (or last) turn

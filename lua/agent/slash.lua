@@ -109,7 +109,7 @@ function M.run(text, api)
   if M.for_agent(text) then
     return false
   end
-  vim.notify(
+  require("agent.chat").say(
     ("agent: no command /%s; /help lists them (start with a space to send it as a prompt)"):format(name),
     vim.log.levels.WARN
   )

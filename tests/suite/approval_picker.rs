@@ -335,7 +335,7 @@ async fn focus_and_mode_return_to_where_the_user_was() {
     nvim.write("notes.txt", "abc\n");
     nvim.cmd("edit notes.txt").await;
     nvim.cmd("Agent").await;
-    nvim.cmd("wincmd p").await;
+    nvim.cmd("stopinsert | wincmd p").await;
     let window = nvim
         .lua("return vim.api.nvim_get_current_win()", vec![])
         .await;
@@ -772,13 +772,8 @@ async fn a_sentence_typed_into_the_input_while_a_question_arrives_decides_nothin
         delay: std::time::Duration::from_millis(600),
     });
     let nvim = start(&mock).await;
+    // :Agent leaves the person typing in the input.
     nvim.cmd("Agent").await;
-    nvim.lua(
-        "vim.api.nvim_set_current_win(vim.fn.win_findbuf(vim.fn.bufnr('agent://input'))[1])",
-        vec![],
-    )
-    .await;
-    nvim.api.input("i").await.unwrap();
     nvim.lua("require('agent').ask('make the file')", vec![])
         .await;
     // Every choice key (1 y 2 a 3 e 4 n r), typed a key at a time for over a second, so the

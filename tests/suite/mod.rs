@@ -7,6 +7,7 @@ mod acp_terminals;
 mod agent;
 mod approval_picker;
 mod checkpoints;
+mod first_hour;
 mod install;
 mod lua_tooling;
 mod nvim_acp;

@@ -83,7 +83,8 @@ async fn explain_at_calc_py_sends_its_text_and_the_chat_folds_it_under_the_promp
             "explain @calc.py, not @../../etc/passwd or @link.txt or @nobody\n\n\
              [attached: @ calc.py (49 chars)]\n```\n{CALC}```\n\n\
              [attached: @ ../../etc/passwd: Refused: '../../etc/passwd' resolves outside the workspace root.]\n\n\
-             [attached: @ link.txt: Refused: 'link.txt' resolves outside the workspace root.]"
+             [attached: @ link.txt: Refused: 'link.txt' resolves outside the workspace root.]\n\n\
+             [attached: @ nobody: no such file in the workspace]"
         )
     );
     assert!(!sent.contains("s3cret"), "{sent}");
@@ -244,7 +245,7 @@ async fn the_input_completes_workspace_files_fuzzily_without_ignored_ones_the_ha
     nvim.write("src/other.rs", "");
     nvim.write("build/calc.py", CALC);
     nvim.cmd("Agent").await;
-    nvim.api.input("i@clcpy").await.unwrap();
+    nvim.api.input("@clcpy").await.unwrap();
     assert_eq!(menu(&nvim).await, ["@src/calc.py"]);
     nvim.api.input("<C-n><C-y> #dia").await.unwrap();
     assert_eq!(menu(&nvim).await, ["#diagnostics"]);
@@ -316,7 +317,7 @@ async fn an_external_agents_commands_are_completed_with_their_descriptions_and_s
     nvim.wait_for("#require('agent.rpc').agent_commands() == 3")
         .await;
     nvim.cmd("Agent").await;
-    nvim.api.input("i/").await.unwrap();
+    nvim.api.input("/").await.unwrap();
     let words = menu(&nvim).await;
     // The agent's /compact, not ours: the agent holds the context it summarises.
     assert!(
@@ -459,7 +460,7 @@ async fn with_input_completion_off_the_menu_waits_for_ctrl_x_ctrl_o() {
     nvim.write("src/calc.py", CALC);
     nvim.cmd("Agent").await;
     nvim.wait_for("require('agent.rpc').info() ~= nil").await;
-    nvim.api.input("i@clcpy").await.unwrap();
+    nvim.api.input("@clcpy").await.unwrap();
     // The keys (and the autocommands they fire) are done before Neovim answers this.
     assert_eq!(
         nvim.lua(
@@ -518,7 +519,7 @@ async fn a_loaded_completion_plugin_keeps_our_menu_closed_and_only_the_latest_fi
     nvim.lua("require('agent.cmp.blink')", vec![]).await;
     nvim.cmd("Agent").await;
     nvim.wait_for("require('agent.rpc').info() ~= nil").await;
-    nvim.api.input("isee @clcpy").await.unwrap();
+    nvim.api.input("see @clcpy").await.unwrap();
     // Time for the files to come, were they asked for (they come in milliseconds).
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(

@@ -598,7 +598,7 @@ function handlers.idle()
   -- After :Agent compact (which may have retried): no turn_done ends it. (A prompt just sent
   -- is "thinking" before its turn starts: left alone.)
   local state = status.current.state
-  if not status.current.turn and (state == "compacting" or state == "retrying") then
+  if not status.current.turn and (state == "compacting" or state == "retrying" or state == "resuming") then
     status.set("idle")
   end
   if M.on_idle then

@@ -33,13 +33,18 @@ end
 M.queue = queue
 
 --- Opens the split (chat above, input below) in the current tab page if it is not there.
----@param opts? { focus?: boolean } focus: put the cursor in the input window
+---@param opts? { focus?: boolean, insert?: boolean } focus: put the cursor in the input window;
+--- insert: and in Insert mode at the end of what it holds, ready to type
 function M.open(opts)
   opts = opts or {}
   render.ensure()
   window.open(opts.focus)
   status.render()
   queue.show()
+  if opts.focus and opts.insert and vim.api.nvim_get_mode().mode:sub(1, 1) ~= "i" then
+    -- Takes effect once the command or mapping that opened the chat has ended.
+    vim.cmd.startinsert({ bang = true })
+  end
 end
 
 --- True when the chat is shown in the current tab page.
@@ -102,6 +107,20 @@ end
 --- visible.
 M.error = handlers.error
 
+--- Says `message` where the person looks: a dimmed line in the chat when it is shown (a
+--- message at the bottom would be drawn over by `-- INSERT --` while they type in the input),
+--- else through vim.notify at `level`.
+---@param message string
+---@param level? integer vim.log.levels (default INFO)
+function M.say(message, level)
+  if not M.visible() then
+    vim.notify(message, level or vim.log.levels.INFO)
+    return
+  end
+  handlers.handlers.notice({ text = message })
+  render.write()
+end
+
 --- Clears the conversation (`:Agent new`). What is left of a turn that was running (the
 --- backend cancels it) is not shown in the fresh chat.
 ---@param running boolean whether a backend runs (the state becomes idle, else off)
@@ -118,6 +137,12 @@ end
 --- `:Agent compact` was sent: the winbar says so until the backend is idle again.
 function M.compacting()
   status.set("compacting")
+end
+
+--- `resume` was sent: the saved conversation is being shown again. Busy until the backend is
+--- idle, so a prompt typed meanwhile is queued behind it, as behind a turn.
+function M.resuming()
+  status.set("resuming")
 end
 
 --- Holds buffer writes and winbar redraws until end_batch(), so one batch of events is one

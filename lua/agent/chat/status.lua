@@ -1,5 +1,5 @@
 --- The chat's state machine and its winbar: off → idle → thinking → running / approval /
---- retrying → idle, with the token counts, the model, and how long a command has run. What
+--- retrying → idle (and idle → compacting / resuming → idle), with the token counts, the model, and how long a command has run. What
 --- require("agent").status() returns (see :help agent-statusline).
 
 local text = require("agent.text")
@@ -46,6 +46,7 @@ function M.busy()
     or state == "approval"
     or state == "retrying"
     or state == "compacting"
+    or state == "resuming"
 end
 
 --- What the winbar's left side says: "idle", "running `cargo test` 12s", ...
@@ -64,6 +65,8 @@ function M.text(command_chars)
     return "waiting for approval" .. H.unseen_hint()
   elseif s.state == "compacting" then
     return "compacting the conversation"
+  elseif s.state == "resuming" then
+    return "resuming the conversation"
   elseif s.state == "retrying" then
     return ("retrying (attempt %d)"):format(s.attempt or 0)
   end

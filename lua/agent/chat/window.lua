@@ -135,6 +135,57 @@ function M.open(focus)
   if focus then
     vim.api.nvim_set_current_win(input_win)
   end
+  H.watch_layout()
+end
+
+--- Puts the chat's windows back in shape in every tab page: the input at its height, and with
+--- `widths` the chat as wide as the width rule gives for the screen as it is now (so the code
+--- window keeps its share). Run with widths when the screen is resized, and without when a
+--- window closes (a closed quickfix list's rows must not go to the input, and a chat the
+--- person made wider stays so).
+---@param widths? boolean
+function M.fit(widths)
+  local width = require("agent.config").window_width()
+  for _, win in ipairs(M.chat_windows()) do
+    -- Only beside other windows: a chat alone in its tab page is as wide as the screen.
+    local tab = vim.api.nvim_win_get_tabpage(win)
+    local beside = vim.fn.winlayout(vim.api.nvim_tabpage_get_number(tab))[1] == "row"
+    if beside and vim.api.nvim_win_get_config(win).relative == "" then
+      if widths then
+        pcall(vim.api.nvim_win_set_width, win, width)
+      end
+      for _, other in ipairs(vim.api.nvim_tabpage_list_wins(tab)) do
+        if M.input_buf and vim.api.nvim_win_get_buf(other) == M.input_buf then
+          pcall(vim.api.nvim_win_set_height, other, H.INPUT_HEIGHT)
+        end
+      end
+    end
+  end
+end
+
+--- Keeps the layout in shape once the chat has been opened (M.fit).
+function H.watch_layout()
+  if H.layout_group then
+    return
+  end
+  H.layout_group = vim.api.nvim_create_augroup("agent.chat.layout", { clear = true })
+  vim.api.nvim_create_autocmd("VimResized", {
+    group = H.layout_group,
+    desc = "agent: the chat's width rule for the new screen size",
+    callback = function()
+      M.fit(true)
+    end,
+  })
+  vim.api.nvim_create_autocmd("WinClosed", {
+    group = H.layout_group,
+    desc = "agent: the input keeps its height when another window closes",
+    callback = function()
+      -- Once the window is gone and its rows given out.
+      vim.schedule(function()
+        M.fit(false)
+      end)
+    end,
+  })
 end
 
 --- The window showing `buf` in the current tab page.

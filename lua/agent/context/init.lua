@@ -65,11 +65,14 @@ end
 ---@param prompt string
 ---@return { text: string, attachments: agent.Attachment[] }
 function M.expand(prompt)
-  local items, seen = {}, {}
-  local function add(item, key)
+  -- What each item came from, by position: why it attached nothing is said in those words.
+  local items, seen, origins = {}, {}, {}
+  local unattached = {} ---@type agent.Attachment[] `#` words that found nothing to ask for
+  local function add(item, key, origin)
     if not seen[key] then
       seen[key] = true
       items[#items + 1] = item
+      origins[#items] = origin
     end
   end
   for word in prompt:gmatch("%S+") do
@@ -78,16 +81,25 @@ function M.expand(prompt)
     local lead = token:sub(1, 1)
     if lead == "@" and #token > 1 then
       local path = H.path_token(token:sub(2))
-      add({ path = path }, H.file_key(path))
+      add({ path = path }, H.file_key(path), { label = "@ " .. path, missing = "no such file in the workspace" })
     elseif lead == "#" then
       local name = token:match("^#(%a+)")
-      for _, item in ipairs(H.gather(name)) do
-        add(item, item.path and H.file_key(item.path) or ("#" .. name))
+      local gathered, why = H.gather(name)
+      for _, item in ipairs(gathered) do
+        local origin = { label = "#" .. name }
+        if item.path then
+          origin.missing = ("%s no longer exists"):format(H.shown_name(item.path))
+        end
+        add(item, item.path and H.file_key(item.path) or ("#" .. name), origin)
+      end
+      if why and not seen["#" .. name] then
+        seen["#" .. name] = true
+        unattached[#unattached + 1] = { row = ("#%s: %s"):format(name, why), problem = why }
       end
     end
   end
   if #items == 0 then
-    return { text = prompt, attachments = {} }
+    return { text = format.prompt(prompt, unattached), attachments = unattached }
   end
   local answers, err = require("agent.rpc").attach(items)
   if not answers then
@@ -95,8 +107,15 @@ function M.expand(prompt)
     return { text = prompt, attachments = {} }
   end
   local attachments = {}
-  for _, answer in ipairs(answers) do
-    if not answer.missing then
+  for i, answer in ipairs(answers) do
+    if answer.missing then
+      -- Nothing to attach: the chat (and the model) are told why, and the prompt still goes.
+      local origin = origins[i] or { label = "@ ?", missing = "no such file" }
+      attachments[#attachments + 1] = {
+        row = ("%s: %s"):format(origin.label, origin.missing),
+        problem = origin.missing,
+      }
+    else
       attachments[#attachments + 1] = {
         row = format.row(answer),
         text = answer.text,
@@ -105,6 +124,7 @@ function M.expand(prompt)
       }
     end
   end
+  vim.list_extend(attachments, unattached)
   return { text = format.prompt(prompt, attachments), attachments = attachments }
 end
 
@@ -300,12 +320,17 @@ function H.file_key(path)
   return "@" .. vim.fs.normalize(H.absolute(path))
 end
 
--- The attach items for `#name` (an unknown name: none).
+-- The attach items for `#name` (an unknown name: none, and nothing said: `#include` in a
+-- pasted line is no request), and why there are none when `#name` asked for some.
 function H.gather(name)
   local win = M.origin()
   local buf = win and vim.api.nvim_win_get_buf(win)
+  local no_window = "no window to take it from (the agent's windows are all that is open)"
+  if not buf and (name == "buffer" or name == "selection" or name == "diagnostics") then
+    return {}, no_window
+  end
   if name == "buffer" then
-    return buf and { H.buffer_item(buf) } or {}
+    return { H.buffer_item(buf) }
   elseif name == "buffers" then
     -- The workspace's file buffers only: another project's files are not the agent's, and
     -- even their paths stay out of the prompt.
@@ -315,11 +340,14 @@ function H.gather(name)
         items[#items + 1] = H.buffer_item(b)
       end
     end
+    if #items == 0 then
+      return {}, "no file of the workspace is open"
+    end
     return items
   elseif name == "selection" then
-    return buf and { H.selection_item(buf) } or {}
+    return { H.selection_item(buf) }
   elseif name == "diagnostics" then
-    return buf and { H.diagnostics_item(buf) } or {}
+    return { H.diagnostics_item(buf) }
   elseif name == "quickfix" then
     return { H.quickfix_item() }
   end
@@ -353,7 +381,11 @@ function H.buffer_item(buf)
 end
 
 function H.shown_path(buf)
-  local name = vim.api.nvim_buf_get_name(buf)
+  return H.shown_name(vim.api.nvim_buf_get_name(buf))
+end
+
+-- A buffer's name as the chat shows it: workspace-relative when it is inside.
+function H.shown_name(name)
   if name == "" then
     return "[No Name]"
   end

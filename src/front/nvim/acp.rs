@@ -194,9 +194,7 @@ impl Bridge {
     /// session `id` ([`Bridge::load_agent_session`]).
     pub(super) fn resume_external(&self, id: String) {
         self.cancel_turn();
-        let bridge = self.clone();
-        tokio::spawn(async move {
-            let busy = bridge.state.busy.clone().lock_owned().await;
+        self.claimed(move |bridge| async move {
             let conversation = bridge.state.conversation.lock().await.clone();
             let Some(conversation) = conversation else {
                 return bridge.error("agent: the backend was not started; run :Agent again");
@@ -209,7 +207,6 @@ impl Bridge {
                 ));
             };
             bridge.load_agent_session(&conversation, &id, session).await;
-            drop(busy);
         });
     }
 

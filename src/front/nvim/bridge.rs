@@ -329,13 +329,30 @@ impl Bridge {
     /// Runs a turn: the prompt `text`, or a compaction (`:Agent compact`) without one. Either
     /// holds `busy` to its end, can be stopped with `cancel`, and ends with `idle`.
     async fn turn(&self, text: Option<String>) {
+        match self.state.busy.clone().try_lock_owned() {
+            Ok(busy) => self.run_turn(busy, text).await,
+            // Something else has the conversation (a resume replaying, a rewind, a turn the
+            // chat did not know of yet): the prompt waits for it, as a queued one does, and is
+            // never dropped. The lock is fair, so prompts go in the order they came.
+            Err(_) => {
+                tracing::info!("a prompt waits for the conversation to be free");
+                let bridge = self.clone();
+                let busy = self.state.busy.clone();
+                tokio::spawn(async move {
+                    let busy = busy.lock_owned().await;
+                    bridge.run_turn(busy, text).await;
+                });
+            }
+        }
+    }
+
+    /// [`Bridge::turn`] with the conversation claimed.
+    async fn run_turn(&self, busy: tokio::sync::OwnedMutexGuard<()>, text: Option<String>) {
         let conversation = self.state.conversation.lock().await.clone();
         let Some(conversation) = conversation else {
             return self.error("agent: the backend was not started; run :Agent again");
         };
-        let Some((busy, token)) = self.begin_turn() else {
-            return;
-        };
+        let token = self.begin_turn();
         let bridge = self.clone();
         let (events, forwarder) = self.turn_path::<ConversationEvent>();
         let events = Events::new(events);
@@ -389,20 +406,29 @@ impl Bridge {
         });
     }
 
-    /// Claims the turn: the busy guard (held until the turn ends) and its cancel token. None,
-    /// with a message to the user, when a turn is already running.
-    pub(super) fn begin_turn(
-        &self,
-    ) -> Option<(tokio::sync::OwnedMutexGuard<()>, CancellationToken)> {
-        let Ok(busy) = self.state.busy.clone().try_lock_owned() else {
-            self.error("agent: a turn is already running; wait for it or :Agent stop");
-            return None;
-        };
+    /// The cancel token of the turn starting now (`busy` is held), which `cancel` stops.
+    pub(super) fn begin_turn(&self) -> CancellationToken {
         let token = self.state.shutdown.child_token();
         if let Ok(mut turn) = self.state.turn.lock() {
             *turn = Some(token.clone());
         }
-        Some((busy, token))
+        token
+    }
+
+    /// Runs `work` with the conversation claimed (`busy`), then lets it go and sends `idle`:
+    /// the chat sends a prompt queued meanwhile on that, and one that came anyway has waited
+    /// for the claim ([`Bridge::turn`]).
+    pub(super) fn claimed<F>(&self, work: impl FnOnce(Bridge) -> F + Send + 'static)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let bridge = self.clone();
+        tokio::spawn(async move {
+            let busy = bridge.state.busy.clone().lock_owned().await;
+            work(bridge.clone()).await;
+            drop(busy);
+            bridge.send(UiEvent::Idle);
+        });
     }
 
     /// Forgets the finished turn's cancel token and its path for questions.
@@ -498,9 +524,7 @@ impl Bridge {
             return self.resume_external(resume.id);
         }
         self.cancel_turn();
-        let bridge = self.clone();
-        tokio::spawn(async move {
-            let busy = bridge.state.busy.clone().lock_owned().await;
+        self.claimed(move |bridge| async move {
             let session = bridge.state.session.lock().await;
             let Some((native, store)) = session
                 .as_ref()
@@ -581,7 +605,6 @@ impl Bridge {
                 id: saved.header.id.clone(),
                 title: saved.title(),
             });
-            drop(busy);
         });
     }
 

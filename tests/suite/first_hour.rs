@@ -1,0 +1,291 @@
+//! A new user's first hour (issue 31), in a real Neovim against the mock model: nothing typed is
+//! lost or typed into the wrong window, and the layout survives the screen being resized.
+
+use rmpv::Value;
+use serde_json::json;
+
+use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
+use crate::support::nvim::{mock_options, Nvim, Options};
+
+const CHAT: &str = "agent://chat";
+
+fn turn(parts: Vec<Part>) -> Reply {
+    Reply::Turn {
+        parts,
+        usage: (10, 2),
+    }
+}
+
+fn text(s: &str) -> Reply {
+    turn(vec![Part::Text(s.into())])
+}
+
+fn with_ui(mock: &MockLlm, size: (i64, i64)) -> Options {
+    Options {
+        ui: Some(size),
+        ..mock_options(mock, "")
+    }
+}
+
+/// The current window's buffer name and the mode, as the person is left with them.
+async fn where_am_i(nvim: &Nvim) -> (String, String) {
+    let value = nvim
+        .lua(
+            "return { vim.api.nvim_buf_get_name(0), vim.api.nvim_get_mode().mode }",
+            vec![],
+        )
+        .await;
+    let pair = value.as_array().unwrap();
+    (
+        pair[0].as_str().unwrap().to_string(),
+        pair[1].as_str().unwrap().to_string(),
+    )
+}
+
+/// The ids of the saved conversations, newest first.
+async fn saved_ids(nvim: &Nvim) -> Vec<String> {
+    let ids = nvim
+        .lua(
+            "return vim.tbl_map(function(s) return s.id end, require('agent').sessions())",
+            vec![],
+        )
+        .await;
+    ids.as_array()
+        .unwrap()
+        .iter()
+        .map(|id| id.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_prompt_sent_at_once_after_a_resume_is_queued_then_sent_and_the_input_has_focus_in_insert_mode(
+) {
+    let mock = crate::support::read_then_resume_mock((10, 2));
+    let nvim = Nvim::start(mock_options(&mock, "")).await;
+    nvim.write("a.txt", "alpha\n");
+    nvim.cmd("Agent what is in a.txt?").await;
+    nvim.wait_for_line(CHAT, "It says alpha.").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    let nvim = nvim.restart(mock_options(&mock, "")).await;
+    // Reading a file, in Normal mode, as a person coming back to a project is.
+    nvim.cmd("edit a.txt").await;
+    nvim.lua("assert(require('agent.rpc').ensure())", vec![])
+        .await;
+    let id = saved_ids(&nvim).await.remove(0);
+    nvim.cmd(&format!("Agent resume {id}")).await;
+    // The next words typed go to the agent, not into a.txt (Insert mode starts once the
+    // command has ended).
+    nvim.wait_for("vim.api.nvim_get_mode().mode == 'i'").await;
+    assert_eq!(
+        where_am_i(&nvim).await,
+        ("agent://input".to_string(), "i".to_string())
+    );
+    // Sent while the conversation is still being shown again: queued, never refused.
+    nvim.cmd("Agent second prompt").await;
+    nvim.wait_for_line(CHAT, "Still alpha.").await;
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    let last = requests[2].body["messages"].as_array().unwrap().clone();
+    assert_eq!(
+        last.last().unwrap()["content"][0]["text"],
+        "second prompt",
+        "{last:#?}"
+    );
+    let chat = nvim.buffer_lines(CHAT).await.join("\n");
+    assert!(!chat.contains("already running"), "{chat}");
+    assert!(!nvim.messages().await.contains("already running"));
+    assert_eq!(nvim.read("a.txt"), "alpha\n");
+}
+
+#[tokio::test]
+async fn slash_resume_from_normal_mode_leaves_the_input_in_insert_mode() {
+    let mock = crate::support::read_then_resume_mock((10, 2));
+    let nvim = Nvim::start(mock_options(&mock, "")).await;
+    nvim.write("a.txt", "alpha\n");
+    nvim.cmd("Agent what is in a.txt?").await;
+    nvim.wait_for_line(CHAT, "It says alpha.").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    let id = saved_ids(&nvim).await.remove(0);
+    nvim.cmd("Agent new").await;
+    nvim.cmd("Agent").await;
+    nvim.api
+        .input(&format!("<Esc>S/resume {id}<Esc>"))
+        .await
+        .unwrap();
+    nvim.wait_for("vim.api.nvim_get_mode().mode == 'n'").await;
+    nvim.api.input("<CR>").await.unwrap();
+    nvim.wait_for_line(CHAT, "resumed: what is in a.txt?").await;
+    assert_eq!(
+        where_am_i(&nvim).await,
+        ("agent://input".to_string(), "i".to_string())
+    );
+}
+
+#[tokio::test]
+async fn agent_opens_the_input_in_insert_mode_so_the_first_letters_typed_are_kept() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![text("An overview.")]);
+    let nvim = Nvim::start(mock_options(&mock, "")).await;
+    nvim.cmd("Agent").await;
+    nvim.api.input("Give me an overview<C-s>").await.unwrap();
+    nvim.wait_for_line(CHAT, "An overview.").await;
+    let sent = &mock.requests()[0].body["messages"][0]["content"][0]["text"];
+    assert_eq!(sent, "Give me an overview");
+}
+
+#[tokio::test]
+async fn after_e_and_w_focus_returns_to_the_input_in_the_mode_it_had() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![Part::ToolCall {
+                id: "t1".into(),
+                name: "run_bash".into(),
+                args: json!({"command": "echo model-said"}).to_string(),
+            }]),
+            text("OK."),
+        ],
+    );
+    let nvim = Nvim::start(with_ui(&mock, (120, 36))).await;
+    nvim.cmd("Agent").await;
+    // Typing, and still in Insert mode when the question comes: it waits beside the input.
+    nvim.api.input("go<C-s>").await.unwrap();
+    nvim.wait_for("require('agent.approval').pending() == 1")
+        .await;
+    nvim.wait_for_screen(":Agent approve to answer").await;
+    nvim.api.input("<M-a>").await.unwrap();
+    nvim.wait_for("vim.bo.filetype == 'agent-approval'").await;
+    nvim.api.input("e").await.unwrap();
+    nvim.wait_for_screen(":w or <C-s> runs it").await;
+    nvim.api
+        .input("ccecho person-said<Esc>:w<CR>")
+        .await
+        .unwrap();
+    nvim.wait_for_line(CHAT, "OK.").await;
+    nvim.wait_for("vim.api.nvim_get_mode().mode == 'i'").await;
+    assert_eq!(
+        where_am_i(&nvim).await,
+        ("agent://input".to_string(), "i".to_string())
+    );
+}
+
+/// The chat window's width and the widest other window's, in the current tab page.
+async fn widths(nvim: &Nvim) -> (i64, i64) {
+    let value = nvim
+        .lua(
+            "local chat = vim.fn.bufwinid('agent://chat') local other = 0 \
+             for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do \
+               local name = vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(w)) \
+               if not name:find('^agent://') then other = math.max(other, vim.api.nvim_win_get_width(w)) end \
+             end \
+             return { vim.api.nvim_win_get_width(chat), other }",
+            vec![],
+        )
+        .await;
+    let pair = value.as_array().unwrap();
+    (pair[0].as_i64().unwrap(), pair[1].as_i64().unwrap())
+}
+
+async fn resize(nvim: &Nvim, columns: i64, lines: i64, chat: i64) {
+    nvim.api.ui_try_resize(columns, lines).await.unwrap();
+    nvim.wait_for(&format!(
+        "vim.o.columns == {columns} and vim.api.nvim_win_get_width(vim.fn.bufwinid('agent://chat')) == {chat}"
+    ))
+    .await;
+}
+
+#[tokio::test]
+async fn the_chat_width_rule_is_applied_again_when_the_screen_shrinks_and_grows() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![]);
+    // Opened wide, then shrunk to 80x24: the code window keeps its share.
+    let nvim = Nvim::start(with_ui(&mock, (200, 50))).await;
+    nvim.cmd("Agent").await;
+    assert_eq!(widths(&nvim).await, (80, 119));
+    resize(&nvim, 80, 24, 40).await;
+    assert_eq!(widths(&nvim).await, (40, 39));
+    resize(&nvim, 200, 50, 80).await;
+    assert_eq!(widths(&nvim).await, (80, 119));
+    drop(nvim);
+    // Opened narrow, then grown: the chat is as wide as the rule says for 200 columns.
+    let nvim = Nvim::start(with_ui(&mock, (80, 24))).await;
+    nvim.cmd("Agent").await;
+    assert_eq!(widths(&nvim).await, (40, 39));
+    resize(&nvim, 200, 50, 80).await;
+    assert_eq!(widths(&nvim).await, (80, 119));
+}
+
+#[tokio::test]
+async fn the_input_keeps_its_height_when_the_quickfix_list_closes() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![]);
+    let nvim = Nvim::start(with_ui(&mock, (200, 50))).await;
+    nvim.write("a.txt", "alpha\n");
+    nvim.cmd("edit a.txt").await;
+    nvim.cmd("Agent").await;
+    let height = "vim.api.nvim_win_get_height(vim.fn.bufwinid('agent://input'))";
+    assert_eq!(
+        nvim.lua(&format!("return {height}"), vec![]).await,
+        Value::from(5)
+    );
+    nvim.lua(
+        "vim.fn.setqflist({ { filename = 'a.txt', lnum = 1, text = 'alpha' } })",
+        vec![],
+    )
+    .await;
+    nvim.cmd("stopinsert | botright copen | cc 1").await;
+    nvim.cmd("cclose").await;
+    nvim.wait_for(&format!("{height} == 5")).await;
+    // Still 5 a moment later, once everything scheduled has run.
+    nvim.lua("vim.wait(50)", vec![]).await;
+    assert_eq!(
+        nvim.lua(&format!("return {height}"), vec![]).await,
+        Value::from(5)
+    );
+}
+
+#[tokio::test]
+async fn at_80x24_the_choices_float_shows_its_last_choice() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![Part::ToolCall {
+                id: "t1".into(),
+                name: "run_bash".into(),
+                args: json!({"command": "echo hello"}).to_string(),
+            }]),
+            text("OK."),
+        ],
+    );
+    let nvim = Nvim::start(with_ui(&mock, (80, 24))).await;
+    nvim.cmd("Agent go").await;
+    let screen = nvim.wait_for_screen("Allow once").await;
+    assert!(screen.contains("Refuse with a reason"), "{screen}");
+}
+
+#[tokio::test]
+async fn an_at_or_hash_word_that_attaches_nothing_says_why_in_the_chat_and_the_prompt_still_goes() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![text("Nothing to read.")]);
+    let nvim = Nvim::start(with_ui(&mock, (120, 36))).await;
+    nvim.write("notes.txt", "a note\n");
+    nvim.cmd("edit notes.txt").await;
+    std::fs::remove_file(nvim.workspace.path().join("notes.txt")).unwrap();
+    nvim.cmd("Agent summarise #buffer and @nothing.txt").await;
+    let chat = nvim.wait_for_line(CHAT, "Nothing to read.").await;
+    assert!(
+        chat.iter()
+            .any(|l| l.contains("#buffer: notes.txt no longer exists")),
+        "{chat:#?}"
+    );
+    assert!(
+        chat.iter()
+            .any(|l| l.contains("@ nothing.txt: no such file in the workspace")),
+        "{chat:#?}"
+    );
+    let sent = mock.requests()[0].body["messages"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        sent.starts_with("summarise #buffer and @nothing.txt\n\n")
+            && sent.contains("[attached: #buffer: notes.txt no longer exists]"),
+        "{sent}"
+    );
+}
