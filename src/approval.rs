@@ -84,8 +84,11 @@ pub enum Decision {
 /// The gate's verdict on one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// Go ahead.
+    /// Go ahead: the person said so.
     Allowed,
+    /// Go ahead, with nobody asked; `why` is what the chat's row says of it (`allowed by
+    /// run_bash(git status *)`, `allowed for this session`, `sandboxed, auto-allowed`).
+    AllowedUnasked { why: String },
     /// Go ahead with the person's version of the proposal ([`Decision::Edited`]).
     Edited { text: String },
     /// Do not; the result the model reads says so.
@@ -96,6 +99,11 @@ pub enum Verdict {
     Denied { text: String, why: String },
     /// The turn was cancelled while the question was open.
     Cancelled,
+}
+
+/// [`Verdict::AllowedUnasked`] saying `why`.
+fn unasked(why: String) -> Verdict {
+    Verdict::AllowedUnasked { why }
 }
 
 impl Verdict {
@@ -259,7 +267,12 @@ impl Gate {
                     why: format!("by the rule {rule}"),
                 }
             }
-            Judgement::Allow => return Verdict::Allowed,
+            Judgement::Allow => {
+                return unasked(format!(
+                    "allowed by {}",
+                    self.rules.allowed_by(&request.action)
+                ))
+            }
             Judgement::Ask { .. } | Judgement::Undecided | Judgement::Opaque { .. } => {}
         }
         // A rule the person saved for this workspace: the exact line they saw, or every edit.
@@ -270,15 +283,16 @@ impl Gate {
                 .as_ref()
                 .is_some_and(|p| p.allows(&request.action))
         {
-            return Verdict::Allowed;
+            return unasked("allowed always in this project".into());
         }
         // A command the sandbox confines, with auto_allow_sandboxed (not one an ask rule asks
         // about, nor an opaque line while deny rules exist).
         if self.sandbox_allows(&request.action, &judged) {
-            return Verdict::Allowed;
+            return unasked("sandboxed, auto-allowed".into());
         }
         if self.auto_approve {
             if self.rules.auto_approvable(&judged) {
+                // Every call is, so no row says so (the person chose it for all of them).
                 return Verdict::Allowed;
             }
             // Refused, person or not: under auto_approve nobody is asked, and what the deny
@@ -293,8 +307,10 @@ impl Gate {
                 ),
                 why: "(the deny rules cannot see into it)".into(),
             };
-        } else if !asks && self.granted(&request.action) {
-            return Verdict::Allowed;
+        } else if !asks {
+            if let Some(why) = self.granted(&request.action) {
+                return unasked(why.into());
+            }
         }
         let Some(asker) = &self.asker else {
             return Verdict::Refused { reason: None };
@@ -371,11 +387,17 @@ impl Gate {
             && self.rules.auto_approvable(judged)
     }
 
-    fn granted(&self, action: &Action) -> bool {
-        self.grants
-            .lock()
-            .map(|g| g.covers(action))
-            .unwrap_or(false)
+    /// Whether this session's grants cover `action`: how the row says so.
+    fn granted(&self, action: &Action) -> Option<&'static str> {
+        let grants = self.grants.lock().ok()?;
+        if !grants.covers(action) {
+            return None;
+        }
+        Some(if grants.all {
+            "allowed (everything this session)"
+        } else {
+            "allowed for this session"
+        })
     }
 }
 
@@ -468,8 +490,19 @@ mod tests {
             &[],
             &[],
         ));
-        for line in ["git status", "cargo test --lib", "git status && cargo test"] {
-            assert_eq!(ask(&gate, "run_bash", cmd(line)).await, Verdict::Allowed);
+        // The row names the rules that allowed it.
+        for (line, rules) in [
+            ("git status", "run_bash(git status)"),
+            ("cargo test --lib", "run_bash(cargo test *)"),
+            (
+                "git status && cargo test",
+                "run_bash(git status), run_bash(cargo test *)",
+            ),
+        ] {
+            assert_eq!(
+                ask(&gate, "run_bash", cmd(line)).await,
+                unasked(format!("allowed by {rules}"))
+            );
         }
         for line in ["git status && rm -rf x", "echo $(id)"] {
             assert_eq!(
@@ -490,7 +523,10 @@ mod tests {
         ));
         assert_eq!(ask(&gate, "run_bash", cmd("ls")).await, Verdict::Allowed);
         // Everything is granted now, but the ask rule still asks (and this answer refuses).
-        assert_eq!(ask(&gate, "run_bash", cmd("pwd")).await, Verdict::Allowed);
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("pwd")).await,
+            unasked("allowed (everything this session)".into())
+        );
         assert_eq!(
             ask(&gate, "run_bash", cmd("git push origin")).await,
             Verdict::Refused { reason: None }
@@ -553,7 +589,7 @@ mod tests {
         );
         assert_eq!(
             ask(&gate, "edit_file", edit("b/c.rs")).await,
-            Verdict::Allowed
+            unasked("allowed for this session".into())
         );
         assert_eq!(
             ask(&gate, "run_bash", cmd("ls")).await,
@@ -572,7 +608,7 @@ mod tests {
         );
         assert_eq!(
             ask(&gate, "run_bash", cmd("cargo test")).await,
-            Verdict::Allowed
+            unasked("allowed for this session".into())
         );
         assert_eq!(
             ask(&gate, "run_bash", cmd("cargo test ")).await,
@@ -603,8 +639,14 @@ mod tests {
         let gate = Gate::new(false, Some(asker.clone()));
         assert_eq!(ask(&gate, "run_bash", cmd("make")).await, Verdict::Allowed);
         for _ in 0..3 {
-            assert_eq!(ask(&gate, "edit_file", edit("x")).await, Verdict::Allowed);
-            assert_eq!(ask(&gate, "run_bash", cmd("rm x")).await, Verdict::Allowed);
+            assert_eq!(
+                ask(&gate, "edit_file", edit("x")).await,
+                unasked("allowed (everything this session)".into())
+            );
+            assert_eq!(
+                ask(&gate, "run_bash", cmd("rm x")).await,
+                unasked("allowed (everything this session)".into())
+            );
         }
         assert_eq!(asker.asked(), vec!["make"]);
         gate.reset();
@@ -748,7 +790,7 @@ mod tests {
             .with_project(project(state.path(), workspace.path()));
         assert_eq!(
             ask(&gate, "run_bash", cmd("cargo test")).await,
-            Verdict::Allowed
+            unasked("allowed always in this project".into())
         );
         assert_eq!(
             ask(&gate, "run_bash", cmd("cargo test --lib")).await,
@@ -777,7 +819,7 @@ mod tests {
         );
         assert_eq!(
             ask(&gate, "edit_file", edit("b/c.md")).await,
-            Verdict::Allowed
+            unasked("allowed always in this project".into())
         );
         assert!(matches!(
             ask(&gate, "edit_file", edit(".env")).await,
@@ -803,7 +845,10 @@ mod tests {
         );
         assert_eq!(gate.take_notice(), None);
         // This session remembers it.
-        assert_eq!(ask(&gate, "run_bash", cmd("make")).await, Verdict::Allowed);
+        assert_eq!(
+            ask(&gate, "run_bash", cmd("make")).await,
+            unasked("allowed for this session".into())
+        );
         assert_eq!(asker.asked(), ["make"]);
     }
 

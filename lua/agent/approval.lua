@@ -721,6 +721,9 @@ function H.map_keys(buf)
   map(keys.scroll_up, function()
     H.scroll(-1)
   end, "scroll the preview up")
+  map("?", function()
+    require("agent.keyhelp").show(buf, "approval picker")
+  end, "the keys of this picker")
 end
 
 --- Scrolls the preview half a window of screen rows (`direction` 1 down, -1 up): with

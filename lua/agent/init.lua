@@ -927,6 +927,9 @@ H.subcommands = {
     end
     require("agent.chat").leave()
     vim.cmd.edit(vim.fn.fnameescape(path))
+    -- Read again if it was open (the backend has written since), and at its newest line.
+    pcall(vim.cmd.checktime, vim.api.nvim_get_current_buf())
+    vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(0), 0 })
   end,
 }
 
@@ -968,6 +971,8 @@ function H.create_autocommands()
   require("agent.notice").watch()
   -- When a key was last typed: a question does not take the focus of a person typing.
   require("agent.keys").watch()
+  -- Which buffers hold a file on disk: one deleted later is said once, not E211 at each check.
+  require("agent.rpc.buffers").watch()
   vim.api.nvim_create_autocmd("WinEnter", {
     group = group,
     desc = "agent: the last window you were in, where follow mode opens files (:help agent-follow)",

@@ -24,7 +24,7 @@ M.builtin = {
   { name = "compact", description = "summarise the conversation" },
   { name = "stop", description = "stop the running turn" },
   { name = "permissions", description = "the permission rules" },
-  { name = "help", description = "these commands" },
+  { name = "help", description = "these commands and the keys" },
 }
 
 --- Built-in commands that act on the conversation's context: when the external agent has one
@@ -116,6 +116,26 @@ function M.run(text, api)
   return true, true
 end
 
+--- `/help`: the commands, then the keys of the input and of the chat, in one float.
+function M.help()
+  local rows = {}
+  for _, command in ipairs(M.builtin) do
+    rows[#rows + 1] = { "/" .. command.name, command.description }
+  end
+  local keyhelp = require("agent.keyhelp")
+  local window = require("agent.chat.window")
+  local lines = keyhelp.section("Commands (typed in the input; :help agent-slash)", rows)
+  if window.input_buf and vim.api.nvim_buf_is_valid(window.input_buf) then
+    lines[#lines + 1] = ""
+    vim.list_extend(lines, keyhelp.section("Keys in the input", keyhelp.keys(window.input_buf, { "n", "i" })))
+  end
+  if window.buf and vim.api.nvim_buf_is_valid(window.buf) then
+    lines[#lines + 1] = ""
+    vim.list_extend(lines, keyhelp.section("Keys in the chat", keyhelp.keys(window.buf, { "n" })))
+  end
+  keyhelp.open(lines)
+end
+
 -- Helpers ------------------------------------------------------------------------------------
 
 -- The command name `text` starts with (`/name`, then a blank or the end), or nil.
@@ -185,7 +205,7 @@ H.run = {
     api.permissions()
   end,
   help = function()
-    vim.cmd("help agent-slash")
+    M.help()
   end,
 }
 

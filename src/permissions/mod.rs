@@ -233,6 +233,30 @@ impl Rules {
         self.rules.iter().find(|r| r.list == list && matches(r))
     }
 
+    /// The allow rules that allow `action` (one [`Rules::judge`] found [`Judgement::Allow`]), as
+    /// written, for the chat's row: `run_bash(git status *)`, several joined with ", ".
+    pub fn allowed_by(&self, action: &Action) -> String {
+        let mut names: Vec<String> = Vec::new();
+        let mut add = |rule: Option<&Rule>| {
+            if let Some(rule) = rule {
+                if !names.contains(&rule.text) {
+                    names.push(rule.text.clone());
+                }
+            }
+        };
+        match action {
+            Action::Edit { rel } => add(self.first(List::Allow, |r| r.matches_path(rel))),
+            Action::Command { command } => {
+                if let Split::Commands(commands) = shell::split(command) {
+                    for command in &commands {
+                        add(self.first(List::Allow, |r| r.matches_command(command)));
+                    }
+                }
+            }
+        }
+        names.join(", ")
+    }
+
     /// What the rules say about `action`.
     pub fn judge(&self, action: &Action) -> Judgement {
         match action {

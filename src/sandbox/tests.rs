@@ -879,7 +879,12 @@ mod gate {
         let gate = Gate::new(false, Some(asker.clone()))
             .with_rules(rules(&["run_bash(git push *)"], &["run_bash(rm *)"]))
             .with_sandboxed_commands(true);
-        assert_eq!(check(&gate, command("ls -la")).await, Verdict::Allowed);
+        assert_eq!(
+            check(&gate, command("ls -la")).await,
+            Verdict::AllowedUnasked {
+                why: "sandboxed, auto-allowed".into()
+            }
+        );
         assert_eq!(
             check(&gate, command("rm -rf x")).await,
             Verdict::Denied {
@@ -917,6 +922,11 @@ mod gate {
         assert_eq!(*asker.0.lock().unwrap(), vec!["cargo test"]);
         // With nobody to ask, a sandboxed command still runs: the sandbox is the answer.
         let gate = Gate::new(false, None).with_sandboxed_commands(true);
-        assert_eq!(check(&gate, command("cargo test")).await, Verdict::Allowed);
+        assert_eq!(
+            check(&gate, command("cargo test")).await,
+            Verdict::AllowedUnasked {
+                why: "sandboxed, auto-allowed".into()
+            }
+        );
     }
 }

@@ -147,8 +147,13 @@ async fn settle(
     let mut detail = question.detail.clone();
     let mut diff = question.diff.clone();
     let verdict = gate.check(question, cancel).await;
+    let mut unasked = None;
     let edited = match verdict {
         Verdict::Allowed => None,
+        Verdict::AllowedUnasked { why } => {
+            unasked = Some(why);
+            None
+        }
         Verdict::Edited { text } => Some(text),
         Verdict::Refused { reason } => {
             let text = Verdict::refusal_text(tool, reason.as_deref());
@@ -178,6 +183,10 @@ async fn settle(
         checkpoints.checkpoint(kind, &detail).await;
     }
     let mut result = apply(Approved(()), edited).await;
+    // Said in the row: why it ran with nobody asked.
+    if let Some(why) = unasked {
+        result.summary = format!("{} · {why}", result.summary);
+    }
     if let Some(notice) = gate.take_notice() {
         result.summary = format!("{} · {notice}", result.summary);
     }

@@ -289,3 +289,127 @@ async fn an_at_or_hash_word_that_attaches_nothing_says_why_in_the_chat_and_the_p
         "{sent}"
     );
 }
+
+/// The rows of the open keys float, read back from the screen.
+async fn keys_float(nvim: &Nvim, title: &str) -> String {
+    let screen = nvim.wait_for_screen(title).await;
+    assert!(screen.contains("q, <Esc> or ? closes this"), "{screen}");
+    screen
+}
+
+#[tokio::test]
+async fn question_mark_lists_the_keys_of_the_chat_the_input_and_the_picker_and_slash_help_lists_both(
+) {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![Part::ToolCall {
+                id: "t1".into(),
+                name: "run_bash".into(),
+                args: json!({"command": "echo hello"}).to_string(),
+            }]),
+            text("OK."),
+        ],
+    );
+    let nvim = Nvim::start(with_ui(&mock, (160, 45))).await;
+    nvim.cmd("Agent").await;
+    // The placeholder says so.
+    nvim.wait_for_screen("<C-s> sends · ? keys").await;
+    nvim.api.input("<Esc>?").await.unwrap();
+    let screen = keys_float(&nvim, "Keys in the input").await;
+    assert!(screen.contains("<C-S> (also insert)"), "{screen}");
+    assert!(screen.contains("send the prompt"), "{screen}");
+    assert!(screen.contains("stop the running turn"), "{screen}");
+    nvim.api.input("q").await.unwrap();
+    nvim.wait_for("vim.bo.filetype ~= 'agent-keys'").await;
+    assert_eq!(where_am_i(&nvim).await.0, "agent://input");
+    // In the chat.
+    nvim.cmd("wincmd k").await;
+    nvim.api.input("?").await.unwrap();
+    let screen = keys_float(&nvim, "Keys in the chat").await;
+    assert!(
+        screen.contains("show or hide the tool output under the cursor"),
+        "{screen}"
+    );
+    nvim.api.input("<Esc>").await.unwrap();
+    nvim.wait_for("vim.bo.filetype ~= 'agent-keys'").await;
+    // /help: the commands and both windows' keys.
+    nvim.cmd("wincmd j").await;
+    nvim.api.input("S/help<Esc><CR>").await.unwrap();
+    let screen = keys_float(&nvim, "Commands (typed in the input").await;
+    for shown in [
+        "/resume",
+        "Keys in the input",
+        "Keys in the chat",
+        "the keys of this window",
+    ] {
+        assert!(screen.contains(shown), "{shown}: {screen}");
+    }
+    nvim.api.input("q").await.unwrap();
+    nvim.wait_for("vim.bo.filetype ~= 'agent-keys'").await;
+    // In the picker: its choices and its keys.
+    nvim.cmd("Agent go").await;
+    nvim.wait_for("require('agent.approval').pending() == 1")
+        .await;
+    nvim.cmd("Agent approve").await;
+    nvim.wait_for("vim.bo.filetype == 'agent-approval'").await;
+    nvim.api.input("?").await.unwrap();
+    let screen = keys_float(&nvim, "Keys in the approval picker").await;
+    assert!(screen.contains("Allow once"), "{screen}");
+    assert!(screen.contains("scroll the preview down"), "{screen}");
+    nvim.api.input("q").await.unwrap();
+    nvim.wait_for("vim.bo.filetype == 'agent-approval'").await;
+    nvim.wait_for("require('agent.approval').waiting().armed")
+        .await;
+    nvim.api.input("4").await.unwrap();
+    nvim.wait_for_line(CHAT, "OK.").await;
+}
+
+#[tokio::test]
+async fn a_call_run_with_nobody_asked_says_why_in_its_row_and_a_refusal_says_so_once() {
+    let bash = |id: &str, command: &str| Part::ToolCall {
+        id: id.into(),
+        name: "run_bash".into(),
+        args: json!({ "command": command }).to_string(),
+    };
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![bash("t1", "echo one")]),
+            turn(vec![bash("t2", "touch two")]),
+            turn(vec![bash("t3", "touch two")]),
+            turn(vec![bash("t4", "touch three")]),
+            text("OK."),
+        ],
+    );
+    let nvim = Nvim::start(Options {
+        ui: Some((160, 45)),
+        ..mock_options(&mock, "permissions = { allow = { 'run_bash(echo *)' } }")
+    })
+    .await;
+    nvim.cmd("Agent go").await;
+    nvim.wait_for_line(CHAT, "$ echo one -> exit 0 · allowed by run_bash(echo *)")
+        .await;
+    // Allowed for the session (a lasting grant takes its key twice), then run unasked.
+    nvim.wait_for("require('agent.approval').pending() == 1")
+        .await;
+    nvim.cmd("Agent approve").await;
+    nvim.api.input("22").await.unwrap();
+    // The asked row says what was answered; the next one, unasked, why it ran.
+    nvim.wait_for(
+        "#vim.tbl_filter(function(l) return l == '▸ $ touch two -> exit 0 · allowed for this session' end,          vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://chat'), 0, -1, false)) == 2",
+    )
+    .await;
+    // Refused: said once, not "declined · refused".
+    nvim.wait_for("require('agent.approval').pending() == 1")
+        .await;
+    nvim.cmd("Agent approve").await;
+    nvim.api.input("4").await.unwrap();
+    let chat = nvim.wait_for_line(CHAT, "OK.").await;
+    assert!(
+        chat.iter()
+            .any(|l| l.ends_with("✗ $ touch three · refused")),
+        "{chat:#?}"
+    );
+    assert!(!chat.join("\n").contains("declined · refused"));
+}

@@ -300,10 +300,15 @@ function handlers.rewound(e)
     local id = ("rewound-%d"):format(row)
     local mark = vim.api.nvim_buf_set_extmark(buf, vim.api.nvim_create_namespace("agent.chat.rows"), row, 0, {})
     render.tools[id] = { name = "rewound", mark = mark, lines = cut_lines, folded = true }
+    local last = vim.api.nvim_buf_line_count(buf)
     for _, win in ipairs(window.chat_windows()) do
       pcall(vim.api.nvim_win_call, win, function()
         vim.cmd(("%d,%dfold"):format(row + 1, row + 1 + cut_lines))
         vim.cmd(("silent! %dfoldclose"):format(row + 1))
+        -- The window's top line was far down what is now one closed fold: it would show the
+        -- empty lines past the end. The end of the chat instead, with the cut row above it.
+        vim.api.nvim_win_set_cursor(win, { last, 0 })
+        vim.cmd("normal! zb")
       end)
     end
   end

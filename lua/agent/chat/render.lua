@@ -165,6 +165,10 @@ function M.write_row(tool, row, s, hl, output, opts)
   opts = opts or {}
   local buf = window.buf
   if tool.note then
+    if tool.note:match("^refused") then
+      -- The summary's own "declined" says it again: once is enough.
+      s = s:gsub(": declined$", ""):gsub(" %-> declined$", "")
+    end
     s = s .. " · " .. tool.note
   end
   local lines = { s }

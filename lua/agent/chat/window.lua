@@ -71,6 +71,14 @@ function M.ensure_buffers()
       { "n", "<CR>", H.toggle_fold, "agent: show or hide the tool output under the cursor" },
       { "n", "<C-c>", H.cancel, "agent: stop the running turn" },
       { "n", "d", H.review, "agent: on a `done` row, list what its prompt changed (:Agent diff)" },
+      {
+        "n",
+        "?",
+        function()
+          require("agent.keyhelp").show(buf, "chat")
+        end,
+        "agent: the keys of this window",
+      },
     }
     local approve = require("agent.config").options.keymaps.approve
     if approve then
@@ -89,6 +97,14 @@ function M.ensure_buffers()
       { "n", "<CR>", H.submit, "agent: send the prompt" },
       { { "n", "i" }, "<C-s>", H.submit, "agent: send the prompt" },
       { "n", "<C-c>", H.cancel, "agent: stop the running turn" },
+      {
+        "n",
+        "?",
+        function()
+          require("agent.keyhelp").show(buf, "input", { "n", "i" })
+        end,
+        "agent: the keys of this window",
+      },
     }
     local approve = require("agent.config").options.keymaps.approve
     if approve then
@@ -276,7 +292,7 @@ function H.hint(buf)
   local lines = vim.api.nvim_buf_get_lines(buf, 0, 2, false)
   if #lines == 1 and lines[1] == "" then
     vim.api.nvim_buf_set_extmark(buf, H.ns_hint, 0, 0, {
-      virt_text = { { "Ask the agent… <C-s> sends, <C-c> stops", "AgentInputHint" } },
+      virt_text = { { "Ask the agent… <C-s> sends · ? keys", "AgentInputHint" } },
       virt_text_pos = "overlay",
     })
   end

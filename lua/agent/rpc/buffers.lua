@@ -77,12 +77,19 @@ end
 --- command ran). Buffers with unsaved changes are left alone, without a prompt.
 function M.checktime()
   for _, buf in ipairs(vim.api.nvim_list_bufs()) do
-    if
-      vim.api.nvim_buf_is_loaded(buf)
-      and vim.bo[buf].buftype == ""
-      and not vim.bo[buf].modified
-      and vim.api.nvim_buf_get_name(buf) ~= ""
-    then
+    local name = vim.api.nvim_buf_get_name(buf)
+    local file = vim.api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == "" and name ~= ""
+    local on_disk = file and vim.uv.fs_stat(name) ~= nil
+    if file and not on_disk then
+      -- Only a file that was there: a buffer for a file not yet written is no loss.
+      if vim.b[buf].agent_on_disk then
+        H.gone(buf, name)
+      end
+    elseif on_disk then
+      vim.b[buf].agent_on_disk = true
+    end
+    if on_disk and not vim.bo[buf].modified then
+      H.back(buf)
       -- With 'autoread' on for this one check, a changed file is re-read without asking.
       pcall(vim.api.nvim_buf_call, buf, function()
         vim.cmd("setlocal autoread")
@@ -94,6 +101,70 @@ function M.checktime()
 end
 
 -- Helpers ------------------------------------------------------------------------------------
+
+H.group = vim.api.nvim_create_augroup("agent.buffers.gone", { clear = true })
+
+--- Notes which buffers hold a file that is on disk (read or written), so that one deleted later
+--- is told apart from a file not written yet. Called once, from require("agent")'s autocommands.
+function M.watch()
+  vim.api.nvim_create_autocmd({ "BufReadPost", "BufWritePost" }, {
+    group = vim.api.nvim_create_augroup("agent.buffers.on_disk", { clear = true }),
+    desc = "agent: this buffer's file is on disk",
+    callback = function(args)
+      if vim.bo[args.buf].buftype == "" then
+        vim.b[args.buf].agent_on_disk = true
+      end
+    end,
+  })
+end
+
+-- `buf`'s file is there again: Neovim's own checks apply to it again.
+function H.back(buf)
+  if vim.api.nvim_buf_is_valid(buf) and vim.b[buf].agent_gone then
+    vim.b[buf].agent_gone = nil
+    vim.api.nvim_clear_autocmds({ group = H.group, buffer = buf })
+  end
+end
+
+-- The file of `buf` was deleted (by a command, or a rewind to before it was made): the buffer
+-- keeps its text, and the person is told once, in our words, instead of Neovim's `E211: File
+-- ... no longer available` at every check. Writing it (or the file coming back) ends that.
+function H.gone(buf, name)
+  if vim.b[buf].agent_gone then
+    return
+  end
+  vim.b[buf].agent_gone = true
+  local function back()
+    H.back(buf)
+  end
+  vim.api.nvim_create_autocmd("FileChangedShell", {
+    group = H.group,
+    buffer = buf,
+    desc = "agent: a deleted file's buffer is kept without E211",
+    callback = function()
+      if vim.v.fcs_reason == "deleted" then
+        vim.v.fcs_choice = ""
+      else
+        -- Back on disk: read again unless the person changed the buffer (then Neovim asks).
+        back()
+        vim.v.fcs_choice = vim.bo[buf].modified and "ask" or "reload"
+      end
+    end,
+  })
+  vim.api.nvim_create_autocmd("BufWritePost", {
+    group = H.group,
+    buffer = buf,
+    desc = "agent: a deleted file written back",
+    callback = back,
+  })
+  local shown = vim.fn.fnamemodify(name, ":~:.")
+  require("agent.chat").say(
+    ("agent: %s no longer exists on disk; its buffer keeps the text (:w writes it back, :bdelete closes it)"):format(
+      shown
+    ),
+    vim.log.levels.WARN
+  )
+end
 
 function H.real(path)
   return vim.uv.fs_realpath(path) or vim.fn.resolve(path)

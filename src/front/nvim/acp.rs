@@ -483,6 +483,8 @@ mod tests {
                 title: "title of a".into()
             }
         );
+        // The conversation is free again: the chat sends what was queued meanwhile.
+        assert_eq!(next(&mut ui).await, UiEvent::Idle);
         bridge.resume(Resume {
             id: "agent:claude:a".into(),
         });
@@ -493,6 +495,7 @@ mod tests {
                  acp, then resume it"
             )
         );
+        assert_eq!(next(&mut ui).await, UiEvent::Idle);
         bridge.switch_to(Arc::new(Keeps { fails: true })).await;
         assert_eq!(
             bridge.agent_session_rows(&none).await,
