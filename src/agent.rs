@@ -424,7 +424,8 @@ impl Agent {
     }
 
     /// Replaces the older part of what is sent by a summary the model writes in a request of
-    /// its own; the latest `keep_turns` prompts and what followed them stay as they are (the cut
+    /// its own; the latest `keep_turns` prompts answered (and the one being answered) and what
+    /// followed them stay as they are (the cut
     /// is at a prompt, so a tool call is never parted from its result). Reports `Compacted`,
     /// and answers the summary request's usage, or why nothing was compacted.
     pub async fn compact(
@@ -441,15 +442,18 @@ impl Agent {
             .map(|(i, _)| start + i)
             .collect();
         // Refused as too long, everything but the prompt being answered goes into the summary.
+        // Otherwise the latest keep_turns prompts answered stay whole: mid-turn (Full) the
+        // prompt being answered is in the history too, and is not one of them.
+        let answering = usize::from(why != Why::Asked);
         let keep = match why {
             Why::TooLong => 1,
-            Why::Full | Why::Asked => self.keep_turns,
+            Why::Full | Why::Asked => self.keep_turns + answering,
         };
         if why == Why::Asked {
             self.take_model_switch();
         }
         if prompts.len() <= keep {
-            let has = match prompts.len() {
+            let has = match prompts.len() - answering {
                 1 => "1 prompt".to_string(),
                 n => format!("{n} prompts"),
             };

@@ -83,13 +83,13 @@ function M.show(checkpoint, path, status, shown)
   end
   local abs = vim.fs.joinpath(rpc.workspace(), path)
   local away = status ~= "D" and H.leads_away(rpc.workspace(), abs)
-  H.close_views()
-  H.to_file_window()
+  H.enter_view()
   local scratch = H.scratch(checkpoint, shown or path, old.text or "")
   if status == "D" or away then
     -- A link (or a path through one) is never opened for editing: a `:diffget` and `:w` in it
     -- would write wherever it points, outside the workspace as well. Its old text alone.
     vim.api.nvim_win_set_buf(0, scratch)
+    H.watch_view({ vim.api.nvim_get_current_win() })
     if away then
       vim.notify(
         ("agent: %s %s; it is not opened, so nothing is written through it"):format(shown or path, away),
@@ -115,6 +115,7 @@ function M.show(checkpoint, path, status, shown)
   end
   local file_win = vim.api.nvim_get_current_win()
   local old_win = vim.api.nvim_open_win(scratch, false, { split = "left", win = file_win })
+  H.watch_view({ file_win, old_win })
   for _, win in ipairs({ old_win, file_win }) do
     vim.api.nvim_win_call(win, function()
       vim.cmd("diffthis")
@@ -228,23 +229,67 @@ function H.scratch(checkpoint, shown, text)
   return buf
 end
 
--- Goes to a window for a file: the current one if it shows one, else the previous one (the
--- window the quickfix list was opened from), else any in the tab page, else a new one.
-function H.to_file_window()
-  local function normal(win)
-    return vim.api.nvim_win_is_valid(win)
-      and vim.api.nvim_win_get_config(win).relative == ""
-      and vim.bo[vim.api.nvim_win_get_buf(win)].buftype == ""
-  end
-  local candidates = { vim.api.nvim_get_current_win(), vim.fn.win_getid(vim.fn.winnr("#")) }
-  vim.list_extend(candidates, vim.api.nvim_tabpage_list_wins(0))
-  for _, win in ipairs(candidates) do
-    if win ~= 0 and normal(win) then
-      vim.api.nvim_set_current_win(win)
-      return
+-- The diff view: a tab page of its own, so the person's windows stay as they were; the same
+-- tab for the next file, and closing it (or either side) goes back to where <CR> was pressed.
+H.view = nil ---@type { tab: integer, origin: integer }?
+
+-- Opens a fresh tab page for the view (the one before, if open, is closed: one at a time), and
+-- remembers where to go back to: where <CR> was pressed, or where the view was opened from
+-- when <CR> was pressed in the view's own tab page.
+function H.enter_view()
+  local here = vim.api.nvim_get_current_win()
+  local origin = here
+  local view = H.view
+  if view then
+    H.view = nil -- its windows closing here is not the person closing the view
+    pcall(vim.api.nvim_del_augroup_by_name, "agent.review.view")
+    if vim.api.nvim_tabpage_is_valid(view.tab) then
+      if vim.api.nvim_win_get_tabpage(here) == view.tab then
+        origin = view.origin
+      end
+      if #vim.api.nvim_list_tabpages() > 1 then
+        pcall(vim.cmd.tabclose, vim.api.nvim_tabpage_get_number(view.tab))
+      end
     end
   end
-  vim.cmd("topleft new")
+  H.close_views()
+  vim.cmd("tabnew")
+  vim.bo.bufhidden = "wipe" -- the empty buffer tabnew made goes once something else is shown
+  H.view = { tab = vim.api.nvim_get_current_tabpage(), origin = origin }
+end
+
+-- Closing either side closes the view, and the cursor goes back to where it came from.
+function H.watch_view(wins)
+  local view = H.view
+  if not view then
+    return
+  end
+  local group = vim.api.nvim_create_augroup("agent.review.view", { clear = true })
+  vim.api.nvim_create_autocmd("WinClosed", {
+    group = group,
+    pattern = vim.tbl_map(tostring, wins),
+    desc = "agent: closing a side of the diff closes the view",
+    callback = function()
+      vim.schedule(function()
+        H.leave_view(view)
+      end)
+    end,
+  })
+end
+
+-- Closes the view's tab page (when it is still there) and goes back to its origin.
+function H.leave_view(view)
+  if H.view ~= view then
+    return
+  end
+  H.view = nil
+  pcall(vim.api.nvim_del_augroup_by_name, "agent.review.view")
+  if vim.api.nvim_tabpage_is_valid(view.tab) and #vim.api.nvim_list_tabpages() > 1 then
+    pcall(vim.cmd.tabclose, vim.api.nvim_tabpage_get_number(view.tab))
+  end
+  if vim.api.nvim_win_is_valid(view.origin) then
+    pcall(vim.api.nvim_set_current_win, view.origin)
+  end
 end
 
 -- Closes the checkpoint buffers of an earlier diff (their windows go with them).

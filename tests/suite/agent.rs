@@ -1022,9 +1022,11 @@ async fn a_request_over_compact_at_of_the_window_compacts_the_older_turns_before
             // Prompt 1: a tool call and its answer; the answer's request used 900 of 1,000.
             turn(vec![call("t1", "read_file", json!({"path": "a.txt"}))]),
             full(vec![text("first answer")]),
-            // Before prompt 2's request: the summary request.
+            // Prompt 2: keep_turns = 1 keeps prompt 1 whole (nothing to compact yet).
+            full(vec![text("second answer")]),
+            // Before prompt 3's request: the summary request, of prompt 1 only.
             turn(vec![text("SUMMARY: the user read a.txt, which says A.")]),
-            turn(vec![text("second answer")]),
+            turn(vec![text("third answer")]),
         ],
     );
     let mut agent = compacting_agent(&mock, dir.path(), 1000);
@@ -1033,26 +1035,36 @@ async fn a_request_over_compact_at_of_the_window_compacts_the_older_turns_before
         compacted(&first).is_empty(),
         "nothing to compact in one prompt"
     );
-    let (outcome, events) = prompt(&mut agent, "PROMPT-TWO and now?").await;
+    let (_, second) = prompt(&mut agent, "PROMPT-TWO and now?").await;
+    assert!(
+        compacted(&second).is_empty(),
+        "keep_turns = 1 keeps the one prompt answered before: {second:?}"
+    );
+    assert_eq!(mock.requests().len(), 3);
+    let (outcome, events) = prompt(&mut agent, "PROMPT-THREE and then?").await;
     assert_eq!(outcome, Outcome::Done);
     assert_eq!(
         streamed_text(&events),
-        "second answer",
+        "third answer",
         "the summary is not the answer"
     );
     let requests = mock.requests();
-    assert_eq!(requests.len(), 4);
-    // The summary request: the older turn, then the ask.
-    let summary = &requests[2];
+    assert_eq!(requests.len(), 5);
+    // The summary request: the oldest turn, then the ask.
+    let summary = &requests[3];
     assert!(sent_text(summary).contains("PROMPT-ONE"));
     assert!(sent_text(summary).contains("Summarize the conversation so far"));
     assert!(!sent_text(summary).contains("PROMPT-TWO"));
-    // The request after it: the summary instead of the older turn, shorter, every call paired.
-    let after = &requests[3];
+    assert!(!sent_text(summary).contains("PROMPT-THREE"));
+    // The request after it: the summary instead of the oldest turn, the last prompt answered
+    // whole (keep_turns = 1), shorter, every call paired.
+    let after = &requests[4];
     assert!(sent_text(after).contains("SUMMARY: the user read a.txt"));
     assert!(sent_text(after).contains("PROMPT-TWO"));
+    assert!(sent_text(after).contains("second answer"));
+    assert!(sent_text(after).contains("PROMPT-THREE"));
     assert!(!sent_text(after).contains("PROMPT-ONE"));
-    assert!(after.body.to_string().len() < requests[1].body.to_string().len());
+    assert!(after.body.to_string().len() < requests[2].body.to_string().len());
     assert!(every_call_has_its_result(after));
     let shown = compacted(&events);
     assert_eq!(shown.len(), 1, "{events:?}");
@@ -1065,8 +1077,8 @@ async fn a_request_over_compact_at_of_the_window_compacts_the_older_turns_before
         "compacted 1 prompt (900 → 84.1k tokens)"
     );
     // The history is whole; only what is sent is compacted.
-    assert_eq!(agent.history().len(), 6);
-    assert_eq!(agent.messages().len(), 3);
+    assert_eq!(agent.history().len(), 8);
+    assert_eq!(agent.messages().len(), 5);
 }
 
 #[tokio::test]

@@ -413,3 +413,134 @@ async fn a_call_run_with_nobody_asked_says_why_in_its_row_and_a_refusal_says_so_
     );
     assert!(!chat.join("\n").contains("declined · refused"));
 }
+
+#[tokio::test]
+async fn enter_in_agent_diff_opens_a_tab_of_its_own_and_closing_it_returns_with_the_layout_kept() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![Part::ToolCall {
+                id: "t1".into(),
+                name: "edit_file".into(),
+                args: json!({"path": "a.txt", "old_str": "one", "new_str": "ONE"}).to_string(),
+            }]),
+            text("Changed."),
+        ],
+    );
+    let nvim = Nvim::start(Options {
+        ui: Some((200, 50)),
+        ..mock_options(&mock, "auto_approve = true")
+    })
+    .await;
+    nvim.write("a.txt", "one\ntwo\n");
+    nvim.cmd("edit a.txt").await;
+    nvim.cmd("Agent change it").await;
+    nvim.wait_for_line(CHAT, "Changed.").await;
+    let layout = "return vim.fn.winlayout(1)";
+    let heights = "local h = {} for _, w in ipairs(vim.api.nvim_tabpage_list_wins(vim.api.nvim_list_tabpages()[1])) do \
+                   h[#h + 1] = vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(w)):match('[^/]*$') .. '=' .. vim.api.nvim_win_get_height(w) \
+                   end return table.concat(h, ' ')";
+    nvim.cmd("stopinsert | Agent diff").await;
+    nvim.wait_for("vim.bo.buftype == 'quickfix'").await;
+    let before = (
+        nvim.lua(layout, vec![]).await,
+        nvim.lua(heights, vec![]).await,
+    );
+    nvim.api.input("<CR>").await.unwrap();
+    nvim.wait_for("#vim.api.nvim_list_tabpages() == 2 and vim.wo.diff")
+        .await;
+    // The person's tab page is as it was.
+    assert_eq!(
+        (
+            nvim.lua(layout, vec![]).await,
+            nvim.lua(heights, vec![]).await
+        ),
+        before
+    );
+    // Closing one side closes the view and goes back to the list.
+    nvim.cmd("quit").await;
+    nvim.wait_for("#vim.api.nvim_list_tabpages() == 1 and vim.bo.buftype == 'quickfix'")
+        .await;
+    nvim.cmd("cclose").await;
+    nvim.wait_for("vim.api.nvim_win_get_height(vim.fn.bufwinid('agent://input')) == 5")
+        .await;
+}
+
+#[tokio::test]
+async fn a_file_deleted_under_its_buffer_is_said_once_in_our_words_and_never_as_e211() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![Part::ToolCall {
+                id: "t1".into(),
+                name: "run_bash".into(),
+                args: json!({"command": "rm notes.txt"}).to_string(),
+            }]),
+            text("Deleted."),
+        ],
+    );
+    let nvim = Nvim::start(Options {
+        ui: Some((160, 45)),
+        ..mock_options(&mock, "auto_approve = true")
+    })
+    .await;
+    nvim.write("notes.txt", "keep me\n");
+    nvim.cmd("edit notes.txt").await;
+    nvim.cmd("Agent delete it").await;
+    let chat = nvim.wait_for_line(CHAT, "Deleted.").await;
+    let said: Vec<&String> = chat
+        .iter()
+        .filter(|l| {
+            l.contains("agent: notes.txt no longer exists on disk; its buffer keeps the text")
+        })
+        .collect();
+    assert_eq!(said.len(), 1, "{chat:#?}");
+    // Neovim's own checks (focus coming back, :checktime) stay quiet about it.
+    nvim.cmd("checktime").await;
+    nvim.cmd("wincmd p").await;
+    assert!(!nvim.messages().await.contains("E211"));
+    assert_eq!(nvim.buffer_lines("notes.txt").await, ["keep me"]);
+    // Written back, it is a file like any other again.
+    nvim.cmd("write").await;
+    assert_eq!(nvim.read("notes.txt"), "keep me\n");
+}
+
+#[tokio::test]
+async fn after_a_rewind_in_a_long_chat_the_window_shows_the_cut_row_and_the_end() {
+    let long = (1..=30)
+        .map(|i| format!("line {i} of a long answer"))
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    let mock = MockLlm::start(Wire::Anthropic, (0..8).map(|_| text(&long)).collect());
+    let nvim = Nvim::start(with_ui(&mock, (120, 40))).await;
+    for i in 1..=8 {
+        nvim.cmd(&format!("Agent prompt {i}")).await;
+        nvim.wait_for("not require('agent.chat').busy()").await;
+        nvim.wait_for(&format!(
+            "#vim.tbl_filter(function(l) return l:find('^done') end, \
+             vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://chat'), 0, -1, false)) == {i}"
+        ))
+        .await;
+    }
+    nvim.cmd("Agent rewind 1 conversation").await;
+    nvim.wait_for_line(CHAT, "rewound to before prompt 1").await;
+    let view = nvim
+        .lua(
+            "local w = vim.fn.bufwinid('agent://chat') return vim.api.nvim_win_call(w, function() \
+             return { vim.fn.line('w0'), vim.fn.line('w$'), vim.fn.line('$'), \
+                      vim.fn.search('^rewound to before prompt 1', 'nw') } end)",
+            vec![],
+        )
+        .await;
+    let view: Vec<i64> = view
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    let (top, bottom, last, cut) = (view[0], view[1], view[2], view[3]);
+    assert!(cut > 0, "{view:?}");
+    // The end of the chat at the bottom, the cut row on screen above it.
+    assert_eq!(bottom, last, "{view:?}");
+    assert!(top <= cut, "{view:?}");
+}
