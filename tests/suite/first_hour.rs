@@ -20,6 +20,15 @@ fn text(s: &str) -> Reply {
     turn(vec![Part::Text(s.into())])
 }
 
+/// A reply whose one tool call is `name` with `args`.
+fn call(name: &str, args: serde_json::Value) -> Reply {
+    turn(vec![Part::ToolCall {
+        id: "t1".into(),
+        name: name.into(),
+        args: args.to_string(),
+    }])
+}
+
 fn with_ui(mock: &MockLlm, size: (i64, i64)) -> Options {
     Options {
         ui: Some(size),
@@ -137,11 +146,7 @@ async fn after_e_and_w_focus_returns_to_the_input_in_the_mode_it_had() {
     let mock = MockLlm::start(
         Wire::Anthropic,
         vec![
-            turn(vec![Part::ToolCall {
-                id: "t1".into(),
-                name: "run_bash".into(),
-                args: json!({"command": "echo model-said"}).to_string(),
-            }]),
+            call("run_bash", json!({"command": "echo model-said"})),
             text("OK."),
         ],
     );
@@ -246,11 +251,7 @@ async fn at_80x24_the_choices_float_shows_its_last_choice() {
     let mock = MockLlm::start(
         Wire::Anthropic,
         vec![
-            turn(vec![Part::ToolCall {
-                id: "t1".into(),
-                name: "run_bash".into(),
-                args: json!({"command": "echo hello"}).to_string(),
-            }]),
+            call("run_bash", json!({"command": "echo hello"})),
             text("OK."),
         ],
     );
@@ -303,11 +304,7 @@ async fn question_mark_lists_the_keys_of_the_chat_the_input_and_the_picker_and_s
     let mock = MockLlm::start(
         Wire::Anthropic,
         vec![
-            turn(vec![Part::ToolCall {
-                id: "t1".into(),
-                name: "run_bash".into(),
-                args: json!({"command": "echo hello"}).to_string(),
-            }]),
+            call("run_bash", json!({"command": "echo hello"})),
             text("OK."),
         ],
     );
@@ -419,11 +416,10 @@ async fn enter_in_agent_diff_opens_a_tab_of_its_own_and_closing_it_returns_with_
     let mock = MockLlm::start(
         Wire::Anthropic,
         vec![
-            turn(vec![Part::ToolCall {
-                id: "t1".into(),
-                name: "edit_file".into(),
-                args: json!({"path": "a.txt", "old_str": "one", "new_str": "ONE"}).to_string(),
-            }]),
+            call(
+                "edit_file",
+                json!({"path": "a.txt", "old_str": "one", "new_str": "ONE"}),
+            ),
             text("Changed."),
         ],
     );
@@ -471,11 +467,7 @@ async fn a_file_deleted_under_its_buffer_is_said_once_in_our_words_and_never_as_
     let mock = MockLlm::start(
         Wire::Anthropic,
         vec![
-            turn(vec![Part::ToolCall {
-                id: "t1".into(),
-                name: "run_bash".into(),
-                args: json!({"command": "rm notes.txt"}).to_string(),
-            }]),
+            call("run_bash", json!({"command": "rm notes.txt"})),
             text("Deleted."),
         ],
     );
