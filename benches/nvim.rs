@@ -158,7 +158,7 @@ async fn live_flood(bytes: u64, render: bool) {
     rtt.sort();
     let row = nvim
         .lua(
-            "for _, l in ipairs(vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://chat'), 0, -1, false)) do \
+            "for _, l in ipairs(vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent: chat'), 0, -1, false)) do \
                if l:find('-> exit', 1, true) then return l end end return ''",
             vec![],
         )
@@ -184,7 +184,7 @@ async fn live_flood(bytes: u64, render: bool) {
 const TICKS_LUA: &str = r#"
 _G.tick_latency = {}
 local seen = {}
-vim.api.nvim_buf_attach(vim.fn.bufnr('agent://chat'), false, {
+vim.api.nvim_buf_attach(vim.fn.bufnr('agent: chat'), false, {
   on_lines = function(_, buf, _, first, _, last)
     local now_s, now_us = vim.uv.gettimeofday()
     for _, line in ipairs(vim.api.nvim_buf_get_lines(buf, first, last, false)) do
@@ -706,7 +706,7 @@ while written < bytes do
   written = written + #text
   batch({ { type = 'turn_done', outcome = 'done', message = 'done · 1 in / 1 out tokens', input = 1, output = 1 } })
 end
-local buf = vim.fn.bufnr('agent://chat')
+local buf = vim.fn.bufnr('agent: chat')
 return { turn, vim.api.nvim_buf_line_count(buf) }
 "#;
 
@@ -758,7 +758,7 @@ async fn stream(over: Duration, prior: usize, render: bool) {
         let marks = nvim
             .lua(
                 "local ns = vim.api.nvim_create_namespace('agent.chat.markdown') \
-                 return #vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent://chat'), ns, 0, -1, {})",
+                 return #vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent: chat'), ns, 0, -1, {})",
                 vec![],
             )
             .await;
@@ -821,7 +821,7 @@ async fn stream(over: Duration, prior: usize, render: bool) {
     // The chat holds exactly what was sent, after the headers and before the closing notice.
     let chat = nvim
         .lua(
-            "return table.concat(vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://chat'), 0, -1, false), '\\n')",
+            "return table.concat(vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent: chat'), 0, -1, false), '\\n')",
             vec![],
         )
         .await;

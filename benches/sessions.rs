@@ -211,13 +211,13 @@ async fn resume() {
     nvim.cmd(&format!("Agent resume {id}")).await;
     // Every row is on screen once the last turn's done row is: the outputs follow.
     nvim.wait_for(
-        "vim.fn.match(vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://chat'), -4, -1, false), \
+        "vim.fn.match(vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent: chat'), -4, -1, false), \
          '^done · 1 in') >= 0",
     )
     .await;
     let rows = Instant::now();
     nvim.wait_for(
-        "vim.fn.match(vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://chat'), -4, -1, false), \
+        "vim.fn.match(vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent: chat'), -4, -1, false), \
          '^resumed: read every file') >= 0",
     )
     .await;
@@ -227,7 +227,7 @@ async fn resume() {
     // The new answer's last delta (the replayed conversation already holds a `done` line).
     // Read from the chat's last lines only: fetching all 92,000 would itself stall Neovim.
     nvim.wait_for(
-        "vim.fn.match(vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://chat'), -6, -1, false), \
+        "vim.fn.match(vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent: chat'), -6, -1, false), \
          'delta 04999') >= 0",
     )
     .await;
@@ -257,7 +257,7 @@ async fn resume() {
     println!("  `:Agent and one more` itself took {:.0} ms", ms(asked));
     let lines = nvim
         .lua(
-            "return vim.api.nvim_buf_line_count(vim.fn.bufnr('agent://chat'))",
+            "return vim.api.nvim_buf_line_count(vim.fn.bufnr('agent: chat'))",
             vec![],
         )
         .await;

@@ -8,7 +8,7 @@ use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
 use crate::support::nvim::{setup_lua, Nvim, Options};
 use crate::support::tool_result;
 
-const CHAT: &str = "agent://chat";
+const CHAT: &str = "agent: chat";
 
 fn turn(parts: Vec<Part>) -> Reply {
     Reply::Turn {
@@ -796,7 +796,7 @@ async fn a_sentence_typed_into_the_input_while_a_question_arrives_decides_nothin
     );
     // Nothing decided, no rule saved, the person's text whole, still typing in the input.
     assert_eq!(
-        nvim.buffer_lines("agent://input").await,
+        nvim.buffer_lines("agent: input").await,
         vec![sentence.to_string()]
     );
     assert_eq!(
@@ -806,7 +806,7 @@ async fn a_sentence_typed_into_the_input_while_a_question_arrives_decides_nothin
     );
     assert_eq!(
         nvim.lua(
-            "return vim.api.nvim_buf_get_name(0):match('agent://input') ~= nil",
+            "return vim.api.nvim_buf_get_name(0):match('agent: input') ~= nil",
             vec![]
         )
         .await,
@@ -843,7 +843,7 @@ async fn a_sentence_typed_into_the_input_while_a_question_arrives_decides_nothin
         Value::from("i")
     );
     assert_eq!(
-        nvim.buffer_lines("agent://input").await,
+        nvim.buffer_lines("agent: input").await,
         vec![sentence.to_string()]
     );
 }

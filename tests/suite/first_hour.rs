@@ -7,7 +7,7 @@ use serde_json::json;
 use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
 use crate::support::nvim::{mock_options, Nvim, Options};
 
-const CHAT: &str = "agent://chat";
+const CHAT: &str = "agent: chat";
 
 fn turn(parts: Vec<Part>) -> Reply {
     Reply::Turn {
@@ -40,7 +40,7 @@ fn with_ui(mock: &MockLlm, size: (i64, i64)) -> Options {
 async fn where_am_i(nvim: &Nvim) -> (String, String) {
     let value = nvim
         .lua(
-            "return { vim.api.nvim_buf_get_name(0), vim.api.nvim_get_mode().mode }",
+            "return { vim.fn.bufname('%'), vim.api.nvim_get_mode().mode }",
             vec![],
         )
         .await;
@@ -87,7 +87,7 @@ async fn a_prompt_sent_at_once_after_a_resume_is_queued_then_sent_and_the_input_
     nvim.wait_for("vim.api.nvim_get_mode().mode == 'i'").await;
     assert_eq!(
         where_am_i(&nvim).await,
-        ("agent://input".to_string(), "i".to_string())
+        ("agent: input".to_string(), "i".to_string())
     );
     // Sent while the conversation is still being shown again: queued, never refused.
     nvim.cmd("Agent second prompt").await;
@@ -126,7 +126,7 @@ async fn slash_resume_from_normal_mode_leaves_the_input_in_insert_mode() {
     nvim.wait_for_line(CHAT, "resumed: what is in a.txt?").await;
     assert_eq!(
         where_am_i(&nvim).await,
-        ("agent://input".to_string(), "i".to_string())
+        ("agent: input".to_string(), "i".to_string())
     );
 }
 
@@ -169,7 +169,7 @@ async fn after_e_and_w_focus_returns_to_the_input_in_the_mode_it_had() {
     nvim.wait_for("vim.api.nvim_get_mode().mode == 'i'").await;
     assert_eq!(
         where_am_i(&nvim).await,
-        ("agent://input".to_string(), "i".to_string())
+        ("agent: input".to_string(), "i".to_string())
     );
 }
 
@@ -177,10 +177,10 @@ async fn after_e_and_w_focus_returns_to_the_input_in_the_mode_it_had() {
 async fn widths(nvim: &Nvim) -> (i64, i64) {
     let value = nvim
         .lua(
-            "local chat = vim.fn.bufwinid('agent://chat') local other = 0 \
+            "local chat = vim.fn.bufwinid('agent: chat') local other = 0 \
              for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do \
                local name = vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(w)) \
-               if not name:find('^agent://') then other = math.max(other, vim.api.nvim_win_get_width(w)) end \
+               if not vim.b[vim.api.nvim_win_get_buf(w)].agent_buffer then other = math.max(other, vim.api.nvim_win_get_width(w)) end \
              end \
              return { vim.api.nvim_win_get_width(chat), other }",
             vec![],
@@ -193,7 +193,7 @@ async fn widths(nvim: &Nvim) -> (i64, i64) {
 async fn resize(nvim: &Nvim, columns: i64, lines: i64, chat: i64) {
     nvim.api.ui_try_resize(columns, lines).await.unwrap();
     nvim.wait_for(&format!(
-        "vim.o.columns == {columns} and vim.api.nvim_win_get_width(vim.fn.bufwinid('agent://chat')) == {chat}"
+        "vim.o.columns == {columns} and vim.api.nvim_win_get_width(vim.fn.bufwinid('agent: chat')) == {chat}"
     ))
     .await;
 }
@@ -225,7 +225,7 @@ async fn the_input_keeps_its_height_when_the_quickfix_list_closes() {
     nvim.write("a.txt", "alpha\n");
     nvim.cmd("edit a.txt").await;
     nvim.cmd("Agent").await;
-    let height = "vim.api.nvim_win_get_height(vim.fn.bufwinid('agent://input'))";
+    let height = "vim.api.nvim_win_get_height(vim.fn.bufwinid('agent: input'))";
     assert_eq!(
         nvim.lua(&format!("return {height}"), vec![]).await,
         Value::from(5)
@@ -319,7 +319,7 @@ async fn question_mark_lists_the_keys_of_the_chat_the_input_and_the_picker_and_s
     assert!(screen.contains("stop the running turn"), "{screen}");
     nvim.api.input("q").await.unwrap();
     nvim.wait_for("vim.bo.filetype ~= 'agent-keys'").await;
-    assert_eq!(where_am_i(&nvim).await.0, "agent://input");
+    assert_eq!(where_am_i(&nvim).await.0, "agent: input");
     // In the chat.
     nvim.cmd("wincmd k").await;
     nvim.api.input("?").await.unwrap();
@@ -394,7 +394,7 @@ async fn a_call_run_with_nobody_asked_says_why_in_its_row_and_a_refusal_says_so_
     nvim.api.input("22").await.unwrap();
     // The asked row says what was answered; the next one, unasked, why it ran.
     nvim.wait_for(
-        "#vim.tbl_filter(function(l) return l == '▸ $ touch two -> exit 0 · allowed for this session' end,          vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://chat'), 0, -1, false)) == 2",
+        "#vim.tbl_filter(function(l) return l == '▸ $ touch two -> exit 0 · allowed for this session' end,          vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent: chat'), 0, -1, false)) == 2",
     )
     .await;
     // Refused: said once, not "declined · refused".
@@ -458,7 +458,7 @@ async fn enter_in_agent_diff_opens_a_tab_of_its_own_and_closing_it_returns_with_
     nvim.wait_for("#vim.api.nvim_list_tabpages() == 1 and vim.bo.buftype == 'quickfix'")
         .await;
     nvim.cmd("cclose").await;
-    nvim.wait_for("vim.api.nvim_win_get_height(vim.fn.bufwinid('agent://input')) == 5")
+    nvim.wait_for("vim.api.nvim_win_get_height(vim.fn.bufwinid('agent: input')) == 5")
         .await;
 }
 
@@ -510,7 +510,7 @@ async fn after_a_rewind_in_a_long_chat_the_window_shows_the_cut_row_and_the_end(
         nvim.wait_for("not require('agent.chat').busy()").await;
         nvim.wait_for(&format!(
             "#vim.tbl_filter(function(l) return l:find('^done') end, \
-             vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://chat'), 0, -1, false)) == {i}"
+             vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent: chat'), 0, -1, false)) == {i}"
         ))
         .await;
     }
@@ -518,7 +518,7 @@ async fn after_a_rewind_in_a_long_chat_the_window_shows_the_cut_row_and_the_end(
     nvim.wait_for_line(CHAT, "rewound to before prompt 1").await;
     let view = nvim
         .lua(
-            "local w = vim.fn.bufwinid('agent://chat') return vim.api.nvim_win_call(w, function() \
+            "local w = vim.fn.bufwinid('agent: chat') return vim.api.nvim_win_call(w, function() \
              return { vim.fn.line('w0'), vim.fn.line('w$'), vim.fn.line('$'), \
                       vim.fn.search('^rewound to before prompt 1', 'nw') } end)",
             vec![],
@@ -535,4 +535,18 @@ async fn after_a_rewind_in_a_long_chat_the_window_shows_the_cut_row_and_the_end(
     // The end of the chat at the bottom, the cut row on screen above it.
     assert_eq!(bottom, last, "{view:?}");
     assert!(top <= cut, "{view:?}");
+}
+
+#[tokio::test]
+async fn the_tab_label_names_the_chat_s_buffers_readably() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![]);
+    let nvim = Nvim::start(with_ui(&mock, (120, 30))).await;
+    nvim.cmd("Agent").await;
+    nvim.cmd("stopinsert | tabnew | tabprevious | cd /").await;
+    let screen = nvim.wait_for_screen("agent: input").await;
+    let tabline = screen.lines().next().unwrap_or_default();
+    assert!(
+        tabline.contains("agent: input") && !tabline.contains("a//"),
+        "{screen}"
+    );
 }

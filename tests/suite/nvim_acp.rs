@@ -8,7 +8,7 @@ use rmpv::Value;
 use crate::support::nvim::{setup_lua, Nvim, Options};
 use crate::support::process::{alive, all_gone};
 
-const CHAT: &str = "agent://chat";
+const CHAT: &str = "agent: chat";
 
 /// A Neovim whose config names the test agent `test` (in `mode`), started and connected.
 async fn connected(ui: Option<(i64, i64)>, mode: &str, extra: &str) -> Nvim {

@@ -337,7 +337,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
             .await,
         Value::from(3)
     );
-    let chat = nvim.buffer_lines("agent://chat").await.join("\n");
+    let chat = nvim.buffer_lines("agent: chat").await.join("\n");
     for shown in [
         "connected to test (ACP)",
         "Hello\\e[2J",
@@ -701,7 +701,7 @@ async fn huge_tool_arguments_are_refused_before_anything_reaches_neovim() {
         edited,
         "edit_file: new_str is 2,097,153 bytes, over the edit size limit of 2 MB (max_edit_mb). Make the change in smaller edits."
     );
-    nvim.wait_for_line("agent://chat", "OK.").await;
+    nvim.wait_for_line("agent: chat", "OK.").await;
     assert!(!nvim.workspace.path().join("big.txt").exists());
     let longest = nvim.lua("return vim.g.longest", vec![]).await;
     assert!(

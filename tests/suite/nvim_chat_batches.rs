@@ -176,7 +176,7 @@ fn conversation() -> Vec<UiEvent> {
 /// group; the markdown's too) and, for each line of the chat window, where the closed fold around it starts and
 /// ends (-1 when it is not folded).
 const SEEN: &str = r#"
-local buf = vim.fn.bufnr('agent://chat')
+local buf = vim.fn.bufnr('agent: chat')
 local win = vim.fn.win_findbuf(buf)[1]
 local hls = {}
 local marks = vim.api.nvim_buf_get_extmarks(buf, vim.api.nvim_create_namespace('agent.chat'), 0, -1, { details = true })
@@ -440,7 +440,7 @@ async fn forty_rows_shown() -> (Nvim, Vec<UiEvent>) {
 
 /// What a person sees of the chat window's view: the text of its top line and of the cursor's
 /// line, and the cursor's column.
-const VIEW: &str = "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1] \
+const VIEW: &str = "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent: chat'))[1] \
     return vim.api.nvim_win_call(win, function() \
       local view = vim.fn.winsaveview() \
       return { vim.fn.getline(view.topline), vim.fn.getline(view.lnum), view.col } \
@@ -456,7 +456,7 @@ async fn a_window_following_a_resumed_chat_still_ends_at_its_bottom_once_the_out
     receive_in_batches(&nvim, &outputs, 8).await;
     let seen = nvim
         .lua(
-            "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1] \
+            "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent: chat'))[1] \
              return vim.api.nvim_win_call(win, function() \
                local info = vim.fn.getwininfo(win)[1] \
                return { vim.fn.winline(), info.height, \
@@ -487,7 +487,7 @@ async fn a_window_reading_the_middle_of_a_resumed_chat_keeps_its_view_while_the_
     let (nvim, outputs) = forty_rows_shown().await;
     // The cursor on row f20, three columns in, with "File 18:" at the window's top.
     nvim.lua(
-        "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1] \
+        "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent: chat'))[1] \
          vim.api.nvim_win_call(win, function() \
            local lines = vim.api.nvim_buf_get_lines(0, 0, -1, true) \
            local top, row \
@@ -515,7 +515,7 @@ async fn a_window_reading_the_middle_of_a_resumed_chat_keeps_its_view_while_the_
     // Every output went in (folded under its row), and nothing of the moving was left behind.
     let left = nvim
         .lua(
-            "local buf = vim.fn.bufnr('agent://chat') \
+            "local buf = vim.fn.bufnr('agent: chat') \
              local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, true) \
              local outputs = 0 \
              for _, line in ipairs(lines) do \
@@ -537,7 +537,7 @@ async fn a_window_reading_the_middle_of_a_resumed_chat_keeps_its_view_while_the_
 async fn a_window_gets_its_view_back_when_putting_the_outputs_in_fails() {
     let (nvim, outputs) = forty_rows_shown().await;
     nvim.lua(
-        "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1] \
+        "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent: chat'))[1] \
          vim.api.nvim_win_call(win, function() vim.fn.winrestview({ topline = 30, lnum = 33, col = 2 }) end) \
          local set_text, puts = vim.api.nvim_buf_set_text, 0 \
          vim.api.nvim_buf_set_text = function(...) \
@@ -564,7 +564,7 @@ async fn a_window_gets_its_view_back_when_putting_the_outputs_in_fails() {
     let marks = nvim
         .lua(
             "local ns = vim.api.nvim_get_namespaces()['agent.chat.parked'] \
-             return #vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent://chat'), ns, 0, -1, {})",
+             return #vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent: chat'), ns, 0, -1, {})",
             vec![],
         )
         .await;

@@ -9,7 +9,7 @@ use rmpv::Value;
 use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
 use crate::support::nvim::{setup_lua, Nvim, Options};
 
-const CHAT: &str = "agent://chat";
+const CHAT: &str = "agent: chat";
 const CALC: &str = "def add(a, b):\n    return a + b\n\nprint(add(1, 2)\n";
 
 fn answer(text: &str) -> Reply {

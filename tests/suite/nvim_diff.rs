@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
 use crate::support::nvim::{field, setup_lua, Nvim, Options};
 
-const CHAT: &str = "agent://chat";
+const CHAT: &str = "agent: chat";
 
 fn turn(parts: Vec<Part>) -> Reply {
     Reply::Turn {
@@ -283,12 +283,12 @@ async fn diff_all_and_diff_differ_when_two_prompts_changed_different_files_and_d
     // The done row of each prompt says how many files it changed, and that `d` lists them.
     nvim.wait_for(
         "#vim.tbl_filter(function(m) return m[4].virt_text ~= nil and m[4].ns_id ~= vim.api.nvim_get_namespaces()['agent.chat.below'] end, \
-           vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent://chat'), -1, 0, -1, { details = true })) == 2",
+           vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent: chat'), -1, 0, -1, { details = true })) == 2",
     )
     .await;
     let hints = nvim
         .lua(
-            "local b = vim.fn.bufnr('agent://chat') local out = {} \
+            "local b = vim.fn.bufnr('agent: chat') local out = {} \
              for _, m in ipairs(vim.api.nvim_buf_get_extmarks(b, -1, 0, -1, { details = true })) do \
                if m[4].virt_text then \
                  out[#out + 1] = vim.api.nvim_buf_get_lines(b, m[2], m[2] + 1, true)[1] .. m[4].virt_text[1][1] \
@@ -346,7 +346,7 @@ async fn diff_all_and_diff_differ_when_two_prompts_changed_different_files_and_d
 
     // `d` on the first prompt's done row: what changed since that prompt began.
     nvim.lua(
-        "local b = vim.fn.bufnr('agent://chat') local w = vim.fn.win_findbuf(b)[1] \
+        "local b = vim.fn.bufnr('agent: chat') local w = vim.fn.win_findbuf(b)[1] \
          vim.api.nvim_set_current_win(w) \
          local row = vim.fn.match(vim.api.nvim_buf_get_lines(b, 0, -1, false), '^done · ') + 1 \
          vim.api.nvim_win_set_cursor(w, { row, 0 })",
@@ -385,7 +385,7 @@ async fn diff_all_and_diff_differ_when_two_prompts_changed_different_files_and_d
     assert_eq!(
         nvim.lua(
             "return #vim.tbl_filter(function(m) return m[4].virt_text ~= nil and m[4].ns_id ~= vim.api.nvim_get_namespaces()['agent.chat.below'] end, \
-               vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent://chat'), -1, 0, -1, { details = true }))",
+               vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent: chat'), -1, 0, -1, { details = true }))",
             vec![],
         )
         .await,

@@ -7,7 +7,7 @@ use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
 use crate::support::nvim::{setup_lua, Nvim, Options};
 use crate::support::tool_result;
 
-const CHAT: &str = "agent://chat";
+const CHAT: &str = "agent: chat";
 const KEY: &str = "sk-ant-nvim-test-7f7f7f";
 
 async fn start(mock: &MockLlm, extra_setup: &str) -> Nvim {

@@ -11,7 +11,7 @@ use crate::support::nvim::{setup_lua, Nvim, Options};
 use crate::support::process::{alive, all_gone, children_named};
 use crate::support::tool_result;
 
-const CHAT: &str = "agent://chat";
+const CHAT: &str = "agent: chat";
 
 fn turn(parts: Vec<Part>) -> Reply {
     Reply::Turn {
@@ -160,7 +160,7 @@ async fn agent_prompt_streams_the_answer_into_the_chat_split() {
     );
     // The split is a named markdown scratch buffer in its own window.
     let info = nvim
-        .lua("local b = vim.fn.bufnr('agent://chat') return {vim.bo[b].filetype, vim.bo[b].buftype, #vim.fn.win_findbuf(b)}", vec![])
+        .lua("local b = vim.fn.bufnr('agent: chat') return {vim.bo[b].filetype, vim.bo[b].buftype, #vim.fn.win_findbuf(b)}", vec![])
         .await;
     assert_eq!(
         info,
@@ -622,7 +622,7 @@ async fn an_external_agents_thoughts_plans_and_tool_updates_render_in_place() {
     );
     // Thoughts are folded closed in the chat window.
     let folded = nvim
-        .lua("local w = vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1] local row = vim.fn.match(vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://chat'), 0, -1, false), '^… thought') + 1 return vim.api.nvim_win_call(w, function() return vim.fn.foldclosed(row) end)", vec![])
+        .lua("local w = vim.fn.win_findbuf(vim.fn.bufnr('agent: chat'))[1] local row = vim.fn.match(vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent: chat'), 0, -1, false), '^… thought') + 1 return vim.api.nvim_win_call(w, function() return vim.fn.foldclosed(row) end)", vec![])
         .await;
     assert!(folded.as_i64().unwrap() > 0, "{folded:?}");
 }

@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::support::mock_llm::{MockLlm, Part, Recorded, Reply, Wire};
 use crate::support::nvim::{setup_lua, Nvim, Options};
 
-const CHAT: &str = "agent://chat";
+const CHAT: &str = "agent: chat";
 const WAIT: Duration = Duration::from_secs(30);
 
 fn answer(s: &str) -> Reply {
@@ -682,7 +682,7 @@ async fn a_thinking_models_thoughts_fold_in_the_chat_and_a_priced_conversation_s
     let (folded, hl) = {
         let v = nvim
             .lua(
-                "local buf = vim.fn.bufnr('agent://chat') local w = vim.fn.win_findbuf(buf)[1] \
+                "local buf = vim.fn.bufnr('agent: chat') local w = vim.fn.win_findbuf(buf)[1] \
                  local row = vim.fn.match(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '^… thought') \
                  local marks = vim.api.nvim_buf_get_extmarks(buf, -1, { row, 0 }, { row, -1 }, { details = true }) \
                  local hl = '' for _, m in ipairs(marks) do hl = hl .. ' ' .. tostring(m[4].hl_group) end \
@@ -752,7 +752,7 @@ async fn agent_compact_folds_the_summary_in_the_chat_and_the_next_prompt_is_sent
         .await;
     let folded = nvim
         .lua(
-            "local buf = vim.fn.bufnr('agent://chat') local w = vim.fn.win_findbuf(buf)[1] \
+            "local buf = vim.fn.bufnr('agent: chat') local w = vim.fn.win_findbuf(buf)[1] \
              local row = vim.fn.match(vim.api.nvim_buf_get_lines(buf, 0, -1, false), '^compacted') + 1 \
              return vim.api.nvim_win_call(w, function() return vim.fn.foldclosed(row) end)",
             vec![],
@@ -876,7 +876,7 @@ async fn a_person_scrolled_up_keeps_their_line_and_is_told_of_new_output_below()
     let nvim = start(&mock, "").await;
     nvim.cmd("Agent write many lines").await;
     nvim.wait_for_line(CHAT, "line 5").await;
-    let chat_win = "vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1]";
+    let chat_win = "vim.fn.win_findbuf(vim.fn.bufnr('agent: chat'))[1]";
     // The person goes to the top of the chat while it streams.
     nvim.lua(
         &format!("vim.api.nvim_win_set_cursor({chat_win}, {{ 1, 0 }})"),
@@ -896,7 +896,7 @@ async fn a_person_scrolled_up_keeps_their_line_and_is_told_of_new_output_below()
     // Back at the end: the marker goes.
     nvim.lua(
         &format!(
-            "vim.api.nvim_win_set_cursor({chat_win}, {{ vim.api.nvim_buf_line_count(vim.fn.bufnr('agent://chat')), 0 }})"
+            "vim.api.nvim_win_set_cursor({chat_win}, {{ vim.api.nvim_buf_line_count(vim.fn.bufnr('agent: chat')), 0 }})"
         ),
         vec![],
     )

@@ -9,7 +9,7 @@ use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
 use crate::support::nvim::{setup_lua, Nvim, Options};
 use crate::support::tool_result;
 
-const CHAT: &str = "agent://chat";
+const CHAT: &str = "agent: chat";
 
 fn turn(parts: Vec<Part>) -> Reply {
     Reply::Turn {

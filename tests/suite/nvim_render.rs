@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
 use crate::support::nvim::{mock_options, Nvim, Options};
 
-const CHAT: &str = "agent://chat";
+const CHAT: &str = "agent: chat";
 const UI: Option<(i64, i64)> = Some((80, 24));
 
 fn turn(parts: Vec<Part>) -> Reply {
@@ -51,7 +51,7 @@ async fn without_model() -> Nvim {
 async fn groups_at(nvim: &Nvim, row: usize, col: usize) -> Vec<String> {
     let groups = nvim
         .lua(
-            "local buf = vim.fn.bufnr('agent://chat') \
+            "local buf = vim.fn.bufnr('agent: chat') \
              local row, col = ... local pos = vim.inspect_pos(buf, row, col, { extmarks = true, treesitter = true, syntax = true }) \
              local out = {} \
              for _, m in ipairs(pos.extmarks) do out[#out + 1] = m.opts.hl_group end \
@@ -132,7 +132,7 @@ async fn a_streamed_answer_has_lua_highlights_in_its_code_block_and_markdown_on_
     // no treesitter highlighter or regex syntax re-parses the growing buffer.
     let state = nvim
         .lua(
-            "local buf = vim.fn.bufnr('agent://chat') \
+            "local buf = vim.fn.bufnr('agent: chat') \
              local hl = package.loaded['vim.treesitter.highlighter'] \
              return { vim.bo[buf].filetype, vim.bo[buf].syntax, hl ~= nil and hl.active[buf] ~= nil }",
             vec![],
@@ -176,7 +176,7 @@ async fn a_code_block_in_a_language_without_a_parser_stays_plain_and_render_fals
     let marks = off
         .lua(
             "local ns = vim.api.nvim_create_namespace('agent.chat.markdown') \
-             return #vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent://chat'), ns, 0, -1, {})",
+             return #vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent: chat'), ns, 0, -1, {})",
             vec![],
         )
         .await;
@@ -215,7 +215,7 @@ async fn only_the_end_of_a_long_answer_is_parsed_again_and_a_long_code_block_kee
         .await;
     let unsettled = nvim
         .lua(
-            "local buf = vim.fn.bufnr('agent://chat') \
+            "local buf = vim.fn.bufnr('agent: chat') \
              local ns = vim.api.nvim_get_namespaces()['agent.chat.markdown.start'] \
              local marks = vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, {}) \
              return { #marks, marks[1] and marks[1][2] or -1, vim.api.nvim_buf_line_count(buf) }",
@@ -279,13 +279,13 @@ async fn an_ended_answers_backlog_is_highlighted_only_where_a_window_shows_it() 
     let marks_in = |from: usize, to: usize| {
         format!(
             "local ns = vim.api.nvim_create_namespace('agent.chat.markdown') \
-             return #vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent://chat'), ns, {{ {from}, 0 }}, {{ {to}, 0 }}, {{}})"
+             return #vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent: chat'), ns, {{ {from}, 0 }}, {{ {to}, 0 }}, {{}})"
         )
     };
     // Near the end, inside the block: lua, so the part began at the fence, not inside it.
     let last = row_of(&lines, "local v195 = 195");
     nvim.wait_for(&format!(
-        "(function() local pos = vim.inspect_pos(vim.fn.bufnr('agent://chat'), {last}, 0) \
+        "(function() local pos = vim.inspect_pos(vim.fn.bufnr('agent: chat'), {last}, 0) \
          for _, m in ipairs(pos.extmarks) do if m.opts.hl_group == '@keyword.lua' then return true end end \
          return false end)()"
     ))
@@ -295,13 +295,13 @@ async fn an_ended_answers_backlog_is_highlighted_only_where_a_window_shows_it() 
     assert_eq!(nvim.lua(&marks_in(200, 3900), vec![]).await, Value::from(0));
     // Scrolled to its middle, that part is highlighted, and not all that is above it.
     nvim.lua(
-        "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent://chat'))[1] \
+        "local win = vim.fn.win_findbuf(vim.fn.bufnr('agent: chat'))[1] \
          vim.api.nvim_win_set_cursor(win, { 2001, 0 }) vim.api.nvim_win_call(win, function() vim.cmd('normal! zt') end)",
         vec![],
     )
     .await;
     nvim.wait_for(
-        "#vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent://chat'), \
+        "#vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent: chat'), \
          vim.api.nvim_create_namespace('agent.chat.markdown'), { 2000, 0 }, { 2020, 0 }, {}) > 0",
     )
     .await;
@@ -379,7 +379,7 @@ async fn a_failed_command_and_a_non_zero_exit_are_highlighted_and_a_running_comm
     // The clock stopped with the command: no timer is left rewriting the row.
     let clock = nvim
         .lua(
-            "return vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://chat'), 0, -1, false)",
+            "return vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent: chat'), 0, -1, false)",
             vec![],
         )
         .await;
@@ -391,7 +391,7 @@ async fn a_failed_command_and_a_non_zero_exit_are_highlighted_and_a_running_comm
 
 /// The diff lines under the edit's row and the group each is highlighted with.
 const DIFF_ROWS: &str = r#"
-local buf = vim.fn.bufnr('agent://chat')
+local buf = vim.fn.bufnr('agent: chat')
 local ns = vim.api.nvim_create_namespace('agent.chat')
 local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
 local row = vim.fn.match(lines, '^▸ edit a.txt')

@@ -14,7 +14,7 @@ use super::checkpoints::{call, four_changes, users_repo};
 use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
 use crate::support::nvim::{mock_options, Nvim, Options};
 
-const CHAT: &str = "agent://chat";
+const CHAT: &str = "agent: chat";
 
 fn turn(parts: Vec<Part>) -> Reply {
     Reply::Turn {
@@ -51,7 +51,7 @@ fn prompts_sent(mock: &MockLlm, n: usize) -> Vec<String> {
 async fn folded_at(nvim: &Nvim, text: &str) -> bool {
     let closed = nvim
         .lua(
-            "local b = vim.fn.bufnr('agent://chat') local w = vim.fn.win_findbuf(b)[1] \
+            "local b = vim.fn.bufnr('agent: chat') local w = vim.fn.win_findbuf(b)[1] \
              local row = vim.fn.match(vim.api.nvim_buf_get_lines(b, 0, -1, false), '^' .. ...) + 1 \
              return row > 0 and vim.api.nvim_win_call(w, function() return vim.fn.foldclosed(row) end) == row",
             vec![Value::from(text)],
@@ -74,7 +74,7 @@ async fn rows(nvim: &Nvim) -> Vec<String> {
 
 /// The input buffer's text.
 async fn input(nvim: &Nvim) -> String {
-    nvim.buffer_lines("agent://input").await.join("\n")
+    nvim.buffer_lines("agent: input").await.join("\n")
 }
 
 /// Waits until `:messages` holds `text`.
@@ -179,7 +179,7 @@ async fn rewinding_code_and_conversation_puts_back_four_files_cuts_the_chat_and_
     // Its last done row offers the diff of what changed since its prompt, as it did live.
     let hint = nvim
         .lua(
-            "local b = vim.fn.bufnr('agent://chat') \
+            "local b = vim.fn.bufnr('agent: chat') \
              local ns = vim.api.nvim_create_namespace('agent.chat') \
              for _, m in ipairs(vim.api.nvim_buf_get_extmarks(b, ns, 0, -1, { details = true })) do \
                if m[4].virt_text then return m[4].virt_text[1][1] end \

@@ -6,7 +6,7 @@ use rmpv::Value;
 use crate::support::mock_llm::MockLlm;
 use crate::support::nvim::{mock_options, Nvim, Options};
 
-const CHAT: &str = "agent://chat";
+const CHAT: &str = "agent: chat";
 
 fn options(mock: &MockLlm) -> Options {
     mock_options(mock, "")
@@ -99,7 +99,7 @@ async fn a_conversation_saved_before_neovim_quit_is_resumed_as_it_looked_and_the
     // The tool row's output is folded as it was.
     let folded = nvim
         .lua(
-            "local b = vim.fn.bufnr('agent://chat') local w = vim.fn.win_findbuf(b)[1] \
+            "local b = vim.fn.bufnr('agent: chat') local w = vim.fn.win_findbuf(b)[1] \
              local row = vim.fn.match(vim.api.nvim_buf_get_lines(b, 0, -1, false), '^▸ read a.txt') + 1 \
              return { row, vim.api.nvim_win_call(w, function() return vim.fn.foldclosed(row) end) }",
             vec![],

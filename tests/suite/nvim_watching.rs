@@ -8,7 +8,7 @@ use serde_json::json;
 use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
 use crate::support::nvim::{mock_options, Nvim, Options};
 
-const CHAT: &str = "agent://chat";
+const CHAT: &str = "agent: chat";
 
 fn turn(parts: Vec<Part>) -> Reply {
     Reply::Turn {
@@ -112,7 +112,7 @@ async fn a_running_command_shows_its_newest_lines_under_its_row_then_its_exit() 
     assert!(statusline(&nvim).await.ends_with(" · line 5"));
     let winbar = nvim
         .lua(
-            "return vim.wo[vim.fn.bufwinid('agent://chat')].winbar",
+            "return vim.wo[vim.fn.bufwinid('agent: chat')].winbar",
             vec![],
         )
         .await;
@@ -178,7 +178,7 @@ async fn the_output_key_opens_a_finished_commands_whole_output_as_the_model_read
     // Off a row (on the answer): said, and nothing opens.
     let empty = lines.iter().position(|l| l == "Counted.").unwrap();
     nvim.lua(
-        "local win = vim.fn.bufwinid('agent://chat') vim.api.nvim_set_current_win(win) \
+        "local win = vim.fn.bufwinid('agent: chat') vim.api.nvim_set_current_win(win) \
          vim.api.nvim_win_set_cursor(win, { ..., 0 })",
         vec![Value::from(empty as i64 + 1)],
     )
@@ -209,7 +209,7 @@ async fn the_output_key_opens_a_finished_commands_whole_output_as_the_model_read
     let flags = nvim
         .lua(
             "return { vim.bo.modifiable, vim.bo.readonly, vim.bo.buftype, \
-                      vim.fn.bufwinid('agent://chat') ~= vim.api.nvim_get_current_win() }",
+                      vim.fn.bufwinid('agent: chat') ~= vim.api.nvim_get_current_win() }",
             vec![],
         )
         .await;
@@ -240,7 +240,7 @@ async fn the_output_key_opens_a_finished_commands_whole_output_as_the_model_read
 }
 
 async fn current_name(nvim: &Nvim) -> String {
-    nvim.lua("return vim.api.nvim_buf_get_name(0)", vec![])
+    nvim.lua("return vim.fn.bufname('%')", vec![])
         .await
         .as_str()
         .unwrap_or_default()
@@ -272,7 +272,7 @@ async fn view(nvim: &Nvim, win: &str) -> (Value, String) {
     (at, name.as_str().unwrap_or_default().to_string())
 }
 
-const INPUT_WIN: &str = "vim.fn.bufwinid('agent://input')";
+const INPUT_WIN: &str = "vim.fn.bufwinid('agent: input')";
 /// The window that is neither the chat's nor the input's.
 const CODE_WIN: &str = "(function() for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do \
     local name = vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(w)) \
@@ -321,7 +321,7 @@ async fn follow_mode_opens_a_read_file_at_its_top_and_an_edit_at_its_change_with
     assert_eq!(code, Value::Array(vec![1.into(), 0.into(), 1.into()]));
     // The person's window and cursor are where they were.
     let (input, name) = view(&nvim, "vim.api.nvim_get_current_win()").await;
-    assert_eq!(name, "agent://input");
+    assert!(name.ends_with("/agent: input"), "{name}");
     assert_eq!(
         input.as_array().unwrap()[..2],
         [Value::from(1), Value::from(6)]
@@ -368,7 +368,7 @@ async fn follow_mode_opens_a_read_file_at_its_top_and_an_edit_at_its_change_with
     // For a moment only.
     nvim.wait_for(&format!("{marks} == 0")).await;
     let (input, name) = view(&nvim, "vim.api.nvim_get_current_win()").await;
-    assert_eq!(name, "agent://input");
+    assert!(name.ends_with("/agent: input"), "{name}");
     assert_eq!(
         input.as_array().unwrap()[..2],
         [Value::from(1), Value::from(6)]
@@ -423,7 +423,7 @@ async fn follow_mode_opens_an_external_agents_location_and_nothing_outside_the_w
     assert_eq!(name, format!("{root}/src/lib.rs"));
     assert_eq!(code, Value::Array(vec![20.into(), 0.into(), 20.into()]));
     let (_, name) = view(&nvim, "vim.api.nvim_get_current_win()").await;
-    assert_eq!(name, "agent://input");
+    assert!(name.ends_with("/agent: input"), "{name}");
     // A path outside the workspace, and a FIFO inside it (its read would block Neovim), are
     // not opened.
     let fifo = format!("{root}/pipe");
@@ -510,7 +510,7 @@ async fn a_chat_following_the_end_shows_its_top_again_when_the_live_lines_give_w
     let nvim = start_small(&mock, "auto_approve = true, live_lines = 20").await;
     nvim.cmd("Agent count").await;
     nvim.wait_for_line(CHAT, "  l20").await;
-    let top = "vim.fn.getwininfo(vim.fn.bufwinid('agent://chat'))[1].topline";
+    let top = "vim.fn.getwininfo(vim.fn.bufwinid('agent: chat'))[1].topline";
     // Twenty live lines do not fit: the chat follows their end, its top scrolled away.
     nvim.wait_for(&format!("{top} > 1")).await;
     nvim.write("go", "");
@@ -530,7 +530,7 @@ async fn a_live_line_wider_than_the_chat_is_cut_to_it_and_whole_once_the_command
     let live = from_row(&lines, "… running run_bash", 2)[1].clone();
     let width = nvim
         .lua(
-            "return vim.api.nvim_win_get_width(vim.fn.bufwinid('agent://chat'))",
+            "return vim.api.nvim_win_get_width(vim.fn.bufwinid('agent: chat'))",
             vec![],
         )
         .await
@@ -553,7 +553,7 @@ async fn a_narrow_chat_still_shows_how_a_long_command_ended() {
     nvim.wait_for_line(CHAT, "Ran it.").await;
     let width = nvim
         .lua(
-            "return vim.api.nvim_win_get_width(vim.fn.bufwinid('agent://chat'))",
+            "return vim.api.nvim_win_get_width(vim.fn.bufwinid('agent: chat'))",
             vec![],
         )
         .await;
@@ -563,7 +563,7 @@ async fn a_narrow_chat_still_shows_how_a_long_command_ended() {
     assert!(screen.contains("▸ $ echo 'a command"), "{screen}");
     let highlight = nvim
         .lua(
-            "local win = vim.fn.bufwinid('agent://chat') \
+            "local win = vim.fn.bufwinid('agent: chat') \
              return vim.api.nvim_win_call(win, function() \
                for row = 1, vim.api.nvim_buf_line_count(0) do \
                  if vim.fn.foldclosed(row) == row then \
@@ -586,7 +586,7 @@ async fn a_narrow_chats_winbar_quotes_less_of_the_command_to_show_its_last_line(
              s.current.command = 'cargo test --workspace --all-features -- --nocapture' \
              s.current.since, s.current.last_line = vim.uv.now(), 'test parse ... ok' \
              s.render() \
-             return vim.wo[vim.fn.bufwinid('agent://chat')].winbar",
+             return vim.wo[vim.fn.bufwinid('agent: chat')].winbar",
             vec![],
         )
         .await;

@@ -1,4 +1,4 @@
---- The conversation split: `agent://chat` above `agent://input`, and the state shown in the chat
+--- The conversation split: `agent: chat` above `agent: input`, and the state shown in the chat
 --- window's winbar. This module is the chat's API; the parts live beside it:
 --- - window.lua: the buffers, windows, their options and keys;
 --- - render.lua: writing to the chat buffer (batched appends, rows rewritten in place, folds);

@@ -1,12 +1,14 @@
---- The chat's buffers and windows: `agent://chat` (the conversation, markdown, never edited by
---- hand) above `agent://input` (the prompt being written), their window options and keys.
+--- The chat's buffers and windows: `agent: chat` (the conversation, markdown, never edited by
+--- hand) above `agent: input` (the prompt being written), their window options and keys.
 --- Windows are never entered but on request: the user's cursor and focus stay where they are.
 
 local M = {}
 local H = {}
 
-H.CHAT = "agent://chat"
-H.INPUT = "agent://input"
+-- Names that read well where Neovim shows a buffer's name (a tab page's label, a statusline):
+-- `agent: chat`, where `agent://chat` was shortened to `a//chat`.
+H.CHAT = "agent: chat"
+H.INPUT = "agent: input"
 H.INPUT_HEIGHT = 5
 H.ns_hint = vim.api.nvim_create_namespace("agent.input.hint")
 
@@ -250,13 +252,16 @@ end
 -- Helpers ------------------------------------------------------------------------------------
 
 function H.scratch(name)
+  -- Found by the mark it was made with: a name without `://` is made a path, whose full form
+  -- depends on the directory Neovim was in.
   for _, buf in ipairs(vim.api.nvim_list_bufs()) do
-    if vim.api.nvim_buf_get_name(buf) == name then
+    if vim.b[buf].agent_buffer == name then
       vim.api.nvim_buf_delete(buf, { force = true })
     end
   end
   local buf = vim.api.nvim_create_buf(false, true)
   vim.api.nvim_buf_set_name(buf, name)
+  vim.b[buf].agent_buffer = name
   vim.bo[buf].buftype = "nofile"
   vim.bo[buf].bufhidden = "hide"
   vim.bo[buf].swapfile = false

@@ -10,7 +10,11 @@ M.kinds = { file = 17, context = 6, command = 14 }
 ---@param buf? integer
 ---@return boolean
 function M.in_input(buf)
-  return vim.api.nvim_buf_get_name(buf or 0) == "agent://input"
+  local input = require("agent.chat.window").input_buf
+  if not buf or buf == 0 then
+    buf = vim.api.nvim_get_current_buf()
+  end
+  return input ~= nil and buf == input
 end
 
 --- Calls `done(items)` with the items for the cursor at byte column `col` (0-based) of `line`,

@@ -285,8 +285,8 @@ end
 -- Helpers ------------------------------------------------------------------------------------
 
 function H.ours(buf)
-  local name = vim.api.nvim_buf_get_name(buf)
-  return name == "agent://chat" or name == "agent://input"
+  local window = require("agent.chat.window")
+  return buf == window.buf or buf == window.input_buf
 end
 
 -- `@calc.py,` means calc.py: punctuation that ends a sentence is left off a path that does not
@@ -479,7 +479,11 @@ end
 -- in Insert mode, in the same buffer, the cursor's line still ending in that word where it
 -- was found (an answer from the backend may come after another key).
 function H.show(found)
-  if found.unanswered or vim.fn.mode() ~= "i" or vim.api.nvim_buf_get_name(0) ~= "agent://input" then
+  if
+    found.unanswered
+    or vim.fn.mode() ~= "i"
+    or vim.api.nvim_get_current_buf() ~= require("agent.chat.window").input_buf
+  then
     return
   end
   local line = vim.api.nvim_get_current_line()
