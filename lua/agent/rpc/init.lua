@@ -26,7 +26,7 @@ H.files_waiting = nil ---@type { seq: integer, done: function }?
 
 --- The protocol this file speaks; a backend announcing another one is stopped, with a message
 --- saying how to rebuild it.
-M.PROTOCOL = 10
+M.PROTOCOL = 11
 
 --- The plugin's root: the directory holding lua/ and plugin/.
 M.plugin_root = paths.root
