@@ -97,7 +97,7 @@ fn loop_agent(
         provider: Some("anthropic".into()),
         model: Some("bench".into()),
         base_url: Some(mock.base_url()),
-        tuning: Default::default(),
+        ..Default::default()
     };
     let executor = session::executor(&config, Box::new(|_, _| None), Arc::new(NoEditor)).unwrap();
     (dir, session::agent(&config, executor).unwrap())

@@ -754,7 +754,10 @@ impl Agent {
                     let err = if compacted_for_length && too_long(&err) {
                         format!("{err} (even after compacting the conversation: start a new one with :Agent new)")
                     } else {
-                        err.to_string()
+                        match self.client.next_step(&err) {
+                            Some(step) => format!("{err}; {step}"),
+                            None => err.to_string(),
+                        }
                     };
                     let message = format!("agent: {err}");
                     tracing::warn!(%message, "model request failed");

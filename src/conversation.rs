@@ -455,6 +455,8 @@ pub(crate) mod tests {
             model: Some("m".into()),
             base_url: Some(base_url),
             tuning: Default::default(),
+            api_key: None,
+            api_key_cmd: None,
         };
         let built = crate::session::build(
             &config,

@@ -14,7 +14,7 @@ use crate::approval::{Asker, Gate};
 use crate::checkpoint::Checkpoints;
 use crate::conversation::{Checkpointed, Conversation, Native, Unavailable};
 use crate::editor::Editor;
-use crate::llm::{Client, ProviderChoice, ProviderConfig, ProviderError};
+use crate::llm::{Client, ProviderChoice, ProviderConfig, ProviderError, ProviderKind};
 use crate::permissions::saved::{Project, Saved};
 use crate::permissions::Rules;
 use crate::sandbox::Report;
@@ -238,36 +238,44 @@ pub fn decorate(
 /// The provider a built-in conversation talks to, as `started` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderInfo {
-    /// `anthropic`, `openai`, `ollama`.
-    pub name: String,
+    /// Which provider (its name, default model and models offered come with it).
+    pub kind: ProviderKind,
     /// The model.
     pub model: String,
-    /// The provider's own default model (what `:Agent model` offers besides setup's list).
-    pub default_model: String,
+    /// Where requests go.
+    pub base_url: String,
 }
 
 impl Session {
     /// The session as a front end drives it: the workspace, the built-in conversation (the turn
     /// loop, checkpointed before each prompt when checkpoints are on, or, when the provider could not be configured, one that answers each prompt with
     /// why: a session that only drives an external agent needs no provider), and the provider
-    /// it talks to (None when not configured).
-    pub fn into_conversation(self) -> (Workspace, Arc<dyn Conversation>, Option<ProviderInfo>) {
+    /// it talks to, or, when it is not configured, why: `explain`'s words for the error (each
+    /// front end says what to set in its own terms), which each prompt is answered with too.
+    pub fn into_conversation(
+        self,
+        explain: &dyn Fn(&ProviderError) -> String,
+    ) -> (
+        Workspace,
+        Arc<dyn Conversation>,
+        std::result::Result<ProviderInfo, String>,
+    ) {
         match self.agent {
             Ok(agent) => {
                 let config = agent.client().config();
                 let provider = ProviderInfo {
-                    name: config.kind.name().to_string(),
+                    kind: config.kind,
                     model: config.model.clone(),
-                    default_model: config.kind.default_model().to_string(),
+                    base_url: config.base_url.clone(),
                 };
                 let native = Arc::new(Native::new(agent));
                 let native = decorate(native, self.store.as_ref(), self.checkpoints.as_ref());
-                (self.workspace, native, Some(provider))
+                (self.workspace, native, Ok(provider))
             }
             Err(err) => {
-                let message = format!("agent: {err}");
-                let unavailable = Arc::new(Unavailable::new("built-in", message));
-                (self.workspace, unavailable, None)
+                let message = explain(&err);
+                let unavailable = Arc::new(Unavailable::new("built-in", message.clone()));
+                (self.workspace, unavailable, Err(message))
             }
         }
     }
@@ -393,6 +401,8 @@ mod tests {
             model: Some("m".into()),
             base_url: Some(mock.base_url()),
             tuning: Default::default(),
+            api_key: None,
+            api_key_cmd: None,
         };
         let asker = Arc::new(Allowing::default());
         let editor = Arc::new(Watching::default());
@@ -444,6 +454,8 @@ mod tests {
             model: Some("m".into()),
             base_url: Some(mock.base_url()),
             tuning: Default::default(),
+            api_key: None,
+            api_key_cmd: None,
         };
         let built = build(
             &config,
@@ -455,7 +467,7 @@ mod tests {
             built.checkpoints.clone().unwrap(),
             built.store.clone().unwrap(),
         );
-        let (_, conversation, _) = built.into_conversation();
+        let (_, conversation, _) = built.into_conversation(&|err| err.to_string());
         let (events, _seen) = tokio::sync::mpsc::unbounded_channel();
         let events = crate::conversation::Events::new(events);
         let outcome = conversation
@@ -490,25 +502,31 @@ mod tests {
             model: Some("m".into()),
             base_url: Some("http://127.0.0.1:9".into()),
             tuning: Default::default(),
+            api_key: None,
+            api_key_cmd: None,
         };
         let none = || -> AskerFor<'static> { Box::new(|_, _| None) };
         let editor = || Arc::new(crate::editor::NoEditor);
         let built = build(&config, none(), editor()).unwrap();
-        let (_, native, provider) = built.into_conversation();
+        let explain = |err: &ProviderError| format!("agent: {err}");
+        let (_, native, provider) = built.into_conversation(&explain);
         assert_eq!(native.name(), "built-in");
         assert_eq!(
             provider,
-            Some(ProviderInfo {
-                name: "ollama".into(),
+            Ok(ProviderInfo {
+                kind: ProviderKind::Ollama,
                 model: "m".into(),
-                default_model: "qwen3-coder".into(),
+                base_url: "http://127.0.0.1:9".into(),
             })
         );
         config.provider.provider = Some("nope".into());
         let (_, unavailable, provider) = build(&config, none(), editor())
             .unwrap()
-            .into_conversation();
-        assert_eq!(provider, None);
+            .into_conversation(&explain);
+        assert_eq!(
+            provider,
+            Err("agent: unknown provider 'nope'; use anthropic, openai or ollama".into())
+        );
         let (events, mut seen) = tokio::sync::mpsc::unbounded_channel();
         let events = crate::conversation::Events::new(events);
         unavailable

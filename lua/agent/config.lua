@@ -13,6 +13,8 @@ local H = {}
 ---@field provider? string
 ---@field model? string
 ---@field base_url? string
+---@field api_key? string
+---@field api_key_cmd? string[]
 ---@field auto_approve boolean
 ---@field notify_command? string[] run with the message when a turn ends unseen (:help agent-notify)
 ---@field live_lines integer
@@ -45,6 +47,10 @@ H.defaults = {
   -- provider = nil,      -- "anthropic" | "openai" | "ollama"; nil: the first whose API key is set
   -- model = nil,         -- model name; nil: the provider's default
   -- base_url = nil,      -- endpoint; nil: the environment's or the vendor's
+  -- api_key = nil,       -- the provider's key, over its variable (api_key_cmd keeps it out of
+  --                         your config)
+  -- api_key_cmd = nil,   -- a command that prints the key, run by the backend when the first
+  --                         prompt needs it: { "pass", "show", "anthropic" }
   auto_approve = false, -- allow every edit and command without asking (think twice)
   -- notify_command = nil, -- run with the message when a turn ends unseen: { "notify-send", "agent.nvim" }
   live_lines = 5, -- how many of a running command's newest output lines its chat row shows
@@ -320,6 +326,14 @@ H.schema = {
   provider = optional_string,
   model = optional_string,
   base_url = optional_string,
+  api_key = optional_string,
+  api_key_cmd = function(v)
+    if v == nil then
+      return true
+    end
+    local ok = H.string_list(v)
+    return (ok == true and #v > 0) or 'a command as a list of words like { "pass", "show", "anthropic" }'
+  end,
   auto_approve = boolean,
   notify_command = function(v)
     if v == nil then
@@ -464,7 +478,8 @@ function M.setup(opts)
   -- A list the user gives replaces the default list (tbl_deep_extend would merge them by index).
   for path, check in pairs(H.schema) do
     if
-      check == H.key_list
+      path == "api_key_cmd"
+      or check == H.key_list
       or check == H.name_list
       or check == H.rule_list
       or check == H.path_list
@@ -496,7 +511,7 @@ function M.setup(opts)
       elseif ok ~= true and (path == "sandbox" or path:find("^sandbox%.")) then
         sandbox_problems[#sandbox_problems + 1] = ("agent: `%s` should be %s, got %s"):format(path, ok, H.show(value))
       elseif ok ~= true then
-        problems[#problems + 1] = ("agent: `%s` should be %s, got %s"):format(path, ok, H.show(value))
+        problems[#problems + 1] = ("agent: `%s` should be %s, got %s"):format(path, ok, H.show(value, path))
         H.set(merged, path, vim.deepcopy(H.get(H.defaults, path)))
       end
     end
@@ -569,7 +584,10 @@ function H.get(tbl, path)
   return value
 end
 
-function H.show(value)
+function H.show(value, path)
+  if path == "api_key" then
+    return type(value) -- never the value: it may be a key
+  end
   if type(value) == "string" then
     return ("%q"):format(value)
   end

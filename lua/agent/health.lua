@@ -1,6 +1,6 @@
 --- :checkhealth agent: Neovim's version, the backend and its version, the configuration, the
---- shell, the sandbox (Landlock's ABI and what is in force), git (which checkpoints need), and
---- which API keys are set (never their values).
+--- shell, the sandbox (Landlock's ABI and what is in force), git (which checkpoints need), the
+--- provider, base URL and model in use, and where the key comes from (never its value).
 
 local M = {}
 local H = {}
@@ -37,7 +37,8 @@ function M.check()
   H.shell(config.options.shell)
   H.sandbox(config.options)
   H.git()
-  H.keys(config.options.provider)
+  H.provider(config.options)
+  H.keys(config.options)
   H.pass_env(config.options.pass_env)
   health.info("log file: " .. require("agent.rpc").logfile())
 end
@@ -73,10 +74,8 @@ function H.backend()
   local info = rpc.info()
   if info then
     health.info(
-      ("backend running: protocol %s, %s %s, workspace %s, sandbox %s"):format(
+      ("backend running: protocol %s, workspace %s, sandbox %s"):format(
         tostring(info.protocol),
-        tostring(info.provider),
-        tostring(info.model),
         tostring(info.workspace),
         tostring(info.sandbox)
       )
@@ -243,27 +242,74 @@ function H.shell(shell)
   end
 end
 
-function H.keys(provider)
+--- The provider, base URL and model the built-in conversation uses now (the model `:Agent
+--- model` switched to included), or would use once the backend starts.
+---@param options agent.Config
+function H.provider(options)
   local health = vim.health
+  local rpc = require("agent.rpc")
+  local info = rpc.info()
+  if info and info.unavailable then
+    health.error(info.unavailable)
+  elseif info and info.provider ~= "" then
+    health.ok(
+      ("provider %s, base URL %s, model %s"):format(
+        info.provider,
+        tostring(info.base_url),
+        rpc.chosen_model() or tostring(info.model)
+      )
+    )
+  else
+    health.info(
+      ("when the backend starts: provider %s, base URL %s, model %s"):format(
+        options.provider or "(the first whose key is set)",
+        options.base_url or "(the environment's or the vendor's)",
+        rpc.chosen_model() or "(the provider's default)"
+      )
+    )
+  end
+end
+
+--- Where the key comes from: setup()'s `api_key` or `api_key_cmd`, else the variables (which
+--- are set, never their values).
+---@param options agent.Config
+function H.keys(options)
+  local health = vim.health
+  local provider = options.provider
+  if provider == "ollama" then
+    health.ok("provider ollama needs no key")
+    return
+  end
+  if options.api_key then
+    health.ok("the key is api_key in setup() (api_key_cmd keeps it out of your config)")
+    return
+  end
+  if options.api_key_cmd then
+    health.ok(
+      ("the key is what api_key_cmd prints (%s), run when the first prompt needs it"):format(
+        table.concat(options.api_key_cmd, " ")
+      )
+    )
+    return
+  end
   local needed = { anthropic = "ANTHROPIC_API_KEY", openai = "OPENAI_API_KEY" }
   local any = false
+  local advice = "export %s in the shell and start Neovim again, or set api_key_cmd (or api_key) in setup()"
   for _, name in ipairs({ "ANTHROPIC_API_KEY", "OPENAI_API_KEY" }) do
     local value = vim.env[name]
     if value and value ~= "" then
       any = true
       health.ok(name .. " is set")
     elseif needed[provider] == name then
-      health.error(
-        name .. " is not set, and provider is " .. provider,
-        { "export " .. name .. " before starting Neovim" }
-      )
+      health.error(name .. " is not set, and provider is " .. provider, { advice:format(name) })
     else
       health.info(name .. " is not set")
     end
   end
-  if not any and provider ~= "ollama" and not needed[provider] then
+  if not any and not needed[provider] then
     health.warn("no API key is set", {
-      'export ANTHROPIC_API_KEY or OPENAI_API_KEY before starting Neovim, or use provider = "ollama"',
+      advice:format("ANTHROPIC_API_KEY or OPENAI_API_KEY"),
+      'or use provider = "ollama", which needs none',
     })
   end
 end

@@ -66,7 +66,7 @@ function M.ask(prompt, opts)
   local context = opts and opts.context
   local shown = context and (prompt .. "\n\n" .. context) or prompt
   chat.open({ focus = false })
-  chat.user_prompt(shown, expanded.attachments)
+  chat.user_prompt(shown, expanded.attachments, prompt)
   rpc.prompt(context and (expanded.text .. "\n\n" .. context) or expanded.text)
   return true
 end
@@ -157,7 +157,7 @@ function M.new()
   if rpc.running() then
     rpc.new()
   end
-  chat.clear(rpc.running())
+  chat.clear(rpc.running(), true)
   chat.queue.back_to_input(queued)
 end
 
@@ -179,7 +179,8 @@ end
 
 --- Switches the model the following prompts use (the running turn finishes on its own) and
 --- shows it in the status line. Without `name`, picks one with vim.ui.select from setup()'s
---- `models` and the provider's default. See :help agent-model.
+--- `models`, the provider's models in the built-in table and, for Ollama, the models its server
+--- lists. See :help agent-model.
 ---@param name? string
 function M.model(name)
   local choices = require("agent.choices")
@@ -207,7 +208,8 @@ function M.model(name)
 end
 
 --- The models :Agent model offers: setup()'s `models`, the model in use and those the backend
---- reported (the provider's default among them), each once.
+--- reported (the provider's default, the model table's entries for the provider, and the
+--- models an Ollama server listed when :Agent model asked), each once.
 ---@return string[]
 function M.models()
   local seen, names = {}, {}
@@ -238,6 +240,16 @@ function M.models()
 end
 
 function H.pick_model()
+  local rpc = require("agent.rpc")
+  if rpc.ensure() then
+    local offer = rpc.models()
+    if offer then
+      require("agent.chat").offered(offer.models or {})
+      if offer.problem then
+        vim.notify(offer.problem, vim.log.levels.WARN)
+      end
+    end
+  end
   local names = M.models()
   if #names == 0 then
     vim.notify(

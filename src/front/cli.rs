@@ -452,6 +452,8 @@ mod tests {
                     model: Some("qwen".into()),
                     base_url: None,
                     tuning: Default::default(),
+                    api_key: None,
+                    api_key_cmd: None,
                 },
                 auto_approve: true,
                 max_turns: Some(3),

@@ -5,12 +5,12 @@
 //! size). `models.rs` is what is known of each model: window, prices, thinking.
 
 pub mod anthropic;
+pub mod key;
 pub mod models;
 pub mod ollama;
 pub mod openai;
 pub mod responses;
 
-use std::fmt;
 use std::time::Duration;
 
 use eventsource_stream::Eventsource;
@@ -18,6 +18,7 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use crate::tools::ToolSpec;
+pub use key::{ApiKey, Key};
 pub use models::{ModelInfo, OpenAiApi, Price, Thinking, Tuning};
 
 /// Which wire format and defaults to use.
@@ -76,38 +77,25 @@ impl ProviderKind {
         }
     }
 
-    /// The base URL: the configured one, else the vendor SDK's environment variable, else the
-    /// vendor's own endpoint.
-    fn base_url(self, env: &dyn Fn(&str) -> Option<String>) -> String {
+    /// The environment variable the vendor's SDK reads its base URL from; None for Ollama.
+    pub fn base_url_var(self) -> Option<&'static str> {
         match self {
-            ProviderKind::Anthropic => {
-                env("ANTHROPIC_BASE_URL").unwrap_or_else(|| "https://api.anthropic.com".to_string())
-            }
-            ProviderKind::OpenAi => {
-                env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".to_string())
-            }
-            ProviderKind::Ollama => "http://localhost:11434/v1".to_string(),
+            ProviderKind::Anthropic => Some("ANTHROPIC_BASE_URL"),
+            ProviderKind::OpenAi => Some("OPENAI_BASE_URL"),
+            ProviderKind::Ollama => None,
         }
     }
-}
 
-/// An API key. Its Debug and Display never show the value, so it cannot leak into a log.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    /// Wraps a key.
-    pub fn new(key: String) -> Self {
-        ApiKey(key)
-    }
-    fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ApiKey([redacted])")
+    /// The base URL: the vendor SDK's environment variable, else the vendor's own endpoint.
+    fn base_url(self, env: &dyn Fn(&str) -> Option<String>) -> String {
+        let vendor = match self {
+            ProviderKind::Anthropic => "https://api.anthropic.com",
+            ProviderKind::OpenAi => "https://api.openai.com/v1",
+            ProviderKind::Ollama => "http://localhost:11434/v1",
+        };
+        self.base_url_var()
+            .and_then(env)
+            .unwrap_or_else(|| vendor.to_string())
     }
 }
 
@@ -120,6 +108,11 @@ pub struct ProviderChoice {
     pub model: Option<String>,
     /// The endpoint, overriding the environment and the vendor default.
     pub base_url: Option<String>,
+    /// The key given in setup() (`api_key`), over the environment's.
+    pub api_key: Option<ApiKey>,
+    /// The command that prints the key (`api_key_cmd`), over the environment's; run when the
+    /// first request needs it.
+    pub api_key_cmd: Option<Vec<String>>,
     /// Thinking, reasoning effort, the OpenAI wire format and the model table.
     pub tuning: Tuning,
 }
@@ -133,8 +126,8 @@ pub struct ProviderConfig {
     pub model: String,
     /// Base URL without a trailing slash.
     pub base_url: String,
-    /// The key, when the provider needs one.
-    pub api_key: Option<ApiKey>,
+    /// The key, or how to get it.
+    pub key: Key,
     /// Thinking, reasoning effort, the OpenAI wire format and the model table.
     pub tuning: Tuning,
 }
@@ -196,25 +189,39 @@ pub enum ProviderError {
 }
 
 impl ProviderConfig {
-    /// Resolves a choice against the environment: with no provider named, the first whose key is
-    /// set (Anthropic, then OpenAI) is used.
+    /// Resolves a choice against the environment: with no provider named, a key given in the
+    /// choice is Anthropic's, else the first provider whose key variable is set (Anthropic, then
+    /// OpenAI) is used. A key given in the choice (`api_key`, then `api_key_cmd`) wins over the
+    /// variable: it is the more particular of the two.
     pub fn resolve(
         choice: &ProviderChoice,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ProviderError> {
         let env_set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        let given = choice
+            .api_key
+            .clone()
+            .filter(|key| !key.expose().trim().is_empty());
+        let command = choice.api_key_cmd.clone().filter(|argv| !argv.is_empty());
         let kind = match &choice.provider {
             Some(name) => ProviderKind::parse(name)
                 .ok_or_else(|| ProviderError::UnknownProvider(name.clone()))?,
+            None if given.is_some() || command.is_some() => ProviderKind::Anthropic,
             None if env_set("ANTHROPIC_API_KEY").is_some() => ProviderKind::Anthropic,
             None if env_set("OPENAI_API_KEY").is_some() => ProviderKind::OpenAi,
             None => return Err(ProviderError::NoProvider),
         };
-        let api_key = match kind.key_var() {
-            Some(var) => Some(ApiKey(
-                env_set(var).ok_or(ProviderError::MissingKey { var })?,
-            )),
-            None => None,
+        let key = match (kind.key_var(), given, command) {
+            (None, _, _) => Key::None,
+            (Some(_), Some(key), _) => Key::Given {
+                key,
+                from: "api_key in setup()".into(),
+            },
+            (Some(_), None, Some(argv)) => Key::Command(argv),
+            (Some(var), None, None) => Key::Given {
+                key: ApiKey::new(env_set(var).ok_or(ProviderError::MissingKey { var })?),
+                from: var.into(),
+            },
         };
         let base_url = choice
             .base_url
@@ -227,7 +234,7 @@ impl ProviderConfig {
                 .clone()
                 .unwrap_or_else(|| kind.default_model().to_string()),
             base_url: base_url.trim_end_matches('/').to_string(),
-            api_key,
+            key,
             tuning: choice.tuning.clone(),
         })
     }
@@ -441,6 +448,9 @@ pub enum LlmError {
         /// The base URL that would send the request there directly.
         base: String,
     },
+    /// `api_key_cmd` gave no key; the text says why and what to do ([`key::run_command`]).
+    #[error("{0}")]
+    Key(String),
 }
 
 impl LlmError {
@@ -470,6 +480,7 @@ impl LlmError {
                 to: clean(to),
                 base: clean(base),
             },
+            LlmError::Key(message) => LlmError::Key(clean(message)),
         }
     }
 
@@ -559,12 +570,14 @@ pub struct Client {
     /// The messages rendered so far: a tool loop's request renders only what is new.
     rendered: std::sync::Mutex<Rendered>,
     retry_base: Duration,
+    /// The key `api_key_cmd` printed, once the first request needed it.
+    fetched: tokio::sync::OnceCell<ApiKey>,
 }
 
 impl Client {
     /// A client for `config` offering `tools`.
     pub fn new(config: ProviderConfig, tools: &[ToolSpec]) -> Result<Self, ProviderError> {
-        if let Some(key) = &config.api_key {
+        if let Key::Given { key, .. } = &config.key {
             crate::secrets::protect(key.expose());
         }
         let http = reqwest::Client::builder()
@@ -584,7 +597,62 @@ impl Client {
             responses_tools: responses_tools.to_string(),
             rendered: Default::default(),
             retry_base: Duration::from_secs(1),
+            fetched: tokio::sync::OnceCell::new(),
         })
+    }
+
+    /// The key to send, None for a provider without one. `api_key_cmd` runs here the first
+    /// time (a failure is not kept: the next request runs it again).
+    async fn key(&self) -> Result<Option<&ApiKey>, LlmError> {
+        match &self.config.key {
+            Key::None => Ok(None),
+            Key::Given { key, .. } => Ok(Some(key)),
+            Key::Command(argv) => self
+                .fetched
+                .get_or_try_init(|| key::run_command(argv, self.config.kind.key_var()))
+                .await
+                .map(Some)
+                .map_err(LlmError::Key),
+        }
+    }
+
+    /// Where the next request is posted.
+    fn endpoint(&self) -> String {
+        let base = &self.config.base_url;
+        match self.config.wire() {
+            WireFormat::Anthropic => format!("{base}/v1/messages"),
+            WireFormat::Chat => format!("{base}/chat/completions"),
+            WireFormat::Responses => format!("{base}/responses"),
+            WireFormat::Ollama => ollama::url(base),
+        }
+    }
+
+    /// The next step for `err` that only this configuration knows, to say after it: a refused
+    /// key names where the key came from and the base URL, a 404 the model and the URL.
+    pub fn next_step(&self, err: &LlmError) -> Option<String> {
+        let LlmError::Status { status, .. } = err else {
+            return None;
+        };
+        let cfg = &self.config;
+        let base = match cfg.kind.base_url_var() {
+            Some(var) => format!("{} (base_url, else {var})", cfg.base_url),
+            None => format!("{} (base_url)", cfg.base_url),
+        };
+        match status {
+            401 | 403 => Some(match cfg.key.source() {
+                Some(source) => format!("check the key, {source}, and the base URL in use, {base}"),
+                None => format!(
+                    "{} sends no key; check the base URL in use, {base}",
+                    cfg.kind.name()
+                ),
+            }),
+            404 => Some(format!(
+                "check the model, {} (:Agent model picks another), and the URL, {}",
+                cfg.model,
+                self.endpoint()
+            )),
+            _ => None,
+        }
     }
 
     /// Sends `model` in the requests from now on (the person switched it).
@@ -725,12 +793,8 @@ impl Client {
         let model = cfg.model.as_str();
         let effort = cfg.tuning.effort.as_deref();
         let thinking = cfg.tuning.thinking_budget(model);
-        let url = match wire {
-            WireFormat::Anthropic => format!("{}/v1/messages", cfg.base_url),
-            WireFormat::Chat => format!("{}/chat/completions", cfg.base_url),
-            WireFormat::Responses => format!("{}/responses", cfg.base_url),
-            WireFormat::Ollama => ollama::url(&cfg.base_url),
-        };
+        let url = self.endpoint();
+        let key = self.key().await?;
         let body = self.body(wire, request, thinking, effort);
         let accept = match wire {
             WireFormat::Ollama => "application/x-ndjson",
@@ -749,7 +813,7 @@ impl Client {
                 builder = builder.header("anthropic-beta", anthropic::INTERLEAVED_THINKING);
             }
         }
-        if let Some(key) = &cfg.api_key {
+        if let Some(key) = key {
             builder = match cfg.kind {
                 ProviderKind::Anthropic => builder.header("x-api-key", key.expose()),
                 ProviderKind::OpenAi | ProviderKind::Ollama => builder.bearer_auth(key.expose()),
@@ -898,7 +962,7 @@ fn redirected(response: &reqwest::Response, base_url: &str, url: &str) -> Option
 }
 
 /// A reqwest error in words a user can act on (no URL query, no headers: nothing secret).
-fn describe(err: &reqwest::Error) -> String {
+pub(crate) fn describe(err: &reqwest::Error) -> String {
     let mut text = err.to_string();
     let mut source = std::error::Error::source(err);
     while let Some(inner) = source {
@@ -993,7 +1057,10 @@ mod tests {
                 kind: ProviderKind::Anthropic,
                 model: "claude-sonnet-4-5".into(),
                 base_url: "https://api.anthropic.com".into(),
-                api_key: Some(ApiKey::new("sk-a".into())),
+                key: Key::Given {
+                    key: ApiKey::new("sk-a".into()),
+                    from: "ANTHROPIC_API_KEY".into(),
+                },
                 tuning: Default::default(),
             }
         );
@@ -1039,6 +1106,8 @@ mod tests {
                 model: None,
                 base_url: base.map(String::from),
                 tuning: Default::default(),
+                api_key: None,
+                api_key_cmd: None,
             };
             ProviderConfig::resolve(&choice, &env).unwrap().base_url
         };
@@ -1054,8 +1123,53 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            (ollama.base_url.as_str(), ollama.api_key),
-            ("http://localhost:11434/v1", None)
+            (ollama.base_url.as_str(), ollama.key),
+            ("http://localhost:11434/v1", Key::None)
+        );
+    }
+
+    #[test]
+    fn a_key_from_setup_wins_over_the_variable_and_without_a_provider_is_anthropics() {
+        let env = env_of(&[("OPENAI_API_KEY", "sk-o"), ("ANTHROPIC_API_KEY", "sk-a")]);
+        let choice = ProviderChoice {
+            api_key_cmd: Some(vec!["pass".into(), "show".into(), "anthropic".into()]),
+            ..Default::default()
+        };
+        let cfg = ProviderConfig::resolve(&choice, &env_of(&[("OPENAI_API_KEY", "sk-o")])).unwrap();
+        assert_eq!(
+            (cfg.kind, &cfg.key),
+            (
+                ProviderKind::Anthropic,
+                &Key::Command(vec!["pass".into(), "show".into(), "anthropic".into()])
+            )
+        );
+        assert_eq!(
+            cfg.key.source().unwrap(),
+            "api_key_cmd (pass show anthropic)"
+        );
+        let choice = ProviderChoice {
+            provider: Some("openai".into()),
+            api_key: Some(ApiKey::new("sk-setup".into())),
+            api_key_cmd: Some(vec!["pass".into()]),
+            ..Default::default()
+        };
+        let cfg = ProviderConfig::resolve(&choice, &env).unwrap();
+        assert_eq!(
+            cfg.key,
+            Key::Given {
+                key: ApiKey::new("sk-setup".into()),
+                from: "api_key in setup()".into()
+            }
+        );
+        // Ollama takes no key, whatever setup gives.
+        let choice = ProviderChoice {
+            provider: Some("ollama".into()),
+            api_key_cmd: Some(vec!["pass".into()]),
+            ..Default::default()
+        };
+        assert_eq!(
+            ProviderConfig::resolve(&choice, &env).unwrap().key,
+            Key::None
         );
     }
 
@@ -1146,7 +1260,7 @@ mod tests {
                     kind,
                     model: "m".into(),
                     base_url: "http://127.0.0.1:9".into(),
-                    api_key: None,
+                    key: Key::None,
                     tuning: Tuning {
                         api,
                         thinking: Thinking::Budget(2000),
@@ -1211,7 +1325,7 @@ mod tests {
                 kind: ProviderKind::Anthropic,
                 model: model.into(),
                 base_url: "http://127.0.0.1:9".into(),
-                api_key: None,
+                key: Key::None,
                 tuning: Tuning {
                     thinking: Thinking::Budget(budget),
                     ..Tuning::default()

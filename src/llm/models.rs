@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use super::Usage;
+use super::{ProviderKind, Usage};
 
 /// The context window assumed for a model the table does not know.
 pub const DEFAULT_CONTEXT: u64 = 128_000;
@@ -202,8 +202,19 @@ fn names(entry: &str, name: &str) -> bool {
     }
 }
 
+/// The names of the built-in table's entries for `kind`, newest first: what `:Agent model`
+/// offers (Ollama's models are the local server's, so none).
+pub fn offered(kind: ProviderKind) -> Vec<String> {
+    KNOWN
+        .iter()
+        .filter(|k| k.provider == kind)
+        .map(|k| k.name.to_string())
+        .collect()
+}
+
 /// A built-in entry.
 struct Known {
+    provider: ProviderKind,
     name: &'static str,
     context: u64,
     price: Price,
@@ -220,6 +231,7 @@ const fn anthropic(
     max_output: u32,
 ) -> Known {
     Known {
+        provider: ProviderKind::Anthropic,
         name,
         context: 200_000,
         max_output: Some(max_output),
@@ -244,6 +256,7 @@ const fn openai(
     responses_only: bool,
 ) -> Known {
     Known {
+        provider: ProviderKind::OpenAi,
         name,
         context,
         // OpenAI does not bill cache writes apart from input.
@@ -292,6 +305,25 @@ const KNOWN: &[Known] = &[
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_provider_is_offered_its_own_entries_of_the_table() {
+        let anthropic = offered(ProviderKind::Anthropic);
+        assert!(
+            anthropic.iter().all(|m| m.starts_with("claude-")),
+            "{anthropic:?}"
+        );
+        assert!(anthropic.contains(&ProviderKind::Anthropic.default_model().to_string()));
+        assert!(anthropic.contains(&"claude-opus-4-5".to_string()));
+        let openai = offered(ProviderKind::OpenAi);
+        assert!(
+            !openai.iter().any(|m| m.starts_with("claude-")),
+            "{openai:?}"
+        );
+        assert!(openai.contains(&ProviderKind::OpenAi.default_model().to_string()));
+        assert!(openai.contains(&"o3".to_string()));
+        assert_eq!(offered(ProviderKind::Ollama), Vec::<String>::new());
+    }
 
     #[test]
     fn a_dated_name_finds_its_entry_and_a_variant_does_not_borrow_its_familys_price() {

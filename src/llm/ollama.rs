@@ -21,8 +21,56 @@ const MAX_LINE: usize = 16 * 1024 * 1024;
 /// The chat endpoint for a configured base URL: the OpenAI-compatible `/v1` suffix that base
 /// URLs for Ollama usually end in is dropped.
 pub fn url(base_url: &str) -> String {
-    let root = base_url.strip_suffix("/v1").unwrap_or(base_url);
-    format!("{root}/api/chat")
+    format!("{}/api/chat", root(base_url))
+}
+
+fn root(base_url: &str) -> &str {
+    base_url.strip_suffix("/v1").unwrap_or(base_url)
+}
+
+/// How long the local server may take to list its models (`:Agent model` waits for it).
+const LIST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The models the Ollama server at `base_url` has pulled (`GET {root}/api/tags`), by name, in
+/// its order.
+pub async fn list_models(base_url: &str) -> Result<Vec<String>, LlmError> {
+    let url = format!("{}/api/tags", root(base_url));
+    let connect = |reason: String| LlmError::Connect {
+        url: url.clone(),
+        reason,
+    };
+    let http = reqwest::Client::builder()
+        .timeout(LIST_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|err| connect(err.to_string()))?;
+    let response = http
+        .get(&url)
+        .send()
+        .await
+        .map_err(|err| connect(super::describe(&err)))?;
+    let status = response.status();
+    let body = response
+        .text()
+        .await
+        .map_err(|err| connect(super::describe(&err)))?;
+    if !status.is_success() {
+        return Err(LlmError::Status {
+            status: status.as_u16(),
+            message: body.chars().take(300).collect(),
+            request_id: None,
+            retry_after: None,
+        });
+    }
+    let listed: Value = serde_json::from_str(&body)
+        .map_err(|err| LlmError::Stream(format!("{url} answered with no model list: {err}")))?;
+    Ok(listed["models"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["name"].as_str().or_else(|| m["model"].as_str()))
+        .map(String::from)
+        .collect())
 }
 
 /// One message as Chat Completions messages with arguments as objects and results named by
@@ -250,6 +298,25 @@ fn fresh_id(n: usize) -> String {
 mod tests {
     use super::*;
     use crate::llm::CallResult;
+    use crate::test_support::mock_llm::{MockLlm, Wire};
+
+    #[tokio::test]
+    async fn the_local_server_s_models_are_listed_by_name_and_a_server_that_lists_none_says_so() {
+        let mock = MockLlm::start(Wire::Ollama, vec![])
+            .with_models(&["qwen3-coder:30b", "llama3.2:latest"]);
+        assert_eq!(
+            list_models(&mock.base_url()).await.unwrap(),
+            vec!["qwen3-coder:30b".to_string(), "llama3.2:latest".to_string()]
+        );
+        assert_eq!(mock.requests()[0].path, "/api/tags");
+        // An OpenAI-compatible server has no /api/tags: its 404 comes back as it is.
+        let other = MockLlm::start(Wire::OpenAi, vec![]);
+        let err = list_models(&other.base_url()).await.unwrap_err();
+        assert!(
+            matches!(err, LlmError::Status { status: 404, .. }),
+            "{err:?}"
+        );
+    }
 
     #[test]
     fn lines_with_text_thinking_and_a_call_make_one_reply() {

@@ -159,6 +159,8 @@ struct Shared {
     /// With [`MockLlm::with_cache`]: the prompt prefixes cached so far (their hashes), as
     /// Anthropic's prompt cache keeps them at each `cache_control` breakpoint.
     cache: Mutex<Option<std::collections::HashSet<u64>>>,
+    /// With [`MockLlm::with_models`]: what `GET /api/tags` lists, as Ollama does.
+    listed: Mutex<Option<Vec<String>>>,
 }
 
 impl MockLlm {
@@ -177,6 +179,7 @@ impl MockLlm {
             stop: AtomicBool::new(false),
             connections: Mutex::new(Vec::new()),
             cache: Mutex::new(None),
+            listed: Mutex::new(None),
         });
         let acceptor = {
             let shared = Arc::clone(&shared);
@@ -205,6 +208,13 @@ impl MockLlm {
     /// is 4 bytes of the prefix's JSON. The reply's own input count is then not used.
     pub fn with_cache(self) -> Self {
         *lock(&self.shared.cache) = Some(Default::default());
+        self
+    }
+
+    /// Answers `GET /api/tags` from now on with these models, as an Ollama server lists the
+    /// models it has pulled (the request is recorded and uses up no reply).
+    pub fn with_models(self, names: &[&str]) -> Self {
+        *lock(&self.shared.listed) = Some(names.iter().map(|n| n.to_string()).collect());
         self
     }
 
@@ -456,6 +466,7 @@ fn answer(shared: &Shared, stream: &mut TcpStream, request: Recorded) -> io::Res
         .filter(|_| wire == Wire::Anthropic)
         .map(|seen| cache_usage(seen, &request.body));
     let target = format!("{} {}", request.method, request.path);
+    let listing = request.method == "GET" && request.path == "/api/tags";
     let number = {
         let mut log = lock(&shared.log);
         if shared.keep_bodies.load(Ordering::SeqCst) {
@@ -481,6 +492,19 @@ fn answer(shared: &Shared, stream: &mut TcpStream, request: Recorded) -> io::Res
         message,
         retry_after: None,
     };
+    if let Some(names) = lock(&shared.listed).clone().filter(|_| listing) {
+        let models: Vec<Value> = names
+            .iter()
+            .map(|name| json!({"name": name, "model": name, "size": 1}))
+            .collect();
+        let body = json!({ "models": models }).to_string();
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(format!("{head}{body}").as_bytes())?;
+        return Ok(true);
+    }
     let reply = if chunked_body {
         refusal(
             400,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use agent_nvim::agent::{Agent, Event, Outcome};
 use agent_nvim::approval::Gate;
 use agent_nvim::editor::NoEditor;
-use agent_nvim::llm::{ApiKey, Client, OpenAiApi, ProviderConfig, ProviderKind, Tuning};
+use agent_nvim::llm::{ApiKey, Client, Key, OpenAiApi, ProviderConfig, ProviderKind, Tuning};
 use agent_nvim::tools::{Executor, Settings, ToolContext};
 use agent_nvim::workspace::Workspace;
 use serde_json::{json, Value};
@@ -44,12 +44,22 @@ fn agent(mock: &MockLlm, wire: Wire, root: &Path, max_turns: u32) -> Agent {
 
 /// [`agent`] with the model tuned (thinking, effort, model table); the Responses wire is chosen
 /// for [`Wire::Responses`].
-fn agent_tuned(
+fn agent_tuned(mock: &MockLlm, wire: Wire, root: &Path, max_turns: u32, tuning: Tuning) -> Agent {
+    let key = Key::Given {
+        key: ApiKey::new("test-key".into()),
+        from: "ANTHROPIC_API_KEY".into(),
+    };
+    agent_keyed(mock, wire, root, max_turns, tuning, key)
+}
+
+/// [`agent_tuned`] with the key had as `key` says.
+fn agent_keyed(
     mock: &MockLlm,
     wire: Wire,
     root: &Path,
     max_turns: u32,
     mut tuning: Tuning,
+    key: Key,
 ) -> Agent {
     if wire == Wire::Responses {
         tuning.api = OpenAiApi::Responses;
@@ -63,7 +73,7 @@ fn agent_tuned(
         kind,
         model: "test-model".into(),
         base_url: mock.base_url(),
-        api_key: Some(ApiKey::new("test-key".into())),
+        key,
         tuning,
     };
     let executor = Executor::new(ToolContext {
@@ -1288,4 +1298,116 @@ async fn stopping_during_the_too_long_compaction_ends_the_turn_as_cancelled() {
         !events.iter().any(|e| matches!(e, Event::Error { .. })),
         "{events:?}"
     );
+}
+
+fn status(code: u16, message: &str) -> Reply {
+    Reply::Status {
+        code,
+        message: message.into(),
+        retry_after: None,
+    }
+}
+
+#[tokio::test]
+async fn a_refused_key_names_where_it_came_from_and_the_base_url_and_a_404_names_the_model_and_url()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            status(401, "invalid x-api-key"),
+            status(403, "forbidden"),
+            status(404, "model: test-model"),
+        ],
+    );
+    let base = mock.base_url();
+    let mut agent = agent(&mock, Wire::Anthropic, dir.path(), 4);
+    let (outcome, events) = prompt(&mut agent, "hi").await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(
+        last_message(&events),
+        format!(
+            "agent: API error 401: authentication_error: invalid x-api-key (request id req_mock_1); check the key, \
+             ANTHROPIC_API_KEY, and the base URL in use, {base} (base_url, else ANTHROPIC_BASE_URL)"
+        )
+    );
+    let (_, events) = prompt(&mut agent, "hi").await;
+    assert!(
+        last_message(&events).starts_with("agent: API error 403: permission_error: forbidden (request id req_mock_2); check the key, ANTHROPIC_API_KEY, and the base URL in use"),
+        "{events:?}"
+    );
+    let (_, events) = prompt(&mut agent, "hi").await;
+    assert_eq!(
+        last_message(&events),
+        format!(
+            "agent: API error 404: not_found_error: model: test-model (request id req_mock_3); check the model, \
+             test-model (:Agent model picks another), and the URL, {base}/v1/messages"
+        )
+    );
+}
+
+#[tokio::test]
+async fn api_key_cmd_runs_once_when_the_first_request_needs_it_and_a_failure_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![turn(vec![text("one")]), turn(vec![text("two")])],
+    );
+    let argv = vec![
+        "sh".to_string(),
+        "-c".to_string(),
+        format!(
+            "echo run >> '{}'; printf '  sk-from-pass-161803\\nlogin: me\\n'",
+            runs.display()
+        ),
+    ];
+    let mut agent = agent_keyed(
+        &mock,
+        Wire::Anthropic,
+        dir.path(),
+        4,
+        Tuning::default(),
+        Key::Command(argv),
+    );
+    assert!(!runs.exists(), "run before any request needed the key");
+    let (outcome, events) = prompt(&mut agent, "hi").await;
+    assert_eq!(outcome, Outcome::Done, "{events:?}");
+    let (outcome, _) = prompt(&mut agent, "again").await;
+    assert_eq!(outcome, Outcome::Done);
+    assert_eq!(std::fs::read_to_string(&runs).unwrap(), "run\n");
+    let requests = mock.requests();
+    let keys: Vec<_> = requests.iter().map(|r| r.header("x-api-key")).collect();
+    assert_eq!(
+        keys,
+        vec![Some("sk-from-pass-161803"), Some("sk-from-pass-161803")]
+    );
+    assert_eq!(
+        agent_nvim::secrets::redact("sk-from-pass-161803"),
+        "[redacted]"
+    );
+
+    // A command that fails sends nothing, and says what to do.
+    let failing = vec![
+        "sh".into(),
+        "-c".into(),
+        "echo 'gpg: decryption failed' >&2; exit 2".into(),
+    ];
+    let mut agent = agent_keyed(
+        &mock,
+        Wire::Anthropic,
+        dir.path(),
+        4,
+        Tuning::default(),
+        Key::Command(failing),
+    );
+    let (outcome, events) = prompt(&mut agent, "hi").await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(
+        last_message(&events),
+        "agent: api_key_cmd (sh -c echo 'gpg: decryption failed' >&2; exit 2) exited 2: gpg: \
+         decryption failed; fix the command in setup({ api_key_cmd = ... }) so that it prints the \
+         key, or remove api_key_cmd and export ANTHROPIC_API_KEY before starting Neovim"
+    );
+    assert_eq!(mock.requests().len(), 2);
 }

@@ -87,7 +87,7 @@ async fn restoring_the_prompts_checkpoint_undoes_its_edits_and_commands_and_neve
         provider: Some("ollama".into()),
         model: Some("m".into()),
         base_url: Some(mock.base_url()),
-        tuning: Default::default(),
+        ..Default::default()
     };
     let built = session::build(&config, Box::new(|_, _| None), Arc::new(NoEditor)).unwrap();
     let checkpoints = built.checkpoints.clone().unwrap();

@@ -214,8 +214,10 @@ async fn slash_new_in_the_input_clears_the_conversation_and_an_unknown_command_i
         .await;
     assert_eq!(mock.requests().len(), 1);
     submit("/new").await;
+    // Only the new conversation's first line is left.
     nvim.wait_for(&format!(
-        "table.concat(vim.fn.getbufline('{CHAT}', 1, '$'), '') == ''"
+        "table.concat(vim.fn.getbufline('{CHAT}', 1, '$'), '') == \
+         'new conversation with anthropic · claude-sonnet-4-5 · ? for keys'"
     ))
     .await;
     assert_eq!(

@@ -13,7 +13,7 @@ use agent_nvim::acp::{self, AcpEvent, AcpSpec};
 use agent_nvim::agent::{Agent, Event, Outcome};
 use agent_nvim::approval::Gate;
 use agent_nvim::editor::NoEditor;
-use agent_nvim::llm::{ApiKey, Client, ProviderConfig, ProviderKind};
+use agent_nvim::llm::{ApiKey, Client, Key, ProviderConfig, ProviderKind};
 use agent_nvim::sandbox::{self, Policy, Sandbox, Support};
 use agent_nvim::tools::{Executor, Settings, ToolContext};
 use agent_nvim::workspace::Workspace;
@@ -340,7 +340,10 @@ async fn system_prompt_with(sandbox: Sandbox) -> String {
         kind: ProviderKind::Anthropic,
         model: "test-model".into(),
         base_url: mock.base_url(),
-        api_key: Some(ApiKey::new("test-key".into())),
+        key: Key::Given {
+            key: ApiKey::new("test-key".into()),
+            from: "ANTHROPIC_API_KEY".into(),
+        },
         tuning: Default::default(),
     };
     let client = Client::new(config, &executor.catalogue()).unwrap();

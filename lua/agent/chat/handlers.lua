@@ -20,6 +20,8 @@ H.done = nil ---@type table? the last turn's `done` row, until the next turn sta
 H.done_count = 0
 H.later = {} ---@type table<integer, table> resumed rows whose output is still to come, by `later`
 H.attachment_count = 0
+H.fresh = true -- a new conversation with nothing shown yet: `started` writes its first line
+H.typed = nil ---@type string? the running turn's prompt as typed, put back in the input if it fails
 
 --- The models the backend reported (`started`) or was switched to, each once, in order.
 ---@type string[]
@@ -84,11 +86,34 @@ function M.error(message)
   end
 end
 
+--- The first line of a new conversation: the provider and model it will use (or why there is
+--- none, and what to set), and `?` for the keys.
+function M.intro()
+  H.fresh = false
+  local s = status.current
+  local line, hl
+  if s.unavailable then
+    line, hl = s.unavailable, "AgentNotice"
+  elseif s.provider then
+    line, hl = ("new conversation with %s · %s"):format(s.provider, tostring(s.model)), "AgentNotice"
+  else
+    return
+  end
+  render.ensure()
+  render.blank_line()
+  render.put(line .. " · ? for keys", hl)
+  render.put("\n")
+  render.write()
+end
+
 --- Shows the user's prompt under `## You`, each attachment a row under it with its text folded
 --- below (`@ src/calc.py (116 chars)`); the state becomes `thinking`.
 ---@param prompt string
 ---@param attachments? agent.Attachment[]
-function M.user_prompt(prompt, attachments)
+---@param typed? string the prompt as the person typed it (put back in the input if the turn fails)
+function M.user_prompt(prompt, attachments, typed)
+  H.fresh = false
+  H.typed = typed
   require("agent.notice").prompted(prompt)
   render.ensure()
   render.blank_line()
@@ -118,8 +143,12 @@ function M.user_prompt(prompt, attachments)
 end
 
 --- Forgets the running turn's rows; what is left of a turn still running (the backend cancels
---- it) is not shown.
-function M.clear()
+--- it) is not shown. `fresh`: a new conversation follows (its first line is written once the
+--- backend has said what it uses).
+---@param fresh? boolean
+function M.clear(fresh)
+  H.fresh = fresh == true
+  H.typed = nil
   H.draining = status.current.turn
   H.running_tool = nil
   H.stop_clock()
@@ -169,13 +198,22 @@ function handlers.acp_started(e)
 end
 
 function handlers.started(e)
-  status.current.workspace = e.workspace ~= "" and e.workspace or nil
-  status.current.provider = e.provider ~= "" and e.provider or nil
-  status.current.model = e.model ~= "" and e.model or nil
-  M.saw_model(status.current.model)
+  local s = status.current
+  s.workspace = e.workspace ~= "" and e.workspace or nil
+  s.provider = e.provider ~= "" and e.provider or nil
+  s.model = e.model ~= "" and e.model or nil
+  s.base_url = e.base_url ~= "" and e.base_url or nil
+  s.unavailable = e.unavailable
+  M.saw_model(s.model)
   M.saw_model(e.default_model)
-  if status.current.state == "off" then
-    status.current.state = "idle"
+  for _, model in ipairs(type(e.models) == "table" and e.models or {}) do
+    M.saw_model(model)
+  end
+  if s.state == "off" then
+    s.state = "idle"
+  end
+  if H.fresh then
+    M.intro()
   end
   status.render()
 end
@@ -667,6 +705,13 @@ function handlers.turn_done(e)
     render.put(message, calm and "AgentNotice" or "AgentError", id)
     render.put("\n")
   end
+  if e.outcome == "failed" and H.typed then
+    -- Nothing typed is lost to a failure: the prompt waits in the input to be sent again.
+    require("agent.chat.queue").back_to_input({ H.typed }, "agent: the failed prompt is back in the input")
+    render.put("your prompt is back in the input: <C-s> sends it again", "AgentNotice")
+    render.put("\n")
+  end
+  H.typed = nil
   status.set("idle")
   require("agent.notice").turn_done(tostring(e.outcome))
 end

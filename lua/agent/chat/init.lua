@@ -83,6 +83,14 @@ function M.model_switched(model)
   status.render()
 end
 
+--- Notes models the provider offers (for :Agent model's list).
+---@param names string[]
+function M.offered(names)
+  for _, name in ipairs(names) do
+    handlers.saw_model(name)
+  end
+end
+
 --- The models the backend has reported using (the provider's default among them), in order.
 ---@return string[]
 function M.models_seen()
@@ -124,14 +132,19 @@ end
 --- Clears the conversation (`:Agent new`). What is left of a turn that was running (the
 --- backend cancels it) is not shown in the fresh chat.
 ---@param running boolean whether a backend runs (the state becomes idle, else off)
-function M.clear(running)
-  handlers.clear()
+---@param fresh? boolean a new conversation follows (not a resumed one): its first line says the
+--- provider and model it will use
+function M.clear(running, fresh)
+  handlers.clear(fresh)
   render.clear()
   local s = status.current
   s.input, s.output, s.turn = 0, 0, false
   s.spent, s.priced, s.costed, s.cost = 0, true, false, nil
   s.prompted = false -- no conversation until the next prompt (the statusline is empty)
   status.set(running and "idle" or "off")
+  if fresh and running then
+    handlers.intro()
+  end
 end
 
 --- `:Agent compact` was sent: the winbar says so until the backend is idle again.

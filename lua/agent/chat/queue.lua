@@ -72,9 +72,11 @@ function M.clear()
   return items
 end
 
---- Puts prompts taken off the queue into the input, after what it holds, and says so.
+--- Puts prompts taken off the queue into the input, after what it holds, and says so (`said`,
+--- else that queued prompts were put back).
 ---@param prompts string[] in the order they were queued
-function M.back_to_input(prompts)
+---@param said? string
+function M.back_to_input(prompts, said)
   local buf = window.input_buf
   if #prompts == 0 or not (buf and vim.api.nvim_buf_is_valid(buf)) then
     return
@@ -91,7 +93,7 @@ function M.back_to_input(prompts)
   end
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
   vim.notify(
-    ("agent: %d queued prompt%s put back in the input"):format(#prompts, #prompts == 1 and "" or "s"),
+    said or ("agent: %d queued prompt%s put back in the input"):format(#prompts, #prompts == 1 and "" or "s"),
     vim.log.levels.INFO
   )
 end

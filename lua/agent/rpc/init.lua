@@ -26,7 +26,7 @@ H.files_waiting = nil ---@type { seq: integer, done: function }?
 
 --- The protocol this file speaks; a backend announcing another one is stopped, with a message
 --- saying how to rebuild it.
-M.PROTOCOL = 10
+M.PROTOCOL = 11
 
 --- The plugin's root: the directory holding lua/ and plugin/.
 M.plugin_root = paths.root
@@ -135,6 +135,18 @@ function M.model(name)
     job.chosen_model = model
   end
   return model, err
+end
+
+---@class agent.ModelOffer
+---@field models string[] the model table's entries for the provider, and Ollama's own list
+---@field problem? string why the Ollama server's list is missing
+
+--- The models the built-in conversation's provider offers (asked of the backend: Ollama's are
+--- listed by its server); nil and why when there is no provider or no backend.
+---@return agent.ModelOffer? offer
+---@return string? err
+function M.models()
+  return wire.request(wire.request_name.MODELS)
 end
 
 --- The model a backend started now would use: the one switched to, else setup()'s (nil: the

@@ -137,6 +137,10 @@ function M.ensure()
     provider = config.provider,
     model = M.chosen_model or config.model,
     base_url = config.base_url,
+    -- The key goes to the backend over its stdin, never into its environment or argv; the
+    -- command is run by the backend, when the first prompt needs the key.
+    api_key = config.api_key,
+    api_key_cmd = config.api_key_cmd,
     auto_approve = config.auto_approve,
     command_timeout = config.command_timeout,
     shell = config.shell,

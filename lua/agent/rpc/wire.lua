@@ -31,6 +31,7 @@ M.request_name = {
   PERMISSIONS = "permissions",
   PROPOSAL = "proposal",
   MODEL = "model",
+  MODELS = "models",
   ATTACH = "attach",
 }
 

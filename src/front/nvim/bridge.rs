@@ -62,6 +62,8 @@ pub(super) struct Session {
     pub(super) files: Arc<crate::workspace::files::FileIndex>,
     /// How an external agent's terminals run: run_bash's timeout, shell, `pass_env` and rules.
     pub(super) terminal: crate::acp::TerminalSettings,
+    /// The built-in conversation's provider, or why there is none (for `models`).
+    pub(super) provider: std::result::Result<session::ProviderInfo, String>,
 }
 
 /// Shared state of the front end.
@@ -246,18 +248,49 @@ impl Bridge {
         });
         // A missing key is reported when a prompt needs the provider, not now: a session that
         // only drives an external agent (ACP) never does.
-        let (workspace, native, provider) = built.into_conversation();
+        let (workspace, native, provider) = built.into_conversation(&no_provider);
         let root = workspace.root().display().to_string();
         let terminal_sandbox = config.settings.sandbox.policy(workspace.root());
         let (sandbox_report, _) = session::sandbox_report(&config, workspace.root());
         tracing::info!(sandbox = %sandbox_report.summary, "sandbox");
-        let (provider, model, default_model) =
-            provider.map_or_else(Default::default, |p| (p.name, p.model, p.default_model));
+        let started = match &provider {
+            Ok(p) => UiEvent::Started {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                protocol: PROTOCOL,
+                provider: p.kind.name().to_string(),
+                model: p.model.clone(),
+                default_model: p.kind.default_model().to_string(),
+                base_url: p.base_url.clone(),
+                models: crate::llm::models::offered(p.kind),
+                unavailable: None,
+                workspace: root.clone(),
+                sandbox: sandbox_report.summary,
+                sandbox_warnings: sandbox_report.warnings,
+            },
+            Err(why) => UiEvent::Started {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                protocol: PROTOCOL,
+                provider: String::new(),
+                model: String::new(),
+                default_model: String::new(),
+                base_url: String::new(),
+                models: Vec::new(),
+                unavailable: Some(why.clone()),
+                workspace: root.clone(),
+                sandbox: sandbox_report.summary,
+                sandbox_warnings: sandbox_report.warnings,
+            },
+        };
         // Listed now, so the first `@` in the input does not wait for the walk.
         let files = crate::workspace::files::FileIndex::new(workspace.root());
         let warming = files.clone();
         tokio::spawn(async move { warming.warm().await });
-        tracing::info!(%root, %provider, %model, auto_approve, "session started");
+        match &provider {
+            Ok(p) => {
+                tracing::info!(%root, provider = p.kind.name(), model = %p.model, auto_approve, "session started")
+            }
+            Err(_) => tracing::info!(%root, auto_approve, "session started without a provider"),
+        }
         *self.state.session.lock().await = Some(Session {
             native: native.clone(),
             workspace,
@@ -276,21 +309,13 @@ impl Bridge {
                 rules: config.rules.clone(),
                 sandbox: terminal_sandbox,
             },
+            provider,
         });
         // Not awaited here: an external agent takes seconds to end, and notifications wait.
         if let Some(ended) = self.replace_conversation(native).await {
             tokio::spawn(ended);
         }
-        self.send(UiEvent::Started {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            protocol: PROTOCOL,
-            provider,
-            model,
-            default_model,
-            workspace: root,
-            sandbox: sandbox_report.summary,
-            sandbox_warnings: sandbox_report.warnings,
-        });
+        self.send(started);
     }
 
     /// Makes `next` the conversation prompts go to, and ends the one it replaces.
@@ -830,6 +855,31 @@ impl Bridge {
         Ok(Value::from(name))
     }
 
+    /// `models`: the model table's entries for the built-in conversation's provider and, for
+    /// Ollama, the models the local server lists.
+    async fn models(&self) -> std::result::Result<Value, Value> {
+        let provider = self
+            .of_session(|s| s.provider.clone())
+            .await?
+            .map_err(Value::from)?;
+        let mut models = crate::llm::models::offered(provider.kind);
+        let mut answer = serde_json::json!({});
+        if provider.kind == crate::llm::ProviderKind::Ollama {
+            match crate::llm::ollama::list_models(&provider.base_url).await {
+                Ok(listed) => models.extend(listed),
+                Err(err) => {
+                    let said = crate::secrets::redact_owned(err.to_string());
+                    answer["problem"] = serde_json::Value::from(display::visible_owned(
+                        format!("agent: the Ollama server did not list its models: {said}"),
+                        display::Layout::OneLine,
+                    ));
+                }
+            }
+        }
+        answer["models"] = serde_json::Value::from(models);
+        Ok(super::pump::to_msgpack(answer))
+    }
+
     /// `files`: finds the matches in a task of its own and answers with
     /// [`lua::FILES_FOUND`], unless a later query came meanwhile.
     async fn find_files(&self, files: protocol::Files, nvim: Nvim) {
@@ -994,6 +1044,8 @@ fn session_config(start: Start) -> std::result::Result<SessionConfig, String> {
         provider: start.provider.filter(|p| !p.is_empty()),
         model: start.model.filter(|m| !m.is_empty()),
         base_url: start.base_url.filter(|u| !u.is_empty()),
+        api_key: start.api_key,
+        api_key_cmd: start.api_key_cmd.filter(|argv| !argv.is_empty()),
     };
     config.max_turns = start.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
     if let Some(at) = start
@@ -1009,6 +1061,22 @@ fn session_config(start: Start) -> std::result::Result<SessionConfig, String> {
         config.instructions = files.into_iter().filter(|f| !f.is_empty()).collect();
     }
     Ok(config)
+}
+
+/// Why the built-in conversation has no provider, in Neovim's terms: the variable to export
+/// (Neovim started again, since it reads its environment once) or the setup() keys to set.
+fn no_provider(err: &crate::llm::ProviderError) -> String {
+    use crate::llm::ProviderError;
+    let setup = "or set api_key_cmd (a command that prints the key, such as { \"pass\", \"show\", \"anthropic\" }) or api_key in setup()";
+    match err {
+        ProviderError::MissingKey { var } => format!(
+            "agent: no API key: {var} is not set. Export it in the shell and start Neovim again, {setup}"
+        ),
+        ProviderError::NoProvider => format!(
+            "agent: no model provider: neither ANTHROPIC_API_KEY nor OPENAI_API_KEY is set. Export one in the shell and start Neovim again, {setup} (with provider = \"openai\" for OpenAI); provider = \"ollama\" needs no key"
+        ),
+        ProviderError::UnknownProvider(_) | ProviderError::Http(_) => format!("agent: {err}"),
+    }
 }
 
 /// Decodes the one map argument of a notification.
@@ -1097,6 +1165,7 @@ impl Handler for Bridge {
             protocol::request::PERMISSIONS => self.permissions(&args).await,
             protocol::request::PROPOSAL => self.proposal(&args),
             protocol::request::MODEL => self.switch_model(&args).await,
+            protocol::request::MODELS => self.models().await,
             protocol::request::ATTACH => {
                 let attach = super::context::decode(&args)?;
                 let workspace = self.of_session(|s| s.workspace.clone()).await?;

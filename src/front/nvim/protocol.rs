@@ -21,7 +21,7 @@ use crate::display::{self, Layout};
 
 /// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
 /// says how to rebuild it.
-pub const PROTOCOL: u32 = 10;
+pub const PROTOCOL: u32 = 11;
 
 /// The Lua functions Rust calls, as the code given to `nvim_exec_lua` (`...` are its arguments).
 /// Each lives in `agent.rpc` (the module Lua users and tests `require`).
@@ -149,6 +149,11 @@ pub mod request {
     /// string for a conversation that chooses its own (an external agent) or a name that is
     /// empty or more than one line.
     pub const MODEL: &str = "model";
+    /// No argument; answers the models `:Agent model` offers for the built-in conversation's
+    /// provider: a map of `models`, the names of the model table's entries for it and, for
+    /// Ollama, those the local server lists (`GET /api/tags`), and `problem` when that server
+    /// could not be asked (made visible). An error string before `start` or without a provider.
+    pub const MODELS: &str = "models";
     /// [`super::Attach`]: what a prompt attaches, one answer per item in order: a map of
     /// `label` (`@ src/calc.py`, made visible), `text` (what the model reads: clamped as
     /// read_file clamps, keys redacted), `shown` (that text made visible, for the chat),
@@ -226,6 +231,13 @@ pub struct Start {
     /// Endpoint; nil for the environment's or the vendor's.
     #[serde(default)]
     pub base_url: Option<String>,
+    /// `setup({ api_key = ... })`: the provider's key, over its environment variable.
+    #[serde(default)]
+    pub api_key: Option<crate::llm::ApiKey>,
+    /// `setup({ api_key_cmd = { ... } })`: the program and arguments that print the key, run by
+    /// the backend when the first request needs it.
+    #[serde(default)]
+    pub api_key_cmd: Option<Vec<String>>,
     /// Allow every edit and command without asking.
     #[serde(default)]
     pub auto_approve: bool,
@@ -667,6 +679,14 @@ pub enum UiEvent {
         model: String,
         /// The provider's default model (empty without a provider).
         default_model: String,
+        /// The base URL requests go to (empty without a provider).
+        base_url: String,
+        /// The model table's entries for the provider, what `:Agent model` offers.
+        models: Vec<String>,
+        /// Why there is no provider (what to set, and where), absent when there is one: the
+        /// chat of a new conversation says it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        unavailable: Option<String>,
         workspace: String,
         sandbox: String,
         sandbox_warnings: Vec<String>,
@@ -787,6 +807,9 @@ impl UiEvent {
                 provider,
                 model,
                 default_model,
+                base_url,
+                models,
+                unavailable,
                 workspace,
                 sandbox,
                 sandbox_warnings,
@@ -796,6 +819,9 @@ impl UiEvent {
                 provider,
                 model,
                 default_model,
+                base_url: one(base_url),
+                models,
+                unavailable: unavailable.map(prose),
                 workspace,
                 sandbox: one(sandbox),
                 sandbox_warnings: sandbox_warnings.into_iter().map(one).collect(),
