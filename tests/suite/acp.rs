@@ -461,6 +461,11 @@ async fn shutdown_kills_what_the_agent_detached_into_a_session_of_its_own() {
     spec.env
         .push(("ACP_TEST_AGENT_MARKER".into(), marker.clone()));
     let session = acp::connect(spec, host.clone()).await.unwrap();
+    // Started by the agent as it comes up: on a loaded machine, a moment after the handshake.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while with_marker(&marker).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(
         with_marker(&marker).len(),
         1,

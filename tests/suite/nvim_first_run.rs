@@ -6,7 +6,7 @@
 use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
 use crate::support::nvim::{setup_lua, Nvim, Options};
 
-const CHAT: &str = "agent://chat";
+const CHAT: &str = "agent: chat";
 
 fn answer(s: &str) -> Reply {
     Reply::Turn {
@@ -105,7 +105,7 @@ async fn with_no_key_the_first_line_names_the_variable_to_export_and_the_setup_k
     nvim.cmd("Agent hello").await;
     nvim.wait_for(
         "#vim.tbl_filter(function(l) return l:find('ANTHROPIC_API_KEY is not set. Export it', 1, true) end, \
-         vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://chat'), 0, -1, false)) == 2",
+         vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent: chat'), 0, -1, false)) == 2",
     )
     .await;
     assert_eq!(mock.requests().len(), 0);

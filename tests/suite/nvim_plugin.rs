@@ -656,7 +656,7 @@ async fn without_an_api_key_a_prompt_says_which_variables_to_set() {
     nvim.cmd("Agent hello").await;
     nvim.wait_for(
         "#vim.tbl_filter(function(l) return l:find('nor OPENAI_API_KEY is set', 1, true) end, \
-         vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent://chat'), 0, -1, false)) == 2",
+         vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent: chat'), 0, -1, false)) == 2",
     )
     .await;
     nvim.wait_for("require('agent').status().state == 'idle'")
