@@ -550,3 +550,49 @@ async fn the_tab_label_names_the_chat_s_buffers_readably() {
         "{screen}"
     );
 }
+
+#[tokio::test]
+async fn every_done_row_of_a_resumed_chat_that_changed_files_offers_its_diff() {
+    let edit = |id: &str, path: &str| Part::ToolCall {
+        id: id.into(),
+        name: "edit_file".into(),
+        args: json!({"path": path, "old_str": "", "new_str": "new\n"}).to_string(),
+    };
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![edit("t1", "one.txt")]),
+            text("Made one."),
+            turn(vec![edit("t2", "two.txt")]),
+            text("Made two."),
+        ],
+    );
+    let options = || mock_options(&mock, "auto_approve = true");
+    let nvim = Nvim::start(options()).await;
+    for (prompt, answer) in [("make one", "Made one."), ("make two", "Made two.")] {
+        nvim.cmd(&format!("Agent {prompt}")).await;
+        nvim.wait_for_line(CHAT, answer).await;
+        nvim.wait_for("not require('agent.chat').busy()").await;
+    }
+    let nvim = nvim.restart(options()).await;
+    nvim.lua("assert(require('agent.rpc').ensure())", vec![])
+        .await;
+    let id = saved_ids(&nvim).await.remove(0);
+    nvim.cmd(&format!("Agent resume {id}")).await;
+    nvim.wait_for_line(CHAT, "resumed: make one").await;
+    let hints = "local b = vim.fn.bufnr('agent: chat') local out = {} \
+         for _, m in ipairs(vim.api.nvim_buf_get_extmarks(b, -1, 0, -1, { details = true })) do \
+           local line = vim.api.nvim_buf_get_lines(b, m[2], m[2] + 1, true)[1] \
+           if m[4].virt_text and line:find('^done') then out[#out + 1] = m[4].virt_text[1][1] end \
+         end return out";
+    nvim.wait_for(&format!("#(function() {hints} end)() == 2"))
+        .await;
+    // Counted from each prompt to now: the first prompt's row counts both files.
+    assert_eq!(
+        nvim.lua(hints, vec![]).await,
+        Value::Array(vec![
+            Value::from("  d: diff (2 files changed)"),
+            Value::from("  d: diff (1 file changed)"),
+        ])
+    );
+}

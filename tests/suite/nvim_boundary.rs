@@ -233,6 +233,8 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
         Some(UiEvent::Agent(Event::TurnDone { .. })) => UiEvent::Reviewable {
             checkpoint: "0123456789abcdef".into(),
             files: 2,
+            prompt: Some(1),
+            of: Some(1),
         },
         Some(UiEvent::Reviewable { .. }) => UiEvent::Prompt {
             text: "a saved prompt\u{202e}".into(),

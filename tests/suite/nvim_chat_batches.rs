@@ -81,6 +81,8 @@ fn conversation() -> Vec<UiEvent> {
         UiEvent::Reviewable {
             checkpoint: "0123456789abcdef".into(),
             files: 2,
+            prompt: None,
+            of: None,
         },
         UiEvent::Prompt {
             text: "now the agent".into(),

@@ -306,13 +306,7 @@ function handlers.rewound(e)
   local ns = vim.api.nvim_create_namespace("agent.chat")
   render.newline()
   render.commit() -- the buffer is read back below
-  local prompts = {}
-  for _, mark in ipairs(e.cut and vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true }) or {}) do
-    local row, details = mark[2], mark[4]
-    if details.hl_group == "AgentUserHeader" and vim.api.nvim_buf_get_lines(buf, row, row + 1, true)[1] == "## You" then
-      prompts[#prompts + 1] = mark
-    end
-  end
+  local prompts = e.cut and H.prompt_marks() or {}
   local first = prompts[tonumber(e.turn) or 0]
   if first then
     for i = e.turn, #prompts do
@@ -719,6 +713,10 @@ end
 -- The turn that just ended changed files: its done row offers their diff (`d`).
 function handlers.reviewable(e)
   local done = H.done
+  if e.prompt and e.of then
+    -- A resumed chat's older row: the done row after that prompt.
+    done = H.done_after_prompt(tonumber(e.prompt), tonumber(e.of))
+  end
   if not done then
     return
   end
@@ -736,6 +734,42 @@ function handlers.error(e)
 end
 
 -- Helpers ------------------------------------------------------------------------------------
+
+-- The extmarks of the chat's `## You` headers, in order: one a prompt, the cut ones too.
+function H.prompt_marks()
+  local buf = window.buf
+  local ns = vim.api.nvim_create_namespace("agent.chat")
+  local prompts = {}
+  for _, mark in ipairs(vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true })) do
+    local row, details = mark[2], mark[4]
+    if details.hl_group == "AgentUserHeader" and vim.api.nvim_buf_get_lines(buf, row, row + 1, true)[1] == "## You" then
+      prompts[#prompts + 1] = mark
+    end
+  end
+  return prompts
+end
+
+-- The `done` row of prompt `n` of `of`: none unless the chat shows exactly `of` prompts (a
+-- checkpoint missing would put the diff on the wrong row).
+function H.done_after_prompt(n, of)
+  render.commit()
+  local prompts = H.prompt_marks()
+  if not n or #prompts ~= of or not prompts[n] then
+    return nil
+  end
+  local from = prompts[n][2]
+  local to = prompts[n + 1] and prompts[n + 1][2] or math.huge
+  local found, found_row
+  for _, tool in pairs(render.tools) do
+    if tool.name == "done" then
+      local row = render.row_of(tool)
+      if row and row > from and row < to and (not found_row or row > found_row) then
+        found, found_row = tool, row
+      end
+    end
+  end
+  return found
+end
 
 -- Rewrites the row of a tool still running, with the newest lines it printed open under it.
 function H.rewrite_running(tool)

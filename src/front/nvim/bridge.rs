@@ -618,13 +618,19 @@ impl Bridge {
                     "agent: the conversation is shown but cannot be continued ({err}); the next prompt starts a new one"
                 ));
             }
-            // The last turn's done row offers its diff as it did live (older rows do not: that
-            // would be a git diff per prompt).
+            // The last turn's done row offers its diff as it did live; the older rows' notes
+            // (a git diff each) come once the chat is shown, from a task of their own.
             let checkpoints = bridge.of_session(|s| s.checkpoints.clone()).await;
             if let Some(checkpoints) = checkpoints.ok().flatten() {
                 if let Some(note) = super::review::last_reviewable(&checkpoints).await {
                     bridge.send(note);
                 }
+                let notes = bridge.clone();
+                tokio::spawn(async move {
+                    for note in super::review::older_reviewable(&checkpoints).await {
+                        notes.send(note);
+                    }
+                });
             }
             bridge.send(UiEvent::Resumed {
                 id: saved.header.id.clone(),

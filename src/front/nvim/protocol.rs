@@ -740,8 +740,17 @@ pub enum UiEvent {
     },
     /// The turn just ended changed `files` files since its prompt's checkpoint `checkpoint`:
     /// its `done` row offers their diff (`changes` with that id as `since`). Sent after
-    /// `turn_done`, only when something changed.
-    Reviewable { checkpoint: String, files: u64 },
+    /// `turn_done`, only when something changed. For a resumed chat's older rows, `prompt` is
+    /// the turn's place among the conversation's `of` prompt checkpoints (from 1): its `done`
+    /// row is the one after that prompt, when the chat shows `of` prompts.
+    Reviewable {
+        checkpoint: String,
+        files: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        of: Option<u64>,
+    },
     /// A resumed conversation's finished tool row, in one event where the live one took three
     /// (`tool_started`, `decided`, `tool_finished`): `started` when its start is in it (a row
     /// of its own, as `tool_started` makes, whatever rows had the same id before), `note` what

@@ -146,7 +146,48 @@ pub(super) async fn reviewable(checkpoints: &Checkpoints, prompt: &str) -> Optio
     (files > 0).then(|| UiEvent::Reviewable {
         checkpoint: prompt.to_string(),
         files: files as u64,
+        prompt: None,
+        of: None,
     })
+}
+
+/// How many of a resumed chat's older `done` rows get their diff offered (a git diff each, made
+/// after the chat is shown): the newest ones.
+pub(super) const RESUMED_ROWS: usize = 20;
+
+/// The notes for a resumed chat's older `done` rows: each of the newest [`RESUMED_ROWS`]
+/// prompts before the last whose files changed since, placed by its number among the
+/// conversation's prompt checkpoints.
+pub(super) async fn older_reviewable(checkpoints: &Checkpoints) -> Vec<UiEvent> {
+    let Ok(listed) = checkpoints.list(&checkpoints.conversation()).await else {
+        return Vec::new();
+    };
+    let prompts: Vec<_> = listed
+        .iter()
+        .filter(|c| c.kind == crate::checkpoint::Kind::Prompt)
+        .collect();
+    let of = prompts.len() as u64;
+    let mut notes = Vec::new();
+    let older = prompts.len().saturating_sub(1);
+    for (i, point) in prompts
+        .iter()
+        .enumerate()
+        .take(older)
+        .skip(older.saturating_sub(RESUMED_ROWS))
+    {
+        if let Some(UiEvent::Reviewable {
+            checkpoint, files, ..
+        }) = reviewable(checkpoints, &point.id).await
+        {
+            notes.push(UiEvent::Reviewable {
+                checkpoint,
+                files,
+                prompt: Some(i as u64 + 1),
+                of: Some(of),
+            });
+        }
+    }
+    notes
 }
 
 /// [`reviewable`] for the current conversation's newest prompt checkpoint: what a resumed chat's
@@ -334,7 +375,9 @@ mod tests {
             reviewable(&checkpoints, &busy.id).await,
             Some(UiEvent::Reviewable {
                 checkpoint: busy.id.clone(),
-                files: 2
+                files: 2,
+                prompt: None,
+                of: None,
             })
         );
         assert_eq!(tenths(1024 * 1024 + 1), "1.1");
