@@ -635,7 +635,7 @@ function H.pick_rewind_mode(n)
 end
 
 ---@class agent.Status
----@field state "off"|"idle"|"thinking"|"writing"|"running"|"approval"|"retrying"|"compacting"|"resuming"
+---@field state "off"|"idle"|"thinking"|"writing"|"running"|"approval"|"retrying"|"compacting"
 ---@field text string what the chat's winbar shows: "idle", "thinking", "running `cargo test` 12s", "waiting for approval"
 ---@field input integer input tokens of the current (or last) turn
 ---@field output integer output tokens of the current (or last) turn

@@ -117,19 +117,26 @@ function M.open(lines)
   end
   H.open = { win = win, origin = origin, mode = mode }
   for _, lhs in ipairs({ "q", "<Esc>", "?" }) do
-    vim.keymap.set("n", lhs, M.close, { buffer = buf, nowait = true, desc = "agent: close this list" })
+    vim.keymap.set("n", lhs, function()
+      M.close()
+    end, { buffer = buf, nowait = true, desc = "agent: close this list" })
   end
+  -- Left some other way (a question took focus, a click): closed where the cursor went.
   vim.api.nvim_create_autocmd("WinLeave", {
     buffer = buf,
     once = true,
     callback = function()
-      vim.schedule(M.close)
+      vim.schedule(function()
+        M.close(false)
+      end)
     end,
   })
 end
 
---- Closes the float and puts the cursor back in the window (and mode) it was opened from.
-function M.close()
+--- Closes the float and, unless `back` is false, puts the cursor back in the window (and mode)
+--- it was opened from.
+---@param back? boolean
+function M.close(back)
   local open = H.open
   if not open then
     return
@@ -138,7 +145,7 @@ function M.close()
   if vim.api.nvim_win_is_valid(open.win) then
     pcall(vim.api.nvim_win_close, open.win, true)
   end
-  if vim.api.nvim_win_is_valid(open.origin) then
+  if back ~= false and vim.api.nvim_win_is_valid(open.origin) then
     pcall(vim.api.nvim_set_current_win, open.origin)
     if open.mode == "i" then
       vim.cmd.startinsert({ bang = true })

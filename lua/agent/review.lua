@@ -98,7 +98,13 @@ function M.show(checkpoint, path, status, shown)
     end
     return
   end
-  vim.cmd.edit(vim.fn.fnameescape(abs))
+  local opened, err = pcall(vim.cmd.edit, vim.fn.fnameescape(abs))
+  if not opened then
+    -- (A swap file's question answered with Abort, say.) The empty view goes; nothing else.
+    H.leave_view(H.view)
+    vim.notify(("agent: could not open %s: %s"):format(shown or path, err), vim.log.levels.WARN)
+    return
+  end
   -- The file's own filetype (detected from its name and text), for the same highlighting.
   vim.bo[scratch].filetype = vim.bo.filetype
   if vim.bo.fileformat == "dos" then
@@ -279,7 +285,7 @@ end
 
 -- Closes the view's tab page (when it is still there) and goes back to its origin.
 function H.leave_view(view)
-  if H.view ~= view then
+  if not view or H.view ~= view then
     return
   end
   H.view = nil

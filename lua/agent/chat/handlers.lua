@@ -635,7 +635,12 @@ function handlers.idle()
   -- After :Agent compact (which may have retried): no turn_done ends it. (A prompt just sent
   -- is "thinking" before its turn starts: left alone.)
   local state = status.current.state
-  if not status.current.turn and (state == "compacting" or state == "retrying" or state == "resuming") then
+  if status.current.resuming then
+    -- The resume is over (shown, or failed part way): whatever its replay left, idle now.
+    status.current.resuming = nil
+    status.current.turn = false
+    status.set("idle")
+  elseif not status.current.turn and (state == "compacting" or state == "retrying") then
     status.set("idle")
   end
   if M.on_idle then
@@ -797,7 +802,9 @@ function H.finished_hl(e)
   if not e.ok then
     return "AgentToolFailed"
   end
+  -- (` · allowed by …` may follow it: why it ran unasked.)
   local exit = e.name == "run_bash" and tostring(e.summary or ""):match("%-> exit (%d+)$")
+    or e.name == "run_bash" and tostring(e.summary or ""):match("%-> exit (%d+) · ")
   if exit and exit ~= "0" then
     return "AgentToolExit"
   end

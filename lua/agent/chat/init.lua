@@ -141,6 +141,7 @@ function M.clear(running, fresh)
   s.input, s.output, s.turn = 0, 0, false
   s.spent, s.priced, s.costed, s.cost = 0, true, false, nil
   s.prompted = false -- no conversation until the next prompt (the statusline is empty)
+  s.resuming = nil
   status.set(running and "idle" or "off")
   if fresh and running then
     handlers.intro()
@@ -155,7 +156,8 @@ end
 --- `resume` was sent: the saved conversation is being shown again. Busy until the backend is
 --- idle, so a prompt typed meanwhile is queued behind it, as behind a turn.
 function M.resuming()
-  status.set("resuming")
+  status.current.resuming = true
+  status.render()
 end
 
 --- Holds buffer writes and winbar redraws until end_batch(), so one batch of events is one
@@ -181,6 +183,7 @@ end
 --- The backend was stopped on purpose. Queued prompts go back into the input.
 function M.backend_stopped()
   status.current.turn = false
+  status.current.resuming = nil
   status.set("off")
   queue.back_to_input(queue.clear())
 end

@@ -1,5 +1,5 @@
 --- The chat's state machine and its winbar: off → idle → thinking → running / approval /
---- retrying → idle (and idle → compacting / resuming → idle), with the token counts, the model, and how long a command has run. What
+--- retrying → idle (and idle → compacting → idle; `resuming` holds busy over a resume's replay), with the token counts, the model, and how long a command has run. What
 --- require("agent").status() returns (see :help agent-statusline).
 
 local text = require("agent.text")
@@ -40,13 +40,16 @@ end
 ---@return boolean
 function M.busy()
   local state = M.current.state
+  -- While a resume replays, its own prompts and turn ends move the state: the flag holds.
+  if M.current.resuming then
+    return true
+  end
   return state == "thinking"
     or state == "writing"
     or state == "running"
     or state == "approval"
     or state == "retrying"
     or state == "compacting"
-    or state == "resuming"
 end
 
 --- What the winbar's left side says: "idle", "running `cargo test` 12s", ...
@@ -54,6 +57,9 @@ end
 ---@return string
 function M.text(command_chars)
   local s = M.current
+  if s.resuming then
+    return "resuming the conversation"
+  end
   if s.state == "running" then
     if s.command then
       local command = text.cut(tostring(s.command), command_chars or H.COMMAND_CHARS)
@@ -65,8 +71,6 @@ function M.text(command_chars)
     return "waiting for approval" .. H.unseen_hint()
   elseif s.state == "compacting" then
     return "compacting the conversation"
-  elseif s.state == "resuming" then
-    return "resuming the conversation"
   elseif s.state == "retrying" then
     return ("retrying (attempt %d)"):format(s.attempt or 0)
   end

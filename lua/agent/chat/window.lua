@@ -156,32 +156,27 @@ function M.open(focus)
   H.watch_layout()
 end
 
---- Puts the chat's windows back in shape in every tab page: the input at its height, and with
---- `widths` the chat as wide as the width rule gives for the screen as it is now (so the code
---- window keeps its share). Run with widths when the screen is resized, and without when a
---- window closes (a closed quickfix list's rows must not go to the input, and a chat the
---- person made wider stays so).
----@param widths? boolean
-function M.fit(widths)
+--- The chat's width rule again in every tab page, for the screen as it is now (so the code
+--- window keeps its share); run when the screen is resized. A chat the person made wider
+--- keeps its width otherwise.
+function M.fit()
   local width = require("agent.config").window_width()
   for _, win in ipairs(M.chat_windows()) do
     -- Only beside other windows: a chat alone in its tab page is as wide as the screen.
     local tab = vim.api.nvim_win_get_tabpage(win)
     local beside = vim.fn.winlayout(vim.api.nvim_tabpage_get_number(tab))[1] == "row"
     if beside and vim.api.nvim_win_get_config(win).relative == "" then
-      if widths then
-        pcall(vim.api.nvim_win_set_width, win, width)
-      end
-      for _, other in ipairs(vim.api.nvim_tabpage_list_wins(tab)) do
-        if M.input_buf and vim.api.nvim_win_get_buf(other) == M.input_buf then
-          pcall(vim.api.nvim_win_set_height, other, H.INPUT_HEIGHT)
-        end
-      end
+      pcall(vim.api.nvim_win_set_width, win, width)
     end
   end
 end
 
---- Keeps the layout in shape once the chat has been opened (M.fit).
+--- The height each input window keeps (by window): 5, or what the person made it while in it.
+H.heights = {}
+
+--- Keeps the layout in shape once the chat has been opened: the width rule on a resized
+--- screen, and the input's height when a window beside it closes (a quickfix list's rows must
+--- not go to the input).
 function H.watch_layout()
   if H.layout_group then
     return
@@ -191,16 +186,49 @@ function H.watch_layout()
     group = H.layout_group,
     desc = "agent: the chat's width rule for the new screen size",
     callback = function()
-      M.fit(true)
+      M.fit()
+    end,
+  })
+  vim.api.nvim_create_autocmd("WinResized", {
+    group = H.layout_group,
+    desc = "agent: the input's height as the person sets it",
+    callback = function()
+      -- Resized while the person is in it (:resize, a drag): theirs to keep.
+      local win = vim.api.nvim_get_current_win()
+      if M.input_buf and vim.api.nvim_win_get_buf(win) == M.input_buf then
+        for _, resized in ipairs(vim.v.event.windows or {}) do
+          if resized == win then
+            H.heights[win] = vim.api.nvim_win_get_height(win)
+          end
+        end
+      end
     end,
   })
   vim.api.nvim_create_autocmd("WinClosed", {
     group = H.layout_group,
     desc = "agent: the input keeps its height when another window closes",
-    callback = function()
+    callback = function(args)
+      local closing = tonumber(args.match)
+      H.heights[closing or -1] = nil
+      -- A float (a menu, a hover, a picker) takes no rows from anyone.
+      if
+        not closing
+        or not vim.api.nvim_win_is_valid(closing)
+        or vim.api.nvim_win_get_config(closing).relative ~= ""
+      then
+        return
+      end
       -- Once the window is gone and its rows given out.
       vim.schedule(function()
-        M.fit(false)
+        if not (M.input_buf and vim.api.nvim_buf_is_valid(M.input_buf)) then
+          return
+        end
+        for _, win in ipairs(vim.fn.win_findbuf(M.input_buf)) do
+          local height = H.heights[win] or H.INPUT_HEIGHT
+          if vim.api.nvim_win_get_height(win) ~= height then
+            pcall(vim.api.nvim_win_set_height, win, height)
+          end
+        end
       end)
     end,
   })

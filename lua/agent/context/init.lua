@@ -391,7 +391,8 @@ function H.shown_name(name)
   end
   local full = vim.fs.normalize(vim.fn.fnamemodify(name, ":p"))
   local root = vim.fs.normalize(require("agent.rpc").workspace())
-  return require("agent.paths").within(full, root) or full
+  -- Made visible: a file's name is anybody's, a newline or an escape in it included.
+  return vim.fn.strtrans(require("agent.paths").within(full, root) or full)
 end
 
 -- The last visual selection in `buf` ('< and '>), its lines numbered.

@@ -107,6 +107,13 @@ H.group = vim.api.nvim_create_augroup("agent.buffers.gone", { clear = true })
 --- Notes which buffers hold a file that is on disk (read or written), so that one deleted later
 --- is told apart from a file not written yet. Called once, from require("agent")'s autocommands.
 function M.watch()
+  -- Those read before (the plugin loaded late): on disk now, so deleted later counts.
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    local name = vim.api.nvim_buf_get_name(buf)
+    if vim.api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == "" and name ~= "" and vim.uv.fs_stat(name) then
+      vim.b[buf].agent_on_disk = true
+    end
+  end
   vim.api.nvim_create_autocmd({ "BufReadPost", "BufWritePost" }, {
     group = vim.api.nvim_create_augroup("agent.buffers.on_disk", { clear = true }),
     desc = "agent: this buffer's file is on disk",
@@ -157,7 +164,8 @@ function H.gone(buf, name)
     desc = "agent: a deleted file written back",
     callback = back,
   })
-  local shown = vim.fn.fnamemodify(name, ":~:.")
+  -- Made visible: a name is anybody's (a file the model made), control characters included.
+  local shown = vim.fn.strtrans(vim.fn.fnamemodify(name, ":~:."))
   require("agent.chat").say(
     ("agent: %s no longer exists on disk; its buffer keeps the text (:w writes it back, :bdelete closes it)"):format(
       shown

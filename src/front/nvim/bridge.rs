@@ -79,6 +79,9 @@ pub(super) struct State {
     pub(super) proposals: SyncMutex<std::collections::HashMap<u64, super::adapters::Editable>>,
     /// The running turn's cancel token.
     pub(super) turn: SyncMutex<Option<CancellationToken>>,
+    /// How many times the turn was cancelled (`cancel`, `new`, `resume`): a prompt waiting for
+    /// the conversation compares it to drop itself when the person stopped meanwhile.
+    pub(super) cancels: std::sync::atomic::AtomicU64,
     /// Held by a running turn; taking it waits for the turn to end.
     pub(super) busy: Arc<Mutex<()>>,
     /// Held by a turn that has ended while it works out what its prompt changed (the done
@@ -114,6 +117,7 @@ impl Bridge {
                 pending: Questions::default(),
                 proposals: SyncMutex::new(std::collections::HashMap::new()),
                 turn: SyncMutex::new(None),
+                cancels: std::sync::atomic::AtomicU64::new(0),
                 busy: Arc::new(Mutex::new(())),
                 settling: Arc::new(Mutex::new(())),
                 ui,
@@ -181,6 +185,9 @@ impl Bridge {
     }
 
     pub(super) fn cancel_turn(&self) {
+        self.state
+            .cancels
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if let Ok(turn) = self.state.turn.lock() {
             if let Some(token) = turn.as_ref() {
                 token.cancel();
@@ -363,9 +370,28 @@ impl Bridge {
                 tracing::info!("a prompt waits for the conversation to be free");
                 let bridge = self.clone();
                 let busy = self.state.busy.clone();
+                let cancels = || self.state.cancels.load(std::sync::atomic::Ordering::SeqCst);
+                let before = cancels();
                 tokio::spawn(async move {
                     let busy = busy.lock_owned().await;
-                    bridge.run_turn(busy, text).await;
+                    let now = bridge
+                        .state
+                        .cancels
+                        .load(std::sync::atomic::Ordering::SeqCst);
+                    if now == before {
+                        return bridge.run_turn(busy, text).await;
+                    }
+                    // Stopped (or started over) while it waited: it never starts, and its row
+                    // ends as a cancelled turn does.
+                    drop(busy);
+                    bridge.send(UiEvent::Agent(crate::agent::Event::TurnDone {
+                        input: 0,
+                        output: 0,
+                        outcome: crate::agent::Outcome::Cancelled,
+                        message: "cancelled".into(),
+                        cost: None,
+                    }));
+                    bridge.send(UiEvent::Idle);
                 });
             }
         }
@@ -1328,6 +1354,50 @@ mod tests {
             )]
         );
         drop(running);
+    }
+
+    #[tokio::test]
+    async fn a_prompt_that_finds_the_conversation_busy_waits_and_a_stop_meanwhile_cancels_it() {
+        let bridge = Bridge::new(CancellationToken::new());
+        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
+        let running = bridge.state.busy.clone().try_lock_owned().unwrap();
+        bridge
+            .prompt(protocol::Prompt {
+                text: "typed during a resume".into(),
+            })
+            .await;
+        // Not refused: nothing is said while it waits.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(handed_on(&mut ui), []);
+        // :Agent stop meanwhile: when the conversation is free it ends as cancelled, unsent.
+        bridge.cancel_turn();
+        drop(running);
+        let ended = [ui.recv().await.unwrap(), ui.recv().await.unwrap()];
+        assert_eq!(
+            ended,
+            [
+                UiEvent::Agent(crate::agent::Event::TurnDone {
+                    input: 0,
+                    output: 0,
+                    outcome: crate::agent::Outcome::Cancelled,
+                    message: "cancelled".into(),
+                    cost: None,
+                }),
+                UiEvent::Idle
+            ]
+        );
+        // Without a stop it goes on once the conversation is free (here: none was started).
+        let running = bridge.state.busy.clone().try_lock_owned().unwrap();
+        bridge
+            .prompt(protocol::Prompt {
+                text: "waits".into(),
+            })
+            .await;
+        drop(running);
+        assert_eq!(
+            ui.recv().await.unwrap(),
+            UiEvent::error("agent: the backend was not started; run :Agent again")
+        );
     }
 
     /// What the bridge has handed the pump so far.
