@@ -34,6 +34,8 @@ H.REFRESH_MS = 100
 H.SHARE = 100
 H.MAX_WAIT_MS = 500
 H.FRAME_MS = 16
+-- How long after the chat is made M.warm loads the parsers: after `:Agent` has drawn the split.
+H.WARM_MS = 150
 -- Bytes parsed at most in one go: treesitter's markdown (block and inline) and the highlight
 -- queries cost a few microseconds a byte (up to ~15 for some text), so the budget adapts to
 -- keep one run near H.RUN_NS, between H.MIN_BUDGET and H.BUDGET bytes. A flood (megabytes a
@@ -142,6 +144,26 @@ function M.update()
   if H.dirty then
     H.run_after(H.wait - (vim.uv.hrtime() - H.last) / 1e6)
   end
+end
+
+--- Loads the markdown parsers and their queries a moment after the chat is made, while
+--- nothing is written: done in the first answer's first run instead, it held Neovim 20–30 ms
+--- (BENCHMARKS.md, issue 31). A code block's language is loaded when one first comes.
+function M.warm()
+  if require("agent.config").options.render == false or H.queries.markdown then
+    return
+  end
+  vim.defer_fn(function()
+    if H.queries.markdown then
+      return
+    end
+    H.query("markdown")
+    H.query("markdown_inline")
+    local ok, parser = pcall(vim.treesitter.get_string_parser, "# warm\n\n*a* `b`\n", "markdown")
+    if ok then
+      parser:parse(true)
+    end
+  end, H.WARM_MS)
 end
 
 --- Forgets every region (the chat was cleared).
