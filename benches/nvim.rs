@@ -16,7 +16,9 @@
 //! for Neovim's share of a core.
 //!
 //! Knobs: AGENT_NVIM_BENCH_STREAM_SECS (how long the server takes to send the 50,000 deltas,
-//! default 5), AGENT_NVIM_BENCH_RUNS (start-up and first-`:Agent` samples, default 20 and 10),
+//! default 5; 0 sends them as fast as it can, a burst), AGENT_NVIM_BENCH_CODE (the answer's
+//! code blocks: `lua`, highlighted as lua, by default; `rust`, plain in a Neovim without that
+//! parser, the answer before issue 31), AGENT_NVIM_BENCH_RUNS (start-up and first-`:Agent` samples, default 20 and 10),
 //! AGENT_NVIM_BENCH_PRIOR_MB, AGENT_NVIM_BENCH_TRICKLE_SECS, AGENT_NVIM_BENCH_RENDER=0 (the
 //! chat without markdown highlighting: `render = false`, the figures before issue 13), and
 //! AGENT_NVIM_BENCH_ONLY (a comma list of `startup`, `ready`, `stream`, `prior`, `trickle`,
@@ -577,6 +579,10 @@ fn answer() -> String {
         "keep",
         "highlighting",
     ];
+    // Code blocks in lua (a parser Neovim ships: the block is parsed and highlighted as lua, the
+    // costly path) unless AGENT_NVIM_BENCH_CODE=rust (no parser in a plain Neovim: the text
+    // before issue 31).
+    let lua = std::env::var("AGENT_NVIM_BENCH_CODE").map_or(true, |v| v != "rust");
     let total = DELTAS * DELTA_BYTES - LAST.len();
     let mut out = String::with_capacity(total + LAST.len());
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -591,6 +597,17 @@ fn answer() -> String {
         paragraph += 1;
         match paragraph % 7 {
             0 => out.push_str(&format!("## Section {paragraph}\n\n")),
+            3 if lua => {
+                out.push_str("```lua\n");
+                for i in 0..(3 + next(6)) {
+                    out.push_str(&format!(
+                        "local value_{i} = vim.api.nvim_buf_get_lines(0, {}, -1, false) -- {}\n",
+                        next(1000),
+                        WORDS[next(WORDS.len())]
+                    ));
+                }
+                out.push_str("```\n\n");
+            }
             3 => {
                 out.push_str("```rust\n");
                 for i in 0..(3 + next(6)) {

@@ -405,15 +405,23 @@ pub fn project_choice(action: &Action) -> String {
     }
 }
 
+/// A diff's preview shows a run of at most this many blank lines as they are (code has two
+/// between functions); a longer run is one marker line.
+const DIFF_BLANK_RUN: usize = 3;
+
 /// The lines of a unified diff as the preview shows them: each made [`visible`], a long run of
-/// blank characters squeezed, and a run of two or more lines that are blank but for the same
-/// prefix (`+`, `-`, ` `) shown as one marker line with that prefix (`+[… 60 blank lines …]`).
+/// blank characters squeezed, and a run of more than [`DIFF_BLANK_RUN`] lines that are blank but
+/// for the same prefix (`+`, `-`, ` `) shown as one marker line with that prefix
+/// (`+[… 60 blank lines …]`), so padding cannot push a line out of sight. A command's preview
+/// ([`preview_lines`]) marks every run of two: a blank line means nothing to a shell.
 pub fn diff_lines(diff: &str) -> Vec<String> {
     let body = diff.strip_suffix('\n').unwrap_or(diff);
     let mut lines = Vec::new();
     let mut run: Option<(char, usize)> = None;
     let flush = |lines: &mut Vec<String>, run: Option<(char, usize)>| match run {
-        Some((prefix, 1)) => lines.push(prefix.to_string()),
+        Some((prefix, n)) if n <= DIFF_BLANK_RUN => {
+            lines.extend(std::iter::repeat_n(prefix.to_string(), n));
+        }
         Some((prefix, n)) => lines.push(format!("{prefix}[… {n} blank lines …]")),
         None => {}
     };
@@ -910,8 +918,26 @@ mod tests {
             ]
         );
         assert_eq!(
-            diff_lines(" a\n \n-\n-\n"),
-            vec![" a", " ", "-[… 2 blank lines …]"]
+            diff_lines(" a\n \n-\n-\n-\n-\n"),
+            vec![" a", " ", "-[… 4 blank lines …]"]
+        );
+    }
+
+    #[test]
+    fn a_diff_shows_two_and_three_blank_lines_as_they_are() {
+        assert_eq!(
+            diff_lines("@@ -1,2 +1,7 @@\n def a():\n+\n+\n+def b():\n \n \n \n-x\n"),
+            vec![
+                "@@ -1,2 +1,7 @@",
+                " def a():",
+                "+",
+                "+",
+                "+def b():",
+                " ",
+                " ",
+                " ",
+                "-x"
+            ]
         );
     }
 

@@ -986,3 +986,36 @@ async fn leaving_the_float_and_coming_back_arms_it_again() {
     assert_eq!(mock.requests().len(), 1);
     stop_and_check_nothing_ran(&nvim).await;
 }
+
+#[tokio::test]
+async fn two_blank_lines_in_an_edits_diff_are_two_blank_rows_in_the_preview() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![edit("t1", "x = 1", "\n\ndef b():\n    pass")]),
+            done("OK."),
+        ],
+    );
+    let nvim = start(&mock).await;
+    nvim.write("a.txt", "def a():\n    pass\nx = 1\n");
+    nvim.cmd("Agent add b").await;
+    let screen = nvim.wait_for_screen("Refuse with a reason").await;
+    // What each row of the float's preview holds, between its side borders.
+    let inside: Vec<String> = screen
+        .lines()
+        .filter_map(|row| {
+            let (_, rest) = row.split_once('│')?;
+            Some(rest.split('│').next().unwrap_or("").trim_end().to_string())
+        })
+        .collect();
+    let at = inside
+        .iter()
+        .position(|l| l == "-x = 1")
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert_eq!(
+        inside[at + 1..at + 5],
+        ["+", "+", "+def b():", "+    pass"],
+        "{screen}"
+    );
+    refuse_and_check_nothing_ran(&nvim).await;
+}

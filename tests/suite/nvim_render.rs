@@ -77,15 +77,20 @@ fn row_of(lines: &[String], line: &str) -> usize {
         .unwrap_or_else(|| panic!("{line:?} not in {lines:#?}"))
 }
 
+/// `answer` (ASCII) cut into deltas of `size` bytes.
+fn deltas(answer: &str, size: usize) -> Vec<String> {
+    answer
+        .as_bytes()
+        .chunks(size)
+        .map(|c| String::from_utf8(c.to_vec()).unwrap())
+        .collect()
+}
+
 #[tokio::test]
 async fn a_streamed_answer_has_lua_highlights_in_its_code_block_and_markdown_on_its_heading() {
     let answer = "## Plan\n\nCall `setup` from **init.lua**:\n\n```lua\nlocal agent = require(\"agent\")\nagent.setup({})\n```\n\n- done\n";
     // Cut into small deltas, so the block is highlighted while it is being written too.
-    let deltas: Vec<String> = answer
-        .as_bytes()
-        .chunks(5)
-        .map(|c| String::from_utf8(c.to_vec()).unwrap())
-        .collect();
+    let deltas = deltas(answer, 5);
     let mock = MockLlm::start(Wire::Anthropic, vec![turn(vec![Part::Deltas(deltas)])]);
     let nvim = start(&mock, "").await;
     nvim.cmd("Agent show me").await;
@@ -462,4 +467,124 @@ async fn an_edits_fold_holds_its_diff_highlighted_as_a_diff_live_and_resumed() {
     nvim.wait_for_line(CHAT, "resumed: edit it").await;
     let resumed = nvim.lua(DIFF_ROWS, vec![]).await;
     assert_eq!(resumed, live);
+}
+
+// Issue 31, item 12: the chat reads well.
+
+#[tokio::test]
+async fn a_code_block_without_a_parser_says_once_how_to_install_one() {
+    let answer = "First:\n\n```python\nprint(1)\n```\n\nAgain:\n\n```python\nprint(2)\n```\n\n```lua\nlocal x = 1\n```\n\n```text\nplain\n```\n";
+    // Cut small: a fence's language is half written at times (`pyt`), and says nothing then.
+    let deltas = deltas(answer, 4);
+    let mock = MockLlm::start(Wire::Anthropic, vec![turn(vec![Part::Deltas(deltas)])]);
+    // Tall enough for the whole chat.
+    let nvim = Nvim::start(Options {
+        ui: Some((80, 44)),
+        ..mock_options(&mock, "")
+    })
+    .await;
+    nvim.cmd("Agent code").await;
+    nvim.wait_for_line(CHAT, "done · 10 in / 2 out tokens")
+        .await;
+    nvim.lua(
+        "vim.api.nvim_win_set_cursor(vim.fn.bufwinid('agent://chat'), { 1, 0 })",
+        vec![],
+    )
+    .await;
+    // The whole screen drawn again: the support's grid, kept from scrolls, can miss a virtual
+    // line that a real terminal shows (seen in tmux).
+    nvim.cmd("redraw!").await;
+    let screen = nvim.wait_for_screen("no parser for").await;
+    assert!(
+        screen.contains("## You") && screen.contains("```text"),
+        "{screen}"
+    );
+    let note = "no parser for python: :TSInstall python";
+    assert_eq!(screen.matches(note).count(), 1, "{screen}");
+    assert!(
+        !screen.replacen(note, "", 1).contains("no parser for"),
+        "{screen}"
+    );
+    // On a line of its own, right above the first python block's fence.
+    let rows: Vec<&str> = screen.lines().collect();
+    let at = rows.iter().position(|r| r.contains(note)).unwrap();
+    assert!(rows[at + 1].contains("```python"), "{screen}");
+    // Not a line of the buffer: the text is what the model wrote.
+    let lines = nvim.buffer_lines(CHAT).await;
+    assert!(!lines.iter().any(|l| l.contains("no parser")), "{lines:#?}");
+}
+
+#[tokio::test]
+async fn bold_and_backticks_are_concealed_while_reading_and_shown_in_visual_mode_or_conceallevel_0()
+{
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![turn(vec![Part::Text(
+            "Use **bold** and `code` here.\n".into(),
+        )])],
+    );
+    let nvim = start(&mock, "").await;
+    nvim.cmd("Agent markup").await;
+    nvim.wait_for_line(CHAT, "done · 10 in / 2 out tokens")
+        .await;
+    nvim.wait_for("not require('agent.chat.markdown').behind()")
+        .await;
+    nvim.wait_for_screen("Use bold and code here.").await;
+
+    // On the cursor's line in the chat too, while reading (Normal mode)…
+    nvim.lua(
+        "local win = vim.fn.bufwinid('agent://chat') vim.api.nvim_set_current_win(win) \
+         vim.fn.search('Use ') ",
+        vec![],
+    )
+    .await;
+    nvim.wait_for_screen("Use bold and code here.").await;
+    // …but not while selecting it, for copying.
+    nvim.api.input("V").await.unwrap();
+    nvim.wait_for_screen("Use **bold** and `code` here.").await;
+    nvim.api.input("<Esc>").await.unwrap();
+    nvim.wait_for_screen("Use bold and code here.").await;
+
+    // 'conceallevel' 0 shows the markup everywhere.
+    nvim.lua(
+        "vim.wo[vim.fn.bufwinid('agent://chat')].conceallevel = 0",
+        vec![],
+    )
+    .await;
+    nvim.api.input("gg").await.unwrap();
+    let screen = nvim.wait_for_screen("Use **bold** and `code` here.").await;
+    assert!(!screen.contains("Use bold and code here."), "{screen}");
+}
+
+#[tokio::test]
+async fn a_wrapped_list_item_continues_under_its_text() {
+    let item = "- alpha beta gamma delta epsilon zeta eta theta iota kappa lambda";
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![turn(vec![Part::Text(format!("A list:\n\n{item}\n"))])],
+    );
+    let nvim = start(&mock, "").await;
+    nvim.cmd("Agent list").await;
+    nvim.wait_for_line(CHAT, "done · 10 in / 2 out tokens")
+        .await;
+    let screen = nvim.wait_for_screen("- alpha beta").await;
+    let rows: Vec<Vec<char>> = screen.lines().map(|r| r.chars().collect()).collect();
+    let at = screen
+        .lines()
+        .position(|r| r.contains("- alpha beta"))
+        .unwrap();
+    let col = rows[at]
+        .windows(7)
+        .position(|w| w == ['-', ' ', 'a', 'l', 'p', 'h', 'a'])
+        .unwrap();
+    // The 40-column chat wraps the item; its next screen row starts under `alpha`, not under `-`.
+    let next: String = rows[at + 1][col..].iter().collect();
+    assert!(
+        next.starts_with("  ")
+            && !next.starts_with("   ")
+            && next
+                .trim_start()
+                .starts_with(|c: char| c.is_ascii_lowercase()),
+        "{screen}"
+    );
 }

@@ -22,6 +22,7 @@ local H = {}
 --- The highlights' namespace.
 M.ns = vim.api.nvim_create_namespace("agent.chat.markdown")
 H.ns_start = vim.api.nvim_create_namespace("agent.chat.markdown.start") -- the open region's unsettled start
+H.ns_told = vim.api.nvim_create_namespace("agent.chat.markdown.told") -- `no parser for …` notes
 
 -- How often the region being written is highlighted again when it has new text, and how soon
 -- work left over (the budget below ran out) goes on. A slow stream of a long paragraph (each
@@ -33,6 +34,8 @@ H.REFRESH_MS = 100
 H.SHARE = 100
 H.MAX_WAIT_MS = 500
 H.FRAME_MS = 16
+-- How long after the chat is made M.warm loads the parsers: after `:Agent` has drawn the split.
+H.WARM_MS = 150
 -- Bytes parsed at most in one go: treesitter's markdown (block and inline) and the highlight
 -- queries cost a few microseconds a byte (up to ~15 for some text), so the budget adapts to
 -- keep one run near H.RUN_NS, between H.MIN_BUDGET and H.BUDGET bytes. A flood (megabytes a
@@ -54,6 +57,10 @@ H.JUMP_ROWS = 100
 H.SCAN_LINES = 4000
 -- Captures that are not highlights.
 H.skip = { spell = true, nospell = true, conceal = true }
+-- Code blocks' languages that no parser is made for: nothing to install, nothing to say.
+H.PLAIN = { text = true, txt = true, plain = true, plaintext = true, output = true, console = true }
+H.told = {} ---@type table<string, true> languages whose missing parser the chat has named
+H.langs = {} ---@type table<string, table|false> a block's language: the parser names it may have (`shown` the one named), false for none
 -- The queries in use, held here: Neovim's own cache of them is weak, and parsing a query again
 -- costs more than parsing the text (the string parser asks for `injections` each time too).
 H.queries = {} ---@type table<string, { highlights: vim.treesitter.Query?, injections: vim.treesitter.Query? }>
@@ -139,13 +146,35 @@ function M.update()
   end
 end
 
+--- Loads the markdown parsers and their queries a moment after the chat is made, while
+--- nothing is written: done in the first answer's first run instead, it held Neovim 20–30 ms
+--- (BENCHMARKS.md, issue 31). A code block's language is loaded when one first comes.
+function M.warm()
+  if require("agent.config").options.render == false or H.queries.markdown then
+    return
+  end
+  vim.defer_fn(function()
+    if H.queries.markdown then
+      return
+    end
+    H.query("markdown")
+    H.query("markdown_inline")
+    local ok, parser = pcall(vim.treesitter.get_string_parser, "# warm\n\n*a* `b`\n", "markdown")
+    if ok then
+      parser:parse(true)
+    end
+  end, H.WARM_MS)
+end
+
 --- Forgets every region (the chat was cleared).
 ---@param buf? integer
 function M.reset(buf)
   H.open, H.dirty, H.regions, H.wait = nil, false, {}, H.REFRESH_MS
+  H.told = {}
   if buf and vim.api.nvim_buf_is_valid(buf) then
     vim.api.nvim_buf_clear_namespace(buf, M.ns, 0, -1)
     vim.api.nvim_buf_clear_namespace(buf, H.ns_start, 0, -1)
+    vim.api.nvim_buf_clear_namespace(buf, H.ns_told, 0, -1)
   end
 end
 
@@ -398,8 +427,10 @@ function H.parse(region, start, stop, lines)
     return nil, offset -- no markdown parser: the chat stays plain
   end
   parser:parse(true)
+  -- The last line of an open region may still be half written (a fence's ```pyt).
+  local whole = region.stop and #lines or #lines - 1
   parser:for_each_tree(function(tree, ltree)
-    H.apply(buf, tree, ltree:lang(), source, offset, start)
+    H.apply(buf, tree, ltree:lang(), source, offset, start, whole)
   end)
   return parser, offset
 end
@@ -416,17 +447,29 @@ function H.forget(region)
 end
 
 -- The captures of one tree as extmarks; an injected language's lie above the markdown ones.
-function H.apply(buf, tree, lang, source, offset, first)
+-- Source rows before `whole` are complete lines. Inline markup's delimiters (`**`, `` ` ``) are
+-- concealed (shown as the window's 'conceallevel' and 'concealcursor' say); a code block's
+-- language without a parser is named once (H.tell).
+function H.apply(buf, tree, lang, source, offset, first, whole)
   local query = H.query(lang)
   if not query then
     return
   end
   local base = lang == "markdown" and 100 or (lang == "markdown_inline" and 101 or 102)
   local set_extmark = vim.api.nvim_buf_set_extmark
+  local inline = lang == "markdown_inline"
   for id, node, metadata in query:iter_captures(tree:root(), source, 0, -1) do
     local name = query.captures[id]
-    if not H.skip[name] and name:sub(1, 1) ~= "_" then
+    if inline and name == "conceal" then
       local sr, sc, er, ec = node:range()
+      if sr + offset >= first then
+        set_extmark(buf, M.ns, sr + offset, sc, { end_row = er + offset, end_col = ec, conceal = "", strict = false })
+      end
+    elseif not H.skip[name] and name:sub(1, 1) ~= "_" then
+      local sr, sc, er, ec = node:range()
+      if name == "label" and lang == "markdown" and sr < whole and node:type() == "language" then
+        H.tell(buf, sr + offset, vim.treesitter.get_node_text(node, source))
+      end
       sr, er = sr + offset, er + offset
       if sr < first then
         sr, sc = first, 0
@@ -445,10 +488,45 @@ function H.apply(buf, tree, lang, source, offset, first)
   end
 end
 
--- Inline markdown's highlights, with the groups Neovim's own query gives these nodes. That
--- query (escapes, entities, concealed brackets, predicates evaluated in Lua) takes five times
--- as long to run over the same text, and inline text is most of a chat.
+-- Says once per chat, on a line of its own above a code block's fence (row `row`; a line
+-- that is not text, so it neither wraps nor is cut as a narrow window's eol text would be),
+-- that its language `name` has no parser, and how to get one; a language with a parser, or
+-- none to get, says nothing.
+function H.tell(buf, row, name)
+  local names = H.langs[name]
+  if names == nil then
+    names = false
+    local alias = name:lower()
+    if not H.PLAIN[alias] and alias:match("^[%w_+#.-]+$") then
+      local filetype = vim.filetype.match({ filename = "a." .. alias }) or alias
+      names = { alias, vim.treesitter.language.get_lang(alias), vim.treesitter.language.get_lang(filetype) }
+      names.shown = names[3] or filetype
+    end
+    H.langs[name] = names
+  end
+  if not names or H.told[names.shown] then
+    return
+  end
+  for _, candidate in pairs(names) do
+    local ok, added = pcall(vim.treesitter.language.add, candidate)
+    if ok and added == true then
+      return
+    end
+  end
+  local lang = names.shown
+  H.told[lang] = true
+  vim.api.nvim_buf_set_extmark(buf, H.ns_told, row, 0, {
+    virt_lines = { { { ("no parser for %s: :TSInstall %s"):format(lang, lang), "AgentNotice" } } },
+    virt_lines_above = true,
+  })
+end
+
+-- Inline markdown's highlights, with the groups Neovim's own query gives these nodes, and the
+-- delimiters it conceals. That query (escapes, entities, concealed brackets, predicates
+-- evaluated in Lua) takes five times as long to run over the same text, and inline text is
+-- most of a chat.
 H.INLINE = [[
+[(emphasis_delimiter) (code_span_delimiter)] @conceal
 (code_span) @markup.raw
 (emphasis) @markup.italic
 (strong_emphasis) @markup.strong

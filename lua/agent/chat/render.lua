@@ -40,6 +40,7 @@ H.prose = false -- a region of prose (markdown.lua) is open: the last piece writ
 function M.ensure()
   if window.ensure_buffers() then
     H.forget()
+    markdown.warm()
   end
 end
 

@@ -58,6 +58,9 @@ function M.ensure_buffers()
     M.buf = buf
     vim.bo[buf].undolevels = -1 -- nothing to undo, and no memory spent on it
     vim.bo[buf].modifiable = false
+    -- A list item's wrapped lines start under its text, not under its marker (H.chat_window's
+    -- breakindentopt `list:-1` measures the marker with this pattern).
+    vim.bo[buf].formatlistpat = [[^\s*\(\d\+[.)]\|[-*+]\)\s\+]]
     H.plain(buf)
     vim.schedule(function()
       H.plain(buf) -- FileType handlers that start treesitter later
@@ -361,6 +364,13 @@ function H.setup_chat_window(win)
     foldminlines = 0,
     foldtext = "v:lua.require'agent.chat.render'.foldtext()",
     fillchars = "fold: ,eob: ",
+    -- `**` and backticks hidden (chat/markdown.lua conceals them), also on the cursor's line
+    -- while reading; Visual mode shows them, for copying. `:setlocal conceallevel=0` shows them.
+    conceallevel = 2,
+    concealcursor = "nc",
+    -- A wrapped line keeps its indent, and a list item's its text's column.
+    breakindent = true,
+    breakindentopt = "list:-1",
   })
   if M.on_chat_window then
     M.on_chat_window(win)

@@ -63,6 +63,9 @@ impl From<ConversationEvent> for UiEvent {
 
 /// The most events, and roughly the most bytes of text, one batch carries: Lua shows a full one
 /// in a few milliseconds, so Neovim still answers its other requests between two of them.
+/// Events are counted as Lua gets them, consecutive text joined ([`join_text`]): a burst of
+/// small deltas is one event, bounded by its bytes, so a backlog of 1,000 deltas waiting while
+/// Neovim was busy goes out in one batch, not in nine round trips (issue 31).
 pub(super) const BATCH_EVENTS: usize = 120;
 pub(super) const BATCH_BYTES: usize = 80 * 1024;
 
@@ -188,22 +191,45 @@ async fn gather(
 ) -> (Vec<UiEvent>, bool) {
     let mut bytes = size_of_text(&first);
     let mut batch = vec![first];
+    // Events as Lua gets them: text joined to the text before it is not one more.
+    let mut joined = 1;
     while !batch
         .last()
         .is_some_and(|last| goes_at_once(last, events.is_empty()))
     {
-        if batch.len() >= BATCH_EVENTS || bytes >= BATCH_BYTES {
+        if joined >= BATCH_EVENTS || bytes >= BATCH_BYTES {
             return (batch, true);
         }
         match tokio::time::timeout_at(deadline, events.recv()).await {
             Ok(Some(event)) => {
                 bytes += size_of_text(&event);
+                if !batch.last().is_some_and(|last| joins(last, &event)) {
+                    joined += 1;
+                }
                 batch.push(event);
             }
             Ok(None) | Err(_) => break,
         }
     }
     (batch, false)
+}
+
+/// Whether [`join_text`] joins `next` to `previous` (text to text, thoughts to thoughts); a
+/// live output replacing the one before it still counts, as it is sent whole each time.
+fn joins(previous: &UiEvent, next: &UiEvent) -> bool {
+    matches!(
+        (previous, next),
+        (
+            UiEvent::Agent(Event::Text { .. }),
+            UiEvent::Agent(Event::Text { .. })
+        ) | (
+            UiEvent::Agent(Event::Thought { .. }),
+            UiEvent::Agent(Event::Thought { .. })
+        ) | (
+            UiEvent::Update(crate::acp::AgentUpdate::Thought { .. }),
+            UiEvent::Update(crate::acp::AgentUpdate::Thought { .. })
+        )
+    )
 }
 
 /// True for an event after which the batch goes out without waiting for the frame's end: a
@@ -316,13 +342,41 @@ mod tests {
         UiEvent::Agent(Event::Text { text: s.into() })
     }
 
+    fn thought(s: &str) -> UiEvent {
+        UiEvent::Agent(Event::Thought { text: s.into() })
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_text_deltas_is_one_event_to_lua_and_fills_a_batch_by_its_bytes() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let delta = "d".repeat(20);
+        let per_batch = BATCH_BYTES.div_ceil(delta.len());
+        for _ in 0..per_batch + 10 {
+            tx.send(text(&delta)).unwrap();
+        }
+        let later = tokio::time::Instant::now() + Duration::from_secs(60);
+        let first = rx.recv().await.unwrap();
+        let (batch, full) = gather(first, &mut rx, later).await;
+        assert_eq!((batch.len(), full), (per_batch, true));
+        assert_eq!(
+            join_text(batch),
+            vec![text(&delta.repeat(per_batch))],
+            "one event for Lua"
+        );
+        let first = rx.recv().await.unwrap();
+        let (batch, full) = gather(first, &mut rx, tokio::time::Instant::now()).await;
+        assert_eq!((batch.len(), full), (10, false));
+    }
+
     #[tokio::test]
     async fn a_flood_goes_out_in_bounded_batches_a_trickle_once_a_frame() {
         let (tx, mut rx) = mpsc::unbounded_channel();
         // A flood (a resumed conversation): full batches; after a full one the next is
-        // gathered with a deadline already past, so it takes only what is waiting.
-        for _ in 0..BATCH_EVENTS * 2 + 5 {
-            tx.send(text("x")).unwrap();
+        // gathered with a deadline already past, so it takes only what is waiting. Text and
+        // thoughts in turn: none joins the one before it.
+        for i in 0..BATCH_EVENTS * 2 + 5 {
+            tx.send(if i % 2 == 0 { text("x") } else { thought("t") })
+                .unwrap();
         }
         let later = tokio::time::Instant::now() + Duration::from_secs(60);
         let first = rx.recv().await.unwrap();
