@@ -487,7 +487,7 @@ async fn a_code_block_without_a_parser_says_once_how_to_install_one() {
     nvim.wait_for_line(CHAT, "done · 10 in / 2 out tokens")
         .await;
     nvim.lua(
-        "vim.api.nvim_win_set_cursor(vim.fn.bufwinid('agent://chat'), { 1, 0 })",
+        "vim.api.nvim_win_set_cursor(vim.fn.bufwinid('agent: chat'), { 1, 0 })",
         vec![],
     )
     .await;
@@ -533,7 +533,7 @@ async fn bold_and_backticks_are_concealed_while_reading_and_shown_in_visual_mode
 
     // On the cursor's line in the chat too, while reading (Normal mode)…
     nvim.lua(
-        "local win = vim.fn.bufwinid('agent://chat') vim.api.nvim_set_current_win(win) \
+        "local win = vim.fn.bufwinid('agent: chat') vim.api.nvim_set_current_win(win) \
          vim.fn.search('Use ') ",
         vec![],
     )
@@ -547,7 +547,7 @@ async fn bold_and_backticks_are_concealed_while_reading_and_shown_in_visual_mode
 
     // 'conceallevel' 0 shows the markup everywhere.
     nvim.lua(
-        "vim.wo[vim.fn.bufwinid('agent://chat')].conceallevel = 0",
+        "vim.wo[vim.fn.bufwinid('agent: chat')].conceallevel = 0",
         vec![],
     )
     .await;
