@@ -774,8 +774,13 @@ function H.watch()
       if win == open.choices_win or win == open.preview_win then
         local previous = vim.fn.win_getid(vim.fn.winnr("#"))
         -- The mode it was entered in (a click from Insert mode stays in Insert): taking focus
-        -- leaves it, and answering gives it back.
-        H.take_focus(open, { win = previous, mode = vim.api.nvim_get_mode().mode })
+        -- leaves it, and answering gives it back. Coming back from a float of its own (the
+        -- keys list) or a look elsewhere, it still gives focus back where it first took it.
+        local origin = open.origin
+        if not (origin and vim.api.nvim_win_is_valid(origin.win)) then
+          origin = { win = previous, mode = vim.api.nvim_get_mode().mode }
+        end
+        H.take_focus(open, origin)
         if win == open.preview_win and vim.api.nvim_win_is_valid(open.choices_win) then
           vim.api.nvim_set_current_win(open.choices_win)
         end

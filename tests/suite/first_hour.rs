@@ -385,6 +385,9 @@ async fn question_mark_lists_the_keys_of_the_chat_the_input_and_the_picker_and_s
         .await;
     nvim.api.input("4").await.unwrap();
     nvim.wait_for_line(CHAT, "OK.").await;
+    // Answered after a look at the keys: back where the question first took focus from.
+    nvim.wait_for("vim.bo.filetype ~= 'agent-approval'").await;
+    assert_eq!(where_am_i(&nvim).await.0, "agent: input");
 }
 
 #[tokio::test]
