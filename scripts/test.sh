@@ -59,4 +59,4 @@ TMPDIR="$(mktemp -d "${TMPDIR:-/tmp}/agent-nvim-tests.XXXXXX")"
 chmod 1777 "$TMPDIR"
 export TMPDIR
 trap 'rm -rf "$TMPDIR"' EXIT
-cargo test --locked "$@"
+cargo test --locked --workspace "$@"

@@ -17,11 +17,9 @@
 
 pub mod acp;
 pub mod agent;
-pub mod ansi;
 pub mod approval;
 pub mod checkpoint;
 pub mod conversation;
-pub mod diff;
 pub mod display;
 pub mod editor;
 pub mod error;
@@ -38,8 +36,10 @@ pub mod session;
 pub mod sessions;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
-pub mod text;
 pub mod tools;
 pub mod workspace;
+
+// The text layer, where the modules above find it.
+pub use agent_nvim_text::{ansi, diff, text};
 
 pub use error::{Error, Result};
