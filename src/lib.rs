@@ -31,7 +31,6 @@ pub mod process;
 pub mod questions;
 pub mod reaper;
 pub mod sandbox;
-pub mod secrets;
 pub mod session;
 pub mod sessions;
 #[cfg(any(test, feature = "test-support"))]
@@ -40,6 +39,6 @@ pub mod tools;
 pub mod workspace;
 
 // The text layer, where the modules above find it.
-pub use agent_nvim_text::{ansi, diff, text};
+pub use agent_nvim_text::{ansi, diff, secrets, text};
 
 pub use error::{Error, Result};

@@ -18,7 +18,7 @@ local H = {}
 ---@alias agent.Decision "allow_once"|"allow_session"|"allow_project"|"allow_all"|"edited"|"refuse"
 
 --- An approval request as the backend sends it (src/front/nvim/protocol.rs, UiEvent::Approval). Every
---- string in it was made visible by the backend (src/display.rs); absent fields are nil.
+--- string in it was made visible by the backend (crates/text/src/escape.rs); absent fields are nil.
 ---@class agent.ApprovalRequest
 ---@field id integer
 ---@field tool string

@@ -1,5 +1,5 @@
 --- Text helpers the Lua modules share. What a person is shown was made visible by the backend
---- already (src/display.rs); these only lay it out.
+--- already (crates/text/src/escape.rs); these only lay it out.
 
 local M = {}
 local H = {}
@@ -9,7 +9,7 @@ H.MAX_UNIT_BYTES = 64
 
 --- The length in bytes of the unit at byte `at` of `text` that a cut keeps whole: an escape
 --- the backend wrote (`\e`, `\u{202e}`), a marker (`[… 60 blank lines …]`), or else one
---- character. The same units as src/display.rs's `cut`. Reads only the unit: `text` may be
+--- character. The same units as crates/text/src/escape.rs's `cut`. Reads only the unit: `text` may be
 --- megabytes long.
 ---@param text string
 ---@param at integer

@@ -62,7 +62,7 @@ fn lasting(decision: &Decision) -> bool {
 }
 
 /// The question as the terminal shows it: the title, then every line of a command that the
-/// title does not show whole, then the diff; all of it made visible (src/display.rs), so nothing
+/// title does not show whole, then the diff; all of it made visible (crates/text/src/escape.rs), so nothing
 /// in the request can move the cursor, erase the line or reorder what is read.
 fn question_lines(request: &ApprovalRequest) -> Vec<String> {
     let is_command = matches!(request.action, Action::Command { .. });
@@ -545,7 +545,7 @@ pub fn list_sessions(workspace: Option<std::path::PathBuf>) -> Result<u8> {
 }
 
 /// Shows the agent's events: text and tool rows on stdout, problems on stderr. Each is made
-/// visible first (src/display.rs), so the model's text cannot hide, repaint or move anything on
+/// visible first (crates/text/src/escape.rs), so the model's text cannot hide, repaint or move anything on
 /// the terminal, the question included; every text is redacted; and a failed turn's closing
 /// line is not printed again when it repeats the error just shown.
 async fn print_events(mut events: tokio::sync::mpsc::UnboundedReceiver<ConversationEvent>) {

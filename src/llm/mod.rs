@@ -71,8 +71,8 @@ impl ProviderKind {
     /// The environment variable its key is read from; None for a provider without a key.
     pub fn key_var(self) -> Option<&'static str> {
         match self {
-            ProviderKind::Anthropic => Some("ANTHROPIC_API_KEY"),
-            ProviderKind::OpenAi => Some("OPENAI_API_KEY"),
+            ProviderKind::Anthropic => Some(crate::secrets::ANTHROPIC_KEY_VAR),
+            ProviderKind::OpenAi => Some(crate::secrets::OPENAI_KEY_VAR),
             ProviderKind::Ollama => None,
         }
     }
@@ -1032,6 +1032,10 @@ mod tests {
     fn every_provider_name_parses_back_to_its_kind() {
         for kind in ProviderKind::ALL {
             assert_eq!(ProviderKind::parse(kind.name()), Some(kind));
+            // Every key variable is one the redactor keeps out of children.
+            if let Some(var) = kind.key_var() {
+                assert!(crate::secrets::KEY_VARS.contains(&var), "{var}");
+            }
         }
     }
 

@@ -6,8 +6,10 @@
 //! - [`ansi`]: a command's coloured output as the text and the colours a chat can show.
 //! - [`diff`]: unified diffs of two texts.
 //! - [`text`]: bounds on text (characters kept, what was cut).
+//! - [`secrets`]: the keys in use, replaced with `[redacted]` wherever text leaves the process.
 
 pub mod ansi;
 pub mod diff;
 pub mod escape;
+pub mod secrets;
 pub mod text;

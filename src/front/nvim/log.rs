@@ -21,10 +21,23 @@ pub(super) fn init(path: Option<&Path>) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AGENT_NVIM_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
-        .with_writer(crate::secrets::RedactedLog::new(OneLineLog(file)))
+        .with_writer(LogWriter(crate::secrets::RedactedLog::new(OneLineLog(
+            file,
+        ))))
         .with_ansi(false)
         .with_env_filter(filter)
         .try_init();
+}
+
+/// tracing's writer: a redacted record each time ([`crate::secrets::RedactedLog::record`]).
+struct LogWriter<W>(crate::secrets::RedactedLog<W>);
+
+impl<'a, W: std::io::Write + 'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter<W> {
+    type Writer = crate::secrets::Record<'a, W>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.0.record()
+    }
 }
 
 /// The log file, written one record per line with everything in it made visible
@@ -62,8 +75,9 @@ mod tests {
         use std::io::Write;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("agent.log");
-        let log =
-            crate::secrets::RedactedLog::new(OneLineLog(std::fs::File::create(&path).unwrap()));
+        let log = LogWriter(crate::secrets::RedactedLog::new(OneLineLog(
+            std::fs::File::create(&path).unwrap(),
+        )));
         let mut record = tracing_subscriber::fmt::MakeWriter::make_writer(&log);
         record
             .write_all(b"INFO detail=touch PWNED #\r\x1b[2Kls\nINFO forged \xe2\x80\xae\n")

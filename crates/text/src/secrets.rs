@@ -11,12 +11,18 @@ use std::sync::{Mutex, PoisonError, RwLock};
 /// What a key is replaced with.
 pub const REDACTED: &str = "[redacted]";
 
-/// The variables the providers read their keys from. run_bash's children never get them unless
-/// the user names them in `pass_env`.
+/// Anthropic's key variable.
+pub const ANTHROPIC_KEY_VAR: &str = "ANTHROPIC_API_KEY";
+/// OpenAI's key variable.
+pub const OPENAI_KEY_VAR: &str = "OPENAI_API_KEY";
+
+/// The variables the providers read their keys from (each provider names its own from these:
+/// `llm::ProviderKind::key_var`). run_bash's children never get them unless the user names them
+/// in `pass_env`.
+pub const KEY_VARS: &[&str] = &[ANTHROPIC_KEY_VAR, OPENAI_KEY_VAR];
+
 fn key_vars() -> impl Iterator<Item = &'static str> {
-    crate::llm::ProviderKind::ALL
-        .into_iter()
-        .filter_map(crate::llm::ProviderKind::key_var)
+    KEY_VARS.iter().copied()
 }
 
 /// Values shorter than this are not treated as secrets: replacing `k` or `test` everywhere would
@@ -187,10 +193,10 @@ impl<W: Write> Drop for Record<'_, W> {
     }
 }
 
-impl<'a, W: Write + 'a> tracing_subscriber::fmt::MakeWriter<'a> for RedactedLog<W> {
-    type Writer = Record<'a, W>;
-
-    fn make_writer(&'a self) -> Self::Writer {
+impl<W: Write> RedactedLog<W> {
+    /// A record to write: what is written to it goes to the log redacted, whole, when it is
+    /// flushed or dropped (a logging library's writer for one record).
+    pub fn record(&self) -> Record<'_, W> {
         Record {
             log: self,
             buf: Vec::new(),
@@ -255,7 +261,7 @@ mod tests {
         protect("sk-log-test-98765");
         let log = RedactedLog::new(Vec::new());
         {
-            let mut record = tracing_subscriber::fmt::MakeWriter::make_writer(&log);
+            let mut record = log.record();
             // Written in pieces that split the key: the record is redacted whole.
             record.write_all(b"error: bad key sk-log-").unwrap();
             record.write_all(b"test-98765 given\n").unwrap();
