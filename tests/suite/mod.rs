@@ -9,6 +9,7 @@ mod approval_picker;
 mod checkpoints;
 mod first_hour;
 mod install;
+mod layering;
 mod lua_tooling;
 mod nvim_acp;
 mod nvim_boundary;
