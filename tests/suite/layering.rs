@@ -8,7 +8,7 @@ use std::path::Path;
 
 /// Each workspace crate (the root package aside, which is the top and may use any) and the
 /// workspace crates it may depend on.
-const LAYERS: &[(&str, &[&str])] = &[("agent-nvim-text", &[])];
+const LAYERS: &[(&str, &[&str])] = &[("agent-nvim-text", &[]), ("agent-nvim-vocab", &[])];
 
 /// The package name and the workspace crates (`agent-nvim*`) a manifest depends on, in any of
 /// its dependency tables (normal, dev, build, target-specific).
