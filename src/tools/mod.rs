@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -34,50 +33,10 @@ pub use read_file::{attachment, Attachment, ReadFile};
 pub(crate) use read_file::{read_prefix, Contents};
 pub use run_bash::RunBash;
 
+pub use agent_nvim_vocab::tools::{ToolResult, ToolSpec};
+
 /// The text of a call that did not run because the user cancelled the turn.
 pub const CANCELLED: &str = "Cancelled by the user before it ran.";
-
-/// What one tool call produced.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolResult {
-    /// False for a failure; the providers mark it (`is_error`, `ERROR: `).
-    pub ok: bool,
-    /// What the model reads.
-    pub text: String,
-    /// The one-line row the user sees.
-    pub summary: String,
-}
-
-impl ToolResult {
-    /// A success.
-    pub fn ok(text: impl Into<String>, summary: impl Into<String>) -> Self {
-        ToolResult {
-            ok: true,
-            text: text.into(),
-            summary: summary.into(),
-        }
-    }
-
-    /// A failure whose summary is its own first line (messages are written to fit one).
-    pub fn fail(text: impl Into<String>) -> Self {
-        let text = text.into();
-        let summary = text.lines().next().unwrap_or_default().to_string();
-        ToolResult {
-            ok: false,
-            text,
-            summary,
-        }
-    }
-
-    /// A failure with its own summary.
-    pub fn fail_with(text: impl Into<String>, summary: impl Into<String>) -> Self {
-        ToolResult {
-            ok: false,
-            text: text.into(),
-            summary: summary.into(),
-        }
-    }
-}
 
 /// A size in MB (MiB) as a message shows it: whole when it is whole, else rounded up to a tenth,
 /// so a file just over a limit never reads as the limit itself.
@@ -266,17 +225,6 @@ pub trait Tool: Send + Sync {
 /// limit instead): a run_bash command of 100,000 characters is already 1,250 screen lines to
 /// read before allowing it.
 pub const MAX_ARGUMENT_CHARS: usize = 100_000;
-
-/// The catalogue entry the providers send for one tool.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolSpec {
-    /// Tool name.
-    pub name: &'static str,
-    /// Tool description.
-    pub description: &'static str,
-    /// Argument schema.
-    pub schema: Value,
-}
 
 /// The failed result for an I/O beneath the root that did not happen: the refusals the path
 /// check would have given (the tree changed under us, a loop, a name too long), `No such

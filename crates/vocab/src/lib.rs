@@ -4,6 +4,8 @@
 //!
 //! - [`events`]: what a turn reports, and how it ended.
 //! - [`approval`]: a question before a call runs, and the person's answer.
+//! - [`tools`]: a tool as the providers are told of it, and what a call produced.
 
 pub mod approval;
 pub mod events;
+pub mod tools;
