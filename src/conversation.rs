@@ -7,29 +7,17 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::error::SendError;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::acp::AgentUpdate;
 use crate::agent::{Agent, Event, Outcome, Report};
 use crate::approval::Decision;
 use crate::llm::Message;
 use crate::sessions::{self, Record};
 
-/// What a conversation reports while it runs a prompt, in order: the turn loop's own
-/// [`Event`]s, plus what only an external agent reports. Serialized flat either way, as a map
-/// with a `type` field (`{"type":"text","text":"Hi"}`, `{"type":"thought","text":"..."}`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum ConversationEvent {
-    /// Turn started and done, message text, tool started and finished, usage, errors.
-    Turn(Event),
-    /// Thoughts, plans, tool rows updated in place.
-    Agent(AgentUpdate),
-}
+pub use agent_nvim_vocab::conversation::ConversationEvent;
 
 /// The stream a prompt's events go to. Every conversation reports on the one it is given, so a
 /// front end (and the session recorder, [`sessions::Recorded`]) sees every kind of conversation

@@ -7,57 +7,12 @@
 //! Parsed leniently from JSON, like session/update: an option of a kind we do not know is left
 //! out, never the whole list.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::update::str_field;
 use super::{AcpEvent, AgentUpdate};
 
-/// One value a person can pick (a mode, or one value of a select option).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Offered {
-    /// The agent's id for it: sent back when chosen.
-    pub id: String,
-    /// Its label.
-    pub name: String,
-    /// What it does, when the agent says.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-}
-
-/// One of the session's config options.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ConfigOption {
-    /// The agent's id for it.
-    pub id: String,
-    /// Its label.
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// `model`, `mode`, `thought_level`, ... (what it is about; the chat shows a model option
-    /// as the model, a mode option as the mode).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub category: Option<String>,
-    /// `select` or `boolean`.
-    pub kind: String,
-    /// Its value now: a value's id (select) or true/false (boolean).
-    pub current: Value,
-    /// A select option's values, groups flattened in order; none for a boolean.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub values: Vec<Offered>,
-}
-
-impl ConfigOption {
-    /// Whether `value` is one this option takes.
-    pub(super) fn takes(&self, value: &Value) -> bool {
-        match self.kind.as_str() {
-            "boolean" => value.is_boolean(),
-            _ => value
-                .as_str()
-                .is_some_and(|id| self.values.iter().any(|offered| offered.id == id)),
-        }
-    }
-}
+pub use agent_nvim_vocab::conversation::{ConfigOption, Offered};
 
 /// The session's modes and options as the agent last reported them.
 #[derive(Debug, Default, Clone, PartialEq)]

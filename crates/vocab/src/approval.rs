@@ -60,7 +60,7 @@ pub enum Decision {
     AllowSession,
     /// Every call until the session ends.
     AllowAll,
-    /// This call, and from now on in this workspace (saved: [`crate::permissions::saved`]):
+    /// This call, and from now on in this workspace (saved by the permissions module):
     /// this exact command line, or every edit.
     AllowProject,
     /// This call once, with the person's version of the proposal instead of the model's

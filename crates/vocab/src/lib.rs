@@ -5,7 +5,10 @@
 //! - [`events`]: what a turn reports, and how it ended.
 //! - [`approval`]: a question before a call runs, and the person's answer.
 //! - [`tools`]: a tool as the providers are told of it, and what a call produced.
+//! - [`conversation`]: the one stream every conversation reports on, and an external agent's
+//!   own updates.
 
 pub mod approval;
+pub mod conversation;
 pub mod events;
 pub mod tools;
