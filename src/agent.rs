@@ -10,7 +10,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::instructions;
 use crate::llm::{CallResult, Client, LlmError, Message, Progress, Request, Usage};
-use crate::tools::{Executor, ToolResult, CANCELLED};
+use crate::tools::{Executor, CANCELLED};
+use agent_nvim_vocab::tools::ToolResult;
 
 /// The default cap on model calls per prompt.
 pub const DEFAULT_MAX_TURNS: u32 = 40;

@@ -12,10 +12,11 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Agent, Event, Outcome, Report};
-use crate::approval::Decision;
+use crate::agent::{Agent, Report};
 use crate::llm::Message;
 use crate::sessions::{self, Record};
+use agent_nvim_vocab::approval::Decision;
+use agent_nvim_vocab::events::{Event, Outcome};
 
 pub use agent_nvim_vocab::conversation::ConversationEvent;
 
@@ -55,7 +56,9 @@ impl Events {
         let passing = matches!(
             event,
             ConversationEvent::Turn(Event::ToolProgress { .. })
-                | ConversationEvent::Agent(crate::acp::AgentUpdate::Locations { .. })
+                | ConversationEvent::Agent(
+                    agent_nvim_vocab::conversation::AgentUpdate::Locations { .. }
+                )
         );
         if let Some(writer) = self.record.as_ref().filter(|_| !passing) {
             writer.write(Record::Event {
@@ -601,7 +604,7 @@ macro_rules! forward_to_inner {
         }
     };
     (@one decided) => {
-        fn decided(&self, tool: &str, decision: &$crate::approval::Decision, note: &str) {
+        fn decided(&self, tool: &str, decision: &::agent_nvim_vocab::approval::Decision, note: &str) {
             self.inner.decided(tool, decision, note)
         }
     };

@@ -4,8 +4,8 @@
 
 pub use agent_nvim_text::escape::*;
 
-use crate::agent::Event;
-use crate::approval::{Action, Decision};
+use agent_nvim_vocab::approval::{Action, Decision};
+use agent_nvim_vocab::events::Event;
 
 /// How an approval was answered, as the chat's tool row and the terminal record it: `allowed
 /// once`, `allowed for this session`, `allowed (everything this session)`, `refused`, or

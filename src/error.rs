@@ -1,4 +1,4 @@
-//! The crate's one error type. Tool failures are not errors: they are [`crate::tools::ToolResult`]s
+//! The crate's one error type. Tool failures are not errors: they are [`agent_nvim_vocab::tools::ToolResult`]s
 //! the model reads. These are the failures that stop a front end or a request.
 
 use std::path::PathBuf;

@@ -309,9 +309,9 @@ mod tests {
     use futures::future::BoxFuture;
     use tokio_util::sync::CancellationToken;
 
-    use crate::agent::{Event, Outcome};
-    use crate::approval::{ApprovalRequest, Decision};
     use crate::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
+    use agent_nvim_vocab::approval::{ApprovalRequest, Decision};
+    use agent_nvim_vocab::events::{Event, Outcome};
 
     /// Allows every question once and remembers what it was asked.
     #[derive(Default)]
@@ -532,7 +532,7 @@ mod tests {
         unavailable
             .prompt("hi".into(), &events, &CancellationToken::new())
             .await;
-        let Some(crate::conversation::ConversationEvent::Turn(Event::Error { message })) =
+        let Some(agent_nvim_vocab::conversation::ConversationEvent::Turn(Event::Error { message })) =
             seen.recv().await
         else {
             panic!("expected one error");

@@ -19,7 +19,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{closed, update, AcpEvent, AcpSession, AgentUpdate, Shared};
-use crate::agent::Event;
+use agent_nvim_vocab::events::Event;
 
 /// How long listing may take, all pages together: Neovim waits for the list (a request).
 const LIST_TIMEOUT: Duration = Duration::from_secs(5);

@@ -50,11 +50,11 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Event, Outcome};
 use crate::checkpoint::{Checkpoints, Kind};
 use crate::conversation::{Conversation, Events};
 use crate::editor::Editor;
 use crate::workspace::Workspace;
+use agent_nvim_vocab::events::{Event, Outcome};
 use transport::Process;
 use update::Tools;
 
@@ -94,8 +94,8 @@ pub trait AcpHost: Send + Sync {
 }
 
 /// What an ACP session shows, in order: a conversation's events
-/// ([`crate::conversation::ConversationEvent`]).
-pub use crate::conversation::ConversationEvent as AcpEvent;
+/// ([`agent_nvim_vocab::conversation::ConversationEvent`]).
+pub use agent_nvim_vocab::conversation::ConversationEvent as AcpEvent;
 
 pub use agent_nvim_vocab::conversation::{
     AgentCommand, AgentCost, AgentUpdate, AuthChoice, Location, PlanEntry,
@@ -1023,7 +1023,7 @@ async fn decide(shared: &Shared, ask: PermissionAsk, turn: &CancellationToken) -
         // Refused, not drawn: a question nobody can read whole is no question.
         shared
             .host
-            .event(AcpEvent::Turn(crate::agent::Event::Notice {
+            .event(AcpEvent::Turn(agent_nvim_vocab::events::Event::Notice {
                 text: format!("agent: {} was refused without asking: {why}", ask.title),
             }));
         return ask

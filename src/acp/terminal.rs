@@ -23,11 +23,11 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{PermissionAsk, PermissionChoice, Shared};
-use crate::approval::Action;
 use crate::checkpoint::Kind;
 use crate::permissions::{Judgement, Rules};
 use crate::process::live::{Live, LiveSpec, MAX_KEPT};
 use crate::text::MAX_CHARS;
+use agent_nvim_vocab::approval::Action;
 
 /// How long a live row waits after a change before it is redrawn: one frame, so a command
 /// printing fast costs one update per frame, not one per chunk.

@@ -13,9 +13,9 @@ use serde_json::Value;
 
 use super::terminal::{Shown, Terminals};
 use super::{AcpEvent, AgentUpdate, PlanEntry};
-use crate::agent::Event;
 use crate::text::{clamp_head, head_marker, MAX_CHARS};
 use crate::workspace::Workspace;
+use agent_nvim_vocab::events::Event;
 
 /// The tool calls of the current turn, by id, as last reported.
 #[derive(Default)]
@@ -561,11 +561,11 @@ mod tests {
                 id: "t1".into(),
                 kind: "edit".into(),
                 locations: vec![
-                    crate::acp::Location {
+                    agent_nvim_vocab::conversation::Location {
                         path: format!("{root}/a.rs"),
                         line: Some(1),
                     },
-                    crate::acp::Location {
+                    agent_nvim_vocab::conversation::Location {
                         path: format!("{root}/new.rs"),
                         line: Some(7),
                     },

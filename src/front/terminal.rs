@@ -7,9 +7,8 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Event, Outcome};
-use crate::approval::{Action, ApprovalRequest, Asker, Decision};
-use crate::conversation::{Checkpointed, Conversation, ConversationEvent, Events, Native};
+use crate::approval::Asker;
+use crate::conversation::{Checkpointed, Conversation, Events, Native};
 use crate::display::{self, Layout};
 use crate::editor::NoEditor;
 use crate::front::cli::{RunArgs, SandboxArgs, ToolArgs};
@@ -17,6 +16,9 @@ use crate::session::{self, SessionConfig};
 use crate::sessions::{self, Recorded, Store};
 use crate::tools::Executor;
 use crate::{Error, Result};
+use agent_nvim_vocab::approval::{Action, ApprovalRequest, Decision};
+use agent_nvim_vocab::conversation::ConversationEvent;
+use agent_nvim_vocab::events::{Event, Outcome};
 
 /// Asks on the controlling terminal, one key: `1`/`y` allow once, `3`/`a` allow everything this
 /// session, `4`/`n`/Esc refuse.

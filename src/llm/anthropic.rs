@@ -23,7 +23,7 @@ use super::{
     interleave, push_json, written, LlmError, Message, Origin, Piece, Progress, Reasoning, Reply,
     Request, ToolCall, Usage,
 };
-use crate::tools::ToolSpec;
+use agent_nvim_vocab::tools::ToolSpec;
 
 /// The most tokens one response may hold (its thinking budget comes on top).
 const MAX_TOKENS: u32 = 16_000;

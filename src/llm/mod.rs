@@ -17,7 +17,7 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::tools::ToolSpec;
+use agent_nvim_vocab::tools::ToolSpec;
 pub use key::{ApiKey, Key};
 pub use models::{ModelInfo, OpenAiApi, Price, Thinking, Tuning};
 
@@ -1253,7 +1253,7 @@ mod tests {
 
     #[test]
     fn a_body_from_the_messages_rendered_before_is_the_body_rendered_afresh_in_every_wire() {
-        let specs = [crate::tools::ToolSpec {
+        let specs = [agent_nvim_vocab::tools::ToolSpec {
             name: "read_file",
             description: "d",
             schema: serde_json::json!({"type": "object"}),

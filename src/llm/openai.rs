@@ -7,7 +7,7 @@ use super::{
     push_json, push_parts, written, LlmError, Message, Piece, Progress, Reply, Request, ToolCall,
     Usage,
 };
-use crate::tools::ToolSpec;
+use agent_nvim_vocab::tools::ToolSpec;
 
 /// The tool catalogue in OpenAI's function shape.
 pub fn tools(specs: &[ToolSpec]) -> Value {

@@ -13,7 +13,7 @@ use super::{
     interleave, push_json, push_parts, written, LlmError, Message, Origin, Piece, Progress,
     Reasoning, Reply, Request, ToolCall, Usage,
 };
-use crate::tools::ToolSpec;
+use agent_nvim_vocab::tools::ToolSpec;
 
 /// The tool catalogue in the Responses API's flat function shape.
 pub fn tools(specs: &[ToolSpec]) -> Value {

@@ -21,7 +21,7 @@ use std::fmt;
 
 use globset::{GlobBuilder, GlobMatcher};
 
-use crate::approval::Action;
+use agent_nvim_vocab::approval::Action;
 use shell::Split;
 
 /// Which list a rule is in.

@@ -252,7 +252,7 @@ impl Project {
     /// Whether a saved rule allows `action`: a command line saved exactly, or any edit once
     /// edits are saved. A file that cannot be read allows nothing (and is logged): the person
     /// is asked, as without it.
-    pub fn allows(&self, action: &crate::approval::Action) -> bool {
+    pub fn allows(&self, action: &agent_nvim_vocab::approval::Action) -> bool {
         if let Some(why) = self.refused() {
             tracing::warn!(%why, "the saved permission rules are not used");
             return false;
@@ -265,19 +265,23 @@ impl Project {
             }
         };
         match action {
-            crate::approval::Action::Edit { .. } => allowed.edits,
-            crate::approval::Action::Command { command } => allowed.commands.contains(command),
+            agent_nvim_vocab::approval::Action::Edit { .. } => allowed.edits,
+            agent_nvim_vocab::approval::Action::Command { command } => {
+                allowed.commands.contains(command)
+            }
         }
     }
 
     /// Saves what "Allow always in this project" means for `action`.
-    pub fn save(&self, action: &crate::approval::Action) -> Result<(), String> {
+    pub fn save(&self, action: &agent_nvim_vocab::approval::Action) -> Result<(), String> {
         if let Some(why) = self.refused() {
             return Err(why);
         }
         let grant = match action {
-            crate::approval::Action::Edit { .. } => Grant::Edits,
-            crate::approval::Action::Command { command } => Grant::Command(command.clone()),
+            agent_nvim_vocab::approval::Action::Edit { .. } => Grant::Edits,
+            agent_nvim_vocab::approval::Action::Command { command } => {
+                Grant::Command(command.clone())
+            }
         };
         self.saved.add(&self.workspace, &grant)
     }
@@ -386,7 +390,7 @@ mod tests {
 
     #[test]
     fn a_state_directory_inside_the_workspace_keeps_and_reads_no_rule() {
-        use crate::approval::Action;
+        use agent_nvim_vocab::approval::Action;
         let workspace = tempfile::tempdir().unwrap();
         // Neovim opened in $HOME: the state directory is beneath the root, where edits land.
         let state = workspace.path().join(".local/state/nvim/agent");

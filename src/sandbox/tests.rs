@@ -826,8 +826,9 @@ fn the_prompt_says_what_the_sandbox_blocks_and_to_report_a_refusal() {
 mod gate {
     //! `auto_allow_sandboxed` at the gate: which calls it lets through without a person.
 
-    use crate::approval::{Action, ApprovalRequest, Asker, Decision, Gate, Verdict};
+    use crate::approval::{Asker, Gate, Verdict};
     use crate::permissions::Rules;
+    use agent_nvim_vocab::approval::{Action, ApprovalRequest, Decision};
     use futures::future::BoxFuture;
     use std::sync::{Arc, Mutex};
     use tokio_util::sync::CancellationToken;

@@ -76,9 +76,9 @@ impl Store {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::agent::Outcome;
     use crate::conversation::{Conversation, ConversationError, Events};
     use crate::sessions::Recorded;
+    use agent_nvim_vocab::events::Outcome;
     use futures::future::BoxFuture;
     use std::os::unix::fs::PermissionsExt;
     use std::sync::{Arc, Mutex};

@@ -21,10 +21,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::Event;
-use crate::approval::Decision;
-use crate::conversation::ConversationEvent;
 use crate::llm::{CallResult, Message, ToolCall};
+use agent_nvim_vocab::approval::Decision;
+use agent_nvim_vocab::conversation::ConversationEvent;
+use agent_nvim_vocab::events::Event;
 
 /// The format's version, the header's `agent_nvim_session`. Bumped when a record changes shape;
 /// a file of another version is listed as such and never loaded.
@@ -260,15 +260,18 @@ impl Conversation {
     /// Its title: the last one an external agent gave it (`session_info_update`), else the
     /// first line of its first prompt.
     pub fn title(&self) -> String {
-        let named = self
-            .records
-            .iter()
-            .fold(None, |named, record| match record {
-                Record::Event {
-                    event: ConversationEvent::Agent(crate::acp::AgentUpdate::Title { title }),
-                } => title.clone(),
-                _ => named,
-            });
+        let named =
+            self.records
+                .iter()
+                .fold(None, |named, record| match record {
+                    Record::Event {
+                        event:
+                            ConversationEvent::Agent(
+                                agent_nvim_vocab::conversation::AgentUpdate::Title { title },
+                            ),
+                    } => title.clone(),
+                    _ => named,
+                });
         named.unwrap_or_else(|| {
             self.records
                 .iter()
@@ -343,7 +346,7 @@ impl<T: ViewItem> View<T> {
                 self.cut = Some(CutTurn::new(text));
             }
             Record::Event { event } => {
-                if let crate::conversation::ConversationEvent::Turn(Event::Compacted {
+                if let agent_nvim_vocab::conversation::ConversationEvent::Turn(Event::Compacted {
                     prompts,
                     upto,
                     summary,
@@ -795,7 +798,10 @@ fn summarize(id: &str, path: &Path) -> Listed {
         } else if line.starts_with(br#"{"t":"event","event":{"type":"title""#) {
             // An external agent named the conversation: that name, not the prompt's, from here.
             if let Ok(Record::Event {
-                event: ConversationEvent::Agent(crate::acp::AgentUpdate::Title { title }),
+                event:
+                    ConversationEvent::Agent(agent_nvim_vocab::conversation::AgentUpdate::Title {
+                        title,
+                    }),
             }) = serde_json::from_slice(line)
             {
                 named = title;

@@ -9,9 +9,9 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::{AgentNote, Conversation as SavedConversation, Record, Saved, Store, Writer};
-use crate::agent::Outcome;
-use crate::approval::Decision;
 use crate::conversation::{Conversation, ConversationError, Events};
+use agent_nvim_vocab::approval::Decision;
+use agent_nvim_vocab::events::Outcome;
 
 /// The file a conversation is saved to, and how many of its model messages are saved.
 struct File {

@@ -20,7 +20,7 @@ fn done(input: u64, output: u64) -> Record {
         event: ConversationEvent::Turn(Event::TurnDone {
             input,
             output,
-            outcome: crate::agent::Outcome::Done,
+            outcome: agent_nvim_vocab::events::Outcome::Done,
             message: "done".into(),
             cost: None,
         }),
@@ -80,7 +80,9 @@ fn a_conversation_is_read_back_as_it_was_written_private_to_its_user() {
         // An external agent's thought and the model's own are one record on disk (and one row
         // in the chat): it reads back as the model's.
         Record::Event {
-            event: ConversationEvent::Turn(crate::agent::Event::Thought { text: "hmm".into() }),
+            event: ConversationEvent::Turn(agent_nvim_vocab::events::Event::Thought {
+                text: "hmm".into(),
+            }),
         },
         Record::Model {
             messages: history.iter().map(Saved::from).collect(),
@@ -116,7 +118,7 @@ fn a_conversation_is_read_back_as_it_was_written_private_to_its_user() {
     // An external agent's title names it from then on, in the list and in the file; the last
     // one wins, and one cleared leaves the prompt's.
     let title = |t: Option<&str>| Record::Event {
-        event: ConversationEvent::Agent(crate::acp::AgentUpdate::Title {
+        event: ConversationEvent::Agent(agent_nvim_vocab::conversation::AgentUpdate::Title {
             title: t.map(str::to_string),
         }),
     };
@@ -696,7 +698,7 @@ fn a_usage_record_saved_before_cached_tokens_were_counted_reads_as_none_cached()
     assert_eq!(
         record,
         Record::Event {
-            event: ConversationEvent::Turn(crate::agent::Event::Usage {
+            event: ConversationEvent::Turn(agent_nvim_vocab::events::Event::Usage {
                 input: 1,
                 output: 2,
                 cached: 0,
@@ -734,7 +736,7 @@ async fn a_compaction_is_recorded_and_a_resumed_conversation_is_sent_the_summary
     while let Some(event) = rx.recv().await {
         compacted += usize::from(matches!(
             event,
-            ConversationEvent::Turn(crate::agent::Event::Compacted { .. })
+            ConversationEvent::Turn(agent_nvim_vocab::events::Event::Compacted { .. })
         ));
     }
     assert_eq!(compacted, 1);

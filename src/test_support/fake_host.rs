@@ -9,8 +9,8 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::acp::{AcpEvent, AcpHost, PermissionAsk, Picked};
-use crate::agent::Event;
 use crate::editor::Editor;
+use agent_nvim_vocab::events::Event;
 
 /// How a fake user answers permission questions.
 #[derive(Clone, Copy)]

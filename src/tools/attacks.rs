@@ -17,9 +17,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::testing::{call, executor};
 use super::{Executor, Settings, ToolContext, ToolResult};
-use crate::approval::{ApprovalRequest, Asker, Decision, Gate};
+use crate::approval::{Asker, Gate};
 use crate::editor::NoEditor;
 use crate::workspace::Workspace;
+use agent_nvim_vocab::approval::{ApprovalRequest, Decision};
 
 /// The marker every byte outside the workspace carries: no result may ever contain it.
 const SECRET: &str = "OUTSIDE-SECRET";

@@ -22,10 +22,10 @@ use super::{
     blocking, fs_failure, Approved, Args, Plan, Proposal, Settings, Tool, ToolContext, ToolResult,
     CANCELLED, MAX_ARGUMENT_CHARS,
 };
-use crate::approval::{Action, ApprovalRequest, Proposed};
 use crate::diff;
 use crate::workspace::beneath::{self, FsError, Identity, Locked};
 use crate::workspace::{Resolved, Workspace};
+use agent_nvim_vocab::approval::{Action, ApprovalRequest, Proposed};
 
 /// Edits or creates a file inside the workspace.
 pub struct EditFile;
@@ -598,11 +598,12 @@ fn unsaved(rel: &str) -> ToolResult {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::approval::{ApprovalRequest, Asker, Decision, Gate};
+    use crate::approval::{Asker, Gate};
     use crate::editor::Editor;
     use crate::tools::testing::{call, executor};
     use crate::tools::{Executor, Settings, ToolContext};
     use crate::workspace::Workspace;
+    use agent_nvim_vocab::approval::{ApprovalRequest, Decision};
     use std::os::unix::fs::PermissionsExt;
     use std::path::PathBuf;
     use std::sync::{Arc, Mutex};

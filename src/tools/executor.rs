@@ -19,8 +19,9 @@ use super::{
     Args, EditFile, ListFiles, Progress, ReadFile, RunBash, Tool, ToolContext, ToolResult,
     ToolSpec, CANCELLED,
 };
-use crate::approval::{ApprovalRequest, Gate, Verdict};
+use crate::approval::{Gate, Verdict};
 use crate::checkpoint::{Checkpoints, Kind};
+use agent_nvim_vocab::approval::ApprovalRequest;
 
 /// Proof that the gate allowed the call being applied. Only the executor makes one, after the
 /// gate's [`Verdict::Allowed`], and moves it into the plan's step; every function that changes
@@ -71,7 +72,7 @@ impl Approved {
 }
 
 /// The step a plan runs once allowed: with the proof, and the person's version of the proposal
-/// when they edited it first ([`crate::approval::Decision::Edited`]).
+/// when they edited it first ([`agent_nvim_vocab::approval::Decision::Edited`]).
 type Apply<'a> = Box<dyn FnOnce(Approved, Option<String>) -> BoxFuture<'a, ToolResult> + Send + 'a>;
 
 /// A mutating call, checked and ready: what the person is asked, the summary rows for when it does
@@ -358,8 +359,9 @@ impl Executor {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::approval::{Action, Asker, Decision};
+    use crate::approval::Asker;
     use crate::tools::testing::executor;
+    use agent_nvim_vocab::approval::{Action, Decision};
     use serde_json::json;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
@@ -497,7 +499,7 @@ mod tests {
     impl Asker for WalksAway {
         fn ask(
             &self,
-            _request: crate::approval::ApprovalRequest,
+            _request: agent_nvim_vocab::approval::ApprovalRequest,
         ) -> BoxFuture<'_, Option<Decision>> {
             *self.asked.lock().unwrap() += 1;
             self.turn.lock().unwrap().cancel();

@@ -273,8 +273,9 @@ where
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 pub(crate) mod testing {
     use super::*;
-    use crate::approval::{ApprovalRequest, Asker, Decision};
+    use crate::approval::Asker;
     use crate::editor::NoEditor;
+    use agent_nvim_vocab::approval::{ApprovalRequest, Decision};
     use std::sync::Mutex;
 
     /// Answers every request with one decision and records the requests.

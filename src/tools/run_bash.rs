@@ -10,9 +10,9 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{Approved, Args, Plan, Progress, Proposal, Tool, ToolContext, ToolResult, CANCELLED};
-use crate::approval::{Action, ApprovalRequest, Proposed};
 use crate::display;
 use crate::process::{self, live::Seen, CommandSpec, Ending};
+use agent_nvim_vocab::approval::{Action, ApprovalRequest, Proposed};
 
 /// How often at most a running command's row is told its newest output: once a frame.
 const FRAME: std::time::Duration = std::time::Duration::from_millis(33);
@@ -191,11 +191,12 @@ fn summary_command(command: &str) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::approval::{ApprovalRequest, Decision, Gate};
+    use crate::approval::Gate;
     use crate::editor::Editor;
     use crate::tools::testing::{call, executor, Recorder};
     use crate::tools::{Executor, Settings};
     use crate::workspace::Workspace;
+    use agent_nvim_vocab::approval::{ApprovalRequest, Decision};
     use std::path::{Path, PathBuf};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};

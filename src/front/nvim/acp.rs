@@ -10,10 +10,11 @@ use serde_json::json;
 
 use super::protocol::{AcpStart, UiEvent};
 use crate::acp::{self, AcpSpec};
-use crate::agent::{Event, Outcome};
-use crate::conversation::{Conversation, ConversationEvent, Events, Unavailable};
+use crate::conversation::{Conversation, Events, Unavailable};
 use crate::sessions::{AgentNote, Header, Store};
 use crate::{display, session};
+use agent_nvim_vocab::conversation::ConversationEvent;
+use agent_nvim_vocab::events::{Event, Outcome};
 use std::collections::HashSet;
 
 impl Bridge {
@@ -309,11 +310,12 @@ fn starting(name: &str) -> Unavailable {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::acp::AgentUpdate;
-    use crate::agent::{Event, Outcome};
-    use crate::approval::Decision;
-    use crate::conversation::{ConversationEvent, Events};
+    use crate::conversation::Events;
     use crate::front::nvim::protocol::{Decide, Prompt, Resume};
+    use agent_nvim_vocab::approval::Decision;
+    use agent_nvim_vocab::conversation::AgentUpdate;
+    use agent_nvim_vocab::conversation::ConversationEvent;
+    use agent_nvim_vocab::events::{Event, Outcome};
     use futures::future::BoxFuture;
     use std::sync::atomic::{AtomicBool, Ordering};
     use tokio::sync::mpsc;

@@ -12,9 +12,10 @@ use super::bridge::Bridge;
 use super::protocol::{lua, BufferState, Choice, Choices, Preview, UiEvent};
 use super::Nvim;
 use crate::acp::{AcpEvent, AcpHost, PermissionAsk, Picked};
-use crate::approval::{Action, ApprovalRequest, Asker, Decision, Proposed};
+use crate::approval::Asker;
 use crate::editor::Editor;
 use crate::Error;
+use agent_nvim_vocab::approval::{Action, ApprovalRequest, Decision, Proposed};
 
 /// Asks through the plugin's picker; nobody to ask when no UI is attached (headless Neovim).
 pub(super) struct NvimAsker {

@@ -22,14 +22,16 @@ use super::protocol::{
 use super::pump::{forward, Pace};
 use super::Nvim;
 use crate::agent::DEFAULT_MAX_TURNS;
-use crate::approval::{Asker, Decision};
-use crate::conversation::{Conversation, ConversationError, ConversationEvent, Events};
+use crate::approval::Asker;
+use crate::conversation::{Conversation, ConversationError, Events};
 use crate::display;
 use crate::llm::ProviderChoice;
 use crate::questions::Questions;
 use crate::session::{self, SessionConfig};
 use crate::sessions::Store;
 use crate::workspace::Workspace;
+use agent_nvim_vocab::approval::Decision;
+use agent_nvim_vocab::conversation::ConversationEvent;
 
 /// How many events of a resume may be on their way to Lua, not yet taken: four batches of rows,
 /// enough for the pump to have its next ones ready (one with Lua, one made, one being
@@ -384,10 +386,10 @@ impl Bridge {
                     // Stopped (or started over) while it waited: it never starts, and its row
                     // ends as a cancelled turn does.
                     drop(busy);
-                    bridge.send(UiEvent::Agent(crate::agent::Event::TurnDone {
+                    bridge.send(UiEvent::Agent(agent_nvim_vocab::events::Event::TurnDone {
                         input: 0,
                         output: 0,
-                        outcome: crate::agent::Outcome::Cancelled,
+                        outcome: agent_nvim_vocab::events::Outcome::Cancelled,
                         message: "cancelled".into(),
                         cost: None,
                     }));
@@ -417,15 +419,15 @@ impl Bridge {
             let outcome = match text {
                 Some(text) => conversation.prompt(text, &events, &token).await,
                 None => match conversation.compact(&events, &token).await {
-                    Ok(()) => crate::agent::Outcome::Done,
+                    Ok(()) => agent_nvim_vocab::events::Outcome::Done,
                     Err(err) => {
                         crate::agent::Report::report(
                             &events,
-                            crate::agent::Event::Error {
+                            agent_nvim_vocab::events::Event::Error {
                                 message: format!("agent: {err}"),
                             },
                         );
-                        crate::agent::Outcome::Failed
+                        agent_nvim_vocab::events::Outcome::Failed
                     }
                 },
             };
@@ -1226,11 +1228,11 @@ impl Handler for Bridge {
 mod tests {
     use super::super::replay::Replay;
     use super::*;
-    use crate::agent::Event;
-    use crate::approval::Decision;
     use crate::conversation::Unavailable;
     use crate::sessions::Recorded;
     use crate::sessions::{self, Record};
+    use agent_nvim_vocab::approval::Decision;
+    use agent_nvim_vocab::events::Event;
 
     #[tokio::test]
     async fn rewind_points_reach_lua_as_rows_newest_first_and_say_when_checkpoints_are_off() {
@@ -1376,10 +1378,10 @@ mod tests {
         assert_eq!(
             ended,
             [
-                UiEvent::Agent(crate::agent::Event::TurnDone {
+                UiEvent::Agent(agent_nvim_vocab::events::Event::TurnDone {
                     input: 0,
                     output: 0,
-                    outcome: crate::agent::Outcome::Cancelled,
+                    outcome: agent_nvim_vocab::events::Outcome::Cancelled,
                     message: "cancelled".into(),
                     cost: None,
                 }),

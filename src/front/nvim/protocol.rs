@@ -14,10 +14,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::acp::{AgentCommand, AgentUpdate, PermissionChoice, PlanEntry};
-use crate::agent::Event;
-use crate::approval::{Action, Decision};
+use crate::acp::PermissionChoice;
 use crate::display::{self, Layout};
+use agent_nvim_vocab::approval::{Action, Decision};
+use agent_nvim_vocab::conversation::{AgentCommand, AgentUpdate, PlanEntry};
+use agent_nvim_vocab::events::Event;
 
 /// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
 /// says how to rebuild it.
@@ -994,7 +995,7 @@ impl UiEvent {
                         // Its id is typed and completed: one that would not show as it is
                         // could not be told from another's, so it is left out.
                         .filter(|o| plain_id(&o.id))
-                        .map(|o| crate::acp::ConfigOption {
+                        .map(|o| agent_nvim_vocab::conversation::ConfigOption {
                             name: one(o.name),
                             description: o.description.map(one),
                             values: shown_offered(o.values),
@@ -1007,7 +1008,7 @@ impl UiEvent {
                 UiEvent::Update(AgentUpdate::ContextUsage {
                     used,
                     size,
-                    cost: cost.map(|c| crate::acp::AgentCost {
+                    cost: cost.map(|c| agent_nvim_vocab::conversation::AgentCost {
                         currency: one(c.currency),
                         ..c
                     }),
@@ -1031,7 +1032,7 @@ impl UiEvent {
                                 .iter()
                                 .all(|(k, v)| plain_id(k) && display::one_line(v) == *v)
                     })
-                    .map(|m| crate::acp::AuthChoice {
+                    .map(|m| agent_nvim_vocab::conversation::AuthChoice {
                         name: one(m.name),
                         description: m.description.map(one),
                         ..m
@@ -1065,11 +1066,13 @@ fn plain_id(id: &str) -> bool {
 
 /// Modes or values as the chat shows them: names made visible, those whose id would not show
 /// as it is left out.
-fn shown_offered(offered: Vec<crate::acp::Offered>) -> Vec<crate::acp::Offered> {
+fn shown_offered(
+    offered: Vec<agent_nvim_vocab::conversation::Offered>,
+) -> Vec<agent_nvim_vocab::conversation::Offered> {
     offered
         .into_iter()
         .filter(|o| plain_id(&o.id))
-        .map(|o| crate::acp::Offered {
+        .map(|o| agent_nvim_vocab::conversation::Offered {
             name: display::visible_owned(o.name, Layout::OneLine),
             description: o
                 .description

@@ -11,8 +11,8 @@ use tokio::sync::mpsc;
 use super::bridge::Bridge;
 use super::protocol::{lua, UiEvent};
 use super::Nvim;
-use crate::agent::Event;
-use crate::conversation::ConversationEvent;
+use agent_nvim_vocab::conversation::ConversationEvent;
+use agent_nvim_vocab::events::Event;
 
 /// How long the pump gathers events before it sends a batch: 33 a second. Each batch costs
 /// Neovim a redraw however little it holds (ARCHITECTURE.md, "Events"), so a slow stream is not
@@ -226,8 +226,8 @@ fn joins(previous: &UiEvent, next: &UiEvent) -> bool {
             UiEvent::Agent(Event::Thought { .. }),
             UiEvent::Agent(Event::Thought { .. })
         ) | (
-            UiEvent::Update(crate::acp::AgentUpdate::Thought { .. }),
-            UiEvent::Update(crate::acp::AgentUpdate::Thought { .. })
+            UiEvent::Update(agent_nvim_vocab::conversation::AgentUpdate::Thought { .. }),
+            UiEvent::Update(agent_nvim_vocab::conversation::AgentUpdate::Thought { .. })
         )
     )
 }
@@ -294,7 +294,10 @@ pub(super) fn size_of_text(event: &UiEvent) -> usize {
         UiEvent::Prompt { text } | UiEvent::Agent(Event::Text { text }) => text.len(),
         UiEvent::Agent(Event::ToolFinished { output, .. } | Event::ToolProgress { output, .. })
         | UiEvent::ToolOutput { output, .. } => output.len(),
-        UiEvent::Update(crate::acp::AgentUpdate::ToolUpdated { output, .. }) => output.len(),
+        UiEvent::Update(agent_nvim_vocab::conversation::AgentUpdate::ToolUpdated {
+            output,
+            ..
+        }) => output.len(),
         _ => 64,
     }
 }
@@ -315,8 +318,12 @@ fn join_text(batch: Vec<UiEvent>) -> Vec<UiEvent> {
                 UiEvent::Agent(Event::Thought { text: more }),
             )
             | (
-                Some(UiEvent::Update(crate::acp::AgentUpdate::Thought { text })),
-                UiEvent::Update(crate::acp::AgentUpdate::Thought { text: more }),
+                Some(UiEvent::Update(agent_nvim_vocab::conversation::AgentUpdate::Thought {
+                    text,
+                })),
+                UiEvent::Update(agent_nvim_vocab::conversation::AgentUpdate::Thought {
+                    text: more,
+                }),
             ) => text.push_str(&more),
             (
                 Some(UiEvent::Agent(Event::ToolProgress { id, output })),
@@ -335,8 +342,8 @@ fn join_text(batch: Vec<UiEvent>) -> Vec<UiEvent> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::approval::Decision;
     use crate::front::nvim::protocol::{Choices, Preview};
+    use agent_nvim_vocab::approval::Decision;
 
     fn text(s: &str) -> UiEvent {
         UiEvent::Agent(Event::Text { text: s.into() })
@@ -551,7 +558,9 @@ mod tests {
     #[test]
     fn a_frame_of_thinking_deltas_becomes_one_event_each_kind_apart() {
         let thought = |s: &str| UiEvent::Agent(Event::Thought { text: s.into() });
-        let acp = |s: &str| UiEvent::Update(crate::acp::AgentUpdate::Thought { text: s.into() });
+        let acp = |s: &str| {
+            UiEvent::Update(agent_nvim_vocab::conversation::AgentUpdate::Thought { text: s.into() })
+        };
         let batch = vec![
             thought("a"),
             thought("b"),
@@ -624,7 +633,9 @@ mod tests {
                 UiEvent::AcpStarted { name: "x".into() },
                 UiEvent::error("agent: boom"),
                 UiEvent::Agent(Event::TurnStarted),
-                UiEvent::Update(crate::acp::AgentUpdate::Thought { text: "hm".into() }),
+                UiEvent::Update(agent_nvim_vocab::conversation::AgentUpdate::Thought {
+                    text: "hm".into()
+                }),
             ]),
             ["acp_started", "error", "turn_started", "thought"]
         );

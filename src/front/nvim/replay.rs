@@ -6,9 +6,9 @@
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::agent::Event;
-use crate::conversation::ConversationEvent;
 use crate::sessions::{self, Record, Store, StoreError};
+use agent_nvim_vocab::conversation::ConversationEvent;
+use agent_nvim_vocab::events::Event;
 
 use super::protocol::UiEvent;
 
@@ -201,7 +201,7 @@ impl Replay {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::approval::Decision;
+    use agent_nvim_vocab::approval::Decision;
 
     fn turn(event: Event) -> Record {
         Record::Event {

@@ -114,10 +114,10 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use super::*;
-    use crate::agent::Outcome;
     use crate::checkpoint::Kind;
     use crate::conversation::{ConversationError, Events};
     use crate::workspace::Workspace;
+    use agent_nvim_vocab::events::Outcome;
 
     /// A conversation of two prompts that only notes the rewinds asked of it.
     #[derive(Default)]
