@@ -30,31 +30,20 @@ the commands run and what they showed); the decisions made; what is still to do;
 exact name, path, error message and value that will matter. Do not call any tool. Write only \
 the summary.";
 
-/// A compaction in force: the history's messages before `upto` are sent as `summary`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Compaction {
-    /// The first message of the history still sent as it is (a prompt).
-    pub upto: usize,
-    /// What the model wrote of everything before it.
-    pub summary: String,
-    /// The prompts it stands for.
-    pub prompts: usize,
-}
+pub use agent_nvim_vocab::events::Compaction;
 
-impl Compaction {
-    /// The message the model is sent in place of what it stands for.
-    fn message(&self) -> Message {
-        let noun = if self.prompts == 1 {
-            "prompt"
-        } else {
-            "prompts"
-        };
-        Message::User(format!(
-            "[The earlier part of this conversation ({} {noun}) was replaced by this summary \
-             of it.]\n\n{}",
-            self.prompts, self.summary
-        ))
-    }
+/// The message the model is sent in place of what `compaction` stands for.
+fn compaction_message(compaction: &Compaction) -> Message {
+    let noun = if compaction.prompts == 1 {
+        "prompt"
+    } else {
+        "prompts"
+    };
+    Message::User(format!(
+        "[The earlier part of this conversation ({} {noun}) was replaced by this summary \
+         of it.]\n\n{}",
+        compaction.prompts, compaction.summary
+    ))
 }
 
 /// Why a compaction runs: it decides what is said when there is nothing to compact.
@@ -323,7 +312,7 @@ impl Agent {
         self.epoch += 1;
         self.view = self.compactions.last().map(|c| {
             let mut view = Vec::with_capacity(self.history.len() - c.upto + 1);
-            view.push(c.message());
+            view.push(compaction_message(c));
             view.extend_from_slice(&self.history[c.upto..]);
             view
         });

@@ -115,7 +115,7 @@ impl Replay {
         }
         let text = std::mem::take(&mut self.user);
         if self.title.is_none() {
-            self.title = Some(crate::sessions::title_of(&text));
+            self.title = Some(agent_nvim_text::text::title_of(&text));
         }
         Some(text)
     }

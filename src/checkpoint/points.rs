@@ -119,6 +119,6 @@ pub fn row(point: &Point, now: u64) -> String {
         number,
         display::one_line(&point.label),
         files,
-        crate::sessions::age(now.saturating_sub(point.time))
+        agent_nvim_text::text::age(now.saturating_sub(point.time))
     )
 }

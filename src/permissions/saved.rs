@@ -156,7 +156,7 @@ impl Saved {
         let temporary = self
             .path
             .with_extension(format!("json.{}", std::process::id()));
-        crate::sessions::rewrite_private(&temporary)
+        crate::workspace::rewrite_private(&temporary)
             .and_then(|mut out| {
                 out.write_all(text.as_bytes())?;
                 out.sync_all()

@@ -35,7 +35,7 @@ impl Store {
         };
         let mut line = serde_json::to_string(note).unwrap_or_default();
         line.push('\n');
-        super::rewrite_private(&path)
+        crate::workspace::rewrite_private(&path)
             .and_then(|mut file| file.write_all(line.as_bytes()))
             .map_err(io_error)
     }

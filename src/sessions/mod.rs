@@ -240,7 +240,7 @@ impl Conversation {
 
     /// The compactions in force at the file's end: each `compacted` event recorded, less those
     /// a later rewind went back before.
-    pub fn compactions(&self) -> Vec<crate::agent::Compaction> {
+    pub fn compactions(&self) -> Vec<agent_nvim_vocab::events::Compaction> {
         let mut view = View::<IsPrompt>::default();
         for record in &self.records {
             view.take(record);
@@ -292,7 +292,7 @@ pub struct View<T> {
     messages: Vec<T>,
     cut: Option<CutTurn>,
     /// The compactions recorded and not rewound.
-    compactions: Vec<crate::agent::Compaction>,
+    compactions: Vec<agent_nvim_vocab::events::Compaction>,
 }
 
 impl<T> Default for View<T> {
@@ -353,7 +353,7 @@ impl<T: ViewItem> View<T> {
                     ..
                 }) = event
                 {
-                    self.compactions.push(crate::agent::Compaction {
+                    self.compactions.push(agent_nvim_vocab::events::Compaction {
                         upto: *upto,
                         summary: summary.clone(),
                         prompts: *prompts,
@@ -821,22 +821,7 @@ fn summarize(id: &str, path: &Path) -> Listed {
     listed
 }
 
-/// A conversation's title: the first line of its first prompt.
-pub fn title_of(prompt: &str) -> String {
-    prompt.lines().next().unwrap_or_default().trim().to_string()
-}
-
-/// How long ago `secs` seconds is, as a list shows it: `just now`, `5 min ago`, `3 h ago`,
-/// `2 days ago`.
-pub fn age(secs: u64) -> String {
-    match secs {
-        0..60 => "just now".into(),
-        60..3600 => format!("{} min ago", secs / 60),
-        3600..86_400 => format!("{} h ago", secs / 3600),
-        86_400..172_800 => "1 day ago".into(),
-        _ => format!("{} days ago", secs / 86_400),
-    }
-}
+pub use agent_nvim_text::text::{age, title_of};
 
 /// Whether `id` is one [`new_id`] makes: digits, lower-case letters and `-`, so it names a file
 /// in the folder and nothing else.
@@ -939,19 +924,6 @@ impl std::fmt::Debug for Writer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Writer").field("id", &self.id).finish()
     }
-}
-
-/// Opens `path` to be written from its start, created with mode 0600 if it is not there, never
-/// through a symbolic link in its place: for the files of the state directory that are
-/// rewritten whole (an agent's session note, the saved permission rules).
-pub(crate) fn rewrite_private(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
 }
 
 /// Gives the calling thread a lower CPU priority: for the threads that read and write saved

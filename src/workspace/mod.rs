@@ -344,6 +344,20 @@ fn strip_root<'a>(path: &'a Path, root: &Path) -> Option<&'a Path> {
     Some(rest.as_path())
 }
 
+/// Opens `path` to be written from its start, created with mode 0600 if it is not there, never
+/// through a symbolic link in its place: for the files of the state directory that are
+/// rewritten whole (an agent's session note, the saved permission rules).
+pub fn rewrite_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

@@ -77,6 +77,23 @@ pub fn clamp_marked(text: &str) -> Clamped {
     }
 }
 
+/// A conversation's title: the first line of its first prompt.
+pub fn title_of(prompt: &str) -> String {
+    prompt.lines().next().unwrap_or_default().trim().to_string()
+}
+
+/// How long ago `secs` seconds is, as a list shows it: `just now`, `5 min ago`, `3 h ago`,
+/// `2 days ago`.
+pub fn age(secs: u64) -> String {
+    match secs {
+        0..60 => "just now".into(),
+        60..3600 => format!("{} min ago", secs / 60),
+        3600..86_400 => format!("{} h ago", secs / 3600),
+        86_400..172_800 => "1 day ago".into(),
+        _ => format!("{} days ago", secs / 86_400),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

@@ -100,3 +100,14 @@ pub enum Outcome {
     /// An API or network error ended it.
     Failed,
 }
+
+/// A compaction in force: the history's messages before `upto` are sent as `summary`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compaction {
+    /// The first message of the history still sent as it is (a prompt).
+    pub upto: usize,
+    /// What the model wrote of everything before it.
+    pub summary: String,
+    /// The prompts it stands for.
+    pub prompts: usize,
+}
