@@ -15,8 +15,9 @@ use std::os::fd::AsFd;
 use agent_client_protocol::{Error, ErrorCode};
 
 use super::{AcpHost, AgentAuthority};
-use crate::tools::{blocking, Approved, DEFAULT_MAX_EDIT_MB};
+use crate::tools::{Approved, DEFAULT_MAX_EDIT_MB};
 use crate::workspace::beneath::{self, FsError, Locked};
+use crate::workspace::blocking;
 use crate::workspace::{Refusal, Resolved, Workspace};
 
 /// The largest file an agent may read or write through the client.
@@ -116,8 +117,8 @@ fn error_for(path: &str, verb: &str, failure: Failure) -> Error {
         }
         Failure::TooBig(size) => invalid(format!(
             "'{path}' is {} MB, more than the {} MB the client reads or writes.",
-            crate::tools::megabytes(size),
-            crate::tools::megabytes(MAX_BYTES)
+            agent_nvim_text::text::megabytes(size),
+            agent_nvim_text::text::megabytes(MAX_BYTES)
         )),
         Failure::ReadOnly => invalid(format!("Refused: '{path}' is read-only.")),
         Failure::Busy => Error::new(

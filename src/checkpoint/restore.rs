@@ -172,7 +172,7 @@ pub(super) async fn restore(
     // Deepest first, so a parent is tried once its children are gone.
     dirs.sort_by_key(|dir| std::cmp::Reverse(dir.components().count()));
     let ws = workspace.clone();
-    let done = crate::tools::blocking(move || {
+    let done = crate::workspace::blocking(move || {
         let mut files = Vec::new();
         let mut failed = Vec::new();
         for step in steps {

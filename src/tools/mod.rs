@@ -33,21 +33,12 @@ pub use read_file::{attachment, Attachment, ReadFile};
 pub(crate) use read_file::{read_prefix, Contents};
 pub use run_bash::RunBash;
 
+pub(crate) use crate::workspace::blocking;
+pub use agent_nvim_text::text::megabytes;
 pub use agent_nvim_vocab::tools::{ToolResult, ToolSpec};
 
 /// The text of a call that did not run because the user cancelled the turn.
 pub const CANCELLED: &str = "Cancelled by the user before it ran.";
-
-/// A size in MB (MiB) as a message shows it: whole when it is whole, else rounded up to a tenth,
-/// so a file just over a limit never reads as the limit itself.
-pub fn megabytes(bytes: u64) -> String {
-    const MIB: u64 = 1024 * 1024;
-    if bytes.is_multiple_of(MIB) {
-        return (bytes / MIB).to_string();
-    }
-    let tenths = bytes.saturating_mul(10).div_ceil(MIB);
-    format!("{}.{}", tenths / 10, tenths % 10)
-}
 
 /// Settings the tools read; front ends fill them from their configuration.
 #[derive(Debug, Clone)]
@@ -253,19 +244,6 @@ pub(crate) fn fs_failure(
             )
         }
     })
-}
-
-/// Runs blocking file I/O off the async workers, so a 50 MB read never stalls a front end's loop.
-/// A task that never finished (it panicked) is the caller's error like any other I/O error.
-pub(crate) async fn blocking<T, E, F>(f: F) -> Result<T, E>
-where
-    T: Send + 'static,
-    E: From<std::io::Error> + Send + 'static,
-    F: FnOnce() -> Result<T, E> + Send + 'static,
-{
-    tokio::task::spawn_blocking(f)
-        .await
-        .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string()).into()))
 }
 
 /// Test helpers shared by the tools' own tests.

@@ -344,6 +344,19 @@ fn strip_root<'a>(path: &'a Path, root: &Path) -> Option<&'a Path> {
     Some(rest.as_path())
 }
 
+/// Runs blocking file I/O off the async workers, so a 50 MB read never stalls a front end's loop.
+/// A task that never finished (it panicked) is the caller's error like any other I/O error.
+pub async fn blocking<T, E, F>(f: F) -> Result<T, E>
+where
+    T: Send + 'static,
+    E: From<std::io::Error> + Send + 'static,
+    F: FnOnce() -> Result<T, E> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|join| Err(std::io::Error::other(join.to_string()).into()))
+}
+
 /// Opens `path` to be written from its start, created with mode 0600 if it is not there, never
 /// through a symbolic link in its place: for the files of the state directory that are
 /// rewritten whole (an agent's session note, the saved permission rules).

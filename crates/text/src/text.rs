@@ -94,6 +94,17 @@ pub fn age(secs: u64) -> String {
     }
 }
 
+/// A size in MB (MiB) as a message shows it: whole when it is whole, else rounded up to a tenth,
+/// so a file just over a limit never reads as the limit itself.
+pub fn megabytes(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if bytes.is_multiple_of(MIB) {
+        return (bytes / MIB).to_string();
+    }
+    let tenths = bytes.saturating_mul(10).div_ceil(MIB);
+    format!("{}.{}", tenths / 10, tenths % 10)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
