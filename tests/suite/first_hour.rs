@@ -29,6 +29,17 @@ fn call(name: &str, args: serde_json::Value) -> Reply {
     }])
 }
 
+/// A model that runs `command`, then answers `answer`.
+fn one_command(command: &str, answer: &str) -> MockLlm {
+    MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            call("run_bash", json!({ "command": command })),
+            text(answer),
+        ],
+    )
+}
+
 fn with_ui(mock: &MockLlm, size: (i64, i64)) -> Options {
     Options {
         ui: Some(size),
@@ -153,13 +164,7 @@ async fn agent_opens_the_input_in_insert_mode_so_the_first_letters_typed_are_kep
 
 #[tokio::test]
 async fn after_e_and_w_focus_returns_to_the_input_in_the_mode_it_had() {
-    let mock = MockLlm::start(
-        Wire::Anthropic,
-        vec![
-            call("run_bash", json!({"command": "echo model-said"})),
-            text("OK."),
-        ],
-    );
+    let mock = one_command("echo model-said", "OK.");
     let nvim = Nvim::start(with_ui(&mock, (120, 36))).await;
     nvim.cmd("Agent").await;
     // Typing, and still in Insert mode when the question comes: it waits beside the input.
@@ -273,13 +278,7 @@ async fn the_input_keeps_its_height_when_the_quickfix_list_closes() {
 
 #[tokio::test]
 async fn at_80x24_the_choices_float_shows_its_last_choice() {
-    let mock = MockLlm::start(
-        Wire::Anthropic,
-        vec![
-            call("run_bash", json!({"command": "echo hello"})),
-            text("OK."),
-        ],
-    );
+    let mock = one_command("echo hello", "OK.");
     let nvim = Nvim::start(with_ui(&mock, (80, 24))).await;
     nvim.cmd("Agent go").await;
     let screen = nvim.wait_for_screen("Allow once").await;
@@ -326,13 +325,7 @@ async fn keys_float(nvim: &Nvim, title: &str) -> String {
 #[tokio::test]
 async fn question_mark_lists_the_keys_of_the_chat_the_input_and_the_picker_and_slash_help_lists_both(
 ) {
-    let mock = MockLlm::start(
-        Wire::Anthropic,
-        vec![
-            call("run_bash", json!({"command": "echo hello"})),
-            text("OK."),
-        ],
-    );
+    let mock = one_command("echo hello", "OK.");
     let nvim = Nvim::start(with_ui(&mock, (160, 45))).await;
     nvim.cmd("Agent").await;
     // The placeholder says so.
@@ -492,13 +485,7 @@ async fn enter_in_agent_diff_opens_a_tab_of_its_own_and_closing_it_returns_with_
 
 #[tokio::test]
 async fn a_file_deleted_under_its_buffer_is_said_once_in_our_words_and_never_as_e211() {
-    let mock = MockLlm::start(
-        Wire::Anthropic,
-        vec![
-            call("run_bash", json!({"command": "rm notes.txt"})),
-            text("Deleted."),
-        ],
-    );
+    let mock = one_command("rm notes.txt", "Deleted.");
     let nvim = Nvim::start(Options {
         ui: Some((160, 45)),
         ..mock_options(&mock, "auto_approve = true")

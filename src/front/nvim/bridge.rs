@@ -372,15 +372,10 @@ impl Bridge {
                 tracing::info!("a prompt waits for the conversation to be free");
                 let bridge = self.clone();
                 let busy = self.state.busy.clone();
-                let cancels = || self.state.cancels.load(std::sync::atomic::Ordering::SeqCst);
-                let before = cancels();
+                let before = self.cancels();
                 tokio::spawn(async move {
                     let busy = busy.lock_owned().await;
-                    let now = bridge
-                        .state
-                        .cancels
-                        .load(std::sync::atomic::Ordering::SeqCst);
-                    if now == before {
+                    if bridge.cancels() == before {
                         return bridge.run_turn(busy, text).await;
                     }
                     // Stopped (or started over) while it waited: it never starts, and its row
@@ -397,6 +392,11 @@ impl Bridge {
                 });
             }
         }
+    }
+
+    /// How many times the turn has been cancelled so far.
+    fn cancels(&self) -> u64 {
+        self.state.cancels.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// [`Bridge::turn`] with the conversation claimed.
@@ -650,12 +650,15 @@ impl Bridge {
             // (a git diff each) come once the chat is shown, from a task of their own.
             let checkpoints = bridge.of_session(|s| s.checkpoints.clone()).await;
             if let Some(checkpoints) = checkpoints.ok().flatten() {
-                if let Some(note) = super::review::last_reviewable(&checkpoints).await {
-                    bridge.send(note);
+                let prompts = super::review::prompt_points(&checkpoints).await;
+                if let Some(last) = prompts.last() {
+                    if let Some(note) = super::review::reviewable(&checkpoints, &last.id).await {
+                        bridge.send(note);
+                    }
                 }
                 let notes = bridge.clone();
                 tokio::spawn(async move {
-                    for note in super::review::older_reviewable(&checkpoints).await {
+                    for note in super::review::older_reviewable(&checkpoints, &prompts).await {
                         notes.send(note);
                     }
                 });

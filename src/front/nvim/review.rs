@@ -11,7 +11,7 @@ use rmpv::Value;
 
 use super::protocol::UiEvent;
 use crate::checkpoint::review::{OldText, Review, Since, MAX_TEXT_BYTES};
-use crate::checkpoint::{CheckpointError, Checkpoints};
+use crate::checkpoint::{Checkpoint, CheckpointError, Checkpoints};
 use crate::display;
 
 /// What Lua shows when there are no checkpoints to compare with.
@@ -133,7 +133,7 @@ pub(super) async fn file_at(
         ))),
         OldText::TooLarge(size) => Err(Value::from(format!(
             "agent: {shown} was {} MB at that checkpoint, more than the {} MB a diff view is given",
-            tenths(size),
+            agent_nvim_text::text::megabytes(size),
             MAX_TEXT_BYTES / (1024 * 1024)
         ))),
     }
@@ -155,17 +155,22 @@ pub(super) async fn reviewable(checkpoints: &Checkpoints, prompt: &str) -> Optio
 /// after the chat is shown): the newest ones.
 pub(super) const RESUMED_ROWS: usize = 20;
 
+/// The current conversation's prompt checkpoints, oldest first (none when they cannot be
+/// listed): a resumed chat's `done` rows, in order.
+pub(super) async fn prompt_points(checkpoints: &Checkpoints) -> Vec<Checkpoint> {
+    let listed = checkpoints.list(&checkpoints.conversation()).await;
+    let mut listed = listed.unwrap_or_default();
+    listed.retain(|c| c.kind == crate::checkpoint::Kind::Prompt);
+    listed
+}
+
 /// The notes for a resumed chat's older `done` rows: each of the newest [`RESUMED_ROWS`]
-/// prompts before the last whose files changed since, placed by its number among the
-/// conversation's prompt checkpoints.
-pub(super) async fn older_reviewable(checkpoints: &Checkpoints) -> Vec<UiEvent> {
-    let Ok(listed) = checkpoints.list(&checkpoints.conversation()).await else {
-        return Vec::new();
-    };
-    let prompts: Vec<_> = listed
-        .iter()
-        .filter(|c| c.kind == crate::checkpoint::Kind::Prompt)
-        .collect();
+/// `prompts` ([`prompt_points`]) before the last whose files changed since, placed by its
+/// number among them.
+pub(super) async fn older_reviewable(
+    checkpoints: &Checkpoints,
+    prompts: &[Checkpoint],
+) -> Vec<UiEvent> {
     let of = prompts.len() as u64;
     let mut notes = Vec::new();
     let older = prompts.len().saturating_sub(1);
@@ -190,17 +195,6 @@ pub(super) async fn older_reviewable(checkpoints: &Checkpoints) -> Vec<UiEvent> 
     notes
 }
 
-/// [`reviewable`] for the current conversation's newest prompt checkpoint: what a resumed chat's
-/// last `done` row offers.
-pub(super) async fn last_reviewable(checkpoints: &Checkpoints) -> Option<UiEvent> {
-    let listed = checkpoints.list(&checkpoints.conversation()).await.ok()?;
-    let last = listed
-        .iter()
-        .rev()
-        .find(|c| c.kind == crate::checkpoint::Kind::Prompt)?;
-    reviewable(checkpoints, &last.id).await
-}
-
 /// The string field `name` of the one map argument, as bytes (Lua sends a path that is not
 /// UTF-8 as it is).
 fn text(args: &[Value], name: &str) -> Option<Vec<u8>> {
@@ -222,12 +216,6 @@ fn path_value(path: &Path) -> Value {
         Some(path) => Value::from(path),
         None => Value::Binary(path.as_os_str().as_bytes().to_vec()),
     }
-}
-
-/// `size` bytes in MB, rounded up to a tenth.
-fn tenths(size: u64) -> String {
-    let tenths = size.saturating_mul(10).div_ceil(1024 * 1024);
-    format!("{}.{}", tenths / 10, tenths % 10)
 }
 
 #[cfg(test)]
@@ -380,6 +368,6 @@ mod tests {
                 of: None,
             })
         );
-        assert_eq!(tenths(1024 * 1024 + 1), "1.1");
+        assert_eq!(agent_nvim_text::text::megabytes(1024 * 1024 + 1), "1.1");
     }
 }
