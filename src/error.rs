@@ -1,8 +1,6 @@
 //! The crate's one error type. Tool failures are not errors: they are [`agent_nvim_vocab::tools::ToolResult`]s
 //! the model reads. These are the failures that stop a front end or a request.
 
-use std::path::PathBuf;
-
 /// Every failure a front end reports to its user.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -13,12 +11,8 @@ pub enum Error {
     #[error("agent: {0}")]
     Provider(#[from] crate::llm::ProviderError),
     /// Returned by [`crate::workspace::Workspace::new`] when the root cannot be used.
-    #[error("agent: cannot use workspace root {path}: {source}")]
-    Workspace {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("agent: {0}")]
+    Workspace(#[from] crate::workspace::RootError),
     /// A saved conversation could not be found, read or continued.
     #[error("agent: {0}")]
     Session(String),
@@ -33,3 +27,24 @@ pub enum Error {
 
 /// The crate's result alias.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_root_that_cannot_be_used_is_said_with_the_front_ends_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("secret.txt");
+        std::fs::write(&file, "x").unwrap();
+        let err: Error = crate::workspace::Workspace::new(&file).unwrap_err().into();
+        let file = std::fs::canonicalize(&file).unwrap();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "agent: cannot use workspace root {}: not a directory",
+                file.display()
+            )
+        );
+    }
+}

@@ -17,28 +17,22 @@
 
 pub mod acp;
 pub mod agent;
-pub mod approval;
-pub mod checkpoint;
 pub mod conversation;
 pub mod display;
-pub mod editor;
 pub mod error;
 pub mod front;
 pub mod instructions;
 pub mod llm;
-pub mod permissions;
-pub mod process;
-pub mod questions;
-pub mod reaper;
-pub mod sandbox;
 pub mod session;
 pub mod sessions;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
-pub mod tools;
-pub mod workspace;
 
-// The text layer, where the modules above find it.
+// The layers below, where the modules above (and the tests) find them.
+pub use agent_nvim_core::{
+    approval, checkpoint, editor, external, permissions, process, questions, reaper, sandbox,
+    tools, workspace,
+};
 pub use agent_nvim_text::{ansi, diff, secrets, text};
 
 pub use error::{Error, Result};

@@ -33,10 +33,9 @@ fn main() -> ExitCode {
             );
             ExitCode::from(match err {
                 Error::Usage(_) => 2,
-                Error::Provider(_)
-                | Error::Workspace { .. }
-                | Error::Session(_)
-                | Error::Io { .. } => 1,
+                Error::Provider(_) | Error::Workspace(_) | Error::Session(_) | Error::Io { .. } => {
+                    1
+                }
             })
         }
     }

@@ -566,7 +566,7 @@ mod tests {
                 Box::new(|_, _| None),
                 Arc::new(crate::editor::NoEditor)
             ),
-            Err(Error::Workspace { .. })
+            Err(Error::Workspace(_))
         ));
     }
 }

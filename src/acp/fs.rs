@@ -9,41 +9,13 @@
 //! write a file they already wrote themselves (SPEC section 5), so writing the same content again
 //! changes nothing.
 
-use std::io::{self, Read};
-use std::os::fd::AsFd;
-
 use agent_client_protocol::{Error, ErrorCode};
 
-use super::{AcpHost, AgentAuthority};
-use crate::tools::{Approved, DEFAULT_MAX_EDIT_MB};
-use crate::workspace::beneath::{self, FsError, Locked};
+use super::AcpHost;
+use crate::external::{read_file, write_file, Failure, MAX_BYTES};
+use crate::workspace::beneath::FsError;
 use crate::workspace::blocking;
-use crate::workspace::{Refusal, Resolved, Workspace};
-
-/// The largest file an agent may read or write through the client.
-const MAX_BYTES: u64 = DEFAULT_MAX_EDIT_MB * 1024 * 1024;
-/// How long a write waits for an edit of the same file to finish.
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Why a read or write through the client did not happen.
-enum Failure {
-    Fs(FsError),
-    TooBig(u64),
-    ReadOnly,
-    Busy,
-}
-
-impl From<FsError> for Failure {
-    fn from(err: FsError) -> Self {
-        Failure::Fs(err)
-    }
-}
-
-impl From<io::Error> for Failure {
-    fn from(err: io::Error) -> Self {
-        Failure::Fs(err.into())
-    }
-}
+use crate::workspace::{Refusal, Workspace};
 
 /// The text of `path`, from line `line` (1-based) for `limit` lines when given.
 pub(super) async fn read_text_file(
@@ -135,23 +107,6 @@ fn describe(err: FsError) -> String {
     }
 }
 
-/// The whole file, read beneath the root; only a regular file, and at most [`MAX_BYTES`].
-fn read_file(workspace: &Workspace, target: &Resolved) -> Result<Vec<u8>, Failure> {
-    let opened = workspace
-        .handle()
-        .open_regular(workspace.relative(target), target.dir_only)?;
-    let size = u64::try_from(opened.stat.st_size).unwrap_or(0);
-    if size > MAX_BYTES {
-        return Err(Failure::TooBig(size));
-    }
-    let mut bytes = Vec::with_capacity(size as usize);
-    (&opened.file).take(MAX_BYTES + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(Failure::TooBig(bytes.len() as u64));
-    }
-    Ok(bytes)
-}
-
 fn refused(refusal: Refusal) -> Error {
     Error::new(ErrorCode::INVALID_PARAMS, refusal.to_string())
 }
@@ -175,43 +130,6 @@ pub(super) fn slice_lines(text: &str, line: Option<u32>, limit: Option<u32>) -> 
         offset += piece.len();
     }
     start.map_or("", |first| &text[first..])
-}
-
-/// Replaces (or creates) the file with `bytes`, beneath the root: an existing file is replaced
-/// as edit_file replaces one (atomically, or in place when it has several hard links, keeping
-/// its mode, owner and extended attributes, under the edit lock); a new one is created with its
-/// parents, with the mode the umask gives. Identical content is left alone.
-fn write_file(workspace: &Workspace, target: &Resolved, bytes: &[u8]) -> Result<(), Failure> {
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(Failure::TooBig(bytes.len() as u64));
-    }
-    if target.dir_only {
-        return Err(Failure::Fs(FsError::IsDirectory));
-    }
-    let rel = workspace.relative(target);
-    // The agent's write, which its own permission flow governs (SPEC section 5), not our gate.
-    let approved = Approved::for_external_agent(&AgentAuthority::of_client());
-    // Twice at most: a file that appears between the look and the create is then replaced.
-    for _ in 0..2 {
-        if let Some(file) = workspace.handle().open_in_dir(rel)? {
-            if file.holds(bytes)? {
-                return Ok(());
-            }
-            if file.read_only() {
-                return Err(Failure::ReadOnly);
-            }
-            return match file.lock_named(LOCK_WAIT, &|| false)? {
-                Locked::Held => Ok(file.replace(&|out| out.write_all(bytes), &approved)?),
-                Locked::Busy | Locked::Replaced => Err(Failure::Busy),
-            };
-        }
-        let (dir, name) = workspace.handle().make_parents(rel, &approved)?;
-        match beneath::create_new(dir.as_fd(), &name, bytes, &approved) {
-            Err(FsError::Io(err)) if err.kind() == io::ErrorKind::AlreadyExists => continue,
-            other => return Ok(other?),
-        }
-    }
-    Err(Failure::Busy)
 }
 
 #[cfg(test)]

@@ -244,27 +244,6 @@ impl AcpSpec {
     }
 }
 
-/// What the ACP client holds to write a file or start a process for an external agent
-/// ([`crate::tools::Approved::for_external_agent`]). Its field is private to this module and
-/// its children, so nothing outside `crate::acp` (no tool) can make one:
-///
-/// ```compile_fail,E0423
-/// let authority = agent_nvim::acp::AgentAuthority(());
-/// ```
-pub struct AgentAuthority(());
-
-impl AgentAuthority {
-    /// The authority of the ACP client itself.
-    fn of_client() -> Self {
-        AgentAuthority(())
-    }
-
-    /// What lets the client start a process for the agent (a terminal).
-    fn approved(&self) -> crate::tools::Approved {
-        crate::tools::Approved::for_external_agent(self)
-    }
-}
-
 /// Why [`connect`] gave up. The texts are what the user reads after `agent: `, which the front
 /// end adds where it shows them.
 #[derive(Debug, thiserror::Error)]

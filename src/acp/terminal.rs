@@ -358,7 +358,7 @@ impl Shared {
                 .or_else(|| self.terminal.sandbox.clone()),
             keep,
         };
-        let live = Live::start(&spec, &super::AgentAuthority::of_client().approved())
+        let live = crate::external::start_terminal(&spec)
             .await
             .map_err(|err| {
                 Error::new(ErrorCode::INTERNAL_ERROR, format!("terminal/create: {err}"))

@@ -109,8 +109,7 @@ pub(super) async fn spawn(
         })?;
     }
     // The agent the user started; what it does is governed by its own permission flow.
-    let approved = crate::tools::Approved::for_external_agent(&super::AgentAuthority::of_client());
-    let (mut child, tree) = crate::process::spawn_tree(command, &approved)
+    let (mut child, tree) = crate::external::start_agent(command)
         .await
         .map_err(|source| ConnectError::NotStarted {
             program: program.clone(),

@@ -302,7 +302,7 @@ fn terminal_executor(config: &SessionConfig) -> Result<Executor> {
         Arc::new(NoEditor),
     )
     .map_err(|err| match err {
-        Error::Workspace { .. } => Error::Usage(err.to_string()),
+        Error::Workspace(_) => Error::Usage(err.to_string()),
         other => other,
     })
 }

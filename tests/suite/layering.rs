@@ -7,12 +7,22 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Each workspace crate (the root package aside, which is the top and may use any) and the
-/// workspace crates it may depend on.
-const LAYERS: &[(&str, &[&str])] = &[("agent-nvim-text", &[]), ("agent-nvim-vocab", &[])];
+/// workspace crates it may depend on. The test fixtures ([`FIXTURES`]) are not in it: any crate
+/// may use them in its tests, and none in what it builds.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("agent-nvim-text", &[]),
+    ("agent-nvim-vocab", &[]),
+    ("agent-nvim-fixtures", &[]),
+    ("agent-nvim-core", &["agent-nvim-text", "agent-nvim-vocab"]),
+];
+
+/// The dev-only crate of test fixtures: a `[dev-dependencies]` entry only.
+const FIXTURES: &str = "agent-nvim-fixtures";
 
 /// The package name and the workspace crates (`agent-nvim*`) a manifest depends on, in any of
-/// its dependency tables (normal, dev, build, target-specific).
-fn workspace_deps(manifest: &str) -> (String, Vec<String>) {
+/// its dependency tables (normal, dev, build, target-specific), each with whether the table is
+/// `[dev-dependencies]`.
+fn workspace_deps(manifest: &str) -> (String, Vec<(String, bool)>) {
     let mut name = String::new();
     let mut deps = Vec::new();
     let mut section = String::new();
@@ -28,12 +38,13 @@ fn workspace_deps(manifest: &str) -> (String, Vec<String>) {
         if section == "package" && key == "name" {
             name = value.trim().trim_matches('"').to_string();
         } else if section.ends_with("dependencies") && key.starts_with("agent-nvim") {
-            deps.push(key.to_string());
+            deps.push((key.to_string(), section.ends_with("dev-dependencies")));
         } else if section.contains("dependencies.agent-nvim") {
             // `[dependencies.agent-nvim-core]` written as a table of its own.
             let dep = section.rsplit('.').next().unwrap_or_default().to_string();
-            if !deps.contains(&dep) {
-                deps.push(dep);
+            let dev = section.contains("dev-dependencies.");
+            if !deps.contains(&(dep.clone(), dev)) {
+                deps.push((dep, dev));
             }
         }
     }
@@ -50,8 +61,12 @@ fn violations(manifests: &BTreeMap<String, String>) -> Vec<String> {
             wrong.push(format!("{path}: {name} has no place in LAYERS"));
             continue;
         };
-        for dep in deps {
-            if !allowed.contains(&dep.as_str()) {
+        for (dep, dev) in deps {
+            if dep == FIXTURES {
+                if !dev {
+                    wrong.push(format!("{path}: {name} may use {dep} in its tests only"));
+                }
+            } else if !allowed.contains(&dep.as_str()) {
                 wrong.push(format!("{path}: {name} may not depend on {dep}"));
             }
         }
@@ -88,10 +103,18 @@ fn the_check_names_an_upward_dependency_and_an_unplaced_crate() {
             "[package]\nname = \"agent-nvim-new\"\n\n[dev-dependencies.agent-nvim-text]\npath = \"../text\"\n"
                 .to_string(),
         ),
+        (
+            "crates/core/Cargo.toml".to_string(),
+            "[package]\nname = \"agent-nvim-core\"\n\n[dependencies]\n\
+             agent-nvim-fixtures = { path = \"../fixtures\" }\n\n[dev-dependencies]\n\
+             agent-nvim-fixtures = { path = \"../fixtures\" }\n"
+                .to_string(),
+        ),
     ]);
     assert_eq!(
         violations(&manifests),
         [
+            "crates/core/Cargo.toml: agent-nvim-core may use agent-nvim-fixtures in its tests only",
             "crates/new/Cargo.toml: agent-nvim-new has no place in LAYERS",
             "crates/text/Cargo.toml: agent-nvim-text may not depend on agent-nvim-core",
         ]

@@ -22,7 +22,6 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use crate::{Error, Result};
 use beneath::Root;
 
 /// How many symlinks one resolution may follow before it gives up (Linux's own limit).
@@ -104,21 +103,32 @@ impl fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
+/// Why [`Workspace::new`] could not open a root: it does not exist, is not a directory, or
+/// cannot be opened.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot use workspace root {}: {source}", path.display())]
+pub struct RootError {
+    /// The root as given.
+    pub path: PathBuf,
+    #[source]
+    pub source: io::Error,
+}
+
 impl Workspace {
     /// Opens `root` as a workspace. The root is canonicalized once, here, so that a symlinked root
     /// and the paths below it compare as the same place.
-    pub fn new(root: &Path) -> Result<Self> {
-        let root = std::fs::canonicalize(root).map_err(|source| Error::Workspace {
+    pub fn new(root: &Path) -> Result<Self, RootError> {
+        let root = std::fs::canonicalize(root).map_err(|source| RootError {
             path: root.to_path_buf(),
             source,
         })?;
         if !root.is_dir() {
-            return Err(Error::Workspace {
+            return Err(RootError {
                 path: root,
                 source: io::Error::other("not a directory"),
             });
         }
-        let handle = Root::open(&root).map_err(|source| Error::Workspace {
+        let handle = Root::open(&root).map_err(|source| RootError {
             path: root.clone(),
             source,
         })?;
@@ -131,9 +141,9 @@ impl Workspace {
     /// The same workspace with I/O that walks components instead of using openat2 (tests of the
     /// fallback).
     #[cfg(test)]
-    pub fn walking(root: &Path) -> Result<Self> {
+    pub fn walking(root: &Path) -> Result<Self, RootError> {
         let mut ws = Workspace::new(root)?;
-        ws.handle = Arc::new(Root::walking(&ws.root).map_err(|source| Error::Workspace {
+        ws.handle = Arc::new(Root::walking(&ws.root).map_err(|source| RootError {
             path: ws.root.clone(),
             source,
         })?);
@@ -438,7 +448,7 @@ mod tests {
         let fx = fixture();
         let missing = fx.base.join("nope");
         match Workspace::new(&missing) {
-            Err(Error::Workspace { path, source }) => {
+            Err(RootError { path, source }) => {
                 assert_eq!((path, source.kind()), (missing, io::ErrorKind::NotFound));
             }
             other => panic!("expected Error::Workspace, got {other:?}"),
@@ -453,7 +463,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             format!(
-                "agent: cannot use workspace root {}: not a directory",
+                "cannot use workspace root {}: not a directory",
                 file.display()
             )
         );

@@ -23,43 +23,51 @@ use crate::approval::{Gate, Verdict};
 use crate::checkpoint::{Checkpoints, Kind};
 use agent_nvim_vocab::approval::ApprovalRequest;
 
-/// Proof that the gate allowed the call being applied. Only the executor makes one, after the
-/// gate's [`Verdict::Allowed`], and moves it into the plan's step; every function that changes
-/// the disk or starts a command takes one (the workspace's write primitives,
+/// Proof that the gate allowed the call being applied. Only this crate makes one, and in it only
+/// this file: after the gate's [`Verdict::Allowed`] (moved into the plan's step), for the
+/// checkpoints' own git and a person's rewind ([`crate::checkpoint`]), and for the three
+/// operations the core performs for an external agent the person started ([`crate::external`]);
+/// a tool module cannot reach the constructor (Rust lets a child module see its parent's private
+/// items, not a sibling's). Every function that
+/// changes the disk or starts a command takes one (the workspace's write primitives,
 /// [`crate::process::spawn_tree`] and [`crate::process::run`]). Neither `Clone` nor `Copy`: one
-/// allow, one step. The ACP client gets its own through [`Approved::for_external_agent`].
+/// allow, one step.
 ///
-/// Outside this file there is no way to make one. The type can be named:
+/// No crate above the core can make one. The type can be named:
 ///
 /// ```
-/// fn effect(_approved: &agent_nvim::tools::Approved) {}
+/// fn effect(_approved: &agent_nvim_core::tools::Approved) {}
 /// ```
 ///
-/// but not built, neither directly nor through the tests' constructor:
+/// but not built, neither directly nor through the core's own constructors:
 ///
 /// ```compile_fail,E0603
-/// let token = agent_nvim::tools::Approved(());
+/// let token = agent_nvim_core::tools::Approved(());
+/// ```
+///
+/// ```compile_fail,E0624
+/// let token = agent_nvim_core::tools::Approved::for_checkpoints(todo!());
 /// ```
 ///
 /// ```compile_fail,E0599
-/// let token = agent_nvim::tools::Approved::for_tests();
+/// let token = agent_nvim_core::tools::Approved::for_tests();
 /// ```
 #[derive(Debug)]
 pub struct Approved(());
 
 impl Approved {
-    /// The token for what the ACP client does for an external agent (its `fs/write_text_file`,
-    /// the agent's own process), which the agent's own permission flow governs, not our gate.
-    /// Only `crate::acp` can make the [`crate::acp::AgentAuthority`] it takes, so a tool
-    /// cannot come this way either.
-    pub fn for_external_agent(_authority: &crate::acp::AgentAuthority) -> Self {
+    /// The token for what the core does for an external agent the person started
+    /// ([`crate::external`]: its file writes, its own process, its terminals), which that agent's
+    /// own permission flow governs, not our gate. Only `crate::external` can make the
+    /// [`crate::external::AgentAuthority`] it takes, so a tool cannot come this way.
+    pub(crate) fn for_external_agent(_authority: &crate::external::AgentAuthority) -> Self {
         Approved(())
     }
 
     /// The token for what the checkpoints do ([`crate::checkpoint`]): git run on the shadow
     /// repository, and the files a person's rewind puts back. Only `crate::checkpoint` can make
     /// the [`crate::checkpoint::Authority`] it takes.
-    pub fn for_checkpoints(_authority: &crate::checkpoint::Authority) -> Self {
+    pub(crate) fn for_checkpoints(_authority: &crate::checkpoint::Authority) -> Self {
         Approved(())
     }
 

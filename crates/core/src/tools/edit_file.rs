@@ -66,7 +66,7 @@ impl Tool for EditFile {
         };
         let rel = match cx.workspace.resolve(path) {
             Ok(target) => target.rel,
-            Err(_) => crate::display::one_line(path),
+            Err(_) => agent_nvim_text::escape::one_line(path),
         };
         ToolResult::fail_with(CANCELLED, cancelled_row(&rel))
     }

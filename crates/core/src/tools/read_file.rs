@@ -20,7 +20,7 @@ const SNIFF_BYTES: usize = 8 * 1024;
 pub struct ReadFile;
 
 /// What was read from disk.
-pub(crate) enum Contents {
+pub enum Contents {
     Binary,
     Text(String),
 }
@@ -175,7 +175,7 @@ async fn from_disk(
 
 /// Reads at most what the answer can hold: MAX_CHARS characters of up to 4 bytes, plus one more.
 /// The file is opened beneath the root, checked to be a regular file before it is read.
-pub(crate) fn read_prefix(
+pub fn read_prefix(
     root: &Root,
     rel: &std::path::Path,
     dir_only: bool,

@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{Approved, Args, Plan, Progress, Proposal, Tool, ToolContext, ToolResult, CANCELLED};
-use crate::display;
 use crate::process::{self, live::Seen, CommandSpec, Ending};
+use agent_nvim_text::escape as display;
 use agent_nvim_vocab::approval::{Action, ApprovalRequest, Proposed};
 
 /// How often at most a running command's row is told its newest output: once a frame.

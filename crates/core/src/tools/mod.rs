@@ -30,7 +30,7 @@ pub use edit_file::EditFile;
 pub use executor::{Approved, Executor, Plan, Proposal};
 pub use list_files::ListFiles;
 pub use read_file::{attachment, Attachment, ReadFile};
-pub(crate) use read_file::{read_prefix, Contents};
+pub use read_file::{read_prefix, Contents};
 pub use run_bash::RunBash;
 
 pub(crate) use crate::workspace::blocking;

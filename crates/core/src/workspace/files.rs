@@ -293,7 +293,7 @@ impl Drop for Batch {
 /// blanks, which end an `@path` in a prompt.
 fn plain(rel: &str) -> bool {
     !rel.contains(char::is_whitespace)
-        && crate::display::visible(rel, crate::display::Layout::OneLine) == rel
+        && agent_nvim_text::escape::visible(rel, agent_nvim_text::escape::Layout::OneLine) == rel
 }
 
 /// The `limit` best fuzzy matches of `query` among `files`, best first: the higher score, then

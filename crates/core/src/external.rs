@@ -1,0 +1,126 @@
+//! What the core does for an external agent the person started (over the Agent Client Protocol):
+//! write a file beneath the root, start the agent's own process, start a terminal for it. These
+//! are governed by the agent's own permission flow, not by our gate (SPEC section 5), so the ACP
+//! client above asks the core for the operation and never holds the write token itself: only
+//! this module can make the [`AgentAuthority`] that [`Approved::for_external_agent`] takes.
+//! Every path is still one the workspace resolved, and every process still runs in its own
+//! process tree, under the sandbox the caller's policy names.
+
+use std::io::{self, Read};
+use std::os::fd::AsFd;
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+
+use crate::process::live::{Live, LiveSpec};
+use crate::reaper::Tree;
+use crate::tools::Approved;
+use crate::workspace::beneath::{self, FsError, Locked};
+use crate::workspace::{Resolved, Workspace};
+
+/// The largest file an agent may read or write through the client (the edit limit's default).
+pub const MAX_BYTES: u64 = crate::tools::DEFAULT_MAX_EDIT_MB * 1024 * 1024;
+/// How long a write waits for an edit of the same file to finish.
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// The authority under which the core acts for an external agent. Its field is private to this
+/// module, so nothing else (no tool, no crate above) can make one:
+///
+/// ```compile_fail,E0423
+/// let authority = agent_nvim_core::external::AgentAuthority(());
+/// ```
+pub struct AgentAuthority(());
+
+fn approved() -> Approved {
+    Approved::for_external_agent(&AgentAuthority(()))
+}
+
+/// Why a read or write for the agent did not happen.
+#[derive(Debug)]
+pub enum Failure {
+    /// The file system said no (the path check's refusals among them).
+    Fs(FsError),
+    /// The file is this many bytes, over [`MAX_BYTES`].
+    TooBig(u64),
+    /// The file is read-only.
+    ReadOnly,
+    /// Another edit of the file holds its lock.
+    Busy,
+}
+
+impl From<FsError> for Failure {
+    fn from(err: FsError) -> Self {
+        Failure::Fs(err)
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(err: io::Error) -> Self {
+        Failure::Fs(err.into())
+    }
+}
+
+/// The whole file, read beneath the root; only a regular file, and at most [`MAX_BYTES`].
+pub fn read_file(workspace: &Workspace, target: &Resolved) -> Result<Vec<u8>, Failure> {
+    let opened = workspace
+        .handle()
+        .open_regular(workspace.relative(target), target.dir_only)?;
+    let size = u64::try_from(opened.stat.st_size).unwrap_or(0);
+    if size > MAX_BYTES {
+        return Err(Failure::TooBig(size));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    (&opened.file).take(MAX_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(Failure::TooBig(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// Replaces (or creates) the file with `bytes`, beneath the root: an existing file is replaced
+/// as edit_file replaces one (atomically, or in place when it has several hard links, keeping
+/// its mode, owner and extended attributes, under the edit lock); a new one is created with its
+/// parents, with the mode the umask gives. Identical content is left alone.
+pub fn write_file(workspace: &Workspace, target: &Resolved, bytes: &[u8]) -> Result<(), Failure> {
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(Failure::TooBig(bytes.len() as u64));
+    }
+    if target.dir_only {
+        return Err(Failure::Fs(FsError::IsDirectory));
+    }
+    let rel = workspace.relative(target);
+    let approved = approved();
+    // Twice at most: a file that appears between the look and the create is then replaced.
+    for _ in 0..2 {
+        if let Some(file) = workspace.handle().open_in_dir(rel)? {
+            if file.holds(bytes)? {
+                return Ok(());
+            }
+            if file.read_only() {
+                return Err(Failure::ReadOnly);
+            }
+            return match file.lock_named(LOCK_WAIT, &|| false)? {
+                Locked::Held => Ok(file.replace(&|out| out.write_all(bytes), &approved)?),
+                Locked::Busy | Locked::Replaced => Err(Failure::Busy),
+            };
+        }
+        let (dir, name) = workspace.handle().make_parents(rel, &approved)?;
+        match beneath::create_new(dir.as_fd(), &name, bytes, &approved) {
+            Err(FsError::Io(err)) if err.kind() == io::ErrorKind::AlreadyExists => continue,
+            other => return Ok(other?),
+        }
+    }
+    Err(Failure::Busy)
+}
+
+/// Starts the agent the person chose, `command` as the caller built it (its environment, its
+/// sandbox), in a process tree of its own.
+pub async fn start_agent(command: Command) -> io::Result<(Child, Tree)> {
+    crate::process::spawn_tree(command, &approved()).await
+}
+
+/// Starts a terminal the agent asked for (`terminal/create`), after the agent's permission flow
+/// and the person's rules allowed its line.
+pub async fn start_terminal(spec: &LiveSpec) -> io::Result<Live> {
+    Live::start(spec, &approved()).await
+}
