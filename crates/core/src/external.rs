@@ -1,8 +1,7 @@
 //! What the core does for an external agent the person started (over the Agent Client Protocol):
 //! write a file beneath the root, start the agent's own process, start a terminal for it. These
 //! are governed by the agent's own permission flow, not by our gate (SPEC section 5), so the ACP
-//! client above asks the core for the operation and never holds the write token itself: only
-//! this module can make the [`AgentAuthority`] that [`Approved::for_external_agent`] takes.
+//! client above asks the core for the operation and never holds the write token itself.
 //! Every path is still one the workspace resolved, and every process still runs in its own
 //! process tree, under the sandbox the caller's policy names.
 
@@ -12,27 +11,21 @@ use std::time::Duration;
 
 use tokio::process::{Child, Command};
 
+use crate::approved::Approved;
 use crate::process::live::{Live, LiveSpec};
 use crate::reaper::Tree;
-use crate::tools::Approved;
 use crate::workspace::beneath::{self, FsError, Locked};
 use crate::workspace::{Resolved, Workspace};
 
-/// The largest file an agent may read or write through the client (the edit limit's default).
-pub const MAX_BYTES: u64 = crate::tools::DEFAULT_MAX_EDIT_MB * 1024 * 1024;
+/// The largest file an agent may read or write through the client: 64 MB, the edit limit's
+/// default (a test holds the two together).
+pub const MAX_BYTES: u64 = 64 * 1024 * 1024;
 /// How long a write waits for an edit of the same file to finish.
 const LOCK_WAIT: Duration = Duration::from_secs(10);
 
-/// The authority under which the core acts for an external agent. Its field is private to this
-/// module, so nothing else (no tool, no crate above) can make one:
-///
-/// ```compile_fail,E0423
-/// let authority = agent_nvim_core::external::AgentAuthority(());
-/// ```
-pub struct AgentAuthority(());
-
+/// The token for what the core does here, under the agent's own permission flow.
 fn approved() -> Approved {
-    Approved::for_external_agent(&AgentAuthority(()))
+    Approved::for_external_agent()
 }
 
 /// Why a read or write for the agent did not happen.
@@ -123,4 +116,15 @@ pub async fn start_agent(command: Command) -> io::Result<(Child, Tree)> {
 /// and the person's rules allowed its line.
 pub async fn start_terminal(spec: &LiveSpec) -> io::Result<Live> {
     Live::start(spec, &approved()).await
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_agent_reads_and_writes_files_as_large_as_edit_file_does_by_default() {
+        assert_eq!(
+            super::MAX_BYTES,
+            crate::tools::DEFAULT_MAX_EDIT_MB * 1024 * 1024
+        );
+    }
 }

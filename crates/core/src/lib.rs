@@ -4,7 +4,7 @@
 //!
 //! - [`workspace`] is the one path check and all file I/O beneath the root;
 //! - [`tools`] are the four tools and the executor, which alone asks the [`approval`] gate and
-//!   mints the write token ([`tools::Approved`]) for what was allowed; [`permissions`] are the
+//!   mints the write token ([`approved::Approved`]) for what was allowed; [`permissions`] are the
 //!   person's rules the gate reads first;
 //! - [`process`] and [`reaper`] run bounded commands whose process trees never outlive them,
 //!   under the [`sandbox`] (Landlock) where the kernel has it;
@@ -15,6 +15,7 @@
 //!   open buffers.
 
 pub mod approval;
+pub mod approved;
 pub mod checkpoint;
 pub mod editor;
 pub mod external;

@@ -745,8 +745,8 @@ impl Reaper {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 mod tests {
     use super::*;
+    use crate::approved::Approved;
     use crate::process::{CommandOutput, CommandSpec, Ending};
-    use crate::tools::Approved;
     use std::path::PathBuf;
     use std::sync::atomic::AtomicUsize;
     use std::time::SystemTime;

@@ -35,15 +35,10 @@ use git::Git;
 
 pub use restore::Restored;
 
-/// What the checkpoints hold to start git and to put files back when the person rewinds
-/// ([`crate::tools::Approved::for_checkpoints`]). Its field is private to this module and its
-/// children, so nothing outside `crate::checkpoint` (no tool) can make one.
-pub(crate) struct Authority(());
-
 /// The token for a checkpoint's own work: git on the shadow repository, and a restore the
 /// person asked for.
-fn token() -> crate::tools::Approved {
-    crate::tools::Approved::for_checkpoints(&Authority(()))
+fn token() -> crate::approved::Approved {
+    crate::approved::Approved::for_checkpoints()
 }
 
 /// The largest file a snapshot records (10 MB); larger ones are skipped and listed.

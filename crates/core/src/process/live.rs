@@ -16,8 +16,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{Shell, DRAIN_GRACE, READ_CHUNK};
+use crate::approved::Approved;
 use crate::sandbox::Policy;
-use crate::tools::Approved;
 
 /// The most output kept for one command, whatever it asks for: 16 MiB.
 pub const MAX_KEPT: usize = 16 * 1024 * 1024;

@@ -25,9 +25,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
 
+use crate::approved::Approved;
 use crate::reaper::{self, Tree};
 use crate::sandbox::{self, Policy};
-use crate::tools::Approved;
 
 mod capture;
 pub mod live;

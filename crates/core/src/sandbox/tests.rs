@@ -2,8 +2,8 @@
 //! where it has none), and what the report says for each kernel.
 
 use super::*;
+use crate::approved::Approved;
 use crate::process::{self, CommandOutput, CommandSpec};
-use crate::tools::Approved;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 

@@ -5,9 +5,9 @@
 //! a failed check) or returns a [`Plan`]: the question a person will be asked and the step that
 //! does the work. Only this module asks the gate about a plan, turns a refusal or a cancel into
 //! the result once, and on an allow runs the plan's step, handing it the one thing the step
-//! needs to write a file or start a command: an [`Approved`]. Its constructor is private to this
-//! file, and a tool module cannot reach it (Rust lets a child module see its parent's private
-//! items, not a sibling's), so a tool has no way to reach its own effect but through its plan.
+//! needs to write a file or start a command: an [`Approved`], which only this file and two other
+//! places in the core mint (see [`crate::approved`]), so a tool has no way to reach its own
+//! effect but through its plan.
 
 use std::future::Future;
 
@@ -20,64 +20,9 @@ use super::{
     ToolSpec, CANCELLED,
 };
 use crate::approval::{Gate, Verdict};
+use crate::approved::Approved;
 use crate::checkpoint::{Checkpoints, Kind};
 use agent_nvim_vocab::approval::ApprovalRequest;
-
-/// Proof that the gate allowed the call being applied. Only this crate makes one, and in it only
-/// this file: after the gate's [`Verdict::Allowed`] (moved into the plan's step), for the
-/// checkpoints' own git and a person's rewind ([`crate::checkpoint`]), and for the three
-/// operations the core performs for an external agent the person started ([`crate::external`]);
-/// a tool module cannot reach the constructor (Rust lets a child module see its parent's private
-/// items, not a sibling's). Every function that
-/// changes the disk or starts a command takes one (the workspace's write primitives,
-/// [`crate::process::spawn_tree`] and [`crate::process::run`]). Neither `Clone` nor `Copy`: one
-/// allow, one step.
-///
-/// No crate above the core can make one. The type can be named:
-///
-/// ```
-/// fn effect(_approved: &agent_nvim_core::tools::Approved) {}
-/// ```
-///
-/// but not built, neither directly nor through the core's own constructors:
-///
-/// ```compile_fail,E0603
-/// let token = agent_nvim_core::tools::Approved(());
-/// ```
-///
-/// ```compile_fail,E0624
-/// let token = agent_nvim_core::tools::Approved::for_checkpoints(todo!());
-/// ```
-///
-/// ```compile_fail,E0599
-/// let token = agent_nvim_core::tools::Approved::for_tests();
-/// ```
-#[derive(Debug)]
-pub struct Approved(());
-
-impl Approved {
-    /// The token for what the core does for an external agent the person started
-    /// ([`crate::external`]: its file writes, its own process, its terminals), which that agent's
-    /// own permission flow governs, not our gate. Only `crate::external` can make the
-    /// [`crate::external::AgentAuthority`] it takes, so a tool cannot come this way.
-    pub(crate) fn for_external_agent(_authority: &crate::external::AgentAuthority) -> Self {
-        Approved(())
-    }
-
-    /// The token for what the checkpoints do ([`crate::checkpoint`]): git run on the shadow
-    /// repository, and the files a person's rewind puts back. Only `crate::checkpoint` can make
-    /// the [`crate::checkpoint::Authority`] it takes.
-    pub(crate) fn for_checkpoints(_authority: &crate::checkpoint::Authority) -> Self {
-        Approved(())
-    }
-
-    /// A token for tests that call an effect function directly (the process module's own tests);
-    /// never compiled into the product.
-    #[cfg(test)]
-    pub(crate) fn for_tests() -> Self {
-        Approved(())
-    }
-}
 
 /// The step a plan runs once allowed: with the proof, and the person's version of the proposal
 /// when they edited it first ([`agent_nvim_vocab::approval::Decision::Edited`]).
@@ -191,7 +136,7 @@ async fn settle(
         }
         checkpoints.checkpoint(kind, &detail).await;
     }
-    let mut result = apply(Approved(()), edited).await;
+    let mut result = apply(Approved::by_gate(), edited).await;
     // Said in the row: why it ran with nobody asked.
     if let Some(why) = unasked {
         result.summary = format!("{} · {why}", result.summary);

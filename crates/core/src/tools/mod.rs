@@ -26,8 +26,9 @@ use crate::editor::Editor;
 use crate::workspace::beneath::FsError;
 use crate::workspace::Workspace;
 
+pub use crate::approved::Approved;
 pub use edit_file::EditFile;
-pub use executor::{Approved, Executor, Plan, Proposal};
+pub use executor::{Executor, Plan, Proposal};
 pub use list_files::ListFiles;
 pub use read_file::{attachment, Attachment, ReadFile};
 pub use read_file::{read_prefix, Contents};
