@@ -48,4 +48,18 @@ mod tests {
             )
         );
     }
+
+    #[test]
+    fn a_provider_that_cannot_be_configured_is_said_with_the_front_ends_prefix() {
+        let choice = crate::llm::ProviderChoice {
+            provider: Some("openai".into()),
+            ..Default::default()
+        };
+        let env = |name: &str| (name == "ANTHROPIC_API_KEY").then(|| "k".to_string());
+        let err = crate::llm::ProviderConfig::resolve(&choice, &env).unwrap_err();
+        assert_eq!(
+            Error::from(err).to_string(),
+            "agent: the OPENAI_API_KEY environment variable is not set; set it to use this provider"
+        );
+    }
 }

@@ -22,7 +22,6 @@ pub mod display;
 pub mod error;
 pub mod front;
 pub mod instructions;
-pub mod llm;
 pub mod session;
 pub mod sessions;
 #[cfg(any(test, feature = "test-support"))]
@@ -33,6 +32,7 @@ pub use agent_nvim_core::{
     approval, checkpoint, editor, external, permissions, process, questions, reaper, sandbox,
     tools, workspace,
 };
+pub use agent_nvim_llm as llm;
 pub use agent_nvim_text::{ansi, diff, secrets, text};
 
 pub use error::{Error, Result};

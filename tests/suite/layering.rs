@@ -14,6 +14,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("agent-nvim-vocab", &[]),
     ("agent-nvim-fixtures", &[]),
     ("agent-nvim-core", &["agent-nvim-text", "agent-nvim-vocab"]),
+    ("agent-nvim-llm", &["agent-nvim-text", "agent-nvim-vocab"]),
 ];
 
 /// The dev-only crate of test fixtures: a `[dev-dependencies]` entry only.

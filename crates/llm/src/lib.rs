@@ -4,6 +4,9 @@
 //! (OpenAI's Responses API) and `ollama.rs` (Ollama's own chat API, which takes the context
 //! size). `models.rs` is what is known of each model: window, prices, thinking.
 
+// The text layer, where the modules below find it.
+use agent_nvim_text::secrets;
+
 pub mod anthropic;
 pub mod key;
 pub mod models;
@@ -511,7 +514,7 @@ pub struct Request<'a> {
     /// The conversation so far.
     pub messages: &'a [Message],
     /// Which conversation these messages are, when they only ever grow at the end under that
-    /// number (the turn loop's [`crate::agent::Agent`] gives a new one whenever it cuts or
+    /// number (the turn loop gives a new one whenever it cuts or
     /// rewrites them): the client then renders each message once, and later requests reuse it.
     /// None: render them all (a one-off request).
     pub history: Option<u64>,
@@ -1082,7 +1085,7 @@ mod tests {
     #[test]
     fn with_no_key_at_all_the_message_names_the_variables() {
         let err = ProviderConfig::resolve(&ProviderChoice::default(), &env_of(&[])).unwrap_err();
-        let err = crate::Error::from(err).to_string();
+        let err = err.to_string();
         assert!(
             err.contains("ANTHROPIC_API_KEY") && err.contains("OPENAI_API_KEY"),
             "{err}"
@@ -1093,7 +1096,10 @@ mod tests {
         };
         let err =
             ProviderConfig::resolve(&choice, &env_of(&[("ANTHROPIC_API_KEY", "k")])).unwrap_err();
-        assert_eq!(crate::Error::from(err).to_string(), "agent: the OPENAI_API_KEY environment variable is not set; set it to use this provider");
+        assert_eq!(
+            err.to_string(),
+            "the OPENAI_API_KEY environment variable is not set; set it to use this provider"
+        );
     }
 
     #[test]

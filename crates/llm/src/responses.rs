@@ -268,7 +268,7 @@ fn described(error: &Value, data: &str) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::llm::CallResult;
+    use crate::CallResult;
 
     fn feed(events: &[Value]) -> (Result<Reply, LlmError>, Vec<Progress>) {
         let mut parser = Parser::default();

@@ -234,7 +234,7 @@ impl Parser {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::llm::CallResult;
+    use crate::CallResult;
 
     fn feed(chunks: &[&str]) -> Result<Reply, LlmError> {
         let mut parser = Parser::default();

@@ -297,8 +297,8 @@ fn fresh_id(n: usize) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::llm::CallResult;
-    use crate::test_support::mock_llm::{MockLlm, Wire};
+    use crate::CallResult;
+    use agent_nvim_fixtures::mock_llm::{MockLlm, Wire};
 
     #[tokio::test]
     async fn the_local_server_s_models_are_listed_by_name_and_a_server_that_lists_none_says_so() {

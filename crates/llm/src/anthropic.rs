@@ -408,7 +408,7 @@ impl Parser {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::llm::CallResult;
+    use crate::CallResult;
 
     fn feed(events: &[(&str, Value)]) -> (Result<Reply, LlmError>, Vec<String>) {
         let mut parser = Parser::default();
