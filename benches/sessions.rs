@@ -99,7 +99,7 @@ fn saving_cost() {
         let mut stream = Events::new(sender);
         let writer = store.create("built-in").unwrap();
         if recorded {
-            stream = stream.recorded_to(writer.clone());
+            stream = stream.recorded_to(std::sync::Arc::new(writer.clone()));
         }
         // Each send's wall time, and the CPU time the sending thread spent in it: a send that
         // took long while using little CPU was preempted (by the writer's thread, another

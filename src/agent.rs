@@ -8,6 +8,10 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
+pub(crate) mod native;
+
+pub use native::Native;
+
 use crate::instructions;
 use crate::llm::{CallResult, Client, LlmError, Message, Progress, Request, Usage};
 use crate::tools::{Executor, CANCELLED};
@@ -92,6 +96,12 @@ pub trait Report: Send + Sync {
 impl Report for UnboundedSender<Event> {
     fn report(&self, event: Event) {
         let _ = self.send(event);
+    }
+}
+
+impl Report for agent_nvim_conversation::Events {
+    fn report(&self, event: Event) {
+        agent_nvim_conversation::Events::report(self, event);
     }
 }
 

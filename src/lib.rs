@@ -17,7 +17,6 @@
 
 pub mod acp;
 pub mod agent;
-pub mod conversation;
 pub mod display;
 pub mod error;
 pub mod front;
@@ -28,6 +27,7 @@ pub mod sessions;
 pub mod test_support;
 
 // The layers below, where the modules above (and the tests) find them.
+pub use agent_nvim_conversation as conversation;
 pub use agent_nvim_core::{
     approval, checkpoint, editor, external, permissions, process, questions, reaper, sandbox,
     tools, workspace,

@@ -9,10 +9,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::agent::Native;
 use crate::agent::{Agent, DEFAULT_MAX_TURNS};
 use crate::approval::{Asker, Gate};
 use crate::checkpoint::Checkpoints;
-use crate::conversation::{Checkpointed, Conversation, Native, Unavailable};
+use crate::conversation::{Checkpointed, Conversation, Unavailable};
 use crate::editor::Editor;
 use crate::llm::{Client, ProviderChoice, ProviderConfig, ProviderError, ProviderKind};
 use crate::permissions::saved::{Project, Saved};

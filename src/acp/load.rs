@@ -56,17 +56,7 @@ impl Offers {
     }
 }
 
-/// One of the agent's own sessions in this workspace, as `session/list` gave it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct AgentSession {
-    /// The agent's id for it, what `session/load` takes.
-    pub id: String,
-    /// Its title, when the agent gave one.
-    pub title: Option<String>,
-    /// When it was last active, in seconds since the epoch, when the agent gave a time in the
-    /// ISO 8601 form the protocol names.
-    pub updated: Option<u64>,
-}
+pub use agent_nvim_vocab::conversation::AgentSession;
 
 /// Why listing or loading an agent's sessions failed. The texts are what the user reads after
 /// `agent: `.

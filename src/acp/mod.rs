@@ -1606,19 +1606,6 @@ impl Conversation for AcpSession {
         })
     }
 
-    fn agent_sessions(
-        &self,
-    ) -> BoxFuture<'_, Result<Vec<AgentSession>, crate::conversation::ConversationError>> {
-        Box::pin(async move {
-            if !self.offers.list {
-                return Ok(Vec::new());
-            }
-            self.list_sessions()
-                .await
-                .map_err(|err| crate::conversation::ConversationError::Agent(err.to_string()))
-        })
-    }
-
     fn load<'a>(
         &'a self,
         id: &'a str,
@@ -1641,12 +1628,41 @@ impl Conversation for AcpSession {
         })
     }
 
-    fn agent_session_id(&self) -> Option<String> {
-        self.offers.load.then(|| self.session_id().0.to_string())
-    }
-
     fn stop(&self) {
         self.shared.kill_terminals();
+    }
+
+    fn agent(&self) -> Option<&dyn crate::conversation::AgentSessions> {
+        Some(self)
+    }
+
+    fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            match Arc::try_unwrap(self) {
+                Ok(session) => session.shutdown().await,
+                // A turn still holds it: dropping the last handle kills the process tree.
+                Err(shared) => drop(shared),
+            }
+        })
+    }
+}
+
+impl crate::conversation::AgentSessions for AcpSession {
+    fn agent_sessions(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<AgentSession>, crate::conversation::ConversationError>> {
+        Box::pin(async move {
+            if !self.offers.list {
+                return Ok(Vec::new());
+            }
+            self.list_sessions()
+                .await
+                .map_err(|err| crate::conversation::ConversationError::Agent(err.to_string()))
+        })
+    }
+
+    fn agent_session_id(&self) -> Option<String> {
+        self.offers.load.then(|| self.session_id().0.to_string())
     }
 
     fn choose(
@@ -1657,16 +1673,6 @@ impl Conversation for AcpSession {
             self.choose(choice)
                 .await
                 .map_err(crate::conversation::ConversationError::Agent)
-        })
-    }
-
-    fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
-        Box::pin(async move {
-            match Arc::try_unwrap(self) {
-                Ok(session) => session.shutdown().await,
-                // A turn still holds it: dropping the last handle kills the process tree.
-                Err(shared) => drop(shared),
-            }
         })
     }
 }

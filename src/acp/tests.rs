@@ -767,7 +767,7 @@ async fn loaded(
 
 #[tokio::test]
 async fn an_agents_sessions_are_listed_for_this_workspace_over_its_pages() {
-    use crate::conversation::Conversation;
+    use crate::conversation::AgentSessions;
     let host = Arc::new(FakeHost::new(true, Answer::Never));
     let (dir, session, mut agent) = pair_offering(host, false, offering_sessions()).await;
     assert_eq!(
@@ -964,7 +964,7 @@ async fn a_refused_load_is_a_clear_error_and_prompts_stay_with_the_session_befor
 
 #[tokio::test]
 async fn without_the_offers_nothing_is_listed_or_loaded_and_a_gone_agent_says_so() {
-    use crate::conversation::Conversation;
+    use crate::conversation::AgentSessions;
     let host = Arc::new(FakeHost::new(true, Answer::Never));
     let (_dir, session, agent) = pair(host.clone(), false).await;
     assert_eq!(session.offers(), Offers::default());

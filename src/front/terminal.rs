@@ -7,8 +7,9 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::Native;
 use crate::approval::Asker;
-use crate::conversation::{Checkpointed, Conversation, Events, Native};
+use crate::conversation::{Checkpointed, Conversation, Events};
 use crate::display::{self, Layout};
 use crate::editor::NoEditor;
 use crate::front::cli::{RunArgs, SandboxArgs, ToolArgs};

@@ -76,54 +76,23 @@ impl Store {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::conversation::{Conversation, ConversationError, Events};
+    use crate::conversation::fake::Fake;
+    use crate::conversation::{Conversation, Events};
     use crate::sessions::Recorded;
-    use agent_nvim_vocab::events::Outcome;
-    use futures::future::BoxFuture;
     use std::os::unix::fs::PermissionsExt;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
     use tokio_util::sync::CancellationToken;
 
     /// An agent that can load its sessions again: prompts go to the one last loaded.
-    struct Loads(Mutex<String>);
-
-    impl Conversation for Loads {
-        fn name(&self) -> &str {
-            "fake"
-        }
-        fn prompt<'a>(
-            &'a self,
-            _text: String,
-            _events: &'a Events,
-            _cancel: &'a CancellationToken,
-        ) -> BoxFuture<'a, Outcome> {
-            Box::pin(async { Outcome::Done })
-        }
-        fn load<'a>(
-            &'a self,
-            id: &'a str,
-            _events: &'a Events,
-            _cancel: &'a CancellationToken,
-        ) -> BoxFuture<'a, Result<String, ConversationError>> {
-            *self.0.lock().unwrap() = id.to_string();
-            Box::pin(async { Ok(String::new()) })
-        }
-        fn agent_session_id(&self) -> Option<String> {
-            Some(self.0.lock().unwrap().clone())
-        }
-        fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
-            Box::pin(async {})
-        }
+    fn loads() -> Fake {
+        Fake::new("fake").as_agent(Ok(Vec::new()), Some("s-1"))
     }
 
     #[tokio::test]
     async fn a_recorded_agent_session_is_noted_and_a_load_of_it_goes_on_in_its_file() {
         let state = tempfile::tempdir().unwrap();
         let store = Store::new(state.path(), std::path::Path::new("/w"));
-        let recorded = Arc::new(Recorded::new(
-            Arc::new(Loads(Mutex::new("s-1".into()))),
-            store.clone(),
-        ));
+        let recorded = Arc::new(Recorded::new(Arc::new(loads()), store.clone()));
         // Checkpointed over it, as a session decorates it: the checkpoints follow the file.
         let work = tempfile::tempdir().unwrap();
         let workspace = crate::workspace::Workspace::new(work.path()).unwrap();
@@ -132,7 +101,7 @@ mod tests {
         let decorated =
             crate::conversation::Checkpointed::wrap(recorded.clone(), Some(&checkpoints));
         let decorated = &decorated;
-        let prompt = |text| crate::conversation::tests::prompt(decorated.as_ref(), text);
+        let prompt = |text| crate::conversation::fake::prompt(decorated.as_ref(), text);
         let load = |id| async move {
             let (events, _seen) = tokio::sync::mpsc::unbounded_channel();
             let events = Events::new(events);

@@ -102,16 +102,9 @@ impl Recorded {
 }
 
 impl Conversation for Recorded {
-    crate::conversation::forward_to_inner!(
-        name,
-        model_view,
-        prompts,
-        agent_sessions,
-        agent_session_id,
-        switch_model,
-        choose,
-        stop
-    );
+    fn decorates(&self) -> Option<&Arc<dyn Conversation>> {
+        Some(&self.inner)
+    }
 
     fn prompt<'a>(
         &'a self,
@@ -124,7 +117,7 @@ impl Conversation for Recorded {
                 return self.inner.prompt(text, events, cancel).await;
             };
             writer.write(Record::Prompt { text: text.clone() });
-            let tapped = events.recorded_to(writer.clone());
+            let tapped = events.recorded_to(Arc::new(writer.clone()));
             let outcome = self.inner.prompt(text, &tapped, cancel).await;
             if let Some(gained) = self.inner.model_view(from).await {
                 if let Some(file) = self.slot().as_mut() {
@@ -149,7 +142,7 @@ impl Conversation for Recorded {
             // Recorded, so a resumed conversation is sent what this one is sent.
             match self.writer() {
                 Some(writer) => {
-                    let tapped = events.recorded_to(writer);
+                    let tapped = events.recorded_to(Arc::new(writer));
                     self.inner.compact(&tapped, cancel).await
                 }
                 None => self.inner.compact(events, cancel).await,

@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use crate::conversation::tests::prompt;
+use crate::conversation::fake::prompt;
 use crate::conversation::Conversation as _;
+use crate::llm::{CallResult, Message, ToolCall};
 use crate::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
+use agent_nvim_vocab::approval::Decision;
 
 fn text(text: &str) -> Record {
     Record::Event {
@@ -311,7 +313,7 @@ fn answering(answers: &[&str]) -> MockLlm {
 }
 
 fn native(dir: &Path, mock: &MockLlm) -> Arc<dyn crate::conversation::Conversation> {
-    Arc::new(crate::conversation::tests::native(dir, mock.base_url()))
+    Arc::new(crate::agent::native::tests::native(dir, mock.base_url()))
 }
 
 #[tokio::test]
@@ -716,7 +718,7 @@ async fn a_compaction_is_recorded_and_a_resumed_conversation_is_sent_the_summary
     let store = Store::new(state.path(), work.path());
     let mock = answering(&["a1", "a2", "SUMMARY of p1", "a3", "a1 again"]);
     let keeping_one = || {
-        Arc::new(crate::conversation::tests::native_keeping(
+        Arc::new(crate::agent::native::tests::native_keeping(
             work.path(),
             mock.base_url(),
             1,

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use agent_nvim::acp::{self, AcpEvent, AcpSpec, AgentUpdate, Flow, Tap};
 use agent_nvim::agent::Event;
-use agent_nvim::conversation::{Choice, Conversation, Events};
+use agent_nvim::conversation::{AgentSessions, Choice, Conversation, Events};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 

@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use agent_nvim::agent::Native;
 use agent_nvim::checkpoint::{Kind, Status};
-use agent_nvim::conversation::{Checkpointed, Native};
+use agent_nvim::conversation::Checkpointed;
 use agent_nvim::editor::NoEditor;
 use agent_nvim::llm::ProviderChoice;
 use agent_nvim::session::{self, SessionConfig};

@@ -15,6 +15,15 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("agent-nvim-fixtures", &[]),
     ("agent-nvim-core", &["agent-nvim-text", "agent-nvim-vocab"]),
     ("agent-nvim-llm", &["agent-nvim-text", "agent-nvim-vocab"]),
+    (
+        "agent-nvim-conversation",
+        &[
+            "agent-nvim-core",
+            "agent-nvim-llm",
+            "agent-nvim-text",
+            "agent-nvim-vocab",
+        ],
+    ),
 ];
 
 /// The dev-only crate of test fixtures: a `[dev-dependencies]` entry only.

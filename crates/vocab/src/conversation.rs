@@ -202,3 +202,15 @@ impl ConfigOption {
         }
     }
 }
+
+/// One of the agent's own sessions in this workspace, as `session/list` gave it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AgentSession {
+    /// The agent's id for it, what `session/load` takes.
+    pub id: String,
+    /// Its title, when the agent gave one.
+    pub title: Option<String>,
+    /// When it was last active, in seconds since the epoch, when the agent gave a time in the
+    /// ISO 8601 form the protocol names.
+    pub updated: Option<u64>,
+}

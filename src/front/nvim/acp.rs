@@ -310,43 +310,28 @@ fn starting(name: &str) -> Unavailable {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::conversation::Events;
+    use crate::conversation::fake::Fake;
+    use crate::conversation::{AgentSession, ConversationError};
     use crate::front::nvim::protocol::{Decide, Prompt, Resume};
     use agent_nvim_vocab::approval::Decision;
     use agent_nvim_vocab::conversation::AgentUpdate;
     use agent_nvim_vocab::conversation::ConversationEvent;
     use agent_nvim_vocab::events::{Event, Outcome};
-    use futures::future::BoxFuture;
-    use std::sync::atomic::{AtomicBool, Ordering};
     use tokio::sync::mpsc;
     use tokio_util::sync::CancellationToken;
 
     /// A conversation of either kind as the bridge sees it: reports an update, asks one question
     /// through the bridge's registry, and ends its turn with the answer's option.
-    struct Scripted {
-        name: &'static str,
-        bridge: Bridge,
-        ended: AtomicBool,
-    }
-
-    impl Conversation for Scripted {
-        fn name(&self) -> &str {
-            self.name
-        }
-
-        fn prompt<'a>(
-            &'a self,
-            text: String,
-            events: &'a Events,
-            _cancel: &'a CancellationToken,
-        ) -> BoxFuture<'a, Outcome> {
-            Box::pin(async move {
+    fn scripted(name: &'static str, bridge: &Bridge) -> Fake {
+        let bridge = bridge.clone();
+        Fake::new(name).on_prompt(move |text, events| {
+            let bridge = bridge.clone();
+            async move {
                 let send = |event| events.send(event).unwrap();
                 send(ConversationEvent::Turn(Event::TurnStarted));
                 send(ConversationEvent::Agent(AgentUpdate::Thought { text }));
-                let (id, answer) = self.bridge.state.pending.open(self.name);
-                self.bridge
-                    .ask_lua(UiEvent::decided(id, self.name.into(), Decision::AllowOnce));
+                let (id, answer) = bridge.state.pending.open(name);
+                bridge.ask_lua(UiEvent::decided(id, name.into(), Decision::AllowOnce));
                 let picked = answer.await.unwrap().option.unwrap_or_default();
                 send(ConversationEvent::Turn(Event::TurnDone {
                     input: 0,
@@ -356,67 +341,34 @@ mod tests {
                     cost: None,
                 }));
                 Outcome::Done
-            })
-        }
-
-        fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
-            self.ended.store(true, Ordering::SeqCst);
-            Box::pin(async {})
-        }
+            }
+        })
     }
 
     /// An agent that keeps sessions of its own: lists three (one whose id is not plain text),
     /// or fails to; a load reports a replayed prompt and answer.
-    struct Keeps {
-        fails: bool,
-    }
-
-    impl Conversation for Keeps {
-        fn name(&self) -> &str {
-            "test"
-        }
-
-        fn prompt<'a>(
-            &'a self,
-            _text: String,
-            _events: &'a Events,
-            _cancel: &'a CancellationToken,
-        ) -> BoxFuture<'a, Outcome> {
-            Box::pin(async { Outcome::Done })
-        }
-
-        fn agent_sessions(
-            &self,
-        ) -> BoxFuture<'_, Result<Vec<acp::AgentSession>, crate::conversation::ConversationError>>
-        {
-            let session = |id: &str, title: Option<&str>, updated| acp::AgentSession {
-                id: id.into(),
-                title: title.map(Into::into),
-                updated,
-            };
-            let listed = if self.fails {
-                Err(crate::conversation::ConversationError::Agent(
-                    "test failed session/list: no\u{1b} (-1)".into(),
-                ))
-            } else {
-                Ok(vec![
-                    session("a", Some("Fix\u{1b}[2J it"), Some(5)),
-                    session("b\u{202e}", Some("hidden"), Some(9)),
-                    session("c", None, None),
-                ])
-            };
-            Box::pin(async move { listed })
-        }
-
-        fn load<'a>(
-            &'a self,
-            id: &'a str,
-            events: &'a Events,
-            _cancel: &'a CancellationToken,
-        ) -> BoxFuture<'a, Result<String, crate::conversation::ConversationError>> {
-            Box::pin(async move {
-                if self.fails {
-                    return Err(crate::conversation::ConversationError::Agent(
+    fn keeps(fails: bool) -> Fake {
+        let session = |id: &str, title: Option<&str>, updated| AgentSession {
+            id: id.into(),
+            title: title.map(Into::into),
+            updated,
+        };
+        let listed = if fails {
+            Err(ConversationError::Agent(
+                "test failed session/list: no\u{1b} (-1)".into(),
+            ))
+        } else {
+            Ok(vec![
+                session("a", Some("Fix\u{1b}[2J it"), Some(5)),
+                session("b\u{202e}", Some("hidden"), Some(9)),
+                session("c", None, None),
+            ])
+        };
+        Fake::new("test")
+            .as_agent(listed, None)
+            .on_load(move |id, events| async move {
+                if fails {
+                    return Err(ConversationError::Agent(
                         "test failed session/load: gone (-32002)".into(),
                     ));
                 }
@@ -429,11 +381,6 @@ mod tests {
                 }));
                 Ok(format!("title of {id}"))
             })
-        }
-
-        fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
-            Box::pin(async {})
-        }
     }
 
     #[tokio::test]
@@ -442,7 +389,7 @@ mod tests {
         let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
         let none = HashSet::new();
         assert_eq!(bridge.agent_session_rows(&none).await, vec![]);
-        bridge.switch_to(Arc::new(Keeps { fails: false })).await;
+        bridge.switch_to(Arc::new(keeps(false))).await;
         // `c` is saved in a file of ours: that file is its row.
         let noted = HashSet::from([AgentNote {
             agent: "test".into(),
@@ -498,7 +445,7 @@ mod tests {
             )
         );
         assert_eq!(next(&mut ui).await, UiEvent::Idle);
-        bridge.switch_to(Arc::new(Keeps { fails: true })).await;
+        bridge.switch_to(Arc::new(keeps(true))).await;
         assert_eq!(
             bridge.agent_session_rows(&none).await,
             vec![(
@@ -550,26 +497,20 @@ mod tests {
     async fn prompts_go_to_the_one_conversation_held_and_a_switch_ends_the_old_one() {
         let bridge = Bridge::new(CancellationToken::new());
         let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
-        let scripted = |name| {
-            Arc::new(Scripted {
-                name,
-                bridge: bridge.clone(),
-                ended: AtomicBool::new(false),
-            })
-        };
+        let scripted = |name| Arc::new(scripted(name, &bridge));
         let (first, second) = (scripted("built-in"), scripted("claude"));
         bridge.switch_to(first.clone()).await;
         for (conversation, answer) in [(&first, "a"), (&second, "b")] {
             bridge
                 .prompt(Prompt {
-                    text: conversation.name.into(),
+                    text: conversation.name().into(),
                 })
                 .await;
             assert_eq!(next(&mut ui).await, UiEvent::Agent(Event::TurnStarted));
             assert_eq!(
                 next(&mut ui).await,
                 UiEvent::Update(AgentUpdate::Thought {
-                    text: conversation.name.into()
+                    text: conversation.name().into()
                 })
             );
             let UiEvent::Decided { id, .. } = next(&mut ui).await else {
@@ -584,7 +525,7 @@ mod tests {
                 .await;
             assert_eq!(
                 next(&mut ui).await,
-                UiEvent::decided(id, conversation.name.into(), Decision::AllowOnce)
+                UiEvent::decided(id, conversation.name().into(), Decision::AllowOnce)
             );
             let UiEvent::Agent(Event::TurnDone { message, .. }) = next(&mut ui).await else {
                 panic!("expected the end of the turn");
@@ -592,13 +533,13 @@ mod tests {
             assert_eq!(message, answer);
             bridge.idle().await;
             assert_eq!(next(&mut ui).await, UiEvent::Idle);
-            assert!(!second.ended.load(Ordering::SeqCst));
+            assert!(!second.ended());
             bridge.switch_to(second.clone()).await;
             // Switching to the conversation already held ends nothing.
-            assert!(!second.ended.load(Ordering::SeqCst));
+            assert!(!second.ended());
         }
-        assert!(first.ended.load(Ordering::SeqCst));
+        assert!(first.ended());
         bridge.end_conversation().await;
-        assert!(second.ended.load(Ordering::SeqCst));
+        assert!(second.ended());
     }
 }

@@ -108,22 +108,23 @@ pub async fn undo(checkpoints: Option<&Checkpoints>, editor: &dyn Editor) -> Res
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use std::path::{Path, PathBuf};
-    use std::sync::{Arc, Mutex};
 
     use futures::future::BoxFuture;
-    use tokio_util::sync::CancellationToken;
 
     use super::*;
     use crate::checkpoint::Kind;
-    use crate::conversation::{ConversationError, Events};
+    use crate::conversation::fake::Fake;
     use crate::workspace::Workspace;
     use agent_nvim_vocab::events::Outcome;
 
     /// A conversation of two prompts that only notes the rewinds asked of it.
-    #[derive(Default)]
-    struct Notes(Mutex<Vec<usize>>);
+    fn two_prompts() -> Fake {
+        Fake::new("notes")
+            .with_history(history())
+            .on_prompt(|_text, _events| async { Outcome::Failed })
+    }
 
-    /// The history Notes shows.
+    /// The history [`two_prompts`] shows.
     fn history() -> Vec<Message> {
         vec![
             Message::User("first".into()),
@@ -134,30 +135,6 @@ mod tests {
             },
             Message::User("second\nwith more".into()),
         ]
-    }
-
-    impl Conversation for Notes {
-        fn name(&self) -> &str {
-            "notes"
-        }
-        fn prompt<'a>(
-            &'a self,
-            _text: String,
-            _events: &'a Events,
-            _cancel: &'a CancellationToken,
-        ) -> BoxFuture<'a, Outcome> {
-            Box::pin(async { Outcome::Failed })
-        }
-        fn model_view(&self, from: usize) -> BoxFuture<'_, Option<Vec<Message>>> {
-            Box::pin(async move { Some(history()[from..].to_vec()) })
-        }
-        fn rewind(&self, turn: usize) -> BoxFuture<'_, Result<(), ConversationError>> {
-            self.0.lock().unwrap().push(turn);
-            Box::pin(async { Ok(()) })
-        }
-        fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
-            Box::pin(async {})
-        }
     }
 
     /// An editor whose buffers for `unsaved` have unsaved changes.
@@ -192,7 +169,7 @@ mod tests {
         let clean = Buffers(Vec::new());
 
         std::fs::write(&file, "after\n").unwrap();
-        let notes = Notes::default();
+        let notes = two_prompts();
         let said = rewind(
             What::Conversation,
             2,
@@ -212,9 +189,9 @@ mod tests {
             }
         );
         assert_eq!(read(), "after\n", "conversation only leaves the code");
-        assert_eq!(*notes.0.lock().unwrap(), [2]);
+        assert_eq!(notes.rewinds(), [2]);
 
-        let notes = Notes::default();
+        let notes = two_prompts();
         let said = rewind(What::Code, 2, &point.id, Some(&checkpoints), &notes, &clean)
             .await
             .unwrap();
@@ -228,7 +205,7 @@ mod tests {
         );
         assert_eq!(read(), "before\n");
         assert!(
-            notes.0.lock().unwrap().is_empty(),
+            notes.rewinds().is_empty(),
             "code only leaves the conversation"
         );
 
@@ -240,7 +217,7 @@ mod tests {
             Err("agent: nothing was restored: a.txt has unsaved changes in Neovim; save or discard them first".into())
         );
         assert_eq!(read(), "after\n");
-        assert!(notes.0.lock().unwrap().is_empty(), "nothing changes");
+        assert!(notes.rewinds().is_empty(), "nothing changes");
 
         assert_eq!(
             rewind(What::Code, 1, &point.id, None, &notes, &clean).await,

@@ -1,0 +1,415 @@
+//! The saved-record types of a conversation (`:help agent-sessions`): the header and records of
+//! a session file as they are written and read, and what a saved conversation gives back (the
+//! model's view, its compactions, its title). The engine's store reads and writes the files;
+//! these are what the files hold.
+
+use serde::{Deserialize, Serialize};
+
+use agent_nvim_llm::{CallResult, Message, ToolCall};
+use agent_nvim_text::text::title_of;
+use agent_nvim_vocab::approval::Decision;
+use agent_nvim_vocab::conversation::ConversationEvent;
+use agent_nvim_vocab::events::Event;
+
+/// The format's version, the header's `agent_nvim_session`. Bumped when a record changes shape;
+/// a file of another version is listed as such and never loaded.
+pub const FORMAT: u32 = 1;
+
+/// The first line of a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    /// The format version ([`FORMAT`]).
+    pub agent_nvim_session: u32,
+    /// The conversation's id, also the file's name.
+    pub id: String,
+    /// The workspace root it ran in.
+    pub workspace: String,
+    /// When it began, UTC, `2026-12-01T12:34:56Z`.
+    pub created: String,
+    /// The conversation's kind ([`crate::Conversation::name`]).
+    pub conversation: String,
+}
+
+/// One line after the header, with a `t` field naming its kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum Record {
+    /// What the user sent, context included, exactly as the conversation got it.
+    Prompt { text: String },
+    /// What the conversation reported, as the chat got it (text, tool rows, usage, errors).
+    Event { event: ConversationEvent },
+    /// How a question was answered, and the note its tool row shows.
+    Decided {
+        tool: String,
+        decision: Decision,
+        note: String,
+    },
+    /// What the model's view of the conversation gained in the turn just ended: the messages
+    /// a resumed conversation sends again.
+    Model { messages: Vec<Saved> },
+    /// The conversation was rewound: the model's view is cut to its first `kept` messages
+    /// (those saved before this line); `model` lines after it continue from there.
+    Rewound { kept: usize },
+}
+
+/// One message of the model's view, as saved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Saved {
+    /// The user's prompt.
+    User { text: String },
+    /// One model response: its text and its tool calls, arguments as the model sent them, and
+    /// the reasoning the provider wants back (absent in records written before it was kept).
+    Assistant {
+        text: String,
+        calls: Vec<SavedCall>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        reasoning: Vec<SavedReasoning>,
+    },
+    /// The results of the previous response's calls.
+    Results { results: Vec<SavedResult> },
+}
+
+/// A tool call as saved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments' text exactly as the model sent it.
+    pub args: String,
+}
+
+/// A piece of reasoning as saved: where it came from (`anthropic`, `responses`), its place
+/// among the response's parts, and the block or item as received.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedReasoning {
+    pub origin: String,
+    pub at: usize,
+    pub item: serde_json::Value,
+}
+
+/// A tool result as saved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedResult {
+    pub id: String,
+    pub ok: bool,
+    pub text: String,
+}
+
+impl From<&Message> for Saved {
+    fn from(message: &Message) -> Self {
+        match message {
+            Message::User(text) => Saved::User { text: text.clone() },
+            Message::Assistant {
+                text,
+                calls,
+                reasoning,
+            } => Saved::Assistant {
+                text: text.clone(),
+                reasoning: reasoning
+                    .iter()
+                    .map(|r| SavedReasoning {
+                        origin: r.origin.name().to_string(),
+                        at: r.at,
+                        item: r.item.clone(),
+                    })
+                    .collect(),
+                calls: calls
+                    .iter()
+                    .map(|call| SavedCall {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        args: call.raw_args.clone(),
+                    })
+                    .collect(),
+            },
+            Message::Results(results) => Saved::Results {
+                results: results
+                    .iter()
+                    .map(|r| SavedResult {
+                        id: r.id.clone(),
+                        ok: r.ok,
+                        text: r.text.clone(),
+                    })
+                    .collect(),
+            },
+        }
+    }
+}
+
+impl From<Saved> for Message {
+    fn from(saved: Saved) -> Self {
+        match saved {
+            Saved::User { text } => Message::User(text),
+            Saved::Assistant {
+                text,
+                calls,
+                reasoning,
+            } => Message::Assistant {
+                text,
+                reasoning: reasoning
+                    .into_iter()
+                    .filter_map(|r| {
+                        Some(agent_nvim_llm::Reasoning {
+                            origin: agent_nvim_llm::Origin::parse(&r.origin)?,
+                            at: r.at,
+                            item: r.item,
+                        })
+                    })
+                    .collect(),
+                calls: calls
+                    .into_iter()
+                    .map(|c| ToolCall::new(c.id, c.name, c.args))
+                    .collect(),
+            },
+            Saved::Results { results } => Message::Results(
+                results
+                    .into_iter()
+                    .map(|r| CallResult {
+                        id: r.id,
+                        ok: r.ok,
+                        text: r.text,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// A saved conversation as [`Store::load`] reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversation {
+    pub header: Header,
+    /// Every whole record, in order.
+    pub records: Vec<Record>,
+}
+
+impl Conversation {
+    /// The model's view: every message the `model` records hold, in order. A turn the file
+    /// holds no `model` record for (the session ended while it ran: a crash, a kill) is given as
+    /// its prompt and a reply saying what the turn had done when it was cut off, so the model
+    /// still knows of it and the prompts are counted as the chat shows them.
+    pub fn model_view(&self) -> Vec<Message> {
+        let mut view = View::default();
+        for record in &self.records {
+            view.take(record);
+        }
+        view.finish()
+    }
+
+    /// The compactions in force at the file's end: each `compacted` event recorded, less those
+    /// a later rewind went back before.
+    pub fn compactions(&self) -> Vec<agent_nvim_vocab::events::Compaction> {
+        let mut view = View::<IsPrompt>::default();
+        for record in &self.records {
+            view.take(record);
+        }
+        view.compactions
+    }
+
+    /// How many messages [`Conversation::model_view`] has, without building them.
+    pub fn model_len(&self) -> usize {
+        let mut view = View::<IsPrompt>::default();
+        for record in &self.records {
+            view.take(record);
+        }
+        view.finish().len()
+    }
+
+    /// Its title: the last one an external agent gave it (`session_info_update`), else the
+    /// first line of its first prompt.
+    pub fn title(&self) -> String {
+        let named =
+            self.records
+                .iter()
+                .fold(None, |named, record| match record {
+                    Record::Event {
+                        event:
+                            ConversationEvent::Agent(
+                                agent_nvim_vocab::conversation::AgentUpdate::Title { title },
+                            ),
+                    } => title.clone(),
+                    _ => named,
+                });
+        named.unwrap_or_else(|| {
+            self.records
+                .iter()
+                .find_map(|record| match record {
+                    Record::Prompt { text } => Some(title_of(text)),
+                    _ => None,
+                })
+                .unwrap_or_default()
+        })
+    }
+}
+
+/// The model's view as a file's records build it, one record at a time: the messages
+/// ([`Message`], for [`Conversation::model_view`]) or only whether each is a prompt
+/// ([`IsPrompt`], for numbering a replayed cut while the file is still being read).
+#[derive(Debug)]
+pub struct View<T> {
+    messages: Vec<T>,
+    cut: Option<CutTurn>,
+    /// The compactions recorded and not rewound.
+    compactions: Vec<agent_nvim_vocab::events::Compaction>,
+}
+
+impl<T> Default for View<T> {
+    fn default() -> Self {
+        View {
+            messages: Vec::new(),
+            cut: None,
+            compactions: Vec::new(),
+        }
+    }
+}
+
+/// What a [`View`] holds of each message.
+pub trait ViewItem: Sized {
+    /// A message a `model` record saved.
+    fn saved(saved: &Saved) -> Self;
+    /// A cut-off turn's prompt and reply.
+    fn cut_off(turn: CutTurn) -> [Self; 2];
+}
+
+impl ViewItem for Message {
+    fn saved(saved: &Saved) -> Self {
+        Message::from(saved.clone())
+    }
+
+    fn cut_off(turn: CutTurn) -> [Self; 2] {
+        turn.into_messages()
+    }
+}
+
+/// Whether a message of the view is one of the user's prompts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IsPrompt(pub bool);
+
+impl ViewItem for IsPrompt {
+    fn saved(saved: &Saved) -> Self {
+        IsPrompt(matches!(saved, Saved::User { .. }))
+    }
+
+    fn cut_off(_turn: CutTurn) -> [Self; 2] {
+        [IsPrompt(true), IsPrompt(false)]
+    }
+}
+
+impl<T: ViewItem> View<T> {
+    /// Takes the next record of the file.
+    pub fn take(&mut self, record: &Record) {
+        match record {
+            Record::Prompt { text } => {
+                self.end_cut();
+                self.cut = Some(CutTurn::new(text));
+            }
+            Record::Event { event } => {
+                if let agent_nvim_vocab::conversation::ConversationEvent::Turn(Event::Compacted {
+                    prompts,
+                    upto,
+                    summary,
+                    ..
+                }) = event
+                {
+                    self.compactions.push(agent_nvim_vocab::events::Compaction {
+                        upto: *upto,
+                        summary: summary.clone(),
+                        prompts: *prompts,
+                    });
+                }
+                if let Some(turn) = self.cut.as_mut() {
+                    turn.saw(event);
+                }
+            }
+            Record::Model { messages } => {
+                self.cut = None;
+                self.messages.extend(messages.iter().map(T::saved));
+            }
+            Record::Rewound { kept } => {
+                // A rewind comes after a resume, which had the cut-off turn in its view.
+                self.end_cut();
+                self.messages.truncate(*kept);
+                self.compactions.retain(|c| c.upto <= *kept);
+            }
+            Record::Decided { .. } => {}
+        }
+    }
+
+    /// The messages so far, a turn still open given as cut off.
+    pub fn finish(mut self) -> Vec<T> {
+        self.end_cut();
+        self.messages
+    }
+
+    fn end_cut(&mut self) {
+        if let Some(turn) = self.cut.take() {
+            self.messages.extend(T::cut_off(turn));
+        }
+    }
+}
+
+impl View<IsPrompt> {
+    /// How many prompts the view holds now.
+    pub fn prompts(&self) -> usize {
+        self.messages.iter().filter(|m| m.0).count()
+    }
+}
+
+/// A turn whose end the file never got: its prompt, the text the model had written and the
+/// tools that had finished.
+#[derive(Debug)]
+pub struct CutTurn {
+    prompt: String,
+    text: String,
+    tools: Vec<String>,
+}
+
+impl CutTurn {
+    fn new(prompt: &str) -> Self {
+        CutTurn {
+            prompt: prompt.to_string(),
+            text: String::new(),
+            tools: Vec::new(),
+        }
+    }
+
+    fn saw(&mut self, event: &ConversationEvent) {
+        match event {
+            ConversationEvent::Turn(Event::Text { text }) => self.text.push_str(text),
+            ConversationEvent::Turn(Event::ToolFinished {
+                ok, summary, name, ..
+            }) => {
+                let what = if summary.is_empty() { name } else { summary };
+                let how = if *ok { "done" } else { "failed" };
+                self.tools.push(format!("{what} ({how})"));
+            }
+            _ => {}
+        }
+    }
+
+    /// The prompt and a reply: the text so far, the tools that finished, and that it was cut off.
+    fn into_messages(self) -> [Message; 2] {
+        let mut reply = self.text;
+        if !reply.is_empty() {
+            reply.push_str("\n\n");
+        }
+        reply.push_str(CUT_OFF);
+        if !self.tools.is_empty() {
+            reply.push_str(" Tools that had finished: ");
+            reply.push_str(&self.tools.join("; "));
+            reply.push('.');
+        }
+        [
+            Message::User(self.prompt),
+            Message::Assistant {
+                text: reply,
+                calls: Vec::new(),
+                reasoning: Vec::new(),
+            },
+        ]
+    }
+}
+
+/// What a cut-off turn's reply says of it.
+pub const CUT_OFF: &str = "[This turn was cut off: the session ended before it finished.]";
