@@ -15,7 +15,6 @@
 //! The front ends ([`front`]): Neovim over msgpack-RPC, the terminal, and the command line that
 //! picks between them.
 
-pub mod acp;
 pub mod agent;
 pub mod display;
 pub mod error;
@@ -27,6 +26,7 @@ pub mod sessions;
 pub mod test_support;
 
 // The layers below, where the modules above (and the tests) find them.
+pub use agent_nvim_acp as acp;
 pub use agent_nvim_conversation as conversation;
 pub use agent_nvim_core::{
     approval, checkpoint, editor, external, permissions, process, questions, reaper, sandbox,

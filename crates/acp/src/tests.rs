@@ -9,7 +9,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, 
 
 use super::*;
 
-use crate::test_support::fake_host::{Answer, FakeHost};
+use crate::fake_host::{Answer, FakeHost};
 
 /// The agent's end of the pipes.
 struct FakeAgent {

@@ -1,6 +1,8 @@
 //! A front end for ACP tests: records what the client shows it and answers permission questions
-//! as told. Shared by the unit tests (`crate::acp::tests`) and the integration tests
-//! (tests/suite/acp.rs, through tests/support).
+//! as told. Shared by the unit tests (`crate::tests`) and the integration tests
+//! (tests/suite/acp.rs, through tests/support). Only with the `test-support` feature.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -8,8 +10,8 @@ use std::sync::Mutex;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use crate::acp::{AcpEvent, AcpHost, PermissionAsk, Picked};
 use crate::editor::Editor;
+use crate::{AcpEvent, AcpHost, PermissionAsk, Picked};
 use agent_nvim_vocab::events::Event;
 
 /// How a fake user answers permission questions.

@@ -16,7 +16,16 @@
 //! request, which waits for a person, is answered from a spawned task through its responder.
 //! Session updates are handled in the loop, which keeps them in order with the prompt's answer.
 
+// The layers below, where the modules of this crate find them.
+use agent_nvim_conversation as conversation;
+use agent_nvim_core::{
+    approval, checkpoint, editor, external, permissions, process, reaper, sandbox, tools, workspace,
+};
+use agent_nvim_text::{diff, text};
+
 mod choices;
+#[cfg(any(test, feature = "test-support"))]
+pub mod fake_host;
 mod fs;
 mod load;
 mod permission;
@@ -304,7 +313,7 @@ pub enum ConnectError {
 
 /// The preset agents a user can name (SPEC section 5): the one list, which the plugin reads too
 /// (`:Agent acp` completion), so it lives beside the Lua: `[{ "name": .., "cmd": [..] }]`.
-const PRESETS: &str = include_str!("../../lua/agent/acp_presets.json");
+const PRESETS: &str = include_str!("../../../lua/agent/acp_presets.json");
 
 /// One entry of [`PRESETS`].
 #[derive(Deserialize)]
