@@ -38,7 +38,7 @@ fn main() {
 fn cached_loop(turns: usize) {
     let mock = MockLlm::start(Wire::Anthropic, tool_calls(turns)).with_cache();
     let (_dir, mut agent) = loop_agent(&mock, turns, &"0123456789abcdef\n".repeat(470));
-    let runtime = session::runtime().unwrap();
+    let runtime = agent_nvim::front::runtime().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let totals = runtime.spawn(async move {
         let mut last = (0, 0);
@@ -107,7 +107,7 @@ fn loop_agent(
 fn round_trips(turns: usize) {
     let mock = MockLlm::start(Wire::Anthropic, tool_calls(turns)).without_bodies();
     let (_dir, mut agent) = loop_agent(&mock, turns, &"alpha\n".repeat(50));
-    let runtime = session::runtime().unwrap();
+    let runtime = agent_nvim::front::runtime().unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     runtime.spawn(async move {
         while let Some(event) = rx.recv().await {

@@ -15,13 +15,9 @@
 //! The front ends ([`front`]): Neovim over msgpack-RPC, the terminal, and the command line that
 //! picks between them.
 
-pub mod agent;
 pub mod display;
 pub mod error;
 pub mod front;
-pub mod instructions;
-pub mod session;
-pub mod sessions;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 
@@ -32,6 +28,7 @@ pub use agent_nvim_core::{
     approval, checkpoint, editor, external, permissions, process, questions, reaper, sandbox,
     tools, workspace,
 };
+pub use agent_nvim_engine::{agent, instructions, session, sessions};
 pub use agent_nvim_llm as llm;
 pub use agent_nvim_text::{ansi, diff, secrets, text};
 

@@ -302,10 +302,7 @@ fn terminal_executor(config: &SessionConfig) -> Result<Executor> {
         Box::new(|_, _| TerminalAsker::if_interactive()),
         Arc::new(NoEditor),
     )
-    .map_err(|err| match err {
-        Error::Workspace(_) => Error::Usage(err.to_string()),
-        other => other,
-    })
+    .map_err(|err| Error::Usage(Error::from(err).to_string()))
 }
 
 /// Says on stderr what the person should know about the sandbox of `executor`'s commands (no
@@ -334,7 +331,7 @@ pub fn run_tool(args: ToolArgs) -> Result<u8> {
     if args.name == "run_bash" {
         warn_about_sandbox(&config, &executor);
     }
-    let runtime = session::runtime_single()?;
+    let runtime = super::runtime_single()?;
     let call_args = serde_json::Value::Object(args.args);
     let result = runtime.block_on(executor.call(&args.name, &call_args, &CancellationToken::new()));
     let json = serde_json::to_string(&result).map_err(|err| Error::Io {
@@ -403,7 +400,7 @@ pub fn run_agent(args: RunArgs) -> Result<u8> {
     // Checkpointed before the prompt as in Neovim (session::decorate's order), so a rewind from
     // Neovim after `--resume` can go back to before it.
     let conversation = Checkpointed::wrap(saved, checkpoints.as_ref());
-    let runtime = session::runtime()?;
+    let runtime = super::runtime()?;
     let code = runtime.block_on(async {
         if let Some(saved) = &resumed {
             conversation

@@ -24,6 +24,25 @@ const LAYERS: &[(&str, &[&str])] = &[
             "agent-nvim-vocab",
         ],
     ),
+    (
+        "agent-nvim-acp",
+        &[
+            "agent-nvim-conversation",
+            "agent-nvim-core",
+            "agent-nvim-text",
+            "agent-nvim-vocab",
+        ],
+    ),
+    (
+        "agent-nvim-engine",
+        &[
+            "agent-nvim-conversation",
+            "agent-nvim-core",
+            "agent-nvim-llm",
+            "agent-nvim-text",
+            "agent-nvim-vocab",
+        ],
+    ),
 ];
 
 /// The dev-only crate of test fixtures: a `[dev-dependencies]` entry only.

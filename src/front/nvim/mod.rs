@@ -35,7 +35,6 @@ use nvim_rs::compat::tokio::Compat;
 use nvim_rs::Neovim;
 use tokio_util::sync::CancellationToken;
 
-use crate::session;
 use crate::Result;
 pub use bridge::Bridge;
 pub use pump::for_lua;
@@ -47,7 +46,7 @@ type Nvim = Neovim<Compat<channel::End>>;
 pub fn run(log: Option<PathBuf>) -> Result<u8> {
     crate::secrets::protect_env_keys();
     log::init(log.as_deref());
-    let runtime = session::runtime()?;
+    let runtime = super::runtime()?;
     runtime.block_on(serve());
     // A blocked call must not keep the process alive once Neovim has gone.
     runtime.shutdown_timeout(Duration::from_millis(200));

@@ -21,8 +21,7 @@ use crate::permissions::Rules;
 use crate::sandbox::Report;
 use crate::sessions::{Recorded, Store};
 use crate::tools::{Executor, Settings, ToolContext};
-use crate::workspace::Workspace;
-use crate::{Error, Result};
+use crate::workspace::{RootError, Workspace};
 
 /// Everything a front end configures about a session.
 #[derive(Debug, Clone)]
@@ -135,12 +134,12 @@ fn not_in_force(config: &SessionConfig, report: &Report) -> Option<String> {
 pub type AskerFor<'a> = Box<dyn FnOnce(&Workspace, &Settings) -> Option<Arc<dyn Asker>> + 'a>;
 
 /// The tools of a session: the workspace opened, the gate over `asker`, the editor view.
-/// Errors when the root cannot be used ([`Error::Workspace`]).
+/// Errors when the root cannot be used.
 pub fn executor(
     config: &SessionConfig,
     asker: AskerFor<'_>,
     editor: Arc<dyn Editor>,
-) -> Result<Executor> {
+) -> Result<Executor, RootError> {
     crate::secrets::protect_env_keys();
     let workspace = Workspace::new(&config.workspace)?;
     let asker = asker(&workspace, &config.settings);
@@ -205,7 +204,7 @@ pub fn build(
     config: &SessionConfig,
     asker: AskerFor<'_>,
     editor: Arc<dyn Editor>,
-) -> Result<Session> {
+) -> Result<Session, RootError> {
     let executor = executor(config, asker, editor)?;
     let workspace = executor.context().workspace.clone();
     let checkpoints = executor.context().checkpoints.clone();
@@ -282,24 +281,6 @@ impl Session {
     }
 }
 
-/// The multi-threaded runtime `agent-nvim run` and `agent-nvim nvim` run on.
-pub fn runtime() -> Result<tokio::runtime::Runtime> {
-    finish(&mut tokio::runtime::Builder::new_multi_thread())
-}
-
-/// The one-thread runtime for a single tool call (`agent-nvim tool`): one call gains nothing from
-/// more threads, and cross-thread wake-ups cost.
-pub fn runtime_single() -> Result<tokio::runtime::Runtime> {
-    finish(&mut tokio::runtime::Builder::new_current_thread())
-}
-
-fn finish(builder: &mut tokio::runtime::Builder) -> Result<tokio::runtime::Runtime> {
-    builder.enable_all().build().map_err(|source| Error::Io {
-        context: "cannot start the async runtime",
-        source,
-    })
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -310,7 +291,7 @@ mod tests {
     use futures::future::BoxFuture;
     use tokio_util::sync::CancellationToken;
 
-    use crate::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
+    use agent_nvim_fixtures::mock_llm::{MockLlm, Part, Reply, Wire};
     use agent_nvim_vocab::approval::{ApprovalRequest, Decision};
     use agent_nvim_vocab::events::{Event, Outcome};
 
@@ -567,7 +548,7 @@ mod tests {
                 Box::new(|_, _| None),
                 Arc::new(crate::editor::NoEditor)
             ),
-            Err(Error::Workspace(_))
+            Err(RootError { .. })
         ));
     }
 }

@@ -121,9 +121,9 @@ impl Conversation for Native {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 pub(crate) mod tests {
     use super::*;
-    use crate::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
     use agent_nvim_conversation::fake::prompt;
     use agent_nvim_conversation::ConversationEvent;
+    use agent_nvim_fixtures::mock_llm::{MockLlm, Part, Reply, Wire};
     use agent_nvim_vocab::events::Event;
 
     /// The built-in conversation in `dir`, talking to the mock at `base_url`, asking nobody.

@@ -8,7 +8,7 @@ use super::*;
 use crate::conversation::fake::prompt;
 use crate::conversation::Conversation as _;
 use crate::llm::{CallResult, Message, ToolCall};
-use crate::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
+use agent_nvim_fixtures::mock_llm::{MockLlm, Part, Reply, Wire};
 use agent_nvim_vocab::approval::Decision;
 
 fn text(text: &str) -> Record {
