@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::adapters::{NvimEditor, NvimHost};
-use super::bridge::Bridge;
+use super::slot::Slot;
 use serde_json::json;
 
 use super::protocol::{AcpStart, UiEvent};
@@ -17,13 +17,13 @@ use agent_nvim_vocab::conversation::ConversationEvent;
 use agent_nvim_vocab::events::{Event, Outcome};
 use std::collections::HashSet;
 
-impl Bridge {
+impl Slot {
     /// `acp {name}`: ends the conversation prompts go to, then connects the named agent in the
     /// background; prompts are answered "still starting" until it is connected, and go back to
     /// the built-in conversation when it cannot be.
-    pub(super) async fn start_external(&self, start: AcpStart) {
+    pub(super) async fn start_external(self: &Arc<Self>, start: AcpStart) {
         let (workspace, auto_approve, nvim, native, checkpoints, store, sandbox, terminal) =
-            match self.state.session.lock().await.as_ref() {
+            match self.session.lock().await.as_ref() {
                 Some(s) => (
                     s.workspace.clone(),
                     s.auto_approve,
@@ -34,12 +34,16 @@ impl Bridge {
                     s.sandbox.clone(),
                     s.terminal.clone(),
                 ),
-                None => return self.error("agent: the backend was not started; run :Agent again"),
+                None => {
+                    return self
+                        .ui
+                        .error("agent: the backend was not started; run :Agent again")
+                }
             };
         let command = match start.cmd.filter(|c| !c.is_empty()).or_else(|| acp::preset(&start.name)) {
             Some(command) => command,
             None => {
-                return self.error(format!(
+                return self.ui.error(format!(
                     "agent: no ACP agent named '{}'; use {}, or configure it in setup({{ acp = {{ agents = ... }} }})",
                     start.name,
                     acp::preset_names().join(", ")
@@ -47,10 +51,10 @@ impl Bridge {
             }
         };
         self.cancel_turn();
-        let bridge = self.clone();
+        let slot = self.clone();
         tokio::spawn(async move {
-            bridge.idle().await;
-            bridge.switch_to(Arc::new(starting(&start.name))).await;
+            slot.idle().await;
+            slot.switch_to(Arc::new(starting(&start.name))).await;
             let mut spec = AcpSpec::new(start.name.clone(), command, workspace.clone());
             spec.env = start.env.unwrap_or_default().into_iter().collect();
             spec.auto_approve = auto_approve;
@@ -60,7 +64,7 @@ impl Bridge {
                 match extra_root(workspace.root(), &dir) {
                     Ok(extra) => spec.directories.push(extra),
                     // Never a failure: the agent runs without it, and the person is told why.
-                    Err(why) => bridge.error(format!(
+                    Err(why) => slot.ui.error(format!(
                         "agent: {}'s directory {} is left out: {why}",
                         start.name,
                         display::one_line(&dir.path)
@@ -72,7 +76,7 @@ impl Bridge {
                 if spec.sandbox.is_none() {
                     // Never a failure: the agent runs, and the person is told it is not confined.
                     let report = sandbox.report(workspace.root());
-                    bridge.error(format!(
+                    slot.ui.error(format!(
                         "agent: {} runs without a sandbox: the sandbox is {}",
                         start.name, report.summary
                     ));
@@ -82,7 +86,7 @@ impl Bridge {
                 spec.connect_timeout = std::time::Duration::from_secs_f64(secs);
             }
             let host = Arc::new(NvimHost {
-                bridge: bridge.clone(),
+                ui: slot.ui.clone(),
                 nvim: nvim.clone(),
                 editor: NvimEditor { nvim },
                 cwd: workspace.root().display().to_string(),
@@ -90,18 +94,18 @@ impl Bridge {
             tracing::info!(name = %start.name, "connecting to an external agent");
             let next: Arc<dyn Conversation> = match acp::connect(spec, host).await {
                 Ok(session) => {
-                    bridge.send(UiEvent::AcpStarted {
+                    slot.ui.send(UiEvent::AcpStarted {
                         name: start.name.clone(),
                     });
                     // Saved and checkpointed like the built-in one.
                     session::decorate(Arc::new(session), store.as_ref(), checkpoints.as_ref())
                 }
                 Err(err) => {
-                    bridge.error(format!("agent: {err}"));
+                    slot.ui.error(format!("agent: {err}"));
                     native
                 }
             };
-            bridge.switch_to(next).await;
+            slot.switch_to(next).await;
         });
     }
 }
@@ -134,7 +138,7 @@ fn extra_root(
 /// from our saved conversations' ids (`20261201-123456-ab12`, which never start so).
 const AGENT_SESSION: &str = "agent:";
 
-impl Bridge {
+impl Slot {
     /// The rows the resume list gets from the running external agent, each with the time it
     /// sorts by: its own sessions in this workspace (`session/list`), each marked with its name
     /// (`agent`) and named `agent:{name}:{id}`; or one row with the `problem` when it could not
@@ -145,7 +149,7 @@ impl Bridge {
         &self,
         noted: &HashSet<AgentNote>,
     ) -> Vec<(u64, serde_json::Value)> {
-        let conversation = self.state.conversation.lock().await.clone();
+        let conversation = self.conversation.lock().await.clone();
         let Some(conversation) = conversation else {
             return Vec::new();
         };
@@ -192,40 +196,40 @@ impl Bridge {
     }
 
     /// `resume agent:{name}:{id}`: cancels the turn and has the running agent `name` load its
-    /// session `id` ([`Bridge::load_agent_session`]).
-    pub(super) fn resume_external(&self, id: String) {
+    /// session `id` ([`Slot::load_agent_session`]).
+    pub(super) fn resume_external(self: &Arc<Self>, id: String) {
         self.cancel_turn();
-        self.claimed(move |bridge| async move {
-            let conversation = bridge.state.conversation.lock().await.clone();
+        self.claimed(move |slot| async move {
+            let conversation = slot.conversation.lock().await.clone();
             let Some(conversation) = conversation else {
-                return bridge.error("agent: the backend was not started; run :Agent again");
+                return slot.ui.error("agent: the backend was not started; run :Agent again");
             };
             let Some(session) = agent_session(&id, conversation.name()) else {
-                return bridge.error(format!(
+                return slot.ui.error(format!(
                     "agent: '{}' is not a session of {}; start its agent with :Agent acp, then resume it",
                     display::one_line(&id),
                     display::one_line(conversation.name())
                 ));
             };
-            bridge.load_agent_session(&conversation, &id, session).await;
+            slot.load_agent_session(&conversation, &id, session).await;
         });
     }
 
     /// Resuming our saved conversation `header` of an external agent: when its note says which
     /// of the agent's sessions it is and that agent runs, the agent loads it
-    /// ([`Bridge::load_agent_session`]); when the agent is not the running one, the user is told
+    /// ([`Slot::load_agent_session`]); when the agent is not the running one, the user is told
     /// to start it. False, having done nothing, when there is no note.
     pub(super) async fn resume_noted(&self, store: &Store, header: &Header) -> bool {
         let Some(note) = store.agent_session(&header.id) else {
             return false;
         };
-        let conversation = self.state.conversation.lock().await.clone();
+        let conversation = self.conversation.lock().await.clone();
         match conversation {
             Some(conversation) if conversation.name() == note.agent => {
                 self.load_agent_session(&conversation, &header.id, &note.session)
                     .await;
             }
-            _ => self.error(format!(
+            _ => self.ui.error(format!(
                 "agent: conversation '{}' was with {}; start it with :Agent acp {}, then resume it",
                 header.id,
                 display::one_line(&note.agent),
@@ -245,11 +249,8 @@ impl Bridge {
         id: &str,
         session: &str,
     ) {
-        let token = self.state.shutdown.child_token();
-        if let Ok(mut turn) = self.state.turn.lock() {
-            *turn = Some(token.clone());
-        }
-        let (events, forwarder) = self.turn_path::<ConversationEvent>();
+        let token = self.begin_turn();
+        let (events, forwarder) = self.ui.turn_path::<ConversationEvent>();
         let events = Events::new(events);
         let forwarder = tokio::spawn(forwarder);
         let loaded = conversation.load(session, &events, &token).await;
@@ -264,7 +265,7 @@ impl Bridge {
                 } else {
                     title
                 };
-                self.send(UiEvent::Resumed {
+                self.ui.send(UiEvent::Resumed {
                     id: id.to_string(),
                     title,
                 });
@@ -272,8 +273,8 @@ impl Bridge {
             Err(err) => {
                 // Shown once, and the end of the replayed turn it may have cut short.
                 let message = format!("agent: {err}");
-                self.error(message.clone());
-                self.send(UiEvent::Agent(Event::TurnDone {
+                self.ui.error(message.clone());
+                self.ui.send(UiEvent::Agent(Event::TurnDone {
                     input: 0,
                     output: 0,
                     outcome: Outcome::Failed,
@@ -312,6 +313,7 @@ mod tests {
     use super::*;
     use crate::conversation::fake::Fake;
     use crate::conversation::{AgentSession, ConversationError};
+    use crate::front::nvim::bridge::Bridge;
     use crate::front::nvim::protocol::{Decide, Prompt, Resume};
     use agent_nvim_vocab::approval::Decision;
     use agent_nvim_vocab::conversation::AgentUpdate;
@@ -330,8 +332,10 @@ mod tests {
                 let send = |event| events.send(event).unwrap();
                 send(ConversationEvent::Turn(Event::TurnStarted));
                 send(ConversationEvent::Agent(AgentUpdate::Thought { text }));
-                let (id, answer) = bridge.state.pending.open(name);
-                bridge.ask_lua(UiEvent::decided(id, name.into(), Decision::AllowOnce));
+                let (id, answer) = bridge.ui().pending().open(name);
+                bridge
+                    .ui()
+                    .ask_lua(UiEvent::decided(id, name.into(), Decision::AllowOnce));
                 let picked = answer.await.unwrap().option.unwrap_or_default();
                 send(ConversationEvent::Turn(Event::TurnDone {
                     input: 0,
@@ -386,18 +390,18 @@ mod tests {
     #[tokio::test]
     async fn an_agents_sessions_are_rows_marked_with_its_name_and_resuming_one_loads_it() {
         let bridge = Bridge::new(CancellationToken::new());
-        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
+        let mut ui = bridge.ui_rx.lock().await.take().unwrap();
         let none = HashSet::new();
-        assert_eq!(bridge.agent_session_rows(&none).await, vec![]);
-        bridge.switch_to(Arc::new(keeps(false))).await;
+        assert_eq!(bridge.slot.agent_session_rows(&none).await, vec![]);
+        bridge.slot.switch_to(Arc::new(keeps(false))).await;
         // `c` is saved in a file of ours: that file is its row.
         let noted = HashSet::from([AgentNote {
             agent: "test".into(),
             session: "c".into(),
         }]);
-        assert_eq!(bridge.agent_session_rows(&noted).await.len(), 1);
+        assert_eq!(bridge.slot.agent_session_rows(&noted).await.len(), 1);
         assert_eq!(
-            bridge.agent_session_rows(&none).await,
+            bridge.slot.agent_session_rows(&none).await,
             vec![
                 (
                     5,
@@ -445,9 +449,9 @@ mod tests {
             )
         );
         assert_eq!(next(&mut ui).await, UiEvent::Idle);
-        bridge.switch_to(Arc::new(keeps(true))).await;
+        bridge.slot.switch_to(Arc::new(keeps(true))).await;
         assert_eq!(
-            bridge.agent_session_rows(&none).await,
+            bridge.slot.agent_session_rows(&none).await,
             vec![(
                 0,
                 json!({"id": "agent:test", "agent": "test", "title": "",
@@ -480,14 +484,14 @@ mod tests {
     #[tokio::test]
     async fn while_an_agent_starts_a_prompt_is_answered_still_starting_and_ends_no_turn() {
         let bridge = Bridge::new(CancellationToken::new());
-        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
-        bridge.switch_to(Arc::new(starting("claude"))).await;
+        let mut ui = bridge.ui_rx.lock().await.take().unwrap();
+        bridge.slot.switch_to(Arc::new(starting("claude"))).await;
         bridge.prompt(Prompt { text: "hi".into() }).await;
         assert_eq!(
             next(&mut ui).await,
             UiEvent::error("agent: still starting claude; send the prompt again in a moment")
         );
-        bridge.idle().await;
+        bridge.slot.idle().await;
         // No turn ran: the chat only hears that the next prompt is taken.
         assert_eq!(next(&mut ui).await, UiEvent::Idle);
         assert!(ui.try_recv().is_err());
@@ -496,10 +500,10 @@ mod tests {
     #[tokio::test]
     async fn prompts_go_to_the_one_conversation_held_and_a_switch_ends_the_old_one() {
         let bridge = Bridge::new(CancellationToken::new());
-        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
+        let mut ui = bridge.ui_rx.lock().await.take().unwrap();
         let scripted = |name| Arc::new(scripted(name, &bridge));
         let (first, second) = (scripted("built-in"), scripted("claude"));
-        bridge.switch_to(first.clone()).await;
+        bridge.slot.switch_to(first.clone()).await;
         for (conversation, answer) in [(&first, "a"), (&second, "b")] {
             bridge
                 .prompt(Prompt {
@@ -531,15 +535,15 @@ mod tests {
                 panic!("expected the end of the turn");
             };
             assert_eq!(message, answer);
-            bridge.idle().await;
+            bridge.slot.idle().await;
             assert_eq!(next(&mut ui).await, UiEvent::Idle);
             assert!(!second.ended());
-            bridge.switch_to(second.clone()).await;
+            bridge.slot.switch_to(second.clone()).await;
             // Switching to the conversation already held ends nothing.
             assert!(!second.ended());
         }
         assert!(first.ended());
-        bridge.end_conversation().await;
+        bridge.slot.end_conversation().await;
         assert!(second.ended());
     }
 }

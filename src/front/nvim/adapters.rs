@@ -8,19 +8,19 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use rmpv::Value;
 
-use super::bridge::Bridge;
 use super::protocol::{lua, BufferState, Choice, Choices, Preview, UiEvent};
+use super::ui::{Editable, Ui};
 use super::Nvim;
 use crate::acp::{AcpEvent, AcpHost, PermissionAsk, Picked};
 use crate::approval::Asker;
 use crate::editor::Editor;
 use crate::Error;
-use agent_nvim_vocab::approval::{Action, ApprovalRequest, Decision, Proposed};
+use agent_nvim_vocab::approval::{Action, ApprovalRequest, Decision};
 
 /// Asks through the plugin's picker; nobody to ask when no UI is attached (headless Neovim).
 pub(super) struct NvimAsker {
     pub(super) nvim: Nvim,
-    pub(super) bridge: Bridge,
+    pub(super) ui: Ui,
     pub(super) cwd: String,
     pub(super) timeout: f64,
 }
@@ -40,8 +40,8 @@ impl Asker for NvimAsker {
                 }
             }
             // The question's id is the registry's, shared with an external agent's questions.
-            let (id, answer) = self.bridge.state.pending.open(request.tool.to_string());
-            let (can_edit, _forget) = Forget::offer(&self.bridge, id, Editable::of(&request));
+            let (id, answer) = self.ui.pending().open(request.tool.to_string());
+            let (can_edit, _forget) = self.ui.offer(id, Editable::of(&request));
             let is_command = matches!(request.action, Action::Command { .. });
             let preview = match (&request.action, request.diff) {
                 (Action::Command { command }, _) => Preview::Command {
@@ -55,7 +55,7 @@ impl Asker for NvimAsker {
                 },
                 (Action::Edit { .. }, None) => Preview::None,
             };
-            self.bridge.ask_lua(UiEvent::Approval {
+            self.ui.ask_lua(UiEvent::Approval {
                 id,
                 title: crate::display::approval_title(request.tool, &request.detail, is_command),
                 choices: Choices::Builtin {
@@ -66,86 +66,6 @@ impl Asker for NvimAsker {
             });
             answer.await.ok().map(|decide| decide.decision)
         })
-    }
-}
-
-/// Removes question `id`'s proposal when dropped.
-struct Forget<'a> {
-    bridge: &'a Bridge,
-    id: u64,
-}
-
-impl<'a> Forget<'a> {
-    /// Keeps `editable` for question `id` while it is open (Lua asks for it with `proposal`),
-    /// forgotten however the question ends: answered, or dropped by a cancel. Whether there is
-    /// one to offer, and the guard.
-    fn offer(bridge: &'a Bridge, id: u64, editable: Option<Editable>) -> (bool, Forget<'a>) {
-        let offered = editable.is_some();
-        if let (Some(editable), Ok(mut proposals)) = (editable, bridge.state.proposals.lock()) {
-            proposals.insert(id, editable);
-        }
-        (offered, Forget { bridge, id })
-    }
-}
-
-impl Drop for Forget<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut proposals) = self.bridge.state.proposals.lock() {
-            proposals.remove(&self.id);
-        }
-    }
-}
-
-/// What "Edit before allowing" hands Lua for one question ([`protocol::request::PROPOSAL`]).
-#[derive(Debug, Clone)]
-pub(super) enum Editable {
-    /// An edit or a create of `rel`.
-    File {
-        rel: String,
-        now: Option<Arc<str>>,
-        proposed: Arc<str>,
-    },
-    /// A command line.
-    Command { command: String },
-}
-
-impl Editable {
-    /// What `request` lets a person change; None when it cannot be changed.
-    fn of(request: &ApprovalRequest) -> Option<Editable> {
-        match (&request.proposal, &request.action) {
-            (Some(Proposed::File { now, proposed }), Action::Edit { rel }) => {
-                Some(Editable::File {
-                    rel: crate::display::one_line(rel),
-                    now: now.clone(),
-                    proposed: proposed.clone(),
-                })
-            }
-            (Some(Proposed::Command), Action::Command { command }) => Some(Editable::Command {
-                command: command.clone(),
-            }),
-            _ => None,
-        }
-    }
-
-    /// The map Lua reads.
-    pub(super) fn to_msgpack(&self) -> Value {
-        let pair = |k: &str, v: &str| (Value::from(k), Value::from(v));
-        match self {
-            Editable::File { rel, now, proposed } => {
-                let mut map = vec![
-                    pair("kind", "file"),
-                    pair("rel", rel),
-                    pair("proposed", proposed),
-                ];
-                if let Some(now) = now {
-                    map.push(pair("now", now));
-                }
-                Value::Map(map)
-            }
-            Editable::Command { command } => {
-                Value::Map(vec![pair("kind", "command"), pair("command", command)])
-            }
-        }
     }
 }
 
@@ -216,7 +136,7 @@ impl From<Box<nvim_rs::error::CallError>> for Error {
 
 /// The external agent's view of Neovim.
 pub(super) struct NvimHost {
-    pub(super) bridge: Bridge,
+    pub(super) ui: Ui,
     pub(super) nvim: Nvim,
     pub(super) editor: NvimEditor,
     pub(super) cwd: String,
@@ -224,18 +144,18 @@ pub(super) struct NvimHost {
 
 impl AcpHost for NvimHost {
     fn event(&self, event: AcpEvent) {
-        self.bridge.send(event.into());
+        self.ui.send(event.into());
     }
 
     fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<Picked>> {
         Box::pin(async move {
-            let (id, answer) = self.bridge.state.pending.open(request.title.clone());
+            let (id, answer) = self.ui.pending().open(request.title.clone());
             let editable = request.edit.as_ref().map(|edit| Editable::File {
                 rel: crate::display::one_line(&edit.rel),
                 now: edit.now.as_deref().map(Arc::from),
                 proposed: Arc::from(edit.proposed.as_str()),
             });
-            let (can_edit, _forget) = Forget::offer(&self.bridge, id, editable);
+            let (can_edit, _forget) = self.ui.offer(id, editable);
             // The preview is what the request carries: a diff, else a command, else nothing.
             let preview = match (request.diff, request.command) {
                 (Some(unified), _) => Preview::Diff {
@@ -250,7 +170,7 @@ impl AcpHost for NvimHost {
                 (None, None) => Preview::None,
             };
             // After the agent's updates the turn reported before asking (its tool row).
-            self.bridge.ask_lua(UiEvent::Approval {
+            self.ui.ask_lua(UiEvent::Approval {
                 id,
                 title: crate::display::approval_title(&request.title, &request.title, false),
                 tool: request.title,

@@ -4,11 +4,10 @@
 //! ([`crate::questions`]) and the running turn's cancel token.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex as SyncMutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::future::BoxFuture;
 use nvim_rs::compat::tokio::Compat;
 use nvim_rs::Handler;
 use rmpv::Value;
@@ -19,17 +18,17 @@ use super::adapters::{NvimAsker, NvimEditor};
 use super::protocol::{
     self, lua, method, Decide, Prompt, Resume, Rewind, Start, UiEvent, PROTOCOL,
 };
-use super::pump::{forward, Pace};
+use super::pump::Pace;
+use super::slot::{Session, Slot};
+use super::ui::Ui;
 use super::Nvim;
 use crate::agent::DEFAULT_MAX_TURNS;
 use crate::approval::Asker;
-use crate::conversation::{Conversation, ConversationError, Events};
+use crate::conversation::{ConversationError, Events};
 use crate::display;
 use crate::llm::ProviderChoice;
-use crate::questions::Questions;
 use crate::session::{self, SessionConfig};
 use crate::sessions::Store;
-use crate::workspace::Workspace;
 use agent_nvim_vocab::approval::Decision;
 use agent_nvim_vocab::conversation::ConversationEvent;
 
@@ -39,182 +38,40 @@ use agent_nvim_vocab::conversation::ConversationEvent;
 /// by then the file is read, and only the pump's own work is left.
 const RESUME_AHEAD: u64 = 4 * super::pump::BATCH_EVENTS as u64;
 
-/// The session the `start` notification configured.
-pub(super) struct Session {
-    /// The built-in conversation (one that answers with the reason when the provider could not
-    /// be configured): where prompts go until an external agent is started, and after `new`.
-    pub(super) native: Arc<dyn Conversation>,
-    /// The root, for an external agent's session.
-    pub(super) workspace: Workspace,
-    /// Whether everything is allowed without asking (external agents too).
-    pub(super) auto_approve: bool,
-    /// Where this workspace's conversations are saved; None without a state directory.
-    pub(super) store: Option<Store>,
-    /// The handle to Neovim, for an external agent's host.
-    pub(super) nvim: Nvim,
-    /// The workspace's checkpoints, for an external agent's session; None: off.
-    pub(super) checkpoints: Option<crate::checkpoint::Checkpoints>,
-    /// The rules of `setup({ permissions = ... })`, for `:Agent permissions`.
-    pub(super) rules: crate::permissions::Rules,
-    /// The rules saved for this workspace; None without a state directory.
-    pub(super) project: Option<crate::permissions::saved::Project>,
-    /// run_bash's sandbox, for an external agent started with `sandbox = true`.
-    pub(super) sandbox: crate::sandbox::Sandbox,
-    /// The workspace's files, for `@` completion (`files`).
-    pub(super) files: Arc<crate::workspace::files::FileIndex>,
-    /// How an external agent's terminals run: run_bash's timeout, shell, `pass_env` and rules.
-    pub(super) terminal: crate::acp::TerminalSettings,
-    /// The built-in conversation's provider, or why there is none (for `models`).
-    pub(super) provider: std::result::Result<session::ProviderInfo, String>,
-}
-
-/// Shared state of the front end.
-pub(super) struct State {
-    pub(super) session: Mutex<Option<Session>>,
-    /// The conversation prompts go to: the built-in one or an external agent's (connected, or
-    /// one that answers "still starting"). None until `start`.
-    pub(super) conversation: Mutex<Option<Arc<dyn Conversation>>>,
-    /// Every question waiting for Lua's `decide`: the gate's and an external agent's.
-    pub(super) pending: Questions<Decide>,
-    /// What "Edit before allowing" gives the person to change, by question id, while the
-    /// question is open: Lua asks for it (`proposal`) only when the person picks it.
-    pub(super) proposals: SyncMutex<std::collections::HashMap<u64, super::adapters::Editable>>,
-    /// The running turn's cancel token.
-    pub(super) turn: SyncMutex<Option<CancellationToken>>,
-    /// How many times the turn was cancelled (`cancel`, `new`, `resume`): a prompt waiting for
-    /// the conversation compares it to drop itself when the person stopped meanwhile.
-    pub(super) cancels: std::sync::atomic::AtomicU64,
-    /// Held by a running turn; taking it waits for the turn to end.
-    pub(super) busy: Arc<Mutex<()>>,
-    /// Held by a turn that has ended while it works out what its prompt changed (the done
-    /// row's `Reviewable` note, after `busy` is let go); the next turn waits for it before it
-    /// starts, so the note reaches the chat before that turn's events, for the row it belongs to.
-    pub(super) settling: Arc<Mutex<()>>,
-    pub(super) ui: mpsc::UnboundedSender<UiEvent>,
-    pub(super) ui_rx: Mutex<Option<mpsc::UnboundedReceiver<UiEvent>>>,
-    /// How many events were sent to the pump, and how many it has handed to Lua.
-    pub(super) sent: std::sync::atomic::AtomicU64,
-    pub(super) shown: Arc<super::pump::Shown>,
+/// The nvim-rs handler: decodes each notification and hands it off to the slot, the ACP code
+/// or a task of its own.
+#[derive(Clone)]
+pub struct Bridge {
+    /// The conversation prompts go to and its turns; `slot.ui` is the way to Lua.
+    pub(super) slot: Arc<Slot>,
+    /// What the pump takes: the receiving end of `slot.ui`, until the pump starts.
+    pub(super) ui_rx: Arc<Mutex<Option<mpsc::UnboundedReceiver<UiEvent>>>>,
     /// The greatest `seq` of a `files` query Lua sent: an older one still waiting is not
     /// answered.
     pub(super) files_latest: Arc<std::sync::atomic::AtomicU64>,
-    /// The running built-in turn's path to Lua for its approval questions ([`Bridge::ask_lua`]).
-    pub(super) questions: SyncMutex<Option<mpsc::UnboundedSender<UiEvent>>>,
-    pub(super) shutdown: CancellationToken,
-}
-
-/// The nvim-rs handler: decodes each notification and hands it off.
-#[derive(Clone)]
-pub struct Bridge {
-    pub(super) state: Arc<State>,
 }
 
 impl Bridge {
     pub(super) fn new(shutdown: CancellationToken) -> Self {
-        let (ui, ui_rx) = mpsc::unbounded_channel();
+        let (ui, ui_rx) = Ui::new();
         Bridge {
-            state: Arc::new(State {
-                session: Mutex::new(None),
-                conversation: Mutex::new(None),
-                pending: Questions::default(),
-                proposals: SyncMutex::new(std::collections::HashMap::new()),
-                turn: SyncMutex::new(None),
-                cancels: std::sync::atomic::AtomicU64::new(0),
-                busy: Arc::new(Mutex::new(())),
-                settling: Arc::new(Mutex::new(())),
-                ui,
-                ui_rx: Mutex::new(Some(ui_rx)),
-                sent: std::sync::atomic::AtomicU64::new(0),
-                files_latest: Arc::default(),
-                shown: Arc::default(),
-                questions: SyncMutex::new(None),
-                shutdown,
-            }),
+            slot: Arc::new(Slot::new(ui, shutdown)),
+            ui_rx: Arc::new(Mutex::new(Some(ui_rx))),
+            files_latest: Arc::default(),
         }
+    }
+
+    /// The way to Lua.
+    pub(super) fn ui(&self) -> &Ui {
+        &self.slot.ui
     }
 
     pub(super) fn send(&self, event: UiEvent) {
-        if self.state.ui.send(event).is_ok() {
-            self.state
-                .sent
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-    }
-
-    /// How many events have been sent to the pump so far (see [`super::pump::Shown`]).
-    fn sent(&self) -> u64 {
-        self.state.sent.load(std::sync::atomic::Ordering::SeqCst)
+        self.slot.ui.send(event);
     }
 
     pub(super) fn error(&self, message: impl Into<String>) {
-        self.send(UiEvent::error(message));
-    }
-
-    /// The path a turn's events take to Lua: the sender the conversation reports on, and the
-    /// task that hands what it reports to the pump. The turn's questions ([`Bridge::ask_lua`])
-    /// go the same way, so a question never overtakes the `tool_started` reported before it
-    /// (the status would say `running` while the picker is open).
-    pub(super) fn turn_path<E: Into<UiEvent> + Send + 'static>(
-        &self,
-    ) -> (
-        mpsc::UnboundedSender<E>,
-        impl std::future::Future<Output = ()> + Send + 'static,
-    ) {
-        let (events, received) = mpsc::unbounded_channel();
-        let (questions, asked) = mpsc::unbounded_channel();
-        if let Ok(mut slot) = self.state.questions.lock() {
-            *slot = Some(questions);
-        }
-        (events, forward(self.clone(), received, asked))
-    }
-
-    /// Sends an approval question to Lua after everything the running turn reported before it.
-    pub(super) fn ask_lua(&self, question: UiEvent) {
-        let path = self
-            .state
-            .questions
-            .lock()
-            .ok()
-            .and_then(|slot| slot.clone());
-        match path {
-            Some(path) => {
-                if let Err(unsent) = path.send(question) {
-                    self.send(unsent.0);
-                }
-            }
-            None => self.send(question),
-        }
-    }
-
-    pub(super) fn cancel_turn(&self) {
-        self.state
-            .cancels
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if let Ok(turn) = self.state.turn.lock() {
-            if let Some(token) = turn.as_ref() {
-                token.cancel();
-            }
-        }
-        // What the conversation runs beyond the turn (an external agent's terminals) stops too.
-        if tokio::runtime::Handle::try_current().is_ok() {
-            let bridge = self.clone();
-            tokio::spawn(async move {
-                let conversation = bridge.state.conversation.lock().await.clone();
-                if let Some(conversation) = conversation {
-                    conversation.stop();
-                }
-            });
-        }
-        // Every open question is answered: the picker may be closed by the Lua side.
-        self.state.pending.clear();
-        if let Ok(mut proposals) = self.state.proposals.lock() {
-            proposals.clear();
-        }
-    }
-
-    /// Resolves when no turn is running.
-    pub(super) async fn idle(&self) {
-        let _ = self.state.busy.lock().await;
+        self.slot.ui.error(message);
     }
 
     pub(super) async fn start(&self, start: Start, nvim: Nvim) {
@@ -233,7 +90,7 @@ impl Bridge {
         let asker: session::AskerFor<'_> = Box::new(move |workspace, settings| {
             Some(Arc::new(NvimAsker {
                 nvim: asker_nvim,
-                bridge,
+                ui: bridge.ui().clone(),
                 cwd: workspace.root().display().to_string(),
                 timeout: settings.command_timeout.as_secs_f64(),
             }) as Arc<dyn Asker>)
@@ -300,7 +157,7 @@ impl Bridge {
             }
             Err(_) => tracing::info!(%root, auto_approve, "session started without a provider"),
         }
-        *self.state.session.lock().await = Some(Session {
+        *self.slot.session.lock().await = Some(Session {
             native: native.clone(),
             workspace,
             auto_approve,
@@ -321,39 +178,10 @@ impl Bridge {
             provider,
         });
         // Not awaited here: an external agent takes seconds to end, and notifications wait.
-        if let Some(ended) = self.replace_conversation(native).await {
+        if let Some(ended) = self.slot.replace_conversation(native).await {
             tokio::spawn(ended);
         }
         self.send(started);
-    }
-
-    /// Makes `next` the conversation prompts go to, and ends the one it replaces.
-    pub(super) async fn switch_to(&self, next: Arc<dyn Conversation>) {
-        if let Some(replaced) = self.replace_conversation(next).await {
-            replaced.await;
-        }
-    }
-
-    /// Makes `next` the conversation prompts go to; the end of the one it replaces (if another)
-    /// is left to the caller, to await or to spawn.
-    pub(super) async fn replace_conversation(
-        &self,
-        next: Arc<dyn Conversation>,
-    ) -> Option<BoxFuture<'static, ()>> {
-        let replaced = self.state.conversation.lock().await.replace(next.clone());
-        let replaced = replaced.filter(|old| !Arc::ptr_eq(old, &next))?;
-        tracing::info!(name = replaced.name(), "ending a conversation");
-        Some(replaced.end())
-    }
-
-    /// Ends the conversation prompts go to (Neovim is going): an external agent's stdin is
-    /// closed, and its process tree killed 2 s later.
-    pub(super) async fn end_conversation(&self) {
-        let ended = self.state.conversation.lock().await.take();
-        if let Some(ended) = ended {
-            tracing::info!(name = ended.name(), "ending a conversation");
-            ended.end().await;
-        }
     }
 
     pub(super) async fn prompt(&self, prompt: Prompt) {
@@ -363,7 +191,7 @@ impl Bridge {
     /// Runs a turn: the prompt `text`, or a compaction (`:Agent compact`) without one. Either
     /// holds `busy` to its end, can be stopped with `cancel`, and ends with `idle`.
     async fn turn(&self, text: Option<String>) {
-        match self.state.busy.clone().try_lock_owned() {
+        match self.slot.busy.clone().try_lock_owned() {
             Ok(busy) => self.run_turn(busy, text).await,
             // Something else has the conversation (a resume replaying, a rewind, a turn the
             // chat did not know of yet): the prompt waits for it, as a queued one does, and is
@@ -371,11 +199,11 @@ impl Bridge {
             Err(_) => {
                 tracing::info!("a prompt waits for the conversation to be free");
                 let bridge = self.clone();
-                let busy = self.state.busy.clone();
-                let before = self.cancels();
+                let busy = self.slot.busy.clone();
+                let before = self.slot.cancels();
                 tokio::spawn(async move {
                     let busy = busy.lock_owned().await;
-                    if bridge.cancels() == before {
+                    if bridge.slot.cancels() == before {
                         return bridge.run_turn(busy, text).await;
                     }
                     // Stopped (or started over) while it waited: it never starts, and its row
@@ -394,26 +222,21 @@ impl Bridge {
         }
     }
 
-    /// How many times the turn has been cancelled so far.
-    fn cancels(&self) -> u64 {
-        self.state.cancels.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
     /// [`Bridge::turn`] with the conversation claimed.
     async fn run_turn(&self, busy: tokio::sync::OwnedMutexGuard<()>, text: Option<String>) {
-        let conversation = self.state.conversation.lock().await.clone();
+        let conversation = self.slot.conversation.lock().await.clone();
         let Some(conversation) = conversation else {
             return self.error("agent: the backend was not started; run :Agent again");
         };
-        let token = self.begin_turn();
+        let token = self.slot.begin_turn();
         let bridge = self.clone();
-        let (events, forwarder) = self.turn_path::<ConversationEvent>();
+        let (events, forwarder) = self.slot.ui.turn_path::<ConversationEvent>();
         let events = Events::new(events);
         tokio::spawn(async move {
             let forwarder = tokio::spawn(forwarder);
             // The turn before may still be sending its done row's note.
-            drop(bridge.state.settling.lock().await);
-            let checkpoints = bridge.of_session(|s| s.checkpoints.clone()).await;
+            drop(bridge.slot.settling.lock().await);
+            let checkpoints = bridge.slot.of_session(|s| s.checkpoints.clone()).await;
             let checkpoints = checkpoints.ok().flatten();
             let before = checkpoints.as_ref().and_then(|c| c.last_prompt());
             let outcome = match text {
@@ -439,9 +262,9 @@ impl Bridge {
                 .as_ref()
                 .and_then(|c| c.last_prompt())
                 .filter(|id| Some(id) != before.as_ref());
-            bridge.end_turn();
+            bridge.slot.end_turn();
             // Taken before `busy` is let go, so no next turn can start in between.
-            let settling = bridge.state.settling.clone().lock_owned().await;
+            let settling = bridge.slot.settling.clone().lock_owned().await;
             // The turn lets go of the conversation before it is idle, so whoever waits for that
             // to end the conversation holds the last handle.
             drop(conversation);
@@ -457,41 +280,6 @@ impl Bridge {
             }
             drop(settling);
         });
-    }
-
-    /// The cancel token of the turn starting now (`busy` is held), which `cancel` stops.
-    pub(super) fn begin_turn(&self) -> CancellationToken {
-        let token = self.state.shutdown.child_token();
-        if let Ok(mut turn) = self.state.turn.lock() {
-            *turn = Some(token.clone());
-        }
-        token
-    }
-
-    /// Runs `work` with the conversation claimed (`busy`), then lets it go and sends `idle`:
-    /// the chat sends a prompt queued meanwhile on that, and one that came anyway has waited
-    /// for the claim ([`Bridge::turn`]).
-    pub(super) fn claimed<F>(&self, work: impl FnOnce(Bridge) -> F + Send + 'static)
-    where
-        F: std::future::Future<Output = ()> + Send + 'static,
-    {
-        let bridge = self.clone();
-        tokio::spawn(async move {
-            let busy = bridge.state.busy.clone().lock_owned().await;
-            work(bridge.clone()).await;
-            drop(busy);
-            bridge.send(UiEvent::Idle);
-        });
-    }
-
-    /// Forgets the finished turn's cancel token and its path for questions.
-    pub(super) fn end_turn(&self) {
-        if let Ok(mut turn) = self.state.turn.lock() {
-            *turn = None;
-        }
-        if let Ok(mut questions) = self.state.questions.lock() {
-            *questions = None;
-        }
     }
 
     /// `choose`: hands the choice to the conversation, off the notification loop (the agent
@@ -511,7 +299,7 @@ impl Bridge {
                 ))
             }
         };
-        let Some(conversation) = self.state.conversation.lock().await.clone() else {
+        let Some(conversation) = self.slot.conversation.lock().await.clone() else {
             return self.error("agent: the backend was not started; run :Agent again");
         };
         let bridge = self.clone();
@@ -525,12 +313,12 @@ impl Bridge {
     /// `new`: cancels the turn, ends an external agent, and starts the built-in conversation
     /// over (history and session grants forgotten).
     pub(super) fn new_conversation(&self) {
-        self.cancel_turn();
+        self.slot.cancel_turn();
         let bridge = self.clone();
         tokio::spawn(async move {
-            bridge.idle().await;
+            bridge.slot.idle().await;
             let native = bridge
-                .state
+                .slot
                 .session
                 .lock()
                 .await
@@ -539,7 +327,7 @@ impl Bridge {
             let Some(native) = native else {
                 return;
             };
-            bridge.switch_to(native.clone()).await;
+            bridge.slot.switch_to(native.clone()).await;
             if let Err(err) = native.reset().await {
                 tracing::warn!(%err, "the conversation did not start over");
             }
@@ -548,7 +336,7 @@ impl Bridge {
 
     pub(super) async fn decide(&self, decide: Decide) {
         // An unknown or late id is logged by the registry and ignored.
-        if let Some(waiter) = self.state.pending.take(decide.id) {
+        if let Some(waiter) = self.slot.ui.pending().take(decide.id) {
             // The chat and the saved conversation record that it was edited, not the person's
             // whole file again: the tool's result says what they changed.
             let recorded = match &decide.decision {
@@ -559,7 +347,7 @@ impl Bridge {
             };
             let decided = UiEvent::decided(decide.id, waiter.about.clone(), recorded.clone());
             if let UiEvent::Decided { tool, note, .. } = &decided {
-                let conversation = self.state.conversation.lock().await.clone();
+                let conversation = self.slot.conversation.lock().await.clone();
                 if let Some(conversation) = conversation {
                     conversation.decided(tool, &recorded, note);
                 }
@@ -574,59 +362,60 @@ impl Bridge {
     /// conversation the saved history, then sends `resumed`. No prompt runs meanwhile.
     pub(super) fn resume(&self, resume: Resume) {
         if super::acp::is_agent_session(&resume.id) {
-            return self.resume_external(resume.id);
+            return self.slot.resume_external(resume.id);
         }
-        self.cancel_turn();
-        self.claimed(move |bridge| async move {
-            let session = bridge.state.session.lock().await;
+        self.slot.cancel_turn();
+        self.slot.claimed(move |slot| async move {
+            let session = slot.session.lock().await;
             let Some((native, store)) = session
                 .as_ref()
                 .map(|s| (s.native.clone(), s.store.clone()))
             else {
-                return bridge.error("agent: the backend was not started; run :Agent again");
+                return slot.ui.error("agent: the backend was not started; run :Agent again");
             };
             drop(session);
             let Some(store) = store else {
-                return bridge.error(
+                return slot.ui.error(
                     "agent: conversations are not saved here (no state directory), so none can be resumed",
                 );
             };
             let header = match store.header(&resume.id) {
                 Ok(header) => header,
-                Err(err) => return bridge.error(format!("agent: {err}")),
+                Err(err) => return slot.ui.error(format!("agent: {err}")),
             };
             if header.conversation != native.name() {
-                if bridge.resume_noted(&store, &header).await {
+                if slot.resume_noted(&store, &header).await {
                     return;
                 }
-                return bridge.error(format!(
+                return slot.ui.error(format!(
                     "agent: conversation '{}' was with {}; only the built-in agent's can be resumed",
                     header.id, header.conversation
                 ));
             }
-            bridge.switch_to(native.clone()).await;
+            slot.switch_to(native.clone()).await;
             let (mut to_show, loading) = match super::replay::read(store, resume.id.clone()) {
                 Ok(reading) => reading,
                 Err(err) => {
-                    return bridge.error(format!("agent: reading the conversation failed: {err}"))
+                    return slot.ui.error(format!("agent: reading the conversation failed: {err}"))
                 }
             };
             // The last row sent: the outputs after it fill folds nobody reads yet.
-            let mut rows = bridge.sent();
+            let mut rows = slot.ui.sent();
             let mut pace = Pace::new(RESUME_AHEAD);
             while let Some(event) = to_show.recv().await {
                 let row = !matches!(event, UiEvent::ToolOutput { .. });
-                pace.wait(&bridge.state.shown, bridge.sent()).await;
-                bridge.send(event);
+                pace.wait(slot.ui.shown(), slot.ui.sent()).await;
+                slot.ui.send(event);
                 if row {
-                    rows = bridge.sent();
+                    rows = slot.ui.sent();
                 }
             }
             let saved = match loading.await {
                 Ok(Ok(saved)) => saved,
-                Ok(Err(err)) => return bridge.error(format!("agent: {err}")),
+                Ok(Err(err)) => return slot.ui.error(format!("agent: {err}")),
                 Err(_) => {
-                    return bridge
+                    return slot
+                        .ui
                         .error("agent: reading the conversation stopped half way; see :Agent log")
                 }
             };
@@ -634,7 +423,7 @@ impl Bridge {
             // screen, so it does not take the cores they are drawn with (bounded: a Neovim
             // that has stopped taking events must not hold the resume).
             let _ =
-                tokio::time::timeout(Duration::from_secs(2), bridge.state.shown.reach(rows)).await;
+                tokio::time::timeout(Duration::from_secs(2), slot.ui.shown().reach(rows)).await;
             tracing::info!(id = %saved.header.id, records = saved.records.len(), "resuming a conversation");
             if let Err(err) = native.resume(&saved).await {
                 // Whatever the conversation held before is not what the chat shows now: start
@@ -642,28 +431,28 @@ impl Bridge {
                 if let Err(reset) = native.reset().await {
                     tracing::warn!(%reset, "the conversation did not start over");
                 }
-                return bridge.error(format!(
+                return slot.ui.error(format!(
                     "agent: the conversation is shown but cannot be continued ({err}); the next prompt starts a new one"
                 ));
             }
             // The last turn's done row offers its diff as it did live; the older rows' notes
             // (a git diff each) come once the chat is shown, from a task of their own.
-            let checkpoints = bridge.of_session(|s| s.checkpoints.clone()).await;
+            let checkpoints = slot.of_session(|s| s.checkpoints.clone()).await;
             if let Some(checkpoints) = checkpoints.ok().flatten() {
                 let prompts = super::review::prompt_points(&checkpoints).await;
                 if let Some(last) = prompts.last() {
                     if let Some(note) = super::review::reviewable(&checkpoints, &last.id).await {
-                        bridge.send(note);
+                        slot.ui.send(note);
                     }
                 }
-                let notes = bridge.clone();
+                let notes = slot.ui.clone();
                 tokio::spawn(async move {
                     for note in super::review::older_reviewable(&checkpoints, &prompts).await {
                         notes.send(note);
                     }
                 });
             }
-            bridge.send(UiEvent::Resumed {
+            slot.ui.send(UiEvent::Resumed {
                 id: saved.header.id.clone(),
                 title: saved.title(),
             });
@@ -674,7 +463,7 @@ impl Bridge {
     /// `front/nvim/rewind.rs` does it, and tells the chat (`rewound`) or says why nothing
     /// changed. Refused while a turn runs; no prompt runs meanwhile.
     pub(super) fn rewind(&self, rewind: Rewind) {
-        let Ok(busy) = self.state.busy.clone().try_lock_owned() else {
+        let Ok(busy) = self.slot.busy.clone().try_lock_owned() else {
             return self.error(
                 "agent: a turn is running; wait for it or cancel it (:Agent stop) before rewinding",
             );
@@ -696,7 +485,7 @@ impl Bridge {
 
     /// The rewind itself: the point found among the current conversation's, then the step.
     async fn rewound(&self, rewind: &Rewind) -> std::result::Result<super::rewind::Done, String> {
-        let session = self.state.session.lock().await;
+        let session = self.slot.session.lock().await;
         let Some((checkpoints, nvim)) = session
             .as_ref()
             .map(|s| (s.checkpoints.clone(), s.nvim.clone()))
@@ -704,7 +493,7 @@ impl Bridge {
             return Err("agent: the backend was not started; run :Agent again".into());
         };
         drop(session);
-        let conversation = self.state.conversation.lock().await.clone();
+        let conversation = self.slot.conversation.lock().await.clone();
         let Some(conversation) = conversation else {
             return Err("agent: the backend was not started; run :Agent again".into());
         };
@@ -744,7 +533,7 @@ impl Bridge {
     /// `sessions`: this workspace's saved conversations and the running external agent's own
     /// sessions, the most recent first, for Lua.
     async fn sessions(&self) -> std::result::Result<Value, Value> {
-        let store = self.of_session(|s| s.store.clone()).await?;
+        let store = self.slot.of_session(|s| s.store.clone()).await?;
         let listed = store.as_ref().map(Store::list).unwrap_or_default();
         let mut noted = std::collections::HashSet::new();
         let mut listed: Vec<(u64, serde_json::Value)> = listed
@@ -767,7 +556,7 @@ impl Bridge {
                 (updated, row)
             })
             .collect();
-        listed.extend(self.agent_session_rows(&noted).await);
+        listed.extend(self.slot.agent_session_rows(&noted).await);
         listed.sort_by_key(|(updated, _)| std::cmp::Reverse(*updated));
         Ok(Value::Array(
             listed
@@ -788,13 +577,7 @@ impl Bridge {
                 .and_then(|(_, v)| v.as_u64()),
             _ => None,
         };
-        let found = id.and_then(|id| {
-            self.state
-                .proposals
-                .lock()
-                .ok()
-                .and_then(|map| map.get(&id).cloned())
-        });
+        let found = id.and_then(|id| self.slot.ui.proposal(id));
         match found {
             Some(editable) => Ok(editable.to_msgpack()),
             None => Err(Value::from(
@@ -807,6 +590,7 @@ impl Bridge {
     /// `{remove = RULE}` names, when it does.
     async fn permissions(&self, args: &[Value]) -> std::result::Result<Value, Value> {
         let (rules, project) = self
+            .slot
             .of_session(|s| (s.rules.clone(), s.project.clone()))
             .await?;
         let remove = match args.first() {
@@ -879,7 +663,7 @@ impl Bridge {
                 "agent: :Agent model needs one model name, without spaces (:Agent model claude-sonnet-4-5)",
             ));
         }
-        let conversation = self.state.conversation.lock().await.clone();
+        let conversation = self.slot.conversation.lock().await.clone();
         let Some(conversation) = conversation else {
             return Err(Value::from(
                 "agent: the backend was not started; run :Agent again",
@@ -896,6 +680,7 @@ impl Bridge {
     /// Ollama, the models the local server lists.
     async fn models(&self) -> std::result::Result<Value, Value> {
         let provider = self
+            .slot
             .of_session(|s| s.provider.clone())
             .await?
             .map_err(Value::from)?;
@@ -922,9 +707,9 @@ impl Bridge {
     async fn find_files(&self, files: protocol::Files, nvim: Nvim) {
         use std::sync::atomic::Ordering;
         let seq = files.seq;
-        let latest = self.state.files_latest.clone();
+        let latest = self.files_latest.clone();
         latest.fetch_max(seq, Ordering::SeqCst);
-        let index = self.of_session(|s| s.files.clone()).await;
+        let index = self.slot.of_session(|s| s.files.clone()).await;
         tokio::spawn(async move {
             let found = match index {
                 Ok(index) => {
@@ -947,26 +732,13 @@ impl Bridge {
         });
     }
 
-    async fn of_session<T>(
-        &self,
-        pick: impl FnOnce(&Session) -> T,
-    ) -> std::result::Result<T, Value> {
-        self.state
-            .session
-            .lock()
-            .await
-            .as_ref()
-            .map(pick)
-            .ok_or_else(|| Value::from("agent: the backend was not started; run :Agent again"))
-    }
-
     /// The checkpoints and the id of the conversation a review looks at: the current one's saved
     /// id (a resumed conversation's, before its next prompt too), else the checkpoints' own.
     async fn reviewed(
         &self,
     ) -> std::result::Result<(Option<crate::checkpoint::Checkpoints>, String), Value> {
-        let checkpoints = self.of_session(|s| s.checkpoints.clone()).await?;
-        let current = self.state.conversation.lock().await.clone();
+        let checkpoints = self.slot.of_session(|s| s.checkpoints.clone()).await?;
+        let current = self.slot.conversation.lock().await.clone();
         let id = current
             .and_then(|c| c.id())
             .or_else(|| checkpoints.as_ref().map(|c| c.conversation()))
@@ -976,7 +748,7 @@ impl Bridge {
 
     /// `rewind_points`: the current conversation's prompts a rewind can go back to, for Lua.
     async fn rewind_points(&self) -> std::result::Result<Value, Value> {
-        let checkpoints = self.of_session(|s| s.checkpoints.clone()).await?;
+        let checkpoints = self.slot.of_session(|s| s.checkpoints.clone()).await?;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::SystemTime::UNIX_EPOCH)
             .map_or(0, |since| since.as_secs());
@@ -1145,14 +917,14 @@ impl Handler for Bridge {
                 Err(err) => self.error(format!("agent: bad choose message ({err})")),
             },
             method::ACP => match arg::<protocol::AcpStart>(args) {
-                Ok(start) => self.start_external(start).await,
+                Ok(start) => self.slot.start_external(start).await,
                 Err(err) => self.error(format!("agent: bad acp message ({err})")),
             },
             method::FILES => match arg::<protocol::Files>(args) {
                 Ok(files) => self.find_files(files, nvim).await,
                 Err(err) => tracing::warn!(%err, "bad files message"),
             },
-            method::CANCEL => self.cancel_turn(),
+            method::CANCEL => self.slot.cancel_turn(),
             method::NEW => self.new_conversation(),
             method::RESUME => match arg::<Resume>(args) {
                 Ok(resume) => self.resume(resume),
@@ -1184,7 +956,7 @@ impl Handler for Bridge {
                         .iter()
                         .any(|(k, v)| k.as_str() == Some("ids") && v.as_bool() == Some(true)) =>
                 {
-                    let store = self.of_session(|s| s.store.clone()).await?;
+                    let store = self.slot.of_session(|s| s.store.clone()).await?;
                     let ids = store.as_ref().map(Store::ids).unwrap_or_default();
                     Ok(Value::Array(ids.into_iter().map(Value::from).collect()))
                 }
@@ -1196,7 +968,7 @@ impl Handler for Bridge {
                 super::review::changes(checkpoints.as_ref(), &conversation, &args).await
             }
             protocol::request::FILE_AT => {
-                let checkpoints = self.of_session(|s| s.checkpoints.clone()).await?;
+                let checkpoints = self.slot.of_session(|s| s.checkpoints.clone()).await?;
                 super::review::file_at(checkpoints.as_ref(), &args).await
             }
             protocol::request::PERMISSIONS => self.permissions(&args).await,
@@ -1205,7 +977,7 @@ impl Handler for Bridge {
             protocol::request::MODELS => self.models().await,
             protocol::request::ATTACH => {
                 let attach = super::context::decode(&args)?;
-                let workspace = self.of_session(|s| s.workspace.clone()).await?;
+                let workspace = self.slot.of_session(|s| s.workspace.clone()).await?;
                 let editor = NvimEditor { nvim: nvim.clone() };
                 // Neovim waits for this answer (the prompt is sent with it), so it is bounded.
                 tokio::time::timeout(
@@ -1231,9 +1003,10 @@ impl Handler for Bridge {
 mod tests {
     use super::super::replay::Replay;
     use super::*;
-    use crate::conversation::Unavailable;
+    use crate::conversation::{Conversation, Unavailable};
     use crate::sessions::Recorded;
     use crate::sessions::{self, Record};
+    use crate::workspace::Workspace;
     use agent_nvim_vocab::approval::Decision;
     use agent_nvim_vocab::events::Event;
 
@@ -1301,7 +1074,7 @@ mod tests {
     async fn a_replayed_cut_reaches_the_chat_numbered_as_the_history_was_and_a_busy_turn_refuses_a_rewind(
     ) {
         let bridge = Bridge::new(CancellationToken::new());
-        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
+        let mut ui = bridge.ui_rx.lock().await.take().unwrap();
         let user = |text: &str| sessions::Saved::User { text: text.into() };
         let answer = || sessions::Saved::Assistant {
             text: "ok".into(),
@@ -1347,7 +1120,7 @@ mod tests {
         };
         assert_eq!(cuts, [cut(2), cut(2)]);
 
-        let running = bridge.state.busy.clone().try_lock_owned().unwrap();
+        let running = bridge.slot.busy.clone().try_lock_owned().unwrap();
         bridge.rewind(Rewind {
             turn: 1,
             mode: protocol::RewindMode::Both,
@@ -1364,8 +1137,8 @@ mod tests {
     #[tokio::test]
     async fn a_prompt_that_finds_the_conversation_busy_waits_and_a_stop_meanwhile_cancels_it() {
         let bridge = Bridge::new(CancellationToken::new());
-        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
-        let running = bridge.state.busy.clone().try_lock_owned().unwrap();
+        let mut ui = bridge.ui_rx.lock().await.take().unwrap();
+        let running = bridge.slot.busy.clone().try_lock_owned().unwrap();
         bridge
             .prompt(protocol::Prompt {
                 text: "typed during a resume".into(),
@@ -1375,7 +1148,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(handed_on(&mut ui), []);
         // :Agent stop meanwhile: when the conversation is free it ends as cancelled, unsent.
-        bridge.cancel_turn();
+        bridge.slot.cancel_turn();
         drop(running);
         let ended = [ui.recv().await.unwrap(), ui.recv().await.unwrap()];
         assert_eq!(
@@ -1392,7 +1165,7 @@ mod tests {
             ]
         );
         // Without a stop it goes on once the conversation is free (here: none was started).
-        let running = bridge.state.busy.clone().try_lock_owned().unwrap();
+        let running = bridge.slot.busy.clone().try_lock_owned().unwrap();
         bridge
             .prompt(protocol::Prompt {
                 text: "waits".into(),
@@ -1412,7 +1185,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     pub(super) async fn an_approval_reaches_lua_after_the_events_the_turn_reported_before_asking() {
         let bridge = Bridge::new(CancellationToken::new());
-        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
+        let mut ui = bridge.ui_rx.lock().await.take().unwrap();
         let started = |id: &str| {
             UiEvent::Agent(Event::ToolStarted {
                 id: id.into(),
@@ -1426,28 +1199,28 @@ mod tests {
             other => panic!("{other:?}"),
         };
         // The forwarder has not run yet when the turn reports and then asks.
-        let (events, forwarder) = bridge.turn_path();
+        let (events, forwarder) = bridge.ui().turn_path();
         report(&events, started("t1"));
-        bridge.ask_lua(question(1));
+        bridge.slot.ui.ask_lua(question(1));
         let forwarder = tokio::spawn(forwarder);
         tokio::task::yield_now().await;
         assert_eq!(handed_on(&mut ui), vec![started("t1"), question(1)]);
         // The forwarder is waiting when both arrive.
         report(&events, started("t2"));
-        bridge.ask_lua(question(2));
+        bridge.slot.ui.ask_lua(question(2));
         tokio::task::yield_now().await;
         assert_eq!(handed_on(&mut ui), vec![started("t2"), question(2)]);
         drop(events);
         forwarder.await.unwrap();
         // With no turn running, a question goes straight to the pump.
-        bridge.end_turn();
-        bridge.ask_lua(question(3));
+        bridge.slot.end_turn();
+        bridge.slot.ui.ask_lua(question(3));
         assert_eq!(handed_on(&mut ui), vec![question(3)]);
     }
     #[tokio::test]
     async fn a_decision_is_recorded_in_the_conversation_it_was_asked_in() {
         let bridge = Bridge::new(CancellationToken::new());
-        let mut ui = bridge.state.ui_rx.lock().await.take().unwrap();
+        let mut ui = bridge.ui_rx.lock().await.take().unwrap();
         let state = tempfile::tempdir().unwrap();
         let store = Store::new(state.path(), std::path::Path::new("/w"));
         let recorded = Arc::new(Recorded::new(
@@ -1459,8 +1232,8 @@ mod tests {
         recorded
             .prompt("hi".into(), &Events::new(events), &CancellationToken::new())
             .await;
-        *bridge.state.conversation.lock().await = Some(recorded.clone());
-        let (id, answer) = bridge.state.pending.open("run_bash");
+        *bridge.slot.conversation.lock().await = Some(recorded.clone());
+        let (id, answer) = bridge.slot.ui.pending().open("run_bash");
         bridge
             .decide(Decide {
                 id,

@@ -27,6 +27,8 @@ mod pump;
 mod replay;
 mod review;
 mod rewind;
+mod slot;
+mod ui;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -68,8 +70,8 @@ async fn serve() {
     let io = tokio::spawn(io);
     tokio::spawn(pump::pump(
         nvim.clone(),
-        bridge.state.ui_rx.lock().await.take(),
-        bridge.state.shown.clone(),
+        bridge.ui_rx.lock().await.take(),
+        bridge.ui().shown().clone(),
     ));
     let signals = stop_signals();
     tokio::select! {
@@ -79,10 +81,10 @@ async fn serve() {
     // Neovim is gone or going: cancel the turn (its commands' process trees are killed) and give
     // it a moment to finish doing so.
     shutdown.cancel();
-    bridge.cancel_turn();
-    let _ = tokio::time::timeout(Duration::from_secs(1), bridge.idle()).await;
+    bridge.slot.cancel_turn();
+    let _ = tokio::time::timeout(Duration::from_secs(1), bridge.slot.idle()).await;
     // An external agent's process tree goes with us.
-    let _ = tokio::time::timeout(Duration::from_secs(3), bridge.end_conversation()).await;
+    let _ = tokio::time::timeout(Duration::from_secs(3), bridge.slot.end_conversation()).await;
 }
 
 /// Resolves on SIGTERM, SIGHUP or SIGINT (Neovim stops its jobs with SIGTERM when it quits).

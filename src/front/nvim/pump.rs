@@ -8,7 +8,6 @@ use std::time::Duration;
 use rmpv::Value;
 use tokio::sync::mpsc;
 
-use super::bridge::Bridge;
 use super::protocol::{lua, UiEvent};
 use super::Nvim;
 use agent_nvim_vocab::conversation::ConversationEvent;
@@ -19,32 +18,6 @@ use agent_nvim_vocab::events::Event;
 /// sent at a screen's 60; a fast one fills its batches sooner and goes out as fast as Lua takes
 /// it.
 pub(super) const FRAME: Duration = Duration::from_millis(30);
-
-/// Hands a built-in turn's events to the pump, wrapped for Lua, and its approval questions in
-/// their place among them: a question is sent only after every event the turn reported before
-/// asking it (its `tool_started` above all), which the turn loop sent first, so those are already
-/// waiting when the question arrives. Ends when the turn drops its sender.
-pub(super) async fn forward<E: Into<UiEvent>>(
-    bridge: Bridge,
-    mut events: mpsc::UnboundedReceiver<E>,
-    mut questions: mpsc::UnboundedReceiver<UiEvent>,
-) {
-    loop {
-        tokio::select! {
-            biased;
-            event = events.recv() => match event {
-                Some(event) => bridge.send(event.into()),
-                None => break,
-            },
-            Some(question) = questions.recv() => {
-                while let Ok(event) = events.try_recv() {
-                    bridge.send(event.into());
-                }
-                bridge.send(question);
-            }
-        }
-    }
-}
 
 impl From<Event> for UiEvent {
     fn from(event: Event) -> Self {

@@ -1,0 +1,195 @@
+//! The slot: the one conversation prompts go to, the session it belongs to, and the turn
+//! machinery around it (the busy claim, the running turn's cancel token, the count of cancels).
+//! The ACP switching code ([`super::acp`]) is functions on it, and the bridge drives it; neither
+//! the pump nor the adapters know it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as SyncMutex};
+
+use futures::future::BoxFuture;
+use rmpv::Value;
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use super::protocol::UiEvent;
+use super::ui::Ui;
+use super::Nvim;
+use crate::conversation::Conversation;
+use crate::session;
+use crate::sessions::Store;
+use crate::workspace::Workspace;
+
+/// The session the `start` notification configured.
+pub(super) struct Session {
+    /// The built-in conversation (one that answers with the reason when the provider could not
+    /// be configured): where prompts go until an external agent is started, and after `new`.
+    pub(super) native: Arc<dyn Conversation>,
+    /// The root, for an external agent's session.
+    pub(super) workspace: Workspace,
+    /// Whether everything is allowed without asking (external agents too).
+    pub(super) auto_approve: bool,
+    /// Where this workspace's conversations are saved; None without a state directory.
+    pub(super) store: Option<Store>,
+    /// The handle to Neovim, for an external agent's host.
+    pub(super) nvim: Nvim,
+    /// The workspace's checkpoints, for an external agent's session; None: off.
+    pub(super) checkpoints: Option<crate::checkpoint::Checkpoints>,
+    /// The rules of `setup({ permissions = ... })`, for `:Agent permissions`.
+    pub(super) rules: crate::permissions::Rules,
+    /// The rules saved for this workspace; None without a state directory.
+    pub(super) project: Option<crate::permissions::saved::Project>,
+    /// run_bash's sandbox, for an external agent started with `sandbox = true`.
+    pub(super) sandbox: crate::sandbox::Sandbox,
+    /// The workspace's files, for `@` completion (`files`).
+    pub(super) files: Arc<crate::workspace::files::FileIndex>,
+    /// How an external agent's terminals run: run_bash's timeout, shell, `pass_env` and rules.
+    pub(super) terminal: crate::acp::TerminalSettings,
+    /// The built-in conversation's provider, or why there is none (for `models`).
+    pub(super) provider: std::result::Result<session::ProviderInfo, String>,
+}
+
+/// The conversation slot and its turns.
+pub(super) struct Slot {
+    /// The way to Lua.
+    pub(super) ui: Ui,
+    pub(super) session: Mutex<Option<Session>>,
+    /// The conversation prompts go to: the built-in one or an external agent's (connected, or
+    /// one that answers "still starting"). None until `start`.
+    pub(super) conversation: Mutex<Option<Arc<dyn Conversation>>>,
+    /// The running turn's cancel token.
+    turn: SyncMutex<Option<CancellationToken>>,
+    /// How many times the turn was cancelled (`cancel`, `new`, `resume`): a prompt waiting for
+    /// the conversation compares it to drop itself when the person stopped meanwhile.
+    cancels: AtomicU64,
+    /// Held by a running turn; taking it waits for the turn to end.
+    pub(super) busy: Arc<Mutex<()>>,
+    /// Held by a turn that has ended while it works out what its prompt changed (the done
+    /// row's `Reviewable` note, after `busy` is let go); the next turn waits for it before it
+    /// starts, so the note reaches the chat before that turn's events, for the row it belongs to.
+    pub(super) settling: Arc<Mutex<()>>,
+    pub(super) shutdown: CancellationToken,
+}
+
+impl Slot {
+    /// An empty slot sending to Lua through `ui`; its turns stop at `shutdown`.
+    pub(super) fn new(ui: Ui, shutdown: CancellationToken) -> Self {
+        Slot {
+            ui,
+            session: Mutex::new(None),
+            conversation: Mutex::new(None),
+            turn: SyncMutex::new(None),
+            cancels: AtomicU64::new(0),
+            busy: Arc::new(Mutex::new(())),
+            settling: Arc::new(Mutex::new(())),
+            shutdown,
+        }
+    }
+
+    /// Stops the running turn (`cancel`, `new`, `resume`): its token fired, what the
+    /// conversation runs beyond it stopped, and every open question answered.
+    pub(super) fn cancel_turn(self: &Arc<Self>) {
+        self.cancels.fetch_add(1, Ordering::SeqCst);
+        if let Ok(turn) = self.turn.lock() {
+            if let Some(token) = turn.as_ref() {
+                token.cancel();
+            }
+        }
+        // What the conversation runs beyond the turn (an external agent's terminals) stops too.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let slot = self.clone();
+            tokio::spawn(async move {
+                let conversation = slot.conversation.lock().await.clone();
+                if let Some(conversation) = conversation {
+                    conversation.stop();
+                }
+            });
+        }
+        // Every open question is answered: the picker may be closed by the Lua side.
+        self.ui.drop_questions();
+    }
+
+    /// Resolves when no turn is running.
+    pub(super) async fn idle(&self) {
+        let _ = self.busy.lock().await;
+    }
+
+    /// Makes `next` the conversation prompts go to, and ends the one it replaces.
+    pub(super) async fn switch_to(&self, next: Arc<dyn Conversation>) {
+        if let Some(replaced) = self.replace_conversation(next).await {
+            replaced.await;
+        }
+    }
+
+    /// Makes `next` the conversation prompts go to; the end of the one it replaces (if another)
+    /// is left to the caller, to await or to spawn.
+    pub(super) async fn replace_conversation(
+        &self,
+        next: Arc<dyn Conversation>,
+    ) -> Option<BoxFuture<'static, ()>> {
+        let replaced = self.conversation.lock().await.replace(next.clone());
+        let replaced = replaced.filter(|old| !Arc::ptr_eq(old, &next))?;
+        tracing::info!(name = replaced.name(), "ending a conversation");
+        Some(replaced.end())
+    }
+
+    /// Ends the conversation prompts go to (Neovim is going): an external agent's stdin is
+    /// closed, and its process tree killed 2 s later.
+    pub(super) async fn end_conversation(&self) {
+        let ended = self.conversation.lock().await.take();
+        if let Some(ended) = ended {
+            tracing::info!(name = ended.name(), "ending a conversation");
+            ended.end().await;
+        }
+    }
+
+    /// How many times the turn has been cancelled so far.
+    pub(super) fn cancels(&self) -> u64 {
+        self.cancels.load(Ordering::SeqCst)
+    }
+
+    /// The cancel token of the turn starting now (`busy` is held), which `cancel` stops.
+    pub(super) fn begin_turn(&self) -> CancellationToken {
+        let token = self.shutdown.child_token();
+        if let Ok(mut turn) = self.turn.lock() {
+            *turn = Some(token.clone());
+        }
+        token
+    }
+
+    /// Runs `work` with the conversation claimed (`busy`), then lets it go and sends `idle`:
+    /// the chat sends a prompt queued meanwhile on that, and one that came anyway has waited
+    /// for the claim (the bridge's `turn`).
+    pub(super) fn claimed<F>(self: &Arc<Self>, work: impl FnOnce(Arc<Slot>) -> F + Send + 'static)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let slot = self.clone();
+        tokio::spawn(async move {
+            let busy = slot.busy.clone().lock_owned().await;
+            work(slot.clone()).await;
+            drop(busy);
+            slot.ui.send(UiEvent::Idle);
+        });
+    }
+
+    /// Forgets the finished turn's cancel token and its path for questions.
+    pub(super) fn end_turn(&self) {
+        if let Ok(mut turn) = self.turn.lock() {
+            *turn = None;
+        }
+        self.ui.end_turn_path();
+    }
+
+    /// What `pick` takes of the session; the error Lua shows when there is none yet.
+    pub(super) async fn of_session<T>(
+        &self,
+        pick: impl FnOnce(&Session) -> T,
+    ) -> std::result::Result<T, Value> {
+        self.session
+            .lock()
+            .await
+            .as_ref()
+            .map(pick)
+            .ok_or_else(|| Value::from("agent: the backend was not started; run :Agent again"))
+    }
+}

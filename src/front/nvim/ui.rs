@@ -1,0 +1,231 @@
+//! The way to Lua every part of the front end that shows something or asks holds: a [`Ui`],
+//! not the whole bridge. It sends events to the pump (counting them, for [`Shown`]), gives a
+//! turn its path (events and questions in order, [`Ui::turn_path`]), and keeps the registry of
+//! open questions and what each offers to edit.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as SyncMutex};
+
+use rmpv::Value;
+use tokio::sync::mpsc;
+
+use super::protocol::{Decide, UiEvent};
+use super::pump::Shown;
+use crate::questions::Questions;
+use agent_nvim_vocab::approval::{Action, ApprovalRequest, Proposed};
+
+/// A handle on the way to Lua; clones share it.
+#[derive(Clone)]
+pub(super) struct Ui(Arc<Shared>);
+
+struct Shared {
+    sender: mpsc::UnboundedSender<UiEvent>,
+    /// How many events were sent to the pump, and how many it has handed to Lua.
+    sent: AtomicU64,
+    shown: Arc<Shown>,
+    /// The running built-in turn's path to Lua for its approval questions ([`Ui::ask_lua`]).
+    questions: SyncMutex<Option<mpsc::UnboundedSender<UiEvent>>>,
+    /// Every question waiting for Lua's `decide`: the gate's and an external agent's.
+    pending: Questions<Decide>,
+    /// What "Edit before allowing" gives the person to change, by question id, while the
+    /// question is open: Lua asks for it (`proposal`) only when the person picks it.
+    proposals: SyncMutex<HashMap<u64, Editable>>,
+}
+
+impl Ui {
+    /// A way to Lua, and the receiving end the pump takes.
+    pub(super) fn new() -> (Ui, mpsc::UnboundedReceiver<UiEvent>) {
+        let (sender, received) = mpsc::unbounded_channel();
+        let ui = Ui(Arc::new(Shared {
+            sender,
+            sent: AtomicU64::new(0),
+            shown: Arc::default(),
+            questions: SyncMutex::new(None),
+            pending: Questions::default(),
+            proposals: SyncMutex::new(HashMap::new()),
+        }));
+        (ui, received)
+    }
+
+    pub(super) fn send(&self, event: UiEvent) {
+        if self.0.sender.send(event).is_ok() {
+            self.0.sent.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    pub(super) fn error(&self, message: impl Into<String>) {
+        self.send(UiEvent::error(message));
+    }
+
+    /// How many events have been sent to the pump so far (see [`Shown`]).
+    pub(super) fn sent(&self) -> u64 {
+        self.0.sent.load(Ordering::SeqCst)
+    }
+
+    /// How many the pump has handed to Lua.
+    pub(super) fn shown(&self) -> &Arc<Shown> {
+        &self.0.shown
+    }
+
+    /// The registry of open questions.
+    pub(super) fn pending(&self) -> &Questions<Decide> {
+        &self.0.pending
+    }
+
+    /// The path a turn's events take to Lua: the sender the conversation reports on, and the
+    /// task that hands what it reports to the pump. The turn's questions ([`Ui::ask_lua`])
+    /// go the same way, so a question never overtakes the `tool_started` reported before it
+    /// (the status would say `running` while the picker is open).
+    pub(super) fn turn_path<E: Into<UiEvent> + Send + 'static>(
+        &self,
+    ) -> (
+        mpsc::UnboundedSender<E>,
+        impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let (events, received) = mpsc::unbounded_channel();
+        let (questions, asked) = mpsc::unbounded_channel();
+        if let Ok(mut slot) = self.0.questions.lock() {
+            *slot = Some(questions);
+        }
+        (events, forward(self.clone(), received, asked))
+    }
+
+    /// Forgets the finished turn's path for questions.
+    pub(super) fn end_turn_path(&self) {
+        if let Ok(mut questions) = self.0.questions.lock() {
+            *questions = None;
+        }
+    }
+
+    /// Sends an approval question to Lua after everything the running turn reported before it.
+    pub(super) fn ask_lua(&self, question: UiEvent) {
+        let path = self.0.questions.lock().ok().and_then(|slot| slot.clone());
+        match path {
+            Some(path) => {
+                if let Err(unsent) = path.send(question) {
+                    self.send(unsent.0);
+                }
+            }
+            None => self.send(question),
+        }
+    }
+
+    /// Keeps `editable` for question `id` while it is open (Lua asks for it with `proposal`),
+    /// forgotten however the question ends: answered, or dropped by a cancel. Whether there is
+    /// one to offer, and the guard that forgets it.
+    pub(super) fn offer(&self, id: u64, editable: Option<Editable>) -> (bool, Forget<'_>) {
+        let offered = editable.is_some();
+        if let (Some(editable), Ok(mut proposals)) = (editable, self.0.proposals.lock()) {
+            proposals.insert(id, editable);
+        }
+        (offered, Forget { ui: self, id })
+    }
+
+    /// What question `id` offers to edit, while it is open.
+    pub(super) fn proposal(&self, id: u64) -> Option<Editable> {
+        self.0.proposals.lock().ok()?.get(&id).cloned()
+    }
+
+    /// Every open question answered (the picker may be closed by the Lua side) and what they
+    /// offered forgotten: a cancel.
+    pub(super) fn drop_questions(&self) {
+        self.0.pending.clear();
+        if let Ok(mut proposals) = self.0.proposals.lock() {
+            proposals.clear();
+        }
+    }
+}
+
+/// Removes question `id`'s proposal when dropped ([`Ui::offer`]).
+pub(super) struct Forget<'a> {
+    ui: &'a Ui,
+    id: u64,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut proposals) = self.ui.0.proposals.lock() {
+            proposals.remove(&self.id);
+        }
+    }
+}
+
+/// Hands a built-in turn's events to the pump, wrapped for Lua, and its approval questions in
+/// their place among them: a question is sent only after every event the turn reported before
+/// asking it (its `tool_started` above all), which the turn loop sent first, so those are already
+/// waiting when the question arrives. Ends when the turn drops its sender.
+async fn forward<E: Into<UiEvent>>(
+    ui: Ui,
+    mut events: mpsc::UnboundedReceiver<E>,
+    mut questions: mpsc::UnboundedReceiver<UiEvent>,
+) {
+    loop {
+        tokio::select! {
+            biased;
+            event = events.recv() => match event {
+                Some(event) => ui.send(event.into()),
+                None => break,
+            },
+            Some(question) = questions.recv() => {
+                while let Ok(event) = events.try_recv() {
+                    ui.send(event.into());
+                }
+                ui.send(question);
+            }
+        }
+    }
+}
+
+/// What "Edit before allowing" hands Lua for one question ([`protocol::request::PROPOSAL`]).
+#[derive(Debug, Clone)]
+pub(super) enum Editable {
+    /// An edit or a create of `rel`.
+    File {
+        rel: String,
+        now: Option<Arc<str>>,
+        proposed: Arc<str>,
+    },
+    /// A command line.
+    Command { command: String },
+}
+
+impl Editable {
+    /// What `request` lets a person change; None when it cannot be changed.
+    pub(super) fn of(request: &ApprovalRequest) -> Option<Editable> {
+        match (&request.proposal, &request.action) {
+            (Some(Proposed::File { now, proposed }), Action::Edit { rel }) => {
+                Some(Editable::File {
+                    rel: crate::display::one_line(rel),
+                    now: now.clone(),
+                    proposed: proposed.clone(),
+                })
+            }
+            (Some(Proposed::Command), Action::Command { command }) => Some(Editable::Command {
+                command: command.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The map Lua reads.
+    pub(super) fn to_msgpack(&self) -> Value {
+        let pair = |k: &str, v: &str| (Value::from(k), Value::from(v));
+        match self {
+            Editable::File { rel, now, proposed } => {
+                let mut map = vec![
+                    pair("kind", "file"),
+                    pair("rel", rel),
+                    pair("proposed", proposed),
+                ];
+                if let Some(now) = now {
+                    map.push(pair("now", now));
+                }
+                Value::Map(map)
+            }
+            Editable::Command { command } => {
+                Value::Map(vec![pair("kind", "command"), pair("command", command)])
+            }
+        }
+    }
+}
