@@ -107,7 +107,8 @@ async fn modes_and_options_are_shown_and_switched_with_the_ids_chosen() {
     let err = session
         .choose(Choice::Mode("yolo".into()))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert_eq!(err, "test has no mode 'yolo'; its modes: ask, code");
     let err = session
         .choose(Choice::Option {
@@ -115,7 +116,8 @@ async fn modes_and_options_are_shown_and_switched_with_the_ids_chosen() {
             value: json!("huge"),
         })
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         err,
         "Model (model) has no value \"huge\"; its values: fast, smart"
@@ -126,7 +128,8 @@ async fn modes_and_options_are_shown_and_switched_with_the_ids_chosen() {
             value: json!("yes"),
         })
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert_eq!(err, "Web search (web) is on or off");
     assert_eq!(received(&fx, "session/set_mode").len(), 1);
     assert_eq!(received(&fx, "session/set_config_option").len(), 2);
@@ -139,7 +142,8 @@ async fn modes_and_options_are_shown_and_switched_with_the_ids_chosen() {
         session
             .choose(Choice::Mode("code".into()))
             .await
-            .unwrap_err(),
+            .unwrap_err()
+            .to_string(),
         "test offers no modes"
     );
     session.shutdown().await;
@@ -219,7 +223,8 @@ async fn an_agent_that_wants_a_login_is_logged_in_through_its_method_and_the_ses
     let err = session
         .choose(Choice::Login("tty".into()))
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("terminal login"), "{err}");
     // Logged out, the next prompt's auth_required asks for a login again.
     session.choose(Choice::Logout).await.unwrap();

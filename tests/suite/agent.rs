@@ -1171,7 +1171,8 @@ async fn compaction_on_demand_and_a_rewind_before_it_undoes_it() {
     let why = agent
         .compact(agent_nvim::agent::Why::Asked, &tx, &cancel)
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(why.contains("nothing to compact yet"), "{why}");
     prompt(&mut agent, "PROMPT-TWO").await;
     agent

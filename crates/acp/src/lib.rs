@@ -253,6 +253,12 @@ impl AcpSpec {
     }
 }
 
+/// Why a mode, an option, a sign-in or a sign-out was not taken ([`AcpSession::choose`]): what
+/// went wrong and what can be chosen, as the person reads it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ChoiceError(pub String);
+
 /// Why [`connect`] gave up. The texts are what the user reads after `agent: `, which the front
 /// end adds where it shows them.
 #[derive(Debug, thiserror::Error)]
@@ -1204,7 +1210,11 @@ impl AcpSession {
     /// agent offers, sent, and, once the agent has answered, reported as the new state. A mode
     /// goes through the agent's mode option when it has one (it supersedes `modes`). The error
     /// says what went wrong and what can be chosen.
-    pub async fn choose(&self, choice: crate::conversation::Choice) -> Result<(), String> {
+    pub async fn choose(&self, choice: crate::conversation::Choice) -> Result<(), ChoiceError> {
+        self.choose_one(choice).await.map_err(ChoiceError)
+    }
+
+    async fn choose_one(&self, choice: crate::conversation::Choice) -> Result<(), String> {
         use crate::conversation::Choice;
         // One at a time, in the order they came.
         let _turn = self.choosing.lock().await;
@@ -1633,7 +1643,9 @@ impl Conversation for AcpSession {
                 .reports
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner) = None;
-            loaded.map_err(|err| crate::conversation::ConversationError::Agent(err.to_string()))
+            loaded.map_err(|err| {
+                crate::conversation::ConversationError::Agent(crate::conversation::Cause::new(err))
+            })
         })
     }
 
@@ -1664,9 +1676,9 @@ impl crate::conversation::AgentSessions for AcpSession {
             if !self.offers.list {
                 return Ok(Vec::new());
             }
-            self.list_sessions()
-                .await
-                .map_err(|err| crate::conversation::ConversationError::Agent(err.to_string()))
+            self.list_sessions().await.map_err(|err| {
+                crate::conversation::ConversationError::Agent(crate::conversation::Cause::new(err))
+            })
         })
     }
 
@@ -1679,9 +1691,9 @@ impl crate::conversation::AgentSessions for AcpSession {
         choice: crate::conversation::Choice,
     ) -> BoxFuture<'_, Result<(), crate::conversation::ConversationError>> {
         Box::pin(async move {
-            self.choose(choice)
-                .await
-                .map_err(crate::conversation::ConversationError::Agent)
+            self.choose(choice).await.map_err(|err| {
+                crate::conversation::ConversationError::Agent(crate::conversation::Cause::new(err))
+            })
         })
     }
 }

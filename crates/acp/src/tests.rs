@@ -931,7 +931,7 @@ async fn a_refused_load_is_a_clear_error_and_prompts_stay_with_the_session_befor
     assert_eq!(
         answer,
         Err(crate::conversation::ConversationError::Agent(
-            "fake failed session/load: no such session (-32002)".into()
+            crate::conversation::Cause::new("fake failed session/load: no such session (-32002)")
         ))
     );
     assert_eq!(seen, vec![]);
@@ -977,7 +977,7 @@ async fn without_the_offers_nothing_is_listed_or_loaded_and_a_gone_agent_says_so
     assert_eq!(
         answer,
         Err(crate::conversation::ConversationError::Agent(
-            "fake does not offer session/load".into()
+            crate::conversation::Cause::new("fake does not offer session/load")
         ))
     );
     assert_eq!(seen, vec![]);

@@ -42,19 +42,52 @@ pub enum ConversationError {
         /// What was asked: `start over`, `resume a session`, `rewind`.
         what: &'static str,
     },
-    /// A saved conversation could not be read or written (the engine's store's error text).
-    #[error("{0}")]
-    Store(String),
+    /// A saved conversation could not be read or written (the engine's store's error).
+    #[error(transparent)]
+    Store(Cause),
     /// A rewind named a prompt the conversation does not have (they count from 1).
     #[error("there is no prompt {0} to rewind to")]
     NoSuchPrompt(usize),
-    /// An external agent could not list or load its sessions (the ACP client's error text).
-    #[error("{0}")]
-    Agent(String),
-    /// A compaction asked for could not be done: why.
+    /// An external agent could not list or load its sessions, or take a choice (the ACP
+    /// client's error).
+    #[error(transparent)]
+    Agent(Cause),
+    /// A compaction asked for could not be done: why (the turn loop's error).
     #[error("not compacted: {0}")]
-    NotCompacted(String),
+    NotCompacted(#[source] Cause),
 }
+
+/// The error of a layer this interface does not know (the engine's store, the ACP client, the
+/// turn loop), kept whole with its sources. Two are equal when they say the same.
+#[derive(Debug, Clone)]
+pub struct Cause(Arc<dyn std::error::Error + Send + Sync>);
+
+impl Cause {
+    /// `err`, kept as the cause.
+    pub fn new(err: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Cause(Arc::from(err.into()))
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for Cause {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for Cause {}
 
 /// A conversation: prompts in, events out.
 ///

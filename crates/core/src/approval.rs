@@ -285,10 +285,9 @@ impl Gate {
             }
             Some(Decision::AllowProject) => {
                 let saved = match &self.project {
-                    Some(project) => project.save(&action),
+                    Some(project) => project.save(&action).map_err(|err| err.to_string()),
                     None => Err(
-                        "agent: no state directory to save rules in (set HOME or XDG_STATE_HOME)"
-                            .into(),
+                        "no state directory to save rules in (set HOME or XDG_STATE_HOME)".into(),
                     ),
                 };
                 if let Err(err) = saved {
@@ -776,7 +775,7 @@ mod tests {
         assert_eq!(ask(&gate, "run_bash", cmd("make")).await, Verdict::Allowed);
         let notice = gate.take_notice().unwrap();
         assert!(
-            notice.starts_with("not saved for this project: agent: cannot"),
+            notice.starts_with("not saved for this project: cannot"),
             "{notice}"
         );
         assert_eq!(gate.take_notice(), None);

@@ -105,6 +105,26 @@ impl Report for agent_nvim_conversation::Events {
     }
 }
 
+/// Why [`Agent::compact`] compacted nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum NotCompacted {
+    /// Too few prompts to fold: what the conversation has and what is kept.
+    #[error("{0}")]
+    Nothing(String),
+    /// The prompt being answered is too long by itself.
+    #[error("this prompt alone is too long for the model")]
+    PromptTooLong,
+    /// Stopped while the summary was written.
+    #[error("cancelled")]
+    Cancelled,
+    /// The summary request failed.
+    #[error("the summary request failed: {0}")]
+    Failed(#[source] LlmError),
+    /// The model answered with no text.
+    #[error("the model wrote no summary")]
+    NoSummary,
+}
+
 /// Said when a reply stopped at the model's output limit: what was written so far is kept (a
 /// call cut short fails as invalid JSON, which the model reads), and the person knows why it
 /// ends where it does.
@@ -338,7 +358,7 @@ impl Agent {
         why: Why,
         events: &impl Report,
         cancel: &CancellationToken,
-    ) -> Result<Usage, String> {
+    ) -> Result<Usage, NotCompacted> {
         let start = self.compactions.last().map_or(0, |c| c.upto);
         let prompts: Vec<usize> = self.history[start..]
             .iter()
@@ -376,8 +396,8 @@ impl Agent {
                  (keep_turns)"
             );
             return Err(match why {
-                Why::TooLong => "this prompt alone is too long for the model".to_string(),
-                Why::Full | Why::Asked => said,
+                Why::TooLong => NotCompacted::PromptTooLong,
+                Why::Full | Why::Asked => NotCompacted::Nothing(said),
             });
         }
         let upto = prompts[prompts.len() - keep];
@@ -406,14 +426,14 @@ impl Agent {
         };
         let reply = tokio::select! {
             reply = self.client.complete(&request, &mut progress) => reply,
-            () = cancel.cancelled() => return Err("cancelled".to_string()),
+            () = cancel.cancelled() => return Err(NotCompacted::Cancelled),
         };
-        let reply = reply.map_err(|err| format!("the summary request failed: {err}"))?;
+        let reply = reply.map_err(NotCompacted::Failed)?;
         let summary = reply.text.trim().to_string();
         if summary.is_empty() {
             // Paid for all the same: the turn counts it.
             self.unbilled.add(reply.usage);
-            return Err("the model wrote no summary".to_string());
+            return Err(NotCompacted::NoSummary);
         }
         let folded = self.compactions.last().map_or(0, |c| c.prompts) + (prompts.len() - keep);
         let old_size = size(self.messages());

@@ -57,6 +57,21 @@ impl Key {
     }
 }
 
+/// Why `api_key_cmd` gave no key: the command, what went wrong, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "api_key_cmd ({command}) {why}; fix the command in setup({{ api_key_cmd = ... }}) so that it prints the key{}",
+    var.as_deref().map(|var| format!(", or remove api_key_cmd and export {var} before starting Neovim")).unwrap_or_default()
+)]
+pub struct KeyCommandError {
+    /// The command as configured, its words joined.
+    pub command: String,
+    /// What went wrong (it did not start, exited, printed nothing).
+    pub why: String,
+    /// The provider's key variable, which works instead.
+    pub var: Option<String>,
+}
+
 /// How long `api_key_cmd` may take: long enough to type a passphrase into a pinentry.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -64,16 +79,11 @@ pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// prints other fields after the password). Nothing it prints is logged; its
 /// stderr's last line says why it failed. Errors are what the person reads after `agent: `,
 /// saying what to do.
-pub async fn run_command(argv: &[String], var: Option<&str>) -> Result<ApiKey, String> {
-    let shown = argv.join(" ");
-    let otherwise = match var {
-        Some(var) => format!(", or remove api_key_cmd and export {var} before starting Neovim"),
-        None => String::new(),
-    };
-    let fail = |why: String| {
-        format!(
-            "api_key_cmd ({shown}) {why}; fix the command in setup({{ api_key_cmd = ... }}) so that it prints the key{otherwise}"
-        )
+pub async fn run_command(argv: &[String], var: Option<&str>) -> Result<ApiKey, KeyCommandError> {
+    let fail = |why: String| KeyCommandError {
+        command: argv.join(" "),
+        why,
+        var: var.map(str::to_string),
     };
     let Some((program, args)) = argv.split_first() else {
         return Err(fail("is empty".into()));
@@ -187,19 +197,24 @@ mod tests {
             Some("ANTHROPIC_API_KEY"),
         )
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert_eq!(
             err,
             "api_key_cmd (sh -c echo sk-$((6*7))-half-printed; echo 'Error: anthropic is not in the password store.' >&2; exit 1) exited 1: Error: anthropic is not in the password store.; fix the command in setup({ api_key_cmd = ... }) so that it prints the key, or remove api_key_cmd and export ANTHROPIC_API_KEY before starting Neovim"
         );
         let err = run_command(&argv(&["/nonexistent/pass", "show"]), None)
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("api_key_cmd (/nonexistent/pass show) could not start: "),
             "{err}"
         );
-        let err = run_command(&argv(&["true"]), None).await.unwrap_err();
+        let err = run_command(&argv(&["true"]), None)
+            .await
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "api_key_cmd (true) printed nothing; fix the command in setup({ api_key_cmd = ... }) so that it prints the key");
     }
 }

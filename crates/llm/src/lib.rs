@@ -452,8 +452,8 @@ pub enum LlmError {
         base: String,
     },
     /// `api_key_cmd` gave no key; the text says why and what to do ([`key::run_command`]).
-    #[error("{0}")]
-    Key(String),
+    #[error(transparent)]
+    Key(key::KeyCommandError),
 }
 
 impl LlmError {
@@ -483,7 +483,11 @@ impl LlmError {
                 to: clean(to),
                 base: clean(base),
             },
-            LlmError::Key(message) => LlmError::Key(clean(message)),
+            LlmError::Key(err) => LlmError::Key(key::KeyCommandError {
+                command: clean(err.command),
+                why: clean(err.why),
+                var: err.var,
+            }),
         }
     }
 

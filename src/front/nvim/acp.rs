@@ -358,9 +358,9 @@ mod tests {
             updated,
         };
         let listed = if fails {
-            Err(ConversationError::Agent(
-                "test failed session/list: no\u{1b} (-1)".into(),
-            ))
+            Err(ConversationError::Agent(crate::conversation::Cause::new(
+                "test failed session/list: no\u{1b} (-1)",
+            )))
         } else {
             Ok(vec![
                 session("a", Some("Fix\u{1b}[2J it"), Some(5)),
@@ -372,9 +372,9 @@ mod tests {
             .as_agent(listed, None)
             .on_load(move |id, events| async move {
                 if fails {
-                    return Err(ConversationError::Agent(
-                        "test failed session/load: gone (-32002)".into(),
-                    ));
+                    return Err(ConversationError::Agent(crate::conversation::Cause::new(
+                        "test failed session/load: gone (-32002)",
+                    )));
                 }
                 let send = |event| events.send(event).unwrap();
                 send(ConversationEvent::Agent(AgentUpdate::UserMessage {

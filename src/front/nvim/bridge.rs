@@ -614,7 +614,7 @@ impl Bridge {
                         display::one_line(&rule)
                     )))
                 }
-                Err(err) => return Err(Value::from(err)),
+                Err(err) => return Err(Value::from(format!("agent: {err}"))),
             }
         }
         let row = |rule: &str, origin: &str, removable: bool| {
@@ -634,7 +634,10 @@ impl Bridge {
         if let Some(project) = &project {
             match project.rules() {
                 Ok(saved) => rows.extend(saved.iter().map(|rule| row(rule, "saved", true))),
-                Err(err) => answer["problem"] = serde_json::Value::from(display::one_line(&err)),
+                Err(err) => {
+                    answer["problem"] =
+                        serde_json::Value::from(display::one_line(&format!("agent: {err}")))
+                }
             }
             answer["file"] = serde_json::Value::from(project.path().display().to_string());
         }

@@ -445,6 +445,7 @@ impl Permissions {
             &texts(&self.ask, "ask")?,
             &texts(&self.deny, "deny")?,
         )
+        .map_err(|err| format!("agent: {err}"))
     }
 }
 

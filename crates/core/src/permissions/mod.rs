@@ -68,11 +68,27 @@ impl fmt::Display for Rule {
     }
 }
 
+/// A rule that cannot be read: which, in which list, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the rule '{text}' in {}: {why}", list.name())]
+pub struct RuleError {
+    /// The rule as written (trimmed).
+    pub text: String,
+    /// The list it is in.
+    pub list: List,
+    /// What is wrong, and what to write instead.
+    pub why: String,
+}
+
 impl Rule {
     /// Reads one rule of `list`; the error names it and says what is wrong.
-    pub fn parse(list: List, text: &str) -> Result<Rule, String> {
+    pub fn parse(list: List, text: &str) -> Result<Rule, RuleError> {
         let text = text.trim();
-        let bad = |why: &str| format!("agent: the rule '{text}' in {}: {why}", list.name());
+        let bad = |why: &str| RuleError {
+            text: text.to_string(),
+            list,
+            why: why.to_string(),
+        };
         let Some((tool, rest)) = text.split_once('(') else {
             return Err(bad("write run_bash(PATTERN) or edit_file(GLOB)"));
         };
@@ -207,7 +223,7 @@ pub struct Rules {
 
 impl Rules {
     /// Reads the three lists; the first bad rule is the error.
-    pub fn parse(allow: &[String], ask: &[String], deny: &[String]) -> Result<Rules, String> {
+    pub fn parse(allow: &[String], ask: &[String], deny: &[String]) -> Result<Rules, RuleError> {
         let mut rules = Vec::new();
         for (list, texts) in [(List::Allow, allow), (List::Ask, ask), (List::Deny, deny)] {
             for text in texts {

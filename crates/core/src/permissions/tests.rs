@@ -39,17 +39,23 @@ fn a_star_matches_anything_and_the_rest_only_itself() {
 
 #[test]
 fn a_bad_rule_is_named_with_what_is_wrong() {
-    let bad = |text: &str| Rules::parse(&[text.to_string()], &[], &[]).unwrap_err();
+    let bad = |text: &str| {
+        Rules::parse(&[text.to_string()], &[], &[])
+            .unwrap_err()
+            .to_string()
+    };
     assert_eq!(
         bad("run_bash git status"),
-        "agent: the rule 'run_bash git status' in permissions.allow: write run_bash(PATTERN) or edit_file(GLOB)"
+        "the rule 'run_bash git status' in permissions.allow: write run_bash(PATTERN) or edit_file(GLOB)"
     );
     assert!(bad("run_bash(ls").contains("it must end with ')'"));
     assert!(bad("edit_file()").contains("is empty"));
     assert!(bad("edit_file(src/[)").contains("the glob cannot be read"));
     assert!(bad("read_file(*)").contains("never asked about"));
     assert!(bad("Bash(ls)").contains("there is no tool 'Bash'"));
-    let denied = Rules::parse(&[], &[], &["rm *)".to_string()]).unwrap_err();
+    let denied = Rules::parse(&[], &[], &["rm *)".to_string()])
+        .unwrap_err()
+        .to_string();
     assert!(denied.contains("in permissions.deny"), "{denied}");
 }
 

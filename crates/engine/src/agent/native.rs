@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Agent;
 use crate::llm::Message;
-use agent_nvim_conversation::{prompt_start, Conversation, ConversationError, Events};
+use agent_nvim_conversation::{prompt_start, Cause, Conversation, ConversationError, Events};
 use agent_nvim_vocab::events::Outcome;
 
 /// The built-in turn loop as a [`Conversation`].
@@ -100,7 +100,7 @@ impl Conversation for Native {
                 .compact(super::Why::Asked, events, cancel)
                 .await
                 .map(|_| ())
-                .map_err(ConversationError::NotCompacted)
+                .map_err(|err| ConversationError::NotCompacted(Cause::new(err)))
         })
     }
 

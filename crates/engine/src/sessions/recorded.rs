@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use super::{AgentNote, Conversation as SavedConversation, Record, Saved, Store, Writer};
-use crate::conversation::{Conversation, ConversationError, Events};
+use crate::conversation::{Cause, Conversation, ConversationError, Events};
 use agent_nvim_vocab::approval::Decision;
 use agent_nvim_vocab::events::Outcome;
 
@@ -168,7 +168,7 @@ impl Conversation for Recorded {
             let writer = self
                 .store
                 .append(&saved.header.id)
-                .map_err(|err| ConversationError::Store(err.to_string()))?;
+                .map_err(|err| ConversationError::Store(Cause::new(err)))?;
             self.inner.resume(saved).await?;
             *self.slot() = Some(File {
                 writer,
