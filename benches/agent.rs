@@ -1,6 +1,6 @@
-//! Turn-loop benchmarks (issue 3): how many read_file round trips a second the loop sustains when
+//! Turn-loop benchmarks: how many read_file round trips a second the loop sustains when
 //! the model answers at once, and how soon a streamed text delta reaches `agent-nvim run`'s stdout
-//! after the server sent it; and (issue 14) the input tokens a 40-turn loop of 2,000-token tool
+//! after the server sent it; and the input tokens a 40-turn loop of 2,000-token tool
 //! results pays at full price with the prompt cache (the mock answers as a cache would,
 //! `MockLlm::with_cache`). Run with `cargo bench --bench agent`; figures go in BENCHMARKS.md.
 //!

@@ -1,4 +1,4 @@
-//! Checkpoint benchmarks (issue 11): a snapshot of a workspace of 10,000 files (100 MB), unchanged
+//! Checkpoint benchmarks: a snapshot of a workspace of 10,000 files (100 MB), unchanged
 //! and after changing 10 files. Run with `cargo bench --bench checkpoint`; the figures go in
 //! BENCHMARKS.md. Not a test: the machines are shared, so a person reads the numbers.
 

@@ -1,4 +1,4 @@
-//! Executor benchmarks (issue 2's speed and memory targets). Run with `cargo bench --bench executor`;
+//! Executor benchmarks (its speed and memory). Run with `cargo bench --bench executor`;
 //! the figures go in BENCHMARKS.md. Not a test: these machines are shared, so the numbers are read
 //! by a person, never asserted.
 

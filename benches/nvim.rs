@@ -1,4 +1,4 @@
-//! Neovim front-end benchmarks (issue 4): a 1 MB answer streamed in 50,000 deltas into the chat
+//! Neovim front-end benchmarks: a 1 MB answer streamed in 50,000 deltas into the chat
 //! of a real Neovim with a UI attached (is all of it shown, does Neovim keep answering, how soon
 //! after the last delta is the chat complete), the plugin's start-up cost, and how long the first
 //! `:Agent` takes to be ready. Run with `cargo bench --bench nvim`; figures go in BENCHMARKS.md.
@@ -9,7 +9,7 @@
 //! of every delta. Times taken inside Neovim (`vim.uv.hrtime()`) and here (`CLOCK_MONOTONIC`) are
 //! on the same clock.
 //!
-//! Since issue 13 the chat highlights its markdown, and the stream is measured twice: into an
+//! The chat highlights its markdown, and the stream is measured twice: into an
 //! empty chat, and appended to a chat that already holds AGENT_NVIM_BENCH_PRIOR_MB of earlier
 //! conversation (default 10, written through the chat's own handlers, highlighted as a live one
 //! is); then a trickle of 100 deltas a second for AGENT_NVIM_BENCH_TRICKLE_SECS (default 60),
@@ -18,18 +18,18 @@
 //! Knobs: AGENT_NVIM_BENCH_STREAM_SECS (how long the server takes to send the 50,000 deltas,
 //! default 5; 0 sends them as fast as it can, a burst), AGENT_NVIM_BENCH_CODE (the answer's
 //! code blocks: `lua`, highlighted as lua, by default; `rust`, plain in a Neovim without that
-//! parser, the answer before issue 31), AGENT_NVIM_BENCH_RUNS (start-up and first-`:Agent` samples, default 20 and 10),
+//! parser, the answer as it was before code blocks were highlighted), AGENT_NVIM_BENCH_RUNS (start-up and first-`:Agent` samples, default 20 and 10),
 //! AGENT_NVIM_BENCH_PRIOR_MB, AGENT_NVIM_BENCH_TRICKLE_SECS, AGENT_NVIM_BENCH_RENDER=0 (the
-//! chat without markdown highlighting: `render = false`, the figures before issue 13), and
+//! chat without markdown highlighting: `render = false`), and
 //! AGENT_NVIM_BENCH_ONLY (a comma list of `startup`, `ready`, `stream`, `prior`, `trickle`,
 //! `live`, `huge`; all by default).
 //!
-//! `live` (issue 16): a command run_bash runs prints AGENT_NVIM_BENCH_FLOOD_MB (default 100) of
+//! `live`: a command run_bash runs prints AGENT_NVIM_BENCH_FLOOD_MB (default 100) of
 //! output while Neovim is probed (its RPC latency while the chat row shows the live tail), then
 //! a command prints a line stamped with the wall clock every 200 ms, 50 times, and Neovim
 //! records when each first appears in the chat (print to chat, the latest-line latency).
 //!
-//! `huge` (issue 30): the model sends a tool call with a 50 MB argument (a run_bash command; an
+//! `huge`: the model sends a tool call with a 50 MB argument (a run_bash command; an
 //! edit_file creating a 50 MB file, within max_edit_mb, whose diff no question can show), and
 //! then an edit whose diff is just under what a question shows, with no auto_approve and a UI:
 //! Neovim's RPC latency from the prompt until the turn is done, or the question is on screen.
@@ -580,8 +580,7 @@ fn answer() -> String {
         "highlighting",
     ];
     // Code blocks in lua (a parser Neovim ships: the block is parsed and highlighted as lua, the
-    // costly path) unless AGENT_NVIM_BENCH_CODE=rust (no parser in a plain Neovim: the text
-    // before issue 31).
+    // costly path) unless AGENT_NVIM_BENCH_CODE=rust (no parser in a plain Neovim: plain text).
     let lua = std::env::var("AGENT_NVIM_BENCH_CODE").map_or(true, |v| v != "rust");
     let total = DELTAS * DELTA_BYTES - LAST.len();
     let mut out = String::with_capacity(total + LAST.len());

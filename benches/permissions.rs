@@ -1,4 +1,4 @@
-//! The rule check of issue 12: a 2,000-character command line split into its simple commands
+//! The rule check: a 2,000-character command line split into its simple commands
 //! and matched against 100 rules (`Rules::judge`), timed over many runs. Target: under 1 ms.
 //!
 //! `cargo bench --locked --bench permissions`; the figures go in BENCHMARKS.md. Not a test: the

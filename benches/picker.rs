@@ -1,4 +1,4 @@
-//! Approval picker benchmark (issue 5): the diff preview of a 20,000-line file with changes,
+//! Approval picker benchmark: the diff preview of a 20,000-line file with changes,
 //! computed in Rust and shown in Neovim's float. Run with `cargo bench --bench picker`; the
 //! figures go in BENCHMARKS.md.
 

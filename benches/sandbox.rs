@@ -1,6 +1,6 @@
-//! The sandbox's cost (issue 12: "a sandboxed `true` costs under 5 ms more than an unsandboxed
-//! one"). Run with `cargo bench --bench sandbox`; the figures go in BENCHMARKS.md. Not a test:
-//! these machines are shared, so the numbers are read by a person, never asserted.
+//! The sandbox's cost: a sandboxed `true` against an unsandboxed one. Run with
+//! `cargo bench --bench sandbox`; the figures go in BENCHMARKS.md. Not a test: these machines
+//! are shared, so the numbers are read by a person, never asserted.
 //!
 //! Each run is run_bash's whole path through the executor (an auto-approving gate): `true` in
 //! a temporary workspace, with the default sandbox (workspace-write) and with `mode = "off"`,

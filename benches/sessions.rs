@@ -1,4 +1,4 @@
-//! Saved conversations (issue 11): what saving adds to an event's way to the screen, and a
+//! Saved conversations: what saving adds to an event's way to the screen, and a
 //! resume of a big conversation (2,000 tool rows, 5 MB of text) in a real Neovim with a UI
 //! attached: how soon every row is shown, then every output in its fold, and how long Neovim
 //! takes to answer an RPC request while it is drawn and while a new answer streams into it

@@ -5,6 +5,9 @@
 pub use agent_nvim_text::escape::*;
 
 use agent_nvim_vocab::approval::{Action, Decision};
+use agent_nvim_vocab::conversation::{
+    AgentCommand, AgentCost, AgentUpdate, AuthChoice, ConfigOption, Offered, PlanEntry,
+};
 use agent_nvim_vocab::events::Event;
 
 /// How an approval was answered, as the chat's tool row and the terminal record it: `allowed
@@ -169,6 +172,127 @@ pub fn shown(event: Event) -> Event {
 /// The most characters of one argument a tool call's row is sent (a row needs a path or the
 /// start of a command; the call itself may carry far more, from an external agent too).
 pub const SHOWN_ARG_CHARS: usize = 10_000;
+
+/// An external agent's update as a person may be shown it: every string they read made visible
+/// (the terminal and Neovim alike, with [`shown`] for the turn's events). Ids, option ids and
+/// kinds are left alone: a front end matches and echoes them, never shows them; a mode, option
+/// or sign-in method whose id would not show as it is is left out, as it could not be told from
+/// another.
+pub fn shown_update(update: AgentUpdate) -> AgentUpdate {
+    let one = |s: String| visible_owned(s, Layout::OneLine);
+    let prose = |s: String| visible_owned(s, Layout::Prose);
+    match update {
+        AgentUpdate::Thought { text } => AgentUpdate::Thought { text: prose(text) },
+        AgentUpdate::Plan { entries } => AgentUpdate::Plan {
+            entries: entries
+                .into_iter()
+                .map(|e| PlanEntry {
+                    content: one(e.content),
+                    ..e
+                })
+                .collect(),
+        },
+        // Paths to open, never shown as text: passed as they are.
+        update @ AgentUpdate::Locations { .. } => update,
+        AgentUpdate::ToolUpdated {
+            id,
+            title,
+            status,
+            kind,
+            output,
+            running,
+        } => AgentUpdate::ToolUpdated {
+            id,
+            title: one(title),
+            status: one(status),
+            kind,
+            output: prose(output),
+            running,
+        },
+        AgentUpdate::UserMessage { text } => AgentUpdate::UserMessage { text: prose(text) },
+        AgentUpdate::Modes { current, modes } => AgentUpdate::Modes {
+            current,
+            modes: shown_offered(modes),
+        },
+        AgentUpdate::Options { options } => AgentUpdate::Options {
+            options: options
+                .into_iter()
+                // Its id is typed and completed: one that would not show as it is could not be
+                // told from another's, so it is left out.
+                .filter(|o| plain_id(&o.id))
+                .map(|o| ConfigOption {
+                    name: one(o.name),
+                    description: o.description.map(one),
+                    values: shown_offered(o.values),
+                    ..o
+                })
+                .collect(),
+        },
+        AgentUpdate::ContextUsage { used, size, cost } => AgentUpdate::ContextUsage {
+            used,
+            size,
+            cost: cost.map(|c| AgentCost {
+                currency: one(c.currency),
+                ..c
+            }),
+        },
+        AgentUpdate::Login {
+            needed,
+            message,
+            methods,
+        } => AgentUpdate::Login {
+            needed,
+            message: prose(message),
+            methods: methods
+                .into_iter()
+                // A terminal method's words run as they are and are shown before: one that
+                // would not show as it is is left out.
+                .filter(|m| {
+                    plain_id(&m.id)
+                        && m.args.iter().all(|a| one_line(a) == *a)
+                        && m.env.iter().all(|(k, v)| plain_id(k) && one_line(v) == *v)
+                })
+                .map(|m| AuthChoice {
+                    name: one(m.name),
+                    description: m.description.map(one),
+                    ..m
+                })
+                .collect(),
+        },
+        AgentUpdate::Title { title } => AgentUpdate::Title {
+            title: title.map(one),
+        },
+        AgentUpdate::Commands { commands } => AgentUpdate::Commands {
+            commands: commands
+                .into_iter()
+                .map(|c| AgentCommand {
+                    name: one(c.name),
+                    description: one(c.description),
+                    hint: c.hint.map(one),
+                })
+                .collect(),
+        },
+    }
+}
+
+/// Whether `id` shows as it is (and is not empty).
+fn plain_id(id: &str) -> bool {
+    !id.is_empty() && one_line(id) == id
+}
+
+/// Modes or values as a person is shown them: names made visible, those whose id would not show
+/// as it is left out.
+fn shown_offered(offered: Vec<Offered>) -> Vec<Offered> {
+    offered
+        .into_iter()
+        .filter(|o| plain_id(&o.id))
+        .map(|o| Offered {
+            name: visible_owned(o.name, Layout::OneLine),
+            description: o.description.map(|d| visible_owned(d, Layout::OneLine)),
+            id: o.id,
+        })
+        .collect()
+}
 
 /// `text` cut to [`SHOWN_ARG_CHARS`], with how much more there was.
 fn shown_arg(text: String) -> String {

@@ -2,7 +2,7 @@
 --- edit, the new file of a create, the whole command with where and how long it runs) and takes
 --- the answer in one key. Requests that arrive while one is open wait in a queue.
 ---
---- Only a deliberate answer answers (issue 30): a question that arrives while the person types
+--- Only a deliberate answer answers: a question that arrives while the person types
 --- (insert mode, a command line, or a key pressed elsewhere in the last `approval.typing` ms)
 --- is shown without taking focus, and waits until they go to it (`keymaps.approve` from the
 --- input or the chat, `:Agent approve`, or the float itself); once it has focus, keys do

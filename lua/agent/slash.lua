@@ -1,4 +1,4 @@
---- Slash commands in the chat's input (issue 13, see :help agent-slash): `/new`, `/resume`,
+--- Slash commands in the chat's input (see :help agent-slash): `/new`, `/resume`,
 --- `/rewind`, `/diff`, `/model`, `/compact`, `/stop`, `/permissions` and `/help` do what the
 --- `:Agent` subcommand of the same name does; an external agent's own commands (its
 --- `available_commands_update`) are sent to it as typed, which is what ACP asks of a client.

@@ -14,6 +14,7 @@ use crate::display::{self, Layout};
 use crate::editor::NoEditor;
 use crate::front::cli::{RunArgs, SandboxArgs, ToolArgs};
 use crate::session::{self, SessionConfig};
+use crate::sessions::resume::{self, ResumeError};
 use crate::sessions::{self, Recorded, Store};
 use crate::tools::Executor;
 use crate::{Error, Result};
@@ -374,18 +375,20 @@ pub fn run_agent(args: RunArgs) -> Result<u8> {
         .map(|dir| Store::new(dir, executor.context().workspace.root()));
     let resumed = match (args.resume, &store) {
         (None, _) => None,
-        (Some(_), None) => {
-            return Err(Error::Session(
-                "--resume needs a state directory: set HOME or XDG_STATE_HOME".into(),
-            ))
-        }
-        (Some(id), Some(store)) => {
-            let id = id.or_else(|| store.latest()).ok_or_else(|| {
-                Error::Session("no saved conversation in this workspace to resume".into())
-            })?;
+        (Some(id), _) => {
+            let header =
+                resume::header(store.as_ref(), id.as_deref()).map_err(|err| match err {
+                    ResumeError::NoStore => Error::Session(
+                        "--resume needs a state directory: set HOME or XDG_STATE_HOME".into(),
+                    ),
+                    other => Error::Session(other.to_string()),
+                })?;
+            let store = store
+                .as_ref()
+                .ok_or(Error::Session(ResumeError::NoStore.to_string()))?;
             Some(
                 store
-                    .load(&id)
+                    .load(&header.id)
                     .map_err(|err| Error::Session(err.to_string()))?,
             )
         }
@@ -403,10 +406,14 @@ pub fn run_agent(args: RunArgs) -> Result<u8> {
     let runtime = super::runtime()?;
     let code = runtime.block_on(async {
         if let Some(saved) = &resumed {
-            conversation
-                .resume(saved)
-                .await
+            resume::continues(conversation.as_ref(), &saved.header)
                 .map_err(|err| Error::Session(err.to_string()))?;
+            resume::continue_in(conversation.as_ref(), saved)
+                .await
+                .map_err(|err| match err {
+                    ResumeError::NotContinued(err) => Error::Session(err.to_string()),
+                    other => Error::Session(other.to_string()),
+                })?;
             let _ = writeln!(
                 std::io::stderr(),
                 "agent: resumed {} · {}",

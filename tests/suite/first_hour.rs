@@ -1,4 +1,4 @@
-//! A new user's first hour (issue 31), in a real Neovim against the mock model: nothing typed is
+//! A new user's first hour, in a real Neovim against the mock model: nothing typed is
 //! lost or typed into the wrong window, and the layout survives the screen being resized.
 
 use rmpv::Value;

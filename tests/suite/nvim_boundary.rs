@@ -638,7 +638,7 @@ fn the_all_lists_name_every_constant_of_their_module() {
     assert_eq!(constants("method"), method::ALL.len());
 }
 
-/// Issue 30: a tool call of megabytes is refused in Rust, before its row, its status or its
+/// A tool call of megabytes is refused in Rust, before its row, its status or its
 /// question reaches Neovim; the model reads why; the history keeps only its start.
 #[tokio::test]
 async fn huge_tool_arguments_are_refused_before_anything_reaches_neovim() {

@@ -1,4 +1,4 @@
-//! Context and commands in the chat's input (issue 13, items 3 and 6) in a real Neovim: `@path`
+//! Context and commands in the chat's input in a real Neovim: `@path`
 //! and `#diagnostics` attach what they name to the request the mock records, the chat folds
 //! each attachment under the prompt, completion offers the workspace's files (not the ignored
 //! ones), the `#` items and the `/` commands, `/new` clears the conversation, and an external

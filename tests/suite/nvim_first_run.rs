@@ -1,4 +1,4 @@
-//! A new user's first hour with the provider (issue 31 items 8, 9, 10), in a real Neovim against
+//! A new user's first hour with the provider, in a real Neovim against
 //! the mock model server: the first line of a new conversation, the key from a command, errors
 //! that say the next step, a failed prompt kept, `:checkhealth agent` naming what is in use, and
 //! `:Agent model` offering the provider's models.

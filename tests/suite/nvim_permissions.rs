@@ -265,7 +265,7 @@ async fn allow_always_saves_a_rule_a_restarted_neovim_honours_until_agent_permis
     assert!(picker_open(&nvim).await);
 }
 
-/// Issue 30's attacks on `deny = { "run_bash(rm *)" }` under auto_approve: builtins that
+/// The attacks a review found on `deny = { "run_bash(rm *)" }` under auto_approve: builtins that
 /// evaluate their words and programs that run others. Each line would delete its file; each
 /// must be refused (with the reason) and the file kept. (Run with the sandbox off: the deny
 /// rule alone must hold.)

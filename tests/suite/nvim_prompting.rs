@@ -1,7 +1,7 @@
-//! What goes with a prompt, in a real Neovim against the mock model (issue 13 items 4, 5, 7,
-//! 8): the code around the cursor, the project's instructions, prompts queued behind a turn,
-//! and the model switched for the following prompts. Each asserts on the request the mock
-//! recorded, which is what the model reads.
+//! What goes with a prompt, in a real Neovim against the mock model: the code around the
+//! cursor, the project's instructions, prompts queued behind a turn, and the model switched for
+//! the following prompts. Each asserts on the request the mock recorded, which is what the model
+//! reads.
 
 use std::time::Duration;
 
@@ -851,6 +851,12 @@ async fn the_statusline_says_writing_running_waiting_and_idle_with_the_cost() {
         Some("writing")
     );
     statusline_starting(&nvim, "agent: waiting for approval").await;
+    // A key before the picker is armed answers nothing (on a loaded machine that moment is
+    // longer): the person's "y" comes once it takes keys.
+    nvim.wait_for(
+        "require('agent.approval').waiting() ~= nil and require('agent.approval').waiting().armed",
+    )
+    .await;
     nvim.api.input("y").await.unwrap();
     let running = statusline_starting(&nvim, "agent: running sleep 2 ").await;
     assert!(running.ends_with('s'), "{running}");

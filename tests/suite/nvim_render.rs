@@ -1,4 +1,4 @@
-//! How the chat looks (issue 13, items 1 and 2), in a real Neovim with a UI, against the mock
+//! How the chat looks, in a real Neovim with a UI, against the mock
 //! model: markdown highlighted by treesitter (a code block in its own language), headers told
 //! apart, tool rows that say what happened (a failed result, a non-zero exit, a running
 //! command's seconds, an edit's diff in its fold), and the highlighting's cost kept to the part
@@ -469,7 +469,7 @@ async fn an_edits_fold_holds_its_diff_highlighted_as_a_diff_live_and_resumed() {
     assert_eq!(resumed, live);
 }
 
-// Issue 31, item 12: the chat reads well.
+// The chat reads well.
 
 #[tokio::test]
 async fn a_code_block_without_a_parser_says_once_how_to_install_one() {

@@ -315,7 +315,7 @@ async fn an_external_agent_configured_with_sandbox_true_runs_inside_the_sandbox(
     assert!(!base.path().join("written-by-agent.txt").exists());
 }
 
-/// The attack of issue 30: a command the sandbox allows without a question reaches the Neovim
+/// The attack a review found: a command the sandbox allows without a question reaches the Neovim
 /// that shows the question, through its server socket, and makes it do what the gate would
 /// have asked about (here: write a file outside the workspace, set a global). `commands` are
 /// run as the model's run_bash calls with `extra` in setup(); the Neovim also listens on a

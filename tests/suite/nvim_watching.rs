@@ -1,4 +1,4 @@
-//! Watching the agent work (issue 16), in a real Neovim with a UI against the mock model: a
+//! Watching the agent work, in a real Neovim with a UI against the mock model: a
 //! running command's newest lines under its row and in the status, its whole output on demand,
 //! and follow mode opening what the agent reads and edits.
 

@@ -322,7 +322,7 @@ fn run_bash_gets_no_api_key_variable_unless_passed() {
     );
 }
 
-/// The attack from issue 9: a carriage return and an erase-line sequence that made the question
+/// The attack a review found: a carriage return and an erase-line sequence that made the question
 /// read `ls -la` while `touch PWNED` would run.
 const SPOOF: &str = "touch PWNED #\r\u{1b}[2Kls -la";
 

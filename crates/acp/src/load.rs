@@ -1,4 +1,4 @@
-//! An external agent's own sessions (issue 11): what it offers at initialize ([`Offers`]),
+//! An external agent's own sessions: what it offers at initialize ([`Offers`]),
 //! `session/list` ([`AcpSession::list_sessions`]: this workspace's sessions, paged, bounded in
 //! pages, rows and time) and `session/load` ([`AcpSession::load_session`]: the agent replays the
 //! session as `session/update`s, which reach the chat through the same mapping as a live turn's;

@@ -26,6 +26,7 @@ pub struct Fake {
     on_prompt: Option<OnPrompt>,
     history: Option<Vec<Message>>,
     rewinds: Mutex<Vec<usize>>,
+    resets: std::sync::atomic::AtomicUsize,
     sessions: Option<Result<Vec<AgentSession>, ConversationError>>,
     on_load: Option<OnLoad>,
     session: Mutex<Option<String>>,
@@ -41,6 +42,7 @@ impl Fake {
             on_prompt: None,
             history: None,
             rewinds: Mutex::new(Vec::new()),
+            resets: std::sync::atomic::AtomicUsize::new(0),
             sessions: None,
             on_load: None,
             session: Mutex::new(None),
@@ -60,7 +62,8 @@ impl Fake {
     }
 
     /// A history of our own: the model's view is `history` (from the asked message on), and a
-    /// rewind is taken (and noted, [`Fake::rewinds`]) without changing it.
+    /// rewind or a reset is taken (and noted, [`Fake::rewinds`], [`Fake::resets`]) without
+    /// changing it.
     pub fn with_history(mut self, history: Vec<Message>) -> Self {
         self.history = Some(history);
         self
@@ -97,6 +100,11 @@ impl Fake {
             .clone()
     }
 
+    /// How many times it was told to start over.
+    pub fn resets(&self) -> usize {
+        self.resets.load(Ordering::SeqCst)
+    }
+
     /// The modes and options chosen, in order.
     pub fn chosen(&self) -> Vec<Choice> {
         self.chosen
@@ -126,6 +134,14 @@ impl Conversation for Fake {
             Some(script) => script(text, events.clone()),
             None => Box::pin(async { Outcome::Done }),
         }
+    }
+
+    fn reset(&self) -> BoxFuture<'_, Result<(), ConversationError>> {
+        if self.history.is_none() {
+            return Box::pin(async { Err(self.unsupported("start over")) });
+        }
+        self.resets.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async { Ok(()) })
     }
 
     fn model_view(&self, from: usize) -> BoxFuture<'_, Option<Vec<Message>>> {

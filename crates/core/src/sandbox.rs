@@ -1,4 +1,4 @@
-//! The command sandbox (issues 12 and 30): what a run_bash command, or an external agent
+//! The command sandbox: what a run_bash command, or an external agent
 //! started with `sandbox = true`, may write and connect to. On Linux it is two layers applied in
 //! the child before exec: Landlock (the Landlock project's own `landlock` crate) for files, TCP
 //! ports, abstract unix sockets and signals, and a seccomp filter (`seccompiler`, rust-vmm's

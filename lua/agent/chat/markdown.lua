@@ -1,5 +1,5 @@
 --- Markdown highlighting for the chat, at a cost that does not grow with the conversation
---- (issue 13; ARCHITECTURE.md, "Markdown in the chat").
+--- (doc/decisions/0036-markdown-in-the-chat.md).
 ---
 --- The chat's prose (prompts and answers, not its tool rows or notices) is cut into regions by
 --- the renderer: a region starts with the first text after a header or a row, and ends at the
@@ -147,8 +147,8 @@ function M.update()
 end
 
 --- Loads the markdown parsers and their queries a moment after the chat is made, while
---- nothing is written: done in the first answer's first run instead, it held Neovim 20–30 ms
---- (BENCHMARKS.md, issue 31). A code block's language is loaded when one first comes.
+--- nothing is written: done in the first answer's first run instead, it held Neovim while the
+--- first words came (BENCHMARKS.md). A code block's language is loaded when one first comes.
 function M.warm()
   if require("agent.config").options.render == false or H.queries.markdown then
     return

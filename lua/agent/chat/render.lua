@@ -1,6 +1,6 @@
 --- Writes the conversation into the chat buffer. Streaming must not slow Neovim down as the
 --- conversation grows (SPEC section 6), and a resumed conversation of thousands of rows must be
---- shown at once (issue 11), so:
+--- shown at once, so:
 --- - a batch of events is first written into a document in Lua (its lines, highlights, rows and
 ---   folds); at the batch's end the document goes to the end of the buffer in one
 ---   nvim_buf_set_text, its highlights and row marks as extmarks, its folds in one window call;

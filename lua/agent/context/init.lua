@@ -1,4 +1,4 @@
---- Context a prompt carries (issue 13, see :help agent-context): in the text, `@path` attaches a
+--- Context a prompt carries (see :help agent-context): in the text, `@path` attaches a
 --- workspace file and `#buffer`, `#buffers`, `#selection`, `#diagnostics`, `#quickfix` attach
 --- what Neovim holds; the chat's input completes them (and `/` commands, from agent.slash).
 ---

@@ -28,6 +28,7 @@ use crate::conversation::{ConversationError, Events};
 use crate::display;
 use crate::llm::ProviderChoice;
 use crate::session::{self, SessionConfig};
+use crate::sessions::resume::{self, ResumeError};
 use crate::sessions::Store;
 use agent_nvim_vocab::approval::Decision;
 use agent_nvim_vocab::conversation::ConversationEvent;
@@ -374,23 +375,18 @@ impl Bridge {
                 return slot.ui.error("agent: the backend was not started; run :Agent again");
             };
             drop(session);
-            let Some(store) = store else {
-                return slot.ui.error(
-                    "agent: conversations are not saved here (no state directory), so none can be resumed",
-                );
-            };
-            let header = match store.header(&resume.id) {
+            let header = match resume::header(store.as_ref(), Some(&resume.id)) {
                 Ok(header) => header,
                 Err(err) => return slot.ui.error(format!("agent: {err}")),
             };
-            if header.conversation != native.name() {
+            let Some(store) = store else {
+                return;
+            };
+            if let Err(err) = resume::continues(native.as_ref(), &header) {
                 if slot.resume_noted(&store, &header).await {
                     return;
                 }
-                return slot.ui.error(format!(
-                    "agent: conversation '{}' was with {}; only the built-in agent's can be resumed",
-                    header.id, header.conversation
-                ));
+                return slot.ui.error(format!("agent: {err}"));
             }
             slot.switch_to(native.clone()).await;
             let (mut to_show, loading) = match super::replay::read(store, resume.id.clone()) {
@@ -424,13 +420,11 @@ impl Bridge {
             // that has stopped taking events must not hold the resume).
             let _ =
                 tokio::time::timeout(Duration::from_secs(2), slot.ui.shown().reach(rows)).await;
-            tracing::info!(id = %saved.header.id, records = saved.records.len(), "resuming a conversation");
-            if let Err(err) = native.resume(&saved).await {
-                // Whatever the conversation held before is not what the chat shows now: start
-                // over, so the next prompt does not go on with a history nobody sees.
-                if let Err(reset) = native.reset().await {
-                    tracing::warn!(%reset, "the conversation did not start over");
-                }
+            if let Err(err) = resume::continue_in(native.as_ref(), &saved).await {
+                let err = match err {
+                    ResumeError::NotContinued(err) => err.to_string(),
+                    other => other.to_string(),
+                };
                 return slot.ui.error(format!(
                     "agent: the conversation is shown but cannot be continued ({err}); the next prompt starts a new one"
                 ));

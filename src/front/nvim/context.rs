@@ -1,4 +1,4 @@
-//! The chat input's context requests (issue 13): `files`, the workspace's files matching what
+//! The chat input's context requests: `files`, the workspace's files matching what
 //! follows an `@` ([`crate::workspace::files`]), and `attach`, what a prompt's `@path`,
 //! `#buffer`, `#selection`, ... attach, read through the path check and clamped as read_file
 //! clamps ([`crate::tools::read_file::attachment`]). Lua formats the prompt from the answers.

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::acp::PermissionChoice;
 use crate::display::{self, Layout};
 use agent_nvim_vocab::approval::{Action, Decision};
-use agent_nvim_vocab::conversation::{AgentCommand, AgentUpdate, PlanEntry};
+use agent_nvim_vocab::conversation::AgentUpdate;
 use agent_nvim_vocab::events::Event;
 
 /// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
@@ -807,7 +807,9 @@ impl UiEvent {
 
     /// The event as Lua may show it: every string a person reads made visible
     /// ([`display::visible`]), so Lua needs no escaping of its own. Ids, option ids and kinds
-    /// are left alone: Lua matches and echoes them, never shows them.
+    /// are left alone: Lua matches and echoes them, never shows them. A conversation's events
+    /// are made visible by the walk every front end shares ([`display::shown`],
+    /// [`display::shown_update`]); this adds only the front end's own messages.
     pub fn shown(self) -> Self {
         let one = |s: String| display::visible_owned(s, Layout::OneLine);
         let prose = |s: String| display::visible_owned(s, Layout::Prose);
@@ -951,136 +953,9 @@ impl UiEvent {
                 diff: diff.map(prose),
             },
             UiEvent::Agent(event) => UiEvent::Agent(display::shown(event)),
-            UiEvent::Update(AgentUpdate::Thought { text }) => {
-                UiEvent::Update(AgentUpdate::Thought { text: prose(text) })
-            }
-            UiEvent::Update(AgentUpdate::Plan { entries }) => UiEvent::Update(AgentUpdate::Plan {
-                entries: entries
-                    .into_iter()
-                    .map(|e| PlanEntry {
-                        content: one(e.content),
-                        ..e
-                    })
-                    .collect(),
-            }),
-            // Paths to open, never shown as text: passed as they are.
-            UiEvent::Update(update @ AgentUpdate::Locations { .. }) => UiEvent::Update(update),
-            UiEvent::Update(AgentUpdate::ToolUpdated {
-                id,
-                title,
-                status,
-                kind,
-                output,
-                running,
-            }) => UiEvent::Update(AgentUpdate::ToolUpdated {
-                id,
-                title: one(title),
-                status: one(status),
-                kind,
-                output: prose(output),
-                running,
-            }),
-            UiEvent::Update(AgentUpdate::UserMessage { text }) => {
-                UiEvent::Update(AgentUpdate::UserMessage { text: prose(text) })
-            }
-            UiEvent::Update(AgentUpdate::Modes { current, modes }) => {
-                UiEvent::Update(AgentUpdate::Modes {
-                    current,
-                    modes: shown_offered(modes),
-                })
-            }
-            UiEvent::Update(AgentUpdate::Options { options }) => {
-                UiEvent::Update(AgentUpdate::Options {
-                    options: options
-                        .into_iter()
-                        // Its id is typed and completed: one that would not show as it is
-                        // could not be told from another's, so it is left out.
-                        .filter(|o| plain_id(&o.id))
-                        .map(|o| agent_nvim_vocab::conversation::ConfigOption {
-                            name: one(o.name),
-                            description: o.description.map(one),
-                            values: shown_offered(o.values),
-                            ..o
-                        })
-                        .collect(),
-                })
-            }
-            UiEvent::Update(AgentUpdate::ContextUsage { used, size, cost }) => {
-                UiEvent::Update(AgentUpdate::ContextUsage {
-                    used,
-                    size,
-                    cost: cost.map(|c| agent_nvim_vocab::conversation::AgentCost {
-                        currency: one(c.currency),
-                        ..c
-                    }),
-                })
-            }
-            UiEvent::Update(AgentUpdate::Login {
-                needed,
-                message,
-                methods,
-            }) => UiEvent::Update(AgentUpdate::Login {
-                needed,
-                message: prose(message),
-                methods: methods
-                    .into_iter()
-                    // A terminal method's words run as they are and are shown before: one
-                    // that would not show as it is is left out.
-                    .filter(|m| {
-                        plain_id(&m.id)
-                            && m.args.iter().all(|a| display::one_line(a) == *a)
-                            && m.env
-                                .iter()
-                                .all(|(k, v)| plain_id(k) && display::one_line(v) == *v)
-                    })
-                    .map(|m| agent_nvim_vocab::conversation::AuthChoice {
-                        name: one(m.name),
-                        description: m.description.map(one),
-                        ..m
-                    })
-                    .collect(),
-            }),
-            UiEvent::Update(AgentUpdate::Title { title }) => UiEvent::Update(AgentUpdate::Title {
-                title: title.map(one),
-            }),
-            UiEvent::Update(AgentUpdate::Commands { commands }) => {
-                UiEvent::Update(AgentUpdate::Commands {
-                    commands: commands
-                        .into_iter()
-                        .map(|c| AgentCommand {
-                            name: one(c.name),
-                            description: one(c.description),
-                            hint: c.hint.map(one),
-                        })
-                        .collect(),
-                })
-            }
+            UiEvent::Update(update) => UiEvent::Update(display::shown_update(update)),
         }
     }
-}
-
-/// Whether an id shows as it is (no control or invisible character), so a person typing or
-/// completing it gets the one they saw.
-fn plain_id(id: &str) -> bool {
-    !id.is_empty() && display::one_line(id) == id
-}
-
-/// Modes or values as the chat shows them: names made visible, those whose id would not show
-/// as it is left out.
-fn shown_offered(
-    offered: Vec<agent_nvim_vocab::conversation::Offered>,
-) -> Vec<agent_nvim_vocab::conversation::Offered> {
-    offered
-        .into_iter()
-        .filter(|o| plain_id(&o.id))
-        .map(|o| agent_nvim_vocab::conversation::Offered {
-            name: display::visible_owned(o.name, Layout::OneLine),
-            description: o
-                .description
-                .map(|d| display::visible_owned(d, Layout::OneLine)),
-            id: o.id,
-        })
-        .collect()
 }
 
 /// What `agent.rpc.buffer_state(path)` returns.

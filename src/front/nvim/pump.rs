@@ -14,7 +14,7 @@ use agent_nvim_vocab::conversation::ConversationEvent;
 use agent_nvim_vocab::events::Event;
 
 /// How long the pump gathers events before it sends a batch: 33 a second. Each batch costs
-/// Neovim a redraw however little it holds (ARCHITECTURE.md, "Events"), so a slow stream is not
+/// Neovim a redraw however little it holds (doc/decisions/0012-pump-one-batch-a-frame.md), so a slow stream is not
 /// sent at a screen's 60; a fast one fills its batches sooner and goes out as fast as Lua takes
 /// it.
 pub(super) const FRAME: Duration = Duration::from_millis(30);
@@ -38,7 +38,7 @@ impl From<ConversationEvent> for UiEvent {
 /// in a few milliseconds, so Neovim still answers its other requests between two of them.
 /// Events are counted as Lua gets them, consecutive text joined ([`join_text`]): a burst of
 /// small deltas is one event, bounded by its bytes, so a backlog of 1,000 deltas waiting while
-/// Neovim was busy goes out in one batch, not in nine round trips (issue 31).
+/// Neovim was busy goes out in one batch, not in many round trips.
 pub(super) const BATCH_EVENTS: usize = 120;
 pub(super) const BATCH_BYTES: usize = 80 * 1024;
 

@@ -1,4 +1,4 @@
-//! The permission bits a snapshot records beside git's tree (issue 30): git keeps a file's
+//! The permission bits a snapshot records beside git's tree: git keeps a file's
 //! content and whether it is executable, nothing else, so a `.env` of mode 0600 or a `private/`
 //! of 0700 deleted and brought back by a rewind came back 0644 and 0755.
 //!

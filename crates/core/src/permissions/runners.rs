@@ -1,4 +1,4 @@
-//! What a simple command runs besides itself, for the rules (issue 30): the one table of
+//! What a simple command runs besides itself, for the rules: the one table of
 //! programs and builtins that run other commands or evaluate their words as code, and how each
 //! is read.
 //!

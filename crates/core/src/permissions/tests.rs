@@ -356,7 +356,7 @@ fn lines_that_run_rm_are_denied_or_opaque() {
     }
 }
 
-/// The lines an attack review of issue 30's rules found allowed under auto_approve past
+/// The lines an attack review of the rules found allowed under auto_approve past
 /// `deny = { "run_bash(rm *)" }`: each must now be denied, or be a line the deny rules cannot
 /// see into (so never run unasked).
 #[test]

@@ -1,4 +1,4 @@
-//! The attacks issue 9 found on the file tools, each kept as a regression test: links swapped in
+//! The attacks a review found on the file tools, each kept as a regression test: links swapped in
 //! while a call runs or while an approval is pending, special files, huge files, metadata an edit
 //! used to lose, concurrent edits, and names that are not simple text.
 

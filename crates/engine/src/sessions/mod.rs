@@ -7,6 +7,7 @@
 
 mod agent;
 mod recorded;
+pub mod resume;
 
 pub use agent::AgentNote;
 pub use agent_nvim_conversation::saved::*;

@@ -1,4 +1,4 @@
-//! Every entry of the table, read as it must be; and the attacks of issue 30 judged by the
+//! Every entry of the table, read as it must be; and the attacks a review found, judged by the
 //! rules.
 
 use super::*;
