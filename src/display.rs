@@ -173,6 +173,69 @@ pub fn shown(event: Event) -> Event {
 /// start of a command; the call itself may carry far more, from an external agent too).
 pub const SHOWN_ARG_CHARS: usize = 10_000;
 
+/// How the rewind list shows `point` at `now` (seconds since the epoch):
+/// `3 · fix the failing test · 2 files changed · 4 min ago`, its label made visible; an undo
+/// point is `undo · the code before the last rewind · 2 files changed · just now`.
+pub fn point_row(point: &crate::checkpoint::points::Point, now: u64) -> String {
+    let files = match point.files {
+        1 => "1 file changed".to_string(),
+        n => format!("{n} files changed"),
+    };
+    let number = match point.turn {
+        0 => "undo".to_string(),
+        turn => turn.to_string(),
+    };
+    format!(
+        "{} · {} · {} · {}",
+        number,
+        one_line(&point.label),
+        files,
+        age_at(point.time, now)
+    )
+}
+
+/// Seconds since the epoch, now (0 on a clock set before it).
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// How long before `now` the moment `then` was (both seconds since the epoch), as every list
+/// says it: `just now`, `4 min ago`, `2 h ago`, `3 days ago`. The one formatter of ages: the
+/// plugin's lists get it from here.
+pub fn age_at(then: u64, now: u64) -> String {
+    crate::text::age(now.saturating_sub(then))
+}
+
+/// A lower layer's error as a person reads it: `agent: ` first. The layers below the front ends
+/// never add it; a conversation saved before they stopped adding it has it already, so it is
+/// added once.
+pub fn said(message: String) -> String {
+    if message.is_empty() || message.starts_with("agent: ") {
+        message
+    } else {
+        format!("agent: {message}")
+    }
+}
+
+/// What a front end says of the sandbox before anything runs: that it is off when the kernel
+/// cannot have it, with how to say one knows, then each warning of `report`.
+pub fn sandbox_warnings(report: &crate::sandbox::Report) -> Vec<String> {
+    let off = report.off.iter().map(|why| {
+        format!(
+            "agent: the sandbox is off: {why}; commands run without it. Set sandbox.mode to \"off\" (--sandbox off) to say you know (see :help agent-sandbox)"
+        )
+    });
+    off.chain(
+        report
+            .warnings
+            .iter()
+            .map(|warning| format!("agent: {warning}")),
+    )
+    .collect()
+}
+
 /// An external agent's update as a person may be shown it: every string they read made visible
 /// (the terminal and Neovim alike, with [`shown`] for the turn's events). Ids, option ids and
 /// kinds are left alone: a front end matches and echoes them, never shows them; a mode, option
@@ -420,5 +483,30 @@ mod tests {
                 text: "hi \\e[8mhidden\n".into()
             }
         );
+    }
+
+    #[test]
+    fn a_rewind_point_is_one_visible_row_with_its_age() {
+        let point = crate::checkpoint::points::Point {
+            turn: 3,
+            id: "x".into(),
+            label: "fix the failing test".into(),
+            files: 2,
+            time: 1000,
+        };
+        assert_eq!(
+            point_row(&point, 1000 + 4 * 60 + 5),
+            "3 · fix the failing test · 2 files changed · 4 min ago"
+        );
+        let hostile = crate::checkpoint::points::Point {
+            files: 1,
+            label: "ok\u{1b}[2J\nrm -rf".into(),
+            ..point
+        };
+        let row = point_row(&hostile, 1000);
+        assert!(!row.contains('\u{1b}') && !row.contains('\n'), "{row}");
+        assert!(row.ends_with(" · 1 file changed · just now"), "{row}");
+        let undo = crate::checkpoint::points::Point { turn: 0, ..hostile };
+        assert!(point_row(&undo, u64::MAX).starts_with("undo · "));
     }
 }

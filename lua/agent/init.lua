@@ -33,11 +33,11 @@ function M.ask(prompt, opts)
     if mode == "v" or mode == "V" or mode == "\22" then
       local first, last = vim.fn.line("v"), vim.fn.line(".")
       vim.cmd("normal! \27")
-      context = H.selection_context(math.min(first, last), math.max(first, last))
+      context = require("agent.context.ask").selection(math.min(first, last), math.max(first, last))
     else
-      context = H.cursor_context()
+      context = require("agent.context.ask").cursor()
     end
-    H.ask_interactive(context)
+    require("agent.context.ask").interactive(M, context)
     return false
   end
   if vim.trim(prompt) == "" then
@@ -190,7 +190,7 @@ function M.model(name)
   end
   H.ensure_init()
   if not name or vim.trim(name) == "" then
-    H.pick_model()
+    require("agent.pickers").model(M)
     return
   end
   local rpc = require("agent.rpc")
@@ -237,73 +237,6 @@ function M.models()
   end
   add(require("agent.config").options.model)
   return names
-end
-
-function H.pick_model()
-  local rpc = require("agent.rpc")
-  if rpc.ensure() then
-    local offer = rpc.models()
-    if offer then
-      require("agent.chat").offered(offer.models or {})
-      if offer.problem then
-        vim.notify(offer.problem, vim.log.levels.WARN)
-      end
-    end
-  end
-  local names = M.models()
-  if #names == 0 then
-    vim.notify(
-      "agent: no models to choose from; name one (:Agent model NAME) or list them in setup({ models = { ... } })",
-      vim.log.levels.INFO
-    )
-    return
-  end
-  local current = require("agent.chat").status().model
-  vim.ui.select(names, {
-    prompt = "agent: model for the next prompts",
-    kind = "agent.model",
-    format_item = function(name)
-      return name == current and (name .. "  (in use)") or name
-    end,
-  }, function(name)
-    if name then
-      M.model(name)
-    end
-  end)
-end
-
---- `:Agent queue`: the queued prompts in vim.ui.select; choosing one removes it.
-function H.pick_queued()
-  local items = M.queue()
-  if #items == 0 then
-    vim.notify("agent: no prompt is queued", vim.log.levels.INFO)
-    return
-  end
-  local rows = {}
-  for i, prompt in ipairs(items) do
-    rows[i] = { index = i, prompt = prompt }
-  end
-  rows[#rows + 1] = { all = true }
-  local queue = require("agent.chat").queue
-  vim.ui.select(rows, {
-    prompt = "agent: queued prompts (choose one to remove it)",
-    kind = "agent.queue",
-    format_item = function(row)
-      return row.all and "Remove them all" or ("%d. %s"):format(row.index, queue.label(row.prompt, 70))
-    end,
-  }, function(row)
-    if not row then
-      return
-    end
-    -- The queue may have moved on while the list was open: remove by text, not by place.
-    local removed = {}
-    for i = #queue.items, 1, -1 do
-      if row.all or (queue.items[i] == row.prompt and #removed == 0) then
-        table.insert(removed, 1, queue.remove(i)) -- kept in the order they were queued
-      end
-    end
-    queue.back_to_input(removed)
-  end)
 end
 
 --- Sends the oldest queued prompt, once the backend has wholly ended the turn before it.
@@ -425,7 +358,7 @@ end
 ---@param id? string
 function M.resume(id)
   if not id or id == "" then
-    H.pick_session()
+    require("agent.pickers").session(M)
     return
   end
   H.ensure_init()
@@ -458,68 +391,6 @@ function M.diff(opts)
   return require("agent.review").diff(opts)
 end
 
---- How long ago `updated` (seconds since the epoch) was.
-function H.age(updated)
-  local secs = math.max(0, os.time() - (tonumber(updated) or 0))
-  if secs < 60 then
-    return "just now"
-  elseif secs < 3600 then
-    return ("%d min ago"):format(math.floor(secs / 60))
-  elseif secs < 86400 then
-    return ("%d h ago"):format(math.floor(secs / 3600))
-  end
-  local days = math.floor(secs / 86400)
-  return days == 1 and "1 day ago" or ("%d days ago"):format(days)
-end
-
---- One conversation as the picker shows it: title, age, prompts, tokens, after `{agent}: ` when
---- it is an external agent's session; one the agent listed itself as `{agent}: {title} · {age}`,
---- with what the agent gave of those.
----@param session agent.Session
----@return string
-function H.session_item(session)
-  local mark = session.agent and (session.agent .. ": ") or ""
-  if session.agent and not session.prompts then
-    local shown = session.problem or (session.title ~= "" and session.title or session.session or session.id)
-    local age = (not session.problem and session.updated) and (" · " .. H.age(session.updated)) or ""
-    return mark .. shown .. age
-  end
-  if session.problem then
-    return ("%s (%s)"):format(session.id, session.problem)
-  end
-  local title = session.title ~= "" and session.title or session.id
-  return mark
-    .. ("%s · %s · %d prompt%s · %d tokens"):format(
-      title,
-      H.age(session.updated),
-      session.prompts,
-      session.prompts == 1 and "" or "s",
-      session.tokens
-    )
-end
-
---- `:Agent resume` without an id: vim.ui.select over the workspace's conversations.
-function H.pick_session()
-  local list = M.sessions()
-  if not list then
-    return
-  end
-  if #list == 0 then
-    vim.notify("agent: no saved conversation in this workspace", vim.log.levels.INFO)
-    return
-  end
-  vim.ui.select(list, { prompt = "Resume a conversation", format_item = H.session_item }, function(choice)
-    if not choice then
-      return
-    end
-    if choice.problem then
-      vim.notify(("agent: %s cannot be resumed: %s"):format(choice.id, choice.problem), vim.log.levels.ERROR)
-      return
-    end
-    M.resume(choice.id)
-  end)
-end
-
 --- The current conversation's prompts a rewind can go back to, the newest first (see :help
 --- agent-rewind): each `{ turn, id, row }`, `row` being how :Agent rewind lists it. Starts the
 --- backend if it is not running. Nil (after saying why) when there is nothing to rewind to.
@@ -540,13 +411,6 @@ function M.rewind_points()
   return points
 end
 
---- What a rewind can restore, in the order :Agent rewind offers them.
-H.rewind_modes = {
-  { label = "Code and conversation", mode = "both" },
-  { label = "Code only", mode = "code" },
-  { label = "Conversation only", mode = "conversation" },
-}
-
 --- Goes back to before prompt `n` of the current conversation (see :help agent-rewind): "code"
 --- puts every file back as it was before it, "conversation" cuts the history there (the prompt's
 --- text goes back in the input), "both" does both. Files with unsaved changes in Neovim block it
@@ -557,7 +421,7 @@ H.rewind_modes = {
 ---@param mode? "code"|"conversation"|"both"
 function M.rewind(n, mode)
   if n == nil then
-    H.pick_rewind()
+    require("agent.pickers").rewind(M)
     return
   end
   if n == "undo" then
@@ -570,7 +434,7 @@ function M.rewind(n, mode)
     return
   end
   if mode == nil then
-    H.pick_rewind_mode(n)
+    require("agent.pickers").rewind_mode(M, n)
     return
   end
   if mode ~= "code" and mode ~= "conversation" and mode ~= "both" and mode ~= "undo" then
@@ -594,44 +458,6 @@ function M.rewind(n, mode)
     require("agent.chat").open({ focus = false })
   end
   rpc.rewind(n, mode)
-end
-
---- `:Agent rewind` without a prompt: vim.ui.select over the rewind points, newest first.
-function H.pick_rewind()
-  local points = M.rewind_points()
-  if not points then
-    return
-  end
-  if #points == 0 then
-    vim.notify("agent: no prompt to rewind to in this conversation yet", vim.log.levels.INFO)
-    return
-  end
-  vim.ui.select(points, {
-    prompt = "Rewind to before",
-    format_item = function(point)
-      return point.row
-    end,
-  }, function(choice)
-    if choice and choice.undo then
-      M.rewind("undo")
-    elseif choice then
-      H.pick_rewind_mode(choice.turn)
-    end
-  end)
-end
-
---- Asks what a rewind to before prompt `n` restores, then does it.
-function H.pick_rewind_mode(n)
-  vim.ui.select(H.rewind_modes, {
-    prompt = ("Rewind to before prompt %d: restore"):format(n),
-    format_item = function(choice)
-      return choice.label
-    end,
-  }, function(choice)
-    if choice then
-      M.rewind(n, choice.mode)
-    end
-  end)
 end
 
 ---@class agent.Status
@@ -662,36 +488,6 @@ function M.status()
   return require("agent.chat").status()
 end
 
---- The names of the preset agents the backend knows: the one list, lua/agent/acp_presets.json,
---- which the backend reads too (src/acp/mod.rs).
----@return string[]
-function H.acp_presets()
-  if not H.presets then
-    local path = require("agent.paths").acp_presets()
-    local ok, list = pcall(function()
-      return vim.json.decode(table.concat(vim.fn.readfile(path), "\n"))
-    end)
-    H.presets = {}
-    for _, preset in ipairs(ok and type(list) == "table" and list or {}) do
-      H.presets[#H.presets + 1] = preset.name
-    end
-  end
-  return H.presets
-end
-
---- Agent names for `:Agent acp`: configured ones, then the presets not overridden.
-function H.acp_names()
-  local agents = require("agent.config").options.acp.agents or {}
-  local names = vim.tbl_keys(agents)
-  for _, preset in ipairs(H.acp_presets()) do
-    if agents[preset] == nil then
-      names[#names + 1] = preset
-    end
-  end
-  table.sort(names)
-  return names
-end
-
 --- Drives an external agent over the Agent Client Protocol from the same chat and picker:
 --- `name` is one from `setup({ acp = { agents = { name = { cmd = {...}, env = {...}, sandbox = true } } } })` or a
 --- preset (lua/agent/acp_presets.json). Prompts go to it until |:Agent| new.
@@ -699,15 +495,18 @@ end
 function M.acp(name)
   H.ensure_init()
   if not name or name == "" then
-    vim.notify("agent: :Agent acp needs an agent name: " .. table.concat(H.acp_names(), ", "), vim.log.levels.ERROR)
+    vim.notify(
+      "agent: :Agent acp needs an agent name: " .. table.concat(require("agent.command").acp_names(), ", "),
+      vim.log.levels.ERROR
+    )
     return
   end
   local configured = (require("agent.config").options.acp.agents or {})[name]
-  if not configured and not vim.tbl_contains(H.acp_presets(), name) then
+  if not configured and not vim.tbl_contains(require("agent.command").acp_presets(), name) then
     vim.notify(
       ("agent: no ACP agent named '%s'; use one of %s, or add it to setup({ acp = { agents = { ... } } })"):format(
         name,
-        table.concat(H.acp_names(), ", ")
+        table.concat(require("agent.command").acp_names(), ", ")
       ),
       vim.log.levels.ERROR
     )
@@ -726,7 +525,7 @@ end
 --- What the ask mapping would send about the cursor now (tests, and to see it).
 ---@return string?
 function M._context()
-  local context = H.cursor_context()
+  local context = require("agent.context.ask").cursor()
   return context and context.text
 end
 
@@ -740,210 +539,19 @@ function M.approve()
   require("agent.approval").focus()
 end
 
---- :Agent's implementation (plugin/agent.lua calls it).
+--- :Agent's implementation (plugin/agent.lua calls it; lua/agent/command.lua parses it).
 ---@param cmd table the argument of nvim_create_user_command's callback
 function M._command(cmd)
-  local args = vim.trim(cmd.args or "")
-  local sub = H.subcommands[args]
-  if sub then
-    return sub()
-  end
-  local method = args:match("^build%s+(%S+)%s*$")
-  if method then
-    return require("agent.install").build({ method = method })
-  end
-  if args:match("^rewind%s+undo$") then
-    return M.rewind("undo")
-  end
-  if args == "rewind" then
-    return M.rewind()
-  end
-  local turn, mode = args:match("^rewind%s+(%d+)%s*(%a*)$")
-  if turn then
-    return M.rewind(tonumber(turn), mode ~= "" and mode or nil)
-  end
-  if args:match("^rewind%s") then
-    vim.notify("agent: use :Agent rewind [{n} [both|code|conversation]] or :Agent rewind undo", vim.log.levels.ERROR)
-    return
-  end
-  local resume_id = args:match("^resume%s*(%S*)%s*$")
-  if resume_id then
-    return M.resume(resume_id)
-  end
-  local since = args:match("^diff%s*(%S*)%s*$")
-  if since then
-    if since ~= "" and since ~= "all" then
-      vim.notify(("agent: :Agent diff takes nothing or `all`, not `%s`"):format(since), vim.log.levels.ERROR)
-      return
-    end
-    return M.diff({ since = since == "all" and "all" or "prompt" })
-  end
-  local model = args:match("^model%s+(.-)%s*$")
-  if model then
-    return M.model(model)
-  end
-  local login = args:match("^login%s+(%S+)%s*$")
-  if login then
-    return require("agent.choices").login(login, M.acp)
-  end
-  local mode = args:match("^mode%s+(%S+)%s*$")
-  if mode then
-    return M.mode(mode)
-  end
-  local option, value = args:match("^option%s+(%S+)%s*(%S*)%s*$")
-  if option then
-    return M.option(option, value ~= "" and value or nil)
-  end
-  local acp_name = args:match("^acp%s+(%S+)%s*$")
-  if acp_name or args == "acp" then
-    return M.acp(acp_name)
-  end
-  if cmd.range and cmd.range > 0 then
-    local context = H.selection_context(cmd.line1, cmd.line2)
-    if args == "" then
-      return H.ask_interactive(context)
-    end
-    return M.ask(args, { context = context and context.text })
-  end
-  if args == "" then
-    return M.open()
-  end
-  M.ask(args)
+  require("agent.command").run(M, cmd)
 end
 
---- :Agent's completion: the subcommands, for the first argument only.
+--- :Agent's completion (lua/agent/command.lua).
 ---@param arglead string
 ---@param cmdline string
 ---@return string[]
 function M._complete(arglead, cmdline)
-  local rest = cmdline:match("Agent!?%s+(.*)$") or ""
-  if rest:match("^build%s+%S*$") then
-    return vim.tbl_filter(function(name)
-      return vim.startswith(name, arglead)
-    end, { "cargo", "download" })
-  end
-  if rest:match("^acp%s+%S*$") then
-    return vim.tbl_filter(function(name)
-      return vim.startswith(name, arglead)
-    end, H.acp_names())
-  end
-  if rest:match("^resume%s+%S*$") then
-    -- Only from a running backend, as for rewind: completing must not start one. Only the ids
-    -- of our own files: listing them whole reads every file, and asks an external agent.
-    local rpc = require("agent.rpc")
-    local ids = rpc.running() and rpc.session_ids() or {}
-    return vim.tbl_filter(function(id)
-      return type(id) == "string" and vim.startswith(id, arglead)
-    end, ids)
-  end
-  if rest:match("^model%s+%S*$") then
-    local choices = require("agent.choices")
-    local names = choices.connected() and choices.model_option() and choices.complete("model") or M.models()
-    return vim.tbl_filter(function(name)
-      return vim.startswith(name, arglead)
-    end, names)
-  end
-  local choices = require("agent.choices")
-  local listed = rest:match("^login%s+%S*$") and choices.complete("login")
-    or rest:match("^mode%s+%S*$") and choices.complete("mode")
-    or rest:match("^option%s+%S*$") and choices.complete("option")
-    or rest:match("^option%s+(%S+)%s+%S*$") and choices.complete("value", rest:match("^option%s+(%S+)"))
-  if listed then
-    return vim.tbl_filter(function(name)
-      return vim.startswith(name, arglead)
-    end, listed)
-  end
-  if rest:match("^diff%s+%S*$") then
-    return vim.startswith("all", arglead) and { "all" } or {}
-  end
-  local candidates
-  if rest:match("^rewind%s+%S*$") then
-    -- Only from a running backend: completing must not start one.
-    local rpc = require("agent.rpc")
-    local points = rpc.running() and rpc.rewind_points() or {}
-    candidates = vim.tbl_map(function(point)
-      return point.undo and "undo" or tostring(point.turn)
-    end, points)
-  elseif rest:match("^rewind%s+%d+%s+%S*$") then
-    candidates = { "both", "code", "conversation" }
-  end
-  if candidates then
-    return vim.tbl_filter(function(name)
-      return vim.startswith(name, arglead)
-    end, candidates)
-  end
-  if rest:find("%s") then
-    return {}
-  end
-  local names = vim.tbl_keys(H.subcommands)
-  table.insert(names, "acp")
-  table.insert(names, "resume")
-  table.insert(names, "rewind")
-  table.insert(names, "diff")
-  table.sort(names)
-  return vim.tbl_filter(function(name)
-    return vim.startswith(name, arglead)
-  end, names)
+  return require("agent.command").complete(M, arglead, cmdline)
 end
-
--- Helpers ------------------------------------------------------------------------------------
-
-H.subcommands = {
-  approve = function()
-    M.approve()
-  end,
-  build = function()
-    require("agent.install").build()
-  end,
-  stop = function()
-    M.stop()
-  end,
-  new = function()
-    M.new()
-  end,
-  permissions = function()
-    M.permissions()
-  end,
-  compact = function()
-    M.compact()
-  end,
-  follow = function()
-    require("agent.follow").toggle()
-  end,
-  model = function()
-    M.model()
-  end,
-  mode = function()
-    M.mode()
-  end,
-  login = function()
-    require("agent.choices").login(nil, M.acp)
-  end,
-  logout = function()
-    require("agent.choices").logout()
-  end,
-  option = function()
-    M.option()
-  end,
-  queue = function()
-    H.pick_queued()
-  end,
-  log = function()
-    local path = require("agent.rpc").logfile()
-    if not vim.uv.fs_stat(path) then
-      vim.notify(
-        ("agent: no log yet at %s; the backend writes it once it starts (:Agent)"):format(path),
-        vim.log.levels.INFO
-      )
-      return
-    end
-    require("agent.chat").leave()
-    vim.cmd.edit(vim.fn.fnameescape(path))
-    -- Read again if it was open (the backend has written since), and at its newest line.
-    pcall(vim.cmd.checktime, vim.api.nvim_get_current_buf())
-    vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(0), 0 })
-  end,
-}
 
 -- Highlight groups: links to built-ins, `default` so a colorscheme or the user can override them.
 H.highlights = {
@@ -1058,148 +666,6 @@ function H.apply_keymaps(keymaps)
       H.mapped[#H.mapped + 1] = { mode, keymaps.ask }
     end
   end
-end
-
--- The workspace-relative path of buffer `buf`, or nil for a buffer that is not a file.
-function H.buffer_path(buf)
-  if vim.bo[buf].buftype ~= "" then
-    return nil
-  end
-  local name = vim.api.nvim_buf_get_name(buf)
-  if name == "" then
-    return nil
-  end
-  local file = vim.fs.normalize(vim.fn.fnamemodify(name, ":p"))
-  local root = vim.fs.normalize(require("agent.rpc").workspace())
-  local paths = require("agent.paths")
-  for _, pair in ipairs({ { file, root }, { vim.uv.fs_realpath(file), vim.uv.fs_realpath(root) } }) do
-    local f, r = pair[1], pair[2]
-    local relative = f and r and paths.within(f, r)
-    if relative then
-      return relative
-    end
-  end
-  return file
-end
-
---- The most of the current buffer's text an ask sends, as read_file's clamp.
-H.CONTEXT_CHARS = 20000
-
---- What the ask mapping sends about the cursor: the path, the line's number, and the line with
---- `ask.context_lines` lines before and after it (clamped to the buffer), numbered. The
---- buffer's text as it is in Neovim, saved or not. The cursor line comes first in the budget:
---- long lines around it are dropped before it is.
----@return { text: string, label: string }?
-function H.cursor_context()
-  local path = H.buffer_path(0)
-  if not path then
-    return nil
-  end
-  local line = vim.fn.line(".")
-  local around = require("agent.config").options.ask.context_lines
-  local count = vim.api.nvim_buf_line_count(0)
-  -- The cursor line, then one above and one below in turn, while the budget lasts.
-  local order = { line }
-  for d = 1, around do
-    if line - d >= 1 then
-      order[#order + 1] = line - d
-    end
-    if line + d <= count then
-      order[#order + 1] = line + d
-    end
-  end
-  local taken, first, last, cut = H.take_lines(order)
-  local what = first == last and ("line %d"):format(line) or ("lines %d-%d, around line %d,"):format(first, last, line)
-  return {
-    label = ("line %d of %s"):format(line, path),
-    text = ("(I am in %s, at line %d.)\n%s"):format(path, line, H.fenced(path, what, taken, first, last, cut)),
-  }
-end
-
----@return { text: string, label: string }?
-function H.selection_context(first, last)
-  local path = H.buffer_path(0)
-  if not path then
-    return nil
-  end
-  local order = {}
-  for n = first, last do
-    order[#order + 1] = n
-  end
-  local taken, from, to, cut = H.take_lines(order)
-  local what = first == last and ("line %d"):format(first) or ("lines %d-%d"):format(first, last)
-  return {
-    label = ("%s of %s"):format(what, path),
-    text = "Selected " .. H.fenced(path, what, taken, from, to, cut),
-  }
-end
-
---- Reads the current buffer's lines numbered in `order` (the first is kept whatever it costs,
---- cut to the budget), each as `12: text`, until H.CONTEXT_CHARS characters are used. Returns
---- them by number, the first and last number taken (a contiguous run), and whether anything
---- was left out.
----@param order integer[]
----@return table<integer, string> taken
----@return integer first
----@return integer last
----@return boolean cut
-function H.take_lines(order)
-  local taken, left = {}, H.CONTEXT_CHARS
-  local first, last = order[1], order[1]
-  local cut = false
-  for _, n in ipairs(order) do
-    if left <= 0 then
-      cut = true
-      break
-    end
-    local text = ("%d: %s"):format(n, vim.api.nvim_buf_get_lines(0, n - 1, n, false)[1] or "")
-    local chars = vim.fn.strchars(text) + 1
-    if chars > left then
-      text = vim.fn.strcharpart(text, 0, math.max(0, left - 1))
-      cut = true
-    end
-    taken[n] = text
-    left = left - chars
-    first, last = math.min(first, n), math.max(last, n)
-  end
-  -- A line left out in the middle would leave a gap: keep the run from the first line on.
-  for n = first, last do
-    if not taken[n] then
-      last = n - 1
-      break
-    end
-  end
-  return taken, first, last, cut
-end
-
---- `{what} of {path}:` and the `taken` lines `first`..`last` in a fence longer than any backtick
---- run inside, with read_file's marker when the budget cut them.
-function H.fenced(path, what, taken, first, last, cut)
-  local lines, longest = {}, 0
-  for n = first, last do
-    local text = taken[n]
-    for ticks in text:gmatch("`+") do
-      longest = math.max(longest, #ticks)
-    end
-    lines[#lines + 1] = text
-  end
-  if cut then
-    lines[#lines + 1] = ("[... truncated at %d chars]"):format(H.CONTEXT_CHARS)
-  end
-  local fence = string.rep("`", math.max(3, longest + 1))
-  return ("%s of %s:\n%s%s\n%s\n%s"):format(what, path, fence, vim.bo.filetype, table.concat(lines, "\n"), fence)
-end
-
-function H.ask_interactive(context)
-  local prompt = context and ("agent: ask about %s: "):format(context.label) or "agent: ask: "
-  vim.ui.input({ prompt = prompt }, function(question)
-    if not question or vim.trim(question) == "" then
-      return
-    end
-    -- Only the person's words are read for `@` and `#`: the file's lines that follow are the
-    -- repository's, and could name files or buffers the person never chose.
-    M.ask(question, { context = context and context.text })
-  end)
 end
 
 return M

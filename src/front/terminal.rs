@@ -311,7 +311,7 @@ fn terminal_executor(config: &SessionConfig) -> Result<Executor> {
 fn warn_about_sandbox(config: &SessionConfig, executor: &Executor) {
     let (report, _) = session::sandbox_report(config, executor.context().workspace.root());
     let mut err = std::io::stderr().lock();
-    for warning in &report.warnings {
+    for warning in display::sandbox_warnings(&report) {
         let _ = writeln!(err, "{warning}");
     }
 }
@@ -461,10 +461,15 @@ pub fn sandbox_info(args: SandboxArgs) -> Result<u8> {
         args.sandbox.sandbox(),
     )?;
     let workspace = crate::workspace::Workspace::new(&config.workspace)
-        .map_err(|err| Error::Usage(err.to_string()))?;
+        .map_err(|err| Error::Usage(Error::from(err).to_string()))?;
     let report = config.settings.sandbox.report(workspace.root());
     let text = if args.json {
-        serde_json::to_string(&report).map_err(|err| Error::Io {
+        // The warnings as a person reads them anywhere else (`:checkhealth agent` shows these).
+        let shown = crate::sandbox::Report {
+            warnings: display::sandbox_warnings(&report),
+            ..report.clone()
+        };
+        serde_json::to_string(&shown).map_err(|err| Error::Io {
             context: "cannot encode the report",
             source: err.into(),
         })? + "\n"
@@ -493,8 +498,8 @@ pub fn sandbox_info(args: SandboxArgs) -> Result<u8> {
                 }
             }
         }
-        for warning in &report.warnings {
-            text.push_str(warning);
+        for warning in display::sandbox_warnings(&report) {
+            text.push_str(&warning);
             text.push('\n');
         }
         text

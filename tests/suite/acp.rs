@@ -358,7 +358,7 @@ async fn an_agent_that_exits_mid_turn_fails_the_turn_and_the_session_without_han
     let host = Arc::new(Host::new(true, Answer::Never));
     let session = fx.connect(&host, "normal").await;
     assert_eq!(prompt(&session, "crash").await, Outcome::Failed);
-    let message = "agent: test exited (exit code 3): fatal: test agent crashed on purpose";
+    let message = "test exited (exit code 3): fatal: test agent crashed on purpose";
     let events = host.events();
     assert_eq!(host.text(), "about to crash");
     assert_eq!(

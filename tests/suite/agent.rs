@@ -376,7 +376,7 @@ async fn a_non_retryable_error_shows_status_message_and_request_id() {
         let (outcome, events) = prompt(&mut agent, "hi").await;
         assert_eq!(outcome, Outcome::Failed);
         let message = last_message(&events);
-        assert!(message.starts_with("agent: API error 400: "), "{message}");
+        assert!(message.starts_with("API error 400: "), "{message}");
         assert!(message.contains("max_tokens: Field required"), "{message}");
         assert!(message.ends_with("(request id req_mock_1)"), "{message}");
     }
@@ -836,7 +836,7 @@ async fn a_failed_response_is_shown_with_its_message_and_the_next_prompt_works()
         .unwrap();
     assert_eq!(
         error,
-        "agent: API error during the reply: server_error: The model could not finish."
+        "API error during the reply: server_error: The model could not finish."
     );
     let (outcome, events) = prompt(&mut agent, "again").await;
     assert_eq!(
@@ -1209,7 +1209,7 @@ async fn provider_ollama_against_a_server_without_ollamas_api_says_to_use_openai
     assert_eq!(outcome, Outcome::Failed);
     let message = last_message(&events);
     assert!(
-        message.starts_with("agent: API error 404: ")
+        message.starts_with("API error 404: ")
             && message.contains("is not Ollama's chat API")
             && message.contains("provider = \"openai\""),
         "{message}"
@@ -1328,20 +1328,20 @@ async fn a_refused_key_names_where_it_came_from_and_the_base_url_and_a_404_names
     assert_eq!(
         last_message(&events),
         format!(
-            "agent: API error 401: authentication_error: invalid x-api-key (request id req_mock_1); check the key, \
+            "API error 401: authentication_error: invalid x-api-key (request id req_mock_1); check the key, \
              ANTHROPIC_API_KEY, and the base URL in use, {base} (base_url, else ANTHROPIC_BASE_URL)"
         )
     );
     let (_, events) = prompt(&mut agent, "hi").await;
     assert!(
-        last_message(&events).starts_with("agent: API error 403: permission_error: forbidden (request id req_mock_2); check the key, ANTHROPIC_API_KEY, and the base URL in use"),
+        last_message(&events).starts_with("API error 403: permission_error: forbidden (request id req_mock_2); check the key, ANTHROPIC_API_KEY, and the base URL in use"),
         "{events:?}"
     );
     let (_, events) = prompt(&mut agent, "hi").await;
     assert_eq!(
         last_message(&events),
         format!(
-            "agent: API error 404: not_found_error: model: test-model (request id req_mock_3); check the model, \
+            "API error 404: not_found_error: model: test-model (request id req_mock_3); check the model, \
              test-model (:Agent model picks another), and the URL, {base}/v1/messages"
         )
     );
@@ -1406,7 +1406,7 @@ async fn api_key_cmd_runs_once_when_the_first_request_needs_it_and_a_failure_say
     assert_eq!(outcome, Outcome::Failed);
     assert_eq!(
         last_message(&events),
-        "agent: api_key_cmd (sh -c echo 'gpg: decryption failed' >&2; exit 2) exited 2: gpg: \
+        "api_key_cmd (sh -c echo 'gpg: decryption failed' >&2; exit 2) exited 2: gpg: \
          decryption failed; fix the command in setup({ api_key_cmd = ... }) so that it prints the \
          key, or remove api_key_cmd and export ANTHROPIC_API_KEY before starting Neovim"
     );

@@ -46,6 +46,9 @@ async fn help_defaults_are_the_config_modules_defaults_key_for_key() {
 async fn public_lua_functions_carry_luacats_annotations() {
     for module in [
         "lua/agent/init.lua",
+        "lua/agent/command.lua",
+        "lua/agent/pickers.lua",
+        "lua/agent/context/ask.lua",
         "lua/agent/config.lua",
         "lua/agent/chat/init.lua",
         "lua/agent/rpc/init.lua",

@@ -178,3 +178,34 @@ async fn a_tool_id_used_again_in_a_later_turn_is_resumed_as_its_own_row() {
         "live {before:#?}\nresumed {after:#?}"
     );
 }
+
+/// The resume list shows each conversation's age as the backend words it (the one formatter,
+/// `agent_nvim::display::age_at`), never one Lua works out again from `updated`.
+#[tokio::test]
+async fn the_resume_list_shows_the_age_the_backend_gave() {
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![],
+        setup: String::new(),
+    })
+    .await;
+    let rows = nvim
+        .lua(
+            "local item = require('agent.pickers').session_item \
+             return { \
+               item({ id = 'a', title = 'fix the tests', updated = 0, age = '5 min ago', prompts = 1, tokens = 2 }), \
+               item({ id = 'agent:gemini:s1', agent = 'gemini', session = 's1', title = '', updated = 0, age = '2 h ago' }), \
+               item({ id = 'b', title = '', updated = 0, problem = 'unreadable' }), \
+             }",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        rows,
+        Value::Array(vec![
+            Value::from("fix the tests · 5 min ago · 1 prompt · 2 tokens"),
+            Value::from("gemini: s1 · 2 h ago"),
+            Value::from("b (unreadable)"),
+        ])
+    );
+}

@@ -1018,7 +1018,7 @@ async fn decide(shared: &Shared, ask: PermissionAsk, turn: &CancellationToken) -
         shared
             .host
             .event(AcpEvent::Turn(agent_nvim_vocab::events::Event::Notice {
-                text: format!("agent: {} was refused without asking: {why}", ask.title),
+                text: format!("{} was refused without asking: {why}", ask.title),
             }));
         return ask
             .options
@@ -1136,7 +1136,7 @@ impl AcpSession {
             return self.fail(message);
         }
         if let Some(message) = self.login_needed() {
-            return self.fail(format!("agent: {message}"));
+            return self.fail(message);
         }
         let turn = self.shared.new_turn();
         // What the person changed in the agent's edits since its last prompt, said first.
@@ -1188,17 +1188,17 @@ impl AcpSession {
                 self.finish(outcome, message, usage(&answer))
             }
             Err(err) if closed(&err) => {
-                let message = format!("agent: {}", self.ended().await);
+                let message = self.ended().await;
                 *self.dead.lock().unwrap_or_else(PoisonError::into_inner) = Some(message.clone());
                 self.fail(message)
             }
             Err(err) if err.code == ErrorCode::AUTH_REQUIRED && !self.auth.is_empty() => {
                 self.wants_login(err.message);
                 let message = self.login_needed().unwrap_or_default();
-                self.fail(format!("agent: {message}"))
+                self.fail(message)
             }
             Err(err) => self.fail(format!(
-                "agent: {} failed the prompt: {} ({})",
+                "{} failed the prompt: {} ({})",
                 self.shared.name,
                 err.message,
                 err.code.value()
@@ -1345,7 +1345,7 @@ impl AcpSession {
     {
         let name = &self.shared.name;
         if let Some(dead) = self.dead_reason().await {
-            return Err(dead.trim_start_matches("agent: ").to_string());
+            return Err(dead);
         }
         let sent = self.cx.send_request(request).block_task();
         match tokio::time::timeout(timeout, sent).await {
@@ -1523,7 +1523,7 @@ impl AcpSession {
         if !self.cx.is_incoming_closed() && self.cx.termination().is_none() {
             return None;
         }
-        let message = format!("agent: {}", self.ended().await);
+        let message = self.ended().await;
         *self.dead.lock().unwrap_or_else(PoisonError::into_inner) = Some(message.clone());
         Some(message)
     }

@@ -303,13 +303,7 @@ impl AcpSession {
     /// Ok while the agent runs; how it went away otherwise.
     async fn alive(&self) -> Result<(), SessionsError> {
         match self.dead_reason().await {
-            // The reason is kept as a turn shows it; the front end adds the prefix itself here.
-            Some(reason) => Err(SessionsError::Ended(
-                reason
-                    .strip_prefix("agent: ")
-                    .unwrap_or(&reason)
-                    .to_string(),
-            )),
+            Some(reason) => Err(SessionsError::Ended(reason)),
             None => Ok(()),
         }
     }

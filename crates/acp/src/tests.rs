@@ -573,7 +573,7 @@ async fn a_closed_connection_fails_the_turn_and_every_later_one() {
     };
     let events = host.events();
     assert_eq!(text(&events), "partial");
-    assert_eq!(events[2..], failed("agent: fake closed the connection")[..]);
+    assert_eq!(events[2..], failed("fake closed the connection")[..]);
     host.events.lock().unwrap().clear();
     let again = tokio::time::timeout(
         Duration::from_secs(5),
@@ -583,7 +583,7 @@ async fn a_closed_connection_fails_the_turn_and_every_later_one() {
     .unwrap();
     assert_eq!(again, Outcome::Failed);
     let mut want = vec![AcpEvent::Turn(Event::TurnStarted)];
-    want.extend(failed("agent: fake closed the connection"));
+    want.extend(failed("fake closed the connection"));
     assert_eq!(host.events(), want);
 }
 
@@ -659,7 +659,7 @@ async fn an_agent_gone_between_turns_fails_the_next_prompt_at_once() {
     assert_eq!(outcome, Outcome::Failed);
     assert_eq!(
         host.events().last(),
-        Some(&done(Outcome::Failed, "agent: fake closed the connection"))
+        Some(&done(Outcome::Failed, "fake closed the connection"))
     );
 }
 

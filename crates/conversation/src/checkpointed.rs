@@ -13,7 +13,7 @@ use agent_nvim_vocab::events::{Event, Outcome};
 /// ([`agent_nvim_core::checkpoint`]), whatever kind it wraps: the built-in turn loop and an external agent
 /// get the same rewind points without the front end asking which it has. A checkpoint that
 /// cannot be taken never stops the prompt: the first failure is said once in the chat
-/// (`agent: checkpoints are off: ...`, right after `TurnStarted`) and logged.
+/// (`checkpoints are off: ...`, right after `TurnStarted`) and logged.
 pub struct Checkpointed {
     inner: Arc<dyn Conversation>,
     checkpoints: Checkpoints,
@@ -90,9 +90,7 @@ impl Conversation for Checkpointed {
                 while let Some(event) = reported.recv().await {
                     let _ = events.send(event);
                     if let Some(message) = notice.take() {
-                        events.report(Event::Error {
-                            message: format!("agent: {message}"),
-                        });
+                        events.report(Event::Error { message });
                     }
                 }
             };
@@ -214,7 +212,7 @@ mod tests {
             Arc::new(writes(workspace.root().to_path_buf())),
             checkpoints,
         );
-        let off = "agent: checkpoints are off: git was not found on PATH; install git to be \
+        let off = "checkpoints are off: git was not found on PATH; install git to be \
                    able to rewind";
         assert_eq!(
             prompt(&conversation, "one").await,

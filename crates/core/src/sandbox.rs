@@ -306,8 +306,11 @@ pub struct Report {
     pub enforced: Vec<String>,
     /// What it still can, that a person might think it cannot, one short phrase each.
     pub not_enforced: Vec<String>,
-    /// What the person should know: no Landlock, a rule the kernel cannot enforce, a writable
-    /// place that does not exist. Each starts with `agent: `.
+    /// Why the sandbox is off though it was asked for (the kernel has no Landlock): what the
+    /// person must be told first, with how to say they know (a front end's words).
+    pub off: Option<String>,
+    /// What else the person should know: a rule the kernel cannot enforce, a writable place
+    /// that does not exist. A front end adds its own prefix.
     pub warnings: Vec<String>,
     /// Whether everything configured is enforced: the sandbox is on and the kernel can do all
     /// it was asked (local sockets, the network rule, truncation). `auto_allow_sandboxed` needs
@@ -334,37 +337,33 @@ impl Report {
         let network_blocked = filter && !sandbox.network;
         let tcp_blocked = on && !sandbox.network && abi >= 4;
         let mut warnings = Vec::new();
-        match support.missing() {
-            Some(why) if sandbox.mode != Mode::Off => warnings.push(format!(
-                "agent: the sandbox is off: {why}; commands run without it. Set sandbox.mode to \"off\" (--sandbox off) to say you know (see :help agent-sandbox)"
-            )),
-            Some(_) | None => {}
-        }
+        let off = support
+            .missing()
+            .filter(|_| sandbox.mode != Mode::Off)
+            .map(str::to_string);
         if on && !seccomp {
             warnings.push(
-                "agent: this kernel has no seccomp filters, so the sandbox cannot keep commands from local sockets (Neovim's, tmux's, ssh-agent's, D-Bus): a command could drive them, so auto_allow_sandboxed asks about each command".to_string(),
+                "this kernel has no seccomp filters, so the sandbox cannot keep commands from local sockets (Neovim's, tmux's, ssh-agent's, D-Bus): a command could drive them, so auto_allow_sandboxed asks about each command".to_string(),
             );
         }
         if on && !sandbox.network && !seccomp {
             warnings.push(if tcp_blocked {
-                "agent: network = false blocks TCP only: without seccomp filters, UDP and other sockets still work".to_string()
+                "network = false blocks TCP only: without seccomp filters, UDP and other sockets still work".to_string()
             } else {
-                format!("agent: network = false is not enforced: Landlock ABI {abi} has no network rules (ABI 4, Linux 6.7, has them) and there are no seccomp filters; commands can still connect and listen")
+                format!("network = false is not enforced: Landlock ABI {abi} has no network rules (ABI 4, Linux 6.7, has them) and there are no seccomp filters; commands can still connect and listen")
             });
         }
         if sandbox.mode == Mode::Off && !sandbox.network {
-            warnings.push(
-                "agent: network = false does nothing while sandbox.mode is \"off\"".to_string(),
-            );
+            warnings.push("network = false does nothing while sandbox.mode is \"off\"".to_string());
         }
         if on && abi < 3 {
             warnings.push(format!(
-                "agent: Landlock ABI {abi} cannot stop a command from truncating files it may not write (ABI 3, Linux 6.2, can)"
+                "Landlock ABI {abi} cannot stop a command from truncating files it may not write (ABI 3, Linux 6.2, can)"
             ));
         }
         if on && abi < 2 {
             warnings.push(
-                "agent: Landlock ABI 1 refuses every move or link of a file into another directory, inside the workspace too (ABI 2, Linux 5.19, allows them)".to_string(),
+                "Landlock ABI 1 refuses every move or link of a file into another directory, inside the workspace too (ABI 2, Linux 5.19, allows them)".to_string(),
             );
         }
         let mut writable = Vec::new();
@@ -376,7 +375,7 @@ impl Report {
                 for path in sandbox.writable.iter().map(|path| expand(path, root)) {
                     if !path.exists() {
                         warnings.push(format!(
-                            "agent: {} (sandbox.writable) does not exist, so commands cannot write there; create it first",
+                            "{} (sandbox.writable) does not exist, so commands cannot write there; create it first",
                             path.display()
                         ));
                     }
@@ -427,6 +426,7 @@ impl Report {
             summary,
             enforced,
             not_enforced,
+            off,
             warnings,
             whole: filter && (sandbox.network || network_blocked) && abi >= 3,
         }

@@ -665,7 +665,7 @@ impl Agent {
                         }
                         Err(why) => {
                             let message = format!(
-                                "agent: {err}; not compacted: {why}; send less (fewer or \
+                                "{err}; not compacted: {why}; send less (fewer or \
                                  smaller @files), or start over with :Agent new"
                             );
                             send(Event::Error {
@@ -684,7 +684,7 @@ impl Agent {
                             None => err.to_string(),
                         }
                     };
-                    let message = format!("agent: {err}");
+                    let message = err.to_string();
                     tracing::warn!(%message, "model request failed");
                     send(Event::Error {
                         message: message.clone(),

@@ -250,15 +250,15 @@ impl Session {
     /// The session as a front end drives it: the workspace, the built-in conversation (the turn
     /// loop, checkpointed before each prompt when checkpoints are on, or, when the provider could not be configured, one that answers each prompt with
     /// why: a session that only drives an external agent needs no provider), and the provider
-    /// it talks to, or, when it is not configured, why: `explain`'s words for the error (each
-    /// front end says what to set in its own terms), which each prompt is answered with too.
+    /// it talks to, or, when it is not configured, why. Each prompt is answered with `explain`'s
+    /// words for that error (each front end says what to set in its own terms).
     pub fn into_conversation(
         self,
         explain: &dyn Fn(&ProviderError) -> String,
     ) -> (
         Workspace,
         Arc<dyn Conversation>,
-        std::result::Result<ProviderInfo, String>,
+        std::result::Result<ProviderInfo, ProviderError>,
     ) {
         match self.agent {
             Ok(agent) => {
@@ -273,9 +273,8 @@ impl Session {
                 (self.workspace, native, Ok(provider))
             }
             Err(err) => {
-                let message = explain(&err);
-                let unavailable = Arc::new(Unavailable::new("built-in", message.clone()));
-                (self.workspace, unavailable, Err(message))
+                let unavailable = Arc::new(Unavailable::new("built-in", explain(&err)));
+                (self.workspace, unavailable, Err(err))
             }
         }
     }
@@ -494,8 +493,8 @@ mod tests {
         let (_, native, provider) = built.into_conversation(&explain);
         assert_eq!(native.name(), "built-in");
         assert_eq!(
-            provider,
-            Ok(ProviderInfo {
+            provider.ok(),
+            Some(ProviderInfo {
                 kind: ProviderKind::Ollama,
                 model: "m".into(),
                 base_url: "http://127.0.0.1:9".into(),
@@ -506,7 +505,7 @@ mod tests {
             .unwrap()
             .into_conversation(&explain);
         assert_eq!(
-            provider,
+            provider.map_err(|err| explain(&err)),
             Err("agent: unknown provider 'nope'; use anthropic, openai or ollama".into())
         );
         let (events, mut seen) = tokio::sync::mpsc::unbounded_channel();

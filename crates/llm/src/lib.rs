@@ -253,8 +253,13 @@ pub struct ToolCall {
     /// The arguments exactly as the model sent them (replayed verbatim to OpenAI-style APIs).
     pub raw_args: String,
     /// The arguments parsed, or why they could not be.
-    pub args: Result<Value, String>,
+    pub args: Result<Value, BadArguments>,
 }
+
+/// Why a call's argument text is not JSON, in the parser's words (the model is told them).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadArguments(String);
 
 impl ToolCall {
     /// Builds a call, parsing its raw argument text (empty means no arguments).
@@ -262,7 +267,7 @@ impl ToolCall {
         let args = if raw_args.trim().is_empty() {
             Ok(Value::Object(Default::default()))
         } else {
-            serde_json::from_str(&raw_args).map_err(|e| e.to_string())
+            serde_json::from_str(&raw_args).map_err(|e| BadArguments(e.to_string()))
         };
         ToolCall {
             id,

@@ -94,6 +94,7 @@ end
 ---@field id string `agent:{name}:{its id}` for an external agent's own session
 ---@field title string the first line of its first prompt (an agent's: its title, or empty)
 ---@field updated? integer when it was last written, seconds since the epoch (an agent may not say)
+---@field age? string how long ago that was (`4 min ago`), as the backend words it
 ---@field prompts? integer (not for an agent's own session)
 ---@field tokens? integer (not for an agent's own session)
 ---@field problem? string why it cannot be resumed (unreadable, another format version)

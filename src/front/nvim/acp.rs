@@ -148,6 +148,7 @@ impl Slot {
     pub(super) async fn agent_session_rows(
         &self,
         noted: &HashSet<AgentNote>,
+        now: u64,
     ) -> Vec<(u64, serde_json::Value)> {
         let conversation = self.conversation.lock().await.clone();
         let Some(conversation) = conversation else {
@@ -179,6 +180,7 @@ impl Slot {
                     });
                     if let Some(updated) = session.updated {
                         row["updated"] = json!(updated);
+                        row["age"] = json!(display::age_at(updated, now));
                     }
                     (session.updated.unwrap_or(0), row)
                 })
@@ -392,21 +394,32 @@ mod tests {
         let bridge = Bridge::new(CancellationToken::new());
         let mut ui = bridge.ui_rx.lock().await.take().unwrap();
         let none = HashSet::new();
-        assert_eq!(bridge.slot.agent_session_rows(&none).await, vec![]);
+        assert_eq!(
+            bridge.slot.agent_session_rows(&none, 5 + 4 * 60).await,
+            vec![]
+        );
         bridge.slot.switch_to(Arc::new(keeps(false))).await;
         // `c` is saved in a file of ours: that file is its row.
         let noted = HashSet::from([AgentNote {
             agent: "test".into(),
             session: "c".into(),
         }]);
-        assert_eq!(bridge.slot.agent_session_rows(&noted).await.len(), 1);
         assert_eq!(
-            bridge.slot.agent_session_rows(&none).await,
+            bridge
+                .slot
+                .agent_session_rows(&noted, 5 + 4 * 60)
+                .await
+                .len(),
+            1
+        );
+        assert_eq!(
+            bridge.slot.agent_session_rows(&none, 5 + 4 * 60).await,
             vec![
                 (
                     5,
                     json!({"id": "agent:test:a", "agent": "test", "session": "a",
-                        "title": display::one_line("Fix\u{1b}[2J it"), "updated": 5})
+                        "title": display::one_line("Fix\u{1b}[2J it"), "updated": 5,
+                        "age": "4 min ago"})
                 ),
                 (
                     0,
@@ -451,7 +464,7 @@ mod tests {
         assert_eq!(next(&mut ui).await, UiEvent::Idle);
         bridge.slot.switch_to(Arc::new(keeps(true))).await;
         assert_eq!(
-            bridge.slot.agent_session_rows(&none).await,
+            bridge.slot.agent_session_rows(&none, 5 + 4 * 60).await,
             vec![(
                 0,
                 json!({"id": "agent:test", "agent": "test", "title": "",

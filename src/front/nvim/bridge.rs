@@ -116,10 +116,12 @@ impl Bridge {
         // A missing key is reported when a prompt needs the provider, not now: a session that
         // only drives an external agent (ACP) never does.
         let (workspace, native, provider) = built.into_conversation(&no_provider);
+        let provider = provider.map_err(|err| no_provider(&err));
         let root = workspace.root().display().to_string();
         let terminal_sandbox = config.settings.sandbox.policy(workspace.root());
         let (sandbox_report, _) = session::sandbox_report(&config, workspace.root());
         tracing::info!(sandbox = %sandbox_report.summary, "sandbox");
+        let sandbox_warnings = display::sandbox_warnings(&sandbox_report);
         let started = match &provider {
             Ok(p) => UiEvent::Started {
                 version: env!("CARGO_PKG_VERSION").to_string(),
@@ -132,7 +134,7 @@ impl Bridge {
                 unavailable: None,
                 workspace: root.clone(),
                 sandbox: sandbox_report.summary,
-                sandbox_warnings: sandbox_report.warnings,
+                sandbox_warnings,
             },
             Err(why) => UiEvent::Started {
                 version: env!("CARGO_PKG_VERSION").to_string(),
@@ -145,7 +147,7 @@ impl Bridge {
                 unavailable: Some(why.clone()),
                 workspace: root.clone(),
                 sandbox: sandbox_report.summary,
-                sandbox_warnings: sandbox_report.warnings,
+                sandbox_warnings,
             },
         };
         // Listed now, so the first `@` in the input does not wait for the walk.
@@ -529,6 +531,7 @@ impl Bridge {
     async fn sessions(&self) -> std::result::Result<Value, Value> {
         let store = self.slot.of_session(|s| s.store.clone()).await?;
         let listed = store.as_ref().map(Store::list).unwrap_or_default();
+        let now = display::now();
         let mut noted = std::collections::HashSet::new();
         let mut listed: Vec<(u64, serde_json::Value)> = listed
             .into_iter()
@@ -543,6 +546,9 @@ impl Bridge {
                     .then(|| store.as_ref()?.agent_session(&listed.id))
                     .flatten();
                 let mut row = serde_json::to_value(listed).unwrap_or_default();
+                if row.get("problem").is_none() {
+                    row["age"] = serde_json::Value::from(display::age_at(updated, now));
+                }
                 if let Some(note) = note {
                     row["agent"] = serde_json::Value::from(display::one_line(&note.agent));
                     noted.insert(note);
@@ -550,7 +556,7 @@ impl Bridge {
                 (updated, row)
             })
             .collect();
-        listed.extend(self.slot.agent_session_rows(&noted).await);
+        listed.extend(self.slot.agent_session_rows(&noted, now).await);
         listed.sort_by_key(|(updated, _)| std::cmp::Reverse(*updated));
         Ok(Value::Array(
             listed
@@ -781,10 +787,7 @@ async fn rewind_points(
                 (
                     // Redacted as the chat's copy of the prompt is (answers skip the pump).
                     Value::from("row"),
-                    Value::from(
-                        crate::secrets::redact(&crate::checkpoint::points::row(point, now))
-                            .as_ref(),
-                    ),
+                    Value::from(crate::secrets::redact(&display::point_row(point, now)).as_ref()),
                 ),
             ];
             if point.turn == 0 {

@@ -378,16 +378,13 @@ pub struct SandboxOptions {
 }
 
 impl SandboxOptions {
-    /// The sandbox, or the message naming a mode that is not one.
-    pub fn sandbox(&self) -> Result<crate::sandbox::Sandbox, String> {
+    /// The sandbox, or the error naming a mode that is not one.
+    pub fn sandbox(&self) -> Result<crate::sandbox::Sandbox, OptionError> {
         use crate::sandbox::{Mode, Sandbox};
         let mode = match self.mode.as_deref() {
             None => Mode::default(),
-            Some(name) => Mode::parse(name).ok_or_else(|| {
-                format!(
-                    "agent: `sandbox.mode` should be {}, got {name:?}",
-                    Mode::NAMES
-                )
+            Some(name) => Mode::parse(name).ok_or_else(|| OptionError::SandboxMode {
+                got: name.to_string(),
             })?,
         };
         Ok(Sandbox {
@@ -416,37 +413,67 @@ pub struct Permissions {
 }
 
 impl Permissions {
-    /// The rules, or the message naming the first that cannot be read.
-    pub fn rules(&self) -> Result<crate::permissions::Rules, String> {
-        let texts = |list: &serde_json::Value, name: &str| -> Result<Vec<String>, String> {
-            let items = match list {
-                serde_json::Value::Null => return Ok(Vec::new()),
-                serde_json::Value::Array(items) => items,
-                // An empty Lua table may arrive as a map.
-                serde_json::Value::Object(map) if map.is_empty() => return Ok(Vec::new()),
-                other => {
-                    return Err(format!(
-                        "agent: permissions.{name} should be a list of rules, got {other}"
-                    ))
-                }
+    /// The rules, or the error naming the first that cannot be read.
+    pub fn rules(&self) -> Result<crate::permissions::Rules, OptionError> {
+        let texts =
+            |list: &serde_json::Value, name: &'static str| -> Result<Vec<String>, OptionError> {
+                let items = match list {
+                    serde_json::Value::Null => return Ok(Vec::new()),
+                    serde_json::Value::Array(items) => items,
+                    // An empty Lua table may arrive as a map.
+                    serde_json::Value::Object(map) if map.is_empty() => return Ok(Vec::new()),
+                    other => {
+                        return Err(OptionError::NotAList {
+                            list: name,
+                            got: other.clone(),
+                        })
+                    }
+                };
+                items
+                    .iter()
+                    .map(|rule| match rule.as_str() {
+                        Some(text) => Ok(text.to_string()),
+                        None => Err(OptionError::NotARule {
+                            list: name,
+                            rule: rule.clone(),
+                        }),
+                    })
+                    .collect()
             };
-            items
-                .iter()
-                .map(|rule| match rule.as_str() {
-                    Some(text) => Ok(text.to_string()),
-                    None => Err(format!(
-                        "agent: permissions.{name} holds {rule}, which is not a rule: write run_bash(PATTERN) or edit_file(GLOB)"
-                    )),
-                })
-                .collect()
-        };
-        crate::permissions::Rules::parse(
+        Ok(crate::permissions::Rules::parse(
             &texts(&self.allow, "allow")?,
             &texts(&self.ask, "ask")?,
             &texts(&self.deny, "deny")?,
-        )
-        .map_err(|err| format!("agent: {err}"))
+        )?)
     }
+}
+
+/// Why a `sandbox` or `permissions` option `start` sent cannot be used, as the person reads it.
+#[derive(Debug, thiserror::Error)]
+pub enum OptionError {
+    /// `sandbox.mode` names no mode.
+    #[error(
+        "agent: `sandbox.mode` should be {}, got {got:?}",
+        crate::sandbox::Mode::NAMES
+    )]
+    SandboxMode { got: String },
+    /// `permissions.{list}` is not a list.
+    #[error("agent: permissions.{list} should be a list of rules, got {got}")]
+    NotAList {
+        list: &'static str,
+        got: serde_json::Value,
+    },
+    /// `permissions.{list}` holds something other than a string.
+    #[error(
+        "agent: permissions.{list} holds {rule}, which is not a rule: write run_bash(PATTERN) or edit_file(GLOB)"
+    )]
+    NotARule {
+        list: &'static str,
+        rule: serde_json::Value,
+    },
+    /// A rule's text cannot be read.
+    #[error("agent: {0}")]
+    Rule(#[from] crate::permissions::RuleError),
 }
 
 /// `prompt`: what the user asked, context included.

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use super::protocol::{lua, UiEvent};
 use super::Nvim;
 use agent_nvim_vocab::conversation::ConversationEvent;
-use agent_nvim_vocab::events::Event;
+use agent_nvim_vocab::events::{Event, Outcome};
 
 /// How long the pump gathers events before it sends a batch: 33 a second. Each batch costs
 /// Neovim a redraw however little it holds (doc/decisions/0012-pump-one-batch-a-frame.md), so a slow stream is not
@@ -21,17 +21,32 @@ pub(super) const FRAME: Duration = Duration::from_millis(30);
 
 impl From<Event> for UiEvent {
     fn from(event: Event) -> Self {
-        UiEvent::Agent(event)
+        UiEvent::Agent(with_prefix(event))
     }
 }
 
 impl From<ConversationEvent> for UiEvent {
     fn from(event: ConversationEvent) -> Self {
         match event {
-            ConversationEvent::Turn(event) => UiEvent::Agent(event),
+            ConversationEvent::Turn(event) => UiEvent::Agent(with_prefix(event)),
             ConversationEvent::Agent(update) => UiEvent::Update(update),
         }
     }
+}
+
+/// What went wrong, as a front end says it: the lower crates say what happened, the chat adds
+/// `agent: ` ([`crate::display::said`]).
+fn with_prefix(mut event: Event) -> Event {
+    if let Event::Error { message }
+    | Event::TurnDone {
+        outcome: Outcome::Failed,
+        message,
+        ..
+    } = &mut event
+    {
+        *message = crate::display::said(std::mem::take(message));
+    }
+    event
 }
 
 /// The most events, and roughly the most bytes of text, one batch carries: Lua shows a full one

@@ -3,7 +3,6 @@
 //! changed.
 
 use super::{Checkpoint, CheckpointError, Checkpoints, Kind};
-use agent_nvim_text::escape as display;
 
 /// One prompt a rewind can go back to (or, numbered 0, the undo of the last rewind).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,25 +99,4 @@ impl Checkpoints {
         }
         Ok(None)
     }
-}
-
-/// How the list shows `point` at `now` (seconds since the epoch):
-/// `3 · fix the failing test · 2 files changed · 4 min ago`, its label made visible; an undo
-/// point is `undo · the code before the last rewind · 2 files changed · just now`.
-pub fn row(point: &Point, now: u64) -> String {
-    let files = match point.files {
-        1 => "1 file changed".to_string(),
-        n => format!("{n} files changed"),
-    };
-    let number = match point.turn {
-        0 => "undo".to_string(),
-        turn => turn.to_string(),
-    };
-    format!(
-        "{} · {} · {} · {}",
-        number,
-        display::one_line(&point.label),
-        files,
-        agent_nvim_text::text::age(now.saturating_sub(point.time))
-    )
 }

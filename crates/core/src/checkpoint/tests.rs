@@ -688,26 +688,6 @@ async fn rewind_points_are_the_prompts_newest_first_with_what_each_turn_changed(
             (1, "first".to_string(), 2)
         ]
     );
-
-    let point = points::Point {
-        turn: 3,
-        id: "x".into(),
-        label: "fix the failing test".into(),
-        files: 2,
-        time: 1000,
-    };
-    assert_eq!(
-        points::row(&point, 1000 + 4 * 60 + 5),
-        "3 · fix the failing test · 2 files changed · 4 min ago"
-    );
-    let hostile = points::Point {
-        files: 1,
-        label: "ok\u{1b}[2J\nrm -rf".into(),
-        ..point
-    };
-    let row = points::row(&hostile, 1000);
-    assert!(!row.contains('\u{1b}') && !row.contains('\n'), "{row}");
-    assert!(row.ends_with(" · 1 file changed · just now"), "{row}");
 }
 
 #[tokio::test]
@@ -744,14 +724,12 @@ async fn the_last_rewind_of_the_code_can_be_undone_until_the_next_prompt() {
         Some((0, label.clone(), 2, restored.undo.id.clone()))
     );
     assert_eq!(
-        points::row(
-            &fx.checkpoints.undo_point("c1").await.unwrap().unwrap(),
-            u64::MAX
-        )
-        .split(" · ")
-        .take(3)
-        .collect::<Vec<_>>(),
-        ["undo", "the code before the last rewind", "2 files changed"]
+        fx.checkpoints
+            .undo_point("c1")
+            .await
+            .unwrap()
+            .map(|p| (p.turn, p.label)),
+        Some((0, "the code before the last rewind".to_string()))
     );
 
     // A restore refused for unsaved buffers changed nothing: the undo is still the first one's.

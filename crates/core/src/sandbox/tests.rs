@@ -661,16 +661,13 @@ fn without_landlock_the_sandbox_is_off_with_a_warning_that_says_what_to_do() {
         assert_eq!(got.mode, Mode::Off);
         assert!(!got.is_on());
         assert_eq!(got.summary, format!("off: {why}"));
-        assert_eq!(
-            got.warnings,
-            vec![format!(
-                "agent: the sandbox is off: {why}; commands run without it. Set sandbox.mode to \"off\" (--sandbox off) to say you know (see :help agent-sandbox)"
-            )]
-        );
+        assert_eq!(got.off.as_deref(), Some(why));
+        assert_eq!(got.warnings, Vec::<String>::new());
         assert_eq!(got.prompt_note(), None);
     }
     // Turned off on purpose: nothing to warn about.
     let got = report(&Sandbox::off(), Support::NotInKernel);
+    assert_eq!(got.off, None);
     assert_eq!(got.warnings, Vec::<String>::new());
 }
 
@@ -748,7 +745,7 @@ fn without_seccomp_local_sockets_are_open_said_and_the_sandbox_is_not_whole() {
     );
     assert_eq!(
         got.warnings,
-        ["agent: this kernel has no seccomp filters, so the sandbox cannot keep commands from local sockets (Neovim's, tmux's, ssh-agent's, D-Bus): a command could drive them, so auto_allow_sandboxed asks about each command"]
+        ["this kernel has no seccomp filters, so the sandbox cannot keep commands from local sockets (Neovim's, tmux's, ssh-agent's, D-Bus): a command could drive them, so auto_allow_sandboxed asks about each command"]
     );
     assert!(got
         .not_enforced
@@ -767,13 +764,13 @@ fn without_seccomp_local_sockets_are_open_said_and_the_sandbox_is_not_whole() {
     );
     assert_eq!(
         got.warnings[1],
-        "agent: network = false blocks TCP only: without seccomp filters, UDP and other sockets still work"
+        "network = false blocks TCP only: without seccomp filters, UDP and other sockets still work"
     );
     // ABI 3: nothing of the network is enforced.
     let got = report_on(&offline, Support::Abi(3), false);
     assert_eq!(
         got.warnings[1],
-        "agent: network = false is not enforced: Landlock ABI 3 has no network rules (ABI 4, Linux 6.7, has them) and there are no seccomp filters; commands can still connect and listen"
+        "network = false is not enforced: Landlock ABI 3 has no network rules (ABI 4, Linux 6.7, has them) and there are no seccomp filters; commands can still connect and listen"
     );
     assert!(!got.whole);
 }
@@ -787,7 +784,7 @@ fn a_writable_place_that_does_not_exist_is_named() {
     let got = report(&sandbox, Support::Abi(7));
     assert_eq!(
         got.warnings,
-        vec!["agent: /nonexistent/cache (sandbox.writable) does not exist, so commands cannot write there; create it first".to_string()]
+        vec!["/nonexistent/cache (sandbox.writable) does not exist, so commands cannot write there; create it first".to_string()]
     );
     assert!(!got.writable.contains(&PathBuf::from("/nonexistent/cache")));
 }

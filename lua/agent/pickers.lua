@@ -1,0 +1,176 @@
+--- The lists :Agent offers in vim.ui.select when a subcommand is given without its argument:
+--- models, queued prompts, saved conversations, rewind points and what a rewind restores. Each
+--- takes the public API (`require("agent")`, passed in: this module never requires it) and calls
+--- back into it with the choice.
+
+local M = {}
+
+--- `:Agent model`: the models to choose from, the one in use marked.
+---@param api table the public API
+function M.model(api)
+  local rpc = require("agent.rpc")
+  if rpc.ensure() then
+    local offer = rpc.models()
+    if offer then
+      require("agent.chat").offered(offer.models or {})
+      if offer.problem then
+        vim.notify(offer.problem, vim.log.levels.WARN)
+      end
+    end
+  end
+  local names = api.models()
+  if #names == 0 then
+    vim.notify(
+      "agent: no models to choose from; name one (:Agent model NAME) or list them in setup({ models = { ... } })",
+      vim.log.levels.INFO
+    )
+    return
+  end
+  local current = require("agent.chat").status().model
+  vim.ui.select(names, {
+    prompt = "agent: model for the next prompts",
+    kind = "agent.model",
+    format_item = function(name)
+      return name == current and (name .. "  (in use)") or name
+    end,
+  }, function(name)
+    if name then
+      api.model(name)
+    end
+  end)
+end
+
+--- `:Agent queue`: the queued prompts; choosing one removes it (back into the input).
+---@param api table the public API
+function M.queued(api)
+  local items = api.queue()
+  if #items == 0 then
+    vim.notify("agent: no prompt is queued", vim.log.levels.INFO)
+    return
+  end
+  local rows = {}
+  for i, prompt in ipairs(items) do
+    rows[i] = { index = i, prompt = prompt }
+  end
+  rows[#rows + 1] = { all = true }
+  local queue = require("agent.chat").queue
+  vim.ui.select(rows, {
+    prompt = "agent: queued prompts (choose one to remove it)",
+    kind = "agent.queue",
+    format_item = function(row)
+      return row.all and "Remove them all" or ("%d. %s"):format(row.index, queue.label(row.prompt, 70))
+    end,
+  }, function(row)
+    if not row then
+      return
+    end
+    -- The queue may have moved on while the list was open: remove by text, not by place.
+    local removed = {}
+    for i = #queue.items, 1, -1 do
+      if row.all or (queue.items[i] == row.prompt and #removed == 0) then
+        table.insert(removed, 1, queue.remove(i)) -- kept in the order they were queued
+      end
+    end
+    queue.back_to_input(removed)
+  end)
+end
+
+--- One conversation as the resume list shows it: title, age, prompts, tokens, after
+--- `{agent}: ` when it is an external agent's session; one the agent listed itself as
+--- `{agent}: {title} · {age}`, with what the agent gave of those. The age is the backend's
+--- wording (one formatter for both front ends).
+---@param session agent.Session
+---@return string
+function M.session_item(session)
+  local mark = session.agent and (session.agent .. ": ") or ""
+  local age = session.age or ""
+  if session.agent and not session.prompts then
+    local shown = session.problem or (session.title ~= "" and session.title or session.session or session.id)
+    return mark .. shown .. ((not session.problem and age ~= "") and (" · " .. age) or "")
+  end
+  if session.problem then
+    return ("%s (%s)"):format(session.id, session.problem)
+  end
+  local title = session.title ~= "" and session.title or session.id
+  return mark
+    .. ("%s · %s · %d prompt%s · %d tokens"):format(
+      title,
+      age,
+      session.prompts,
+      session.prompts == 1 and "" or "s",
+      session.tokens
+    )
+end
+
+--- `:Agent resume` without an id: the workspace's conversations.
+---@param api table the public API
+function M.session(api)
+  local list = api.sessions()
+  if not list then
+    return
+  end
+  if #list == 0 then
+    vim.notify("agent: no saved conversation in this workspace", vim.log.levels.INFO)
+    return
+  end
+  vim.ui.select(list, { prompt = "Resume a conversation", format_item = M.session_item }, function(choice)
+    if not choice then
+      return
+    end
+    if choice.problem then
+      vim.notify(("agent: %s cannot be resumed: %s"):format(choice.id, choice.problem), vim.log.levels.ERROR)
+      return
+    end
+    api.resume(choice.id)
+  end)
+end
+
+--- What a rewind can restore, in the order :Agent rewind offers them.
+M.rewind_modes = {
+  { label = "Code and conversation", mode = "both" },
+  { label = "Code only", mode = "code" },
+  { label = "Conversation only", mode = "conversation" },
+}
+
+--- `:Agent rewind` without a prompt: the rewind points, newest first.
+---@param api table the public API
+function M.rewind(api)
+  local points = api.rewind_points()
+  if not points then
+    return
+  end
+  if #points == 0 then
+    vim.notify("agent: no prompt to rewind to in this conversation yet", vim.log.levels.INFO)
+    return
+  end
+  vim.ui.select(points, {
+    prompt = "Rewind to before",
+    format_item = function(point)
+      return point.row
+    end,
+  }, function(choice)
+    if choice and choice.undo then
+      api.rewind("undo")
+    elseif choice then
+      M.rewind_mode(api, choice.turn)
+    end
+  end)
+end
+
+--- Asks what a rewind to before prompt `n` restores, then does it.
+---@param api table the public API
+---@param n integer
+function M.rewind_mode(api, n)
+  vim.ui.select(M.rewind_modes, {
+    prompt = ("Rewind to before prompt %d: restore"):format(n),
+    format_item = function(choice)
+      return choice.label
+    end,
+  }, function(choice)
+    if choice then
+      api.rewind(n, choice.mode)
+    end
+  end)
+end
+
+return M
