@@ -27,7 +27,8 @@ binary() {
     python3 -c '
 import json, sys
 found = [m["executable"] for m in map(json.loads, sys.stdin)
-         if m.get("reason") == "compiler-artifact" and m.get("executable")]
+         if m.get("reason") == "compiler-artifact" and m.get("executable")
+         and "bench" in m["target"]["kind"]]
 print(found[-1] if found else "")'
 }
 

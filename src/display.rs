@@ -205,7 +205,14 @@ pub fn now() -> u64 {
 /// says it: `just now`, `4 min ago`, `2 h ago`, `3 days ago`. The one formatter of ages: the
 /// plugin's lists get it from here.
 pub fn age_at(then: u64, now: u64) -> String {
-    crate::text::age(now.saturating_sub(then))
+    let secs = now.saturating_sub(then);
+    match secs {
+        0..60 => "just now".into(),
+        60..3600 => format!("{} min ago", secs / 60),
+        3600..86_400 => format!("{} h ago", secs / 3600),
+        86_400..172_800 => "1 day ago".into(),
+        _ => format!("{} days ago", secs / 86_400),
+    }
 }
 
 /// A lower layer's error as a person reads it: `agent: ` first. The layers below the front ends
@@ -483,6 +490,22 @@ mod tests {
                 text: "hi \\e[8mhidden\n".into()
             }
         );
+    }
+
+    #[test]
+    fn an_age_is_worded_in_its_largest_whole_unit() {
+        let now = 1_000_000;
+        let ago = |secs: u64| age_at(now - secs, now);
+        assert_eq!(ago(0), "just now");
+        assert_eq!(ago(59), "just now");
+        assert_eq!(ago(60), "1 min ago");
+        assert_eq!(ago(3599), "59 min ago");
+        assert_eq!(ago(3600), "1 h ago");
+        assert_eq!(ago(86_399), "23 h ago");
+        assert_eq!(ago(86_400), "1 day ago");
+        assert_eq!(ago(172_800), "2 days ago");
+        // A clock set back: not a negative age.
+        assert_eq!(age_at(now + 100, now), "just now");
     }
 
     #[test]

@@ -119,21 +119,7 @@ function M.stop(opts)
     answered(opts.queue)
     return
   end
-  local plural = queued == 1 and "" or "s"
-  local choices = {
-    { answer = "drop", label = ("Stop, and drop the %d queued prompt%s"):format(queued, plural) },
-    { answer = "keep", label = ("Stop, then send the %d queued prompt%s"):format(queued, plural) },
-  }
-  vim.ui.select(choices, {
-    prompt = "agent: stopped; prompts are queued behind it",
-    kind = "agent.stop",
-    format_item = function(choice)
-      return choice.label
-    end,
-  }, function(choice)
-    -- No answer (<Esc>) keeps them: nothing is lost without saying so.
-    answered(choice and choice.answer or "keep")
-  end)
+  require("agent.pickers").stop_queue(queued, answered)
 end
 
 --- The prompts queued behind the running turn, oldest first (a copy). `queue(i)` removes the
@@ -324,31 +310,7 @@ function M.permissions()
     )
     return
   end
-  vim.ui.select(rows, {
-    prompt = "agent: permission rules (choose a saved one to remove it)",
-    kind = "agent.permissions",
-    format_item = function(row)
-      local origin = row.removable and "saved for this project · remove" or ("setup() · %s"):format(row.origin)
-      return ("%s  (%s)"):format(row.rule, origin)
-    end,
-  }, function(row)
-    if not row then
-      return
-    end
-    if not row.removable then
-      vim.notify(
-        ("agent: %s is in setup({ permissions = ... }) (%s); change it there"):format(row.rule, row.origin),
-        vim.log.levels.INFO
-      )
-      return
-    end
-    local removed, remove_err = rpc.permissions(row.raw)
-    if not removed then
-      vim.notify(("agent: cannot remove %s: %s"):format(row.rule, remove_err), vim.log.levels.ERROR)
-      return
-    end
-    vim.notify(("agent: removed the saved rule %s for this project"):format(row.rule), vim.log.levels.INFO)
-  end)
+  require("agent.pickers").permissions(rows, rpc.permissions)
 end
 
 --- Continues saved conversation `id` with the built-in agent: the chat shows it as it looked, and

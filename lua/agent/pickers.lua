@@ -125,6 +125,60 @@ function M.session(api)
   end)
 end
 
+--- `:Agent stop` with prompts queued behind the turn: drop them or send them. No answer
+--- (<Esc>) keeps them: nothing is lost without saying so.
+---@param queued integer how many are queued
+---@param answered fun(answer: "drop"|"keep")
+function M.stop_queue(queued, answered)
+  local plural = queued == 1 and "" or "s"
+  local choices = {
+    { answer = "drop", label = ("Stop, and drop the %d queued prompt%s"):format(queued, plural) },
+    { answer = "keep", label = ("Stop, then send the %d queued prompt%s"):format(queued, plural) },
+  }
+  vim.ui.select(choices, {
+    prompt = "agent: stopped; prompts are queued behind it",
+    kind = "agent.stop",
+    format_item = function(choice)
+      return choice.label
+    end,
+  }, function(choice)
+    answered(choice and choice.answer or "keep")
+  end)
+end
+
+--- `:Agent permissions`: the rules in force with where each came from; choosing a saved one
+--- removes it with `remove` (the backend's `permissions` request), one from setup() says where
+--- to change it.
+---@param rows table[] the backend's rows: `{ rule, origin, removable, raw }`
+---@param remove fun(raw: string): any, string?
+function M.permissions(rows, remove)
+  vim.ui.select(rows, {
+    prompt = "agent: permission rules (choose a saved one to remove it)",
+    kind = "agent.permissions",
+    format_item = function(row)
+      local origin = row.removable and "saved for this project · remove" or ("setup() · %s"):format(row.origin)
+      return ("%s  (%s)"):format(row.rule, origin)
+    end,
+  }, function(row)
+    if not row then
+      return
+    end
+    if not row.removable then
+      vim.notify(
+        ("agent: %s is in setup({ permissions = ... }) (%s); change it there"):format(row.rule, row.origin),
+        vim.log.levels.INFO
+      )
+      return
+    end
+    local removed, remove_err = remove(row.raw)
+    if not removed then
+      vim.notify(("agent: cannot remove %s: %s"):format(row.rule, remove_err), vim.log.levels.ERROR)
+      return
+    end
+    vim.notify(("agent: removed the saved rule %s for this project"):format(row.rule), vim.log.levels.INFO)
+  end)
+end
+
 --- What a rewind can restore, in the order :Agent rewind offers them.
 M.rewind_modes = {
   { label = "Code and conversation", mode = "both" },

@@ -15,7 +15,7 @@ use crate::editor::NoEditor;
 use crate::front::cli::{RunArgs, SandboxArgs, ToolArgs};
 use crate::session::{self, SessionConfig};
 use crate::sessions::resume::{self, ResumeError};
-use crate::sessions::{self, Recorded, Store};
+use crate::sessions::{Recorded, Store};
 use crate::tools::Executor;
 use crate::{Error, Result};
 use agent_nvim_vocab::approval::{Action, ApprovalRequest, Decision};
@@ -531,9 +531,7 @@ pub fn list_sessions(workspace: Option<std::path::PathBuf>) -> Result<u8> {
         ));
     };
     let store = Store::new(state_dir, executor.context().workspace.root());
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = display::now();
     let mut out = std::io::stdout().lock();
     for listed in store.list() {
         let line = match &listed.problem {
@@ -541,7 +539,7 @@ pub fn list_sessions(workspace: Option<std::path::PathBuf>) -> Result<u8> {
             None => format!(
                 "{}  {}  {} prompt{}  {} tokens  {}",
                 listed.id,
-                sessions::age(now.saturating_sub(listed.updated)),
+                display::age_at(listed.updated, now),
                 listed.prompts,
                 if listed.prompts == 1 { "" } else { "s" },
                 listed.tokens,

@@ -1,10 +1,9 @@
 //! The crate graph is the architecture (ARCHITECTURE.md, "The map"): each crate of the
-//! workspace may depend only on the crates below it. This reads every `crates/*/Cargo.toml` and
-//! fails when one names a workspace crate its layer may not know, or when a crate is added
-//! without a place in [`LAYERS`].
-
-use std::collections::BTreeMap;
-use std::path::Path;
+//! workspace may depend only on the crates below it. This asks cargo for the workspace's
+//! packages and their dependencies (`cargo metadata`, so a renamed or target-specific
+//! dependency is seen by its real package name) and fails when one depends on a workspace crate
+//! its layer may not know, when a crate is added without a place in [`LAYERS`], or when the
+//! test fixtures reach what a `cargo build` builds.
 
 /// Each workspace crate (the root package aside, which is the top and may use any) and the
 /// workspace crates it may depend on. The test fixtures ([`FIXTURES`]) are not in it: any crate
@@ -47,105 +46,183 @@ const LAYERS: &[(&str, &[&str])] = &[
 
 /// The dev-only crate of test fixtures: a `[dev-dependencies]` entry only.
 const FIXTURES: &str = "agent-nvim-fixtures";
+/// The root package: the binary, above every crate.
+const ROOT: &str = "agent-nvim";
 
-/// The package name and the workspace crates (`agent-nvim*`) a manifest depends on, in any of
-/// its dependency tables (normal, dev, build, target-specific), each with whether the table is
-/// `[dev-dependencies]`.
-fn workspace_deps(manifest: &str) -> (String, Vec<(String, bool)>) {
-    let mut name = String::new();
-    let mut deps = Vec::new();
-    let mut section = String::new();
-    for line in manifest.lines().map(str::trim) {
-        if line.starts_with('[') {
-            section = line.trim_matches(|c| c == '[' || c == ']').to_string();
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        let key = key.trim().trim_matches('"');
-        if section == "package" && key == "name" {
-            name = value.trim().trim_matches('"').to_string();
-        } else if section.ends_with("dependencies") && key.starts_with("agent-nvim") {
-            deps.push((key.to_string(), section.ends_with("dev-dependencies")));
-        } else if section.contains("dependencies.agent-nvim") {
-            // `[dependencies.agent-nvim-core]` written as a table of its own.
-            let dep = section.rsplit('.').next().unwrap_or_default().to_string();
-            let dev = section.contains("dev-dependencies.");
-            if !deps.contains(&(dep.clone(), dev)) {
-                deps.push((dep, dev));
-            }
-        }
-    }
-    (name, deps)
+/// One workspace package as cargo describes it: its manifest, its name, and the workspace
+/// crates (`agent-nvim*`) it depends on, each with whether only its tests use it (a
+/// `[dev-dependencies]` entry) and whether it is optional (built only with a feature).
+struct Package {
+    manifest: String,
+    name: String,
+    deps: Vec<Dep>,
 }
 
-/// What is wrong with the workspace's manifests: a crate depending above its layer, or one the
-/// table does not place.
-fn violations(manifests: &BTreeMap<String, String>) -> Vec<String> {
+struct Dep {
+    name: String,
+    dev: bool,
+    optional: bool,
+}
+
+/// The workspace's packages, from `cargo metadata` (no resolution, nothing fetched).
+fn packages() -> Vec<Package> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|package| Package {
+            manifest: package["manifest_path"].as_str().unwrap().to_string(),
+            name: package["name"].as_str().unwrap().to_string(),
+            deps: package["dependencies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|dep| dep["name"].as_str().unwrap().starts_with("agent-nvim"))
+                .map(|dep| Dep {
+                    name: dep["name"].as_str().unwrap().to_string(),
+                    dev: dep["kind"].as_str() == Some("dev"),
+                    optional: dep["optional"].as_bool().unwrap_or(false),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// What is wrong with the workspace: a crate depending above its layer, one the table does not
+/// place, or the fixtures where a build would use them (the root may name them as an optional
+/// dependency, which only its `test-support` feature turns on).
+fn violations(packages: &[Package]) -> Vec<String> {
     let mut wrong = Vec::new();
-    for (path, text) in manifests {
-        let (name, deps) = workspace_deps(text);
-        let Some((_, allowed)) = LAYERS.iter().find(|(crate_name, _)| *crate_name == name) else {
-            wrong.push(format!("{path}: {name} has no place in LAYERS"));
-            continue;
+    for Package {
+        manifest,
+        name,
+        deps,
+    } in packages
+    {
+        let allowed: Option<&[&str]> = if name == ROOT {
+            None
+        } else {
+            let Some((_, allowed)) = LAYERS.iter().find(|(crate_name, _)| crate_name == name)
+            else {
+                wrong.push(format!("{manifest}: {name} has no place in LAYERS"));
+                continue;
+            };
+            Some(allowed)
         };
-        for (dep, dev) in deps {
-            if dep == FIXTURES {
-                if !dev {
-                    wrong.push(format!("{path}: {name} may use {dep} in its tests only"));
+        for dep in deps {
+            if dep.name == FIXTURES {
+                let optional_in_root = name == ROOT && dep.optional;
+                if !dep.dev && !optional_in_root {
+                    wrong.push(format!(
+                        "{manifest}: {name} may use {FIXTURES} in its tests only"
+                    ));
                 }
-            } else if !allowed.contains(&dep.as_str()) {
-                wrong.push(format!("{path}: {name} may not depend on {dep}"));
+            } else if dep.name == ROOT && name != ROOT {
+                wrong.push(format!("{manifest}: {name} may not depend on {ROOT}"));
+            } else if let Some(allowed) = allowed {
+                if !allowed.contains(&dep.name.as_str()) {
+                    wrong.push(format!("{manifest}: {name} may not depend on {}", dep.name));
+                }
             }
         }
     }
+    wrong.sort();
     wrong
 }
 
 #[test]
 fn no_workspace_crate_depends_on_one_its_layer_may_not_know() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut manifests = BTreeMap::new();
-    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
-        let manifest = entry.unwrap().path().join("Cargo.toml");
-        if manifest.exists() {
-            let text = std::fs::read_to_string(&manifest).unwrap();
-            manifests.insert(manifest.display().to_string(), text);
-        }
+    let packages = packages();
+    // Every crate under crates/ and the root: a package cargo did not list is not checked.
+    let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
+    for (name, _) in LAYERS {
+        assert!(
+            names.contains(name),
+            "{name} is not in the workspace: {names:?}"
+        );
     }
-    assert!(!manifests.is_empty(), "no crates under {}", root.display());
-    assert_eq!(violations(&manifests), Vec::<String>::new());
+    assert!(names.contains(&ROOT), "{names:?}");
+    assert_eq!(violations(&packages), Vec::<String>::new());
 }
 
 #[test]
 fn the_check_names_an_upward_dependency_and_an_unplaced_crate() {
-    let manifests = BTreeMap::from([
-        (
-            "crates/text/Cargo.toml".to_string(),
-            "[package]\nname = \"agent-nvim-text\"\n\n[dependencies]\nmemchr = \"2\"\n\
-             agent-nvim-core = { path = \"../core\" }\n"
-                .to_string(),
+    let dep = |name: &str, dev: bool, optional: bool| Dep {
+        name: name.to_string(),
+        dev,
+        optional,
+    };
+    let package = |manifest: &str, name: &str, deps: Vec<Dep>| Package {
+        manifest: manifest.to_string(),
+        name: name.to_string(),
+        deps,
+    };
+    let packages = [
+        // What `agent-nvim-core` renamed to `core` in crates/text's manifest comes to.
+        package(
+            "crates/text/Cargo.toml",
+            "agent-nvim-text",
+            vec![dep("agent-nvim-core", false, false)],
         ),
-        (
-            "crates/new/Cargo.toml".to_string(),
-            "[package]\nname = \"agent-nvim-new\"\n\n[dev-dependencies.agent-nvim-text]\npath = \"../text\"\n"
-                .to_string(),
+        package(
+            "crates/new/Cargo.toml",
+            "agent-nvim-new",
+            vec![dep("agent-nvim-text", true, false)],
         ),
-        (
-            "crates/core/Cargo.toml".to_string(),
-            "[package]\nname = \"agent-nvim-core\"\n\n[dependencies]\n\
-             agent-nvim-fixtures = { path = \"../fixtures\" }\n\n[dev-dependencies]\n\
-             agent-nvim-fixtures = { path = \"../fixtures\" }\n"
-                .to_string(),
+        package(
+            "crates/core/Cargo.toml",
+            "agent-nvim-core",
+            vec![
+                dep(FIXTURES, false, false),
+                dep(FIXTURES, true, false),
+                dep(ROOT, false, false),
+            ],
         ),
-    ]);
+        package(
+            "Cargo.toml",
+            ROOT,
+            vec![
+                dep("agent-nvim-engine", false, false),
+                dep(FIXTURES, false, true),
+                dep(FIXTURES, true, false),
+            ],
+        ),
+    ];
     assert_eq!(
-        violations(&manifests),
+        violations(&packages),
         [
+            "crates/core/Cargo.toml: agent-nvim-core may not depend on agent-nvim",
             "crates/core/Cargo.toml: agent-nvim-core may use agent-nvim-fixtures in its tests only",
             "crates/new/Cargo.toml: agent-nvim-new has no place in LAYERS",
             "crates/text/Cargo.toml: agent-nvim-text may not depend on agent-nvim-core",
         ]
+    );
+    // The root using the fixtures in what it builds, not behind its feature, is named too.
+    let root = [package(
+        "Cargo.toml",
+        ROOT,
+        vec![dep(FIXTURES, false, false)],
+    )];
+    assert_eq!(
+        violations(&root),
+        ["Cargo.toml: agent-nvim may use agent-nvim-fixtures in its tests only"]
     );
 }

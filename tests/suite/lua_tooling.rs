@@ -153,9 +153,10 @@ fn require_graph(
         let name = rel.to_str().unwrap().replace('/', ".");
         let name = name.strip_suffix(".init").unwrap_or(&name).to_string();
         let text = std::fs::read_to_string(&path).unwrap();
+        // A module naming itself (an option set to `v:lua.require'this'.fn`) is no cycle.
         let needs = required(&text)
             .into_iter()
-            .filter(|m| m == "agent" || m.starts_with("agent."))
+            .filter(|m| (m == "agent" || m.starts_with("agent.")) && *m != name)
             .collect();
         graph.insert(name, needs);
     }
@@ -238,6 +239,19 @@ fn required(text: &str) -> Vec<String> {
         }
     }
     let mut modules = Vec::new();
+    // An option's value names a module too: `foldtext = "v:lua.require'agent.chat.fold'..."`.
+    for token in &tokens {
+        let Token::Str(value) = token else { continue };
+        for (at, _) in value.match_indices("v:lua.require") {
+            let rest = value[at + "v:lua.require".len()..].trim_start_matches('(');
+            let Some(quote) = rest.chars().next().filter(|q| *q == '\'' || *q == '"') else {
+                continue;
+            };
+            if let Some(name) = rest[1..].split(quote).next() {
+                modules.push(name.to_string());
+            }
+        }
+    }
     for (at, token) in tokens.iter().enumerate() {
         if *token != Token::Name("require".into()) {
             continue;
@@ -326,6 +340,34 @@ fn a_lazy_require_cycle_is_found() {
             "agent".to_string(),
             "agent.chat".to_string(),
             "agent".to_string()
+        ])
+    );
+}
+
+/// A module named in an option's value (`v:lua.require'm'`) counts as required: a window
+/// option that calls the module that made the window is a cycle too.
+#[test]
+fn a_require_in_an_option_value_is_part_of_the_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let lua = dir.path().join("lua/agent/chat");
+    std::fs::create_dir_all(&lua).unwrap();
+    std::fs::write(
+        lua.join("window.lua"),
+        "local M = {}\nM.opts = { foldtext = \"v:lua.require'agent.chat.render'.foldtext()\" }\nreturn M\n",
+    )
+    .unwrap();
+    std::fs::write(
+        lua.join("render.lua"),
+        "local window = require(\"agent.chat.window\")\nreturn {}\n",
+    )
+    .unwrap();
+    let cycle = require_cycle(&require_graph(dir.path()));
+    assert_eq!(
+        cycle,
+        Some(vec![
+            "agent.chat.render".to_string(),
+            "agent.chat.window".to_string(),
+            "agent.chat.render".to_string()
         ])
     );
 }

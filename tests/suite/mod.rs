@@ -28,6 +28,7 @@ mod nvim_sandbox;
 mod nvim_sessions;
 mod nvim_watching;
 mod processes;
+mod rpc_channel;
 mod run_cli;
 mod sandbox;
 mod tool_cli;

@@ -41,6 +41,7 @@ pub(super) async fn read_text_file(
 
 /// Writes `content` to `path` (see the module doc), then tells the editor once.
 pub(super) async fn write_text_file(
+    authority: &crate::external::AgentAuthority,
     workspace: &Workspace,
     host: &dyn AcpHost,
     path: &str,
@@ -57,8 +58,8 @@ pub(super) async fn write_text_file(
             ),
         ));
     }
-    let (ws, target) = (workspace.clone(), resolved.clone());
-    blocking(move || write_file(&ws, &target, content.as_bytes()))
+    let (ws, target, authority) = (workspace.clone(), resolved.clone(), authority.clone());
+    blocking(move || write_file(&authority, &ws, &target, content.as_bytes()))
         .await
         .map_err(|failure| error_for(path, "write", failure))?;
     editor.file_written(&resolved.path).await;
@@ -136,6 +137,7 @@ pub(super) fn slice_lines(text: &str, line: Option<u32>, limit: Option<u32>) -> 
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::external::AgentAuthority;
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
@@ -158,7 +160,8 @@ mod tests {
         let ws = Workspace::new(dir.path()).unwrap();
         let write = |path: &std::path::Path, bytes: &[u8]| {
             let target = ws.resolve(path.to_str().unwrap()).unwrap();
-            write_file(&ws, &target, bytes).map_err(|f| error_for("x", "write", f))
+            write_file(&AgentAuthority::for_tests(), &ws, &target, bytes)
+                .map_err(|f| error_for("x", "write", f))
         };
         let new = dir.path().join("a/b/new.txt");
         write(&new, b"hello\n").unwrap();
@@ -190,7 +193,8 @@ mod tests {
         let ws = Workspace::new(dir.path()).unwrap();
         let write = |path: &std::path::Path, bytes: &[u8]| {
             let target = ws.resolve(path.to_str().unwrap()).unwrap();
-            write_file(&ws, &target, bytes).map_err(|f| error_for("x", "write", f))
+            write_file(&AgentAuthority::for_tests(), &ws, &target, bytes)
+                .map_err(|f| error_for("x", "write", f))
         };
         let file = dir.path().join("same.txt");
         std::fs::write(&file, "x").unwrap();
@@ -211,7 +215,8 @@ mod tests {
         let ws = Workspace::new(dir.path()).unwrap();
         let write = |path: &std::path::Path, bytes: &[u8]| {
             let target = ws.resolve(path.to_str().unwrap()).unwrap();
-            write_file(&ws, &target, bytes).map_err(|f| error_for("x", "write", f))
+            write_file(&AgentAuthority::for_tests(), &ws, &target, bytes)
+                .map_err(|f| error_for("x", "write", f))
         };
         let file = dir.path().join("n.txt");
         write(&file, b"x").unwrap();

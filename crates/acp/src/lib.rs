@@ -399,6 +399,8 @@ fn answer(responder: Responder<Value>, result: Result<Value, agent_client_protoc
 
 /// What the handlers share with the session.
 struct Shared {
+    /// What starting the agent gave: the authority to write files and start terminals for it.
+    authority: external::AgentAuthority,
     name: String,
     workspace: Workspace,
     auto_approve: bool,
@@ -607,7 +609,8 @@ pub struct AcpSession {
 pub async fn connect(spec: AcpSpec, host: Arc<dyn AcpHost>) -> Result<AcpSession, ConnectError> {
     let (process, stdin, stdout) = transport::spawn(&spec).await?;
     tracing::info!(agent = %spec.name, command = ?spec.command, "started ACP agent");
-    start(spec, host, stdout, stdin, Some(process)).await
+    let authority = process.authority();
+    start(spec, host, stdout, stdin, Some(process), authority).await
 }
 
 /// [`connect`] over any pair of streams: the agent's stdout and stdin.
@@ -617,6 +620,7 @@ async fn start<R, W>(
     reader: R,
     writer: W,
     process: Option<Process>,
+    authority: external::AgentAuthority,
 ) -> Result<AcpSession, ConnectError>
 where
     R: AsyncRead + Unpin + Send + 'static,
@@ -624,6 +628,7 @@ where
 {
     let terminals = Arc::new(Mutex::new(terminal::Terminals::default()));
     let shared = Arc::new(Shared {
+        authority,
         name: spec.name.clone(),
         workspace: spec.workspace.clone(),
         auto_approve: spec.auto_approve,
@@ -866,6 +871,7 @@ fn client(
                     .store(true, std::sync::atomic::Ordering::Relaxed);
                 let content = writes.persons_version(&path, request.content);
                 let written = fs::write_text_file(
+                    &writes.authority,
                     &workspace,
                     writes.host.as_ref(),
                     &path,

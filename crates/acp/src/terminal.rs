@@ -358,7 +358,7 @@ impl Shared {
                 .or_else(|| self.terminal.sandbox.clone()),
             keep,
         };
-        let live = crate::external::start_terminal(&spec)
+        let live = crate::external::start_terminal(&self.authority, &spec)
             .await
             .map_err(|err| {
                 Error::new(ErrorCode::INTERNAL_ERROR, format!("terminal/create: {err}"))

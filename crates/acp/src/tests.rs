@@ -98,7 +98,14 @@ async fn pair_offering(
     let mut spec = AcpSpec::new("fake", vec!["fake".into()], workspace.clone());
     spec.auto_approve = auto_approve;
     let (session, ()) = tokio::join!(
-        start(spec, host, client_in, client_out, None),
+        start(
+            spec,
+            host,
+            client_in,
+            client_out,
+            None,
+            crate::external::AgentAuthority::for_tests()
+        ),
         agent.handshake_offering(workspace.root(), capabilities)
     );
     (dir, session.unwrap(), agent)
@@ -329,16 +336,28 @@ async fn a_buffer_is_read_instead_of_the_disk_and_a_write_reloads_it_once() {
             .unwrap(),
         "buffer\n"
     );
-    fs::write_text_file(&workspace, &host, "b.txt", "new".into())
-        .await
-        .unwrap();
+    fs::write_text_file(
+        &crate::external::AgentAuthority::for_tests(),
+        &workspace,
+        &host,
+        "b.txt",
+        "new".into(),
+    )
+    .await
+    .unwrap();
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
     assert_eq!(*host.written.lock().unwrap(), vec![file.clone()]);
 
     host.unsaved.push(file.clone());
-    let refused = fs::write_text_file(&workspace, &host, "b.txt", "clobber".into())
-        .await
-        .unwrap_err();
+    let refused = fs::write_text_file(
+        &crate::external::AgentAuthority::for_tests(),
+        &workspace,
+        &host,
+        "b.txt",
+        "clobber".into(),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(
         refused.message,
         "Refused: 'b.txt' has unsaved changes in the editor; the user must save or discard \
@@ -359,6 +378,7 @@ async fn a_buffer_is_read_instead_of_the_disk_and_a_write_reloads_it_once() {
 fn shared(host: Arc<FakeHost>, auto_approve: bool) -> (tempfile::TempDir, Shared) {
     let dir = tempfile::tempdir().unwrap();
     let shared = Shared {
+        authority: crate::external::AgentAuthority::for_tests(),
         name: "fake".into(),
         workspace: Workspace::new(dir.path()).unwrap(),
         auto_approve,
@@ -597,10 +617,17 @@ async fn an_agent_that_never_answers_initialize_times_out() {
     spec.connect_timeout = Duration::from_millis(200);
     let host = Arc::new(FakeHost::new(true, Answer::Never));
     let started = std::time::Instant::now();
-    let err = start(spec, host, client_in, client_out, None)
-        .await
-        .err()
-        .unwrap();
+    let err = start(
+        spec,
+        host,
+        client_in,
+        client_out,
+        None,
+        crate::external::AgentAuthority::for_tests(),
+    )
+    .await
+    .err()
+    .unwrap();
     assert!(started.elapsed() < Duration::from_secs(3));
     assert_eq!(
         format!("agent: {err}"),
@@ -686,7 +713,13 @@ async fn a_fifo_is_refused_without_blocking_and_writes_keep_the_file_beneath_the
     .unwrap_err();
     let write = tokio::time::timeout(
         bounded,
-        fs::write_text_file(&workspace, &host, "p", "x".into()),
+        fs::write_text_file(
+            &crate::external::AgentAuthority::for_tests(),
+            &workspace,
+            &host,
+            "p",
+            "x".into(),
+        ),
     )
     .await
     .expect("fs/write_text_file blocked on a FIFO")
@@ -700,9 +733,15 @@ async fn a_fifo_is_refused_without_blocking_and_writes_keep_the_file_beneath_the
     );
     // A link to the outside is refused as the path check refuses it.
     std::os::unix::fs::symlink("/etc", workspace.root().join("etc")).unwrap();
-    let refused = fs::write_text_file(&workspace, &host, "etc/agent-test", "x".into())
-        .await
-        .unwrap_err();
+    let refused = fs::write_text_file(
+        &crate::external::AgentAuthority::for_tests(),
+        &workspace,
+        &host,
+        "etc/agent-test",
+        "x".into(),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(
         refused.message,
         "Refused: 'etc/agent-test' resolves outside the workspace root."
@@ -725,9 +764,15 @@ async fn an_agents_path_names_files_as_they_are_not_in_the_quoted_form() {
             .unwrap(),
         "quoted"
     );
-    fs::write_text_file(&workspace, &host, "\"x\"", "new".into())
-        .await
-        .unwrap();
+    fs::write_text_file(
+        &crate::external::AgentAuthority::for_tests(),
+        &workspace,
+        &host,
+        "\"x\"",
+        "new".into(),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         (
             std::fs::read_to_string(workspace.root().join("x")).unwrap(),

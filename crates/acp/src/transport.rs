@@ -39,9 +39,16 @@ pub(super) struct Process {
     tree: Arc<Tree>,
     exit: watch::Receiver<Option<String>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
+    /// What starting it gave: the authority to write and run for it.
+    authority: crate::external::AgentAuthority,
 }
 
 impl Process {
+    /// The authority to write files and start terminals for this agent.
+    pub(super) fn authority(&self) -> crate::external::AgentAuthority {
+        self.authority.clone()
+    }
+
     /// How the process ended (`exit code 3`, `killed by signal 9`), once it has.
     pub(super) fn exit_status(&self) -> Option<String> {
         self.exit.borrow().clone()
@@ -109,12 +116,13 @@ pub(super) async fn spawn(
         })?;
     }
     // The agent the user started; what it does is governed by its own permission flow.
-    let (mut child, tree) = crate::external::start_agent(command)
-        .await
-        .map_err(|source| ConnectError::NotStarted {
-            program: program.clone(),
-            source,
-        })?;
+    let (mut child, tree, authority) =
+        crate::external::start_agent(command)
+            .await
+            .map_err(|source| ConnectError::NotStarted {
+                program: program.clone(),
+                source,
+            })?;
     let tree = Arc::new(tree);
     let (Some(stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -143,6 +151,7 @@ pub(super) async fn spawn(
             tree,
             exit,
             stderr: tail,
+            authority,
         },
         stdin,
         stdout,

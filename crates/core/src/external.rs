@@ -28,6 +28,29 @@ fn approved() -> Approved {
     Approved::for_external_agent()
 }
 
+/// What starting an external agent gives whoever started it: the authority to write files and
+/// start terminals on that agent's behalf ([`write_file`], [`start_terminal`]). Only
+/// [`start_agent`] makes one, so code that never started an agent the person chose cannot write
+/// or run anything through this module. Outside the core it can be held and passed on, not made:
+///
+/// ```compile_fail,E0451
+/// let authority = agent_nvim_core::external::AgentAuthority { _started: () };
+/// ```
+///
+/// (`for_tests` exists only with the `test-support` feature, for in-process test agents.)
+#[derive(Debug, Clone)]
+pub struct AgentAuthority {
+    _started: (),
+}
+
+impl AgentAuthority {
+    /// One for a test's in-process agent, which has no process to start.
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn for_tests() -> AgentAuthority {
+        AgentAuthority { _started: () }
+    }
+}
+
 /// Why a read or write for the agent did not happen.
 #[derive(Debug)]
 pub enum Failure {
@@ -74,7 +97,12 @@ pub fn read_file(workspace: &Workspace, target: &Resolved) -> Result<Vec<u8>, Fa
 /// as edit_file replaces one (atomically, or in place when it has several hard links, keeping
 /// its mode, owner and extended attributes, under the edit lock); a new one is created with its
 /// parents, with the mode the umask gives. Identical content is left alone.
-pub fn write_file(workspace: &Workspace, target: &Resolved, bytes: &[u8]) -> Result<(), Failure> {
+pub fn write_file(
+    _authority: &AgentAuthority,
+    workspace: &Workspace,
+    target: &Resolved,
+    bytes: &[u8],
+) -> Result<(), Failure> {
     if bytes.len() as u64 > MAX_BYTES {
         return Err(Failure::TooBig(bytes.len() as u64));
     }
@@ -107,14 +135,15 @@ pub fn write_file(workspace: &Workspace, target: &Resolved, bytes: &[u8]) -> Res
 }
 
 /// Starts the agent the person chose, `command` as the caller built it (its environment, its
-/// sandbox), in a process tree of its own.
-pub async fn start_agent(command: Command) -> io::Result<(Child, Tree)> {
-    crate::process::spawn_tree(command, &approved()).await
+/// sandbox), in a process tree of its own; with it, the authority to act for it.
+pub async fn start_agent(command: Command) -> io::Result<(Child, Tree, AgentAuthority)> {
+    let (child, tree) = crate::process::spawn_tree(command, &approved()).await?;
+    Ok((child, tree, AgentAuthority { _started: () }))
 }
 
 /// Starts a terminal the agent asked for (`terminal/create`), after the agent's permission flow
 /// and the person's rules allowed its line.
-pub async fn start_terminal(spec: &LiveSpec) -> io::Result<Live> {
+pub async fn start_terminal(_authority: &AgentAuthority, spec: &LiveSpec) -> io::Result<Live> {
     Live::start(spec, &approved()).await
 }
 

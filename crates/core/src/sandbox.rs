@@ -65,8 +65,8 @@ impl Mode {
     }
 }
 
-/// The sandbox as the person configured it. The default is what the issue asks for:
-/// `workspace-write`, network allowed, no extra writable places.
+/// The sandbox as the person configured it. The default is `workspace-write`, network
+/// allowed, no extra writable places.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sandbox {
     /// What commands may write.

@@ -37,7 +37,7 @@ pub fn clamp_head(text: &str, limit: usize) -> (&str, bool) {
 
 /// Decodes `bytes` as UTF-8, replacing invalid sequences with U+FFFD. The same result as
 /// `String::from_utf8_lossy`, but valid text (the usual case) goes through std's fast validator
-/// instead of the byte-at-a-time lossy decoder: on a 50 MB file that is most of an edit's cost.
+/// instead of the byte-at-a-time lossy decoder: on a large file that is most of an edit's cost.
 pub fn lossy(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
     match std::str::from_utf8(bytes) {
         Ok(text) => std::borrow::Cow::Borrowed(text),
@@ -80,18 +80,6 @@ pub fn clamp_marked(text: &str) -> Clamped {
 /// A conversation's title: the first line of its first prompt.
 pub fn title_of(prompt: &str) -> String {
     prompt.lines().next().unwrap_or_default().trim().to_string()
-}
-
-/// How long ago `secs` seconds is, as a list shows it: `just now`, `5 min ago`, `3 h ago`,
-/// `2 days ago`.
-pub fn age(secs: u64) -> String {
-    match secs {
-        0..60 => "just now".into(),
-        60..3600 => format!("{} min ago", secs / 60),
-        3600..86_400 => format!("{} h ago", secs / 3600),
-        86_400..172_800 => "1 day ago".into(),
-        _ => format!("{} days ago", secs / 86_400),
-    }
 }
 
 /// A size in MB (MiB) as a message shows it: whole when it is whole, else rounded up to a tenth,

@@ -239,31 +239,9 @@ function M.put_output(tool, output, line_hls)
   end
 end
 
---- What a closed fold in the chat shows ('foldtext'): its first line (a row) in the row's own
---- highlight; a row too wide for the window keeps its result whole (` -> exit 3 · allowed
---- once`) and loses the middle of what comes before it, so a narrow chat still shows how a
---- command ended.
----@return string|table
-function M.foldtext()
-  local row = vim.v.foldstart - 1
-  local buf = vim.api.nvim_get_current_buf()
-  local line = vim.api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or ""
-  local hl = "Folded" -- a fold of the person's own (zf) looks as any fold does
-  for _, mark in ipairs(vim.api.nvim_buf_get_extmarks(buf, H.ns, { row, 0 }, { row, 0 }, { details = true })) do
-    hl = mark[4].hl_group or hl
-  end
-  local win = vim.api.nvim_get_current_win()
-  local width = vim.api.nvim_win_get_width(win) - (vim.fn.getwininfo(win)[1] or { textoff = 0 }).textoff
-  if vim.fn.strdisplaywidth(line) > width then
-    local at = line:find(" %-> [^>]*$")
-    local tail = at and line:sub(at) or ""
-    local room = width - vim.fn.strdisplaywidth(tail)
-    if at and room >= 12 then
-      line = text.cut(vim.fn.strcharpart(line:sub(1, at - 1), 0, room + 1), room, true) .. tail
-    end
-  end
-  return { { line, hl } }
-end
+--- What a closed fold in the chat shows (lua/agent/chat/fold.lua, which the chat window's
+--- 'foldtext' calls without requiring this module).
+M.foldtext = require("agent.chat.fold").foldtext
 
 --- Shows `hint` after the text of row `row` (0-based), dimmed, without changing the text.
 ---@param row integer
@@ -682,7 +660,7 @@ end
 -- Moves the cursor of each window showing the chat to its first line, and returns what
 -- H.unpark needs to put each back. Neovim works out the top line of every window whose cursor
 -- is below a line put in, after each put (over its lines' widths): for a batch of outputs put
--- above the cursor that was a third of Neovim's time in a resume (perf, BENCHMARKS.md). A parked
+-- above the cursor that was a large share of Neovim's time in a resume (BENCHMARKS.md). A parked
 -- window has it worked out once.
 -- Nothing is drawn in between: Neovim redraws after the batch.
 function H.park()

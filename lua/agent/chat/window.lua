@@ -362,7 +362,7 @@ function H.setup_chat_window(win)
     foldmethod = "manual",
     foldlevel = 0,
     foldminlines = 0,
-    foldtext = "v:lua.require'agent.chat.render'.foldtext()",
+    foldtext = "v:lua.require'agent.chat.fold'.foldtext()",
     fillchars = "fold: ,eob: ",
     -- `**` and backticks hidden (chat/markdown.lua conceals them), also on the cursor's line
     -- while reading; Visual mode shows them, for copying. `:setlocal conceallevel=0` shows them.

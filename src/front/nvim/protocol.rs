@@ -542,20 +542,23 @@ pub enum RewindMode {
 }
 
 impl TryFrom<String> for RewindMode {
-    type Error = String;
+    type Error = NotARewindMode;
 
-    fn try_from(mode: String) -> Result<Self, String> {
+    fn try_from(mode: String) -> Result<Self, NotARewindMode> {
         match mode.as_str() {
             "both" => Ok(RewindMode::Both),
             "code" => Ok(RewindMode::Code),
             "conversation" => Ok(RewindMode::Conversation),
             "undo" => Ok(RewindMode::Undo),
-            other => Err(format!(
-                "mode should be both, code, conversation or undo, not '{other}'"
-            )),
+            _ => Err(NotARewindMode(mode)),
         }
     }
 }
+
+/// A `rewind` whose mode is none of [`RewindMode`]'s.
+#[derive(Debug, thiserror::Error)]
+#[error("mode should be both, code, conversation or undo, not '{0}'")]
+pub struct NotARewindMode(String);
 
 impl RewindMode {
     /// Whether the files are put back.

@@ -20,7 +20,7 @@ use nucleo_matcher::pattern::{CaseMatching, Normalization, Pattern};
 use nucleo_matcher::{Config, Matcher, Utf32Str};
 
 /// How long a listing is used before a query lists the files again (in the background). A walk
-/// of 100,000 files costs a quarter of a second of a core (BENCHMARKS.md): every 30 s while a
+/// of a large tree costs a noticeable part of a core (BENCHMARKS.md): now and then while a
 /// person types is little, every keystroke would be too much.
 pub const FRESH: Duration = Duration::from_secs(30);
 /// How long a query waits for the first listing before it answers from the files found so far.

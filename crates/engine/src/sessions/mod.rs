@@ -418,7 +418,7 @@ fn summarize(id: &str, path: &Path) -> Listed {
     listed
 }
 
-pub use agent_nvim_text::text::{age, title_of};
+pub use agent_nvim_text::text::title_of;
 
 /// Whether `id` is one [`new_id`] makes: digits, lower-case letters and `-`, so it names a file
 /// in the folder and nothing else.
@@ -525,8 +525,9 @@ impl std::fmt::Debug for Writer {
 
 /// Gives the calling thread a lower CPU priority: for the threads that read and write saved
 /// conversations, which must not take a core from what the person is waiting for. On a machine
-/// with two cores, a resume read at full speed kept Neovim waiting for a core (a 5 ms batch of
-/// the chat took 20), and a writer woken by an event could run before the event went on. Only
+/// with two cores, a resume read at full speed kept Neovim waiting for a core (a batch of the
+/// chat took several times as long; BENCHMARKS.md), and a writer woken by an event could run
+/// before the event went on. Only
 /// the calling thread's: on Linux a nice value is per thread. A thread already nicer than
 /// [`BACKGROUND_NICE`] (the backend started under `nice`) keeps its value: it is never raised,
 /// even where it could be (root). Elsewhere nothing changes.
