@@ -28,7 +28,7 @@ function M.built()
   return M.root() .. "/target/release/agent-nvim" .. exe()
 end
 
---- The list of preset ACP agents, which the backend compiles in too (src/acp/mod.rs).
+--- The list of preset ACP agents, which the backend compiles in too (crates/acp/src/lib.rs).
 ---@return string
 function M.acp_presets()
   return M.root() .. "/lua/agent/acp_presets.json"

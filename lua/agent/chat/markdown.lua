@@ -11,7 +11,8 @@
 --- buffer as extmarks and are never computed again. The part is parsed as a string with the
 --- markdown parser, its inline and code-block injections included (a block's language when
 --- `vim.treesitter.language.add` finds its parser, plain otherwise), and highlighted with the
---- languages' own highlight queries, a budget of bytes (about 4 ms of work) a frame.
+--- languages' own highlight queries, a budget of bytes a frame (a few milliseconds of work;
+--- BENCHMARKS.md).
 ---
 --- The buffer itself never gets a treesitter highlighter or regex syntax (window.lua turns
 --- them off), so nothing else re-parses the growing chat on a redraw.
