@@ -932,6 +932,24 @@ async fn the_turns_cost_shows_with_a_configured_price_and_never_without_one() {
         "{events:?}"
     );
     // A price: 100 in × $3000 + 20 out × $6000 per million = $0.42.
+    let mock = MockLlm::start(Wire::Anthropic, replies());
+    let mut agent = agent_tuned(&mock, Wire::Anthropic, dir.path(), 40, priced());
+    let (_, events) = prompt(&mut agent, "hi").await;
+    assert_eq!(
+        last_message(&events),
+        "done · 100 in / 20 out tokens · $0.42"
+    );
+    let Some(Event::TurnDone {
+        cost: Some(cost), ..
+    }) = events.last()
+    else {
+        panic!("{events:?}");
+    };
+    assert!((cost - 0.42).abs() < 1e-9, "{cost}");
+}
+
+/// A model priced so that each reply of the mock (100 in, 20 out) costs $0.42.
+fn priced() -> Tuning {
     let mut tuning = Tuning::default();
     tuning.models.insert(
         "test-model".into(),
@@ -945,20 +963,80 @@ async fn the_turns_cost_shows_with_a_configured_price_and_never_without_one() {
             }),
         },
     );
-    let mock = MockLlm::start(Wire::Anthropic, replies());
-    let mut agent = agent_tuned(&mock, Wire::Anthropic, dir.path(), 40, tuning);
-    let (_, events) = prompt(&mut agent, "hi").await;
-    assert_eq!(
-        last_message(&events),
-        "done · 100 in / 20 out tokens · $0.42"
+    tuning
+}
+
+#[tokio::test]
+async fn max_cost_stops_the_conversation_before_a_request_that_would_start_past_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "hello\n").unwrap();
+    // Across prompts: $0.42 each; the third would start at $0.84, past $0.50.
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![text("one")]),
+            turn(vec![text("two")]),
+            turn(vec![text("three")]),
+        ],
     );
-    let Some(Event::TurnDone {
-        cost: Some(cost), ..
-    }) = events.last()
-    else {
-        panic!("{events:?}");
+    let mut limited =
+        agent_tuned(&mock, Wire::Anthropic, dir.path(), 40, priced()).with_max_cost(Some(0.5));
+    assert_eq!(prompt(&mut limited, "first").await.0, Outcome::Done);
+    assert_eq!(prompt(&mut limited, "second").await.0, Outcome::Done);
+    let (outcome, events) = prompt(&mut limited, "third").await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(mock.requests().len(), 2, "no request after the limit");
+    let message = last_message(&events);
+    assert_eq!(
+        message,
+        "stopped before the next request: this conversation has cost $0.84 and its max_cost is $0.50; raise max_cost or start a new conversation"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::Error { message: m } if *m == message)),
+        "{events:?}"
+    );
+    assert!((limited.cost() - 0.84).abs() < 1e-9, "{}", limited.cost());
+
+    // Inside one turn: the request after two tool calls would start at $0.84.
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![call("c1", "read_file", json!({"path": "a.txt"}))]),
+            turn(vec![call("c2", "read_file", json!({"path": "a.txt"}))]),
+            turn(vec![text("never sent")]),
+        ],
+    );
+    let mut limited =
+        agent_tuned(&mock, Wire::Anthropic, dir.path(), 40, priced()).with_max_cost(Some(0.5));
+    let (outcome, events) = prompt(&mut limited, "read it twice").await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(mock.requests().len(), 2);
+    assert_eq!(finished(&events).len(), 2, "both calls got their results");
+    assert!(
+        last_message(&events).contains("has cost $0.84"),
+        "{events:?}"
+    );
+
+    // No price: nothing can be held to, and the first prompt says so, once.
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![turn(vec![text("one")]), turn(vec![text("two")])],
+    );
+    let mut unpriced = agent(&mock, Wire::Anthropic, dir.path(), 40).with_max_cost(Some(0.01));
+    let notices = |events: &[Event]| {
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::Notice { text } if text.contains("max_cost")))
+            .count()
     };
-    assert!((cost - 0.42).abs() < 1e-9, "{cost}");
+    let (outcome, events) = prompt(&mut unpriced, "first").await;
+    assert_eq!(outcome, Outcome::Done);
+    assert_eq!(notices(&events), 1, "{events:?}");
+    let (outcome, events) = prompt(&mut unpriced, "second").await;
+    assert_eq!(outcome, Outcome::Done);
+    assert_eq!(notices(&events), 0, "{events:?}");
 }
 
 /// The text blocks of every message of an Anthropic request, joined.

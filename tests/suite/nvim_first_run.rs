@@ -303,3 +303,32 @@ async fn agent_model_offers_the_providers_models_from_the_table_and_ollamas_own_
         "the server was not asked"
     );
 }
+
+/// `max_cost`: the conversation stops before the request that would start past it, the chat
+/// says what it has cost and the limit, and the prompt is back in the input, unsent.
+#[tokio::test]
+async fn max_cost_stops_the_conversation_and_keeps_the_prompt() {
+    // Each answer: 10 in × $3000 + 2 out × $6000 a million = $0.042.
+    let mock = MockLlm::start(Wire::Anthropic, vec![answer("One."), answer("Two.")]);
+    let nvim = start(
+        &mock,
+        Some("test-key"),
+        "max_cost = 0.03, models = { ['claude-sonnet-4-5'] = { price = { input = 3000, output = 6000 } } }",
+    )
+    .await;
+    nvim.cmd("Agent").await;
+    send_from_input(&nvim, "first").await;
+    nvim.wait_for_line(CHAT, "One.").await;
+    wait_idle(&nvim).await;
+    send_from_input(&nvim, "second").await;
+    let lines = nvim
+        .wait_for_line(
+            CHAT,
+            "agent: stopped before the next request: this conversation has cost $0.04 and its max_cost is $0.03; raise max_cost or start a new conversation",
+        )
+        .await;
+    wait_idle(&nvim).await;
+    assert_eq!(input_text(&nvim).await, "second");
+    assert_eq!(mock.requests().len(), 1, "{lines:#?}");
+    assert!(!lines.join("\n").contains("Two."), "{lines:#?}");
+}

@@ -266,6 +266,40 @@ pub struct Agent {
     /// The prompt-answer pairs a compaction keeps as they are.
     keep_turns: usize,
     max_turns: u32,
+    /// The most this conversation may cost, in dollars ([`Agent::with_max_cost`]).
+    max_cost: Option<f64>,
+    /// What this conversation's turns have cost so far, in dollars (what could be priced).
+    cost: f64,
+    /// Whether the person was told that `max_cost` cannot be held to (no price is known).
+    told_unpriced: bool,
+}
+
+/// What a conversation stopped by its `max_cost` says: what it has cost, its limit, and what to
+/// do. The turn ends before the request that would start past the limit.
+fn over_budget(cost: f64, max: f64) -> String {
+    format!(
+        "stopped before the next request: this conversation has cost {} and its max_cost is {}; raise max_cost or start a new conversation",
+        dollars(cost),
+        dollars(max)
+    )
+}
+
+/// Passes a turn's events on and keeps what the turn cost (its `TurnDone`'s), for the
+/// conversation's running cost.
+struct Costed<'a, R: Report> {
+    inner: &'a R,
+    cost: std::sync::Mutex<Option<f64>>,
+}
+
+impl<R: Report> Report for Costed<'_, R> {
+    fn report(&self, event: Event) {
+        if let Event::TurnDone { cost, .. } = &event {
+            if let Ok(mut kept) = self.cost.lock() {
+                *kept = *cost;
+            }
+        }
+        self.inner.report(event);
+    }
 }
 
 /// Where a model switch waits for the next prompt: shared, so it is set while a turn runs.
@@ -296,7 +330,23 @@ impl Agent {
             compact_at: DEFAULT_COMPACT_AT,
             keep_turns: DEFAULT_KEEP_TURNS,
             max_turns: max_turns.max(1),
+            max_cost: None,
+            cost: 0.0,
+            told_unpriced: false,
         }
+    }
+
+    /// Stops the conversation before a request once its turns have cost `max_cost` dollars or
+    /// more, by the model table's prices (None: no limit). A model without a price cannot be
+    /// held to it: the first prompt says so.
+    pub fn with_max_cost(mut self, max_cost: Option<f64>) -> Self {
+        self.max_cost = max_cost.filter(|max| max.is_finite() && *max >= 0.0);
+        self
+    }
+
+    /// What this conversation's turns have cost so far, in dollars, where a price was known.
+    pub fn cost(&self) -> f64 {
+        self.cost
     }
 
     /// Compacts when the last request's input reached `compact_at` (0 < it ≤ 1; 0: only when
@@ -579,6 +629,24 @@ impl Agent {
         events: &impl Report,
         cancel: &CancellationToken,
     ) -> Outcome {
+        let costed = Costed {
+            inner: events,
+            cost: std::sync::Mutex::new(None),
+        };
+        let outcome = self.turn(text, &costed, cancel).await;
+        if let Some(cost) = costed.cost.lock().ok().and_then(|kept| *kept) {
+            self.cost += cost;
+        }
+        outcome
+    }
+
+    /// One turn of [`Agent::prompt`].
+    async fn turn(
+        &mut self,
+        text: String,
+        events: &impl Report,
+        cancel: &CancellationToken,
+    ) -> Outcome {
         let send = |event: Event| events.report(event);
         send(Event::TurnStarted);
         self.take_model_switch();
@@ -597,8 +665,26 @@ impl Agent {
         let mut total = Usage::default();
         // None from the start for a model without a price: never `$0.00` for an unknown one.
         let mut spent = Spent(self.client.config().model_info().price.map(|_| 0.0));
+        if self.max_cost.is_some() && spent.0.is_none() && !self.told_unpriced {
+            self.told_unpriced = true;
+            send(Event::Notice {
+                text: format!(
+                    "max_cost is not held to: {} has no price in the model table",
+                    self.client.config().model
+                ),
+            });
+        }
         let mut compacted_for_length = false;
         for _ in 0..self.max_turns {
+            if let (Some(max), Some(now)) = (self.max_cost, spent.0) {
+                if self.cost + now >= max {
+                    let message = over_budget(self.cost + now, max);
+                    send(Event::Error {
+                        message: message.clone(),
+                    });
+                    return finish(&send, total, spent, Outcome::Failed, message);
+                }
+            }
             let window = self.client.config().model_info().context;
             if self.compact_at > 0.0 && self.last_input as f64 >= self.compact_at * window as f64 {
                 let compacted = self.compact(Why::Full, events, cancel).await;

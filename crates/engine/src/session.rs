@@ -39,6 +39,9 @@ pub struct SessionConfig {
     pub provider: ProviderChoice,
     /// The cap on model calls per prompt.
     pub max_turns: u32,
+    /// The most the built-in conversation may cost, in dollars by the model table's prices; None:
+    /// no limit ([`Agent::with_max_cost`]).
+    pub max_cost: Option<f64>,
     /// Where what outlives the backend is kept (sessions, checkpoints); None: nothing is.
     /// Neovim sends its `stdpath("state") .. "/agent"`; the terminal uses [`state_dir`].
     pub state_dir: Option<PathBuf>,
@@ -68,6 +71,7 @@ impl SessionConfig {
             settings: Settings::default(),
             provider: ProviderChoice::default(),
             max_turns: DEFAULT_MAX_TURNS,
+            max_cost: None,
             state_dir: None,
             rules: Rules::default(),
             saved_rules: None,
@@ -182,7 +186,8 @@ pub fn agent(
     let client = Client::new(provider, &executor.catalogue())?;
     Ok(Agent::new(client, executor, config.max_turns)
         .with_instructions(config.instructions.clone())
-        .with_compaction(config.compact_at, config.keep_turns))
+        .with_compaction(config.compact_at, config.keep_turns)
+        .with_max_cost(config.max_cost))
 }
 
 /// A session as [`build`] assembles it.

@@ -145,6 +145,7 @@ function M.ensure()
     command_timeout = config.command_timeout,
     shell = config.shell,
     max_turns = config.max_turns,
+    max_cost = config.max_cost,
     pass_env = #config.pass_env > 0 and config.pass_env or nil,
     max_edit_mb = config.max_edit_mb,
     state_dir = vim.fn.stdpath("state") .. "/agent",

@@ -857,6 +857,7 @@ fn session_config(start: Start) -> std::result::Result<SessionConfig, String> {
         api_key_cmd: start.api_key_cmd.filter(|argv| !argv.is_empty()),
     };
     config.max_turns = start.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
+    config.max_cost = start.max_cost.filter(|max| max.is_finite() && *max > 0.0);
     if let Some(at) = start
         .compact_at
         .filter(|a| a.is_finite() && (0.0..=1.0).contains(a))

@@ -251,6 +251,9 @@ pub struct Start {
     /// Cap on model calls per prompt.
     #[serde(default)]
     pub max_turns: Option<u32>,
+    /// The most the conversation may cost, in dollars; nil: no limit.
+    #[serde(default)]
+    pub max_cost: Option<f64>,
     /// Key variables run_bash's commands get anyway; nil or empty: none.
     #[serde(default)]
     pub pass_env: Option<Vec<String>>,
