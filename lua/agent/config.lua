@@ -158,6 +158,9 @@ end
 local function positive_number(v)
   return (type(v) == "number" and v > 0) or "a positive number"
 end
+local function optional_positive_number(v)
+  return v == nil or (type(v) == "number" and v > 0) or "a positive number or nil"
+end
 local function positive_integer(v)
   return (type(v) == "number" and v >= 1 and math.floor(v) == v) or "a positive integer"
 end
@@ -353,7 +356,7 @@ H.schema = {
   workspace = optional_string,
   shell = optional_string,
   max_turns = positive_integer,
-  max_cost = positive_number,
+  max_cost = optional_positive_number,
   pass_env = H.name_list,
   max_edit_mb = positive_integer,
   backend = optional_string,
