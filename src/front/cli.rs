@@ -15,8 +15,8 @@ usage:
       Run one tool (read_file, list_files, edit_file, run_bash) and print its result as JSON.
   agent-nvim run [--workspace DIR] [--provider P] [--model M] [--base-url URL]
                  [--api chat|responses] [--thinking TOKENS|off] [--effort LEVEL]
-                 [--auto-approve] [--max-turns N] [--timeout SECS] [--pass-env NAME]...
-                 [SANDBOX FLAGS] [--resume [ID]] [--instructions FILE]... [--no-instructions]
+                 [--auto-approve] [--max-turns N] [--max-cost DOLLARS] [--timeout SECS]
+                 [--pass-env NAME]... [SANDBOX FLAGS] [--resume [ID]] [--instructions FILE]... [--no-instructions]
                  PROMPT
       Run the agent on one prompt in the terminal; its text streams to stdout. The
       conversation is saved; --resume continues the one with ID (the latest without one).
@@ -25,7 +25,8 @@ usage:
       Providers: anthropic (ANTHROPIC_API_KEY), openai (OPENAI_API_KEY), ollama (no key).
       --api responses talks to OpenAI's Responses API; --thinking sets Anthropic's thinking
       budget (on at 8000 for the models that think); --effort low|medium|high is OpenAI's
-      reasoning effort.
+      reasoning effort. --max-cost stops before a request once the conversation has cost
+      that many dollars (by the model table's prices).
       run_bash's commands do not get the API key variables; --pass-env NAME passes one.
   agent-nvim sessions [--workspace DIR]
       List the workspace's saved conversations, the most recent first.
@@ -94,6 +95,8 @@ pub struct RunArgs {
     pub auto_approve: bool,
     /// The cap on model calls.
     pub max_turns: Option<u32>,
+    /// The most the conversation may cost, in dollars.
+    pub max_cost: Option<f64>,
     /// run_bash's timeout.
     pub timeout: Option<Duration>,
     /// Key variables run_bash's commands get anyway (`--pass-env NAME`, repeatable).
@@ -244,6 +247,7 @@ fn parse_run(args: impl Iterator<Item = String>) -> Result<RunArgs> {
         choice: Default::default(),
         auto_approve: false,
         max_turns: None,
+        max_cost: None,
         timeout: None,
         pass_env: Vec::new(),
         resume: None,
@@ -298,6 +302,19 @@ fn parse_run(args: impl Iterator<Item = String>) -> Result<RunArgs> {
                     _ => {
                         return Err(usage(format!(
                             "--max-turns takes a positive whole number, got '{text}'"
+                        )))
+                    }
+                }
+            }
+            "--max-cost" => {
+                let text = value(&mut args, "--max-cost")?;
+                match text.parse::<f64>() {
+                    Ok(dollars) if dollars.is_finite() && dollars > 0.0 => {
+                        run.max_cost = Some(dollars)
+                    }
+                    _ => {
+                        return Err(usage(format!(
+                            "--max-cost takes a positive number of dollars, got '{text}'"
                         )))
                     }
                 }
@@ -439,7 +456,7 @@ mod tests {
     #[test]
     fn run_takes_flags_and_joins_the_prompt_words() {
         let got = parse_words(
-            "run --provider ollama --pass-env A --model qwen --max-turns 3 fix the tests --auto-approve --pass-env B",
+            "run --provider ollama --pass-env A --model qwen --max-turns 3 fix the tests --auto-approve --max-cost 0.5 --pass-env B",
         )
         .unwrap();
         assert_eq!(
@@ -457,6 +474,7 @@ mod tests {
                 },
                 auto_approve: true,
                 max_turns: Some(3),
+                max_cost: Some(0.5),
                 timeout: None,
                 pass_env: vec!["A".into(), "B".into()],
                 resume: None,
@@ -487,6 +505,14 @@ mod tests {
             (
                 "run --effort max hi",
                 "--effort takes minimal, low, medium or high",
+            ),
+            (
+                "run --max-cost -1 hi",
+                "--max-cost takes a positive number of dollars, got '-1'",
+            ),
+            (
+                "run --max-cost NaN hi",
+                "--max-cost takes a positive number of dollars",
             ),
         ] {
             let err = parse_words(words).unwrap_err().to_string();

@@ -364,6 +364,7 @@ pub fn run_agent(args: RunArgs) -> Result<u8> {
     if let Some(max_turns) = args.max_turns {
         config.max_turns = max_turns;
     }
+    config.max_cost = args.max_cost;
     if let Some(files) = args.instructions {
         config.instructions = files;
     }

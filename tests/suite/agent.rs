@@ -1039,6 +1039,63 @@ async fn max_cost_stops_the_conversation_before_a_request_that_would_start_past_
     assert_eq!(notices(&events), 0, "{events:?}");
 }
 
+#[tokio::test]
+async fn max_cost_counts_an_asked_compaction_and_a_resumed_conversations_spending_and_a_new_one_starts_at_zero(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    // $0.42 a request: two prompts and a summary asked for are $1.26.
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![text("one")]),
+            turn(vec![text("two")]),
+            turn(vec![text("SUMMARY")]),
+            turn(vec![text("after a new start")]),
+        ],
+    );
+    let mut limited = agent_tuned(&mock, Wire::Anthropic, dir.path(), 40, priced())
+        .with_compaction(0.8, 1)
+        .with_max_cost(Some(1.0));
+    prompt(&mut limited, "first").await;
+    prompt(&mut limited, "second").await;
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let cancel = CancellationToken::new();
+    limited
+        .compact(agent_nvim::agent::Why::Asked, &tx, &cancel)
+        .await
+        .unwrap();
+    assert!((limited.cost() - 1.26).abs() < 1e-9, "{}", limited.cost());
+    // Past the limit, a compaction asked for is refused before its request.
+    let refused = limited
+        .compact(agent_nvim::agent::Why::Asked, &tx, &cancel)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("this conversation has cost $1.26 and its max_cost is $1.00"),
+        "{refused}"
+    );
+    assert_eq!(mock.requests().len(), 3);
+    // A new conversation has cost nothing yet.
+    limited.reset();
+    assert_eq!(limited.cost(), 0.0);
+    assert_eq!(prompt(&mut limited, "again").await.0, Outcome::Done);
+    assert_eq!(mock.requests().len(), 4);
+
+    // A resumed conversation goes on from what it had cost.
+    let mock = MockLlm::start(Wire::Anthropic, vec![turn(vec![text("never sent")])]);
+    let mut resumed =
+        agent_tuned(&mock, Wire::Anthropic, dir.path(), 40, priced()).with_max_cost(Some(0.5));
+    resumed.restore(Vec::new(), Vec::new(), 0.6);
+    let (outcome, events) = prompt(&mut resumed, "more").await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert!(
+        last_message(&events).contains("has cost $0.60"),
+        "{events:?}"
+    );
+    assert!(mock.requests().is_empty());
+}
+
 /// The text blocks of every message of an Anthropic request, joined.
 fn sent_text(request: &Recorded) -> String {
     request.body["messages"].to_string()

@@ -207,6 +207,24 @@ impl Conversation {
         view.compactions
     }
 
+    /// What its turns and the compactions asked for outside a turn cost, in dollars, where a
+    /// price was known: a rewind does not give back what was spent.
+    pub fn cost(&self) -> f64 {
+        use agent_nvim_vocab::events::Event;
+        self.records
+            .iter()
+            .filter_map(|record| match record {
+                Record::Event {
+                    event:
+                        ConversationEvent::Turn(
+                            Event::TurnDone { cost, .. } | Event::Compacted { cost, .. },
+                        ),
+                } => *cost,
+                _ => None,
+            })
+            .sum()
+    }
+
     /// How many messages [`Conversation::model_view`] has, without building them.
     pub fn model_len(&self) -> usize {
         let mut view = View::<IsPrompt>::default();

@@ -123,6 +123,9 @@ pub enum NotCompacted {
     /// The model answered with no text.
     #[error("the model wrote no summary")]
     NoSummary,
+    /// The conversation has cost its `max_cost` already ([`Agent::with_max_cost`]).
+    #[error("{0}")]
+    OverBudget(String),
 }
 
 /// Said when a reply stopped at the model's output limit: what was written so far is kept (a
@@ -426,6 +429,10 @@ impl Agent {
         };
         if why == Why::Asked {
             self.take_model_switch();
+            // A turn checks its own requests; one asked for outside a turn is checked here.
+            if let Some(max) = self.max_cost.filter(|max| self.cost >= *max) {
+                return Err(NotCompacted::OverBudget(over_budget(self.cost, max)));
+            }
         }
         if prompts.len() <= keep {
             let has = match prompts.len() - answering {
@@ -508,15 +515,18 @@ impl Agent {
             "the conversation was compacted"
         );
         let price = self.client.config().model_info().price;
+        // A turn's own compaction is in the turn's cost; one asked for is counted here.
+        let cost = price
+            .filter(|_| why == Why::Asked)
+            .map(|p| p.cost(&reply.usage));
+        self.cost += cost.unwrap_or(0.0);
         send(Event::Compacted {
             prompts: folded,
             before,
             after,
             upto,
             summary,
-            cost: price
-                .filter(|_| why == Why::Asked)
-                .map(|p| p.cost(&reply.usage)),
+            cost,
         });
         Ok(reply.usage)
     }
@@ -591,7 +601,9 @@ impl Agent {
     /// Continues a saved conversation: `history` is what the model saw (a session's `model`
     /// records), under the `compactions` it recorded; the session grants start empty, as in any
     /// new session.
-    pub fn restore(&mut self, history: Vec<Message>, compactions: Vec<Compaction>) {
+    /// `cost` is what the saved conversation had cost, which its `max_cost` goes on from.
+    pub fn restore(&mut self, history: Vec<Message>, compactions: Vec<Compaction>, cost: f64) {
+        self.cost = cost;
         self.history = history;
         let len = self.history.len();
         self.compactions = compactions.into_iter().filter(|c| c.upto <= len).collect();
@@ -610,8 +622,10 @@ impl Agent {
         self.last_input = 0;
     }
 
-    /// Starts a new conversation: history and session grants are forgotten.
+    /// Starts a new conversation: history, session grants and what it has cost are forgotten.
     pub fn reset(&mut self) {
+        self.cost = 0.0;
+        self.told_unpriced = false;
         self.history.clear();
         self.compactions.clear();
         self.view = None;

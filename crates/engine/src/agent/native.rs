@@ -57,7 +57,7 @@ impl Conversation for Native {
             self.agent
                 .lock()
                 .await
-                .restore(saved.model_view(), saved.compactions());
+                .restore(saved.model_view(), saved.compactions(), saved.cost());
             Ok(())
         })
     }

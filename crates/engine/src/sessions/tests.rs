@@ -137,6 +137,38 @@ fn a_conversation_is_read_back_as_it_was_written_private_to_its_user() {
 }
 
 #[test]
+fn a_saved_conversation_costs_its_turns_and_the_compactions_asked_for() {
+    let state = tempfile::tempdir().unwrap();
+    let store = store(state.path());
+    let writer = store.create("built-in").unwrap();
+    let priced = |cost: Option<f64>| Record::Event {
+        event: ConversationEvent::Turn(Event::TurnDone {
+            input: 1,
+            output: 1,
+            outcome: agent_nvim_vocab::events::Outcome::Done,
+            message: "done".into(),
+            cost,
+        }),
+    };
+    writer.write(priced(Some(0.25)));
+    writer.write(priced(None));
+    writer.write(Record::Event {
+        event: ConversationEvent::Turn(Event::Compacted {
+            prompts: 1,
+            before: 10,
+            after: 2,
+            upto: 2,
+            summary: "s".into(),
+            cost: Some(0.5),
+        }),
+    });
+    writer.write(priced(Some(0.125)));
+    writer.flush();
+    let loaded = store.load(writer.id()).unwrap();
+    assert_eq!(loaded.cost(), 0.875);
+}
+
+#[test]
 fn a_partial_last_line_is_skipped_and_cut_off_before_appending() {
     // The end of the last whole line is found reading back from the end of the file, a chunk
     // at a time: the long partial line spans several chunks.
