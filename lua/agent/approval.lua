@@ -93,6 +93,36 @@ function M.dismiss_all()
   H.redraw_status()
 end
 
+--- Forgets the waiting requests of conversation `conversation` without answering them (the
+--- backend cancelled them: its turn ended, or it started over); another conversation's stay,
+--- and the next of them is shown when the one shown was its.
+---@param conversation integer
+function M.dismiss(conversation)
+  local front = H.queue[1]
+  local kept = vim.tbl_filter(function(item)
+    return item.req.conversation ~= conversation
+  end, H.queue)
+  if #kept == #H.queue then
+    return
+  end
+  H.queue = kept
+  if front.req.conversation == conversation then
+    H.close()
+    if H.editing then
+      H.editing = nil
+      require("agent.proposal").close()
+    end
+    if #H.queue > 0 and not H.hidden then
+      H.show_next()
+    elseif #H.queue == 0 then
+      H.hidden = false
+    end
+  elseif H.open then
+    H.set_title()
+  end
+  H.redraw_status()
+end
+
 --- Goes to the waiting question (`:Agent approve`, `keymaps.approve`): shows it again when it
 --- was hidden, and gives it focus; its keys arm after `approval.delay` ms, as always.
 function M.focus()
@@ -131,13 +161,18 @@ function M.waiting()
   }
 end
 
---- Tells the chat's status (the winbar and statusline()) whether a question waits unseen, and
---- redraws it.
+--- Tells each conversation's status (its winbar, and statusline()) whether its question waits
+--- unseen (the one shown or next is the first queued), and redraws it.
 function H.redraw_status()
-  if package.loaded["agent.chat.status"] then
-    local status = require("agent.chat.status")
-    status.current.question = M.waiting()
-    status.render()
+  local front = H.queue[1]
+  local waiting = M.waiting()
+  for _, conversation in ipairs(require("agent.conversations").all()) do
+    local status = conversation.parts["agent.chat.status"]
+    if status then
+      local asking = front and front.req.conversation == conversation.id
+      status.current.question = asking and waiting or nil
+      require("agent.conversations").acting(conversation.id, status.render)
+    end
   end
 end
 
@@ -158,6 +193,21 @@ end
 ---@return integer
 function M.pending()
   return #H.queue
+end
+
+-- The picker's title again when a conversation is opened or closed (whether the title names
+-- the question's conversation depends on how many are open).
+require("agent.conversations").on_changed(function()
+  H.set_title()
+end)
+
+--- How many questions of conversation `conversation` wait for an answer.
+---@param conversation integer
+---@return integer
+function M.pending_of(conversation)
+  return #vim.tbl_filter(function(item)
+    return item.req.conversation == conversation
+  end, H.queue)
 end
 
 --- An external agent's own permission options (ACP), shown by their names in the agent's order:
@@ -587,7 +637,8 @@ function H.set_choices_title()
 end
 
 --- The preview's title: the request's title (the backend made it visible and says there how many
---- lines a command has), `1/3` when more wait, and a command's length in characters when it is
+--- lines a command has), after its conversation's name when several are live, `1/3` when more
+--- wait, and a command's length in characters when it is
 --- taller than its window (so a line that goes on and on says so).
 function H.set_title()
   local open = H.open
@@ -604,6 +655,12 @@ function H.set_title()
     and H.rows(open.preview_win).total > vim.api.nvim_win_get_height(open.preview_win)
   then
     title = ("%s, %d chars"):format(title, vim.fn.strchars(tostring(req.preview.command or "")))
+  end
+  -- With several conversations live, whose question it is: `[fix tests] run_bash · 2 lines`.
+  local conversations = require("agent.conversations")
+  local asking = conversations.get(req.conversation)
+  if asking and #conversations.all() > 1 then
+    title = ("[%s] %s"):format(conversations.label(asking), title)
   end
   title = " " .. title .. " "
   if #H.queue > 1 then

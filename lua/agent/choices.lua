@@ -4,6 +4,12 @@
 --- and remembered per agent name (in stdpath("state")/agent/acp-choices.json) for its next
 --- session that offers them. See :help agent-acp-choices.
 
+-- One copy per conversation (lua/agent/conversations.lua loads it, with the conversation's
+-- number); required by name elsewhere, a stand-in for the copy of the conversation acted for.
+if type(({ ... })[2]) ~= "number" then
+  return require("agent.conversations").stand_in(...)
+end
+
 local M = {}
 local H = {}
 

@@ -18,6 +18,15 @@ H.subcommands = {
   new = function(api)
     api.new()
   end,
+  ["new here"] = function(api)
+    api.new({ here = true })
+  end,
+  list = function(api)
+    require("agent.pickers").conversations(api)
+  end,
+  close = function(api)
+    api.close()
+  end,
   permissions = function(api)
     api.permissions()
   end,
@@ -153,6 +162,10 @@ function H.run(api, cmd)
   if option then
     return api.option(option, value ~= "" and value or nil)
   end
+  local name = args:match("^name%s+(.-)%s*$")
+  if name or args == "name" then
+    return api.name(name)
+  end
   local acp_name = args:match("^acp%s+(%S+)%s*$")
   if acp_name or args == "acp" then
     return api.acp(acp_name)
@@ -233,10 +246,16 @@ function M.complete(api, arglead, cmdline)
       return vim.startswith(name, arglead)
     end, candidates)
   end
+  if rest:match("^new%s+%S*$") then
+    return vim.startswith("here", arglead) and { "here" } or {}
+  end
   if rest:find("%s") then
     return {}
   end
-  local names = vim.tbl_keys(H.subcommands)
+  local names = vim.tbl_filter(function(name)
+    return not name:find(" ")
+  end, vim.tbl_keys(H.subcommands))
+  table.insert(names, "name")
   table.insert(names, "acp")
   table.insert(names, "resume")
   table.insert(names, "rewind")

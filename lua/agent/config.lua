@@ -23,6 +23,7 @@ local H = {}
 ---@field workspace? string
 ---@field shell? string
 ---@field max_turns integer
+---@field max_conversations integer how many conversations may be open at once
 ---@field max_cost? number the most a conversation may cost, in dollars (by the model table's prices)
 ---@field pass_env string[]
 ---@field max_edit_mb integer
@@ -61,6 +62,7 @@ H.defaults = {
   --                         conversation starts
   -- shell = nil,         -- shell for run_bash; nil: bash when on PATH, else /bin/sh
   max_turns = 40, -- cap on model calls for one prompt
+  max_conversations = 8, -- how many conversations may be open at once (:help agent-conversations)
   -- max_cost = nil,      -- the most a conversation may cost, in dollars by the model table's
   --                         prices (:help agent-cost); nil: no limit
   pass_env = {}, -- variables run_bash's commands get anyway ({ "OPENAI_API_KEY", "DISPLAY" }); by
@@ -356,6 +358,7 @@ H.schema = {
   workspace = optional_string,
   shell = optional_string,
   max_turns = positive_integer,
+  max_conversations = positive_integer,
   max_cost = optional_positive_number,
   pass_env = H.name_list,
   max_edit_mb = positive_integer,

@@ -1,7 +1,11 @@
 --- agent.nvim: a coding agent in a Neovim split, run by the Rust backend `agent-nvim`.
 ---
 --- Public API: setup(), ask(), open(), status(), stop(), new(), sessions(), resume(),
---- rewind_points(), rewind(), diff(). See :help agent.
+--- rewind_points(), rewind(), diff(), conversations(), show(), close(), name(). See :help agent.
+---
+--- Several conversations live at once, one per tab page (lua/agent/conversations.lua): what a
+--- function does, it does to the current tab page's conversation (ask() and open() start one
+--- there when it has none), or, run from a chat's keys, to that chat's.
 
 local M = {}
 local H = {}
@@ -27,6 +31,10 @@ end
 ---@return boolean sent false when nothing was sent (the reason was shown); true when it was
 --- sent or queued behind the running turn
 function M.ask(prompt, opts)
+  return H.here(H.ask, prompt, opts)
+end
+
+function H.ask(prompt, opts)
   if prompt == nil then
     local mode = vim.fn.mode()
     local context
@@ -68,6 +76,8 @@ function M.ask(prompt, opts)
   chat.open({ focus = false })
   chat.user_prompt(shown, expanded.attachments, prompt)
   rpc.prompt(context and (expanded.text .. "\n\n" .. context) or expanded.text)
+  local conversations = require("agent.conversations")
+  conversations.name_from(conversations.active(), prompt)
   return true
 end
 
@@ -76,11 +86,12 @@ end
 --- once.
 ---@param opts? { focus?: boolean } focus: move the cursor to the input window (default true)
 function M.open(opts)
-  opts = opts or {}
-  H.ensure_init()
-  local focus = opts.focus ~= false
-  require("agent.chat").open({ focus = focus, insert = focus })
-  require("agent.rpc").ensure()
+  H.here(function()
+    opts = opts or {}
+    local focus = opts.focus ~= false
+    require("agent.chat").open({ focus = focus, insert = focus })
+    require("agent.rpc").ensure()
+  end)
 end
 
 --- Cancels the running turn (the running command's process tree is killed). When prompts are
@@ -134,17 +145,154 @@ function M.queue(remove)
   return vim.deepcopy(queue.items)
 end
 
---- Starts a fresh conversation: cancels the running turn, forgets the history and the session's
---- approvals, and clears the chat. Prompts still queued go back into the input, not lost.
-function M.new()
-  local rpc = require("agent.rpc")
-  local chat = require("agent.chat")
-  local queued = chat.queue.clear()
-  if rpc.running() then
-    rpc.new()
+--- Starts a fresh conversation. In a tab page that shows one, in a new tab page beside it (the
+--- one shown goes on); `opts.here` (`:Agent new here`) starts over in this tab page instead:
+--- cancels the running turn, forgets the history and the session's approvals, and clears the
+--- chat. Prompts still queued go back into the input, not lost.
+---@param opts? { here?: boolean }
+function M.new(opts)
+  local conversations = require("agent.conversations")
+  if not (opts and opts.here) and conversations.in_tab() then
+    H.ensure_init()
+    local conversation, err = conversations.make()
+    if not conversation then
+      vim.notify(err, vim.log.levels.ERROR)
+      return
+    end
+    vim.cmd.tabnew()
+    -- The empty buffer a new tab page starts with goes when the chat is there.
+    local scratch = vim.api.nvim_get_current_buf()
+    conversations.place(conversation, vim.api.nvim_get_current_tabpage())
+    M.open()
+    if vim.api.nvim_buf_is_valid(scratch) and vim.api.nvim_buf_get_name(scratch) == "" then
+      vim.bo[scratch].bufhidden = "wipe"
+    end
+    return
   end
-  chat.clear(rpc.running(), true)
-  chat.queue.back_to_input(queued)
+  H.here(function()
+    local rpc = require("agent.rpc")
+    local chat = require("agent.chat")
+    local queued = chat.queue.clear()
+    if rpc.running() then
+      rpc.new()
+    end
+    chat.clear(rpc.running(), true)
+    chat.queue.back_to_input(queued)
+    local conversation = conversations.active()
+    if not conversation.named then
+      conversation.name = nil
+    end
+  end)
+end
+
+---@class agent.ConversationRow
+---@field id integer
+---@field name string its name (from its first prompt, or :Agent name), or `conversation N`
+---@field agent string "built-in", or the external agent's name
+---@field state string what its chat's winbar says: "idle", "writing", "running `cargo test` 4s", "waiting for approval"...
+---@field busy boolean a prompt is being worked on
+---@field waiting boolean one of its questions waits for an answer
+---@field since string when it was started (`14:05`; with the date when not today)
+---@field cost? number what it has cost in dollars; nil when a price is unknown
+---@field shown boolean its tab page shows it
+---@field current boolean it is the current tab page's
+
+--- Every live conversation, in the order they were started (see :help agent-conversations).
+---@return agent.ConversationRow[]
+function M.conversations()
+  local conversations = require("agent.conversations")
+  local here = conversations.in_tab()
+  local today = os.date("%Y-%m-%d")
+  return vim.tbl_map(function(conversation)
+    local status = conversations.acting(conversation.id, function()
+      return require("agent.chat").status()
+    end)
+    local tab = conversation.tab
+    return {
+      id = conversation.id,
+      name = conversations.label(conversation),
+      agent = conversation.agent,
+      state = status.text,
+      busy = conversations.acting(conversation.id, require("agent.chat").busy),
+      waiting = status.state == "approval" or H.question_of(conversation.id),
+      since = os.date("%Y-%m-%d", conversation.created) == today and os.date("%H:%M", conversation.created)
+        or os.date("%Y-%m-%d %H:%M", conversation.created),
+      cost = status.cost,
+      shown = tab ~= nil and vim.api.nvim_tabpage_is_valid(tab),
+      current = conversation == here,
+    }
+  end, conversations.all())
+end
+
+--- Goes to conversation `id`: to its tab page when one shows it, else shows it in the current
+--- tab page (the conversation shown there goes on, unshown).
+---@param id integer
+function M.show(id)
+  local conversations = require("agent.conversations")
+  local conversation = conversations.get(id)
+  if not conversation then
+    vim.notify(
+      ("agent: no conversation %s is open (:Agent list shows them)"):format(tostring(id)),
+      vim.log.levels.ERROR
+    )
+    return
+  end
+  if conversation.tab and vim.api.nvim_tabpage_is_valid(conversation.tab) then
+    vim.api.nvim_set_current_tabpage(conversation.tab)
+    conversations.used(conversation)
+    return
+  end
+  conversations.place(conversation, vim.api.nvim_get_current_tabpage())
+  M.open()
+end
+
+--- Ends conversation `id` (default: the current tab page's): its turn is stopped, an external
+--- agent it drives ends, its chat goes. Its saved file stays, to resume.
+---@param id? integer
+function M.close(id)
+  local conversations = require("agent.conversations")
+  local conversation = id and conversations.get(id) or conversations.in_tab()
+  if not conversation then
+    vim.notify("agent: no conversation to close here (:Agent list shows them)", vim.log.levels.INFO)
+    return
+  end
+  if package.loaded["agent.approval"] then
+    require("agent.approval").dismiss(conversation.id)
+  end
+  conversations.acting(conversation.id, function()
+    local chat = require("agent.chat")
+    chat.queue.back_to_input(chat.queue.clear())
+  end)
+  require("agent.rpc").close(conversation.id)
+  local tab = conversation.tab
+  conversations.forget(conversation.id)
+  -- Its tab page goes too when nothing else is left in it.
+  if tab and vim.api.nvim_tabpage_is_valid(tab) and #vim.api.nvim_list_tabpages() > 1 then
+    local others = vim.tbl_filter(function(win)
+      local buf = vim.api.nvim_win_get_buf(win)
+      return vim.api.nvim_buf_get_name(buf) ~= "" or vim.bo[buf].modified
+    end, vim.api.nvim_tabpage_list_wins(tab))
+    if #others == 0 then
+      pcall(vim.cmd.tabclose, vim.api.nvim_tabpage_get_number(tab))
+    end
+  end
+end
+
+--- Names the current tab page's conversation (`:Agent name NEW`): its winbar, the picker's
+--- title, notices and :Agent list say it.
+---@param name string
+function M.name(name)
+  local conversations = require("agent.conversations")
+  local conversation = conversations.in_tab()
+  if not conversation then
+    vim.notify("agent: no conversation here to name; start one with :Agent", vim.log.levels.INFO)
+    return
+  end
+  if not name or vim.trim(name) == "" then
+    vim.notify("agent: :Agent name needs a name (:Agent name fix the tests)", vim.log.levels.ERROR)
+    return
+  end
+  conversations.rename(conversation, name)
 end
 
 --- Chooses one of the connected external agent's modes (:Agent mode [ID]); without an id,
@@ -269,6 +417,10 @@ end
 --- summary the model writes; the latest `keep_turns` prompts stay as they are. The chat shows
 --- it as a folded row. See :help agent-compact.
 function M.compact()
+  H.here(H.compact)
+end
+
+function H.compact()
   H.ensure_init()
   local rpc = require("agent.rpc")
   local chat = require("agent.chat")
@@ -319,6 +471,10 @@ end
 --- vim.ui.select.
 ---@param id? string
 function M.resume(id)
+  H.here(H.resume, id)
+end
+
+function H.resume(id)
   if not id or id == "" then
     require("agent.pickers").session(M)
     return
@@ -330,7 +486,7 @@ function M.resume(id)
     return
   end
   if package.loaded["agent.approval"] then
-    require("agent.approval").dismiss_all()
+    require("agent.approval").dismiss(require("agent.conversations").active().id)
   end
   local queued = chat.queue.clear()
   chat.clear(true)
@@ -417,7 +573,7 @@ function M.rewind(n, mode)
   end
   if mode == "both" or mode == "conversation" then
     -- Where the cut shows, and the prompt comes back to.
-    require("agent.chat").open({ focus = false })
+    H.here(require("agent.chat").open, { focus = false })
   end
   rpc.rewind(n, mode)
 end
@@ -437,14 +593,54 @@ end
 --- not loaded). Cheap enough for every redraw: no RPC, one string. See :help agent-statusline.
 ---@return string
 function M.statusline()
-  local status = package.loaded["agent.chat.status"]
-  return status and status.line() or ""
+  local conversations = package.loaded["agent.conversations"]
+  -- Only the conversations with something to say (a prompt was sent): one alone speaks for
+  -- itself; several are counted (`agent: 2 running · 1 waiting`).
+  local said = {}
+  for _, conversation in ipairs(conversations and conversations.all() or {}) do
+    local line = conversations.acting(conversation.id, function()
+      return require("agent.chat.status").line()
+    end)
+    if line ~= "" then
+      said[#said + 1] = { conversation = conversation, line = line }
+    end
+  end
+  if #said <= 1 then
+    return said[1] and said[1].line or ""
+  end
+  local running, waiting, idle = 0, 0, 0
+  for _, one in ipairs(said) do
+    local conversation = one.conversation
+    local state = conversations.acting(conversation.id, function()
+      return require("agent.chat").status().state
+    end)
+    if state == "approval" or H.question_of(conversation.id) then
+      waiting = waiting + 1
+    elseif state == "idle" then
+      idle = idle + 1
+    elseif state ~= "off" then
+      running = running + 1
+    end
+  end
+  local parts = {}
+  if running > 0 then
+    parts[#parts + 1] = running .. " running"
+  end
+  if waiting > 0 then
+    parts[#parts + 1] = waiting .. " waiting"
+  end
+  if #parts == 0 and idle > 0 then
+    parts[1] = idle .. " idle"
+  end
+  return #parts > 0 and ("agent: " .. table.concat(parts, " · ")) or ""
 end
 
---- The agent's state, for statuslines. See :help agent-statusline.
+--- The agent's state, for statuslines: the current tab page's conversation's (else the last one
+--- used). See :help agent-statusline.
 ---@return agent.Status
 function M.status()
-  if not package.loaded["agent.chat"] then
+  local conversations = package.loaded["agent.conversations"]
+  if not (conversations and conversations.all()[1]) then
     return { state = "off", text = "off", input = 0, output = 0, cached = 0 }
   end
   return require("agent.chat").status()
@@ -569,38 +765,64 @@ function H.create_autocommands()
   })
 end
 
--- Autocommands and highlights also without setup(), and what the chat's keys do (the chat
--- never requires this module): done once, on first use.
+-- Runs fn(...) for the current tab page's conversation (made there when it has none), or for
+-- the one acted for (a chat's keys); nil after saying why when no more may be made.
+function H.here(fn, ...)
+  H.ensure_init()
+  local conversations = require("agent.conversations")
+  local conversation, err = conversations.here()
+  if not conversation then
+    vim.notify(err, vim.log.levels.ERROR)
+    return nil
+  end
+  return conversations.acting(conversation.id, fn, ...)
+end
+
+-- How many questions of conversation `id` wait for an answer.
+function H.question_of(id)
+  return package.loaded["agent.approval"] ~= nil and require("agent.approval").pending_of(id) > 0
+end
+
+-- Autocommands and highlights also without setup(), and what each chat's keys do (the chat
+-- never requires this module): done once, on first use; each conversation's keys act for it.
 function H.ensure_init()
   if H.initialized then
     return
   end
   H.initialized = true
-  local chat = require("agent.chat")
-  chat.set_actions({
-    submit = function(text)
-      -- `/new`, `/diff`... run here (see :help agent-slash); anything else is a prompt.
-      local handled, refused = require("agent.slash").run(text, M)
-      if refused then
-        return false -- an unknown `/word`: the input keeps it
+  local conversations = require("agent.conversations")
+  conversations.on_made(function(conversation)
+    local id = conversation.id
+    local function acting(fn)
+      return function(...)
+        return conversations.acting(id, fn, ...)
       end
-      return handled or M.ask(text)
-    end,
-    cancel = function()
-      M.stop()
-    end,
-    approve = function()
-      M.approve()
-    end,
-    review = function(checkpoint)
-      M.diff({ since = checkpoint })
-    end,
-    idle = function()
-      H.send_queued()
-    end,
-  })
-  chat.on_input(function(buf)
-    require("agent.context").setup_input(buf)
+    end
+    conversation.chat.set_actions({
+      submit = acting(function(text)
+        -- `/new`, `/diff`... run here (see :help agent-slash); anything else is a prompt.
+        local handled, refused = require("agent.slash").run(text, M)
+        if refused then
+          return false -- an unknown `/word`: the input keeps it
+        end
+        return handled or M.ask(text)
+      end),
+      cancel = acting(function()
+        M.stop()
+      end),
+      approve = function()
+        M.approve()
+      end,
+      review = acting(function(checkpoint)
+        M.diff({ since = checkpoint })
+      end),
+      idle = acting(function()
+        H.send_queued()
+      end),
+    })
+    conversation.chat.on_input(function(buf)
+      require("agent.context").setup_input(buf)
+    end)
   end)
   if not require("agent.config").did_setup then
     H.create_autocommands()

@@ -40,6 +40,45 @@ function M.model(api)
   end)
 end
 
+--- One conversation as :Agent list shows it: `fix tests · built-in · running cargo test 4s ·
+--- since 14:05 · $0.42`, marked `(here)` when it is the current tab page's.
+---@param row agent.ConversationRow
+---@return string
+function M.conversation_row(row)
+  local parts = { row.name, row.agent, row.waiting and "waiting for approval" or row.state, "since " .. row.since }
+  if row.cost then
+    parts[#parts + 1] = ("$%.2f"):format(row.cost)
+  end
+  local line = table.concat(parts, " · ")
+  return row.current and (line .. "  (here)") or line
+end
+
+--- `:Agent list`: every live conversation with its state and cost, and what they cost in all;
+--- choosing one goes to it (api.show).
+---@param api table the public API
+function M.conversations(api)
+  local rows = api.conversations()
+  if #rows == 0 then
+    vim.notify("agent: no conversation is open; :Agent starts one", vim.log.levels.INFO)
+    return
+  end
+  local total, priced = 0, true
+  for _, row in ipairs(rows) do
+    total = total + (row.cost or 0)
+    priced = priced and row.cost ~= nil
+  end
+  local sum = priced and ("$%.2f in all"):format(total) or ("$%.2f in all, without the unpriced"):format(total)
+  vim.ui.select(rows, {
+    prompt = ("agent: %d conversation%s · %s"):format(#rows, #rows == 1 and "" or "s", sum),
+    kind = "agent.conversations",
+    format_item = M.conversation_row,
+  }, function(row)
+    if row then
+      api.show(row.id)
+    end
+  end)
+end
+
 --- `:Agent queue`: the queued prompts; choosing one removes it (back into the input).
 ---@param api table the public API
 function M.queued(api)

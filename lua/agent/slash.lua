@@ -175,7 +175,7 @@ end
 -- arguments).
 H.run = {
   new = function(api)
-    api.new()
+    api.new({ here = true })
   end,
   resume = function(api, args)
     api.resume(args ~= "" and args or nil)

@@ -136,7 +136,7 @@ async fn slash_resume_from_normal_mode_leaves_the_input_in_insert_mode() {
     nvim.wait_for_line(CHAT, "It says alpha.").await;
     nvim.wait_for("not require('agent.chat').busy()").await;
     let id = saved_ids(&nvim).await.remove(0);
-    nvim.cmd("Agent new").await;
+    nvim.cmd("Agent new here").await;
     nvim.cmd("Agent").await;
     nvim.api
         .input(&format!("<Esc>S/resume {id}<Esc>"))

@@ -15,6 +15,7 @@ mod nvim_acp;
 mod nvim_boundary;
 mod nvim_chat_batches;
 mod nvim_context;
+mod nvim_conversations;
 mod nvim_diff;
 mod nvim_first_run;
 mod nvim_keys;

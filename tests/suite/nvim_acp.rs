@@ -315,7 +315,7 @@ async fn an_agent_that_crashes_mid_turn_gives_a_clear_message_and_the_ui_stays_u
     nvim.wait_for("require('agent').status().state == 'idle'")
         .await;
     // :Agent new goes back to the built-in agent; the chat works.
-    nvim.cmd("Agent new").await;
+    nvim.cmd("Agent new here").await;
     nvim.wait_for("require('agent').status().state == 'idle'")
         .await;
 }
@@ -376,7 +376,7 @@ async fn an_agent_that_never_answers_initialize_times_out_with_a_clear_message()
 async fn agent_new_ends_the_external_agent_and_its_process_tree() {
     let (nvim, pids) = connected_with_a_child().await;
     assert!(pids.iter().all(|p| alive(*p)));
-    nvim.cmd("Agent new").await;
+    nvim.cmd("Agent new here").await;
     assert!(
         all_gone(&pids, Duration::from_secs(5)).await,
         "the agent or its child ({pids:?}) outlived :Agent new"

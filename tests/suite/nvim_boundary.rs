@@ -507,7 +507,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
              rpc.acp('test', {{ '{agent}' }}, {{ A = '1' }}) \
              rpc.resume('20261201-123456-ab12') rpc.rewind(2, 'code') \
              rpc.files('calc', 5, function() end) rpc.compact() \
-             rpc.choose('option', 'web', true) rpc.choose('mode', 'code')"
+             rpc.choose('option', 'web', true) rpc.choose('mode', 'code') rpc.close(1)"
         ),
         vec![],
     )
@@ -519,7 +519,8 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
         methods,
         [
             "start", "decide", "decide", "decide", "decide", "decide", "decide", "prompt",
-            "cancel", "new", "acp", "resume", "rewind", "files", "compact", "choose", "choose"
+            "cancel", "new", "acp", "resume", "rewind", "files", "compact", "choose", "choose",
+            "close"
         ]
     );
     for name in method::ALL {
@@ -566,7 +567,27 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
     );
     let prompt: Prompt = rmpv::ext::from_value(arg(7)).unwrap();
     assert_eq!(prompt.text, "hi");
-    assert_eq!((&sent[8].1, &sent[9].1), (&None, &None));
+    // Every message but `decide` names the conversation it is for: the first one here. Those
+    // that carry nothing else carry that.
+    let conversation = |value: &Value| {
+        agent_nvim_fixtures::nvim::field(value, "conversation").and_then(|v| v.as_u64())
+    };
+    for (method, arg) in &sent {
+        let named = arg.as_ref().and_then(conversation);
+        if method == "decide" {
+            assert_eq!(named, None, "{method}: {arg:?}");
+        } else {
+            assert_eq!(named, Some(1), "{method}: {arg:?}");
+        }
+    }
+    for i in [8, 9, 14, 17] {
+        assert_eq!(
+            arg(i),
+            Value::Map(vec![(Value::from("conversation"), Value::from(1))]),
+            "{}",
+            sent[i].0
+        );
+    }
     let acp: AcpStart = rmpv::ext::from_value(arg(10)).unwrap();
     assert_eq!(
         (acp.name.as_str(), acp.cmd, acp.env.map(|e| e.len())),

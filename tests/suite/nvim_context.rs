@@ -409,7 +409,7 @@ async fn hash_selection_and_quickfix_attach_their_lines_and_a_resumed_chat_shows
     let id = nvim
         .lua("return require('agent').sessions()[1].id", vec![])
         .await;
-    nvim.cmd("Agent new").await;
+    nvim.cmd("Agent new here").await;
     nvim.lua("require('agent').resume(...)", vec![id]).await;
     let after = nvim
         .wait_for_line(CHAT, "resumed: look at #selection and #quickfix")

@@ -79,7 +79,7 @@ async fn a_new_conversation_says_its_provider_and_model_and_question_mark_for_ke
     nvim.wait_for_line(CHAT, "Hello.").await;
     wait_idle(&nvim).await;
     nvim.cmd("Agent model claude-opus-4-5").await;
-    nvim.cmd("Agent new").await;
+    nvim.cmd("Agent new here").await;
     nvim.wait_for_screen("new conversation with anthropic · claude-opus-4-5 · ? for keys")
         .await;
     assert_eq!(

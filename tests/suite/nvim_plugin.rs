@@ -472,6 +472,7 @@ async fn help_agent_finds_its_tags() {
         "agent-acp-login",
         "agent-acp-conformance",
         "agent-rewind",
+        "agent-conversations",
         "agent-models",
         "agent-compact",
         "agent-health",

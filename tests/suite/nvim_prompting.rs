@@ -863,7 +863,7 @@ async fn the_statusline_says_writing_running_waiting_and_idle_with_the_cost() {
     let idle = statusline_starting(&nvim, "agent: idle").await;
     assert!(idle.starts_with("agent: idle · $"), "{idle}");
     // A fresh conversation has nothing to say again.
-    nvim.cmd("Agent new").await;
+    nvim.cmd("Agent new here").await;
     assert_eq!(statusline(&nvim).await, "");
 }
 

@@ -564,7 +564,7 @@ async fn a_wrapped_list_item_continues_under_its_text() {
         vec![turn(vec![Part::Text(format!("A list:\n\n{item}\n"))])],
     );
     let nvim = start(&mock, "").await;
-    nvim.cmd("Agent list").await;
+    nvim.cmd("Agent make a list").await;
     nvim.wait_for_line(CHAT, "done · 10 in / 2 out tokens")
         .await;
     let screen = nvim.wait_for_screen("- alpha beta").await;

@@ -1,6 +1,8 @@
 //! The one registry of questions waiting for a person: every question a front end shows (the
 //! gate's approvals, an external agent's permission requests) gets its id here and waits here
-//! for its answer, so ids come from one counter and never collide, whoever asked.
+//! for its answer, so ids come from one counter and never collide, whoever asked. Each question
+//! belongs to the conversation that asked it (its owner): a conversation's cancel drops its own
+//! questions, never another's.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -19,6 +21,8 @@ struct Inner<A> {
 
 /// The asker of one open question, taken out of the registry by its answer.
 pub struct Waiter<A> {
+    /// The conversation that asked it.
+    pub owner: u64,
     /// What the question was about, as its asker named it (the tool, the agent's call title).
     pub about: String,
     reply: oneshot::Sender<A>,
@@ -47,16 +51,23 @@ impl<A> Questions<A> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Opens a question about `about`: its id (unique for the life of the registry) and the
-    /// receiver its answer arrives on. The receiver fails when the question is dropped
-    /// ([`Questions::clear`]).
-    pub fn open(&self, about: impl Into<String>) -> (u64, oneshot::Receiver<A>) {
+    /// Opens a question of conversation `owner` about `about`: its id (unique for the life of
+    /// the registry, whoever asked) and the receiver its answer arrives on. The receiver fails
+    /// when the question is dropped ([`Questions::clear`]).
+    pub fn open(&self, owner: u64, about: impl Into<String>) -> (u64, oneshot::Receiver<A>) {
         let (reply, answer) = oneshot::channel();
         let mut inner = self.inner();
         let id = inner.next;
         inner.next += 1;
         let about = about.into();
-        inner.open.insert(id, Waiter { about, reply });
+        inner.open.insert(
+            id,
+            Waiter {
+                owner,
+                about,
+                reply,
+            },
+        );
         (id, answer)
     }
 
@@ -70,9 +81,20 @@ impl<A> Questions<A> {
         waiter
     }
 
-    /// Drops every open question: each asker sees its question end unanswered.
-    pub fn clear(&self) {
-        self.inner().open.clear();
+    /// Drops every open question of conversation `owner`: each of its askers sees its question
+    /// end unanswered; the ids dropped.
+    pub fn clear(&self, owner: u64) -> Vec<u64> {
+        let mut inner = self.inner();
+        let dropped: Vec<u64> = inner
+            .open
+            .iter()
+            .filter(|(_, waiter)| waiter.owner == owner)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &dropped {
+            inner.open.remove(id);
+        }
+        dropped
     }
 }
 
@@ -110,9 +132,9 @@ mod tests {
     fn the_gate_and_an_agent_share_one_id_space_and_each_answer_reaches_its_asker() {
         let questions = Questions::<&str>::default();
         // The gate's approvals and an ACP agent's permission requests, interleaved.
-        let (gate_1, mut gate_1_answer) = questions.open("run_bash");
-        let (agent_1, mut agent_1_answer) = questions.open("Edit src/a.rs");
-        let (gate_2, mut gate_2_answer) = questions.open("edit_file");
+        let (gate_1, mut gate_1_answer) = questions.open(1, "run_bash");
+        let (agent_1, mut agent_1_answer) = questions.open(1, "Edit src/a.rs");
+        let (gate_2, mut gate_2_answer) = questions.open(1, "edit_file");
         let ids = [gate_1, agent_1, gate_2];
         assert!(ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2]);
         let agent = questions.take(agent_1).unwrap();
@@ -123,14 +145,14 @@ mod tests {
         questions.take(gate_2).unwrap().answer("refuse");
         assert_eq!(gate_2_answer.try_recv().unwrap(), "refuse");
         // Ids are not handed out again once answered.
-        let (next, _) = questions.open("run_bash");
+        let (next, _) = questions.open(1, "run_bash");
         assert!(!ids.contains(&next));
     }
 
     #[test]
     fn an_unknown_or_late_answer_is_ignored_with_a_log_line() {
         let questions = Questions::<&str>::default();
-        let (id, _answer) = questions.open("run_bash");
+        let (id, _answer) = questions.open(1, "run_bash");
         questions.take(id).unwrap().answer("allow");
         let log = logged(|| {
             assert!(questions.take(id).is_none());
@@ -145,11 +167,19 @@ mod tests {
     }
 
     #[test]
-    fn clearing_ends_every_open_question_unanswered() {
+    fn clearing_ends_every_open_question_of_its_conversation_unanswered_and_no_other() {
         let questions = Questions::<&str>::default();
-        let (gate, mut gate_answer) = questions.open("run_bash");
-        let (agent, mut agent_answer) = questions.open("Run ls");
-        questions.clear();
+        let (gate, mut gate_answer) = questions.open(1, "run_bash");
+        let (other, mut other_answer) = questions.open(2, "edit_file");
+        let (agent, mut agent_answer) = questions.open(1, "Run ls");
+        let mut dropped = questions.clear(1);
+        dropped.sort_unstable();
+        assert_eq!(dropped, [gate, agent]);
+        // Conversation 2's question is still open, and its answer reaches it.
+        let waiter = questions.take(other).unwrap();
+        assert_eq!((waiter.owner, waiter.about.as_str()), (2, "edit_file"));
+        waiter.answer("allow");
+        assert_eq!(other_answer.try_recv().unwrap(), "allow");
         assert!(matches!(
             gate_answer.try_recv(),
             Err(oneshot::error::TryRecvError::Closed)

@@ -2,6 +2,12 @@
 --- src/front/nvim/protocol.rs, UiEvent; every string in them was made visible by the backend, and an
 --- absent field is nil).
 
+-- One copy per conversation (lua/agent/conversations.lua loads it, with the conversation's
+-- number); required by name elsewhere, a stand-in for the copy of the conversation acted for.
+if type(({ ... })[2]) ~= "number" then
+  return require("agent.conversations").stand_in(...)
+end
+
 local render = require("agent.chat.render")
 local status = require("agent.chat.status")
 local window = require("agent.chat.window")
@@ -835,6 +841,11 @@ function H.output(e)
 end
 
 H.clock = nil ---@type uv.uv_timer_t? ticks once a second while a command runs
+
+--- Stops the running command's clock for good (the conversation was closed).
+function M.stop()
+  H.stop_clock()
+end
 
 -- Counts a running command's seconds on its row: once a second only that row is rewritten,
 -- until it finishes, the turn ends or the chat is cleared.

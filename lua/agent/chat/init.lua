@@ -7,6 +7,12 @@
 --- None of them requires require("agent") or require("agent.rpc"): what the keys do is handed in
 --- (set_actions), and the backend tells the chat about itself.
 
+-- One copy per conversation (lua/agent/conversations.lua loads it, with the conversation's
+-- number); required by name elsewhere, a stand-in for the copy of the conversation acted for.
+if type(({ ... })[2]) ~= "number" then
+  return require("agent.conversations").stand_in(...)
+end
+
 local handlers = require("agent.chat.handlers")
 local queue = require("agent.chat.queue")
 local render = require("agent.chat.render")
@@ -146,6 +152,13 @@ function M.clear(running, fresh)
   if fresh and running then
     handlers.intro()
   end
+end
+
+--- The conversation was named (or renamed): the winbar says it when several are live.
+---@param name string
+function M.named(name)
+  status.name = name
+  status.render()
 end
 
 --- `:Agent compact` was sent: the winbar says so until the backend is idle again.

@@ -17,8 +17,15 @@
 --- The buffer itself never gets a treesitter highlighter or regex syntax (window.lua turns
 --- them off), so nothing else re-parses the growing chat on a redraw.
 
+-- One copy per conversation (lua/agent/conversations.lua loads it, with the conversation's
+-- number); required by name elsewhere, a stand-in for the copy of the conversation acted for.
+if type(({ ... })[2]) ~= "number" then
+  return require("agent.conversations").stand_in(...)
+end
+
 local M = {}
 local H = {}
+H.conversation = select(2, ...) -- the number of the conversation this copy serves
 
 --- The highlights' namespace.
 M.ns = vim.api.nvim_create_namespace("agent.chat.markdown")
@@ -201,7 +208,7 @@ function H.watch()
   end
   H.watching = true
   vim.api.nvim_create_autocmd({ "WinScrolled", "BufWinEnter", "WinResized" }, {
-    group = vim.api.nvim_create_augroup("agent.chat.markdown", { clear = true }),
+    group = vim.api.nvim_create_augroup("agent.chat.markdown." .. H.conversation, { clear = true }),
     callback = function()
       if #H.regions > 0 then
         H.run_after(H.FRAME_MS)

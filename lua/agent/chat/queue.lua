@@ -2,10 +2,17 @@
 --- winbar (`queued: fix the test · +1 more`), sent one at a time as each turn ends. Whoever
 --- sends them is require("agent") (this module sends nothing); it is told through `on_idle`.
 
+-- One copy per conversation (lua/agent/conversations.lua loads it, with the conversation's
+-- number); required by name elsewhere, a stand-in for the copy of the conversation acted for.
+if type(({ ... })[2]) ~= "number" then
+  return require("agent.conversations").stand_in(...)
+end
+
 local window = require("agent.chat.window")
 
 local M = {}
 local H = {}
+H.conversation = select(2, ...) -- the number of the conversation this copy serves
 
 --- The queued prompts, oldest first.
 ---@type string[]
@@ -117,7 +124,7 @@ function M.show()
   if #M.items > 0 and not H.refits then
     -- Fitted again when a window's width changes.
     H.refits = vim.api.nvim_create_autocmd({ "WinResized", "VimResized" }, {
-      group = vim.api.nvim_create_augroup("agent.chat.queue", { clear = true }),
+      group = vim.api.nvim_create_augroup("agent.chat.queue." .. H.conversation, { clear = true }),
       desc = "agent: fit the queued prompts' winbar to the input window",
       callback = function()
         if #M.items > 0 then

@@ -10,12 +10,19 @@
 --- Live events and a replayed conversation take the same way, so a resumed chat looks as it did.
 --- A chat window whose cursor is on the last line follows the text, like a log.
 
+-- One copy per conversation (lua/agent/conversations.lua loads it, with the conversation's
+-- number); required by name elsewhere, a stand-in for the copy of the conversation acted for.
+if type(({ ... })[2]) ~= "number" then
+  return require("agent.conversations").stand_in(...)
+end
+
 local markdown = require("agent.chat.markdown")
 local text = require("agent.text")
 local window = require("agent.chat.window")
 
 local M = {}
 local H = {}
+H.conversation = select(2, ...) -- the number of the conversation this copy serves
 
 H.ns = vim.api.nvim_create_namespace("agent.chat") -- highlights
 H.ns_rows = vim.api.nvim_create_namespace("agent.chat.rows") -- where each tool row is
@@ -560,7 +567,7 @@ function H.watch_below()
   end
   H.watching_below = true
   vim.api.nvim_create_autocmd({ "WinScrolled", "CursorMoved", "WinResized" }, {
-    group = vim.api.nvim_create_augroup("agent.chat.below", { clear = true }),
+    group = vim.api.nvim_create_augroup("agent.chat.below." .. H.conversation, { clear = true }),
     callback = function()
       for win in pairs(H.below or {}) do
         H.mark_below(win)

@@ -2,6 +2,12 @@
 --- retrying → idle (and idle → compacting → idle; `resuming` holds busy over a resume's replay), with the token counts, the model, and how long a command has run. What
 --- require("agent").status() returns (see :help agent-statusline).
 
+-- One copy per conversation (lua/agent/conversations.lua loads it, with the conversation's
+-- number); required by name elsewhere, a stand-in for the copy of the conversation acted for.
+if type(({ ... })[2]) ~= "number" then
+  return require("agent.conversations").stand_in(...)
+end
+
 local text = require("agent.text")
 local window = require("agent.chat.window")
 
@@ -34,6 +40,15 @@ function M.set(state)
     H.timer = nil
   end
   M.render()
+end
+
+--- Stops the seconds' ticking for good (the conversation was closed).
+function M.stop()
+  if H.timer then
+    H.timer:stop()
+    H.timer:close()
+    H.timer = nil
+  end
 end
 
 --- True while a prompt is being worked on (from sending it to `turn_done`).
@@ -175,6 +190,9 @@ function M.hold(held)
   end
 end
 
+--- The conversation's name (agent.conversations), shown first when several are live.
+M.name = nil ---@type string?
+
 --- Redraws the winbar of every chat window: the state always, then what fits of the tokens and
 --- the model.
 function M.render()
@@ -188,6 +206,11 @@ function M.render()
   end
   local s = M.current
   local left = M.text()
+  -- With several conversations live, whose chat this is: `[fix tests] running ...`.
+  local conversations = package.loaded["agent.conversations"]
+  if M.name and conversations and #conversations.all() > 1 then
+    left = ("[%s] %s"):format(M.name, left)
+  end
   local count = M.count
   local cached = (s.cached or 0) > 0 and (" (%s cached)"):format(count(s.cached)) or ""
   local tokens = ("%s in%s / %s out"):format(count(s.input), cached, count(s.output))

@@ -2,13 +2,24 @@
 --- hand) above `agent: input` (the prompt being written), their window options and keys.
 --- Windows are never entered but on request: the user's cursor and focus stay where they are.
 
+-- One copy per conversation (lua/agent/conversations.lua loads it, with the conversation's
+-- number); required by name elsewhere, a stand-in for the copy of the conversation acted for.
+if type(({ ... })[2]) ~= "number" then
+  return require("agent.conversations").stand_in(...)
+end
+
 local M = {}
 local H = {}
 
+--- The number of the conversation this chat shows.
+M.conversation = select(2, ...) ---@type integer
+
 -- Names that read well where Neovim shows a buffer's name (a tab page's label, a statusline):
--- `agent: chat`, where `agent://chat` was shortened to `a//chat`.
-H.CHAT = "agent: chat"
-H.INPUT = "agent: input"
+-- `agent: chat`, where `agent://chat` was shortened to `a//chat`. The first conversation's are
+-- just that; another's carry its number (`agent: chat 2`).
+H.suffix = M.conversation == 1 and "" or (" " .. M.conversation)
+H.CHAT = "agent: chat" .. H.suffix
+H.INPUT = "agent: input" .. H.suffix
 H.INPUT_HEIGHT = 5
 H.ns_hint = vim.api.nvim_create_namespace("agent.input.hint")
 
@@ -184,7 +195,7 @@ function H.watch_layout()
   if H.layout_group then
     return
   end
-  H.layout_group = vim.api.nvim_create_augroup("agent.chat.layout", { clear = true })
+  H.layout_group = vim.api.nvim_create_augroup("agent.chat.layout." .. M.conversation, { clear = true })
   vim.api.nvim_create_autocmd("VimResized", {
     group = H.layout_group,
     desc = "agent: the chat's width rule for the new screen size",

@@ -3,8 +3,12 @@
 --- - job.lua: the backend job (which binary, start, stop, exit);
 --- - buffers.lua: the backend's questions about buffers.
 ---
+--- One backend serves every conversation (lua/agent/conversations.lua): what is sent carries
+--- the number of the conversation acted for (wire.lua adds it), and each event received carries
+--- the one whose chat shows it.
+---
 --- Lua → Rust: notifications (`start`, `prompt`, `cancel`, `new`, `decide`, `acp`, `resume`,
---- `rewind`), so Neovim never waits on the backend; the requests `sessions` (a directory listing),
+--- `rewind`, `close`), so Neovim never waits on the backend; the requests `sessions` (a directory listing),
 --- `rewind_points` (the checkpoints' list), `changes`, `file_at` (:Agent diff), `files` and
 --- `attach` (the input's `@` and `#`, answered from memory or one clamped read). Rust → Lua: `receive(events)` with a list of event maps at most
 --- once a frame, and the buffer queries `buffer_state`, `buffer_text`, `reload`, `checktime`.
@@ -19,14 +23,12 @@ local wire = require("agent.rpc.wire")
 local M = {}
 local H = {}
 
--- The connected external agent's own slash commands (none for the built-in agent).
-H.agent_commands = {}
 H.files_seq = 0 -- the number of the last `files` query
 H.files_waiting = nil ---@type { seq: integer, done: function }?
 
 --- The protocol this file speaks; a backend announcing another one is stopped, with a message
 --- saying how to rebuild it.
-M.PROTOCOL = 11
+M.PROTOCOL = 12
 
 --- The plugin's root: the directory holding lua/ and plugin/.
 M.plugin_root = paths.root
@@ -68,7 +70,8 @@ function M.acp(name, cmd, env, sandbox, directories)
     return
   end
   -- The agent sends its commands as it starts, maybe before it is reported connected.
-  H.agent_commands = {}
+  H.conversation().agent_commands = {}
+  H.conversation().agent = name
   require("agent.choices").reset()
   -- An empty Lua table would travel as an array; leave empty ones out.
   wire.notify(wire.method.ACP, {
@@ -228,10 +231,11 @@ end
 
 --- Cancels, then starts a fresh conversation (history and session grants forgotten).
 function M.new()
-  H.agent_commands = {}
+  H.conversation().agent_commands = {}
+  H.conversation().agent = "built-in"
   require("agent.choices").reset()
   if package.loaded["agent.approval"] then
-    require("agent.approval").dismiss_all()
+    require("agent.approval").dismiss(H.conversation().id)
   end
   wire.notify(wire.method.NEW)
 end
@@ -311,19 +315,37 @@ end
 --- last listed them; empty for the built-in agent.
 ---@return { name: string, description: string, hint?: string }[]
 function M.agent_commands()
-  return H.agent_commands
+  return H.conversation().agent_commands
 end
 
---- Called by Rust with the events of one frame, in order. Each is dispatched to the chat (and
---- the approval picker); the chat writes them to its buffer once, at the end of the batch.
+--- Ends conversation `id` in the backend (its turn stopped, its external agent ended).
+---@param id integer
+function M.close(id)
+  job.close(id)
+end
+
+--- Called by Rust with the events of one frame, each conversation's together and in order.
+--- Each is dispatched to its conversation's chat (and the approval picker), acting for that
+--- conversation; a chat writes them to its buffer once, at the end of its part of the batch. An
+--- event without `conversation` is the active one's; one for a conversation closed meanwhile is
+--- dropped.
 ---@param events table[]
 function M.receive(events)
-  local chat = require("agent.chat")
-  chat.begin_batch()
-  for _, event in ipairs(events or {}) do
-    H.guarded(event, H.dispatch, event)
+  events = events or {}
+  local conversations = require("agent.conversations")
+  local first = 1
+  while first <= #events do
+    local id = events[first].conversation
+    local last = first
+    while events[last + 1] and events[last + 1].conversation == id do
+      last = last + 1
+    end
+    local conversation = id == nil and conversations.active() or conversations.get(id)
+    if conversation then
+      conversations.acting(conversation.id, H.show, conversation, events, first, last)
+    end
+    first = last + 1
   end
-  chat.end_batch()
 end
 
 --- What went wrong showing events since the last call, and forgets it: one line for each event
@@ -339,6 +361,21 @@ end
 -- Helpers ------------------------------------------------------------------------------------
 
 H.problems = {}
+
+-- The conversation acted for.
+function H.conversation()
+  return require("agent.conversations").active()
+end
+
+-- Shows events[first..last], all of `conversation`, in its chat.
+function H.show(conversation, events, first, last)
+  local chat = conversation.chat
+  chat.begin_batch()
+  for i = first, last do
+    H.guarded(events[i], H.dispatch, events[i])
+  end
+  chat.end_batch()
+end
 
 -- Runs fn(...) for `event`; an error is shown, with what to do, and kept for M.problems().
 function H.guarded(event, fn, ...)
@@ -377,13 +414,13 @@ function H.dispatch(event)
     H.problems[#H.problems + 1] = ("`%s`: no handler"):format(tostring(kind))
   end
   if kind == "commands" then
-    H.agent_commands = type(event.commands) == "table" and event.commands or {}
+    H.conversation().agent_commands = type(event.commands) == "table" and event.commands or {}
   end
   if kind == "acp_started" or kind == "modes" or kind == "options" or kind == "login" then
     require("agent.choices").on_event(event)
   end
   if kind == "started" then
-    H.agent_commands = {}
+    H.conversation().agent_commands = {}
     job.started(event)
     H.warn_about_sandbox(event.sandbox_warnings)
     if event.protocol ~= M.PROTOCOL then
@@ -399,9 +436,9 @@ function H.dispatch(event)
   elseif kind == "turn_started" then
     H.fire("AgentTurnStart", {})
   elseif kind == "turn_done" then
-    -- The turn is over: a question still open (or waiting) can no longer be answered.
+    -- The turn is over: a question of it still open (or waiting) can no longer be answered.
     if package.loaded["agent.approval"] then
-      require("agent.approval").dismiss_all()
+      require("agent.approval").dismiss(H.conversation().id)
     end
     H.fire("AgentTurnDone", {
       outcome = event.outcome,
@@ -412,7 +449,12 @@ function H.dispatch(event)
   elseif kind == "approval" then
     H.fire("AgentApprovalRequest", event)
     -- Out of the RPC request: the picker waits for the user, the backend must not.
+    local conversation = H.conversation()
+    event.conversation = conversation.id
     vim.schedule(function()
+      if not require("agent.conversations").get(conversation.id) then
+        return -- closed meanwhile: its question ended with it
+      end
       H.guarded(event, function()
         require("agent.approval").ask(event, function(decision, reason, option, text)
           M.decide(event.id, decision, reason, option, text)

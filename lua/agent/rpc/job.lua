@@ -1,5 +1,6 @@
---- The backend job: which binary, starting it (`agent-nvim nvim` as an RPC child, then the
---- `start` notification), stopping it, and telling the chat when it exits by itself.
+--- The backend job: which binary, starting it (`agent-nvim nvim` as an RPC child, then a
+--- `start` notification for each conversation it serves), stopping it, and telling the chats
+--- when it exits by itself.
 
 local paths = require("agent.paths")
 local wire = require("agent.rpc.wire")
@@ -7,9 +8,9 @@ local wire = require("agent.rpc.wire")
 local M = {}
 local H = {}
 
--- The running backend: its channel, the `started` event it sent, the workspace it runs in.
+-- The running backend: its channel and the workspace it runs in (each conversation keeps the
+-- `started` event it was sent).
 H.job = nil ---@type integer?
-H.info = nil ---@type table?
 H.workspace = nil ---@type string?
 -- Jobs stopped on purpose: their exit is not reported as a failure.
 H.stopping = {}
@@ -77,22 +78,29 @@ function M.running()
   return H.job ~= nil
 end
 
---- The `started` event of the running backend (version, protocol, provider, model, workspace).
+--- The `started` event of the conversation acted for (version, protocol, provider, model,
+--- workspace), once the backend has sent it.
 ---@return table?
 function M.info()
-  return H.info
+  local conversation = require("agent.conversations").active()
+  return conversation.backend == H.job and conversation.info or nil
 end
 
---- Records the running backend's `started` event.
+--- Records the `started` event of the conversation acted for.
 ---@param event table
 function M.started(event)
-  H.info = event
+  require("agent.conversations").active().info = event
 end
 
---- Starts the backend unless it runs, and sends it `start`. On failure shows why and what to do.
+--- Starts the backend unless it runs, and sends it `start` for the conversation acted for
+--- unless it was sent. On failure shows why and what to do.
 ---@return boolean running
 function M.ensure()
+  local conversation = require("agent.conversations").active()
   if H.job then
+    if conversation.backend ~= H.job then
+      H.start(conversation)
+    end
     return true
   end
   local bin, problem = M.backend()
@@ -128,12 +136,48 @@ function M.ensure()
     )
     return false
   end
-  H.job, H.info, H.workspace = job, nil, workspace
+  H.job, H.workspace = job, workspace
   wire.attach(job)
-  require("agent.chat").backend_started()
+  H.start(conversation)
+  return true
+end
+
+--- Stops the backend (its exit is not reported). The next prompt starts a new one.
+function M.shutdown()
+  if H.job then
+    H.stopping[H.job] = true
+    pcall(vim.fn.jobstop, H.job)
+    H.forget()
+    H.each_chat(function(chat)
+      chat.backend_stopped()
+    end)
+  end
+end
+
+--- Tells the backend that conversation `id` is over (its turn stopped, its agent ended).
+---@param id integer
+function M.close(id)
+  local conversation = require("agent.conversations").get(id)
+  if H.job and conversation and conversation.backend == H.job then
+    wire.notify(wire.method.CLOSE, { conversation = id })
+  end
+end
+
+-- Helpers ------------------------------------------------------------------------------------
+
+-- Sends `start` for `conversation`: its session is configured with setup()'s options.
+function H.start(conversation)
+  conversation.backend, conversation.info = H.job, nil
   local config = require("agent.config").options
+  require("agent.conversations").acting(conversation.id, function()
+    require("agent.chat").backend_started()
+    H.send_start(config)
+  end)
+end
+
+function H.send_start(config)
   wire.notify(wire.method.START, {
-    workspace = workspace,
+    workspace = H.workspace,
     provider = config.provider,
     model = M.chosen_model or config.model,
     base_url = config.base_url,
@@ -164,20 +208,15 @@ function M.ensure()
     keep_turns = config.keep_turns,
     models = H.model_entries(config.models),
   })
-  return true
 end
 
---- Stops the backend (its exit is not reported). The next prompt starts a new one.
-function M.shutdown()
-  if H.job then
-    H.stopping[H.job] = true
-    pcall(vim.fn.jobstop, H.job)
-    H.forget()
-    require("agent.chat").backend_stopped()
+-- Runs fn(chat) for every conversation's chat, acting for it.
+function H.each_chat(fn)
+  local conversations = require("agent.conversations")
+  for _, conversation in ipairs(conversations.all()) do
+    conversations.acting(conversation.id, fn, conversation.chat)
   end
 end
-
--- Helpers ------------------------------------------------------------------------------------
 
 --- setup()'s `models` entries by name (the list of names stays here, for :Agent model); nil
 --- when there are none (an empty table would go as a list).
@@ -193,7 +232,10 @@ function H.model_entries(models)
 end
 
 function H.forget()
-  H.job, H.info, H.workspace = nil, nil, nil
+  H.job, H.workspace = nil, nil
+  for _, conversation in ipairs(require("agent.conversations").all()) do
+    conversation.backend, conversation.info = nil, nil
+  end
   wire.attach(nil)
 end
 
@@ -205,7 +247,10 @@ function H.on_exit(id, code, stderr)
   if H.job ~= id or vim.v.exiting ~= vim.NIL then
     return
   end
-  local had_started = H.info ~= nil
+  local had_started = false
+  for _, conversation in ipairs(require("agent.conversations").all()) do
+    had_started = had_started or (conversation.backend == id and conversation.info ~= nil)
+  end
   H.forget()
   local lines = { ("agent: the backend exited (code %d); see :Agent log"):format(code) }
   if not had_started then
@@ -216,7 +261,10 @@ function H.on_exit(id, code, stderr)
   for _, line in ipairs(stderr) do
     lines[#lines + 1] = line
   end
-  require("agent.chat").backend_exited(table.concat(lines, "\n"))
+  local message = table.concat(lines, "\n")
+  H.each_chat(function(chat)
+    chat.backend_exited(message)
+  end)
 end
 
 -- Keeps the last lines a job wrote to stderr (the log has the rest).

@@ -2,7 +2,9 @@
 --- requests the plugin sends: `sessions` and `rewind_points`, which answer at once, and the
 --- review's `changes` and `file_at`, which a person waits for anyway). Lua → Rust messages are
 --- notifications, so Neovim never waits on the backend; their names and shapes are declared in
---- src/front/nvim/protocol.rs (`method`, and the struct each one carries).
+--- src/front/nvim/protocol.rs (`method`, and the struct each one carries). Every message but
+--- `decide` and `proposal` (whose question knows its conversation) carries `conversation`: the
+--- number of the conversation acted for (lua/agent/conversations.lua), added here.
 
 local M = {}
 local H = {}
@@ -20,6 +22,7 @@ M.method = {
   FILES = "files",
   COMPACT = "compact",
   CHOOSE = "choose",
+  CLOSE = "close",
 }
 
 --- The request names (protocol.rs `request`).
@@ -57,6 +60,7 @@ function M.notify(method, arg)
   if not H.channel then
     return false
   end
+  arg = H.addressed(method ~= M.method.DECIDE, arg)
   local ok, err = H.call(vim.rpcnotify, method, arg)
   if not ok then
     vim.notify(("agent: could not reach the backend (%s); see :Agent log"):format(err), vim.log.levels.ERROR)
@@ -76,6 +80,7 @@ function M.request(method, arg)
   if not H.channel then
     return nil, "agent: the backend is not running"
   end
+  arg = H.addressed(method ~= M.request_name.PROPOSAL, arg)
   local ok, answer = H.call(vim.rpcrequest, method, arg)
   if not ok then
     -- Neovim puts `Error invoking 'changes' on channel 3 (...):` before the backend's message.
@@ -83,6 +88,18 @@ function M.request(method, arg)
     return nil, message
   end
   return answer
+end
+
+-- `arg` with the number of the conversation acted for, when `addressed`.
+function H.addressed(addressed, arg)
+  if not addressed then
+    return arg
+  end
+  arg = arg or {}
+  if arg.conversation == nil then
+    arg.conversation = require("agent.conversations").active().id
+  end
+  return arg
 end
 
 -- `send(channel, method[, arg])` in pcall: a message without an argument goes without one.

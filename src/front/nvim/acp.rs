@@ -334,10 +334,12 @@ mod tests {
                 let send = |event| events.send(event).unwrap();
                 send(ConversationEvent::Turn(Event::TurnStarted));
                 send(ConversationEvent::Agent(AgentUpdate::Thought { text }));
-                let (id, answer) = bridge.ui().pending().open(name);
-                bridge
-                    .ui()
-                    .ask_lua(UiEvent::decided(id, name.into(), Decision::AllowOnce));
+                let (id, answer) = bridge.first().slot.ui.open_question(name);
+                bridge.first().slot.ui.ask_lua(UiEvent::decided(
+                    id,
+                    name.into(),
+                    Decision::AllowOnce,
+                ));
                 let picked = answer.await.unwrap().option.unwrap_or_default();
                 send(ConversationEvent::Turn(Event::TurnDone {
                     input: 0,
@@ -395,10 +397,14 @@ mod tests {
         let mut ui = bridge.ui_rx.lock().await.take().unwrap();
         let none = HashSet::new();
         assert_eq!(
-            bridge.slot.agent_session_rows(&none, 5 + 4 * 60).await,
+            bridge
+                .first()
+                .slot
+                .agent_session_rows(&none, 5 + 4 * 60)
+                .await,
             vec![]
         );
-        bridge.slot.switch_to(Arc::new(keeps(false))).await;
+        bridge.first().slot.switch_to(Arc::new(keeps(false))).await;
         // `c` is saved in a file of ours: that file is its row.
         let noted = HashSet::from([AgentNote {
             agent: "test".into(),
@@ -406,6 +412,7 @@ mod tests {
         }]);
         assert_eq!(
             bridge
+                .first()
                 .slot
                 .agent_session_rows(&noted, 5 + 4 * 60)
                 .await
@@ -413,7 +420,11 @@ mod tests {
             1
         );
         assert_eq!(
-            bridge.slot.agent_session_rows(&none, 5 + 4 * 60).await,
+            bridge
+                .first()
+                .slot
+                .agent_session_rows(&none, 5 + 4 * 60)
+                .await,
             vec![
                 (
                     5,
@@ -427,7 +438,7 @@ mod tests {
                 ),
             ]
         );
-        bridge.resume(Resume {
+        bridge.first().resume(Resume {
             id: "agent:test:a".into(),
         });
         assert_eq!(
@@ -451,7 +462,7 @@ mod tests {
         );
         // The conversation is free again: the chat sends what was queued meanwhile.
         assert_eq!(next(&mut ui).await, UiEvent::Idle);
-        bridge.resume(Resume {
+        bridge.first().resume(Resume {
             id: "agent:claude:a".into(),
         });
         assert_eq!(
@@ -462,9 +473,13 @@ mod tests {
             )
         );
         assert_eq!(next(&mut ui).await, UiEvent::Idle);
-        bridge.slot.switch_to(Arc::new(keeps(true))).await;
+        bridge.first().slot.switch_to(Arc::new(keeps(true))).await;
         assert_eq!(
-            bridge.slot.agent_session_rows(&none, 5 + 4 * 60).await,
+            bridge
+                .first()
+                .slot
+                .agent_session_rows(&none, 5 + 4 * 60)
+                .await,
             vec![(
                 0,
                 json!({"id": "agent:test", "agent": "test", "title": "",
@@ -472,7 +487,7 @@ mod tests {
             )]
         );
         // A failed load is said once, and ends the turn it may have cut short.
-        bridge.resume(Resume {
+        bridge.first().resume(Resume {
             id: "agent:test:a".into(),
         });
         let failed = "agent: test failed session/load: gone (-32002)";
@@ -490,21 +505,25 @@ mod tests {
     }
 
     /// The next event the bridge hands the pump.
-    async fn next(ui: &mut mpsc::UnboundedReceiver<UiEvent>) -> UiEvent {
-        ui.recv().await.unwrap()
+    async fn next(ui: &mut mpsc::UnboundedReceiver<super::super::protocol::Addressed>) -> UiEvent {
+        ui.recv().await.unwrap().event
     }
 
     #[tokio::test]
     async fn while_an_agent_starts_a_prompt_is_answered_still_starting_and_ends_no_turn() {
         let bridge = Bridge::new(CancellationToken::new());
         let mut ui = bridge.ui_rx.lock().await.take().unwrap();
-        bridge.slot.switch_to(Arc::new(starting("claude"))).await;
-        bridge.prompt(Prompt { text: "hi".into() }).await;
+        bridge
+            .first()
+            .slot
+            .switch_to(Arc::new(starting("claude")))
+            .await;
+        bridge.first().prompt(Prompt { text: "hi".into() }).await;
         assert_eq!(
             next(&mut ui).await,
             UiEvent::error("agent: still starting claude; send the prompt again in a moment")
         );
-        bridge.slot.idle().await;
+        bridge.first().slot.idle().await;
         // No turn ran: the chat only hears that the next prompt is taken.
         assert_eq!(next(&mut ui).await, UiEvent::Idle);
         assert!(ui.try_recv().is_err());
@@ -516,9 +535,10 @@ mod tests {
         let mut ui = bridge.ui_rx.lock().await.take().unwrap();
         let scripted = |name| Arc::new(scripted(name, &bridge));
         let (first, second) = (scripted("built-in"), scripted("claude"));
-        bridge.slot.switch_to(first.clone()).await;
+        bridge.first().slot.switch_to(first.clone()).await;
         for (conversation, answer) in [(&first, "a"), (&second, "b")] {
             bridge
+                .first()
                 .prompt(Prompt {
                     text: conversation.name().into(),
                 })
@@ -548,15 +568,15 @@ mod tests {
                 panic!("expected the end of the turn");
             };
             assert_eq!(message, answer);
-            bridge.slot.idle().await;
+            bridge.first().slot.idle().await;
             assert_eq!(next(&mut ui).await, UiEvent::Idle);
             assert!(!second.ended());
-            bridge.slot.switch_to(second.clone()).await;
+            bridge.first().slot.switch_to(second.clone()).await;
             // Switching to the conversation already held ends nothing.
             assert!(!second.ended());
         }
         assert!(first.ended());
-        bridge.slot.end_conversation().await;
+        bridge.first().slot.end_conversation().await;
         assert!(second.ended());
     }
 }

@@ -40,7 +40,7 @@ impl Asker for NvimAsker {
                 }
             }
             // The question's id is the registry's, shared with an external agent's questions.
-            let (id, answer) = self.ui.pending().open(request.tool.to_string());
+            let (id, answer) = self.ui.open_question(request.tool.to_string());
             let (can_edit, _forget) = self.ui.offer(id, Editable::of(&request));
             let is_command = matches!(request.action, Action::Command { .. });
             let preview = match (&request.action, request.diff) {
@@ -149,7 +149,7 @@ impl AcpHost for NvimHost {
 
     fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<Picked>> {
         Box::pin(async move {
-            let (id, answer) = self.ui.pending().open(request.title.clone());
+            let (id, answer) = self.ui.open_question(request.title.clone());
             let editable = request.edit.as_ref().map(|edit| Editable::File {
                 rel: crate::display::one_line(&edit.rel),
                 now: edit.now.as_deref().map(Arc::from),

@@ -3,7 +3,8 @@
 //! - [`bridge`]: the nvim-rs handler. It only decodes and hands off: nvim-rs awaits
 //!   notifications one at a time, so a turn run inside `handle_notify` would deadlock the moment
 //!   it waited for an approval that arrives as another notification. Turns run in spawned tasks
-//!   on the one conversation the bridge holds.
+//!   on the conversation each message is addressed to ([`target`]); one Neovim holds several
+//!   ([`slot`]).
 //! - [`pump`]: what turns produce goes to Lua through one task that sends at most one batch a
 //!   frame (SPEC section 6).
 //! - [`adapters`]: the core's views of Neovim (the asker, the editor, an external agent's host),
@@ -15,6 +16,7 @@
 //! - [`context`]: the chat input's `@` and `#` requests (`files`, `attach`).
 //! - [`log`]: the log file.
 //! - [`rewind`]: `:Agent rewind`'s step (the code, then the conversation).
+//! - [`target`]: what a message for one conversation does (start, prompt, resume, rewind...).
 
 mod acp;
 mod adapters;
@@ -28,6 +30,7 @@ mod replay;
 mod review;
 mod rewind;
 mod slot;
+mod target;
 mod ui;
 
 use std::path::PathBuf;
@@ -81,10 +84,15 @@ async fn serve() {
     // Neovim is gone or going: cancel the turn (its commands' process trees are killed) and give
     // it a moment to finish doing so.
     shutdown.cancel();
-    bridge.slot.cancel_turn();
-    let _ = tokio::time::timeout(Duration::from_secs(1), bridge.slot.idle()).await;
-    // An external agent's process tree goes with us.
-    let _ = tokio::time::timeout(Duration::from_secs(3), bridge.slot.end_conversation()).await;
+    let slots = bridge.slots.all();
+    for slot in &slots {
+        slot.cancel_turn();
+    }
+    let idle = futures::future::join_all(slots.iter().map(|slot| slot.idle()));
+    let _ = tokio::time::timeout(Duration::from_secs(1), idle).await;
+    // External agents' process trees go with us.
+    let ended = futures::future::join_all(slots.iter().map(|slot| slot.end_conversation()));
+    let _ = tokio::time::timeout(Duration::from_secs(3), ended).await;
 }
 
 /// Resolves on SIGTERM, SIGHUP or SIGINT (Neovim stops its jobs with SIGTERM when it quits).

@@ -4,10 +4,13 @@
 //!
 //! Direction Lua → Rust: msgpack-RPC notifications on the job channel (`vim.rpcnotify`), so
 //! Neovim's loop never waits on the backend. Method names are [`method`]'s constants; each takes
-//! one map argument, decoded into the struct named beside it.
+//! one map argument, decoded into the struct named beside it. Every map carries `conversation`,
+//! the number Lua gave the conversation it is for (one backend serves them all; a map without
+//! it is for conversation 1), except `decide` and `proposal`, whose question knows its own.
 //!
 //! Direction Rust → Lua: `nvim_exec_lua` of one of [`lua`]'s entry points: [`lua::RECEIVE`] with
-//! a batch of [`UiEvent`] maps at most once a frame, and the buffer queries.
+//! a batch of [`UiEvent`] maps at most once a frame, each with the `conversation` whose chat
+//! shows it, and the buffer queries.
 //!
 //! Maps sent to Lua never hold nil: a field that is absent is left out (an `Option` that is None
 //! is skipped, and the pump drops any null left in a map), so Lua reads `nil`, never `vim.NIL`.
@@ -20,9 +23,25 @@ use agent_nvim_vocab::approval::{Action, Decision};
 use agent_nvim_vocab::conversation::AgentUpdate;
 use agent_nvim_vocab::events::Event;
 
+/// Decodes the one map argument of a message.
+pub(super) fn arg<T: serde::de::DeserializeOwned>(
+    args: Vec<rmpv::Value>,
+) -> std::result::Result<T, String> {
+    let first = args.into_iter().next().unwrap_or(rmpv::Value::Nil);
+    rmpv::ext::from_value(first).map_err(|e| e.to_string())
+}
+
+/// An event on its way to Lua, and the conversation whose chat shows it (the pump adds it to
+/// the event's map as `conversation`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Addressed {
+    pub to: u64,
+    pub event: UiEvent,
+}
+
 /// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
 /// says how to rebuild it.
-pub const PROTOCOL: u32 = 11;
+pub const PROTOCOL: u32 = 12;
 
 /// The Lua functions Rust calls, as the code given to `nvim_exec_lua` (`...` are its arguments).
 /// Each lives in `agent.rpc` (the module Lua users and tests `require`).
@@ -54,13 +73,14 @@ pub mod lua {
 
 /// Notification names Lua sends.
 pub mod method {
-    /// [`super::Start`]: configure the session. Sent once, first.
+    /// [`super::Start`]: configure a conversation's session. Sent first for each conversation.
     pub const START: &str = "start";
     /// [`super::Prompt`]: run a turn.
     pub const PROMPT: &str = "prompt";
-    /// No argument: cancel the running turn.
+    /// Only `conversation`: cancel the running turn.
     pub const CANCEL: &str = "cancel";
-    /// No argument: cancel, then start a fresh conversation (history and grants forgotten).
+    /// Only `conversation`: cancel, then start a fresh conversation (history and grants
+    /// forgotten).
     pub const NEW: &str = "new";
     /// [`super::Decide`]: the answer to an approval request.
     pub const DECIDE: &str = "decide";
@@ -81,17 +101,20 @@ pub mod method {
     /// [`super::Rewind`]: go back to before a prompt of the current conversation (its code, its
     /// history or both); answered with `rewound`, or an error saying why nothing changed.
     pub const REWIND: &str = "rewind";
-    /// No argument: compact the conversation now (`:Agent compact`), as a turn of its own
+    /// Only `conversation`: compact the conversation now (`:Agent compact`), as a turn of its own
     /// (refused while one runs; `cancel` stops it): a `compacted` event, or an error saying
     /// why nothing was compacted, then `idle`.
     pub const COMPACT: &str = "compact";
-    /// Every method above, for the test that checks Lua sends each one.
     /// [`super::Choose`]: choose one of the external agent's modes or a config option's
     /// value (`:Agent mode`, `:Agent option`, `:Agent model`); the agent's new state comes back
     /// as a `modes` or `options` event, or an error saying what can be chosen.
     pub const CHOOSE: &str = "choose";
-    pub const ALL: [&str; 11] = [
-        START, PROMPT, CANCEL, NEW, DECIDE, ACP, RESUME, REWIND, FILES, COMPACT, CHOOSE,
+    /// `{conversation}`: the conversation's turn stopped, its agent ended, and it is forgotten
+    /// (its saved file and checkpoints stay, to resume).
+    pub const CLOSE: &str = "close";
+    /// Every method above, for the test that checks Lua sends each one.
+    pub const ALL: [&str; 12] = [
+        START, PROMPT, CANCEL, NEW, DECIDE, ACP, RESUME, REWIND, FILES, COMPACT, CHOOSE, CLOSE,
     ];
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use rmpv::Value;
 use tokio::sync::mpsc;
 
-use super::protocol::{lua, UiEvent};
+use super::protocol::{lua, Addressed, UiEvent};
 use super::Nvim;
 use agent_nvim_vocab::conversation::ConversationEvent;
 use agent_nvim_vocab::events::{Event, Outcome};
@@ -124,7 +124,7 @@ impl Pace {
 /// gathered and turned into msgpack while Lua shows the current one.
 pub(super) async fn pump(
     nvim: Nvim,
-    events: Option<mpsc::UnboundedReceiver<UiEvent>>,
+    events: Option<mpsc::UnboundedReceiver<Addressed>>,
     shown: std::sync::Arc<Shown>,
 ) {
     let Some(mut events) = events else {
@@ -147,11 +147,7 @@ pub(super) async fn pump(
             (batch, full) = gather(first, &mut events, deadline).await;
             last_send = tokio::time::Instant::now();
             let count = batch.len() as u64;
-            if ready
-                .send((for_lua(join_text(batch)), count))
-                .await
-                .is_err()
-            {
+            if ready.send((addressed_for_lua(batch), count)).await.is_err() {
                 break;
             }
         }
@@ -170,28 +166,55 @@ pub(super) async fn pump(
     tokio::join!(gathering, sending);
 }
 
+/// What the pump gathers: an event, addressed to a conversation's chat or not.
+trait Batched {
+    fn event(&self) -> &UiEvent;
+    /// Whether `self` and `other` go to the same chat (text is joined only within one).
+    fn same_chat(&self, other: &Self) -> bool;
+}
+
+impl Batched for UiEvent {
+    fn event(&self) -> &UiEvent {
+        self
+    }
+    fn same_chat(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Batched for Addressed {
+    fn event(&self) -> &UiEvent {
+        &self.event
+    }
+    fn same_chat(&self, other: &Self) -> bool {
+        self.to == other.to
+    }
+}
+
 /// One batch: `first` and what else comes before `deadline`, up to an approval (sent at once)
 /// or until the batch is full; true when it is full (more may be waiting).
-async fn gather(
-    first: UiEvent,
-    events: &mut mpsc::UnboundedReceiver<UiEvent>,
+async fn gather<T: Batched>(
+    first: T,
+    events: &mut mpsc::UnboundedReceiver<T>,
     deadline: tokio::time::Instant,
-) -> (Vec<UiEvent>, bool) {
-    let mut bytes = size_of_text(&first);
+) -> (Vec<T>, bool) {
+    let mut bytes = size_of_text(first.event());
     let mut batch = vec![first];
     // Events as Lua gets them: text joined to the text before it is not one more.
     let mut joined = 1;
     while !batch
         .last()
-        .is_some_and(|last| goes_at_once(last, events.is_empty()))
+        .is_some_and(|last| goes_at_once(last.event(), events.is_empty()))
     {
         if joined >= BATCH_EVENTS || bytes >= BATCH_BYTES {
             return (batch, true);
         }
         match tokio::time::timeout_at(deadline, events.recv()).await {
             Ok(Some(event)) => {
-                bytes += size_of_text(&event);
-                if !batch.last().is_some_and(|last| joins(last, &event)) {
+                bytes += size_of_text(event.event());
+                if !batch.last().is_some_and(|last| {
+                    last.same_chat(&event) && joins(last.event(), event.event())
+                }) {
                     joined += 1;
                 }
                 batch.push(event);
@@ -245,6 +268,34 @@ pub fn for_lua(batch: Vec<UiEvent>) -> Vec<Value> {
         .map(UiEvent::shown)
         .filter_map(|e| serde_json::to_value(e).ok())
         .map(to_msgpack)
+        .collect()
+}
+
+/// A batch of events for the chats of one or more conversations, as [`lua::RECEIVE`] takes it:
+/// each conversation's events together and in the order they came (the order between two
+/// conversations does not matter: each chat shows only its own), text joined within each, and
+/// every map carrying the `conversation` it is for.
+fn addressed_for_lua(batch: Vec<Addressed>) -> Vec<Value> {
+    let mut chats: Vec<(u64, Vec<UiEvent>)> = Vec::new();
+    for Addressed { to, event } in batch {
+        match chats.iter_mut().find(|(chat, _)| *chat == to) {
+            Some((_, events)) => events.push(event),
+            None => chats.push((to, vec![event])),
+        }
+    }
+    chats
+        .into_iter()
+        .flat_map(|(to, events)| {
+            for_lua(join_text(events))
+                .into_iter()
+                .map(move |value| match value {
+                    Value::Map(mut fields) => {
+                        fields.push((Value::from("conversation"), Value::from(to)));
+                        Value::Map(fields)
+                    }
+                    other => other,
+                })
+        })
         .collect()
 }
 
@@ -516,6 +567,34 @@ mod tests {
             ]
         );
     }
+    #[tokio::test]
+    async fn two_conversations_streaming_at_once_each_get_their_own_text_in_one_batch() {
+        let to = |to, text: &str| Addressed {
+            to,
+            event: UiEvent::Agent(Event::Text { text: text.into() }),
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        for event in [to(2, "b"), to(1, "A"), to(2, "b"), to(1, "B")] {
+            tx.send(event).unwrap();
+        }
+        let first = rx.recv().await.unwrap();
+        let later = tokio::time::Instant::now() + Duration::from_millis(50);
+        let (batch, full) = gather(first, &mut rx, later).await;
+        assert_eq!((batch.len(), full), (4, false));
+        let shown: Vec<(String, u64)> = addressed_for_lua(batch)
+            .iter()
+            .map(|event| {
+                let field = |name| crate::test_support::nvim::field(event, name).unwrap();
+                (
+                    field("text").as_str().unwrap().to_string(),
+                    field("conversation").as_u64().unwrap(),
+                )
+            })
+            .collect();
+        // Each conversation's deltas joined, never one's text into the other's.
+        assert_eq!(shown, [("bb".to_string(), 2), ("AB".to_string(), 1)]);
+    }
+
     #[test]
     fn a_frame_of_deltas_becomes_one_text_event() {
         let batch = vec![

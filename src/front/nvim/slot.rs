@@ -1,8 +1,10 @@
-//! The slot: the one conversation prompts go to, the session it belongs to, and the turn
-//! machinery around it (the busy claim, the running turn's cancel token, the count of cancels).
-//! The ACP switching code ([`super::acp`]) is functions on it, and the bridge drives it; neither
-//! the pump nor the adapters know it.
+//! A slot: one live conversation, the one its chat's prompts go to, the session it belongs to,
+//! and the turn machinery around it (the busy claim, the running turn's cancel token, the count
+//! of cancels). One Neovim holds several ([`Slots`], by the number Lua gave each). The ACP
+//! switching code ([`super::acp`]) is functions on it, and the bridge drives it; neither the
+//! pump nor the adapters know it.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as SyncMutex};
 
@@ -18,6 +20,73 @@ use crate::conversation::Conversation;
 use crate::session;
 use crate::sessions::Store;
 use crate::workspace::Workspace;
+
+/// The most conversations one backend holds at once. The plugin's own limit
+/// (`max_conversations`) is lower and says so first; this one bounds what a plugin bug could
+/// start.
+pub(super) const MAX_CONVERSATIONS: usize = 64;
+
+/// Every live conversation's slot, by the number Lua gave it.
+pub(super) struct Slots {
+    /// The way to Lua they share (each slot speaks for its own conversation through it).
+    ui: Ui,
+    shutdown: CancellationToken,
+    live: SyncMutex<BTreeMap<u64, Arc<Slot>>>,
+}
+
+impl Slots {
+    pub(super) fn new(ui: Ui, shutdown: CancellationToken) -> Slots {
+        Slots {
+            ui,
+            shutdown,
+            live: SyncMutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The way to Lua every conversation shares.
+    pub(super) fn ui(&self) -> &Ui {
+        &self.ui
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Arc<Slot>>> {
+        self.live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Conversation `id`'s slot, when it was started.
+    pub(super) fn get(&self, id: u64) -> Option<Arc<Slot>> {
+        self.live().get(&id).cloned()
+    }
+
+    /// Conversation `id`'s slot, an empty one made for it when it has none; None when
+    /// [`MAX_CONVERSATIONS`] are live.
+    pub(super) fn open(&self, id: u64) -> Option<Arc<Slot>> {
+        let mut live = self.live();
+        if let Some(slot) = live.get(&id) {
+            return Some(slot.clone());
+        }
+        if live.len() >= MAX_CONVERSATIONS {
+            return None;
+        }
+        let slot = Arc::new(Slot::new(
+            self.ui.for_conversation(id),
+            self.shutdown.child_token(),
+        ));
+        live.insert(id, slot.clone());
+        Some(slot)
+    }
+
+    /// Takes conversation `id`'s slot out (`close`).
+    pub(super) fn close(&self, id: u64) -> Option<Arc<Slot>> {
+        self.live().remove(&id)
+    }
+
+    /// Every live conversation's slot.
+    pub(super) fn all(&self) -> Vec<Arc<Slot>> {
+        self.live().values().cloned().collect()
+    }
+}
 
 /// The session the `start` notification configured.
 pub(super) struct Session {

@@ -1,7 +1,9 @@
 //! The way to Lua every part of the front end that shows something or asks holds: a [`Ui`],
-//! not the whole bridge. It sends events to the pump (counting them, for [`Shown`]), gives a
-//! turn its path (events and questions in order, [`Ui::turn_path`]), and keeps the registry of
-//! open questions and what each offers to edit.
+//! not the whole bridge. Each conversation has its own (its events are addressed to its chat,
+//! [`Addressed`]); all share one pump, one count of events sent (for [`Shown`]), one registry
+//! of open questions (one approval queue, ids from one counter) and what each question offers
+//! to edit. A conversation's Ui gives its turn a path (events and questions in order,
+//! [`Ui::turn_path`]) and drops only its own questions.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,23 +12,28 @@ use std::sync::{Arc, Mutex as SyncMutex};
 use rmpv::Value;
 use tokio::sync::mpsc;
 
-use super::protocol::{Decide, UiEvent};
+use super::protocol::{Addressed, Decide, UiEvent};
 use super::pump::Shown;
 use crate::questions::Questions;
 use agent_nvim_vocab::approval::{Action, ApprovalRequest, Proposed};
 
-/// A handle on the way to Lua; clones share it.
+/// One conversation's handle on the way to Lua; clones share it.
 #[derive(Clone)]
-pub(super) struct Ui(Arc<Shared>);
+pub(super) struct Ui {
+    shared: Arc<Shared>,
+    /// The conversation this handle speaks for.
+    to: u64,
+    /// Its running built-in turn's path to Lua for its approval questions ([`Ui::ask_lua`]).
+    questions: Arc<SyncMutex<Option<mpsc::UnboundedSender<UiEvent>>>>,
+}
 
 struct Shared {
-    sender: mpsc::UnboundedSender<UiEvent>,
+    sender: mpsc::UnboundedSender<Addressed>,
     /// How many events were sent to the pump, and how many it has handed to Lua.
     sent: AtomicU64,
     shown: Arc<Shown>,
-    /// The running built-in turn's path to Lua for its approval questions ([`Ui::ask_lua`]).
-    questions: SyncMutex<Option<mpsc::UnboundedSender<UiEvent>>>,
-    /// Every question waiting for Lua's `decide`: the gate's and an external agent's.
+    /// Every question waiting for Lua's `decide`, of every conversation: the gate's and an
+    /// external agent's.
     pending: Questions<Decide>,
     /// What "Edit before allowing" gives the person to change, by question id, while the
     /// question is open: Lua asks for it (`proposal`) only when the person picks it.
@@ -34,23 +41,36 @@ struct Shared {
 }
 
 impl Ui {
-    /// A way to Lua, and the receiving end the pump takes.
-    pub(super) fn new() -> (Ui, mpsc::UnboundedReceiver<UiEvent>) {
+    /// A way to Lua for conversation `to`, and the receiving end the pump takes.
+    pub(super) fn new(to: u64) -> (Ui, mpsc::UnboundedReceiver<Addressed>) {
         let (sender, received) = mpsc::unbounded_channel();
-        let ui = Ui(Arc::new(Shared {
+        let shared = Arc::new(Shared {
             sender,
             sent: AtomicU64::new(0),
             shown: Arc::default(),
-            questions: SyncMutex::new(None),
             pending: Questions::default(),
             proposals: SyncMutex::new(HashMap::new()),
-        }));
-        (ui, received)
+        });
+        (Ui::speaking(shared, to), received)
+    }
+
+    fn speaking(shared: Arc<Shared>, to: u64) -> Ui {
+        Ui {
+            shared,
+            to,
+            questions: Arc::default(),
+        }
+    }
+
+    /// The same way to Lua, for conversation `to`.
+    pub(super) fn for_conversation(&self, to: u64) -> Ui {
+        Ui::speaking(self.shared.clone(), to)
     }
 
     pub(super) fn send(&self, event: UiEvent) {
-        if self.0.sender.send(event).is_ok() {
-            self.0.sent.fetch_add(1, Ordering::SeqCst);
+        let addressed = Addressed { to: self.to, event };
+        if self.shared.sender.send(addressed).is_ok() {
+            self.shared.sent.fetch_add(1, Ordering::SeqCst);
         }
     }
 
@@ -60,17 +80,25 @@ impl Ui {
 
     /// How many events have been sent to the pump so far (see [`Shown`]).
     pub(super) fn sent(&self) -> u64 {
-        self.0.sent.load(Ordering::SeqCst)
+        self.shared.sent.load(Ordering::SeqCst)
     }
 
     /// How many the pump has handed to Lua.
     pub(super) fn shown(&self) -> &Arc<Shown> {
-        &self.0.shown
+        &self.shared.shown
     }
 
-    /// The registry of open questions.
+    /// The registry of open questions, every conversation's.
     pub(super) fn pending(&self) -> &Questions<Decide> {
-        &self.0.pending
+        &self.shared.pending
+    }
+
+    /// Opens a question of this conversation about `about` (see [`Questions::open`]).
+    pub(super) fn open_question(
+        &self,
+        about: impl Into<String>,
+    ) -> (u64, tokio::sync::oneshot::Receiver<Decide>) {
+        self.shared.pending.open(self.to, about)
     }
 
     /// The path a turn's events take to Lua: the sender the conversation reports on, and the
@@ -85,7 +113,7 @@ impl Ui {
     ) {
         let (events, received) = mpsc::unbounded_channel();
         let (questions, asked) = mpsc::unbounded_channel();
-        if let Ok(mut slot) = self.0.questions.lock() {
+        if let Ok(mut slot) = self.questions.lock() {
             *slot = Some(questions);
         }
         (events, forward(self.clone(), received, asked))
@@ -93,14 +121,14 @@ impl Ui {
 
     /// Forgets the finished turn's path for questions.
     pub(super) fn end_turn_path(&self) {
-        if let Ok(mut questions) = self.0.questions.lock() {
+        if let Ok(mut questions) = self.questions.lock() {
             *questions = None;
         }
     }
 
     /// Sends an approval question to Lua after everything the running turn reported before it.
     pub(super) fn ask_lua(&self, question: UiEvent) {
-        let path = self.0.questions.lock().ok().and_then(|slot| slot.clone());
+        let path = self.questions.lock().ok().and_then(|slot| slot.clone());
         match path {
             Some(path) => {
                 if let Err(unsent) = path.send(question) {
@@ -116,7 +144,7 @@ impl Ui {
     /// one to offer, and the guard that forgets it.
     pub(super) fn offer(&self, id: u64, editable: Option<Editable>) -> (bool, Forget<'_>) {
         let offered = editable.is_some();
-        if let (Some(editable), Ok(mut proposals)) = (editable, self.0.proposals.lock()) {
+        if let (Some(editable), Ok(mut proposals)) = (editable, self.shared.proposals.lock()) {
             proposals.insert(id, editable);
         }
         (offered, Forget { ui: self, id })
@@ -124,15 +152,17 @@ impl Ui {
 
     /// What question `id` offers to edit, while it is open.
     pub(super) fn proposal(&self, id: u64) -> Option<Editable> {
-        self.0.proposals.lock().ok()?.get(&id).cloned()
+        self.shared.proposals.lock().ok()?.get(&id).cloned()
     }
 
-    /// Every open question answered (the picker may be closed by the Lua side) and what they
-    /// offered forgotten: a cancel.
+    /// Every open question of this conversation answered (the picker may be closed by the Lua
+    /// side) and what they offered forgotten: a cancel. Another conversation's stay open.
     pub(super) fn drop_questions(&self) {
-        self.0.pending.clear();
-        if let Ok(mut proposals) = self.0.proposals.lock() {
-            proposals.clear();
+        let dropped = self.shared.pending.clear(self.to);
+        if let Ok(mut proposals) = self.shared.proposals.lock() {
+            for id in dropped {
+                proposals.remove(&id);
+            }
         }
     }
 }
@@ -145,7 +175,7 @@ pub(super) struct Forget<'a> {
 
 impl Drop for Forget<'_> {
     fn drop(&mut self) {
-        if let Ok(mut proposals) = self.ui.0.proposals.lock() {
+        if let Ok(mut proposals) = self.ui.shared.proposals.lock() {
             proposals.remove(&self.id);
         }
     }

@@ -1,0 +1,227 @@
+//! Several conversations at once in one Neovim, one per tab page, served by the one backend:
+//! each chat shows only its own conversation, one keeps running while another is shown, their
+//! questions go into one queue named by conversation, and `:Agent list`, `statusline()`,
+//! `:Agent name` and `:Agent close` see them all.
+
+use serde_json::json;
+
+use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
+use crate::support::nvim::{mock_options, Nvim, Options};
+
+const FIRST: &str = "agent: chat";
+const SECOND: &str = "agent: chat 2";
+
+fn turn(parts: Vec<Part>) -> Reply {
+    Reply::Turn {
+        parts,
+        usage: (10, 2),
+    }
+}
+
+fn text(s: &str) -> Reply {
+    turn(vec![Part::Text(s.into())])
+}
+
+fn command(command: &str) -> Reply {
+    turn(vec![Part::ToolCall {
+        id: "t1".into(),
+        name: "run_bash".into(),
+        args: json!({ "command": command }).to_string(),
+    }])
+}
+
+async fn start(mock: &MockLlm) -> Nvim {
+    Nvim::start(Options {
+        ui: Some((120, 40)),
+        ..mock_options(mock, "")
+    })
+    .await
+}
+
+/// Each tab page's chat windows (their buffers' names), in order.
+async fn tab_buffers(nvim: &Nvim) -> Vec<String> {
+    let value = nvim
+        .lua(
+            "local names = {} \
+             for _, tab in ipairs(vim.api.nvim_list_tabpages()) do \
+               local wins = {} \
+               for _, w in ipairs(vim.api.nvim_tabpage_list_wins(tab)) do \
+                 local name = vim.fn.bufname(vim.api.nvim_win_get_buf(w)) \
+                 if vim.startswith(name, 'agent: ') then wins[#wins + 1] = name end \
+               end \
+               table.sort(wins) \
+               names[#names + 1] = table.concat(wins, ',') \
+             end \
+             return names",
+            vec![],
+        )
+        .await;
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn two_conversations_in_two_tabs_run_at_once_each_in_its_own_chat() {
+    // Conversation 1 runs a command (its question waits); conversation 2 answers meanwhile;
+    // then 1 goes on once allowed.
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            command("echo fixed"),
+            text("Docs written."),
+            text("Tests fixed."),
+        ],
+    );
+    let nvim = start(&mock).await;
+    nvim.cmd("Agent fix the tests").await;
+    nvim.wait_for("require('agent.approval').pending() == 1")
+        .await;
+    // `:Agent new` in a tab page that shows one: another, in a new tab page.
+    nvim.cmd("Agent new").await;
+    assert_eq!(
+        tab_buffers(&nvim).await,
+        [
+            "agent: chat,agent: input".to_string(),
+            "agent: chat 2,agent: input 2".to_string()
+        ]
+    );
+    nvim.cmd("Agent write the docs").await;
+    let second = nvim.wait_for_line(SECOND, "Docs written.").await;
+    // Each chat shows its own conversation only.
+    assert!(
+        second.iter().any(|l| l == "write the docs")
+            && !second.iter().any(|l| l.contains("fix the tests")),
+        "{second:#?}"
+    );
+    let first = nvim.buffer_lines(FIRST).await;
+    assert!(
+        first.iter().any(|l| l == "fix the tests")
+            && !first
+                .iter()
+                .any(|l| l.contains("Docs written") || l.contains("write the docs")),
+        "{first:#?}"
+    );
+    // The statusline counts across them: 1 waits for approval (2 is idle).
+    nvim.wait_for("require('agent').statusline() == 'agent: 1 waiting'")
+        .await;
+    let rows = nvim
+        .lua(
+            "return vim.tbl_map(function(r) return require('agent.pickers').conversation_row(r) end, \
+             require('agent').conversations())",
+            vec![],
+        )
+        .await;
+    let rows: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(
+        rows[0].starts_with("fix the tests · built-in · waiting for approval · since "),
+        "{rows:?}"
+    );
+    assert!(
+        rows[1].starts_with("write the docs · built-in · idle · since ")
+            && rows[1].ends_with("  (here)"),
+        "{rows:?}"
+    );
+    // :Agent list lists both, with what they cost in all; choosing the first goes to its tab
+    // page, where its question names it. Answered there, it goes on, in its own chat.
+    nvim.api.input("<Esc>:Agent list<CR>").await.unwrap();
+    let list = nvim.wait_for_screen("2 conversations · $").await;
+    assert!(
+        list.contains("1: fix the tests · built-in · waiting for approval")
+            && list.contains("2: write the docs · built-in · idle"),
+        "{list}"
+    );
+    nvim.api.input("1<CR>").await.unwrap();
+    nvim.wait_for("vim.fn.tabpagenr() == 1").await;
+    nvim.wait_for_screen("[fix the tests] echo fixed").await;
+    nvim.cmd("Agent approve").await;
+    nvim.wait_for(
+        "require('agent.approval').waiting() ~= nil and require('agent.approval').waiting().armed",
+    )
+    .await;
+    nvim.api.input("1").await.unwrap();
+    let first = nvim.wait_for_line(FIRST, "Tests fixed.").await;
+    assert!(
+        !first.iter().any(|l| l.contains("Docs written")),
+        "{first:#?}"
+    );
+    let second = nvim.buffer_lines(SECOND).await;
+    assert!(
+        !second.iter().any(|l| l.contains("Tests fixed")),
+        "{second:#?}"
+    );
+    // Each prompt went out as its own conversation: the third request holds the first one's
+    // history, not the second's.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    let third = requests[2].body.to_string();
+    assert!(
+        third.contains("fix the tests") && !third.contains("write the docs"),
+        "{third}"
+    );
+}
+
+#[tokio::test]
+async fn a_name_a_close_and_the_limit_on_open_conversations() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![text("One."), text("Two.")]);
+    let nvim = Nvim::start(Options {
+        ui: Some((100, 30)),
+        ..mock_options(&mock, "max_conversations = 2")
+    })
+    .await;
+    nvim.cmd("Agent first prompt").await;
+    nvim.wait_for_line(FIRST, "One.").await;
+    nvim.cmd("Agent new").await;
+    nvim.cmd("Agent second prompt").await;
+    nvim.wait_for_line(SECOND, "Two.").await;
+    // Past max_conversations: said, and nothing is made.
+    let refused = nvim
+        .lua(
+            "local ok, err = pcall(vim.cmd, 'Agent new') return tostring(err)",
+            vec![],
+        )
+        .await;
+    assert!(
+        refused.as_str().unwrap().contains(
+            "agent: 2 conversations are open, the most `max_conversations` allows; close one with :Agent close"
+        ),
+        "{refused}"
+    );
+    assert_eq!(tab_buffers(&nvim).await.len(), 2);
+    // :Agent name renames the current tab page's; with two open, the winbar says whose chat
+    // it is.
+    nvim.cmd("Agent name docs").await;
+    nvim.wait_for_screen("[docs] idle").await;
+    let names = nvim
+        .lua(
+            "return vim.tbl_map(function(r) return r.name end, require('agent').conversations())",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        names,
+        rmpv::Value::Array(vec!["first prompt".into(), "docs".into()])
+    );
+    // :Agent close ends the current tab page's: its chat and its tab page go, the other stays.
+    nvim.cmd("Agent close").await;
+    assert_eq!(
+        tab_buffers(&nvim).await,
+        ["agent: chat,agent: input".to_string()]
+    );
+    let left = nvim
+        .lua("return #require('agent').conversations()", vec![])
+        .await;
+    assert_eq!(left.as_i64(), Some(1));
+    // One fewer open: a new one may be made again.
+    nvim.cmd("Agent new").await;
+    assert_eq!(tab_buffers(&nvim).await.len(), 2);
+}
