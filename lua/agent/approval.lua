@@ -123,6 +123,39 @@ function M.dismiss(conversation)
   H.redraw_status()
 end
 
+--- The questions waiting for an answer, in the order they will be shown: each `{ index,
+--- conversation, title }` (`conversation` the number of the one that asked).
+---@return { index: integer, conversation?: integer, title: string }[]
+function M.list()
+  local listed = {}
+  for i, item in ipairs(H.queue) do
+    listed[i] = { index = i, conversation = item.req.conversation, title = tostring(item.req.title) }
+  end
+  return listed
+end
+
+--- Shows question `index` of M.list() now, ahead of the others, and gives it focus (`:Agent
+--- approvals`); its keys arm after `approval.delay` ms, as always.
+---@param index integer
+function M.bring(index)
+  local item = H.queue[index]
+  if not item or H.editing then
+    return
+  end
+  if index > 1 then
+    table.remove(H.queue, index)
+    H.close()
+    table.insert(H.queue, 1, item)
+  end
+  H.hidden = false
+  if H.open then
+    M.focus()
+  else
+    H.show_next(true)
+    H.redraw_status()
+  end
+end
+
 --- Goes to the waiting question (`:Agent approve`, `keymaps.approve`): shows it again when it
 --- was hidden, and gives it focus; its keys arm after `approval.delay` ms, as always.
 function M.focus()
@@ -856,6 +889,25 @@ function H.watch()
         H.set_choices_title()
         H.redraw_status()
       end
+    end,
+  })
+  -- The person went to another tab page (another conversation's): a float stays in the tab page
+  -- it was opened in, so the question follows them, shown beside what they do there (never
+  -- taking their keys), its name in its title.
+  vim.api.nvim_create_autocmd("TabEnter", {
+    group = group,
+    callback = function()
+      vim.schedule(function()
+        if H.open ~= open or H.editing or not vim.api.nvim_win_is_valid(open.choices_win) then
+          return
+        end
+        if vim.api.nvim_win_get_tabpage(open.choices_win) == vim.api.nvim_get_current_tabpage() then
+          return
+        end
+        open.origin = nil -- focus is never given back in the tab page left
+        H.close()
+        H.show_next(false)
+      end)
     end,
   })
   vim.api.nvim_create_autocmd("WinClosed", {

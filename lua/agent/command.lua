@@ -9,6 +9,9 @@ H.subcommands = {
   approve = function(api)
     api.approve()
   end,
+  approvals = function()
+    require("agent.pickers").approvals()
+  end,
   build = function()
     require("agent.install").build()
   end,

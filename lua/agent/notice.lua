@@ -2,10 +2,14 @@
 --- looking: Neovim has lost focus (FocusLost), or the chat is not shown in the current tab.
 --- `vim.notify` says it (`agent: done · fix the failing test (42 s)`), and `notify_command`
 --- (setup(), a list such as { "notify-send", "agent.nvim" }) is run with the message after
---- its words, so a desktop notice can appear. See :help agent-notify.
+--- its words, so a desktop notice can appear. With several conversations open, the notice
+--- names the one it is about (`agent: [fix tests] done · ...`). See :help agent-notify.
 
 local M = {}
 local H = { focused = true }
+
+-- What each conversation's running prompt is, by conversation: { words, since }.
+H.turns = {}
 
 --- How many of the prompt's words the notice quotes.
 H.WORDS = 6
@@ -41,8 +45,7 @@ function M.prompted(prompt)
       break
     end
   end
-  H.words = table.concat(words, " ")
-  H.since = vim.uv.now()
+  H.turns[H.conversation().id] = { words = table.concat(words, " "), since = vim.uv.now() }
 end
 
 --- The turn ended with `outcome` ("done", "failed", "max_turns"; a cancel is the person's own
@@ -53,13 +56,15 @@ function M.turn_done(outcome)
     return
   end
   local said = ({ done = "done", failed = "failed", max_turns = "stopped (max turns)" })[outcome] or tostring(outcome)
-  local secs = H.since and math.floor((vim.uv.now() - H.since) / 1000) or 0
-  M.notice(("agent: %s · %s (%d s)"):format(said, H.words or "", secs), outcome == "failed")
+  local turn = H.turns[H.conversation().id] or {}
+  local secs = turn.since and math.floor((vim.uv.now() - turn.since) / 1000) or 0
+  M.notice(("agent: %s%s · %s (%d s)"):format(H.whose(), said, turn.words or "", secs), outcome == "failed")
 end
 
 --- An approval is waiting.
 function M.approval()
-  M.notice(("agent: waiting for approval · %s"):format(H.words or ""), false)
+  local turn = H.turns[H.conversation().id] or {}
+  M.notice(("agent: %swaiting for approval · %s"):format(H.whose(), turn.words or ""), false)
 end
 
 --- Says `message` when the person is not looking: vim.notify, then notify_command.
@@ -86,6 +91,20 @@ function M.notice(message, failed)
   if not ok then
     H.warn_once(("agent: notify_command could not run (%s); check setup({ notify_command = ... })"):format(err))
   end
+end
+
+-- The conversation the notice is about: the one acted for (its events are being shown).
+function H.conversation()
+  return require("agent.conversations").active()
+end
+
+-- `[name] ` when several conversations are open, so the notice says whose turn it was.
+function H.whose()
+  local conversations = require("agent.conversations")
+  if #conversations.all() < 2 then
+    return ""
+  end
+  return ("[%s] "):format(conversations.label(H.conversation()))
 end
 
 -- A broken notify_command is said once, not at every turn.

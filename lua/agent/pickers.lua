@@ -79,6 +79,36 @@ function M.conversations(api)
   end)
 end
 
+--- `:Agent approvals`: the questions waiting for an answer, each after its conversation's name;
+--- choosing one shows it now, with focus.
+function M.approvals()
+  local approval = require("agent.approval")
+  local rows = approval.list()
+  if #rows == 0 then
+    vim.notify("agent: no question is waiting", vim.log.levels.INFO)
+    return
+  end
+  local conversations = require("agent.conversations")
+  vim.ui.select(rows, {
+    prompt = "agent: questions waiting for an answer",
+    kind = "agent.approvals",
+    format_item = function(row)
+      local asking = conversations.get(row.conversation)
+      return ("[%s] %s"):format(asking and conversations.label(asking) or "closed", row.title)
+    end,
+  }, function(row)
+    if row then
+      -- The queue may have moved on while the list was open: found again by its place and title.
+      for _, now in ipairs(approval.list()) do
+        if now.title == row.title and now.conversation == row.conversation then
+          approval.bring(now.index)
+          return
+        end
+      end
+    end
+  end)
+end
+
 --- `:Agent queue`: the queued prompts; choosing one removes it (back into the input).
 ---@param api table the public API
 function M.queued(api)

@@ -89,6 +89,18 @@ async fn two_conversations_in_two_tabs_run_at_once_each_in_its_own_chat() {
             "agent: chat 2,agent: input 2".to_string()
         ]
     );
+    // The question follows the person into the new tab page, named, beside what they type.
+    nvim.wait_for_screen("[fix the tests] echo fixed").await;
+    assert_eq!(
+        nvim.lua(
+            "return vim.api.nvim_win_get_tabpage(vim.fn.bufwinid('agent://approval')) \
+             == vim.api.nvim_get_current_tabpage() and vim.fn.bufname('%')",
+            vec![]
+        )
+        .await
+        .as_str(),
+        Some("agent: input 2")
+    );
     nvim.cmd("Agent write the docs").await;
     let second = nvim.wait_for_line(SECOND, "Docs written.").await;
     // Each chat shows its own conversation only.
@@ -224,4 +236,93 @@ async fn a_name_a_close_and_the_limit_on_open_conversations() {
     // One fewer open: a new one may be made again.
     nvim.cmd("Agent new").await;
     assert_eq!(tab_buffers(&nvim).await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_conversation_that_ends_while_another_is_shown_says_so_by_name() {
+    // The first answer streams slowly: it ends while the second tab page is shown.
+    let mock = MockLlm::start(Wire::Anthropic, vec![text("Slowly done.")]).with_pace(
+        crate::support::mock_llm::Pace {
+            chunk_bytes: Some(40),
+            delay: std::time::Duration::from_millis(150),
+        },
+    );
+    let nvim = start(&mock).await;
+    nvim.cmd("Agent check the build please").await;
+    nvim.cmd("Agent new").await;
+    nvim.wait_for("vim.fn.tabpagenr() == 2").await;
+    let first = nvim.wait_for_line(FIRST, "Slowly done.").await;
+    assert!(
+        first.iter().any(|l| l == "check the build please"),
+        "{first:#?}"
+    );
+    // Unseen: the notice names the conversation and quotes its prompt.
+    let mut messages = String::new();
+    for _ in 0..100 {
+        messages = nvim.messages().await;
+        if messages.contains("agent: [check the build please] done · check the build please (") {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("no notice naming the conversation: {messages}");
+}
+
+#[tokio::test]
+async fn agent_approvals_lists_every_conversations_question_and_answers_the_one_chosen_first() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            command("echo one"),
+            command("echo two"),
+            text("Two refused."),
+            text("One ran."),
+        ],
+    );
+    let nvim = start(&mock).await;
+    nvim.cmd("Agent do one").await;
+    nvim.wait_for("require('agent.approval').pending() == 1")
+        .await;
+    nvim.cmd("Agent new").await;
+    nvim.cmd("Agent do two").await;
+    nvim.wait_for("require('agent.approval').pending() == 2")
+        .await;
+    // The first asked is shown first, named.
+    nvim.wait_for_screen("[do one] echo one").await;
+    nvim.api.input("<Esc>:Agent approvals<CR>").await.unwrap();
+    let list = nvim
+        .wait_for_screen("questions waiting for an answer")
+        .await;
+    assert!(
+        list.contains("1: [do one] echo one") && list.contains("2: [do two] echo two"),
+        "{list}"
+    );
+    nvim.api.input("2<CR>").await.unwrap();
+    nvim.wait_for_screen("[do two] echo two").await;
+    nvim.wait_for(
+        "require('agent.approval').waiting() ~= nil and require('agent.approval').waiting().armed",
+    )
+    .await;
+    nvim.api.input("4").await.unwrap();
+    nvim.wait_for_line(SECOND, "Two refused.").await;
+    // The other question was only put back: it is shown again, and answered it goes on.
+    nvim.wait_for_screen("[do one] echo one").await;
+    nvim.cmd("Agent approve").await;
+    nvim.wait_for(
+        "require('agent.approval').waiting() ~= nil and require('agent.approval').waiting().armed",
+    )
+    .await;
+    nvim.api.input("1").await.unwrap();
+    let first = nvim.wait_for_line(FIRST, "One ran.").await;
+    assert!(
+        first.iter().any(|l| l.contains("echo one -> exit 0")),
+        "{first:#?}"
+    );
+    let second = nvim.buffer_lines(SECOND).await;
+    assert!(
+        second
+            .iter()
+            .any(|l| l.contains("echo two") && l.contains("refused")),
+        "{second:#?}"
+    );
 }
