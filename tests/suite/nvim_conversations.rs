@@ -175,9 +175,19 @@ async fn two_conversations_in_two_tabs_run_at_once_each_in_its_own_chat() {
     // history, not the second's.
     let requests = mock.requests();
     assert_eq!(requests.len(), 3);
+    let second = requests[1].body.to_string();
+    assert!(
+        second.contains("write the docs")
+            && !second.contains("fix the tests")
+            && !second.contains("echo fixed"),
+        "{second}"
+    );
     let third = requests[2].body.to_string();
     assert!(
-        third.contains("fix the tests") && !third.contains("write the docs"),
+        third.contains("fix the tests")
+            && third.contains("echo fixed")
+            && !third.contains("write the docs")
+            && !third.contains("Docs written"),
         "{third}"
     );
 }
@@ -324,5 +334,211 @@ async fn agent_approvals_lists_every_conversations_question_and_answers_the_one_
             .iter()
             .any(|l| l.contains("echo two") && l.contains("refused")),
         "{second:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_question_from_a_conversation_not_shown_decides_nothing_while_the_person_types_in_another(
+) {
+    // Conversation 1's command comes while the person types in conversation 2's input.
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![command("touch created_without_asking.txt"), text("OK.")],
+    )
+    .with_pace(crate::support::mock_llm::Pace {
+        chunk_bytes: None,
+        delay: std::time::Duration::from_millis(600),
+    });
+    let nvim = start(&mock).await;
+    nvim.cmd("Agent make the file").await;
+    nvim.cmd("Agent new").await;
+    nvim.wait_for("vim.api.nvim_get_mode().mode == 'i'").await;
+    // Every choice key, a key at a time for over a second, so the question arrives mid-sentence.
+    let sentence = "yes 1 and 2 are fine, after 3 a question then 4 more; no regrets";
+    let mut arrived_while_typing = false;
+    for c in sentence.chars() {
+        nvim.api.input(&c.to_string()).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        arrived_while_typing |= nvim
+            .lua("return require('agent.approval').pending() > 0", vec![])
+            .await
+            == rmpv::Value::from(true);
+    }
+    let screen = nvim.wait_for_screen("[make the file] touch").await;
+    assert!(
+        arrived_while_typing,
+        "the question came after the typing: {screen}"
+    );
+    // Nothing decided: the person's text whole in the input they typed in, still typing there.
+    assert_eq!(
+        nvim.buffer_lines("agent: input 2").await,
+        vec![sentence.to_string()]
+    );
+    let here = nvim
+        .lua(
+            "return { vim.fn.bufname('%'), vim.api.nvim_get_mode().mode, require('agent.approval').pending() }",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        here,
+        rmpv::Value::Array(vec!["agent: input 2".into(), "i".into(), 1.into()])
+    );
+    assert!(!nvim
+        .workspace
+        .path()
+        .join("created_without_asking.txt")
+        .exists());
+    // The notice names the conversation that asks.
+    let messages = nvim.messages().await;
+    assert!(
+        messages.contains("agent: [make the file] waiting for approval · make the file"),
+        "{messages}"
+    );
+}
+
+#[tokio::test]
+async fn a_session_grant_given_in_one_conversation_is_not_given_in_another() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            command("echo same"),
+            text("One done."),
+            command("echo same"),
+            text("Two refused."),
+            command("echo same"),
+            text("Granted still."),
+        ],
+    );
+    let nvim = start(&mock).await;
+    nvim.lua(
+        "_G.asked = 0 vim.api.nvim_create_autocmd('User', { pattern = 'AgentApprovalRequest', \
+         callback = function() _G.asked = _G.asked + 1 end })",
+        vec![],
+    )
+    .await;
+    let answer = |keys: &'static str| {
+        let nvim = &nvim;
+        async move {
+            nvim.cmd("Agent approve").await;
+            nvim.wait_for(
+                "require('agent.approval').waiting() ~= nil and require('agent.approval').waiting().armed",
+            )
+            .await;
+            nvim.api.input(keys).await.unwrap();
+        }
+    };
+    // Conversation 1: `echo same` allowed for its session (a lasting grant: pressed twice).
+    nvim.cmd("Agent run it").await;
+    nvim.wait_for("require('agent.approval').pending() == 1")
+        .await;
+    answer("22").await;
+    nvim.wait_for_line(FIRST, "One done.").await;
+    // Conversation 2 runs the very same command: it is asked, and refused.
+    nvim.cmd("Agent new").await;
+    nvim.cmd("Agent run it too").await;
+    nvim.wait_for("require('agent.approval').pending() == 1")
+        .await;
+    nvim.wait_for_screen("[run it too] echo same").await;
+    answer("4").await;
+    nvim.wait_for_line(SECOND, "Two refused.").await;
+    // Conversation 1 still holds its grant: no question.
+    nvim.lua("require('agent').show(1)", vec![]).await;
+    nvim.cmd("Agent run it again").await;
+    nvim.wait_for_line(FIRST, "Granted still.").await;
+    assert_eq!(nvim.lua("return _G.asked", vec![]).await.as_i64(), Some(2));
+}
+
+/// This workspace's saved conversations as (title, id), the most recent first.
+async fn saved(nvim: &Nvim) -> Vec<(String, String)> {
+    let listed = nvim
+        .lua(
+            "return vim.tbl_map(function(s) return { s.title, s.id } end, require('agent').sessions())",
+            vec![],
+        )
+        .await;
+    listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|pair| {
+            let pair = pair.as_array().unwrap();
+            (
+                pair[0].as_str().unwrap().to_string(),
+                pair[1].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn two_conversations_resumed_after_a_restart_each_get_their_own_history_back() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            text("Answer one."),
+            text("Answer two."),
+            text("More one."),
+            text("More two."),
+        ],
+    );
+    let nvim = start(&mock).await;
+    nvim.cmd("Agent first topic").await;
+    nvim.wait_for_line(FIRST, "Answer one.").await;
+    nvim.cmd("Agent new").await;
+    nvim.cmd("Agent second topic").await;
+    nvim.wait_for_line(SECOND, "Answer two.").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    let options = Options {
+        ui: Some((120, 40)),
+        ..mock_options(&mock, "")
+    };
+    let nvim = nvim.restart(options).await;
+    let ids = saved(&nvim).await;
+    let id_of = |title: &str| {
+        ids.iter()
+            .find(|(t, _)| t == title)
+            .unwrap_or_else(|| panic!("{title} not saved: {ids:?}"))
+            .1
+            .clone()
+    };
+    // Each resumed in a tab page of its own, into that tab page's conversation.
+    nvim.cmd(&format!("Agent resume {}", id_of("first topic")))
+        .await;
+    nvim.wait_for_line(FIRST, "resumed: first topic").await;
+    nvim.cmd("Agent new").await;
+    nvim.cmd(&format!("Agent resume {}", id_of("second topic")))
+        .await;
+    let second = nvim.wait_for_line(SECOND, "resumed: second topic").await;
+    assert!(
+        second.iter().any(|l| l == "Answer two.") && !second.iter().any(|l| l == "Answer one."),
+        "{second:#?}"
+    );
+    let first = nvim.buffer_lines(FIRST).await;
+    assert!(
+        first.iter().any(|l| l == "Answer one.") && !first.iter().any(|l| l == "Answer two."),
+        "{first:#?}"
+    );
+    // Each goes on with its own history only.
+    nvim.lua("require('agent').show(1)", vec![]).await;
+    nvim.cmd("Agent more on one").await;
+    nvim.wait_for_line(FIRST, "More one.").await;
+    nvim.lua("require('agent').show(2)", vec![]).await;
+    nvim.cmd("Agent more on two").await;
+    nvim.wait_for_line(SECOND, "More two.").await;
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4);
+    let (third, fourth) = (requests[2].body.to_string(), requests[3].body.to_string());
+    assert!(
+        third.contains("first topic")
+            && third.contains("Answer one.")
+            && !third.contains("second topic"),
+        "{third}"
+    );
+    assert!(
+        fourth.contains("second topic")
+            && fourth.contains("Answer two.")
+            && !fourth.contains("first topic"),
+        "{fourth}"
     );
 }
