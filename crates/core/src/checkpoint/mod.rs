@@ -238,10 +238,30 @@ struct State {
     ready: Option<Result<(), CheckpointError>>,
     /// The next number of each conversation seen.
     next: HashMap<String, u64>,
-    /// The last commit made (HEAD), once known.
-    head: Option<String>,
-    /// The tree the index was last written as, once known.
-    tree: Option<String>,
+    /// The tree the index was last written as, once known, and the index file as it was then:
+    /// another conversation of the workspace (another handle, another backend) may have
+    /// written it since, and then the tree is written again.
+    tree: Option<(String, Option<IndexStamp>)>,
+}
+
+/// What identifies one version of the index file: its inode, size and modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct IndexStamp {
+    ino: u64,
+    size: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl IndexStamp {
+    fn of(git_dir: &Path) -> Option<IndexStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(git_dir.join("index")).ok()?;
+        Some(IndexStamp {
+            ino: meta.ino(),
+            size: meta.size(),
+            modified: meta.modified().ok(),
+        })
+    }
 }
 
 #[derive(Default)]
@@ -518,6 +538,54 @@ impl Checkpoints {
         }
     }
 
+    /// The files conversation `other`'s own changes touched after checkpoint `since` (of any
+    /// conversation of this workspace): each change it was allowed (an edit, a command, an
+    /// external agent's write or permission) counted from the snapshot taken just before it to
+    /// the next snapshot of the workspace, whoever took it, or to the workspace now for the
+    /// latest. What restoring `since` would undo of `other`'s work. Every snapshot of every
+    /// conversation is on one line of history (HEAD's), so the next one is found there.
+    pub async fn changed_by(
+        &self,
+        other: &str,
+        since: &str,
+    ) -> Result<std::collections::BTreeSet<PathBuf>, CheckpointError> {
+        let theirs = self.list(other).await?;
+        let mut state = self.ready().await?;
+        let since = self.commit_of(since).await?;
+        let history = self
+            .inner
+            .git
+            .run(&["rev-list", "--reverse", "--first-parent", "HEAD"], b"")
+            .await?;
+        let history = String::from_utf8_lossy(&history);
+        let order: Vec<&str> = history.lines().collect();
+        let at = |id: &str| order.iter().position(|commit| *commit == id);
+        let mut files = std::collections::BTreeSet::new();
+        let Some(from) = at(&since) else {
+            return Ok(files);
+        };
+        let changes = theirs.iter().filter(|checkpoint| {
+            matches!(
+                checkpoint.kind,
+                Kind::Edit | Kind::Command | Kind::Write | Kind::Permission
+            )
+        });
+        for before in changes {
+            let Some(i) = at(&before.id).filter(|i| *i > from) else {
+                continue;
+            };
+            let after = match order.get(i + 1) {
+                Some(next) => self.tree_of(next).await?,
+                None => self.tree_now(&mut state).await?.tree,
+            };
+            let before = self.tree_of(&before.id).await?;
+            for change in self.diff(&before, &after).await? {
+                files.insert(change.path);
+            }
+        }
+        Ok(files)
+    }
+
     /// Puts every file back as it was at checkpoint `id`: changed files restored, files created
     /// since removed, deleted ones brought back. A snapshot of the present is taken first (the
     /// returned [`Restored::undo`]), so the restore can itself be undone. Refuses, restoring
@@ -527,6 +595,19 @@ impl Checkpoints {
         &self,
         id: &str,
         editor: &dyn Editor,
+    ) -> Result<Restored, CheckpointError> {
+        self.restore_sparing(id, editor, &std::collections::BTreeSet::new())
+            .await
+    }
+
+    /// [`Checkpoints::restore`], leaving the files of `spare` as they are (another
+    /// conversation's later changes the person chose to keep): listed in
+    /// [`Restored::spared`] when the restore would have changed them.
+    pub async fn restore_sparing(
+        &self,
+        id: &str,
+        editor: &dyn Editor,
+        spare: &std::collections::BTreeSet<PathBuf>,
     ) -> Result<Restored, CheckpointError> {
         let conversation = self.conversation();
         let mut state = self.ready().await?;
@@ -540,7 +621,7 @@ impl Checkpoints {
                 None,
             )
             .await?;
-        let restored = restore::restore(self, &undo, &target, editor).await;
+        let restored = restore::restore(self, &undo, &target, editor, spare).await;
         if matches!(restored, Err(CheckpointError::Unsaved(_))) {
             // Nothing was restored, so the snapshot is no undo: were it kept, saving one of the
             // buffers would make it look like one, undoing the person's own change.
@@ -564,7 +645,10 @@ impl Checkpoints {
     async fn ready(&self) -> Result<Held<'_>, CheckpointError> {
         let mut state = self.inner.state.lock().await;
         if state.ready.is_none() {
-            state.ready = Some(self.init().await);
+            // Git and the directory first (the lock file lives in it)...
+            if let Err(err) = self.prepare().await {
+                state.ready = Some(Err(err));
+            }
         }
         if let Some(Err(err)) = &state.ready {
             return Err(err.clone());
@@ -590,6 +674,14 @@ impl Checkpoints {
                 Err(errno) => return Err(store(errno.into())),
             }
         }
+        // ...then the repository, under the lock: two conversations (or two backends) starting
+        // on a fresh workspace at once must not both run `git init`.
+        if state.ready.is_none() {
+            state.ready = Some(self.init().await);
+        }
+        if let Some(Err(err)) = &state.ready {
+            return Err(err.clone());
+        }
         match std::fs::remove_file(dir.join("index.lock")) {
             Ok(()) => tracing::warn!("removed a stale index.lock from the checkpoints"),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
@@ -598,9 +690,9 @@ impl Checkpoints {
         Ok(Held { state, _lock: lock })
     }
 
-    /// Checks for git, makes the shadow directory (mode 0700: it holds copies of the user's
-    /// files) and its repository, and (again on every start) its settings and attributes.
-    async fn init(&self) -> Result<(), CheckpointError> {
+    /// Checks for git and makes the shadow directory (mode 0700: it will hold copies of the
+    /// user's files), where the lock file goes.
+    async fn prepare(&self) -> Result<(), CheckpointError> {
         git::version(&self.inner.git.program).await?;
         let git = &self.inner.git;
         let store = |err: std::io::Error| CheckpointError::Store {
@@ -610,15 +702,22 @@ impl Checkpoints {
         if let Some(parent) = git.dir.parent() {
             std::fs::create_dir_all(parent).map_err(store)?;
         }
-        let fresh = !git.dir.join("HEAD").exists();
-        if fresh {
-            use std::os::unix::fs::DirBuilderExt;
-            match std::fs::DirBuilder::new().mode(0o700).create(&git.dir) {
-                Err(err) if err.kind() != std::io::ErrorKind::AlreadyExists => {
-                    return Err(store(err))
-                }
-                _ => {}
-            }
+        use std::os::unix::fs::DirBuilderExt;
+        match std::fs::DirBuilder::new().mode(0o700).create(&git.dir) {
+            Err(err) if err.kind() != std::io::ErrorKind::AlreadyExists => Err(store(err)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Makes the repository in the shadow directory when it has none (under the lock), and
+    /// (again on every start) its settings and attributes.
+    async fn init(&self) -> Result<(), CheckpointError> {
+        let git = &self.inner.git;
+        let store = |err: std::io::Error| CheckpointError::Store {
+            path: git.dir.clone(),
+            message: err.to_string(),
+        };
+        if !git.dir.join("HEAD").exists() {
             git.run(&["init", "--quiet", "--template="], b"").await?;
             git.run(&["symbolic-ref", "HEAD", "refs/heads/checkpoints"], b"")
                 .await?;
@@ -665,9 +764,10 @@ impl Checkpoints {
         if let Some(turn) = turn {
             args.extend(["-m".to_string(), format!("Turn: {turn}")]);
         }
-        if let Some(parent) = &state.head {
-            args.extend(["-p".to_string(), parent.clone()]);
-        } else if let Ok(parent) = git
+        // HEAD read again each time (under the lock): another conversation of the workspace,
+        // in this backend or another, may have committed since, and every snapshot stays on
+        // one line of history.
+        if let Ok(parent) = git
             .line(&["rev-parse", "--verify", "--quiet", "HEAD"])
             .await
         {
@@ -679,7 +779,6 @@ impl Checkpoints {
             refs.push_str(&format!("update refs/agent-modes/{id} {blob}\n"));
         }
         git.run(&["update-ref", "--stdin"], refs.as_bytes()).await?;
-        state.head = Some(id.clone());
         state.next.insert(conversation.to_string(), n + 1);
         if kind == Kind::Prompt {
             *lock(&self.inner.last_prompt) = Some(id.clone());
@@ -841,12 +940,21 @@ impl Checkpoints {
             )
             .await?;
         }
+        let stamp = IndexStamp::of(&git.dir);
         now.tree = match &state.tree {
-            // Nothing changed since the index was last written: the same tree.
-            Some(tree) if present.is_empty() && dropped.is_empty() => tree.clone(),
+            // Nothing changed since this handle last wrote the index, and nobody else wrote it
+            // since: the same tree.
+            Some((tree, written))
+                if present.is_empty()
+                    && dropped.is_empty()
+                    && stamp.is_some()
+                    && *written == stamp =>
+            {
+                tree.clone()
+            }
             _ => git.line(&["write-tree"]).await?,
         };
-        state.tree = Some(now.tree.clone());
+        state.tree = Some((now.tree.clone(), IndexStamp::of(&git.dir)));
         Ok(now)
     }
 

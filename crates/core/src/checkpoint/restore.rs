@@ -32,6 +32,9 @@ pub struct Restored {
     pub kept: Vec<PathBuf>,
     /// Files that could not be put back, and why (a path that now leads outside the root).
     pub failed: Vec<(PathBuf, String)>,
+    /// Files left as they are because the person chose to keep them (another conversation's
+    /// later changes).
+    pub spared: Vec<PathBuf>,
 }
 
 /// One difference to undo.
@@ -50,6 +53,7 @@ pub(super) async fn restore(
     undo: &Snapshot,
     target: &str,
     editor: &dyn Editor,
+    spare: &std::collections::BTreeSet<PathBuf>,
 ) -> Result<Restored, CheckpointError> {
     let git = &checkpoints.inner.git;
     let workspace = &checkpoints.inner.workspace;
@@ -68,6 +72,7 @@ pub(super) async fn restore(
         )
         .await?;
     let mut kept = Vec::new();
+    let mut spared = Vec::new();
     let mut steps = Vec::new();
     let mut fields = out.split(|byte| *byte == 0);
     while let Some(field) = fields.next() {
@@ -86,6 +91,10 @@ pub(super) async fn restore(
         }
         if undo.skipped.contains(&path) {
             kept.push(path);
+            continue;
+        }
+        if spare.contains(&path) {
+            spared.push(path);
             continue;
         }
         let (status, blob) = match status {
@@ -208,6 +217,7 @@ pub(super) async fn restore(
         files,
         kept,
         failed,
+        spared,
     })
 }
 

@@ -879,3 +879,128 @@ async fn a_mode_changed_between_snapshots_is_the_one_the_later_snapshot_records(
         .unwrap();
     assert_eq!(bits(&fx, ".env"), 0o600);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_conversations_of_one_workspace_snapshot_at_once_without_losing_one() {
+    let fx = Fixture::new();
+    fx.write("a.txt", "a\n");
+    // A second conversation of the same workspace (another Checkpoints: its own refs and git
+    // state), the same shadow repository: the repository's lock keeps them apart.
+    let other = Checkpoints::new(
+        fx._state.path(),
+        Workspace::new(fx.ws.path()).unwrap(),
+        "c2".into(),
+    );
+    let take = |checkpoints: Checkpoints, name: &'static str| {
+        tokio::spawn(async move {
+            let mut taken = Vec::new();
+            for i in 0..15 {
+                let label = format!("{name} {i}");
+                taken.push(checkpoints.snapshot(Kind::Edit, &label).await.map(|s| s.id));
+            }
+            taken
+        })
+    };
+    let (first, second) = tokio::join!(
+        take(fx.checkpoints.clone(), "one"),
+        take(other.clone(), "two")
+    );
+    let (first, second) = (first.unwrap(), second.unwrap());
+    // Every snapshot taken (none failed on a lock the other held), each on its own refs.
+    assert!(
+        first.iter().chain(&second).all(Result::is_ok),
+        "{first:?} {second:?}"
+    );
+    assert_eq!(fx.checkpoints.list("c1").await.unwrap().len(), 15);
+    assert_eq!(other.list("c2").await.unwrap().len(), 15);
+    // One history: every snapshot is on HEAD's line, none forked off and lost.
+    let on_head = fx
+        .checkpoints
+        .inner
+        .git
+        .line(&["rev-list", "--count", "--first-parent", "HEAD"])
+        .await
+        .unwrap();
+    assert_eq!(on_head.trim(), "30");
+}
+
+#[tokio::test]
+async fn another_conversations_later_changes_are_found_and_a_restore_can_spare_them() {
+    let fx = Fixture::new();
+    fx.write("mine.txt", "mine 0\n");
+    fx.write("theirs.txt", "theirs 0\n");
+    let other = Checkpoints::new(
+        fx._state.path(),
+        Workspace::new(fx.ws.path()).unwrap(),
+        "c2".into(),
+    );
+    // Conversation 2 edits theirs.txt before my prompt: not after it, so not counted.
+    other.snapshot(Kind::Edit, "theirs.txt").await.unwrap();
+    fx.write("theirs.txt", "theirs 1\n");
+    // My prompt (the point a rewind goes back to), then my edit.
+    let point = fx.checkpoints.snapshot(Kind::Prompt, "mine").await.unwrap();
+    fx.checkpoints
+        .snapshot(Kind::Edit, "mine.txt")
+        .await
+        .unwrap();
+    fx.write("mine.txt", "mine 1\n");
+    // Conversation 2's prompt (no change of its own), then a command that creates new.txt and
+    // changes theirs.txt, the last change: counted up to the workspace now.
+    other.snapshot(Kind::Prompt, "go on").await.unwrap();
+    other.snapshot(Kind::Command, "make").await.unwrap();
+    fx.write("theirs.txt", "theirs 2\n");
+    fx.write("new.txt", "new\n");
+    let theirs = fx.checkpoints.changed_by("c2", &point.id).await.unwrap();
+    assert_eq!(
+        theirs.iter().cloned().collect::<Vec<_>>(),
+        [PathBuf::from("new.txt"), PathBuf::from("theirs.txt")]
+    );
+    // Mine are not theirs.
+    let mine = other.changed_by("c1", &point.id).await.unwrap();
+    assert_eq!(
+        mine.into_iter().collect::<Vec<_>>(),
+        [PathBuf::from("mine.txt")]
+    );
+    // Restoring my point while sparing theirs: my file back, theirs as conversation 2 left it.
+    let restored = fx
+        .checkpoints
+        .restore_sparing(&point.id, &crate::editor::NoEditor, &theirs)
+        .await
+        .unwrap();
+    assert_eq!(fx.read("mine.txt").as_deref(), Some("mine 0\n"));
+    assert_eq!(fx.read("theirs.txt").as_deref(), Some("theirs 2\n"));
+    assert_eq!(fx.read("new.txt").as_deref(), Some("new\n"));
+    assert_eq!(
+        restored.spared,
+        [PathBuf::from("new.txt"), PathBuf::from("theirs.txt")]
+    );
+    assert_eq!(
+        restored.files,
+        [(Status::Modified, PathBuf::from("mine.txt"))]
+    );
+}
+
+#[tokio::test]
+async fn a_snapshot_after_another_conversations_records_the_workspace_as_it_is_not_as_this_one_last_saw_it(
+) {
+    let fx = Fixture::new();
+    fx.write("a.txt", "1\n");
+    fx.checkpoints.snapshot(Kind::Edit, "a.txt").await.unwrap();
+    // Another conversation of the workspace changes the file and snapshots (the shared index
+    // now holds the change).
+    let other = Checkpoints::new(
+        fx._state.path(),
+        Workspace::new(fx.ws.path()).unwrap(),
+        "c2".into(),
+    );
+    fx.write("a.txt", "2\n");
+    other.snapshot(Kind::Edit, "a.txt").await.unwrap();
+    // Nothing changed since the index was written: this handle's snapshot is still of "2".
+    let mine = fx.checkpoints.snapshot(Kind::Prompt, "next").await.unwrap();
+    let recorded = fx
+        .checkpoints
+        .file_at(&mine.id, Path::new("a.txt"))
+        .await
+        .unwrap();
+    assert_eq!(recorded.as_deref(), Some(&b"2\n"[..]));
+}
