@@ -537,7 +537,9 @@ end
 --- what to restore.
 ---@param n? integer|"undo" the prompt's number, as :Agent rewind lists it
 ---@param mode? "code"|"conversation"|"both"
-function M.rewind(n, mode)
+---@param others? "keep"|"restore" what to do with the files other open conversations of the
+--- workspace changed since that prompt; nil: ask when there are any (|agent-conversations|)
+function M.rewind(n, mode, others)
   if n == nil then
     require("agent.pickers").rewind(M)
     return
@@ -575,7 +577,7 @@ function M.rewind(n, mode)
     -- Where the cut shows, and the prompt comes back to.
     H.here(require("agent.chat").open, { focus = false })
   end
-  rpc.rewind(n, mode)
+  rpc.rewind(n, mode, others)
 end
 
 ---@class agent.Status
@@ -815,6 +817,9 @@ function H.ensure_init()
       end,
       review = acting(function(checkpoint)
         M.diff({ since = checkpoint })
+      end),
+      rewind_others = acting(function(event)
+        require("agent.pickers").rewind_others(M, event)
       end),
       idle = acting(function()
         H.send_queued()

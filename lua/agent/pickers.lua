@@ -79,6 +79,42 @@ function M.conversations(api)
   end)
 end
 
+--- A rewind of the code would undo what other open conversations changed since that prompt:
+--- says which files and whose, and asks whether to keep their changes, put them back too, or
+--- change nothing; the rewind is sent again with the answer (api.rewind).
+---@param api table the public API
+---@param event { turn: integer, mode: string, files: string[], by: integer[] }
+function M.rewind_others(api, event)
+  local conversations = require("agent.conversations")
+  local asking = conversations.active()
+  local names = {}
+  for _, id in ipairs(event.by or {}) do
+    local other = conversations.get(id)
+    names[#names + 1] = other and ("[%s]"):format(conversations.label(other)) or "a closed conversation"
+  end
+  local files = event.files or {}
+  local shown = table.concat(vim.list_slice(files, 1, 5), ", ")
+  if #files > 5 then
+    shown = ("%s and %d more"):format(shown, #files - 5)
+  end
+  local rows = {
+    { answer = "keep", text = "Keep their changes: put back only the rest" },
+    { answer = "restore", text = "Put them back too (their changes are undone)" },
+    { text = "Cancel: change nothing" },
+  }
+  vim.ui.select(rows, {
+    prompt = ("agent: %s changed %s since prompt %d"):format(table.concat(names, ", "), shown, event.turn),
+    kind = "agent.rewind_others",
+    format_item = function(row)
+      return row.text
+    end,
+  }, function(row)
+    if row and row.answer and conversations.get(asking.id) then
+      conversations.acting(asking.id, api.rewind, event.turn, event.mode, row.answer)
+    end
+  end)
+end
+
 --- `:Agent approvals`: the questions waiting for an answer, each after its conversation's name;
 --- choosing one shows it now, with focus.
 function M.approvals()

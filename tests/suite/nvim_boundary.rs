@@ -263,7 +263,13 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             message: Some("agent: rewound to before prompt 1: the conversation cut".into()),
             prompt: Some("a saved prompt".into()),
         },
-        Some(UiEvent::Rewound { .. }) => UiEvent::Agent(Event::Notice {
+        Some(UiEvent::Rewound { .. }) => UiEvent::RewindAsk {
+            turn: 2,
+            mode: "both".into(),
+            files: vec!["b\u{1b}[2J.txt".into(), "c.txt".into()],
+            by: vec![2],
+        },
+        Some(UiEvent::RewindAsk { .. }) => UiEvent::Agent(Event::Notice {
             text: "instructions: AGENTS.md\u{202e}".into(),
         }),
         Some(UiEvent::Agent(Event::Notice { .. })) => UiEvent::Idle,
@@ -320,7 +326,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 31, "{kinds:?}");
+    assert_eq!(kinds.len(), 32, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])
@@ -600,7 +606,8 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
         rewind,
         Rewind {
             turn: 2,
-            mode: RewindMode::Code
+            mode: RewindMode::Code,
+            others: None,
         }
     );
     let files: agent_nvim::front::nvim::protocol::Files = rmpv::ext::from_value(arg(13)).unwrap();

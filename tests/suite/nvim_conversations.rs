@@ -542,3 +542,83 @@ async fn two_conversations_resumed_after_a_restart_each_get_their_own_history_ba
         "{fourth}"
     );
 }
+
+fn edit(path: &str, old: &str, new: &str) -> Reply {
+    turn(vec![Part::ToolCall {
+        id: "e1".into(),
+        name: "edit_file".into(),
+        args: json!({ "path": path, "old_str": old, "new_str": new }).to_string(),
+    }])
+}
+
+#[tokio::test]
+async fn a_rewind_in_one_conversation_names_another_ones_later_change_and_keeps_it_unless_told() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            edit("mine.txt", "mine 0", "mine 1"),
+            text("Mine edited."),
+            edit("theirs.txt", "theirs 0", "theirs 1"),
+            text("Theirs edited."),
+        ],
+    );
+    let nvim = Nvim::start(Options {
+        ui: Some((120, 40)),
+        ..mock_options(&mock, "auto_approve = true")
+    })
+    .await;
+    nvim.write("mine.txt", "mine 0\n");
+    nvim.write("theirs.txt", "theirs 0\n");
+    nvim.cmd("Agent edit mine").await;
+    nvim.wait_for_line(FIRST, "Mine edited.").await;
+    nvim.cmd("Agent new").await;
+    nvim.cmd("Agent edit theirs").await;
+    nvim.wait_for_line(SECOND, "Theirs edited.").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    // Back in the first conversation, its code rewound to before its prompt: the other's later
+    // change is named, and nothing is done until the person answers.
+    nvim.api.input("<Esc>").await.unwrap();
+    nvim.lua("require('agent').show(1)", vec![]).await;
+    nvim.wait_for("vim.fn.tabpagenr() == 1").await;
+    nvim.cmd("Agent rewind 1 code").await;
+    let asked = nvim
+        .wait_for_screen("[edit theirs] changed theirs.txt since prompt 1")
+        .await;
+    assert!(asked.contains("1: Keep their changes"), "{asked}");
+    // Cancel: nothing changes.
+    nvim.api.input("3<CR>").await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(nvim.read("mine.txt"), "mine 1\n");
+    assert_eq!(nvim.read("theirs.txt"), "theirs 1\n");
+    // Asked again and kept: only this conversation's file goes back.
+    nvim.cmd("Agent rewind 1 code").await;
+    nvim.wait_for_screen("[edit theirs] changed theirs.txt since prompt 1")
+        .await;
+    nvim.api.input("1<CR>").await.unwrap();
+    for _ in 0..100 {
+        if nvim.read("mine.txt") == "mine 0\n" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(nvim.read("mine.txt"), "mine 0\n");
+    assert_eq!(nvim.read("theirs.txt"), "theirs 1\n");
+    let messages = nvim.messages().await;
+    assert!(
+        messages.contains("1 file put back (1 kept as another conversation left it)"),
+        "{messages}"
+    );
+    // Asked again and told to put them back too: the other's change is undone as well.
+    nvim.cmd("Agent rewind 1 code").await;
+    nvim.wait_for_screen("[edit theirs] changed theirs.txt since prompt 1")
+        .await;
+    nvim.api.input("2<CR>").await.unwrap();
+    for _ in 0..100 {
+        if nvim.read("theirs.txt") == "theirs 0\n" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(nvim.read("theirs.txt"), "theirs 0\n");
+    assert_eq!(nvim.read("mine.txt"), "mine 0\n");
+}

@@ -302,6 +302,16 @@ function handlers.resumed(e)
   status.set("idle")
 end
 
+-- A rewind of the code would undo what other conversations changed since: nothing was done
+-- yet; the person is asked (what the chat's owner handed in, `rewind_others`), out of the batch.
+function handlers.rewind_ask(e)
+  vim.schedule(function()
+    if window.actions.rewind_others then
+      window.actions.rewind_others(e)
+    end
+  end)
+end
+
 -- A rewind was done. When it cut the conversation (`cut`; a resumed conversation's replay sends
 -- this too), the turns from that prompt on are folded closed under a dimmed row saying so, and
 -- their `## You` headers are dimmed as well: the prompts of the history are the `## You` headers

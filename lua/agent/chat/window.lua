@@ -30,7 +30,8 @@ M.input_buf = nil ---@type integer?
 
 --- What the keys of the two buffers do, set by require("agent") (the chat never requires it):
 --- `submit(text)` sends a prompt and returns whether it was sent; `cancel()` stops the turn;
---- `review(checkpoint)` lists what changed since a prompt's checkpoint (:Agent diff).
+--- `review(checkpoint)` lists what changed since a prompt's checkpoint (:Agent diff);
+--- `rewind_others(event)` asks what a rewind does with other conversations' later changes.
 M.actions = {
   submit = function()
     return false

@@ -185,8 +185,10 @@ end
 --- with `rewound`, or an error saying why nothing changed).
 ---@param turn integer
 ---@param mode "code"|"conversation"|"both"
-function M.rewind(turn, mode)
-  wire.notify(wire.method.REWIND, { turn = turn, mode = mode })
+---@param others? "keep"|"restore" what to do with other conversations' later changes, once the
+--- person was asked (`rewind_ask`); nil: the backend asks first when there are any
+function M.rewind(turn, mode, others)
+  wire.notify(wire.method.REWIND, { turn = turn, mode = mode, others = others })
 end
 
 --- What changed since `since` (`"prompt"`, `"all"` or a prompt checkpoint's id): `{ checkpoint,

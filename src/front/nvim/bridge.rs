@@ -55,6 +55,7 @@ impl Bridge {
     fn aim(&self, slot: Arc<super::slot::Slot>) -> Target {
         Target {
             slot,
+            slots: self.slots.clone(),
             files_latest: self.files_latest.clone(),
         }
     }
@@ -322,6 +323,7 @@ mod tests {
         bridge.first().rewind(Rewind {
             turn: 1,
             mode: protocol::RewindMode::Both,
+            others: None,
         });
         assert_eq!(
             handed_on(&mut ui),

@@ -548,6 +548,30 @@ pub struct Rewind {
     pub turn: usize,
     /// What to restore.
     pub mode: RewindMode,
+    /// What to do with the files other live conversations of the workspace changed since that
+    /// prompt, once the person was asked (`rewind_ask`): `keep` (leave them as those left
+    /// them) or `restore` (put them back too). Absent: ask first when there are any.
+    #[serde(default)]
+    pub others: Option<Others>,
+}
+
+/// The person's answer about other conversations' later changes (`Rewind::others`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum Others {
+    Keep,
+    Restore,
+}
+
+impl TryFrom<String> for Others {
+    type Error = String;
+    fn try_from(word: String) -> std::result::Result<Self, String> {
+        match word.as_str() {
+            "keep" => Ok(Others::Keep),
+            "restore" => Ok(Others::Restore),
+            other => Err(format!("others should be keep or restore, not {other:?}")),
+        }
+    }
 }
 
 /// What a rewind restores (the choices `Code and conversation`, `Code only`, `Conversation
@@ -587,6 +611,16 @@ impl TryFrom<String> for RewindMode {
 pub struct NotARewindMode(String);
 
 impl RewindMode {
+    /// The word Lua sends for it.
+    pub fn word(self) -> &'static str {
+        match self {
+            RewindMode::Both => "both",
+            RewindMode::Code => "code",
+            RewindMode::Conversation => "conversation",
+            RewindMode::Undo => "undo",
+        }
+    }
+
     /// Whether the files are put back.
     pub fn code(self) -> bool {
         matches!(self, RewindMode::Both | RewindMode::Code)
@@ -796,6 +830,16 @@ pub enum UiEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         prompt: Option<String>,
     },
+    /// A rewind of the code to before prompt `turn` (`mode`) would undo what other live
+    /// conversations of the workspace changed since: `files` (relative to the root, made
+    /// visible), changed by the conversations numbered `by`. Nothing was done; Lua asks the
+    /// person and sends the rewind again with `others`.
+    RewindAsk {
+        turn: usize,
+        mode: String,
+        files: Vec<String>,
+        by: Vec<u64>,
+    },
     /// The turn just ended changed `files` files since its prompt's checkpoint `checkpoint`:
     /// its `done` row offers their diff (`changes` with that id as `since`). Sent after
     /// `turn_done`, only when something changed. For a resumed chat's older rows, `prompt` is
@@ -970,6 +1014,17 @@ impl UiEvent {
             UiEvent::Resumed { id, title } => UiEvent::Resumed {
                 id: one(id),
                 title: one(title),
+            },
+            UiEvent::RewindAsk {
+                turn,
+                mode,
+                files,
+                by,
+            } => UiEvent::RewindAsk {
+                turn,
+                mode,
+                files: files.into_iter().map(one).collect(),
+                by,
             },
             UiEvent::Rewound {
                 turn,

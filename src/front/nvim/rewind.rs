@@ -3,6 +3,9 @@
 //! when it is refused (unsaved buffers), the conversation is left as it is too. [`undo`] puts
 //! the code back as it was before the last rewind (the snapshot that restore took).
 
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
 use super::protocol::RewindMode as What;
 use crate::checkpoint::Checkpoints;
 use crate::conversation::{prompt_start, Conversation};
@@ -31,13 +34,14 @@ pub async fn rewind(
     checkpoints: Option<&Checkpoints>,
     conversation: &dyn Conversation,
     editor: &dyn Editor,
+    spare: &BTreeSet<PathBuf>,
 ) -> Result<Done, String> {
     let mut done = Vec::new();
     if what.code() {
         let Some(checkpoints) = checkpoints else {
             return Err(OFF.into());
         };
-        done.push(put_back(checkpoints, id, editor).await?);
+        done.push(put_back(checkpoints, id, editor, spare).await?);
     }
     let mut prompt = None;
     if what.conversation() {
@@ -69,19 +73,26 @@ pub async fn rewind(
 /// Why the code cannot be rewound without checkpoints.
 const OFF: &str = "agent: checkpoints are off, so the code cannot be rewound";
 
-/// Restores checkpoint `id`: `3 files put back`, or why nothing was.
+/// Restores checkpoint `id`, leaving the files of `spare` as they are: `3 files put back`
+/// (`, 1 kept as another conversation left it`), or why nothing was.
 async fn put_back(
     checkpoints: &Checkpoints,
     id: &str,
     editor: &dyn Editor,
+    spare: &BTreeSet<PathBuf>,
 ) -> Result<String, String> {
     let restored = checkpoints
-        .restore(id, editor)
+        .restore_sparing(id, editor, spare)
         .await
         .map_err(|err| format!("agent: {err}"))?;
-    Ok(match restored.files.len() {
+    let put = match restored.files.len() {
         1 => "1 file put back".to_string(),
         n => format!("{n} files put back"),
+    };
+    Ok(match restored.spared.len() {
+        0 => put,
+        1 => format!("{put} (1 kept as another conversation left it)"),
+        n => format!("{put} ({n} kept as other conversations left them)"),
     })
 }
 
@@ -96,7 +107,7 @@ pub async fn undo(checkpoints: Option<&Checkpoints>, editor: &dyn Editor) -> Res
         .await
         .map_err(|err| format!("agent: {err}"))?
         .ok_or("agent: there is no rewind of the code to undo since the last prompt")?;
-    let files = put_back(checkpoints, &point.id, editor).await?;
+    let files = put_back(checkpoints, &point.id, editor, &BTreeSet::new()).await?;
     Ok(Done {
         message: format!("agent: the code is back as it was before the last rewind: {files}"),
         cut: false,
@@ -177,6 +188,7 @@ mod tests {
             Some(&checkpoints),
             &notes,
             &clean,
+            &BTreeSet::new(),
         )
         .await
         .unwrap();
@@ -192,9 +204,17 @@ mod tests {
         assert_eq!(notes.rewinds(), [2]);
 
         let notes = two_prompts();
-        let said = rewind(What::Code, 2, &point.id, Some(&checkpoints), &notes, &clean)
-            .await
-            .unwrap();
+        let said = rewind(
+            What::Code,
+            2,
+            &point.id,
+            Some(&checkpoints),
+            &notes,
+            &clean,
+            &BTreeSet::new(),
+        )
+        .await
+        .unwrap();
         assert_eq!(
             said,
             Done {
@@ -211,7 +231,16 @@ mod tests {
 
         std::fs::write(&file, "after\n").unwrap();
         let dirty = Buffers(vec![ws.path().canonicalize().unwrap().join("a.txt")]);
-        let refused = rewind(What::Both, 2, &point.id, Some(&checkpoints), &notes, &dirty).await;
+        let refused = rewind(
+            What::Both,
+            2,
+            &point.id,
+            Some(&checkpoints),
+            &notes,
+            &dirty,
+            &BTreeSet::new(),
+        )
+        .await;
         assert_eq!(
             refused,
             Err("agent: nothing was restored: a.txt has unsaved changes in Neovim; save or discard them first".into())
@@ -220,7 +249,16 @@ mod tests {
         assert!(notes.rewinds().is_empty(), "nothing changes");
 
         assert_eq!(
-            rewind(What::Code, 1, &point.id, None, &notes, &clean).await,
+            rewind(
+                What::Code,
+                1,
+                &point.id,
+                None,
+                &notes,
+                &clean,
+                &BTreeSet::new()
+            )
+            .await,
             Err("agent: checkpoints are off, so the code cannot be rewound".into())
         );
 
@@ -234,7 +272,8 @@ mod tests {
                 &point.id,
                 Some(&checkpoints),
                 &external,
-                &clean
+                &clean,
+                &BTreeSet::new(),
             )
             .await,
             Err(

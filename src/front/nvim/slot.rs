@@ -70,6 +70,7 @@ impl Slots {
             return None;
         }
         let slot = Arc::new(Slot::new(
+            id,
             self.ui.for_conversation(id),
             self.shutdown.child_token(),
         ));
@@ -85,6 +86,15 @@ impl Slots {
     /// Every live conversation's slot.
     pub(super) fn all(&self) -> Vec<Arc<Slot>> {
         self.live().values().cloned().collect()
+    }
+
+    /// Every live conversation's slot but `id`'s.
+    pub(super) fn others(&self, id: u64) -> Vec<Arc<Slot>> {
+        self.live()
+            .iter()
+            .filter(|(other, _)| **other != id)
+            .map(|(_, slot)| slot.clone())
+            .collect()
     }
 }
 
@@ -119,6 +129,8 @@ pub(super) struct Session {
 
 /// The conversation slot and its turns.
 pub(super) struct Slot {
+    /// The number Lua gave the conversation.
+    pub(super) id: u64,
     /// The way to Lua.
     pub(super) ui: Ui,
     pub(super) session: Mutex<Option<Session>>,
@@ -141,8 +153,9 @@ pub(super) struct Slot {
 
 impl Slot {
     /// An empty slot sending to Lua through `ui`; its turns stop at `shutdown`.
-    pub(super) fn new(ui: Ui, shutdown: CancellationToken) -> Self {
+    pub(super) fn new(id: u64, ui: Ui, shutdown: CancellationToken) -> Self {
         Slot {
+            id,
             ui,
             session: Mutex::new(None),
             conversation: Mutex::new(None),

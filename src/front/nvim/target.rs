@@ -36,6 +36,8 @@ const RESUME_AHEAD: u64 = 4 * super::pump::BATCH_EVENTS as u64;
 #[derive(Clone)]
 pub(super) struct Target {
     pub(super) slot: Arc<Slot>,
+    /// Every live conversation (a rewind asks what the others changed).
+    pub(super) slots: Arc<super::slot::Slots>,
     /// The greatest `seq` of a `files` query Lua sent: an older one still waiting is not
     /// answered.
     pub(super) files_latest: Arc<std::sync::atomic::AtomicU64>,
@@ -419,12 +421,14 @@ impl Target {
         let bridge = self.clone();
         tokio::spawn(async move {
             match bridge.rewound(&rewind).await {
-                Ok(done) => bridge.send(UiEvent::Rewound {
+                Ok(Some(done)) => bridge.send(UiEvent::Rewound {
                     turn: rewind.turn,
                     cut: done.cut,
                     message: Some(done.message),
                     prompt: done.prompt,
                 }),
+                // The person is asked about other conversations' changes first.
+                Ok(None) => {}
                 Err(message) => bridge.error(message),
             }
             drop(busy);
@@ -432,7 +436,12 @@ impl Target {
     }
 
     /// The rewind itself: the point found among the current conversation's, then the step.
-    async fn rewound(&self, rewind: &Rewind) -> std::result::Result<super::rewind::Done, String> {
+    /// None when nothing was done yet: the code would undo what other live conversations of
+    /// the workspace changed since, and the person is asked first (`rewind_ask`).
+    async fn rewound(
+        &self,
+        rewind: &Rewind,
+    ) -> std::result::Result<Option<super::rewind::Done>, String> {
         let session = self.slot.session.lock().await;
         let Some((checkpoints, nvim)) = session
             .as_ref()
@@ -447,7 +456,9 @@ impl Target {
         };
         let editor = NvimEditor { nvim };
         if rewind.mode == protocol::RewindMode::Undo {
-            return super::rewind::undo(checkpoints.as_ref(), &editor).await;
+            return super::rewind::undo(checkpoints.as_ref(), &editor)
+                .await
+                .map(Some);
         }
         let id = match &checkpoints {
             Some(checkpoints) => match checkpoints.points(&checkpoints.conversation()).await {
@@ -467,6 +478,27 @@ impl Target {
             },
             None => String::new(),
         };
+        let mut spare = std::collections::BTreeSet::new();
+        if let (Some(checkpoints), true) = (&checkpoints, rewind.mode.code()) {
+            let (theirs, by) = self.others_changes(checkpoints, &id).await;
+            match rewind.others {
+                _ if theirs.is_empty() => {}
+                None => {
+                    self.send(UiEvent::RewindAsk {
+                        turn: rewind.turn,
+                        mode: rewind.mode.word().to_string(),
+                        files: theirs
+                            .iter()
+                            .map(|path| path.display().to_string())
+                            .collect(),
+                        by,
+                    });
+                    return Ok(None);
+                }
+                Some(protocol::Others::Keep) => spare = theirs,
+                Some(protocol::Others::Restore) => {}
+            }
+        }
         super::rewind::rewind(
             rewind.mode,
             rewind.turn,
@@ -474,8 +506,57 @@ impl Target {
             checkpoints.as_ref(),
             conversation.as_ref(),
             &editor,
+            &spare,
         )
         .await
+        .map(Some)
+    }
+
+    /// What restoring checkpoint `id` would undo of other live conversations' work: the files
+    /// they changed since it (their own allowed changes, [`Checkpoints::changed_by`]) that the
+    /// restore would put back, and the numbers of those conversations. Only conversations of
+    /// the same workspace (the same shadow repository) count; one whose changes cannot be read
+    /// is logged and left out.
+    async fn others_changes(
+        &self,
+        checkpoints: &crate::checkpoint::Checkpoints,
+        id: &str,
+    ) -> (std::collections::BTreeSet<PathBuf>, Vec<u64>) {
+        let mut files = std::collections::BTreeSet::new();
+        let mut by = Vec::new();
+        let others = self.slots.others(self.slot.id);
+        if others.is_empty() {
+            return (files, by);
+        }
+        let restored: std::collections::BTreeSet<PathBuf> = match checkpoints.changes(id).await {
+            Ok(changes) => changes.into_iter().map(|change| change.path).collect(),
+            Err(err) => {
+                tracing::warn!(%err, "what a rewind restores could not be listed");
+                return (files, by);
+            }
+        };
+        for other in others {
+            let theirs = other.of_session(|s| s.checkpoints.clone()).await;
+            let Some(theirs) = theirs.ok().flatten() else {
+                continue;
+            };
+            if theirs.dir() != checkpoints.dir() {
+                continue;
+            }
+            match checkpoints.changed_by(&theirs.conversation(), id).await {
+                Ok(changed) => {
+                    let undone: Vec<PathBuf> = changed.intersection(&restored).cloned().collect();
+                    if !undone.is_empty() {
+                        by.push(other.id);
+                        files.extend(undone);
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(%err, "another conversation's changes could not be read")
+                }
+            }
+        }
+        (files, by)
     }
 
     /// `sessions`: this workspace's saved conversations and the running external agent's own
