@@ -26,6 +26,7 @@ pub mod reaper;
 pub mod sandbox;
 pub mod tools;
 pub mod workspace;
+pub mod worktree;
 
 // The text layer, where the modules above find it.
 use agent_nvim_text::{ansi, diff, secrets, text};

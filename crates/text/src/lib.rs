@@ -7,9 +7,11 @@
 //! - [`diff`]: unified diffs of two texts.
 //! - [`text`]: bounds on text (characters kept, what was cut).
 //! - [`secrets`]: the keys in use, replaced with `[redacted]` wherever text leaves the process.
+//! - [`time`]: a UTC date and time from a `SystemTime`.
 
 pub mod ansi;
 pub mod diff;
 pub mod escape;
 pub mod secrets;
 pub mod text;
+pub mod time;

@@ -468,7 +468,7 @@ pub fn workspace_folder(root: &Path) -> String {
 
 /// `(YYYYMMDD, HHMMSS)` of `at`, UTC.
 fn utc(at: SystemTime) -> (String, String) {
-    let (y, m, d, hh, mm, ss) = civil(at);
+    let (y, m, d, hh, mm, ss) = agent_nvim_text::time::civil(at);
     (
         format!("{y:04}{m:02}{d:02}"),
         format!("{hh:02}{mm:02}{ss:02}"),
@@ -476,28 +476,8 @@ fn utc(at: SystemTime) -> (String, String) {
 }
 
 fn rfc3339(at: SystemTime) -> String {
-    let (y, m, d, hh, mm, ss) = civil(at);
+    let (y, m, d, hh, mm, ss) = agent_nvim_text::time::civil(at);
     format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
-}
-
-/// The UTC calendar date and time of `at` (the days-to-civil algorithm of H. Hinnant's
-/// `chrono`-compatible date library, proleptic Gregorian).
-fn civil(at: SystemTime) -> (i64, u32, u32, u32, u32, u32) {
-    let secs = at
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    let rest = rest as u32;
-    (y, m, d, rest / 3600, rest / 60 % 60, rest % 60)
 }
 
 /// What the writer thread is given.
