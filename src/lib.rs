@@ -26,7 +26,7 @@ pub use agent_nvim_acp as acp;
 pub use agent_nvim_conversation as conversation;
 pub use agent_nvim_core::{
     approval, checkpoint, editor, external, permissions, process, questions, reaper, sandbox,
-    tools, workspace,
+    tools, workspace, worktree,
 };
 pub use agent_nvim_engine::{agent, instructions, session, sessions};
 pub use agent_nvim_llm as llm;

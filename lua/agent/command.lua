@@ -24,6 +24,12 @@ H.subcommands = {
   ["new here"] = function(api)
     api.new({ here = true })
   end,
+  merge = function(api)
+    api.merge()
+  end,
+  ["worktree remove"] = function(api)
+    api.worktree_remove()
+  end,
   list = function(api)
     require("agent.pickers").conversations(api)
   end,
@@ -141,13 +147,17 @@ function H.run(api, cmd)
   if resume_id then
     return api.resume(resume_id)
   end
+  local branch = args:match("^new%s+%-%-worktree%s*(%S*)%s*$")
+  if branch then
+    return api.new({ worktree = branch ~= "" and branch or true })
+  end
   local since = args:match("^diff%s*(%S*)%s*$")
   if since then
-    if since ~= "" and since ~= "all" then
-      vim.notify(("agent: :Agent diff takes nothing or `all`, not `%s`"):format(since), vim.log.levels.ERROR)
+    if since ~= "" and since ~= "all" and since ~= "base" then
+      vim.notify(("agent: :Agent diff takes nothing, `all` or `base`, not `%s`"):format(since), vim.log.levels.ERROR)
       return
     end
-    return api.diff({ since = since == "all" and "all" or "prompt" })
+    return api.diff({ since = since == "" and "prompt" or since })
   end
   local model = args:match("^model%s+(.-)%s*$")
   if model then
@@ -231,7 +241,9 @@ function M.complete(api, arglead, cmdline)
     end, listed)
   end
   if rest:match("^diff%s+%S*$") then
-    return vim.startswith("all", arglead) and { "all" } or {}
+    return vim.tbl_filter(function(word)
+      return vim.startswith(word, arglead)
+    end, { "all", "base" })
   end
   local candidates
   if rest:match("^rewind%s+%S*$") then
@@ -250,7 +262,12 @@ function M.complete(api, arglead, cmdline)
     end, candidates)
   end
   if rest:match("^new%s+%S*$") then
-    return vim.startswith("here", arglead) and { "here" } or {}
+    return vim.tbl_filter(function(word)
+      return vim.startswith(word, arglead)
+    end, { "here", "--worktree" })
+  end
+  if rest:match("^worktree%s+%S*$") then
+    return vim.startswith("remove", arglead) and { "remove" } or {}
   end
   if rest:find("%s") then
     return {}
@@ -259,6 +276,7 @@ function M.complete(api, arglead, cmdline)
     return not name:find(" ")
   end, vim.tbl_keys(H.subcommands))
   table.insert(names, "name")
+  table.insert(names, "worktree")
   table.insert(names, "acp")
   table.insert(names, "resume")
   table.insert(names, "rewind")

@@ -148,18 +148,26 @@ end
 --- Starts a fresh conversation. In a tab page that shows one, in a new tab page beside it (the
 --- one shown goes on); `opts.here` (`:Agent new here`) starts over in this tab page instead:
 --- cancels the running turn, forgets the history and the session's approvals, and clears the
---- chat. Prompts still queued go back into the input, not lost.
----@param opts? { here?: boolean }
+--- chat. Prompts still queued go back into the input, not lost. `opts.worktree` (`:Agent new
+--- --worktree [BRANCH]`): the new conversation works in a git worktree of its own, on a new
+--- branch (the name given, or `agent/<date>-<time>`); see :help agent-worktrees.
+---@param opts? { here?: boolean, worktree?: boolean|string }
 function M.new(opts)
   local conversations = require("agent.conversations")
-  if not (opts and opts.here) and conversations.in_tab() then
+  local worktree = opts and opts.worktree
+  if worktree or (not (opts and opts.here) and conversations.in_tab()) then
     H.ensure_init()
     local conversation, err = conversations.make()
     if not conversation then
       vim.notify(err, vim.log.levels.ERROR)
       return
     end
-    vim.cmd.tabnew()
+    if worktree then
+      conversation.worktree = { branch = type(worktree) == "string" and worktree or nil }
+    end
+    if conversations.in_tab() then
+      vim.cmd.tabnew()
+    end
     -- The empty buffer a new tab page starts with goes when the chat is there.
     local scratch = vim.api.nvim_get_current_buf()
     conversations.place(conversation, vim.api.nvim_get_current_tabpage())
@@ -506,7 +514,112 @@ end
 ---@return boolean listed false when nothing changed or nothing can be compared (the reason was shown)
 function M.diff(opts)
   H.ensure_init()
+  if opts and opts.since == "base" then
+    return H.diff_base()
+  end
   return require("agent.review").diff(opts)
+end
+
+--- Brings what the current tab page's conversation changed in its worktree (since the commit it
+--- started from) into the main working tree's files (`:Agent merge`). Refused, writing nothing,
+--- when one of those files changed there too or has unsaved changes in Neovim: the message
+--- names them. See :help agent-worktrees.
+function M.merge()
+  local answer = H.worktree_request({ action = "merge" }, "merge")
+  if not answer then
+    return
+  end
+  local files = answer.files or {}
+  if #files == 0 then
+    vim.notify(("agent: %s changed nothing to merge"):format(answer.branch), vim.log.levels.INFO)
+    return
+  end
+  local paths = vim.tbl_map(function(file)
+    return file.path
+  end, files)
+  vim.notify(
+    ("agent: merged %d file%s from %s into the main working tree: %s"):format(
+      #files,
+      #files == 1 and "" or "s",
+      answer.branch,
+      table.concat(paths, ", ")
+    ),
+    vim.log.levels.INFO
+  )
+end
+
+--- Deletes the current tab page's conversation's worktree (`:Agent worktree remove`; its branch
+--- stays), asking first when it holds changes not merged, and closes the conversation.
+function M.worktree_remove()
+  local conversation = require("agent.conversations").in_tab()
+  local answer = H.worktree_request({ action = "remove" }, "remove the worktree")
+  if not (answer and conversation) then
+    return
+  end
+  local function removed()
+    M.close(conversation.id)
+    vim.notify("agent: the worktree was removed (its branch stays)", vim.log.levels.INFO)
+  end
+  if answer.removed then
+    removed()
+    return
+  end
+  vim.ui.select({ "Remove it, and its changes with it", "Keep it" }, {
+    prompt = ("agent: the worktree holds %d changed file%s not merged (:Agent merge brings them over)"):format(
+      answer.unmerged,
+      answer.unmerged == 1 and "" or "s"
+    ),
+    kind = "agent.worktree_remove",
+  }, function(choice, index)
+    if index == 1 then
+      local forced = require("agent.conversations").acting(conversation.id, H.worktree_request, {
+        action = "remove",
+        force = true,
+      }, "remove the worktree")
+      if forced and forced.removed then
+        removed()
+      end
+    end
+  end)
+end
+
+-- What the current tab page's conversation's worktree says to `arg`, or nil after saying why.
+function H.worktree_request(arg, doing)
+  H.ensure_init()
+  local rpc = require("agent.rpc")
+  if not rpc.running() then
+    vim.notify("agent: no conversation is running here", vim.log.levels.INFO)
+    return nil
+  end
+  local answer, err = rpc.worktree(arg)
+  if not answer then
+    local said = tostring(err)
+    vim.notify(said:match("agent: .*") or ("agent: cannot %s: %s"):format(doing, said), vim.log.levels.ERROR)
+  end
+  return answer
+end
+
+-- `:Agent diff base`: what the worktree changed since the commit it started from, in the
+-- quickfix list (each `M path`, opening the worktree's file).
+function H.diff_base()
+  local answer = H.worktree_request({ action = "changes" }, "list the worktree's changes")
+  if not answer then
+    return false
+  end
+  local files = answer.files or {}
+  if #files == 0 then
+    vim.notify(("agent: %s has changed nothing since %s"):format(answer.branch, answer.base), vim.log.levels.INFO)
+    return false
+  end
+  local items = vim.tbl_map(function(file)
+    return { filename = answer.dir .. "/" .. file.path, lnum = 1, text = file.status .. " " .. file.path }
+  end, files)
+  vim.fn.setqflist({}, " ", {
+    title = ("agent: what %s changed since %s"):format(answer.branch, answer.base),
+    items = items,
+  })
+  vim.cmd("botright copen")
+  return true
 end
 
 --- The current conversation's prompts a rewind can go back to, the newest first (see :help

@@ -36,6 +36,7 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             models: vec!["m0".into(), "m1".into()],
             unavailable: Some("agent: no API key".into()),
             workspace: "/w".into(),
+            worktree: Some("agent/fix\u{1b}[2J".into()),
             sandbox: "workspace-write, network allowed (Landlock ABI 7)".into(),
             sandbox_warnings: vec!["agent: /w/x (sandbox.writable) does not exist".into()],
         },

@@ -622,3 +622,168 @@ async fn a_rewind_in_one_conversation_names_another_ones_later_change_and_keeps_
     assert_eq!(nvim.read("theirs.txt"), "theirs 0\n");
     assert_eq!(nvim.read("mine.txt"), "mine 0\n");
 }
+
+#[tokio::test]
+async fn a_worktree_conversation_writes_only_in_its_worktree_and_merges_into_the_main_tree_when_asked(
+) {
+    use agent_nvim_fixtures::user_repo::git;
+    // The person's repository, with one commit.
+    let workspace = tempfile::tempdir().unwrap();
+    let main = workspace.path().canonicalize().unwrap();
+    // The model's second call names the main tree's a.txt by its absolute path.
+    let outside = main.join("a.txt").display().to_string();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            edit("a.txt", "alpha", "ALPHA"),
+            edit(&outside, "alpha", "HACKED"),
+            text("Done."),
+        ],
+    );
+    std::fs::write(main.join("a.txt"), "alpha\n").unwrap();
+    git(&main, &["init", "-q"]);
+    git(&main, &["add", "-A"]);
+    git(&main, &["commit", "-q", "-m", "one"]);
+    let home = tempfile::tempdir().unwrap();
+    let nvim = Nvim::start_in(
+        Options {
+            ui: Some((120, 40)),
+            ..mock_options(&mock, "")
+        },
+        workspace,
+        home,
+    )
+    .await;
+    nvim.cmd("Agent new --worktree agent/fix").await;
+    let intro = nvim.wait_for_line(FIRST, "worktree agent/fix in ").await;
+    assert!(intro[0].contains("worktrees/"), "{intro:#?}");
+    nvim.cmd("Agent fix it").await;
+    // Its edit asks, as any does: allowed, it writes the worktree's file only.
+    nvim.wait_for("require('agent.approval').pending() == 1")
+        .await;
+    nvim.cmd("Agent approve").await;
+    nvim.wait_for(
+        "require('agent.approval').waiting() ~= nil and require('agent.approval').waiting().armed",
+    )
+    .await;
+    nvim.api.input("1").await.unwrap();
+    let chat = nvim.wait_for_line(FIRST, "Done.").await;
+    assert_eq!(
+        std::fs::read_to_string(main.join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+    // The main tree's file by its absolute path is outside this conversation's root: refused
+    // by the path check, asked nothing.
+    let told = mock.requests()[2].body.to_string();
+    assert!(
+        told.contains("resolves outside the workspace root"),
+        "{chat:#?} {told}"
+    );
+    assert_eq!(
+        nvim.lua("return require('agent.approval').pending()", vec![])
+            .await
+            .as_i64(),
+        Some(0)
+    );
+    let dir = nvim
+        .lua("return require('agent.chat').status().text and require('agent.chat.status').current.workspace", vec![])
+        .await;
+    let dir = std::path::PathBuf::from(dir.as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a.txt")).unwrap(),
+        "ALPHA\n"
+    );
+    // :Agent diff base lists it.
+    nvim.cmd("Agent diff base").await;
+    let listed = nvim
+        .lua(
+            "return vim.tbl_map(function(i) return i.text end, vim.fn.getqflist())",
+            vec![],
+        )
+        .await;
+    assert_eq!(listed, rmpv::Value::Array(vec!["M a.txt".into()]));
+    nvim.cmd("cclose").await;
+    // A buffer of the main tree's a.txt with unsaved changes: the merge refuses, naming it.
+    nvim.cmd(&format!("edit {}", main.join("a.txt").display()))
+        .await;
+    nvim.lua(
+        "vim.api.nvim_buf_set_lines(0, 0, -1, false, { 'typed' })",
+        vec![],
+    )
+    .await;
+    let refused = nvim
+        .lua(
+            "local said = {} local notify = vim.notify \
+             vim.notify = function(m) said[#said + 1] = m end \
+             require('agent').merge() vim.notify = notify return said[1]",
+            vec![],
+        )
+        .await;
+    assert!(
+        refused
+            .as_str()
+            .unwrap()
+            .contains("nothing was merged: a.txt has unsaved changes in Neovim"),
+        "{refused}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(main.join("a.txt")).unwrap(),
+        "alpha\n"
+    );
+    nvim.cmd("edit!").await;
+    // Merged: the main tree's file, not its index or branch.
+    let head = git(&main, &["rev-parse", "HEAD"]);
+    nvim.cmd("Agent merge").await;
+    assert_eq!(
+        std::fs::read_to_string(main.join("a.txt")).unwrap(),
+        "ALPHA\n"
+    );
+    assert_eq!(git(&main, &["rev-parse", "HEAD"]), head);
+    assert_eq!(git(&main, &["status", "--porcelain"]), " M a.txt\n");
+    // Changed in the main tree since: a merge conflicts, writes nothing, and names the file.
+    std::fs::write(main.join("a.txt"), "other\n").unwrap();
+    let conflict = nvim
+        .lua(
+            "local said = {} local notify = vim.notify \
+             vim.notify = function(m) said[#said + 1] = m end \
+             require('agent').merge() vim.notify = notify return said[1]",
+            vec![],
+        )
+        .await;
+    assert!(
+        conflict
+            .as_str()
+            .unwrap()
+            .contains("nothing was merged: 1 file changed in the main working tree too (a.txt)"),
+        "{conflict}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(main.join("a.txt")).unwrap(),
+        "other\n"
+    );
+    // Removed (what it holds was merged: nothing to ask): its directory goes, its branch stays,
+    // and so does the conversation.
+    nvim.cmd("Agent worktree remove").await;
+    assert!(!dir.exists());
+    assert!(git(&main, &["branch", "--list", "agent/fix"]).contains("agent/fix"));
+    assert_eq!(
+        nvim.lua("return #require('agent').conversations()", vec![])
+            .await
+            .as_i64(),
+        Some(0)
+    );
+}
+
+#[tokio::test]
+async fn without_git_a_worktree_says_why_it_cannot() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![]);
+    let nvim = start(&mock).await;
+    nvim.cmd("Agent new --worktree").await;
+    let chat = nvim
+        .wait_for_line(FIRST, "agent: a worktree needs a git repository, and ")
+        .await;
+    assert!(
+        chat.iter().any(|l| l.contains("is not in one")),
+        "{chat:#?}"
+    );
+}

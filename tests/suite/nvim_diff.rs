@@ -406,7 +406,7 @@ async fn without_checkpoints_agent_diff_says_they_are_off_and_leaves_the_quickfi
         ["agent: checkpoints are off: git was not found on PATH; install git to be able to rewind"]
     );
     assert_eq!(quickfix(&nvim).await, (String::new(), vec![]));
-    // `all` completes after `diff`, and `diff` after `:Agent`.
+    // `all` and `base` complete after `diff`, and `diff` after `:Agent`.
     assert_eq!(
         nvim.lua(
             "return { require('agent')._complete('', 'Agent diff '), \
@@ -415,7 +415,7 @@ async fn without_checkpoints_agent_diff_says_they_are_off_and_leaves_the_quickfi
         )
         .await,
         Value::Array(vec![
-            Value::Array(vec![Value::from("all")]),
+            Value::Array(vec![Value::from("all"), Value::from("base")]),
             Value::from(true)
         ])
     );

@@ -473,6 +473,7 @@ async fn help_agent_finds_its_tags() {
         "agent-acp-conformance",
         "agent-rewind",
         "agent-conversations",
+        "agent-worktrees",
         "agent-models",
         "agent-compact",
         "agent-health",

@@ -105,6 +105,10 @@ function M.intro()
   else
     return
   end
+  if s.worktree then
+    -- Where its files are: a worktree of its own, on its own branch.
+    line = ("%s · worktree %s in %s"):format(line, s.worktree, tostring(s.workspace))
+  end
   render.ensure()
   render.blank_line()
   render.put(line .. " · ? for keys", hl)
@@ -210,6 +214,7 @@ function handlers.started(e)
   s.model = e.model ~= "" and e.model or nil
   s.base_url = e.base_url ~= "" and e.base_url or nil
   s.unavailable = e.unavailable
+  s.worktree = e.worktree
   M.saw_model(s.model)
   M.saw_model(e.default_model)
   for _, model in ipairs(type(e.models) == "table" and e.models or {}) do

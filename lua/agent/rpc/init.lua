@@ -211,6 +211,15 @@ function M.file_at(checkpoint, path)
   return wire.request(wire.request_name.FILE_AT, { checkpoint = checkpoint, path = path })
 end
 
+--- Asks the conversation's own worktree (protocol.rs `request::WORKTREE`): `{ action =
+--- "changes" | "merge" | "remove", force? }`; its answer, or nil and why.
+---@param arg { action: string, force?: boolean }
+---@return table? answer
+---@return string? err
+function M.worktree(arg)
+  return wire.request(wire.request_name.WORKTREE, arg)
+end
+
 --- Compacts the conversation now (`:Agent compact`): a `compacted` event or an error, then `idle`.
 function M.compact()
   wire.notify(wire.method.COMPACT)

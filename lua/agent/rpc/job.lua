@@ -171,12 +171,16 @@ function H.start(conversation)
   local config = require("agent.config").options
   require("agent.conversations").acting(conversation.id, function()
     require("agent.chat").backend_started()
-    H.send_start(config)
+    H.send_start(config, conversation)
   end)
 end
 
-function H.send_start(config)
+function H.send_start(config, conversation)
+  local worktree = conversation.worktree
   wire.notify(wire.method.START, {
+    worktree = worktree
+        and { branch = worktree.branch, dir = config.worktree_dir and vim.fn.expand(config.worktree_dir) }
+      or nil,
     workspace = H.workspace,
     provider = config.provider,
     model = M.chosen_model or config.model,

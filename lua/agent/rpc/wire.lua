@@ -36,6 +36,7 @@ M.request_name = {
   MODEL = "model",
   MODELS = "models",
   ATTACH = "attach",
+  WORKTREE = "worktree",
 }
 
 --- For tests: when a table, each notification sent is also appended to it as

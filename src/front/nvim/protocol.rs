@@ -186,6 +186,14 @@ pub mod request {
     /// refused or unreadable, as read_file words it, or left out once the attachments before
     /// it hold 100,000 characters (`context::MAX_TOTAL_CHARS`).
     pub const ATTACH: &str = "attach";
+    /// `{action, force?}` about the conversation's own worktree (`:Agent new --worktree`):
+    /// `changes` answers `{branch, base, dir, top, files}` (each file `{status, path}`, what it
+    /// changed since the commit it started from, paths from its top, made visible); `merge`
+    /// brings those changes into the main working tree's files and answers `{branch, files}`,
+    /// or why nothing was merged (files that changed there too, or that have unsaved changes in
+    /// Neovim, are named); `remove` deletes it (its branch stays) and answers `{removed =
+    /// true}`, or `{unmerged = N}` without `force` when it holds changes not merged.
+    pub const WORKTREE: &str = "worktree";
 }
 
 /// `files`: what to match.
@@ -324,6 +332,21 @@ pub struct Start {
     /// `setup({ keep_turns = ... })`: the prompt-answer pairs a compaction keeps; nil: 4.
     #[serde(default)]
     pub keep_turns: Option<u32>,
+    /// `:Agent new --worktree [BRANCH]`: the conversation works in a git worktree of its own
+    /// (made now, on a new branch) instead of the workspace; absent: in the workspace.
+    #[serde(default)]
+    pub worktree: Option<WorktreeStart>,
+}
+
+/// [`Start::worktree`].
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct WorktreeStart {
+    /// The new branch's name; absent: `agent/<date>-<time>`.
+    #[serde(default)]
+    pub branch: Option<String>,
+    /// Where worktrees are made (`worktrees.dir`); absent: `<state_dir>/worktrees`.
+    #[serde(default)]
+    pub dir: Option<String>,
 }
 
 /// One entry of [`Start::models`].
@@ -780,6 +803,9 @@ pub enum UiEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         unavailable: Option<String>,
         workspace: String,
+        /// The branch of the conversation's own worktree (`workspace` is in it), when it has one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        worktree: Option<String>,
         sandbox: String,
         sandbox_warnings: Vec<String>,
     },
@@ -924,6 +950,7 @@ impl UiEvent {
                 models,
                 unavailable,
                 workspace,
+                worktree,
                 sandbox,
                 sandbox_warnings,
             } => UiEvent::Started {
@@ -936,6 +963,7 @@ impl UiEvent {
                 models,
                 unavailable: unavailable.map(prose),
                 workspace,
+                worktree: worktree.map(one),
                 sandbox: one(sandbox),
                 sandbox_warnings: sandbox_warnings.into_iter().map(one).collect(),
             },

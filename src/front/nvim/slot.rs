@@ -125,6 +125,10 @@ pub(super) struct Session {
     pub(super) terminal: crate::acp::TerminalSettings,
     /// The built-in conversation's provider, or why there is none (for `models`).
     pub(super) provider: std::result::Result<session::ProviderInfo, String>,
+    /// The conversation's own git worktree (the workspace is in it), when it has one, and a
+    /// digest of the patch last merged from it (`:Agent worktree remove` asks when what it
+    /// holds now was not merged).
+    pub(super) worktree: Option<(crate::worktree::Worktree, Arc<SyncMutex<Option<u64>>>)>,
 }
 
 /// The conversation slot and its turns.

@@ -52,8 +52,20 @@ impl Target {
         self.slot.ui.error(message);
     }
 
-    pub(super) async fn start(&self, start: Start, nvim: Nvim) {
+    pub(super) async fn start(&self, mut start: Start, nvim: Nvim) {
         let auto_approve = start.auto_approve;
+        // A conversation of its own worktree: made first, and the workspace is in it.
+        let worktree = match start.worktree.take() {
+            Some(asked) => match make_worktree(&start, asked).await {
+                Ok((worktree, root)) => {
+                    tracing::info!(branch = %worktree.branch, dir = %worktree.dir.display(), "a worktree was made");
+                    start.workspace = root.display().to_string();
+                    Some(worktree)
+                }
+                Err(message) => return self.error(message),
+            },
+            None => None,
+        };
         // Rules that cannot be read start no session: running without the deny rules a person
         // wrote would be worse than not running. So does a sandbox that cannot be read.
         let config = match session_config(start) {
@@ -99,6 +111,7 @@ impl Target {
         let (sandbox_report, _) = session::sandbox_report(&config, workspace.root());
         tracing::info!(sandbox = %sandbox_report.summary, "sandbox");
         let sandbox_warnings = display::sandbox_warnings(&sandbox_report);
+        let branch = worktree.as_ref().map(|w| w.branch.clone());
         let started = match &provider {
             Ok(p) => UiEvent::Started {
                 version: env!("CARGO_PKG_VERSION").to_string(),
@@ -110,6 +123,7 @@ impl Target {
                 models: crate::llm::models::offered(p.kind),
                 unavailable: None,
                 workspace: root.clone(),
+                worktree: branch.clone(),
                 sandbox: sandbox_report.summary,
                 sandbox_warnings,
             },
@@ -123,6 +137,7 @@ impl Target {
                 models: Vec::new(),
                 unavailable: Some(why.clone()),
                 workspace: root.clone(),
+                worktree: branch.clone(),
                 sandbox: sandbox_report.summary,
                 sandbox_warnings,
             },
@@ -156,6 +171,7 @@ impl Target {
                 sandbox: terminal_sandbox,
             },
             provider,
+            worktree: worktree.map(|w| (w, Arc::default())),
         });
         // Not awaited here: an external agent takes seconds to end, and notifications wait.
         if let Some(ended) = self.slot.replace_conversation(native).await {
@@ -887,6 +903,148 @@ fn session_config(start: Start) -> std::result::Result<SessionConfig, String> {
     Ok(config)
 }
 
+impl Target {
+    /// `worktree {action, force?}`: the conversation's own worktree's changes, merged into the
+    /// main working tree, or removed ([`protocol::request::WORKTREE`]).
+    async fn worktree(&self, args: &[Value], nvim: Nvim) -> std::result::Result<Value, Value> {
+        use crate::editor::Editor as _;
+        use crate::worktree::{Changed, WorktreeError};
+        let field = |name: &str| match args.first() {
+            Some(Value::Map(opts)) => opts
+                .iter()
+                .find(|(k, _)| k.as_str() == Some(name))
+                .map(|(_, v)| v.clone()),
+            _ => None,
+        };
+        let action = field("action")
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let force = field("force").and_then(|v| v.as_bool()) == Some(true);
+        let (worktree, merged) = self
+            .slot
+            .of_session(|s| s.worktree.clone())
+            .await?
+            .ok_or_else(|| {
+                Value::from(
+                    "agent: this conversation has no worktree; :Agent new --worktree starts one that has",
+                )
+            })?;
+        let failed = |err: WorktreeError| Value::from(format!("agent: {err}"));
+        let rows = |files: &[Changed]| -> Vec<serde_json::Value> {
+            files
+                .iter()
+                .map(|file| {
+                    serde_json::json!({
+                        "status": file.status.to_string(),
+                        "path": display::one_line(&file.path.display().to_string()),
+                    })
+                })
+                .collect()
+        };
+        let shown = |path: &std::path::Path| display::one_line(&path.display().to_string());
+        let answer = match action.as_str() {
+            "changes" => {
+                let files = worktree.changes().await.map_err(failed)?;
+                serde_json::json!({
+                    "branch": display::one_line(&worktree.branch),
+                    "base": worktree.base.chars().take(12).collect::<String>(),
+                    "dir": shown(&worktree.dir),
+                    "top": shown(&worktree.top),
+                    "files": rows(&files),
+                })
+            }
+            "merge" => {
+                let files = worktree.changes().await.map_err(failed)?;
+                let editor = NvimEditor { nvim };
+                let mut unsaved = Vec::new();
+                for file in &files {
+                    if editor
+                        .has_unsaved_changes(&worktree.top.join(&file.path))
+                        .await
+                    {
+                        unsaved.push(shown(&file.path));
+                    }
+                }
+                if !unsaved.is_empty() {
+                    return Err(Value::from(format!(
+                        "agent: nothing was merged: {} {} unsaved changes in Neovim; save or discard them first",
+                        unsaved.join(", "),
+                        if unsaved.len() == 1 { "has" } else { "have" }
+                    )));
+                }
+                let patch = worktree.patch().await.map_err(failed)?;
+                let done = worktree.merge().await.map_err(failed)?;
+                if let Ok(mut merged) = merged.lock() {
+                    *merged = Some(digest(&patch));
+                }
+                for file in done.iter().filter(|file| file.status != 'D') {
+                    editor.file_written(&worktree.top.join(&file.path)).await;
+                }
+                editor.command_finished().await;
+                tracing::info!(files = done.len(), branch = %worktree.branch, "a worktree was merged");
+                serde_json::json!({
+                    "branch": display::one_line(&worktree.branch),
+                    "files": rows(&done),
+                })
+            }
+            "remove" => {
+                let patch = worktree.patch().await.map_err(failed)?;
+                let last_merged = merged.lock().ok().and_then(|m| *m);
+                let unmerged = !patch.is_empty() && last_merged != Some(digest(&patch));
+                if unmerged && !force {
+                    let count = worktree.changes().await.map_err(failed)?.len();
+                    serde_json::json!({ "unmerged": count })
+                } else {
+                    // Nothing runs in it any more: its turn stopped first.
+                    self.slot.cancel_turn();
+                    let _ = tokio::time::timeout(Duration::from_secs(5), self.slot.idle()).await;
+                    worktree.remove(true).await.map_err(failed)?;
+                    tracing::info!(branch = %worktree.branch, "a worktree was removed");
+                    serde_json::json!({ "removed": true })
+                }
+            }
+            other => {
+                return Err(Value::from(format!(
+                    "agent: bad worktree request (action {other:?})"
+                )))
+            }
+        };
+        Ok(super::pump::to_msgpack(answer))
+    }
+}
+
+/// A digest of a patch, to know whether what a worktree holds was merged.
+fn digest(patch: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    patch.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Makes the worktree `start` asks for, under its `dir` (else `<state_dir>/worktrees`); the
+/// worktree and the conversation's root in it, or why not, as the person reads it.
+async fn make_worktree(
+    start: &Start,
+    asked: protocol::WorktreeStart,
+) -> std::result::Result<(crate::worktree::Worktree, PathBuf), String> {
+    let under = match (asked.dir.filter(|d| !d.is_empty()), &start.state_dir) {
+        (Some(dir), _) => PathBuf::from(dir),
+        (None, Some(state)) if !state.is_empty() => PathBuf::from(state).join("worktrees"),
+        _ => {
+            return Err(
+                "agent: a worktree needs a folder to go in: set worktrees.dir in setup()".into(),
+            )
+        }
+    };
+    crate::worktree::Worktree::create(
+        std::path::Path::new(&start.workspace),
+        asked.branch.as_deref(),
+        &under,
+    )
+    .await
+    .map_err(|err| format!("agent: {err}"))
+}
+
 /// Why the built-in conversation has no provider, in Neovim's terms: the variable to export
 /// (Neovim started again, since it reads its environment once) or the setup() keys to set.
 fn no_provider(err: &crate::llm::ProviderError) -> String {
@@ -974,6 +1132,7 @@ impl Target {
                 super::review::file_at(checkpoints.as_ref(), &args).await
             }
             protocol::request::PERMISSIONS => self.permissions(&args).await,
+            protocol::request::WORKTREE => self.worktree(&args, nvim).await,
             protocol::request::MODEL => self.switch_model(&args).await,
             protocol::request::MODELS => self.models().await,
             protocol::request::ATTACH => {
