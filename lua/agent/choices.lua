@@ -12,6 +12,7 @@ end
 
 local M = {}
 local H = {}
+H.conversation = ({ ... })[2] -- the number of the conversation this copy serves
 
 H.file = function()
   return vim.fn.stdpath("state") .. "/agent/acp-choices.json"
@@ -23,11 +24,9 @@ function M.reset()
   H.name, H.modes, H.current, H.options, H.applied = nil, nil, nil, nil, {}
   H.login = nil -- { needed = bool, methods = { { id, name, terminal?, args?, env? } } }
   H.memory = nil -- the remembered choices, read once per connection (H.load)
-  local status = package.loaded["agent.chat.status"]
-  if status then
-    local s = status.current
-    s.agent_model, s.mode, s.context, s.agent_cost, s.title = nil, nil, nil, nil, nil
-  end
+  -- This conversation's own status (the copy's sibling).
+  local s = require("agent.chat.status").current
+  s.agent_model, s.mode, s.context, s.agent_cost, s.title = nil, nil, nil, nil, nil
 end
 M.reset()
 
@@ -333,8 +332,13 @@ function H.run_login(name, cmd, env, restart)
     on_exit = function(_, code)
       vim.schedule(function()
         if code == 0 then
+          -- In the conversation that asked to log in, whichever tab page is current now.
+          local conversations = require("agent.conversations")
+          if not conversations.get(H.conversation) then
+            return
+          end
           vim.notify(("agent: logged in; starting %s again"):format(name), vim.log.levels.INFO)
-          restart(name)
+          conversations.acting(H.conversation, restart, name)
         else
           H.fail(("the login in the terminal exited %d; :Agent login to try again"):format(code))
         end

@@ -44,6 +44,9 @@ end
 ---@field backend? integer the backend job it was started in (`start` sent)
 ---@field info? table its `started` event
 ---@field agent_commands table the external agent's own slash commands
+---@field chosen_model? string the model `:Agent model` switched it to (a backend started later
+--- starts it with that one)
+---@field worktree? { branch?: string } asked to work in a git worktree of its own
 
 H.live = {} ---@type table<integer, agent.Conversation>
 H.next = 1
@@ -149,6 +152,13 @@ function M.in_tab(tab)
   return nil
 end
 
+--- The conversation acted for (whose events are being shown, or whose keys were pressed), else
+--- the current tab page's; nil when neither.
+---@return agent.Conversation?
+function M.current()
+  return M.get(H.acting) or M.in_tab()
+end
+
 --- The conversation acted for: the one whose events are being shown or whose keys were
 --- pressed, else the current tab page's, else the last one used; one is made when there is
 --- none at all (not shown in any tab page until :Agent). What the stand-ins and the wire reach.
@@ -240,6 +250,10 @@ function M.forget(id)
     if part then
       part.stop()
     end
+  end
+  -- Its copies' autocommands go with it.
+  for _, group in ipairs({ "layout", "below", "markdown", "queue" }) do
+    pcall(vim.api.nvim_del_augroup_by_name, ("agent.chat.%s.%d"):format(group, id))
   end
   H.redraw()
 end
@@ -338,7 +352,8 @@ function H.path(name)
   return root .. "/init.lua"
 end
 
--- The chat of `conversation` shown in tab page `tab` is closed there.
+-- The chat of `conversation` shown in tab page `tab` is closed there; a window of it that is the
+-- tab page's last is given an empty buffer instead (nothing typed there may reach it).
 function H.hide(conversation, tab)
   local window = conversation.parts["agent.chat.window"]
   if not (window and vim.api.nvim_tabpage_is_valid(tab)) then
@@ -346,8 +361,12 @@ function H.hide(conversation, tab)
   end
   for _, win in ipairs(vim.api.nvim_tabpage_list_wins(tab)) do
     local buf = vim.api.nvim_win_get_buf(win)
-    if (buf == window.buf or buf == window.input_buf) and #vim.api.nvim_tabpage_list_wins(tab) > 1 then
-      pcall(vim.api.nvim_win_close, win, false)
+    if buf == window.buf or buf == window.input_buf then
+      if #vim.api.nvim_tabpage_list_wins(tab) > 1 then
+        pcall(vim.api.nvim_win_close, win, false)
+      else
+        pcall(vim.api.nvim_win_set_buf, win, vim.api.nvim_create_buf(true, false))
+      end
     end
   end
 end

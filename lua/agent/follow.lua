@@ -42,8 +42,9 @@ end
 
 --- Shows `path` (absolute, or relative to `root`) in the follow window with `line` (1-based)
 --- at the top; highlights `count` lines from it for a moment when `count` is given (an edit).
---- Does nothing when follow mode is off, the file is not a regular file inside `root`, or no
---- window other than the person's own can show it.
+--- Does nothing when follow mode is off, the file is not a regular file inside `root`, no
+--- window other than the person's own can show it, or the conversation at work is not the one
+--- the current tab page shows (another's work does not open files where the person is).
 ---@param root? string the workspace root
 ---@param path string
 ---@param line? integer
@@ -51,6 +52,10 @@ end
 ---@return boolean shown
 function M.show(root, path, line, count)
   if not M.enabled() or type(path) ~= "string" or path == "" or not root or root == "" then
+    return false
+  end
+  local conversations = require("agent.conversations")
+  if conversations.in_tab() ~= conversations.active() then
     return false
   end
   local abs = H.inside(root, path)

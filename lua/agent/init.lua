@@ -73,10 +73,14 @@ function H.ask(prompt, opts)
     or require("agent.context").expand(prompt)
   local context = opts and opts.context
   local shown = context and (prompt .. "\n\n" .. context) or prompt
-  chat.open({ focus = false })
+  -- Shown where it was asked; a queued prompt of a conversation shown in another tab page (or
+  -- none) goes without pulling its chat into this one.
+  local conversations = require("agent.conversations")
+  if conversations.in_tab() == conversations.active() then
+    chat.open({ focus = false })
+  end
   chat.user_prompt(shown, expanded.attachments, prompt)
   rpc.prompt(context and (expanded.text .. "\n\n" .. context) or expanded.text)
-  local conversations = require("agent.conversations")
   conversations.name_from(conversations.active(), prompt)
   return true
 end
@@ -99,6 +103,10 @@ end
 --- queue until the answer); `opts.queue` ("drop" or "keep") answers that without asking.
 ---@param opts? { queue?: "drop"|"keep" }
 function M.stop(opts)
+  H.this(H.stop, opts)
+end
+
+function H.stop(opts)
   opts = opts or {}
   local rpc = require("agent.rpc")
   local chat = require("agent.chat")
@@ -325,6 +333,10 @@ end
 --- lists. See :help agent-model.
 ---@param name? string
 function M.model(name)
+  H.here(H.model, name)
+end
+
+function H.model(name)
   local choices = require("agent.choices")
   if choices.connected() then
     choices.model(name)
@@ -513,6 +525,10 @@ end
 ---@param opts? { since?: string }
 ---@return boolean listed false when nothing changed or nothing can be compared (the reason was shown)
 function M.diff(opts)
+  return H.this(H.diff, opts) or false
+end
+
+function H.diff(opts)
   H.ensure_init()
   if opts and opts.since == "base" then
     return H.diff_base()
@@ -653,6 +669,10 @@ end
 ---@param others? "keep"|"restore" what to do with the files other open conversations of the
 --- workspace changed since that prompt; nil: ask when there are any (|agent-conversations|)
 function M.rewind(n, mode, others)
+  H.this(H.rewind, n, mode, others)
+end
+
+function H.rewind(n, mode, others)
   if n == nil then
     require("agent.pickers").rewind(M)
     return
@@ -686,9 +706,10 @@ function M.rewind(n, mode, others)
   if not rpc.ensure() then
     return
   end
-  if mode == "both" or mode == "conversation" then
-    -- Where the cut shows, and the prompt comes back to.
-    H.here(require("agent.chat").open, { focus = false })
+  local conversations = require("agent.conversations")
+  if (mode == "both" or mode == "conversation") and conversations.in_tab() == conversations.active() then
+    -- Where the cut shows, and the prompt comes back to (its own tab page's chat).
+    require("agent.chat").open({ focus = false })
   end
   rpc.rewind(n, mode, others)
 end
@@ -891,6 +912,15 @@ function H.here(fn, ...)
     return nil
   end
   return conversations.acting(conversation.id, fn, ...)
+end
+
+-- Runs fn(...) for one conversation throughout (a picker's answer included): the one acted for
+-- (a chat's keys), else the current tab page's, else the last one used (`:Agent stop` from a
+-- proposal's tab page). Never makes one.
+function H.this(fn, ...)
+  H.ensure_init()
+  local conversations = require("agent.conversations")
+  return conversations.acting(conversations.active().id, fn, ...)
 end
 
 -- How many questions of conversation `id` wait for an answer.

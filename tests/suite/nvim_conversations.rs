@@ -787,3 +787,83 @@ async fn without_git_a_worktree_says_why_it_cannot() {
         "{chat:#?}"
     );
 }
+
+#[tokio::test]
+async fn a_conversation_open_in_one_tab_page_is_not_resumed_in_another() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![text("Answer one.")]);
+    let nvim = start(&mock).await;
+    nvim.cmd("Agent first topic").await;
+    nvim.wait_for_line(FIRST, "Answer one.").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    let (_, id) = saved(&nvim).await.remove(0);
+    nvim.cmd("Agent new").await;
+    nvim.cmd(&format!("Agent resume {id}")).await;
+    nvim.wait_for_line(
+        SECOND,
+        "agent: that conversation is open already (conversation 1); go to it with :Agent list",
+    )
+    .await;
+    // Its file was written by one conversation only: still one whole record a line.
+    let file = nvim._home.path().join("state/nvim/agent/sessions");
+    let found: Vec<_> = walk(&file)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains(&id))
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    for line in std::fs::read_to_string(&found[0]).unwrap().lines() {
+        serde_json::from_str::<serde_json::Value>(line).unwrap();
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn a_background_conversations_queued_prompt_stays_in_its_tab_and_showing_one_leaves_no_other_input(
+) {
+    let mock = MockLlm::start(Wire::Anthropic, vec![text("First."), text("Second.")]).with_pace(
+        crate::support::mock_llm::Pace {
+            chunk_bytes: None,
+            delay: std::time::Duration::from_millis(500),
+        },
+    );
+    let nvim = start(&mock).await;
+    nvim.cmd("Agent one").await;
+    // Queued behind the running turn, in conversation 1.
+    nvim.lua("require('agent').ask('two')", vec![]).await;
+    nvim.cmd("Agent new").await;
+    nvim.wait_for("vim.fn.tabpagenr() == 2").await;
+    // Conversation 1 sends its queued prompt while tab page 2 is shown: its chat stays in its
+    // own tab page.
+    nvim.wait_for_line(FIRST, "Second.").await;
+    assert_eq!(
+        tab_buffers(&nvim).await,
+        [
+            "agent: chat,agent: input".to_string(),
+            "agent: chat 2,agent: input 2".to_string()
+        ]
+    );
+    // Tab page 2 holds only conversation 2's chat and input; tab page 1 is closed (conversation
+    // 1 goes on, unshown). Showing conversation 1 here leaves nothing of conversation 2 to type
+    // into.
+    nvim.api.input("<Esc>").await.unwrap();
+    nvim.cmd("wincmd t | close").await;
+    nvim.cmd("1tabclose").await;
+    nvim.lua("require('agent').show(1)", vec![]).await;
+    assert_eq!(
+        tab_buffers(&nvim).await,
+        ["agent: chat,agent: input".to_string()]
+    );
+    nvim.wait_for_line(FIRST, "Second.").await;
+}

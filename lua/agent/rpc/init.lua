@@ -136,7 +136,7 @@ end
 function M.model(name)
   local model, err = wire.request(wire.request_name.MODEL, { name = name })
   if model then
-    job.chosen_model = model
+    H.conversation().chosen_model = model
   end
   return model, err
 end
@@ -157,7 +157,7 @@ end
 --- provider's default).
 ---@return string?
 function M.chosen_model()
-  return job.chosen_model or require("agent.config").options.model
+  return H.conversation().chosen_model or require("agent.config").options.model
 end
 
 --- This workspace's saved conversations' ids, most recent first, without reading them or asking

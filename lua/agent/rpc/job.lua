@@ -15,9 +15,6 @@ H.workspace = nil ---@type string?
 -- Jobs stopped on purpose: their exit is not reported as a failure.
 H.stopping = {}
 
---- The model `:Agent model` switched to: a backend started later starts with it.
-M.chosen_model = nil ---@type string?
-
 --- The backend binary to run, or nil and a message saying how to get one: the `backend` option,
 --- else the newer of the one :Agent build installs (<plugin>/bin/agent-nvim) and the one a
 --- `cargo build --release` in the plugin's directory makes (as scripts/dev.sh does), so a fresh
@@ -183,7 +180,9 @@ function H.send_start(config, conversation)
       or nil,
     workspace = H.workspace,
     provider = config.provider,
-    model = M.chosen_model or config.model,
+    -- The model `:Agent model` switched this conversation to: a backend started later starts
+    -- it with that one.
+    model = conversation.chosen_model or config.model,
     base_url = config.base_url,
     -- The key goes to the backend over its stdin, never into its environment or argv; the
     -- command is run by the backend, when the first prompt needs the key.

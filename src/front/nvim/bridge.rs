@@ -154,7 +154,19 @@ impl Handler for Bridge {
             _ => match self.target(to) {
                 Some(target) => target.notify(&name, args, nvim).await,
                 // Stopping or starting over a conversation that never started changes nothing.
-                None if matches!(name.as_str(), method::CANCEL | method::NEW | method::FILES) => {}
+                None if matches!(name.as_str(), method::CANCEL | method::NEW) => {}
+                // A completion waits for its answer: it gets one.
+                None if name == method::FILES => {
+                    if let Ok(files) = protocol::arg::<protocol::Files>(args) {
+                        let found = Value::Map(vec![(Value::from("error"), Value::from(NOT_STARTED))]);
+                        tokio::spawn(async move {
+                            let answer = vec![Value::from(files.seq), found];
+                            if let Err(err) = nvim.exec_lua(protocol::lua::FILES_FOUND, answer).await {
+                                tracing::warn!(%err, "Lua did not take the files found");
+                            }
+                        });
+                    }
+                }
                 None => self.ui().for_conversation(to).error(NOT_STARTED),
             },
         }

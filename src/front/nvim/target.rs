@@ -338,7 +338,19 @@ impl Target {
             return self.slot.resume_external(resume.id);
         }
         self.slot.cancel_turn();
+        let others = self.slots.others(self.slot.id);
         self.slot.claimed(move |slot| async move {
+            // One conversation, one file: a conversation open in another tab page is gone to
+            // there, never resumed twice (both would append to its file).
+            for other in others {
+                let open = other.conversation.lock().await.clone();
+                if open.and_then(|c| c.id()).as_deref() == Some(resume.id.as_str()) {
+                    return slot.ui.error(format!(
+                        "agent: that conversation is open already (conversation {}); go to it with :Agent list",
+                        other.id
+                    ));
+                }
+            }
             let session = slot.session.lock().await;
             let Some((native, store)) = session
                 .as_ref()

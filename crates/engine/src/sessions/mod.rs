@@ -143,12 +143,13 @@ impl Store {
 
     /// Opens conversation `id` to append to it (a resumed conversation goes on in its own file).
     /// A partial last line (a crash while writing it) is cut off first, so the next record
-    /// starts a line of its own.
+    /// starts a line of its own. Every write goes to the end of the file as it is then
+    /// (`O_APPEND`): whatever else appends to it, no record is written over another.
     pub fn append(&self, id: &str) -> Result<Writer, StoreError> {
         let path = self.path(id)?;
         let mut file = OpenOptions::new()
             .read(true)
-            .write(true)
+            .append(true)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .map_err(|source| missing_or(id, &path, source))?;
