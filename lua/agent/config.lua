@@ -33,7 +33,7 @@ local H = {}
 ---@field approval { delay: integer, typing: integer }
 ---@field window { side: "right"|"left", width: number }
 ---@field input { completion: boolean|"auto" }
----@field acp { agents: table<string, { cmd?: string[], env?: table<string, string>, sandbox?: boolean, directories?: (string|{ path: string, writable?: boolean })[] }>, connect_timeout: number }
+---@field acp { agents: table<string, { cmd?: string[], env?: table<string, string>, sandbox?: boolean, directories?: (string|{ path: string, writable?: boolean })[], worktree?: boolean }>, connect_timeout: number }
 ---@field permissions { allow: string[], ask: string[], deny: string[] }
 ---@field sandbox { mode: "workspace-write"|"read-only"|"off", network: boolean, writable: string[] }
 ---@field auto_allow_sandboxed boolean
@@ -659,8 +659,14 @@ function H.check_agents(agents, problems, unknown)
           H.show(agent.directories)
         )
       end
+      if agent.worktree ~= nil and type(agent.worktree) ~= "boolean" then
+        problems[#problems + 1] = ("agent: `%s.worktree` should be boolean, got %s"):format(
+          path,
+          H.show(agent.worktree)
+        )
+      end
       for key in pairs(agent) do
-        if key ~= "cmd" and key ~= "env" and key ~= "sandbox" and key ~= "directories" then
+        if key ~= "cmd" and key ~= "env" and key ~= "sandbox" and key ~= "directories" and key ~= "worktree" then
           unknown[#unknown + 1] = path .. "." .. tostring(key)
         end
       end

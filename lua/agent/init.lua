@@ -806,8 +806,25 @@ function M.acp(name)
     )
     return
   end
-  M.open({ focus = false })
-  require("agent.rpc").acp(
+  local conversations = require("agent.conversations")
+  if configured and configured.worktree then
+    -- `worktree = true`: the agent works in a git worktree of its own, in a conversation of its
+    -- own (a new tab page when this one shows one).
+    local before = conversations.in_tab()
+    M.new({ worktree = true })
+    if conversations.in_tab() == before then
+      return -- not made (max_conversations): said
+    end
+  else
+    M.open({ focus = false })
+  end
+  local conversation = conversations.in_tab()
+  if not conversation then
+    return
+  end
+  conversations.acting(
+    conversation.id,
+    require("agent.rpc").acp,
     name,
     configured and configured.cmd,
     configured and configured.env,

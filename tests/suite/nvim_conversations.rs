@@ -867,3 +867,39 @@ async fn a_background_conversations_queued_prompt_stays_in_its_tab_and_showing_o
     );
     nvim.wait_for_line(FIRST, "Second.").await;
 }
+
+#[tokio::test]
+async fn an_acp_agent_with_worktree_true_works_in_a_worktree_of_its_own() {
+    use agent_nvim_fixtures::user_repo::git;
+    let workspace = tempfile::tempdir().unwrap();
+    let main = workspace.path().canonicalize().unwrap();
+    std::fs::write(main.join("a.txt"), "alpha\n").unwrap();
+    git(&main, &["init", "-q"]);
+    git(&main, &["add", "-A"]);
+    git(&main, &["commit", "-q", "-m", "one"]);
+    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
+    let nvim = Nvim::start_in(
+        Options {
+            ui: Some((120, 40)),
+            env: vec![("ANTHROPIC_API_KEY".into(), "unused".into())],
+            setup: crate::support::nvim::setup_lua(&format!(
+                "acp = {{ agents = {{ test = {{ cmd = {{ '{agent}' }}, worktree = true }} }} }}"
+            )),
+        },
+        workspace,
+        tempfile::tempdir().unwrap(),
+    )
+    .await;
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_line(FIRST, "connected to test (ACP)").await;
+    let root = nvim
+        .lua("return require('agent.chat.status').current.workspace", vec![])
+        .await;
+    let root = std::path::PathBuf::from(root.as_str().unwrap());
+    assert!(root.to_string_lossy().contains("worktrees/"), "{root:?}");
+    // The agent's own writes land in its worktree, never in the main tree.
+    nvim.cmd("Agent write").await;
+    nvim.wait_for_line(FIRST, "inside: written").await;
+    assert!(root.join("written-by-agent.txt").exists());
+    assert!(!main.join("written-by-agent.txt").exists());
+}
