@@ -204,7 +204,10 @@ fn children(pid: u32) -> Vec<u32> {
     if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
         for task in tasks.flatten() {
             if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
-                out.extend(list.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+                out.extend(
+                    list.split_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok()),
+                );
             }
         }
     }
@@ -288,7 +291,10 @@ async fn switch_to_a_big_chat() {
     // screen is sampled every millisecond.
     let shown = |nvim: &Nvim, at: Instant| {
         let screen = nvim.screen();
-        assert!(at.elapsed() < Duration::from_secs(20), "never shown:\n{screen}");
+        assert!(
+            at.elapsed() < Duration::from_secs(20),
+            "never shown:\n{screen}"
+        );
         screen.contains("ZZ LAST QUESTION ZZ")
     };
     let mut to_tab = Vec::new();

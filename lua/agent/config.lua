@@ -25,6 +25,7 @@ local H = {}
 ---@field max_turns integer
 ---@field max_conversations integer how many conversations may be open at once
 ---@field worktree_dir? string where :Agent new --worktree makes worktrees
+---@field tabline boolean name conversations in the tab labels while several are open
 ---@field max_cost? number the most a conversation may cost, in dollars (by the model table's prices)
 ---@field pass_env string[]
 ---@field max_edit_mb integer
@@ -64,6 +65,7 @@ H.defaults = {
   -- shell = nil,         -- shell for run_bash; nil: bash when on PATH, else /bin/sh
   max_turns = 40, -- cap on model calls for one prompt
   max_conversations = 8, -- how many conversations may be open at once (:help agent-conversations)
+  tabline = true, -- while several are open, name them in the tab labels (unless 'tabline' is set)
   -- worktree_dir = nil,  -- where :Agent new --worktree makes worktrees; nil: stdpath("state")/agent/worktrees
   -- max_cost = nil,      -- the most a conversation may cost, in dollars by the model table's
   --                         prices (:help agent-cost); nil: no limit
@@ -362,6 +364,7 @@ H.schema = {
   max_turns = positive_integer,
   max_conversations = positive_integer,
   worktree_dir = optional_string,
+  tabline = boolean,
   max_cost = optional_positive_number,
   pass_env = H.name_list,
   max_edit_mb = positive_integer,

@@ -385,8 +385,9 @@ function H.redraw()
   end
 end
 
--- The name changed: the chat's winbar says it.
+-- The name changed: the chat's winbar and the tab labels say it.
 function H.named(conversation)
+  pcall(vim.cmd.redrawtabline)
   M.acting(conversation.id, function()
     local chat = conversation.chat
     if chat.named then

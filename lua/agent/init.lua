@@ -813,7 +813,8 @@ function M.acp(name)
     local before = conversations.in_tab()
     M.new({ worktree = true })
     if conversations.in_tab() == before then
-      return -- not made (max_conversations): said
+      -- Not made (past max_conversations): said.
+      return
     end
   else
     M.open({ focus = false })
@@ -953,6 +954,8 @@ function H.ensure_init()
   end
   H.initialized = true
   local conversations = require("agent.conversations")
+  -- The tab labels name the conversations while several are open.
+  conversations.on_changed(require("agent.tabline").update)
   conversations.on_made(function(conversation)
     local id = conversation.id
     local function acting(fn)

@@ -220,9 +220,14 @@ async fn a_name_a_close_and_the_limit_on_open_conversations() {
     );
     assert_eq!(tab_buffers(&nvim).await.len(), 2);
     // :Agent name renames the current tab page's; with two open, the winbar says whose chat
-    // it is.
+    // it is, and the tab labels name both.
     nvim.cmd("Agent name docs").await;
-    nvim.wait_for_screen("[docs] idle").await;
+    let screen = nvim.wait_for_screen("[docs] idle").await;
+    let labels = screen.lines().next().unwrap();
+    assert!(
+        labels.contains(" 1 agent: first prompt ") && labels.contains(" 2 agent: docs"),
+        "{labels}"
+    );
     let names = nvim
         .lua(
             "return vim.tbl_map(function(r) return r.name end, require('agent').conversations())",
@@ -243,6 +248,11 @@ async fn a_name_a_close_and_the_limit_on_open_conversations() {
         .lua("return #require('agent').conversations()", vec![])
         .await;
     assert_eq!(left.as_i64(), Some(1));
+    // One left: Neovim's own tab labels again.
+    assert_eq!(
+        nvim.lua("return vim.o.tabline", vec![]).await.as_str(),
+        Some("")
+    );
     // One fewer open: a new one may be made again.
     nvim.cmd("Agent new").await;
     assert_eq!(tab_buffers(&nvim).await.len(), 2);
@@ -893,7 +903,10 @@ async fn an_acp_agent_with_worktree_true_works_in_a_worktree_of_its_own() {
     nvim.cmd("Agent acp test").await;
     nvim.wait_for_line(FIRST, "connected to test (ACP)").await;
     let root = nvim
-        .lua("return require('agent.chat.status').current.workspace", vec![])
+        .lua(
+            "return require('agent.chat.status').current.workspace",
+            vec![],
+        )
         .await;
     let root = std::path::PathBuf::from(root.as_str().unwrap());
     assert!(root.to_string_lossy().contains("worktrees/"), "{root:?}");
