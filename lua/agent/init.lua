@@ -208,6 +208,8 @@ end
 ---@field state string what its chat's winbar says: "idle", "writing", "running `cargo test` 4s", "waiting for approval"...
 ---@field busy boolean a prompt is being worked on
 ---@field waiting boolean one of its questions waits for an answer
+---@field age? string how long ago it was started (`4 min ago`, as the backend words ages; nil
+--- before the backend runs)
 ---@field since string when it was started (`14:05`; with the date when not today)
 ---@field cost? number what it has cost in dollars; nil when a price is unknown
 ---@field shown boolean its tab page shows it
@@ -219,6 +221,7 @@ function M.conversations()
   local conversations = require("agent.conversations")
   local here = conversations.in_tab()
   local today = os.date("%Y-%m-%d")
+  local ages = require("agent.rpc").ages()
   return vim.tbl_map(function(conversation)
     local status = conversations.acting(conversation.id, function()
       return require("agent.chat").status()
@@ -231,6 +234,7 @@ function M.conversations()
       state = status.text,
       busy = conversations.acting(conversation.id, require("agent.chat").busy),
       waiting = status.state == "approval" or H.question_of(conversation.id),
+      age = ages[conversation.id],
       since = os.date("%Y-%m-%d", conversation.created) == today and os.date("%H:%M", conversation.created)
         or os.date("%Y-%m-%d %H:%M", conversation.created),
       cost = status.cost,

@@ -41,13 +41,15 @@ function M.model(api)
 end
 
 --- One conversation as :Agent list shows it: `fix tests · built-in · running cargo test 4s ·
---- since 14:05 · $0.42`, marked `(here)` when it is the current tab page's.
+--- 4 min ago · $0.42` (`since 14:05` before the backend runs), marked `(here)` when it is the
+--- current tab page's.
 ---@param row agent.ConversationRow
 ---@return string
 function M.conversation_row(row)
-  local parts = { row.name, row.agent, row.waiting and "waiting for approval" or row.state, "since " .. row.since }
+  local parts =
+    { row.name, row.agent, row.waiting and "waiting for approval" or row.state, row.age or ("since " .. row.since) }
   if row.cost then
-    parts[#parts + 1] = ("$%.2f"):format(row.cost)
+    parts[#parts + 1] = require("agent.chat.status").dollars(row.cost)
   end
   local line = table.concat(parts, " · ")
   return row.current and (line .. "  (here)") or line
@@ -67,7 +69,8 @@ function M.conversations(api)
     total = total + (row.cost or 0)
     priced = priced and row.cost ~= nil
   end
-  local sum = priced and ("$%.2f in all"):format(total) or ("$%.2f in all, without the unpriced"):format(total)
+  local dollars = require("agent.chat.status").dollars(total)
+  local sum = priced and (dollars .. " in all") or (dollars .. " in all, without the unpriced")
   vim.ui.select(rows, {
     prompt = ("agent: %d conversation%s · %s"):format(#rows, #rows == 1 and "" or "s", sum),
     kind = "agent.conversations",

@@ -101,6 +101,8 @@ async fn two_conversations_in_two_tabs_run_at_once_each_in_its_own_chat() {
         .as_str(),
         Some("agent: input 2")
     );
+    // This conversation's model only.
+    nvim.cmd("Agent model claude-opus-4-5").await;
     nvim.cmd("Agent write the docs").await;
     let second = nvim.wait_for_line(SECOND, "Docs written.").await;
     // Each chat shows its own conversation only.
@@ -135,18 +137,19 @@ async fn two_conversations_in_two_tabs_run_at_once_each_in_its_own_chat() {
         .collect();
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert!(
-        rows[0].starts_with("fix the tests · built-in · waiting for approval · since "),
+        rows[0] == "fix the tests · built-in · waiting for approval · just now · <$0.01",
         "{rows:?}"
     );
     assert!(
-        rows[1].starts_with("write the docs · built-in · idle · since ")
-            && rows[1].ends_with("  (here)"),
+        rows[1] == "write the docs · built-in · idle · just now · <$0.01  (here)",
         "{rows:?}"
     );
     // :Agent list lists both, with what they cost in all; choosing the first goes to its tab
     // page, where its question names it. Answered there, it goes on, in its own chat.
     nvim.api.input("<Esc>:Agent list<CR>").await.unwrap();
-    let list = nvim.wait_for_screen("2 conversations · $").await;
+    let list = nvim
+        .wait_for_screen("2 conversations · <$0.01 in all")
+        .await;
     assert!(
         list.contains("1: fix the tests · built-in · waiting for approval")
             && list.contains("2: write the docs · built-in · idle"),
@@ -175,6 +178,15 @@ async fn two_conversations_in_two_tabs_run_at_once_each_in_its_own_chat() {
     // history, not the second's.
     let requests = mock.requests();
     assert_eq!(requests.len(), 3);
+    let models: Vec<&str> = requests
+        .iter()
+        .map(|r| r.body["model"].as_str().unwrap())
+        .collect();
+    assert_eq!(models[1], "claude-opus-4-5");
+    assert!(
+        models[0] == models[2] && models[0] != models[1],
+        "{models:?}"
+    );
     let second = requests[1].body.to_string();
     assert!(
         second.contains("write the docs")
@@ -774,7 +786,7 @@ async fn a_worktree_conversation_writes_only_in_its_worktree_and_merges_into_the
     // Removed (what it holds was merged: nothing to ask): its directory goes, its branch stays,
     // and so does the conversation.
     nvim.cmd("Agent worktree remove").await;
-    assert!(!dir.exists());
+    assert!(!dir.exists(), "{}", nvim.messages().await);
     assert!(git(&main, &["branch", "--list", "agent/fix"]).contains("agent/fix"));
     assert_eq!(
         nvim.lua("return #require('agent').conversations()", vec![])

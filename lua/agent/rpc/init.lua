@@ -220,6 +220,21 @@ function M.worktree(arg)
   return wire.request(wire.request_name.WORKTREE, arg)
 end
 
+--- Every live conversation's age, as the backend words it: `{ [number] = "4 min ago" }`;
+--- empty when no backend runs.
+---@return table<integer, string>
+function M.ages()
+  local ages = {}
+  if not job.running() then
+    return ages
+  end
+  local listed = wire.request(wire.request_name.CONVERSATIONS)
+  for _, row in ipairs(type(listed) == "table" and listed or {}) do
+    ages[row.conversation] = row.age
+  end
+  return ages
+end
+
 --- Compacts the conversation now (`:Agent compact`): a `compacted` event or an error, then `idle`.
 function M.compact()
   wire.notify(wire.method.COMPACT)

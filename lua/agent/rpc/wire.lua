@@ -4,7 +4,8 @@
 --- notifications, so Neovim never waits on the backend; their names and shapes are declared in
 --- src/front/nvim/protocol.rs (`method`, and the struct each one carries). Every message but
 --- `decide` and `proposal` (whose question knows its conversation) carries `conversation`: the
---- number of the conversation acted for (lua/agent/conversations.lua), added here.
+--- number of the conversation acted for (lua/agent/conversations.lua), added here (nor
+--- `conversations`, which asks about them all).
 
 local M = {}
 local H = {}
@@ -37,6 +38,7 @@ M.request_name = {
   MODELS = "models",
   ATTACH = "attach",
   WORKTREE = "worktree",
+  CONVERSATIONS = "conversations",
 }
 
 --- For tests: when a table, each notification sent is also appended to it as
@@ -81,7 +83,7 @@ function M.request(method, arg)
   if not H.channel then
     return nil, "agent: the backend is not running"
   end
-  arg = H.addressed(method ~= M.request_name.PROPOSAL, arg)
+  arg = H.addressed(method ~= M.request_name.PROPOSAL and method ~= M.request_name.CONVERSATIONS, arg)
   local ok, answer = H.call(vim.rpcrequest, method, arg)
   if not ok then
     -- Neovim puts `Error invoking 'changes' on channel 3 (...):` before the backend's message.

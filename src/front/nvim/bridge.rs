@@ -104,6 +104,26 @@ impl Bridge {
         }
     }
 
+    /// `conversations`: every live conversation's age.
+    fn ages(&self) -> Value {
+        let now = crate::display::now();
+        Value::Array(
+            self.slots
+                .all()
+                .iter()
+                .map(|slot| {
+                    Value::Map(vec![
+                        (Value::from("conversation"), Value::from(slot.id)),
+                        (
+                            Value::from("age"),
+                            Value::from(crate::display::age_at(slot.started, now)),
+                        ),
+                    ])
+                })
+                .collect(),
+        )
+    }
+
     /// `close`: conversation `to`'s turn stopped, its agent ended, and its slot let go.
     fn close(&self, to: u64) {
         let Some(slot) = self.slots.close(to) else {
@@ -181,6 +201,7 @@ impl Handler for Bridge {
         match name.as_str() {
             protocol::request::VERSION => Ok(Value::from(env!("CARGO_PKG_VERSION"))),
             protocol::request::PROPOSAL => self.proposal(&args),
+            protocol::request::CONVERSATIONS => Ok(self.ages()),
             _ => match self.target(addressed_to(&args)) {
                 Some(target) => target.request(&name, args, nvim).await,
                 None => Err(Value::from(NOT_STARTED)),

@@ -194,6 +194,9 @@ pub mod request {
     /// Neovim, are named); `remove` deletes it (its branch stays) and answers `{removed =
     /// true}`, or `{unmerged = N}` without `force` when it holds changes not merged.
     pub const WORKTREE: &str = "worktree";
+    /// No argument; answers every live conversation's age, as `:Agent list` shows it: an array
+    /// of `{conversation, age}` (`4 min ago`, worded as every age is, [`crate::display::age_at`]).
+    pub const CONVERSATIONS: &str = "conversations";
 }
 
 /// `files`: what to match.

@@ -135,6 +135,8 @@ pub(super) struct Session {
 pub(super) struct Slot {
     /// The number Lua gave the conversation.
     pub(super) id: u64,
+    /// When it was started, in seconds since the epoch (its age in `:Agent list`).
+    pub(super) started: u64,
     /// The way to Lua.
     pub(super) ui: Ui,
     pub(super) session: Mutex<Option<Session>>,
@@ -160,6 +162,7 @@ impl Slot {
     pub(super) fn new(id: u64, ui: Ui, shutdown: CancellationToken) -> Self {
         Slot {
             id,
+            started: crate::display::now(),
             ui,
             session: Mutex::new(None),
             conversation: Mutex::new(None),
