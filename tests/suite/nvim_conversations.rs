@@ -928,3 +928,57 @@ async fn an_acp_agent_with_worktree_true_works_in_a_worktree_of_its_own() {
     assert!(root.join("written-by-agent.txt").exists());
     assert!(!main.join("written-by-agent.txt").exists());
 }
+
+#[tokio::test]
+async fn always_in_this_project_given_in_the_main_tree_is_not_given_in_a_worktree() {
+    use agent_nvim_fixtures::user_repo::git;
+    let workspace = tempfile::tempdir().unwrap();
+    let main = workspace.path().canonicalize().unwrap();
+    std::fs::write(main.join("a.txt"), "alpha\n").unwrap();
+    git(&main, &["init", "-q"]);
+    git(&main, &["add", "-A"]);
+    git(&main, &["commit", "-q", "-m", "one"]);
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            command("echo same"),
+            text("Main done."),
+            command("echo same"),
+            text("Worktree refused."),
+        ],
+    );
+    let nvim = Nvim::start_in(
+        Options {
+            ui: Some((120, 40)),
+            ..mock_options(&mock, "")
+        },
+        workspace,
+        tempfile::tempdir().unwrap(),
+    )
+    .await;
+    let answer = |keys: &'static str| {
+        let nvim = &nvim;
+        async move {
+            nvim.cmd("Agent approve").await;
+            nvim.wait_for(
+                "require('agent.approval').waiting() ~= nil and require('agent.approval').waiting().armed",
+            )
+            .await;
+            nvim.api.input(keys).await.unwrap();
+        }
+    };
+    // In the main tree: `echo same` always allowed in this project (a lasting grant: twice).
+    nvim.cmd("Agent run it").await;
+    nvim.wait_for("require('agent.approval').pending() == 1")
+        .await;
+    answer("aa").await;
+    nvim.wait_for_line(FIRST, "Main done.").await;
+    // In a worktree of it: the same command is asked about again.
+    nvim.cmd("Agent new --worktree agent/other").await;
+    nvim.cmd("Agent run it there").await;
+    nvim.wait_for("require('agent.approval').pending() == 1")
+        .await;
+    nvim.wait_for_screen("[run it there] echo same").await;
+    answer("4").await;
+    nvim.wait_for_line(SECOND, "Worktree refused.").await;
+}
