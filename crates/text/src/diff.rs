@@ -1,4 +1,6 @@
-//! Unified diffs for approval previews (edit_file, ACP diffs), computed with `similar`.
+//! Unified diffs for approval previews (edit_file, ACP diffs), computed with `similar`, and
+//! their hunks: what each `@@` section replaces, so a person can keep some and drop the others
+//! ([`apply`]).
 //!
 //! Only the changed region is diffed: the common head and tail are skipped by comparing bytes, so
 //! a one-line change in a 50 MB file costs two memcmp passes and a newline count, not a line diff
@@ -12,12 +14,47 @@ const CONTEXT: usize = 3;
 /// How long the search for the smallest diff may take.
 const DIFF_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(20);
 
+/// One hunk of a change, as the byte ranges of the two texts it covers: `old` in the text before
+/// is replaced by `new` in the text after. Only the changed lines, not the context. The hunks of
+/// a diff are the `@@` sections of its [`unified`] form (changes within six lines of each other
+/// are one hunk), in order, from the same computation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hunk {
+    pub old: std::ops::Range<usize>,
+    pub new: std::ops::Range<usize>,
+}
+
+/// `before` with only the hunks `keep` says yes to (by their place, from 0) applied: what a
+/// person who dropped the others gets. `hunks` are those of `before` -> `after`
+/// ([`unified_hunks`]); all kept is `after`, none is `before`.
+pub fn apply(before: &str, after: &str, hunks: &[Hunk], keep: impl Fn(usize) -> bool) -> String {
+    let mut out = String::with_capacity(after.len().max(before.len()));
+    let mut at = 0;
+    for (i, hunk) in hunks.iter().enumerate() {
+        out.push_str(&before[at..hunk.old.start]);
+        if keep(i) {
+            out.push_str(&after[hunk.new.clone()]);
+        } else {
+            out.push_str(&before[hunk.old.clone()]);
+        }
+        at = hunk.old.end;
+    }
+    out.push_str(&before[at..]);
+    out
+}
+
 /// A unified diff of `before` -> `after` with `a/{rel}` and `b/{rel}` headers; `before` None means
 /// the file is being created (`--- /dev/null`). Empty when nothing differs.
 pub fn unified(rel: &str, before: Option<&str>, after: &str) -> String {
+    unified_hunks(rel, before, after).0
+}
+
+/// [`unified`], and its hunks (byte ranges of `before` and `after`), from one computation: the
+/// i-th hunk is the i-th `@@` section.
+pub fn unified_hunks(rel: &str, before: Option<&str>, after: &str) -> (String, Vec<Hunk>) {
     let old = before.unwrap_or("");
     if before.is_some() && old == after {
-        return String::new();
+        return (String::new(), Vec::new());
     }
     let head = common_prefix(old.as_bytes(), after.as_bytes());
     let tail = common_suffix(old.as_bytes(), after.as_bytes(), head);
@@ -42,6 +79,7 @@ pub fn unified(rel: &str, before: Option<&str>, after: &str) -> String {
         header,
         rel,
         offset,
+        start,
         &old[start..old_end],
         &after[start..new_end],
     )
@@ -70,14 +108,34 @@ pub fn replacement(rel: &str, before: &[u8], at: usize, old_len: usize, new: &st
         format!("--- a/{rel}\n"),
         rel,
         offset,
+        start,
         &old_window,
         &new_window,
     )
+    .0
 }
 
 /// The headers and hunks for two windows that start at line `offset` of their files.
-fn render(header: String, rel: &str, offset: usize, old_window: &str, new_window: &str) -> String {
+fn render(
+    header: String,
+    rel: &str,
+    offset: usize,
+    base: usize,
+    old_window: &str,
+    new_window: &str,
+) -> (String, Vec<Hunk>) {
     let mut out = header;
+    let mut hunks = Vec::new();
+    // Where each line of the two windows starts (and where the last ends), in bytes.
+    let starts = |window: &str| -> Vec<usize> {
+        let mut at = vec![0];
+        at.extend(memchr::memchr_iter(b'\n', window.as_bytes()).map(|i| i + 1));
+        if at.last() != Some(&window.len()) {
+            at.push(window.len());
+        }
+        at
+    };
+    let (old_lines, new_lines) = (starts(old_window), starts(new_window));
     out.push_str(&format!("+++ b/{rel}\n"));
     // Past the deadline similar stops looking for the smallest diff and returns a correct, larger
     // one: a preview must not take seconds when every line of a big file changed.
@@ -90,6 +148,18 @@ fn render(header: String, rel: &str, offset: usize, old_window: &str, new_window
         };
         let old_range = first.old_range().start..last.old_range().end;
         let new_range = first.new_range().start..last.new_range().end;
+        // The changed lines alone: from the first op that is not context to the last.
+        let changed: Vec<_> = group
+            .iter()
+            .filter(|op| op.tag() != similar::DiffTag::Equal)
+            .collect();
+        if let (Some(a), Some(b)) = (changed.first(), changed.last()) {
+            let byte = |lines: &[usize], line: usize| base + lines[line.min(lines.len() - 1)];
+            hunks.push(Hunk {
+                old: byte(&old_lines, a.old_range().start)..byte(&old_lines, b.old_range().end),
+                new: byte(&new_lines, a.new_range().start)..byte(&new_lines, b.new_range().end),
+            });
+        }
         out.push_str(&format!(
             "@@ -{} +{} @@\n",
             hunk_range(offset + old_range.start, old_range.len()),
@@ -111,7 +181,7 @@ fn render(header: String, rel: &str, offset: usize, old_window: &str, new_window
             }
         }
     }
-    out
+    (out, hunks)
 }
 
 /// `start,len` in unified-diff form: 1-based, and for an empty range the line before it.
@@ -194,6 +264,96 @@ fn forward_lines(text: &[u8], mut at: usize, n: usize) -> usize {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_hunk_is_one_at_at_section_and_any_of_them_can_be_kept_alone() {
+        let before: String = (1..=40).map(|i| format!("{i}\n")).collect();
+        // Three changes: two within six lines of each other (one hunk), one far off.
+        let after = before
+            .replace("\n5\n", "\nfive\n")
+            .replace("\n9\n", "\n9\nnine and a half\n")
+            .replace("\n30\n", "\n");
+        let (diff, hunks) = unified_hunks("n", Some(&before), &after);
+        assert_eq!(
+            diff.matches("\n@@ ").count() + usize::from(diff.starts_with("@@")),
+            2
+        );
+        assert_eq!(hunks.len(), 2);
+        assert_eq!(&before[hunks[0].old.clone()], "5\n6\n7\n8\n9\n");
+        assert_eq!(
+            &after[hunks[0].new.clone()],
+            "five\n6\n7\n8\n9\nnine and a half\n"
+        );
+        assert_eq!(&before[hunks[1].old.clone()], "30\n");
+        assert_eq!(&after[hunks[1].new.clone()], "");
+        assert_eq!(apply(&before, &after, &hunks, |_| true), after);
+        assert_eq!(apply(&before, &after, &hunks, |_| false), before);
+        let first_only = apply(&before, &after, &hunks, |i| i == 0);
+        assert!(first_only.contains("\nfive\n") && first_only.contains("\n30\n"));
+        let second_only = apply(&before, &after, &hunks, |i| i == 1);
+        assert!(second_only.contains("\n5\n") && !second_only.contains("\n30\n"));
+        // A create is one hunk of the whole text; a file without a final newline keeps its end.
+        let (_, created) = unified_hunks("c", None, "a\nb\n");
+        assert_eq!(
+            created,
+            [Hunk {
+                old: 0..0,
+                new: 0..4
+            }]
+        );
+        let (_, tail) = unified_hunks("t", Some("a\nb"), "a\nc");
+        assert_eq!(apply("a\nb", "a\nc", &tail, |_| true), "a\nc");
+        assert_eq!(apply("a\nb", "a\nc", &tail, |_| false), "a\nb");
+    }
+
+    proptest::proptest! {
+        /// Whatever the texts: as many hunks as `@@` sections, in order, holding every
+        /// difference; all kept gives the text after, none the text before, and some kept leave
+        /// no more to take than were dropped.
+        #[test]
+        fn hunks_applied_give_back_the_texts(
+            lines in proptest::collection::vec(0u8..6, 0..40),
+            edits in proptest::collection::vec((0usize..40, 0u8..3, 0u8..6), 0..6),
+            keep in proptest::collection::vec(proptest::bool::ANY, 0..8),
+        ) {
+            let before: String = lines.iter().map(|n| format!("line {n}\n")).collect();
+            let mut after_lines: Vec<String> = lines.iter().map(|n| format!("line {n}\n")).collect();
+            for (at, kind, n) in edits {
+                let at = at.min(after_lines.len());
+                match kind {
+                    0 => after_lines.insert(at, format!("new {n}\n")),
+                    1 if at < after_lines.len() => { after_lines.remove(at); }
+                    _ if at < after_lines.len() => after_lines[at] = format!("changed {n}\n"),
+                    _ => after_lines.push(format!("end {n}\n")),
+                }
+            }
+            let after: String = after_lines.concat();
+            let (diff, hunks) = unified_hunks("p", Some(&before), &after);
+            proptest::prop_assert_eq!(diff.lines().filter(|l| l.starts_with("@@ ")).count(), hunks.len());
+            proptest::prop_assert_eq!(apply(&before, &after, &hunks, |_| true), after.clone());
+            proptest::prop_assert_eq!(apply(&before, &after, &hunks, |_| false), before.clone());
+            // Between the hunks (and before the first, after the last) the two texts are the
+            // same: the hunks hold every difference, so any choice of them is well defined.
+            let (mut old_at, mut new_at) = (0, 0);
+            for hunk in &hunks {
+                proptest::prop_assert_eq!(&before[old_at..hunk.old.start], &after[new_at..hunk.new.start]);
+                old_at = hunk.old.end;
+                new_at = hunk.new.end;
+            }
+            proptest::prop_assert_eq!(&before[old_at..], &after[new_at..]);
+            // Some kept: each kept hunk's text is there, in order, and no more hunks are left
+            // from the result to the text after than were dropped.
+            let kept = |i: usize| keep.get(i).copied().unwrap_or(false);
+            let some = apply(&before, &after, &hunks, kept);
+            let dropped = (0..hunks.len()).filter(|i| !kept(*i)).count();
+            let (_, left) = unified_hunks("p", Some(&some), &after);
+            proptest::prop_assert!(left.len() <= dropped, "{} left, {} dropped", left.len(), dropped);
+            for pair in hunks.windows(2) {
+                proptest::prop_assert!(pair[0].old.end <= pair[1].old.start);
+                proptest::prop_assert!(pair[0].new.end <= pair[1].new.start);
+            }
+        }
+    }
 
     #[test]
     fn a_replacement_diffs_as_the_whole_texts_would() {
