@@ -578,8 +578,14 @@ function H.show_next(focus, from)
     focused = false,
     armed = false,
     avoid = avoid,
+    -- A diff's hunks (their first and last rows in the preview), the one the hunk keys work on,
+    -- and those the person dropped (by place, from 1).
+    hunks = req.preview.kind == "diff" and H.hunk_rows(preview) or {},
+    hunk = 1,
+    dropped = {},
   }
   H.open = open
+  H.draw_hunks()
   H.set_title()
   H.set_footer()
   H.map_keys(choices_buf)
@@ -695,6 +701,10 @@ function H.set_title()
   if asking and #conversations.all() > 1 then
     title = ("[%s] %s"):format(conversations.label(asking), title)
   end
+  local dropped = H.dropped_list(open)
+  if #dropped > 0 then
+    title = ("%s · %d of %d hunks"):format(title, #open.hunks - #dropped, #open.hunks)
+  end
   title = " " .. title .. " "
   if #H.queue > 1 then
     title = title .. ("1/%d "):format(#H.queue)
@@ -805,6 +815,19 @@ function H.map_keys(buf)
     "pick the highlighted choice"
   )
   map(keys.hide, armed(H.hide), "hide the question without answering it (:Agent approve shows it again)")
+  if #H.open.hunks > 0 then
+    map(keys.next_hunk, function()
+      H.move_hunk(1)
+    end, "the next hunk of the diff")
+    map(keys.prev_hunk, function()
+      H.move_hunk(-1)
+    end, "the previous hunk of the diff")
+    map(
+      keys.drop_hunk,
+      armed(H.toggle_hunk),
+      "drop the hunk (or keep it again): allowing once writes only the hunks kept"
+    )
+  end
   map(keys.scroll_down, function()
     H.scroll(1)
   end, "scroll the preview down")
@@ -970,6 +993,13 @@ function H.pick(choice)
     return
   end
   open.confirming = nil
+  if #H.dropped_list(open) > 0 and choice.decision ~= "allow_once" and choice.decision ~= "refuse" then
+    vim.notify(
+      "agent: with hunks dropped, only allowing once writes the ones kept; keep them all again to choose this",
+      vim.log.levels.WARN
+    )
+    return
+  end
   if choice.edit then
     return H.edit(choice)
   end
@@ -1042,7 +1072,14 @@ function H.finish(decision, reason, option)
   end
   table.remove(H.queue, 1)
   H.close()
-  open.item.on_decide(decision, reason, option)
+  local dropped = H.dropped_list(open)
+  local hunks = decision == "allow_once"
+      and #dropped > 0
+      and { dropped = vim.tbl_map(function(i)
+        return i - 1
+      end, dropped), count = #open.hunks }
+    or nil
+  open.item.on_decide(decision, reason, option, nil, hunks)
   if #H.queue > 0 then
     -- After the mode given back to the origin took effect (a startinsert waits for the end
     -- of this key's handling): the next question then sees the person where they were.
@@ -1098,6 +1135,93 @@ function H.return_to(origin, mode)
       vim.cmd.startinsert({ bang = past_end })
     end
   end
+end
+
+-- Hunks ---------------------------------------------------------------------------------------
+
+-- The rows (from 1) each `@@` section of a diff's preview lines spans.
+function H.hunk_rows(lines)
+  local hunks = {}
+  for row, line in ipairs(lines) do
+    if line:sub(1, 3) == "@@ " then
+      if hunks[#hunks] then
+        hunks[#hunks].last = row - 1
+      end
+      hunks[#hunks + 1] = { first = row, last = #lines }
+    end
+  end
+  return hunks
+end
+
+-- The places (from 1) of the hunks dropped, in order.
+function H.dropped_list(open)
+  local list = {}
+  for i = 1, #(open and open.hunks or {}) do
+    if open.dropped[i] then
+      list[#list + 1] = i
+    end
+  end
+  return list
+end
+
+H.ns_hunks = vim.api.nvim_create_namespace("agent.approval.hunks")
+
+-- Marks the hunk the keys work on (`▶` before its `@@` line) and dims the dropped ones, each
+-- `@@` line saying so.
+function H.draw_hunks()
+  local open = H.open
+  if not (open and #open.hunks > 0 and vim.api.nvim_buf_is_valid(open.preview_buf)) then
+    return
+  end
+  vim.api.nvim_buf_clear_namespace(open.preview_buf, H.ns_hunks, 0, -1)
+  for i, hunk in ipairs(open.hunks) do
+    local marks = {}
+    if #open.hunks > 1 or open.dropped[i] then
+      marks[#marks + 1] = { i == open.hunk and " ◀ hunk keys" or "", "AgentApprovalKey" }
+    end
+    if open.dropped[i] then
+      marks[#marks + 1] = { " dropped", "AgentDiffDropped" }
+      for row = hunk.first + 1, hunk.last do
+        vim.api.nvim_buf_set_extmark(open.preview_buf, H.ns_hunks, row - 1, 0, {
+          line_hl_group = "AgentDiffDropped",
+          priority = 300,
+        })
+      end
+    end
+    if #marks > 0 then
+      vim.api.nvim_buf_set_extmark(open.preview_buf, H.ns_hunks, hunk.first - 1, 0, {
+        virt_text = marks,
+        virt_text_pos = "eol",
+      })
+    end
+  end
+end
+
+-- Moves the hunk keys to the next (1) or previous (-1) hunk, and shows it.
+function H.move_hunk(step)
+  local open = H.open
+  if not open or #open.hunks == 0 then
+    return
+  end
+  open.hunk = (open.hunk - 1 + step) % #open.hunks + 1
+  H.draw_hunks()
+  if vim.api.nvim_win_is_valid(open.preview_win) then
+    pcall(vim.api.nvim_win_set_cursor, open.preview_win, { open.hunks[open.hunk].first, 0 })
+    vim.api.nvim_win_call(open.preview_win, function()
+      vim.cmd("normal! zt")
+    end)
+  end
+end
+
+-- Drops the hunk the keys are on, or keeps it again.
+function H.toggle_hunk()
+  local open = H.open
+  if not open or #open.hunks == 0 then
+    return
+  end
+  open.dropped[open.hunk] = not open.dropped[open.hunk] or nil
+  H.draw_hunks()
+  H.set_title()
 end
 
 return M

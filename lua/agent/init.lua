@@ -889,6 +889,7 @@ H.highlights = {
   AgentDiffAdd = "DiffAdd", -- `+` lines in the approval preview
   AgentDiffDelete = "DiffDelete", -- `-` lines
   AgentDiffHeader = "DiffChange", -- `---`, `+++` and `@@` lines
+  AgentDiffDropped = "Comment", -- a hunk dropped in the approval preview (not written)
   AgentApprovalTitle = "FloatTitle", -- the picker's title (what is about to happen)
   AgentApprovalKey = "Special", -- the keys beside each choice
   AgentApprovalSelected = "PmenuSel", -- the highlighted choice

@@ -1019,3 +1019,47 @@ async fn two_blank_lines_in_an_edits_diff_are_two_blank_rows_in_the_preview() {
     );
     refuse_and_check_nothing_ran(&nvim).await;
 }
+
+#[tokio::test]
+async fn a_hunk_dropped_in_the_preview_is_not_written_and_the_model_is_told() {
+    let before: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+    // One edit whose diff has two hunks (line 2 and line 28, far apart).
+    let old = before.clone();
+    let new = before
+        .replace("line 2\n", "line TWO\n")
+        .replace("line 28\n", "line TWENTY-EIGHT\n");
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![call(
+                "t1",
+                "edit_file",
+                json!({"path": "a.txt", "old_str": old, "new_str": new}),
+            )]),
+            done("Edited."),
+        ],
+    );
+    let nvim = start(&mock).await;
+    nvim.write("a.txt", &before);
+    nvim.cmd("Agent edit both lines").await;
+    nvim.wait_for(
+        "require('agent.approval').waiting() ~= nil and require('agent.approval').waiting().armed",
+    )
+    .await;
+    // The hunk keys start on the first hunk; `]` goes to the second, `x` drops it.
+    nvim.api.input("]x").await.unwrap();
+    let screen = nvim.wait_for_screen("1 of 2 hunks").await;
+    assert!(screen.contains("dropped"), "{screen}");
+    nvim.api.input("1").await.unwrap();
+    nvim.wait_for_line(CHAT, "Edited.").await;
+    // Only the kept hunk is on disk; the model reads what the person left out.
+    assert_eq!(nvim.read("a.txt"), before.replace("line 2\n", "line TWO\n"));
+    let (said, ok) = tool_result(&mock, 1, "t1");
+    assert!(ok, "{said}");
+    assert!(
+        said.contains("The user changed your edit before it was written")
+            && said.contains("-line TWENTY-EIGHT")
+            && said.contains("+line 28"),
+        "{said}"
+    );
+}

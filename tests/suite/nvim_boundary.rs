@@ -554,6 +554,8 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
         id,
         decision,
         option: option.map(String::from),
+        dropped: None,
+        hunks: None,
     };
     assert_eq!(
         decides,

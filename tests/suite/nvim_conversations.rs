@@ -625,7 +625,15 @@ async fn a_rewind_in_one_conversation_names_another_ones_later_change_and_keeps_
     }
     assert_eq!(nvim.read("mine.txt"), "mine 0\n");
     assert_eq!(nvim.read("theirs.txt"), "theirs 1\n");
-    let messages = nvim.messages().await;
+    // Said once the rewind is done (the files are written just before).
+    let mut messages = String::new();
+    for _ in 0..100 {
+        messages = nvim.messages().await;
+        if messages.contains("1 file put back (1 kept as another conversation left it)") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert!(
         messages.contains("1 file put back (1 kept as another conversation left it)"),
         "{messages}"

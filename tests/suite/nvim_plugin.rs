@@ -465,6 +465,7 @@ async fn help_agent_finds_its_tags() {
         "agent-tools",
         "agent-approval",
         "agent-approval-keys",
+        "agent-approval-hunks",
         "agent-processes",
         "agent-acp",
         "agent-acp-terminals",

@@ -81,6 +81,11 @@ impl<A> Questions<A> {
         waiter
     }
 
+    /// The conversation that asked open question `id`.
+    pub fn owner(&self, id: u64) -> Option<u64> {
+        self.inner().open.get(&id).map(|waiter| waiter.owner)
+    }
+
     /// Drops every open question of conversation `owner`: each of its askers sees its question
     /// end unanswered; the ids dropped.
     pub fn clear(&self, owner: u64) -> Vec<u64> {

@@ -272,8 +272,18 @@ end
 ---@param reason? string with "refuse": passed to the model
 ---@param option? string the external agent's option id, when it offered its own (ACP)
 ---@param text? string with "edited": the person's version of the proposal
-function M.decide(id, decision, reason, option, text)
-  wire.notify(wire.method.DECIDE, { id = id, decision = decision, reason = reason, option = option, text = text })
+---@param hunks? { dropped: integer[], count: integer } with "allow_once" on a diff: the hunks
+--- the person dropped (from 0) and how many the preview showed; only the others are written
+function M.decide(id, decision, reason, option, text, hunks)
+  wire.notify(wire.method.DECIDE, {
+    id = id,
+    decision = decision,
+    reason = reason,
+    option = option,
+    text = text,
+    dropped = hunks and hunks.dropped,
+    hunks = hunks and hunks.count,
+  })
 end
 
 --- What the open approval `id` lets the person change ("Edit before allowing"): `{ kind = "file",
@@ -482,8 +492,8 @@ function H.dispatch(event)
         return -- closed meanwhile: its question ended with it
       end
       H.guarded(event, function()
-        require("agent.approval").ask(event, function(decision, reason, option, text)
-          M.decide(event.id, decision, reason, option, text)
+        require("agent.approval").ask(event, function(decision, reason, option, text, hunks)
+          M.decide(event.id, decision, reason, option, text, hunks)
         end, function()
           return M.proposal(event.id)
         end)

@@ -558,6 +558,8 @@ mod tests {
                     id,
                     decision: Decision::AllowOnce,
                     option: Some(answer.into()),
+                    dropped: None,
+                    hunks: None,
                 })
                 .await;
             assert_eq!(

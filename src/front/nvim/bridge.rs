@@ -63,6 +63,17 @@ impl Bridge {
     /// `decide`: the answer goes to whoever asked question `id`, and is recorded in the
     /// conversation that asked it, whichever chat is shown.
     pub(super) async fn decide(&self, decide: Decide) {
+        let decide = match self.kept_hunks(decide) {
+            Ok(decide) => decide,
+            // The picker has closed: never a silent yes, so the question is refused, saying why.
+            Err((owner, mut decide, message)) => {
+                self.ui().for_conversation(owner).error(message.clone());
+                decide.decision = Decision::Refuse {
+                    reason: Some(message),
+                };
+                decide
+            }
+        };
         // An unknown or late id is logged by the registry and ignored.
         if let Some(waiter) = self.ui().pending().take(decide.id) {
             // The chat and the saved conversation record that it was edited, not the person's
@@ -84,6 +95,44 @@ impl Bridge {
             self.ui().for_conversation(waiter.owner).send(decided);
             waiter.answer(decide);
         }
+    }
+
+    /// An allow-once with hunks dropped becomes the edit with only the others (the
+    /// person's version, as "Edit before allowing" gives it), from the question's proposal;
+    /// every hunk dropped is a refusal. Err (the asking conversation, the answer, why) when the
+    /// hunks are not the ones the preview showed, or the question offers none to drop.
+    #[allow(clippy::result_large_err)]
+    fn kept_hunks(&self, mut decide: Decide) -> std::result::Result<Decide, (u64, Decide, String)> {
+        let dropped = decide.dropped.take().unwrap_or_default();
+        if dropped.is_empty() {
+            return Ok(decide);
+        }
+        let owner = self.ui().pending().owner(decide.id).unwrap_or(1);
+        let refuse = |decide: Decide, why: &str| {
+            Err((owner, decide, format!("agent: nothing was written: {why}")))
+        };
+        if decide.decision != Decision::AllowOnce {
+            return refuse(decide, "hunks can be dropped only when allowing once");
+        }
+        let Some(super::ui::Editable::File { rel, now, proposed }) = self.ui().proposal(decide.id)
+        else {
+            return refuse(decide, "this request has no diff to drop hunks from");
+        };
+        let (_, hunks) = crate::diff::unified_hunks(&rel, now.as_deref(), &proposed);
+        if decide.hunks != Some(hunks.len()) || dropped.iter().any(|i| *i >= hunks.len()) {
+            return refuse(decide, "the hunks are not the ones the preview showed");
+        }
+        decide.decision = if dropped.len() == hunks.len() {
+            Decision::Refuse {
+                reason: Some("the person dropped every hunk of this edit".into()),
+            }
+        } else {
+            let before = now.as_deref().unwrap_or("");
+            Decision::Edited {
+                text: crate::diff::apply(before, &proposed, &hunks, |i| !dropped.contains(&i)),
+            }
+        };
+        Ok(decide)
     }
 
     /// `proposal`: what the open question `{id}` lets the person change.
@@ -479,6 +528,8 @@ mod tests {
                     reason: Some("not now".into()),
                 },
                 option: None,
+                dropped: None,
+                hunks: None,
             })
             .await;
         assert!(answer.await.is_ok());
@@ -579,6 +630,8 @@ mod tests {
                 id: questions[&2].0,
                 decision: Decision::AllowOnce,
                 option: Some("allowed".into()),
+                dropped: None,
+                hunks: None,
             })
             .await;
         let Addressed { to, event } = ui.recv().await.unwrap();
@@ -641,6 +694,62 @@ mod tests {
         assert!(bridge.slots.open(1).is_some(), "an open one is found again");
     }
 
+    #[tokio::test]
+    async fn allowing_once_with_a_hunk_dropped_writes_the_others_and_a_mismatch_is_refused() {
+        let bridge = Bridge::new(CancellationToken::new());
+        let mut ui = bridge.ui_rx.lock().await.take().unwrap();
+        let one = bridge.first();
+        let now: String = (1..=30).map(|i| format!("{i}\n")).collect();
+        let proposed = now.replace("\n2\n", "\ntwo\n").replace("\n28\n", "\nX\n");
+        // A question about that edit, offering it to change.
+        let ask = || {
+            let (id, answer) = one.slot.ui.open_question("edit_file");
+            let editable = super::super::ui::Editable::File {
+                rel: "n.txt".into(),
+                now: Some(now.clone().into()),
+                proposed: proposed.clone().into(),
+            };
+            let (_, forget) = one.slot.ui.offer(id, Some(editable));
+            std::mem::forget(forget);
+            (id, answer)
+        };
+        let (id, answer) = ask();
+        let decide = |dropped: Vec<usize>, hunks| Decide {
+            id,
+            decision: Decision::AllowOnce,
+            option: None,
+            dropped: Some(dropped),
+            hunks: Some(hunks),
+        };
+        // The second dropped: the edit is the first hunk alone.
+        bridge.decide(decide(vec![1], 2)).await;
+        let answered = answer.await.unwrap();
+        assert_eq!(
+            answered.decision,
+            Decision::Edited {
+                text: now.replace("\n2\n", "\ntwo\n")
+            }
+        );
+        // A preview that showed three hunks where there are two: never a silent yes, the
+        // question is refused, and the chat says why.
+        let (id, answer) = ask();
+        let _ = handed_on(&mut ui);
+        bridge
+            .decide(Decide {
+                id,
+                ..decide(vec![1], 3)
+            })
+            .await;
+        let said = "agent: nothing was written: the hunks are not the ones the preview showed";
+        assert_eq!(handed_on(&mut ui)[0], UiEvent::error(said));
+        assert_eq!(
+            answer.await.unwrap().decision,
+            Decision::Refuse {
+                reason: Some(said.into())
+            }
+        );
+    }
+
     #[test]
     pub(super) fn messages_from_lua_decode_from_msgpack_maps() {
         let start = Value::Map(vec![
@@ -672,6 +781,8 @@ mod tests {
                     reason: Some("not now".into())
                 },
                 option: None,
+                dropped: None,
+                hunks: None,
             }
         );
     }

@@ -546,6 +546,13 @@ pub struct Decide {
     /// For an external agent's own options (ACP): the id of the option picked.
     #[serde(default)]
     pub option: Option<String>,
+    /// With `allow_once` on a file's edit: the hunks of its diff the person dropped (their
+    /// places in the preview, from 0), and how many the preview showed. Only the others are
+    /// written, and the model is told what was left out.
+    #[serde(default)]
+    pub dropped: Option<Vec<usize>>,
+    #[serde(default)]
+    pub hunks: Option<usize>,
 }
 
 /// `resume`: which saved conversation to continue.
