@@ -308,8 +308,8 @@ mod tests {
 
     proptest::proptest! {
         /// Whatever the texts: as many hunks as `@@` sections, in order, holding every
-        /// difference; all kept gives the text after, none the text before, and some kept leave
-        /// no more to take than were dropped.
+        /// difference; all kept gives the text after, none the text before, one kept alone
+        /// changes only its own lines, and some kept change the length by what they change.
         #[test]
         fn hunks_applied_give_back_the_texts(
             lines in proptest::collection::vec(0u8..6, 0..40),
@@ -341,13 +341,24 @@ mod tests {
                 new_at = hunk.new.end;
             }
             proptest::prop_assert_eq!(&before[old_at..], &after[new_at..]);
-            // Some kept: each kept hunk's text is there, in order, and no more hunks are left
-            // from the result to the text after than were dropped.
+            // One kept alone: the text before, but that hunk's lines, which are the text after's.
+            for (i, hunk) in hunks.iter().enumerate() {
+                let one = apply(&before, &after, &hunks, |j| j == i);
+                let end = hunk.old.start + hunk.new.len();
+                proptest::prop_assert_eq!(&one[..hunk.old.start], &before[..hunk.old.start]);
+                proptest::prop_assert_eq!(&one[hunk.old.start..end], &after[hunk.new.clone()]);
+                proptest::prop_assert_eq!(&one[end..], &before[hunk.old.end..]);
+            }
+            // Some kept: as long as the text before and what the kept hunks add or take away.
             let kept = |i: usize| keep.get(i).copied().unwrap_or(false);
             let some = apply(&before, &after, &hunks, kept);
-            let dropped = (0..hunks.len()).filter(|i| !kept(*i)).count();
-            let (_, left) = unified_hunks("p", Some(&some), &after);
-            proptest::prop_assert!(left.len() <= dropped, "{} left, {} dropped", left.len(), dropped);
+            let grown: isize = hunks
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| kept(*i))
+                .map(|(_, h)| h.new.len() as isize - h.old.len() as isize)
+                .sum();
+            proptest::prop_assert_eq!(some.len() as isize, before.len() as isize + grown);
             for pair in hunks.windows(2) {
                 proptest::prop_assert!(pair[0].old.end <= pair[1].old.start);
                 proptest::prop_assert!(pair[0].new.end <= pair[1].new.start);
