@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use agent_nvim::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
-use agent_nvim::test_support::nvim::{setup_lua_for, Nvim, Options, Probe};
+use agent_nvim::test_support::nvim::{children, setup_lua_for, Nvim, Options, Probe};
 use rmpv::Value;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -196,22 +196,6 @@ fn rss_mb(pid: u32) -> f64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
-/// The processes `pid` started.
-fn children(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-        for task in tasks.flatten() {
-            if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
-                out.extend(
-                    list.split_whitespace()
-                        .filter_map(|p| p.parse::<u32>().ok()),
-                );
-            }
-        }
-    }
-    out
 }
 
 async fn eight_idle() {

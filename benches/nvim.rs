@@ -41,7 +41,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use agent_nvim::test_support::mock_llm::{MockLlm, Part, Reply, Wire};
-use agent_nvim::test_support::nvim::{self as nvim_support, setup_lua_for, Nvim, Options, Probe};
+use agent_nvim::test_support::nvim::{
+    self as nvim_support, children, setup_lua_for, Nvim, Options, Probe,
+};
 use rmpv::Value;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -390,22 +392,6 @@ fn cpu_secs(pid: u32) -> f64 {
     let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
     // SAFETY: sysconf has no preconditions.
     ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
-}
-
-/// The processes `pid` started (the backend is Neovim's only child here).
-fn children(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-        for task in tasks.flatten() {
-            if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
-                out.extend(
-                    list.split_whitespace()
-                        .filter_map(|p| p.parse::<u32>().ok()),
-                );
-            }
-        }
-    }
-    out
 }
 
 // 2. Plugin start-up cost ---------------------------------------------------------------------

@@ -38,6 +38,28 @@ async fn start(mock: &MockLlm) -> Nvim {
     .await
 }
 
+/// A workspace that is a git repository with one commit (`a.txt`), and its path.
+fn repository() -> (tempfile::TempDir, std::path::PathBuf) {
+    use agent_nvim_fixtures::user_repo::git;
+    let workspace = tempfile::tempdir().unwrap();
+    let main = workspace.path().canonicalize().unwrap();
+    std::fs::write(main.join("a.txt"), "alpha\n").unwrap();
+    git(&main, &["init", "-q"]);
+    git(&main, &["add", "-A"]);
+    git(&main, &["commit", "-q", "-m", "one"]);
+    (workspace, main)
+}
+
+/// Goes to the waiting question, waits until it takes keys, and types `keys`.
+async fn answer(nvim: &Nvim, keys: &str) {
+    nvim.cmd("Agent approve").await;
+    nvim.wait_for(
+        "require('agent.approval').waiting() ~= nil and require('agent.approval').waiting().armed",
+    )
+    .await;
+    nvim.api.input(keys).await.unwrap();
+}
+
 /// Each tab page's chat windows (their buffers' names), in order.
 async fn tab_buffers(nvim: &Nvim) -> Vec<String> {
     let value = nvim
@@ -439,22 +461,11 @@ async fn a_session_grant_given_in_one_conversation_is_not_given_in_another() {
         vec![],
     )
     .await;
-    let answer = |keys: &'static str| {
-        let nvim = &nvim;
-        async move {
-            nvim.cmd("Agent approve").await;
-            nvim.wait_for(
-                "require('agent.approval').waiting() ~= nil and require('agent.approval').waiting().armed",
-            )
-            .await;
-            nvim.api.input(keys).await.unwrap();
-        }
-    };
     // Conversation 1: `echo same` allowed for its session (a lasting grant: pressed twice).
     nvim.cmd("Agent run it").await;
     nvim.wait_for("require('agent.approval').pending() == 1")
         .await;
-    answer("22").await;
+    answer(&nvim, "22").await;
     nvim.wait_for_line(FIRST, "One done.").await;
     // Conversation 2 runs the very same command: it is asked, and refused.
     nvim.cmd("Agent new").await;
@@ -462,7 +473,7 @@ async fn a_session_grant_given_in_one_conversation_is_not_given_in_another() {
     nvim.wait_for("require('agent.approval').pending() == 1")
         .await;
     nvim.wait_for_screen("[run it too] echo same").await;
-    answer("4").await;
+    answer(&nvim, "4").await;
     nvim.wait_for_line(SECOND, "Two refused.").await;
     // Conversation 1 still holds its grant: no question.
     nvim.lua("require('agent').show(1)", vec![]).await;
@@ -658,8 +669,7 @@ async fn a_worktree_conversation_writes_only_in_its_worktree_and_merges_into_the
 ) {
     use agent_nvim_fixtures::user_repo::git;
     // The person's repository, with one commit.
-    let workspace = tempfile::tempdir().unwrap();
-    let main = workspace.path().canonicalize().unwrap();
+    let (workspace, main) = repository();
     // The model's second call names the main tree's a.txt by its absolute path.
     let outside = main.join("a.txt").display().to_string();
     let mock = MockLlm::start(
@@ -670,10 +680,6 @@ async fn a_worktree_conversation_writes_only_in_its_worktree_and_merges_into_the
             text("Done."),
         ],
     );
-    std::fs::write(main.join("a.txt"), "alpha\n").unwrap();
-    git(&main, &["init", "-q"]);
-    git(&main, &["add", "-A"]);
-    git(&main, &["commit", "-q", "-m", "one"]);
     let home = tempfile::tempdir().unwrap();
     let nvim = Nvim::start_in(
         Options {
@@ -900,13 +906,7 @@ async fn a_background_conversations_queued_prompt_stays_in_its_tab_and_showing_o
 
 #[tokio::test]
 async fn an_acp_agent_with_worktree_true_works_in_a_worktree_of_its_own() {
-    use agent_nvim_fixtures::user_repo::git;
-    let workspace = tempfile::tempdir().unwrap();
-    let main = workspace.path().canonicalize().unwrap();
-    std::fs::write(main.join("a.txt"), "alpha\n").unwrap();
-    git(&main, &["init", "-q"]);
-    git(&main, &["add", "-A"]);
-    git(&main, &["commit", "-q", "-m", "one"]);
+    let (workspace, main) = repository();
     let agent = env!("CARGO_BIN_EXE_acp-test-agent");
     let nvim = Nvim::start_in(
         Options {
@@ -939,13 +939,7 @@ async fn an_acp_agent_with_worktree_true_works_in_a_worktree_of_its_own() {
 
 #[tokio::test]
 async fn always_in_this_project_given_in_the_main_tree_is_not_given_in_a_worktree() {
-    use agent_nvim_fixtures::user_repo::git;
-    let workspace = tempfile::tempdir().unwrap();
-    let main = workspace.path().canonicalize().unwrap();
-    std::fs::write(main.join("a.txt"), "alpha\n").unwrap();
-    git(&main, &["init", "-q"]);
-    git(&main, &["add", "-A"]);
-    git(&main, &["commit", "-q", "-m", "one"]);
+    let (workspace, _) = repository();
     let mock = MockLlm::start(
         Wire::Anthropic,
         vec![
@@ -964,22 +958,11 @@ async fn always_in_this_project_given_in_the_main_tree_is_not_given_in_a_worktre
         tempfile::tempdir().unwrap(),
     )
     .await;
-    let answer = |keys: &'static str| {
-        let nvim = &nvim;
-        async move {
-            nvim.cmd("Agent approve").await;
-            nvim.wait_for(
-                "require('agent.approval').waiting() ~= nil and require('agent.approval').waiting().armed",
-            )
-            .await;
-            nvim.api.input(keys).await.unwrap();
-        }
-    };
     // In the main tree: `echo same` always allowed in this project (a lasting grant: twice).
     nvim.cmd("Agent run it").await;
     nvim.wait_for("require('agent.approval').pending() == 1")
         .await;
-    answer("aa").await;
+    answer(&nvim, "aa").await;
     nvim.wait_for_line(FIRST, "Main done.").await;
     // In a worktree of it: the same command is asked about again.
     nvim.cmd("Agent new --worktree agent/other").await;
@@ -987,6 +970,6 @@ async fn always_in_this_project_given_in_the_main_tree_is_not_given_in_a_worktre
     nvim.wait_for("require('agent.approval').pending() == 1")
         .await;
     nvim.wait_for_screen("[run it there] echo same").await;
-    answer("4").await;
+    answer(&nvim, "4").await;
     nvim.wait_for_line(SECOND, "Worktree refused.").await;
 }

@@ -559,27 +559,46 @@ impl Checkpoints {
             .await?;
         let history = String::from_utf8_lossy(&history);
         let order: Vec<&str> = history.lines().collect();
-        let at = |id: &str| order.iter().position(|commit| *commit == id);
+        let place: HashMap<&str, usize> = order.iter().enumerate().map(|(i, c)| (*c, i)).collect();
         let mut files = std::collections::BTreeSet::new();
-        let Some(from) = at(&since) else {
+        let Some(&from) = place.get(since.as_str()) else {
             return Ok(files);
         };
-        let changes = theirs.iter().filter(|checkpoint| {
-            matches!(
-                checkpoint.kind,
-                Kind::Edit | Kind::Command | Kind::Write | Kind::Permission
-            )
-        });
-        for before in changes {
-            let Some(i) = at(&before.id).filter(|i| *i > from) else {
-                continue;
+        // Each change of theirs after `since`: the snapshot before it, and the next one (None:
+        // the workspace now).
+        let spans: Vec<(&str, Option<&str>)> = theirs
+            .iter()
+            .filter(|checkpoint| {
+                matches!(
+                    checkpoint.kind,
+                    Kind::Edit | Kind::Command | Kind::Write | Kind::Permission
+                )
+            })
+            .filter_map(|before| {
+                let i = *place.get(before.id.as_str()).filter(|i| **i > from)?;
+                Some((before.id.as_str(), order.get(i + 1).copied()))
+            })
+            .collect();
+        if spans.is_empty() {
+            return Ok(files);
+        }
+        // Every tree in one git process.
+        let ids: Vec<&str> = spans
+            .iter()
+            .flat_map(|(before, after)| std::iter::once(*before).chain(*after))
+            .collect();
+        let trees = self.trees_of(&ids).await?;
+        let mut trees = trees.iter();
+        for (_, after) in &spans {
+            let (Some(before), after) = (trees.next(), after.and_then(|_| trees.next())) else {
+                break;
             };
-            let after = match order.get(i + 1) {
-                Some(next) => self.tree_of(next).await?,
+            // Only the latest change has no snapshot after it: the workspace now.
+            let after = match after {
+                Some(tree) => tree.clone(),
                 None => self.tree_now(&mut state).await?.tree,
             };
-            let before = self.tree_of(&before.id).await?;
-            for change in self.diff(&before, &after).await? {
+            for change in self.diff(before, &after).await? {
                 files.insert(change.path);
             }
         }

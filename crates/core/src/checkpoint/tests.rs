@@ -944,6 +944,14 @@ async fn another_conversations_later_changes_are_found_and_a_restore_can_spare_t
         .await
         .unwrap();
     fx.write("mine.txt", "mine 1\n");
+    // Conversation 2 makes mid.txt, and my next snapshot follows it: its change is counted up
+    // to that one.
+    other.snapshot(Kind::Write, "mid.txt").await.unwrap();
+    fx.write("mid.txt", "mid\n");
+    fx.checkpoints
+        .snapshot(Kind::Prompt, "again")
+        .await
+        .unwrap();
     // Conversation 2's prompt (no change of its own), then a command that creates new.txt and
     // changes theirs.txt, the last change: counted up to the workspace now.
     other.snapshot(Kind::Prompt, "go on").await.unwrap();
@@ -953,7 +961,11 @@ async fn another_conversations_later_changes_are_found_and_a_restore_can_spare_t
     let theirs = fx.checkpoints.changed_by("c2", &point.id).await.unwrap();
     assert_eq!(
         theirs.iter().cloned().collect::<Vec<_>>(),
-        [PathBuf::from("new.txt"), PathBuf::from("theirs.txt")]
+        [
+            PathBuf::from("mid.txt"),
+            PathBuf::from("new.txt"),
+            PathBuf::from("theirs.txt")
+        ]
     );
     // Mine are not theirs.
     let mine = other.changed_by("c1", &point.id).await.unwrap();
@@ -970,9 +982,14 @@ async fn another_conversations_later_changes_are_found_and_a_restore_can_spare_t
     assert_eq!(fx.read("mine.txt").as_deref(), Some("mine 0\n"));
     assert_eq!(fx.read("theirs.txt").as_deref(), Some("theirs 2\n"));
     assert_eq!(fx.read("new.txt").as_deref(), Some("new\n"));
+    assert_eq!(fx.read("mid.txt").as_deref(), Some("mid\n"));
     assert_eq!(
         restored.spared,
-        [PathBuf::from("new.txt"), PathBuf::from("theirs.txt")]
+        [
+            PathBuf::from("mid.txt"),
+            PathBuf::from("new.txt"),
+            PathBuf::from("theirs.txt")
+        ]
     );
     assert_eq!(
         restored.files,
