@@ -28,7 +28,7 @@ pub use agent_nvim_core::{
     approval, checkpoint, editor, external, permissions, process, questions, reaper, sandbox,
     tools, workspace, worktree,
 };
-pub use agent_nvim_engine::{agent, instructions, session, sessions};
+pub use agent_nvim_engine::{agent, inline, instructions, session, sessions};
 pub use agent_nvim_llm as llm;
 pub use agent_nvim_text::{ansi, diff, secrets, text};
 

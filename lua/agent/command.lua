@@ -183,6 +183,16 @@ function H.run(api, cmd)
   if acp_name or args == "acp" then
     return api.acp(acp_name)
   end
+  -- `:Agent edit {instruction}`, on the range given, else the function or line at the cursor.
+  local instruction = args == "edit" and "" or args:match("^edit%s+(.-)%s*$")
+  if instruction then
+    local ranged = cmd.range and cmd.range > 0
+    return api.edit({
+      instruction = instruction,
+      first = ranged and cmd.line1 or nil,
+      last = ranged and cmd.line2 or nil,
+    })
+  end
   if cmd.range and cmd.range > 0 then
     local context = require("agent.context.ask").selection(cmd.line1, cmd.line2)
     if args == "" then
@@ -281,6 +291,7 @@ function M.complete(api, arglead, cmdline)
   table.insert(names, "resume")
   table.insert(names, "rewind")
   table.insert(names, "diff")
+  table.insert(names, "edit")
   table.sort(names)
   return vim.tbl_filter(function(name)
     return vim.startswith(name, arglead)

@@ -30,7 +30,7 @@ local H = {}
 ---@field pass_env string[]
 ---@field max_edit_mb integer
 ---@field backend? string
----@field keymaps { ask: string|false, approve: string|false, approval: table<string, string|string[]>, chat: { output: string|false } }
+---@field keymaps { ask: string|false, approve: string|false, edit: string|false, approval: table<string, string|string[]>, chat: { output: string|false }, inline: table<string, string|false> }
 ---@field approval { delay: integer, typing: integer }
 ---@field window { side: "right"|"left", width: number }
 ---@field input { completion: boolean|"auto" }
@@ -46,6 +46,7 @@ local H = {}
 ---@field compact_at number|false
 ---@field keep_turns integer
 ---@field ask { context_lines: integer }
+---@field inline { context_lines: integer, provider?: string, model?: string }
 ---@field render boolean
 H.defaults = {
   -- provider = nil,      -- "anthropic" | "openai" | "ollama"; nil: the first whose API key is set
@@ -99,6 +100,19 @@ H.defaults = {
     chat = { -- keys in the chat buffer
       output = "gO", -- on a finished command's row: its whole output, as the model read it; false: none
     },
+    edit = "<leader>ae", -- edit the selection, or the function (treesitter) or line at the cursor, in
+    --                       place (:Agent edit); false: no mapping
+    inline = { -- keys in a buffer while an inline edit's proposal is open (buffer-local, then removed);
+      --          false for one: no key for it
+      keep = "ga", -- keep the hunk under the cursor
+      drop = "gs", -- drop it
+      keep_all = "gA", -- keep every hunk not decided yet
+      drop_all = "gS", -- drop every hunk not decided yet
+      next = "]h", -- the next hunk not decided yet
+      prev = "[h", -- the previous one
+      help = "?", -- list these keys
+      stop = "<C-c>", -- stop the edit (also while the model writes); nothing more is applied
+    },
   },
   permissions = { -- rules judged before anyone is asked (see :help agent-permissions)
     allow = {}, -- run without asking: { "run_bash(git status)", "run_bash(cargo test *)", "edit_file(src/**)" }
@@ -139,6 +153,13 @@ H.defaults = {
   ask = {
     context_lines = 20, -- lines before and after the cursor line the ask mapping sends
   },
+  inline = { -- inline edits (:Agent edit, :help agent-inline)
+    context_lines = 20, -- lines before and after the range sent with it
+    -- provider = nil,    -- another provider for these edits ("anthropic", "openai", "ollama"); nil:
+    --                       the conversation's
+    -- model = nil,       -- another model for them (a fast one); nil: the conversation's (or the
+    --                       provider's default, with another provider)
+  },
   render = true, -- highlight the chat as markdown (headings, emphasis, code blocks in their language);
   --                false: plain text (your own markdown plugins still see filetype markdown)
   window = {
@@ -178,6 +199,9 @@ local function key(v)
 end
 function H.milliseconds(v)
   return (type(v) == "number" and v >= 0 and math.floor(v) == v) or "a whole number of milliseconds (0: none)"
+end
+function H.key_or_false(v)
+  return (type(v) == "string" and v ~= "") or v == false or "a key (string) or false"
 end
 function H.key_list(v)
   if type(v) ~= "table" then
@@ -397,6 +421,26 @@ H.schema = {
   ["keymaps.approval.drop_hunk"] = key,
   ["keymaps.approval.scroll_down"] = key,
   ["keymaps.approval.scroll_up"] = key,
+  ["keymaps.edit"] = function(v)
+    return (type(v) == "string" and v ~= "") or v == false or "string or false"
+  end,
+  ["keymaps.inline"] = table_,
+  ["keymaps.inline.keep"] = H.key_or_false,
+  ["keymaps.inline.drop"] = H.key_or_false,
+  ["keymaps.inline.keep_all"] = H.key_or_false,
+  ["keymaps.inline.drop_all"] = H.key_or_false,
+  ["keymaps.inline.next"] = H.key_or_false,
+  ["keymaps.inline.prev"] = H.key_or_false,
+  ["keymaps.inline.help"] = H.key_or_false,
+  ["keymaps.inline.stop"] = H.key_or_false,
+  inline = table_,
+  ["inline.context_lines"] = function(v)
+    return (type(v) == "number" and v >= 0 and math.floor(v) == v) or "a whole number of lines (0 or more)"
+  end,
+  ["inline.provider"] = function(v)
+    return v == nil or v == "anthropic" or v == "openai" or v == "ollama" or '"anthropic", "openai", "ollama" or nil'
+  end,
+  ["inline.model"] = optional_string,
   ["keymaps.chat"] = table_,
   ["keymaps.chat.output"] = function(v)
     return (type(v) == "string" and v ~= "") or v == false or "string or false"

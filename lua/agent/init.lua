@@ -85,6 +85,22 @@ function H.ask(prompt, opts)
   return true
 end
 
+--- Edits some lines of the current buffer in place (:help agent-inline): the model's change is
+--- proposed in the buffer, hunk by hunk, to keep or drop. `opts.first`/`opts.last` (1-based
+--- lines) give the range; else the Visual selection; else the treesitter node around the cursor
+--- (a function, a class...), else the cursor's line. Without `opts.instruction`, asks for one.
+---@param opts? { instruction?: string, first?: integer, last?: integer }
+---@return boolean started false when nothing was sent (the reason was shown, or it was asked for)
+function M.edit(opts)
+  return H.here(function()
+    local rpc = require("agent.rpc")
+    return require("agent.inline").edit(opts, {
+      ensure = rpc.ensure,
+      buffer_path = require("agent.context.ask").buffer_path,
+    })
+  end) or false
+end
+
 --- Opens the conversation split (chat above, input below), or focuses its input if it is open,
 --- in Insert mode, ready to type. Starts the backend if it is not running, so its errors show at
 --- once.
@@ -108,6 +124,16 @@ end
 
 function H.stop(opts)
   opts = opts or {}
+  -- An inline edit of the buffer the person is in stops first (and when the chat is idle, any
+  -- of this conversation's).
+  local chat_busy = require("agent.rpc").running() and require("agent.chat").busy()
+  if package.loaded["agent.inline"] then
+    local inline = require("agent.inline")
+    if inline.stop(nil, not chat_busy and require("agent.conversations").active().id or nil) then
+      vim.notify("agent: the edit was stopped", vim.log.levels.INFO)
+      return
+    end
+  end
   local rpc = require("agent.rpc")
   local chat = require("agent.chat")
   local running = rpc.running() and chat.busy()
@@ -894,6 +920,13 @@ H.highlights = {
   AgentApprovalKey = "Special", -- the keys beside each choice
   AgentApprovalSelected = "PmenuSel", -- the highlighted choice
   AgentFollowed = "IncSearch", -- follow mode: the lines an edit changed, for a moment
+  AgentInlineRemoved = "DiffDelete", -- an inline edit's proposal: the lines a hunk removes
+  AgentInlineAdded = "DiffAdd", -- the lines it adds (virtual lines below them), a kept hunk's sign
+  AgentInlineSign = "DiffChange", -- the sign of a hunk not decided yet
+  AgentInlineHint = "Comment", -- `hunk 1/2 · ga keep · gs drop · ? more`
+  AgentInlineDropped = "Comment", -- a dropped hunk's sign and hint
+  AgentInlineStale = "DiagnosticWarn", -- a hunk whose lines you changed (never applied)
+  AgentInlineSpinner = "DiagnosticInfo", -- `⠋ agent: writing` while the model writes
 }
 
 function H.define_highlights()
@@ -1007,20 +1040,25 @@ end
 H.mapped = {}
 
 function H.apply_keymaps(keymaps)
-  local plug = "<Plug>(agent-ask)"
   for _, map in ipairs(H.mapped) do
     pcall(vim.api.nvim_del_keymap, map[1], map[2])
   end
   H.mapped = {}
-  for _, mode in ipairs({ "n", "x" }) do
-    -- The default key plugin/agent.lua may have mapped before setup() ran.
-    local existing = vim.fn.maparg("<leader>aa", mode, false, true)
-    if type(existing) == "table" and existing.rhs == plug then
-      pcall(vim.api.nvim_del_keymap, mode, "<leader>aa")
-    end
-    if keymaps.ask then
-      vim.api.nvim_set_keymap(mode, keymaps.ask, plug, { desc = "agent: ask" })
-      H.mapped[#H.mapped + 1] = { mode, keymaps.ask }
+  for _, pair in ipairs({
+    { "<Plug>(agent-ask)", "<leader>aa", keymaps.ask, "agent: ask" },
+    { "<Plug>(agent-edit)", "<leader>ae", keymaps.edit, "agent: edit in place" },
+  }) do
+    local plug, default, lhs, desc = pair[1], pair[2], pair[3], pair[4]
+    for _, mode in ipairs({ "n", "x" }) do
+      -- The default key plugin/agent.lua may have mapped before setup() ran.
+      local existing = vim.fn.maparg(default, mode, false, true)
+      if type(existing) == "table" and existing.rhs == plug then
+        pcall(vim.api.nvim_del_keymap, mode, default)
+      end
+      if lhs then
+        vim.api.nvim_set_keymap(mode, lhs, plug, { desc = desc })
+        H.mapped[#H.mapped + 1] = { mode, lhs }
+      end
     end
   end
 end

@@ -1041,7 +1041,7 @@ async fn a_hunk_dropped_in_the_preview_is_not_written_and_the_model_is_told() {
     );
     let nvim = start(&mock).await;
     nvim.write("a.txt", &before);
-    nvim.cmd("Agent edit both lines").await;
+    nvim.cmd("Agent change both lines").await;
     nvim.wait_for(
         "require('agent.approval').waiting() ~= nil and require('agent.approval').waiting().armed",
     )

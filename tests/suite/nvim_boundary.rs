@@ -273,7 +273,27 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
         Some(UiEvent::RewindAsk { .. }) => UiEvent::Agent(Event::Notice {
             text: "instructions: AGENTS.md\u{202e}".into(),
         }),
-        Some(UiEvent::Agent(Event::Notice { .. })) => UiEvent::Idle,
+        Some(UiEvent::Agent(Event::Notice { .. })) => UiEvent::InlineStatus {
+            inline: 9,
+            text: "reading a.py\u{1b}[2J".into(),
+        },
+        Some(UiEvent::InlineStatus { .. }) => UiEvent::InlineProposal {
+            inline: 9,
+            question: 9,
+            stamp: 1,
+            hunks: vec![agent_nvim::front::nvim::protocol::InlineHunk {
+                at: 0,
+                removed: vec!["a".into()],
+                added: vec!["b\u{202e}".into()],
+                shown: Vec::new(),
+            }],
+        },
+        Some(UiEvent::InlineProposal { .. }) => UiEvent::InlineDone {
+            inline: 9,
+            ok: true,
+            message: "agent: done".into(),
+        },
+        Some(UiEvent::InlineDone { .. }) => UiEvent::Idle,
         Some(UiEvent::Idle) => return None,
     };
     Some(next)
@@ -327,7 +347,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 32, "{kinds:?}");
+    assert_eq!(kinds.len(), 35, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])
@@ -514,7 +534,15 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
              rpc.acp('test', {{ '{agent}' }}, {{ A = '1' }}) \
              rpc.resume('20261201-123456-ab12') rpc.rewind(2, 'code') \
              rpc.files('calc', 5, function() end) rpc.compact() \
-             rpc.choose('option', 'web', true) rpc.choose('mode', 'code') rpc.close(1)"
+             rpc.choose('option', 'web', true) rpc.choose('mode', 'code') \
+             vim.cmd.edit(vim.fn.tempname() .. '.txt') \
+             vim.api.nvim_buf_set_lines(0, 0, -1, false, {{ 'a' }}) \
+             local inline = require('agent.inline') \
+             inline.edit({{ instruction = 'x', first = 1, last = 1 }}, {{ ensure = rpc.ensure, \
+               buffer_path = require('agent.context.ask').buffer_path }}) inline.stop() \
+             inline.on_event({{ type = 'inline_proposal', inline = 999, question = 77, stamp = 1, \
+               hunks = {{ {{ at = 0, removed = {{ 'a' }}, added = {{ 'b' }} }} }} }}) \
+             rpc.close(1)"
         ),
         vec![],
     )
@@ -525,8 +553,26 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
     assert_eq!(
         methods,
         [
-            "start", "decide", "decide", "decide", "decide", "decide", "decide", "prompt",
-            "cancel", "new", "acp", "resume", "rewind", "files", "compact", "choose", "choose",
+            "start",
+            "decide",
+            "decide",
+            "decide",
+            "decide",
+            "decide",
+            "decide",
+            "prompt",
+            "cancel",
+            "new",
+            "acp",
+            "resume",
+            "rewind",
+            "files",
+            "compact",
+            "choose",
+            "choose",
+            "inline",
+            "inline_stop",
+            "inline_answer",
             "close"
         ]
     );
@@ -583,13 +629,13 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
     };
     for (method, arg) in &sent {
         let named = arg.as_ref().and_then(conversation);
-        if method == "decide" {
+        if method == "decide" || method == "inline_answer" {
             assert_eq!(named, None, "{method}: {arg:?}");
         } else {
             assert_eq!(named, Some(1), "{method}: {arg:?}");
         }
     }
-    for i in [8, 9, 14, 17] {
+    for i in [8, 9, 14, 20] {
         assert_eq!(
             arg(i),
             Value::Map(vec![(Value::from("conversation"), Value::from(1))]),
@@ -628,6 +674,29 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
     assert_eq!(
         (mode.kind.as_str(), mode.id.as_str(), mode.value),
         ("mode", "code", None)
+    );
+    use agent_nvim::front::nvim::protocol::{Inline, InlineAnswer, InlineStop};
+    let inline: Inline = rmpv::ext::from_value(arg(17)).unwrap();
+    assert_eq!(
+        (
+            inline.first,
+            inline.last,
+            inline.instruction.as_str(),
+            inline.excerpt.as_str()
+        ),
+        (1, 1, "x", "1: a")
+    );
+    assert!(inline.path.ends_with(".txt"), "{inline:?}");
+    let stop: InlineStop = rmpv::ext::from_value(arg(18)).unwrap();
+    assert_eq!(stop.inline, inline.inline);
+    // A proposal for an edit that is gone is answered at once: nothing applied.
+    let answer: InlineAnswer = rmpv::ext::from_value(arg(19)).unwrap();
+    assert_eq!(
+        answer,
+        InlineAnswer {
+            question: 77,
+            hunks: vec!["stale".into()]
+        }
     );
 }
 

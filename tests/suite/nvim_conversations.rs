@@ -602,10 +602,10 @@ async fn a_rewind_in_one_conversation_names_another_ones_later_change_and_keeps_
     .await;
     nvim.write("mine.txt", "mine 0\n");
     nvim.write("theirs.txt", "theirs 0\n");
-    nvim.cmd("Agent edit mine").await;
+    nvim.cmd("Agent change mine").await;
     nvim.wait_for_line(FIRST, "Mine edited.").await;
     nvim.cmd("Agent new").await;
-    nvim.cmd("Agent edit theirs").await;
+    nvim.cmd("Agent change theirs").await;
     nvim.wait_for_line(SECOND, "Theirs edited.").await;
     nvim.wait_for("not require('agent.chat').busy()").await;
     // Back in the first conversation, its code rewound to before its prompt: the other's later
@@ -615,7 +615,7 @@ async fn a_rewind_in_one_conversation_names_another_ones_later_change_and_keeps_
     nvim.wait_for("vim.fn.tabpagenr() == 1").await;
     nvim.cmd("Agent rewind 1 code").await;
     let asked = nvim
-        .wait_for_screen("[edit theirs] changed theirs.txt since prompt 1")
+        .wait_for_screen("[change theirs] changed theirs.txt since prompt 1")
         .await;
     assert!(asked.contains("1: Keep their changes"), "{asked}");
     // Cancel: nothing changes.
@@ -625,7 +625,7 @@ async fn a_rewind_in_one_conversation_names_another_ones_later_change_and_keeps_
     assert_eq!(nvim.read("theirs.txt"), "theirs 1\n");
     // Asked again and kept: only this conversation's file goes back.
     nvim.cmd("Agent rewind 1 code").await;
-    nvim.wait_for_screen("[edit theirs] changed theirs.txt since prompt 1")
+    nvim.wait_for_screen("[change theirs] changed theirs.txt since prompt 1")
         .await;
     nvim.api.input("1<CR>").await.unwrap();
     for _ in 0..100 {
@@ -651,7 +651,7 @@ async fn a_rewind_in_one_conversation_names_another_ones_later_change_and_keeps_
     );
     // Asked again and told to put them back too: the other's change is undone as well.
     nvim.cmd("Agent rewind 1 code").await;
-    nvim.wait_for_screen("[edit theirs] changed theirs.txt since prompt 1")
+    nvim.wait_for_screen("[change theirs] changed theirs.txt since prompt 1")
         .await;
     nvim.api.input("2<CR>").await.unwrap();
     for _ in 0..100 {

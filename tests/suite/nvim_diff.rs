@@ -517,7 +517,7 @@ async fn a_file_with_crlf_line_ends_differs_only_where_it_changed() {
     );
     let nvim = start(&mock, Some((120, 40)), "", vec![]).await;
     nvim.write("dos.txt", "one\r\ntwo\r\nthree\r\n");
-    nvim.cmd("Agent edit it").await;
+    nvim.cmd("Agent make the edit").await;
     allow(&nvim).await;
     nvim.wait_for_line(CHAT, "done · 20 in / 10 out tokens")
         .await;

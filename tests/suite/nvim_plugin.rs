@@ -241,7 +241,7 @@ async fn auto_approve_edits_the_file_and_the_loaded_buffer_shows_it() {
     let nvim = start(&mock, None, "auto_approve = true").await;
     nvim.write("a.txt", "alpha\nkeep\n");
     nvim.cmd("edit a.txt").await;
-    nvim.cmd("Agent edit").await;
+    nvim.cmd("Agent change it").await;
     nvim.wait_for_line(CHAT, "Edited.").await;
     assert_eq!(nvim.read("a.txt"), "beta\nkeep\n");
     nvim.wait_for("vim.api.nvim_buf_get_lines(vim.fn.bufnr('a.txt'), 0, 1, false)[1] == 'beta'")
@@ -269,7 +269,7 @@ async fn a_buffer_with_unsaved_changes_is_never_overwritten() {
         vec![],
     )
     .await;
-    nvim.cmd("Agent edit").await;
+    nvim.cmd("Agent change it").await;
     nvim.wait_for_line(CHAT, "Could not.").await;
     assert_eq!(nvim.read("a.txt"), "alpha\n");
     let buffer = nvim
@@ -466,6 +466,9 @@ async fn help_agent_finds_its_tags() {
         "agent-approval",
         "agent-approval-keys",
         "agent-approval-hunks",
+        "agent-inline",
+        "agent-inline-keys",
+        "<Plug>(agent-edit)",
         "agent-processes",
         "agent-acp",
         "agent-acp-terminals",

@@ -428,7 +428,7 @@ async fn an_edits_fold_holds_its_diff_highlighted_as_a_diff_live_and_resumed() {
     );
     let nvim = start(&mock, "auto_approve = true").await;
     nvim.write("a.txt", "alpha\nkeep\n");
-    nvim.cmd("Agent edit it").await;
+    nvim.cmd("Agent make the edit").await;
     nvim.wait_for_line(CHAT, "Edited.").await;
     let live = nvim.lua(DIFF_ROWS, vec![]).await;
     let rows: Vec<String> = live
@@ -464,7 +464,7 @@ async fn an_edits_fold_holds_its_diff_highlighted_as_a_diff_live_and_resumed() {
     )
     .await;
     nvim.cmd("Agent resume").await;
-    nvim.wait_for_line(CHAT, "resumed: edit it").await;
+    nvim.wait_for_line(CHAT, "resumed: make the edit").await;
     let resumed = nvim.lua(DIFF_ROWS, vec![]).await;
     assert_eq!(resumed, live);
 }

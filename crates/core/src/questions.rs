@@ -86,6 +86,12 @@ impl<A> Questions<A> {
         self.inner().open.get(&id).map(|waiter| waiter.owner)
     }
 
+    /// Drops question `id` if it is still open (its asker stopped waiting: a cancel), without
+    /// a word when it was answered already.
+    pub fn forget(&self, id: u64) {
+        self.inner().open.remove(&id);
+    }
+
     /// Drops every open question of conversation `owner`: each of its askers sees its question
     /// end unanswered; the ids dropped.
     pub fn clear(&self, owner: u64) -> Vec<u64> {

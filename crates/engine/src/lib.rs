@@ -5,9 +5,11 @@
 //! - [`instructions`]: the project's instruction files the first request carries;
 //! - [`sessions`]: the saved conversations (the session files) and [`sessions::Recorded`], the
 //!   decorator that saves any conversation as it happens;
+//! - [`inline`]: an inline edit's own turn (`:Agent edit`), its prompt and its agent;
 //! - [`session`]: the one place a session is assembled for every front end.
 
 pub mod agent;
+pub mod inline;
 pub mod instructions;
 pub mod session;
 pub mod sessions;

@@ -202,6 +202,9 @@ pub struct Session {
     /// The built-in agent, or why the provider could not be configured (a session that only
     /// drives an external agent needs no provider, so this is not an error yet).
     pub agent: std::result::Result<Agent, ProviderError>,
+    /// The tools' context (workspace, gate, editor, settings, checkpoints), shared with the
+    /// agent: an inline edit's own agent runs over it ([`crate::inline::agent`]).
+    pub tools: ToolContext,
 }
 
 /// Builds a session: [`executor`], then [`agent`] over it.
@@ -211,6 +214,7 @@ pub fn build(
     editor: Arc<dyn Editor>,
 ) -> Result<Session, RootError> {
     let executor = executor(config, asker, editor)?;
+    let tools = executor.context().clone();
     let workspace = executor.context().workspace.clone();
     let checkpoints = executor.context().checkpoints.clone();
     let store = config
@@ -222,6 +226,7 @@ pub fn build(
         checkpoints,
         store,
         agent: agent(config, executor),
+        tools,
     })
 }
 

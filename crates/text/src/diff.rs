@@ -43,6 +43,41 @@ pub fn apply(before: &str, after: &str, hunks: &[Hunk], keep: impl Fn(usize) -> 
     out
 }
 
+/// One change between two texts by lines, with no context around it: lines `old` of the text
+/// before (0-based, end excluded) become lines `new` of the text after. An insertion has an empty
+/// `old` (the lines go before line `old.start`); a deletion an empty `new`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineHunk {
+    pub old: std::ops::Range<usize>,
+    pub new: std::ops::Range<usize>,
+}
+
+/// The changes of `before` -> `after` line by line, each run of changed lines its own hunk (no
+/// context joins two), in order: what an edit shown in the buffer itself is made of, where a
+/// person keeps or drops each. Empty when nothing differs.
+pub fn line_hunks(before: &str, after: &str) -> Vec<LineHunk> {
+    if before == after {
+        return Vec::new();
+    }
+    let diff = TextDiff::configure()
+        .timeout(DIFF_TIMEOUT)
+        .diff_lines(before, after);
+    diff.grouped_ops(0)
+        .iter()
+        .filter_map(|group| {
+            let changed: Vec<_> = group
+                .iter()
+                .filter(|op| op.tag() != similar::DiffTag::Equal)
+                .collect();
+            let (a, b) = (changed.first()?, changed.last()?);
+            Some(LineHunk {
+                old: a.old_range().start..b.old_range().end,
+                new: a.new_range().start..b.new_range().end,
+            })
+        })
+        .collect()
+}
+
 /// A unified diff of `before` -> `after` with `a/{rel}` and `b/{rel}` headers; `before` None means
 /// the file is being created (`--- /dev/null`). Empty when nothing differs.
 pub fn unified(rel: &str, before: Option<&str>, after: &str) -> String {
@@ -264,6 +299,35 @@ fn forward_lines(text: &[u8], mut at: usize, n: usize) -> usize {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn line_hunks_part_changes_by_runs_of_lines_without_context() {
+        let before: String = (1..=10).map(|i| format!("{i}\n")).collect();
+        // A change at 2, an insertion after 4 and a deletion of 6: three hunks, however close.
+        let after = before
+            .replace("2\n", "two\n")
+            .replace("4\n", "4\nfour and a half\n")
+            .replace("6\n", "");
+        let hunks = line_hunks(&before, &after);
+        assert_eq!(
+            hunks,
+            vec![
+                LineHunk {
+                    old: 1..2,
+                    new: 1..2
+                },
+                LineHunk {
+                    old: 4..4,
+                    new: 4..5
+                },
+                LineHunk {
+                    old: 5..6,
+                    new: 6..6
+                },
+            ]
+        );
+        assert!(line_hunks(&before, &before).is_empty());
+    }
 
     #[test]
     fn each_hunk_is_one_at_at_section_and_any_of_them_can_be_kept_alone() {

@@ -28,7 +28,7 @@ H.files_waiting = nil ---@type { seq: integer, done: function }?
 
 --- The protocol this file speaks; a backend announcing another one is stopped, with a message
 --- saying how to rebuild it.
-M.PROTOCOL = 12
+M.PROTOCOL = 13
 
 --- The plugin's root: the directory holding lua/ and plugin/.
 M.plugin_root = paths.root
@@ -446,6 +446,11 @@ end
 function H.dispatch(event)
   local chat = require("agent.chat")
   local kind = event.type
+  -- An inline edit's events are its buffer's, not the chat's.
+  if type(kind) == "string" and kind:sub(1, 7) == "inline_" then
+    require("agent.inline").on_event(event)
+    return
+  end
   if not chat.handle(event) then
     H.problems[#H.problems + 1] = ("`%s`: no handler"):format(tostring(kind))
   end

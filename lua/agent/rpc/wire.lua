@@ -3,7 +3,7 @@
 --- review's `changes` and `file_at`, which a person waits for anyway). Lua → Rust messages are
 --- notifications, so Neovim never waits on the backend; their names and shapes are declared in
 --- src/front/nvim/protocol.rs (`method`, and the struct each one carries). Every message but
---- `decide` and `proposal` (whose question knows its conversation) carries `conversation`: the
+--- `decide`, `inline_answer` and `proposal` (whose question knows its conversation) carries `conversation`: the
 --- number of the conversation acted for (lua/agent/conversations.lua), added here (nor
 --- `conversations`, which asks about them all).
 
@@ -24,6 +24,9 @@ M.method = {
   COMPACT = "compact",
   CHOOSE = "choose",
   CLOSE = "close",
+  INLINE = "inline",
+  INLINE_STOP = "inline_stop",
+  INLINE_ANSWER = "inline_answer",
 }
 
 --- The request names (protocol.rs `request`).
@@ -63,7 +66,7 @@ function M.notify(method, arg)
   if not H.channel then
     return false
   end
-  arg = H.addressed(method ~= M.method.DECIDE, arg)
+  arg = H.addressed(method ~= M.method.DECIDE and method ~= M.method.INLINE_ANSWER, arg)
   local ok, err = H.call(vim.rpcnotify, method, arg)
   if not ok then
     vim.notify(("agent: could not reach the backend (%s); see :Agent log"):format(err), vim.log.levels.ERROR)

@@ -212,6 +212,17 @@ impl Handler for Bridge {
                 Ok(decide) => self.decide(decide).await,
                 Err(err) => tracing::warn!(%err, "bad decide message"),
             },
+            method::INLINE_ANSWER => match protocol::arg::<protocol::InlineAnswer>(args) {
+                Ok(answer) => {
+                    // An unknown or late question is logged by the registry and ignored; words
+                    // it does not know make an answer about no hunk: nothing is applied.
+                    let kept = answer.kept().unwrap_or_default();
+                    if let Some(waiter) = self.ui().inline_questions().take(answer.question) {
+                        waiter.answer(kept);
+                    }
+                }
+                Err(err) => tracing::warn!(%err, "bad inline_answer message"),
+            },
             method::CLOSE => self.close(to),
             method::START => match self.slots.open(to) {
                 Some(slot) => self.aim(slot).notify(&name, args, nvim).await,

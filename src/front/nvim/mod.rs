@@ -14,6 +14,7 @@
 //! - [`review`]: `:Agent diff`'s requests, and the note that gives a turn's done row its key.
 //! - [`channel`]: the msgpack channel (stdin and stdout), read and written without thread hops.
 //! - [`context`]: the chat input's `@` and `#` requests (`files`, `attach`).
+//! - [`inline`]: `:Agent edit`'s own turn, its proposals shown in the buffer.
 //! - [`log`]: the log file.
 //! - [`rewind`]: `:Agent rewind`'s step (the code, then the conversation).
 //! - [`target`]: what a message for one conversation does (start, prompt, resume, rewind...).
@@ -23,6 +24,7 @@ mod adapters;
 mod bridge;
 mod channel;
 mod context;
+mod inline;
 mod log;
 pub mod protocol;
 mod pump;

@@ -41,7 +41,7 @@ pub struct Addressed {
 
 /// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
 /// says how to rebuild it.
-pub const PROTOCOL: u32 = 12;
+pub const PROTOCOL: u32 = 13;
 
 /// The Lua functions Rust calls, as the code given to `nvim_exec_lua` (`...` are its arguments).
 /// Each lives in `agent.rpc` (the module Lua users and tests `require`).
@@ -60,14 +60,19 @@ pub mod lua {
     pub const CHECKTIME: &str = "return require('agent.rpc').checktime()";
     /// `files_found(seq, found)`: the answer to the `files` notification numbered `seq`.
     pub const FILES_FOUND: &str = "return require('agent.rpc').files_found(...)";
+    /// `inline_text(inline)` → `{ text, stamp }` or nil: the text of the buffer inline edit
+    /// `inline` works on, as it is now (saved or not), and a stamp of that version, which an
+    /// `inline_proposal` carries back; nil when the buffer is gone or the edit was stopped.
+    pub const INLINE_TEXT: &str = "return require('agent.inline').text(...)";
     /// Every entry point above, for the test that checks Lua has each one.
-    pub const ALL: [&str; 6] = [
+    pub const ALL: [&str; 7] = [
         RECEIVE,
         BUFFER_STATE,
         BUFFER_TEXT,
         RELOAD,
         CHECKTIME,
         FILES_FOUND,
+        INLINE_TEXT,
     ];
 }
 
@@ -112,9 +117,32 @@ pub mod method {
     /// `{conversation}`: the conversation's turn stopped, its agent ended, and it is forgotten
     /// (its saved file and checkpoints stay, to resume).
     pub const CLOSE: &str = "close";
+    /// [`super::Inline`]: an inline edit of some lines of a buffer (`:Agent edit`), a turn of
+    /// its own outside the conversation's history; its proposals come back as
+    /// `inline_proposal`, what it does as `inline_status`, its end as `inline_done`.
+    pub const INLINE: &str = "inline";
+    /// `{conversation, inline}`: stop inline edit `inline` (its open proposal ends unapplied).
+    pub const INLINE_STOP: &str = "inline_stop";
+    /// [`super::InlineAnswer`]: what the person did with each hunk of an `inline_proposal`.
+    /// Like `decide`, it names its question, which knows its conversation.
+    pub const INLINE_ANSWER: &str = "inline_answer";
     /// Every method above, for the test that checks Lua sends each one.
-    pub const ALL: [&str; 12] = [
-        START, PROMPT, CANCEL, NEW, DECIDE, ACP, RESUME, REWIND, FILES, COMPACT, CHOOSE, CLOSE,
+    pub const ALL: [&str; 15] = [
+        START,
+        PROMPT,
+        CANCEL,
+        NEW,
+        DECIDE,
+        ACP,
+        RESUME,
+        REWIND,
+        FILES,
+        COMPACT,
+        CHOOSE,
+        CLOSE,
+        INLINE,
+        INLINE_STOP,
+        INLINE_ANSWER,
     ];
 }
 
@@ -555,6 +583,75 @@ pub struct Decide {
     pub hunks: Option<usize>,
 }
 
+/// `inline`: edit some lines of a file in its buffer (`:Agent edit`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Inline {
+    /// The number Lua gave this edit; its events carry it.
+    pub inline: u64,
+    /// The file's absolute path (checked to be inside the workspace here).
+    pub path: String,
+    /// The lines asked about, 1-based, inclusive.
+    pub first: u64,
+    pub last: u64,
+    /// What to change.
+    pub instruction: String,
+    /// Those lines and some around them, each as `12: text`, from the buffer.
+    pub excerpt: String,
+    #[serde(default)]
+    pub filetype: String,
+    /// The diagnostics on those lines, each as `line 12: error: message`.
+    #[serde(default)]
+    pub diagnostics: Vec<String>,
+    /// `setup({ inline = { provider, model } })`: another provider or model for these edits;
+    /// nil: the conversation's.
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+/// `inline_stop`: which inline edit to stop.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct InlineStop {
+    pub inline: u64,
+}
+
+/// `inline_answer`: the person's answer to the `inline_proposal` with the same `question`:
+/// `kept`, `dropped` or `stale` for each of its hunks, in order.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct InlineAnswer {
+    pub question: u64,
+    pub hunks: Vec<String>,
+}
+
+impl InlineAnswer {
+    /// Each hunk's fate; None for any word but `kept`, `dropped` and `stale` (the answer is
+    /// then about no hunk, and nothing is applied).
+    pub fn kept(&self) -> Option<Vec<crate::tools::inline::Kept>> {
+        use crate::tools::inline::Kept;
+        self.hunks
+            .iter()
+            .map(|word| match word.as_str() {
+                "kept" => Some(Kept::Kept),
+                "dropped" => Some(Kept::Dropped),
+                "stale" => Some(Kept::Stale),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// One hunk of an `inline_proposal`: at line `at` (0-based, of the text with the proposal's
+/// `stamp`) the lines `removed` are replaced by `added`; `shown` is `added` made visible, what
+/// the buffer's virtual lines show.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InlineHunk {
+    pub at: usize,
+    pub removed: Vec<String>,
+    pub added: Vec<String>,
+    pub shown: Vec<String>,
+}
+
 /// `resume`: which saved conversation to continue.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Resume {
@@ -915,6 +1012,23 @@ pub enum UiEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         diff: Option<String>,
     },
+    /// Inline edit `inline` proposes `hunks` of the buffer's text with stamp `stamp`; the
+    /// person keeps or drops each, and Lua answers with `inline_answer` and `question`.
+    InlineProposal {
+        inline: u64,
+        question: u64,
+        stamp: u64,
+        hunks: Vec<InlineHunk>,
+    },
+    /// What inline edit `inline` is doing now (`reading src/a.py`), for its pending area.
+    InlineStatus { inline: u64, text: String },
+    /// Inline edit `inline` ended: `ok`, and what to tell the person (the model's last words
+    /// and the done line, or the error).
+    InlineDone {
+        inline: u64,
+        ok: bool,
+        message: String,
+    },
     /// What the turn loop (or an external agent's turn) reports.
     #[serde(untagged)]
     Agent(Event),
@@ -978,6 +1092,38 @@ impl UiEvent {
                 sandbox_warnings: sandbox_warnings.into_iter().map(one).collect(),
             },
             UiEvent::Reviewable { .. } | UiEvent::Idle => self,
+            // What is applied goes as it is; what is shown is made visible, line by line.
+            UiEvent::InlineProposal {
+                inline,
+                question,
+                stamp,
+                hunks,
+            } => UiEvent::InlineProposal {
+                inline,
+                question,
+                stamp,
+                hunks: hunks
+                    .into_iter()
+                    .map(|hunk| InlineHunk {
+                        // Tabs kept (the buffer's own layout, which Lua expands).
+                        shown: hunk.added.iter().cloned().map(prose).collect(),
+                        ..hunk
+                    })
+                    .collect(),
+            },
+            UiEvent::InlineStatus { inline, text } => UiEvent::InlineStatus {
+                inline,
+                text: one(text),
+            },
+            UiEvent::InlineDone {
+                inline,
+                ok,
+                message,
+            } => UiEvent::InlineDone {
+                inline,
+                ok,
+                message: prose(message),
+            },
             UiEvent::Approval {
                 id,
                 tool,
@@ -1122,6 +1268,20 @@ pub struct BufferState {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_inline_answer_with_a_word_it_does_not_know_is_about_no_hunk() {
+        use crate::tools::inline::Kept;
+        let answer = |words: &[&str]| InlineAnswer {
+            question: 1,
+            hunks: words.iter().map(|s| s.to_string()).collect(),
+        };
+        assert_eq!(
+            answer(&["kept", "dropped", "stale"]).kept(),
+            Some(vec![Kept::Kept, Kept::Dropped, Kept::Stale])
+        );
+        assert_eq!(answer(&["kept", "yes"]).kept(), None);
+    }
 
     #[test]
     fn approvals_reach_lua_as_display_strings_and_keep_their_ids() {

@@ -129,6 +129,16 @@ pub(super) struct Session {
     /// digest of the patch last merged from it (`:Agent worktree remove` asks when what it
     /// holds now was not merged).
     pub(super) worktree: Option<(crate::worktree::Worktree, Arc<SyncMutex<Option<u64>>>)>,
+    /// What an inline edit's own agent is built from ([`super::inline`]).
+    pub(super) inline: InlineBase,
+}
+
+/// What an inline edit's agent is built from: the session's tools and provider choice.
+pub(super) struct InlineBase {
+    pub(super) tools: crate::tools::ToolContext,
+    pub(super) choice: crate::llm::ProviderChoice,
+    pub(super) max_turns: u32,
+    pub(super) instructions: Vec<String>,
 }
 
 /// The conversation slot and its turns.
@@ -145,6 +155,8 @@ pub(super) struct Slot {
     pub(super) conversation: Mutex<Option<Arc<dyn Conversation>>>,
     /// The running turn's cancel token.
     turn: SyncMutex<Option<CancellationToken>>,
+    /// The running inline edits' cancel tokens, by the number Lua gave each.
+    pub(super) inlines: SyncMutex<std::collections::HashMap<u64, CancellationToken>>,
     /// How many times the turn was cancelled (`cancel`, `new`, `resume`): a prompt waiting for
     /// the conversation compares it to drop itself when the person stopped meanwhile.
     cancels: AtomicU64,
@@ -167,6 +179,7 @@ impl Slot {
             session: Mutex::new(None),
             conversation: Mutex::new(None),
             turn: SyncMutex::new(None),
+            inlines: SyncMutex::default(),
             cancels: AtomicU64::new(0),
             busy: Arc::new(Mutex::new(())),
             settling: Arc::new(Mutex::new(())),
@@ -180,6 +193,12 @@ impl Slot {
         self.cancels.fetch_add(1, Ordering::SeqCst);
         if let Ok(turn) = self.turn.lock() {
             if let Some(token) = turn.as_ref() {
+                token.cancel();
+            }
+        }
+        // Its inline edits too (`:Agent stop` stops what this conversation runs).
+        if let Ok(inlines) = self.inlines.lock() {
+            for token in inlines.values() {
                 token.cancel();
             }
         }

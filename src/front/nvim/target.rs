@@ -102,6 +102,12 @@ impl Target {
                 built.workspace.root(),
             )
         });
+        let inline = super::slot::InlineBase {
+            tools: built.tools.clone(),
+            choice: config.provider.clone(),
+            max_turns: config.max_turns,
+            instructions: config.instructions.clone(),
+        };
         // A missing key is reported when a prompt needs the provider, not now: a session that
         // only drives an external agent (ACP) never does.
         let (workspace, native, provider) = built.into_conversation(&no_provider);
@@ -172,6 +178,7 @@ impl Target {
             },
             provider,
             worktree: worktree.map(|w| (w, Arc::default())),
+            inline,
         });
         // Not awaited here: an external agent takes seconds to end, and notifications wait.
         if let Some(ended) = self.slot.replace_conversation(native).await {
@@ -1059,7 +1066,7 @@ async fn make_worktree(
 
 /// Why the built-in conversation has no provider, in Neovim's terms: the variable to export
 /// (Neovim started again, since it reads its environment once) or the setup() keys to set.
-fn no_provider(err: &crate::llm::ProviderError) -> String {
+pub(super) fn no_provider(err: &crate::llm::ProviderError) -> String {
     use crate::llm::ProviderError;
     let setup = "or set api_key_cmd (a command that prints the key, such as { \"pass\", \"show\", \"anthropic\" }) or api_key in setup()";
     match err {
@@ -1101,6 +1108,14 @@ impl Target {
                 Err(err) => tracing::warn!(%err, "bad files message"),
             },
             method::CANCEL => self.slot.cancel_turn(),
+            method::INLINE => match protocol::arg::<protocol::Inline>(args) {
+                Ok(inline) => self.inline(inline, nvim).await,
+                Err(err) => self.error(format!("agent: bad inline message ({err})")),
+            },
+            method::INLINE_STOP => match protocol::arg::<protocol::InlineStop>(args) {
+                Ok(stop) => self.slot.stop_inline(stop.inline),
+                Err(err) => tracing::warn!(%err, "bad inline_stop message"),
+            },
             method::NEW => self.new_conversation(),
             method::RESUME => match protocol::arg::<Resume>(args) {
                 Ok(resume) => self.resume(resume),

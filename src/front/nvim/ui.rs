@@ -38,6 +38,8 @@ struct Shared {
     /// What "Edit before allowing" gives the person to change, by question id, while the
     /// question is open: Lua asks for it (`proposal`) only when the person picks it.
     proposals: SyncMutex<HashMap<u64, Editable>>,
+    /// Every inline edit's proposal waiting for the person's `inline_answer`: each hunk's fate.
+    inline: Questions<Vec<crate::tools::inline::Kept>>,
 }
 
 impl Ui {
@@ -50,6 +52,7 @@ impl Ui {
             shown: Arc::default(),
             pending: Questions::default(),
             proposals: SyncMutex::new(HashMap::new()),
+            inline: Questions::default(),
         });
         (Ui::speaking(shared, to), received)
     }
@@ -91,6 +94,21 @@ impl Ui {
     /// The registry of open questions, every conversation's.
     pub(super) fn pending(&self) -> &Questions<Decide> {
         &self.shared.pending
+    }
+
+    /// The registry of inline proposals waiting for the person, every conversation's.
+    pub(super) fn inline_questions(&self) -> &Questions<Vec<crate::tools::inline::Kept>> {
+        &self.shared.inline
+    }
+
+    /// Opens an inline proposal's question for this conversation.
+    pub(super) fn open_inline(
+        &self,
+    ) -> (
+        u64,
+        tokio::sync::oneshot::Receiver<Vec<crate::tools::inline::Kept>>,
+    ) {
+        self.shared.inline.open(self.to, "inline edit")
     }
 
     /// Opens a question of this conversation about `about` (see [`Questions::open`]).

@@ -97,16 +97,24 @@ impl Tool for EditFile {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Proposal<'a>> {
         Box::pin(async move {
-            let (given, old, new) = match (
-                args.required("path"),
-                args.required("old_str"),
-                args.required("new_str"),
-            ) {
-                (Ok(p), Ok(o), Ok(n)) => (p, o, n),
-                (Err(fail), _, _) | (_, Err(fail), _) | (_, _, Err(fail)) => return fail.into(),
+            let (given, old, new) = match arguments(&args) {
+                Ok(three) => three,
+                Err(fail) => return fail.into(),
             };
             propose(cx, given, old, new, cancel).await
         })
+    }
+}
+
+/// An edit's three arguments (path, old_str, new_str), or the failure naming the first missing.
+pub(super) fn arguments<'a>(args: &Args<'a>) -> Result<(&'a str, &'a str, &'a str), ToolResult> {
+    match (
+        args.required("path"),
+        args.required("old_str"),
+        args.required("new_str"),
+    ) {
+        (Ok(p), Ok(o), Ok(n)) => Ok((p, o, n)),
+        (Err(fail), _, _) | (_, Err(fail), _) | (_, _, Err(fail)) => Err(fail),
     }
 }
 

@@ -192,6 +192,18 @@ impl Executor {
         Executor { tools, cx }
     }
 
+    /// The same catalogue with `tool` in place of the one of its name (the inline edit's
+    /// edit_file, [`super::inline::InlineEdit`]). A tool put in has no way to change anything
+    /// but through a [`Plan`] this executor settles: only the executor mints the
+    /// [`Approved`] a write or a spawn takes.
+    pub fn with_tool(mut self, tool: Box<dyn Tool>) -> Self {
+        match self.tools.iter_mut().find(|t| t.name() == tool.name()) {
+            Some(place) => *place = tool,
+            None => self.tools.push(tool),
+        }
+        self
+    }
+
     /// The context the tools run in.
     pub fn context(&self) -> &ToolContext {
         &self.cx

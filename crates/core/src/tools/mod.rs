@@ -9,6 +9,7 @@
 mod attacks;
 mod edit_file;
 mod executor;
+pub mod inline;
 mod list_files;
 mod read_file;
 mod run_bash;
@@ -84,6 +85,7 @@ impl Default for Settings {
 }
 
 /// Everything a tool needs besides its arguments.
+#[derive(Clone)]
 pub struct ToolContext {
     /// The root and its path check.
     pub workspace: Workspace,

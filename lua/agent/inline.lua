@@ -1,0 +1,877 @@
+--- Inline edits (`:'<,'>Agent edit {instruction}`, <Plug>(agent-edit), require("agent").edit()):
+--- the model's change to some lines of a buffer, proposed in that buffer hunk by hunk.
+---
+--- One edit per buffer at a time. While the model writes, the lines asked about carry a spinner
+--- and what it is doing (`<C-c>` or `:Agent stop` stops it). A proposal shows each hunk where it
+--- goes: the lines it removes highlighted in place, the lines it adds as virtual lines below
+--- them, a sign on each and a hint on the one the cursor is at. The buffer-local keys
+--- (`keymaps.inline`, listed by `?`) keep or drop a hunk, all of them, or move between them;
+--- when none is left undecided, the kept ones are applied to the buffer as one undo step (the
+--- file is written only when the person saves) and the backend tells the model what became of
+--- each. A hunk whose lines the person changed meanwhile is stale: shown so, never applied.
+---
+--- The backend asks for the buffer's text (`text`, with a stamp: its changedtick) when the
+--- model's edit arrives, and the proposal comes back with that stamp: the text of that version
+--- is kept here, so a proposal computed before the person typed lands on the lines they moved.
+
+local M = {}
+local H = {}
+
+H.ns = vim.api.nvim_create_namespace("agent.inline")
+
+--- The running edits, by their number.
+---@type table<integer, agent.Inline>
+H.edits = {}
+--- Which edit each buffer has.
+---@type table<integer, integer>
+H.of_buffer = {}
+H.next = 0
+
+---@class agent.Inline
+---@field id integer
+---@field buf integer
+---@field conversation integer
+---@field what string `lines 3-9 of a.py`, for messages
+---@field range integer extmark: where the spinner shows
+---@field status string what the edit is doing now
+---@field frame integer
+---@field timer? uv.uv_timer_t
+---@field snapshots table<integer, string[]> the texts handed to the backend, by stamp
+---@field proposal? agent.InlineProposal
+---@field saved_maps table[] the person's buffer-local maps the edit's keys cover
+---@field mapped string[] the lhs of the edit's keys in this buffer
+---@field attached boolean
+
+---@class agent.InlineProposal
+---@field question integer
+---@field hunks agent.InlineHunk[]
+---@field current integer
+
+---@class agent.InlineHunk
+---@field removed string[]
+---@field added string[]
+---@field shown string[]
+---@field state "pending"|"kept"|"dropped"|"stale"
+---@field mark integer extmark over the removed lines, or at the line an insertion goes before
+---@field after_last boolean an insertion at the end of the buffer (after the mark's line)
+---@field view? integer extmark holding the virtual lines, the sign and the hint
+
+--- The most of the buffer's text an edit sends (as the ask's and read_file's clamp).
+M.CONTEXT_CHARS = 20000
+
+M.SPINNER = { "⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏" }
+
+--- The node kinds the edit mapping takes whole in Normal mode (the innermost one around the
+--- cursor), matched against the treesitter node's type.
+H.NODE_KINDS = { "function", "method", "class", "struct", "impl", "interface", "enum", "trait", "module" }
+
+--- Starts an inline edit of the current buffer (see the module's doc). `opts.first`/`opts.last`
+--- (1-based lines) give the range; else the Visual selection; else the treesitter node around
+--- the cursor (a function, a class...), else the cursor's line. Without `opts.instruction`, asks
+--- for one. Runs acting for the conversation it is started from. `deps` are what it needs of
+--- the modules that show events to it (given by the public API, so neither requires the other):
+--- `ensure` starts the backend, `buffer_path` names a buffer's file.
+---@param opts? { instruction?: string, first?: integer, last?: integer }
+---@param deps { ensure: fun(): boolean, buffer_path: fun(buf: integer): string? }
+---@return boolean started false when nothing was sent (the reason was shown, or it was asked for)
+function M.edit(opts, deps)
+  opts = opts or {}
+  local buf = vim.api.nvim_get_current_buf()
+  if H.of_buffer[buf] then
+    vim.notify(
+      "agent: an edit of this buffer is still open: keep or drop its hunks (? lists the keys), or stop it with :Agent stop",
+      vim.log.levels.WARN
+    )
+    return false
+  end
+  local path = deps.buffer_path(buf)
+  if not path then
+    vim.notify("agent: :Agent edit works on a file's buffer, and this one holds no file", vim.log.levels.ERROR)
+    return false
+  end
+  local first, last = H.range(buf, opts)
+  local what = first == last and ("line %d of %s"):format(first, path)
+    or ("lines %d-%d of %s"):format(first, last, path)
+  local instruction = opts.instruction and vim.trim(opts.instruction) or ""
+  if instruction == "" then
+    local conversation = require("agent.conversations").active().id
+    vim.ui.input({ prompt = ("agent: edit %s: "):format(what) }, function(text)
+      if text and vim.trim(text) ~= "" then
+        require("agent.conversations").acting(conversation, function()
+          vim.api.nvim_buf_call(buf, function()
+            M.edit({ instruction = text, first = first, last = last }, deps)
+          end)
+        end)
+      end
+    end)
+    return false
+  end
+  if not deps.ensure() then
+    return false
+  end
+  H.next = H.next + 1
+  local id = H.next
+  local edit = {
+    id = id,
+    buf = buf,
+    conversation = require("agent.conversations").active().id,
+    what = what,
+    range = vim.api.nvim_buf_set_extmark(buf, H.ns, first - 1, 0, {}),
+    status = "writing",
+    frame = 1,
+    snapshots = {},
+    saved_maps = {},
+    mapped = {},
+    attached = false,
+  }
+  H.edits[id] = edit
+  H.of_buffer[buf] = id
+  H.map(edit, { stop = true })
+  H.spin(edit)
+  local options = require("agent.config").options.inline
+  require("agent.rpc.wire").notify(require("agent.rpc.wire").method.INLINE, {
+    conversation = edit.conversation,
+    inline = id,
+    path = vim.fn.fnamemodify(vim.api.nvim_buf_get_name(buf), ":p"),
+    first = first,
+    last = last,
+    instruction = instruction,
+    excerpt = H.excerpt(buf, first, last, options.context_lines),
+    filetype = vim.bo[buf].filetype,
+    diagnostics = H.diagnostics(buf, first, last),
+    provider = options.provider,
+    model = options.model,
+  })
+  return true
+end
+
+--- The backend's query (protocol.rs `lua::INLINE_TEXT`): the text of edit `id`'s buffer now and
+--- its stamp; nil when the edit or its buffer is gone.
+---@param id integer
+---@return { text: string, stamp: integer }?
+function M.text(id)
+  local edit = H.edits[id]
+  if not edit or not vim.api.nvim_buf_is_loaded(edit.buf) then
+    return nil
+  end
+  local lines = vim.api.nvim_buf_get_lines(edit.buf, 0, -1, false)
+  local stamp = vim.api.nvim_buf_get_changedtick(edit.buf)
+  -- Only the newest few are ever asked about.
+  edit.snapshots = { [stamp] = lines }
+  return { text = table.concat(lines, "\n") .. "\n", stamp = stamp }
+end
+
+--- An `inline_*` event from the backend (rpc/init.lua hands them here).
+---@param event table
+function M.on_event(event)
+  local edit = H.edits[event.inline]
+  if event.type == "inline_proposal" then
+    if not edit or not vim.api.nvim_buf_is_loaded(edit.buf) then
+      -- Nobody can look at it: nothing is applied, and the model is told.
+      H.answer(
+        event.question,
+        vim.tbl_map(function()
+          return "stale"
+        end, event.hunks or {})
+      )
+      return
+    end
+    H.propose(edit, event)
+  elseif not edit then
+    return
+  elseif event.type == "inline_status" then
+    edit.status = tostring(event.text)
+    H.draw_spinner(edit)
+  elseif event.type == "inline_done" then
+    H.finish(edit)
+    local level = event.ok and vim.log.levels.INFO or vim.log.levels.WARN
+    vim.notify(tostring(event.message), level)
+  end
+end
+
+--- Stops the inline edit of buffer `buf` (default: the current one), or when it has none and
+--- `all_of` is a conversation's number, every edit of that conversation. True when one was.
+---@param buf? integer
+---@param all_of? integer
+---@return boolean
+function M.stop(buf, all_of)
+  buf = buf or vim.api.nvim_get_current_buf()
+  local mine = H.of_buffer[buf] and { H.edits[H.of_buffer[buf]] } or {}
+  if #mine == 0 and all_of then
+    for _, edit in pairs(H.edits) do
+      if edit.conversation == all_of then
+        mine[#mine + 1] = edit
+      end
+    end
+  end
+  for _, edit in ipairs(mine) do
+    H.stop(edit)
+  end
+  return #mine > 0
+end
+
+--- How many inline edits run (for tests, and the statusline).
+---@return integer
+function M.running()
+  return vim.tbl_count(H.edits)
+end
+
+--- The open proposal of buffer `buf` (default: the current one), for tests and the help: its
+--- hunks' states and the one the keys are at; nil when there is none.
+---@param buf? integer
+---@return { states: string[], current: integer }?
+function M.proposal(buf)
+  local id = H.of_buffer[buf or vim.api.nvim_get_current_buf()]
+  local edit = id and H.edits[id]
+  if not edit or not edit.proposal then
+    return nil
+  end
+  local states = {}
+  for i, hunk in ipairs(edit.proposal.hunks) do
+    states[i] = hunk.state
+  end
+  return { states = states, current = edit.proposal.current }
+end
+
+--- The keys of a proposal (`keymaps.inline`), for the buffer-local maps: the action and what
+--- its `desc` says.
+H.ACTIONS = {
+  { "keep", "keep this hunk" },
+  { "drop", "drop this hunk" },
+  { "keep_all", "keep every hunk left" },
+  { "drop_all", "drop every hunk left" },
+  { "next", "next hunk" },
+  { "prev", "previous hunk" },
+  { "help", "list these keys" },
+  { "stop", "stop the edit (nothing more is applied)" },
+}
+
+-- The range --------------------------------------------------------------------------------
+
+--- The lines an edit is about: the options', the Visual selection's, the treesitter node's
+--- around the cursor, or the cursor's line.
+function H.range(buf, opts)
+  if opts.first then
+    local last = opts.last or opts.first
+    return math.min(opts.first, last), math.max(opts.first, last)
+  end
+  local mode = vim.fn.mode()
+  if mode == "v" or mode == "V" or mode == "\22" then
+    local first, last = vim.fn.line("v"), vim.fn.line(".")
+    vim.cmd("normal! \27")
+    return math.min(first, last), math.max(first, last)
+  end
+  local line = vim.fn.line(".")
+  local ok, node = pcall(vim.treesitter.get_node, { bufnr = buf })
+  while ok and node do
+    local kind = node:type()
+    for _, wanted in ipairs(H.NODE_KINDS) do
+      if kind:find(wanted, 1, true) then
+        local start_row, _, end_row, end_col = node:range()
+        local last = end_col == 0 and end_row or end_row + 1
+        return start_row + 1, math.max(start_row + 1, last)
+      end
+    end
+    node = node:parent()
+  end
+  return line, line
+end
+
+--- Lines `first`..`last` and `around` lines each side, each as `12: text`, within the ask's
+--- budget (the asked lines first).
+function H.excerpt(buf, first, last, around)
+  local count = vim.api.nvim_buf_line_count(buf)
+  local from, to = math.max(1, first - around), math.min(count, last + around)
+  local lines, left = {}, M.CONTEXT_CHARS
+  for n, text in ipairs(vim.api.nvim_buf_get_lines(buf, from - 1, to, false)) do
+    local line = ("%d: %s"):format(from + n - 1, text)
+    left = left - #line - 1
+    if left < 0 and (from + n - 1 < first or from + n - 1 > last) then
+      if from + n - 1 > last then
+        break
+      end
+    else
+      lines[#lines + 1] = line
+    end
+  end
+  return table.concat(lines, "\n")
+end
+
+--- The diagnostics on lines `first`..`last`, each as `line 12: error: message`.
+function H.diagnostics(buf, first, last)
+  local found = {}
+  local names = { "error", "warning", "info", "hint" }
+  for _, d in ipairs(vim.diagnostic.get(buf)) do
+    if d.lnum + 1 >= first and d.lnum + 1 <= last then
+      local message = tostring(d.message):gsub("\n.*", "")
+      found[#found + 1] = ("line %d: %s: %s"):format(d.lnum + 1, names[d.severity] or "note", message)
+    end
+  end
+  return found
+end
+
+-- The spinner ------------------------------------------------------------------------------
+
+function H.spin(edit)
+  H.draw_spinner(edit)
+  edit.timer = edit.timer or vim.uv.new_timer()
+  edit.timer:start(
+    100,
+    100,
+    vim.schedule_wrap(function()
+      if H.edits[edit.id] ~= edit or edit.proposal then
+        return
+      end
+      edit.frame = edit.frame % #M.SPINNER + 1
+      H.draw_spinner(edit)
+    end)
+  )
+end
+
+function H.draw_spinner(edit)
+  if edit.proposal or not vim.api.nvim_buf_is_valid(edit.buf) then
+    return
+  end
+  local pos = vim.api.nvim_buf_get_extmark_by_id(edit.buf, H.ns, edit.range, {})
+  if not pos[1] then
+    return
+  end
+  local stop = require("agent.config").options.keymaps.inline.stop
+  local text = ("%s agent: %s"):format(M.SPINNER[edit.frame], edit.status)
+  if stop then
+    text = ("%s · %s stops"):format(text, stop)
+  end
+  edit.spinner = vim.api.nvim_buf_set_extmark(edit.buf, H.ns, pos[1], 0, {
+    id = edit.spinner,
+    virt_text = { { " " .. text, "AgentInlineSpinner" } },
+    virt_text_pos = "eol",
+  })
+end
+
+function H.unspin(edit)
+  if edit.timer then
+    edit.timer:stop()
+  end
+  if edit.spinner and vim.api.nvim_buf_is_valid(edit.buf) then
+    pcall(vim.api.nvim_buf_del_extmark, edit.buf, H.ns, edit.spinner)
+  end
+  edit.spinner = nil
+end
+
+-- The proposal -----------------------------------------------------------------------------
+
+--- Where row `row` (0-based) of `before` is in `now`, by their diff: shifted by the lines the
+--- person added or removed above it. Whether the lines are still the same is checked apart.
+function H.shift(before, now, row)
+  if before == now then
+    return row
+  end
+  local a = table.concat(before, "\n") .. "\n"
+  local b = table.concat(now, "\n") .. "\n"
+  local delta = 0
+  for _, h in ipairs(vim.diff(a, b, { result_type = "indices" })) do
+    local start_a, count_a, count_b = h[1], h[2], h[4]
+    -- A deletion or change covers rows start_a-1 .. start_a-1+count_a-1; an insertion goes
+    -- after row start_a-1 (before row start_a).
+    local ends = count_a > 0 and start_a - 1 + count_a or start_a
+    if ends <= row then
+      delta = delta + count_b - count_a
+    end
+  end
+  return row + delta
+end
+
+function H.propose(edit, event)
+  H.unspin(edit)
+  local buf = edit.buf
+  local now = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  local before = edit.snapshots[event.stamp] or now
+  local count = #now
+  local hunks = {}
+  for i, h in ipairs(event.hunks or {}) do
+    local removed, added = h.removed or {}, h.added or {}
+    local row = H.shift(before, now, h.at)
+    local hunk = {
+      removed = removed,
+      added = added,
+      shown = h.shown or added,
+      state = "pending",
+      after_last = false,
+    }
+    if #removed > 0 then
+      row = math.max(0, math.min(row, count - 1))
+      local fits = row + #removed <= count
+      hunk.mark = vim.api.nvim_buf_set_extmark(buf, H.ns, row, 0, {
+        end_row = fits and row + #removed or count,
+        end_col = 0,
+        hl_group = "AgentInlineRemoved",
+        hl_eol = true,
+        strict = false,
+        priority = 200,
+      })
+      if not H.same(buf, row, removed) then
+        hunk.state = "stale"
+      end
+    else
+      hunk.after_last = row >= count
+      hunk.mark = vim.api.nvim_buf_set_extmark(buf, H.ns, math.max(0, math.min(row, count - 1)), 0, {
+        right_gravity = false,
+      })
+    end
+    hunks[i] = hunk
+  end
+  edit.proposal = { question = event.question, hunks = hunks, current = 1 }
+  H.attach(edit)
+  H.map(edit, { proposal = true })
+  H.draw(edit)
+  -- The cursor goes to the first hunk when the person is in this buffer, in Normal mode, and
+  -- the hunk is off screen; never from another window, never mid-typing.
+  if vim.api.nvim_get_current_buf() == buf and vim.api.nvim_get_mode().mode == "n" then
+    local row = H.row(edit, hunks[1])
+    if row and (row + 1 < vim.fn.line("w0") or row + 1 > vim.fn.line("w$")) then
+      vim.api.nvim_win_set_cursor(0, { row + 1, 0 })
+    end
+  end
+  H.settle(edit)
+end
+
+--- True when the buffer's lines from `row` are `lines`.
+function H.same(buf, row, lines)
+  local has = vim.api.nvim_buf_get_lines(buf, row, row + #lines, false)
+  return vim.deep_equal(has, lines)
+end
+
+--- Where `hunk` starts now (0-based), or nil when its lines are gone.
+function H.row(edit, hunk)
+  local pos = vim.api.nvim_buf_get_extmark_by_id(edit.buf, H.ns, hunk.mark, { details = true })
+  if not pos[1] or (pos[3] and pos[3].invalid) then
+    return nil
+  end
+  return pos[1]
+end
+
+--- Tabs as the buffer shows them, for virtual lines (which do not expand them).
+function H.expand(buf, text)
+  if not text:find("\t", 1, true) then
+    return text
+  end
+  local ts = vim.bo[buf].tabstop
+  local out, col = {}, 0
+  for char in text:gmatch(".[\128-\191]*") do
+    if char == "\t" then
+      local n = ts - col % ts
+      out[#out + 1] = string.rep(" ", n)
+      col = col + n
+    else
+      out[#out + 1] = char
+      col = col + vim.fn.strdisplaywidth(char)
+    end
+  end
+  return table.concat(out)
+end
+
+--- The virtual lines of an added line: cut into the window's width when the buffer's windows
+--- wrap, so a long line reads whole as the buffer's own lines do.
+function H.virtual(edit, text, group)
+  text = H.expand(edit.buf, text)
+  local win = vim.fn.bufwinid(edit.buf)
+  local wrap = win ~= -1 and vim.wo[win].wrap
+  if not wrap then
+    return { { { text, group } } }
+  end
+  local info = vim.fn.getwininfo(win)[1]
+  local width = math.max(10, (info and info.width or vim.o.columns) - (info and info.textoff or 0))
+  local lines = {}
+  local rest = text
+  repeat
+    local piece = vim.fn.strcharpart(rest, 0, width)
+    while vim.fn.strdisplaywidth(piece) > width and #piece > 1 do
+      piece = vim.fn.strcharpart(piece, 0, vim.fn.strchars(piece) - 1)
+    end
+    lines[#lines + 1] = { { piece, group } }
+    rest = rest:sub(#piece + 1)
+  until rest == ""
+  return lines
+end
+
+--- Draws every hunk as its state says: a pending one with its removed lines highlighted and
+--- its added lines below, a kept one with its added lines only, a dropped one dimmed, a stale
+--- one marked; a sign on each, and the keys' hint on the current one.
+function H.draw(edit)
+  local buf = edit.buf
+  local proposal = edit.proposal
+  if not proposal then
+    return
+  end
+  local keys = require("agent.config").options.keymaps.inline
+  local total = #proposal.hunks
+  for i, hunk in ipairs(proposal.hunks) do
+    local row = H.row(edit, hunk)
+    if row then
+      local count = vim.api.nvim_buf_line_count(buf)
+      local lines = {}
+      local add_group = hunk.state == "dropped" and "AgentInlineDropped" or "AgentInlineAdded"
+      if hunk.state ~= "dropped" and hunk.state ~= "stale" then
+        for _, text in ipairs(hunk.shown) do
+          vim.list_extend(lines, H.virtual(edit, text, add_group))
+        end
+      end
+      local label = ({
+        pending = "",
+        kept = " · kept",
+        dropped = " · dropped",
+        stale = " · stale: you changed these lines",
+      })[hunk.state]
+      local hint = ("hunk %d/%d%s"):format(i, total, label)
+      if i == proposal.current and hunk.state == "pending" then
+        local parts = {}
+        for _, pair in ipairs({ { "keep", "keep" }, { "drop", "drop" }, { "help", "more" } }) do
+          if keys[pair[1]] then
+            parts[#parts + 1] = ("%s %s"):format(keys[pair[1]], pair[2])
+          end
+        end
+        hint = ("%s · %s"):format(hint, table.concat(parts, " · "))
+      end
+      local sign = ({ pending = "┃", kept = "✓", dropped = "✗", stale = "!" })[hunk.state]
+      local sign_group = ({
+        pending = "AgentInlineSign",
+        kept = "AgentInlineAdded",
+        dropped = "AgentInlineDropped",
+        stale = "AgentInlineStale",
+      })[hunk.state]
+      local hint_group = hunk.state == "stale" and "AgentInlineStale" or "AgentInlineHint"
+      -- The view goes on the hunk's last removed line (its added lines below it), or for an
+      -- insertion on the line it goes before (above it), or after the last line.
+      local nremoved = #hunk.removed
+      local at, above
+      if nremoved > 0 then
+        at, above = math.min(row + nremoved - 1, count - 1), false
+      elseif hunk.after_last then
+        at, above = count - 1, false
+      else
+        at, above = row, true
+      end
+      hunk.view = vim.api.nvim_buf_set_extmark(buf, H.ns, at, 0, {
+        id = hunk.view,
+        virt_lines = #lines > 0 and lines or nil,
+        virt_lines_above = above,
+        virt_text = { { " " .. hint, hint_group } },
+        virt_text_pos = "eol",
+        sign_text = sign,
+        sign_hl_group = sign_group,
+        priority = 200,
+      })
+      -- The removed lines: highlighted while they may go, plain once dropped.
+      if nremoved > 0 then
+        local removed_group = ({
+          pending = "AgentInlineRemoved",
+          kept = "AgentInlineRemoved",
+          dropped = nil,
+          stale = "AgentInlineStale",
+        })[hunk.state]
+        local pos = vim.api.nvim_buf_get_extmark_by_id(buf, H.ns, hunk.mark, { details = true })
+        if pos[1] then
+          local details = pos[3] or {}
+          vim.api.nvim_buf_set_extmark(buf, H.ns, pos[1], 0, {
+            id = hunk.mark,
+            end_row = details.end_row,
+            end_col = details.end_col,
+            hl_group = removed_group,
+            hl_eol = true,
+            strict = false,
+            priority = 200,
+          })
+        end
+      end
+    end
+  end
+end
+
+--- Marks the pending hunks whose lines the person changed as stale (never applied).
+function H.check_stale(edit)
+  local proposal = edit.proposal
+  if not proposal then
+    return
+  end
+  local changed = false
+  for _, hunk in ipairs(proposal.hunks) do
+    if hunk.state == "pending" or hunk.state == "kept" then
+      local row = H.row(edit, hunk)
+      if #hunk.removed > 0 and (not row or not H.same(edit.buf, row, hunk.removed)) then
+        hunk.state = "stale"
+        changed = true
+      elseif #hunk.removed == 0 and not row then
+        hunk.state = "stale"
+        changed = true
+      end
+    end
+  end
+  if changed then
+    H.draw(edit)
+    H.settle(edit)
+  end
+end
+
+--- Watches the buffer for the person's changes while a proposal is open.
+function H.attach(edit)
+  if edit.attached then
+    return
+  end
+  edit.attached = true
+  vim.api.nvim_buf_attach(edit.buf, false, {
+    on_lines = function()
+      if H.edits[edit.id] ~= edit then
+        return true -- detach
+      end
+      if H.applying or not edit.proposal then
+        return
+      end
+      vim.schedule(function()
+        if H.edits[edit.id] == edit then
+          H.check_stale(edit)
+        end
+      end)
+    end,
+    on_detach = function()
+      edit.attached = false
+    end,
+  })
+end
+
+--- The hunk under the cursor (or the current one), by its place.
+function H.at_cursor(edit)
+  local proposal = edit.proposal
+  local line = vim.api.nvim_win_get_cursor(0)[1] - 1
+  for i, hunk in ipairs(proposal.hunks) do
+    local row = H.row(edit, hunk)
+    if row and line >= row and line < row + math.max(1, #hunk.removed) then
+      return i
+    end
+  end
+  return proposal.current
+end
+
+--- Moves to the next (`step` 1) or previous (-1) hunk still undecided, the cursor with it.
+function H.move(edit, step)
+  local proposal = edit.proposal
+  local total = #proposal.hunks
+  local at = H.at_cursor(edit)
+  for n = 1, total do
+    local i = (at - 1 + step * n) % total + 1
+    if proposal.hunks[i].state == "pending" then
+      proposal.current = i
+      local row = H.row(edit, proposal.hunks[i])
+      if row then
+        vim.api.nvim_win_set_cursor(0, { row + 1, 0 })
+      end
+      H.draw(edit)
+      return
+    end
+  end
+end
+
+--- Sets hunk `i` (nil: every pending one) to `state`, then moves on or finishes.
+function H.decide(edit, i, state)
+  local proposal = edit.proposal
+  if not proposal then
+    return
+  end
+  for n, hunk in ipairs(proposal.hunks) do
+    if (i == nil or n == i) and hunk.state == "pending" then
+      hunk.state = state
+    end
+  end
+  H.check_stale(edit)
+  if edit.proposal then
+    H.draw(edit)
+    if not H.settle(edit) then
+      H.move(edit, 1)
+    end
+  end
+end
+
+--- When no hunk is left undecided: applies the kept ones as one undo step, clears the
+--- proposal and answers the backend. True when it did.
+function H.settle(edit)
+  local proposal = edit.proposal
+  if not proposal then
+    return false
+  end
+  for _, hunk in ipairs(proposal.hunks) do
+    if hunk.state == "pending" then
+      return false
+    end
+  end
+  local buf = edit.buf
+  local answer = {}
+  H.applying = true
+  local ok, err = pcall(function()
+    -- From the bottom up, so the rows above stay where they are; each checked once more.
+    for i = #proposal.hunks, 1, -1 do
+      local hunk = proposal.hunks[i]
+      if hunk.state == "kept" then
+        local row = H.row(edit, hunk)
+        if not row or (#hunk.removed > 0 and not H.same(buf, row, hunk.removed)) then
+          hunk.state = "stale"
+        elseif #hunk.removed == 0 and hunk.after_last then
+          local count = vim.api.nvim_buf_line_count(buf)
+          vim.api.nvim_buf_set_lines(buf, count, count, false, hunk.added)
+        else
+          vim.api.nvim_buf_set_lines(buf, row, row + #hunk.removed, false, hunk.added)
+        end
+      end
+    end
+  end)
+  H.applying = false
+  for i, hunk in ipairs(proposal.hunks) do
+    answer[i] = hunk.state
+  end
+  H.clear(edit)
+  if not ok then
+    vim.notify(("agent: the kept hunks could not be applied: %s"):format(err), vim.log.levels.ERROR)
+    answer = vim.tbl_map(function()
+      return "stale"
+    end, answer)
+  end
+  H.answer(proposal.question, answer)
+  return true
+end
+
+function H.answer(question, hunks)
+  require("agent.rpc.wire").notify(require("agent.rpc.wire").method.INLINE_ANSWER, {
+    question = question,
+    hunks = hunks,
+  })
+end
+
+--- Clears the proposal's marks and keys; the edit runs on (its spinner again).
+function H.clear(edit)
+  if vim.api.nvim_buf_is_valid(edit.buf) then
+    for _, hunk in ipairs(edit.proposal and edit.proposal.hunks or {}) do
+      pcall(vim.api.nvim_buf_del_extmark, edit.buf, H.ns, hunk.mark)
+      if hunk.view then
+        pcall(vim.api.nvim_buf_del_extmark, edit.buf, H.ns, hunk.view)
+      end
+    end
+  end
+  edit.proposal = nil
+  H.unmap(edit)
+  H.map(edit, { stop = true })
+  if H.edits[edit.id] == edit then
+    edit.status = "writing"
+    H.spin(edit)
+  end
+end
+
+--- Stops edit `edit`: the backend stops its turn; an open proposal ends unapplied.
+function H.stop(edit)
+  require("agent.rpc.wire").notify(require("agent.rpc.wire").method.INLINE_STOP, {
+    conversation = edit.conversation,
+    inline = edit.id,
+  })
+  edit.status = "stopping"
+  H.finish(edit)
+end
+
+--- Forgets edit `edit`: its marks, its keys, its spinner.
+function H.finish(edit)
+  H.unspin(edit)
+  if edit.timer and not edit.timer:is_closing() then
+    edit.timer:close()
+  end
+  edit.timer = nil
+  if edit.proposal then
+    local proposal = edit.proposal
+    edit.proposal = nil
+    H.answer(
+      proposal.question,
+      vim.tbl_map(function()
+        return "dropped"
+      end, proposal.hunks)
+    )
+  end
+  H.edits[edit.id] = nil
+  if H.of_buffer[edit.buf] == edit.id then
+    H.of_buffer[edit.buf] = nil
+  end
+  if vim.api.nvim_buf_is_valid(edit.buf) then
+    vim.api.nvim_buf_clear_namespace(edit.buf, H.ns, 0, -1)
+  end
+  H.unmap(edit)
+end
+
+-- The keys ---------------------------------------------------------------------------------
+
+--- Maps the edit's keys in its buffer: `stop` alone while the model writes, all of them while
+--- a proposal is open. The person's own buffer-local maps of those keys come back after.
+function H.map(edit, which)
+  H.unmap(edit)
+  local keys = require("agent.config").options.keymaps.inline
+  local actions = {
+    keep = function()
+      H.decide(edit, H.at_cursor(edit), "kept")
+    end,
+    drop = function()
+      H.decide(edit, H.at_cursor(edit), "dropped")
+    end,
+    keep_all = function()
+      H.decide(edit, nil, "kept")
+    end,
+    drop_all = function()
+      H.decide(edit, nil, "dropped")
+    end,
+    next = function()
+      H.move(edit, 1)
+    end,
+    prev = function()
+      H.move(edit, -1)
+    end,
+    help = function()
+      require("agent.keyhelp").show(edit.buf, "inline edit's proposal")
+    end,
+    stop = function()
+      H.stop(edit)
+      vim.notify("agent: the edit was stopped", vim.log.levels.INFO)
+    end,
+  }
+  for _, pair in ipairs(H.ACTIONS) do
+    local action, desc = pair[1], pair[2]
+    local lhs = keys[action]
+    if lhs and (which.proposal or action == "stop") then
+      local saved = vim.fn.maparg(lhs, "n", false, true)
+      if saved and saved.buffer == 1 then
+        edit.saved_maps[#edit.saved_maps + 1] = saved
+      end
+      vim.keymap.set("n", lhs, actions[action], { buffer = edit.buf, desc = "agent: " .. desc, nowait = true })
+      edit.mapped[#edit.mapped + 1] = lhs
+    end
+  end
+end
+
+function H.unmap(edit)
+  if not vim.api.nvim_buf_is_valid(edit.buf) then
+    edit.mapped, edit.saved_maps = {}, {}
+    return
+  end
+  for _, lhs in ipairs(edit.mapped) do
+    pcall(vim.keymap.del, "n", lhs, { buffer = edit.buf })
+  end
+  for _, saved in ipairs(edit.saved_maps) do
+    pcall(vim.fn.mapset, "n", false, saved)
+  end
+  edit.mapped, edit.saved_maps = {}, {}
+end
+
+--- A buffer wiped out stops its edit.
+vim.api.nvim_create_autocmd({ "BufWipeout", "BufUnload" }, {
+  group = vim.api.nvim_create_augroup("agent.inline", { clear = true }),
+  desc = "agent: a buffer closed stops its inline edit",
+  callback = function(args)
+    local id = H.of_buffer[args.buf]
+    if id and H.edits[id] then
+      H.stop(H.edits[id])
+    end
+  end,
+})
+
+return M
