@@ -30,7 +30,7 @@ local H = {}
 ---@field pass_env string[]
 ---@field max_edit_mb integer
 ---@field backend? string
----@field keymaps { ask: string|false, approve: string|false, edit: string|false, approval: table<string, string|string[]>, chat: { output: string|false }, inline: table<string, string|false> }
+---@field keymaps { ask: string|false, approve: string|false, edit: string|false, approval: table<string, string|string[]>, chat: { output: string|false, undo: string|false }, diff: { revert: string|false }, inline: table<string, string|false> }
 ---@field approval { delay: integer, typing: integer }
 ---@field window { side: "right"|"left", width: number }
 ---@field input { completion: boolean|"auto" }
@@ -99,6 +99,10 @@ H.defaults = {
     },
     chat = { -- keys in the chat buffer
       output = "gO", -- on a finished command's row: its whole output, as the model read it; false: none
+      undo = "u", -- on an edit's row: undo that one edit, when the file has not changed since; false: none
+    },
+    diff = { -- keys in :Agent diff's view (in the file's buffer, while the view shows it)
+      revert = "gs", -- take the change under the cursor back to the checkpoint's version; false: none
     },
     edit = "<leader>ae", -- edit the selection, or the function (treesitter) or line at the cursor, in
     --                       place (:Agent edit); false: no mapping
@@ -441,6 +445,9 @@ H.schema = {
     return v == nil or v == "anthropic" or v == "openai" or v == "ollama" or '"anthropic", "openai", "ollama" or nil'
   end,
   ["inline.model"] = optional_string,
+  ["keymaps.chat.undo"] = H.key_or_false,
+  ["keymaps.diff"] = table_,
+  ["keymaps.diff.revert"] = H.key_or_false,
   ["keymaps.chat"] = table_,
   ["keymaps.chat.output"] = function(v)
     return (type(v) == "string" and v ~= "") or v == false or "string or false"

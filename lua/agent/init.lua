@@ -124,8 +124,9 @@ end
 
 function H.stop(opts)
   opts = opts or {}
-  -- An inline edit of the buffer the person is in stops first (and when the chat is idle, any
-  -- of this conversation's).
+  -- An inline edit of the buffer the person is in stops first; when the chat is idle, every
+  -- inline edit of this conversation (a running turn is stopped alone otherwise: the backend's
+  -- `cancel` leaves inline edits be).
   local chat_busy = require("agent.rpc").running() and require("agent.chat").busy()
   if package.loaded["agent.inline"] then
     local inline = require("agent.inline")
@@ -920,19 +921,38 @@ H.highlights = {
   AgentApprovalKey = "Special", -- the keys beside each choice
   AgentApprovalSelected = "PmenuSel", -- the highlighted choice
   AgentFollowed = "IncSearch", -- follow mode: the lines an edit changed, for a moment
-  AgentInlineRemoved = "DiffDelete", -- an inline edit's proposal: the lines a hunk removes
+  AgentInlineRemoved = "AgentInlineRemovedAuto", -- an inline edit's proposal: the lines a hunk
+  --                        removes (DiffDelete, or a red-tinted background where it has none)
   AgentInlineAdded = "DiffAdd", -- the lines it adds (virtual lines below them), a kept hunk's sign
-  AgentInlineSign = "DiffChange", -- the sign of a hunk not decided yet
+  AgentInlineSign = "Removed", -- the `-` sign of a hunk not decided yet
   AgentInlineHint = "Comment", -- `hunk 1/2 · ga keep · gs drop · ? more`
   AgentInlineDropped = "Comment", -- a dropped hunk's sign and hint
-  AgentInlineStale = "DiagnosticWarn", -- a hunk whose lines you changed (never applied)
-  AgentInlineSpinner = "DiagnosticInfo", -- `⠋ agent: writing` while the model writes
+  AgentInlineStale = "WarningMsg", -- a hunk whose lines you changed (never applied)
+  AgentInlineSpinner = "MoreMsg", -- `⠋ agent: writing` while the model writes
 }
 
 function H.define_highlights()
   for group, link in pairs(H.highlights) do
     vim.api.nvim_set_hl(0, group, { link = link, default = true })
   end
+  -- Ours alone, so set again whatever it was: DiffDelete where it has a background; where it
+  -- only colours text (the default scheme), removed lines would read as ordinary ones, so a
+  -- red-tinted background of their own, for the background in use.
+  if H.has_background("DiffDelete") then
+    vim.api.nvim_set_hl(0, "AgentInlineRemovedAuto", { link = "DiffDelete" })
+  else
+    local dark = vim.o.background == "dark"
+    vim.api.nvim_set_hl(0, "AgentInlineRemovedAuto", {
+      bg = dark and "#4a1f22" or "#ffd8d8",
+      ctermbg = dark and 52 or 224,
+    })
+  end
+end
+
+--- True when highlight group `name` (its links followed) has a background.
+function H.has_background(name)
+  local ok, hl = pcall(vim.api.nvim_get_hl, 0, { name = name, link = false })
+  return ok and (hl.bg ~= nil or hl.ctermbg ~= nil or hl.reverse == true)
 end
 
 function H.create_autocommands()
@@ -953,6 +973,12 @@ function H.create_autocommands()
   vim.api.nvim_create_autocmd("ColorScheme", {
     group = group,
     desc = "agent: re-apply highlight links",
+    callback = H.define_highlights,
+  })
+  vim.api.nvim_create_autocmd("OptionSet", {
+    group = group,
+    pattern = "background",
+    desc = "agent: highlights of our own for the new background",
     callback = H.define_highlights,
   })
 end
@@ -1018,6 +1044,9 @@ function H.ensure_init()
       end,
       review = acting(function(checkpoint)
         M.diff({ since = checkpoint })
+      end),
+      undo_edit = acting(function(diff)
+        require("agent.undo").edit(diff, require("agent.rpc").workspace())
       end),
       rewind_others = acting(function(event)
         require("agent.pickers").rewind_others(M, event)

@@ -84,6 +84,13 @@ function M.edit(opts, deps)
     )
     return false
   end
+  if not vim.bo[buf].modifiable then
+    vim.notify(
+      "agent: this buffer is not modifiable, so no edit could be applied; :set modifiable first",
+      vim.log.levels.ERROR
+    )
+    return false
+  end
   local path = deps.buffer_path(buf)
   if not path then
     vim.notify("agent: :Agent edit works on a file's buffer, and this one holds no file", vim.log.levels.ERROR)
@@ -129,7 +136,7 @@ function M.edit(opts, deps)
   H.map(edit, { stop = true })
   H.spin(edit)
   local options = require("agent.config").options.inline
-  require("agent.rpc.wire").notify(require("agent.rpc.wire").method.INLINE, {
+  local sent = require("agent.rpc.wire").notify(require("agent.rpc.wire").method.INLINE, {
     conversation = edit.conversation,
     inline = id,
     path = vim.fn.fnamemodify(vim.api.nvim_buf_get_name(buf), ":p"),
@@ -142,7 +149,19 @@ function M.edit(opts, deps)
     provider = options.provider,
     model = options.model,
   })
+  if not sent then
+    H.finish(edit) -- the wire said why
+    return false
+  end
   return true
+end
+
+--- Ends every edit without a word from the backend: it exited (rpc/job.lua), so none of them
+--- will hear more. Nothing open is applied.
+function M.backend_gone()
+  for _, edit in pairs(H.edits) do
+    H.finish(edit)
+  end
 end
 
 --- The backend's query (protocol.rs `lua::INLINE_TEXT`): the text of edit `id`'s buffer now and
@@ -185,8 +204,19 @@ function M.on_event(event)
   elseif event.type == "inline_done" then
     H.finish(edit)
     local level = event.ok and vim.log.levels.INFO or vim.log.levels.WARN
-    vim.notify(tostring(event.message), level)
+    vim.notify(H.one_line(tostring(event.message)), level)
   end
+end
+
+--- `message`'s first line, cut to the room the message area has: a long answer must not stop
+--- the screen at a hit-enter prompt that takes the person's next key.
+function H.one_line(message)
+  local line = message:match("^[^\n]*")
+  local room = math.max(20, vim.v.echospace - 1)
+  if vim.fn.strdisplaywidth(line) > room then
+    line = vim.fn.strcharpart(line, 0, room - 1) .. "…"
+  end
+  return line
 end
 
 --- Stops the inline edit of buffer `buf` (default: the current one), or when it has none and
@@ -277,21 +307,44 @@ function H.range(buf, opts)
   return line, line
 end
 
---- Lines `first`..`last` and `around` lines each side, each as `12: text`, within the ask's
---- budget (the asked lines first).
+--- Lines `first`..`last` and `around` lines each side, each as `12: text`, within
+--- M.CONTEXT_CHARS: the asked lines first (the last one cut if it must be), then the lines
+--- around them, nearest first, one above and one below in turn, while the budget lasts.
 function H.excerpt(buf, first, last, around)
   local count = vim.api.nvim_buf_line_count(buf)
-  local from, to = math.max(1, first - around), math.min(count, last + around)
-  local lines, left = {}, M.CONTEXT_CHARS
-  for n, text in ipairs(vim.api.nvim_buf_get_lines(buf, from - 1, to, false)) do
-    local line = ("%d: %s"):format(from + n - 1, text)
-    left = left - #line - 1
-    if left < 0 and (from + n - 1 < first or from + n - 1 > last) then
-      if from + n - 1 > last then
-        break
+  local order = {}
+  for n = first, last do
+    order[#order + 1] = n
+  end
+  for d = 1, around do
+    if first - d >= 1 then
+      order[#order + 1] = first - d
+    end
+    if last + d <= count then
+      order[#order + 1] = last + d
+    end
+  end
+  local taken, left = {}, M.CONTEXT_CHARS
+  local low, high = first, first
+  for _, n in ipairs(order) do
+    if left <= 0 then
+      break
+    end
+    local line = ("%d: %s"):format(n, vim.api.nvim_buf_get_lines(buf, n - 1, n, false)[1] or "")
+    if #line + 1 > left then
+      if n < first or n > last then
+        break -- a line around the range is sent whole or not at all
       end
-    else
-      lines[#lines + 1] = line
+      line = vim.fn.strcharpart(line, 0, math.max(0, left - 1))
+    end
+    taken[n] = line
+    left = left - #line - 1
+    low, high = math.min(low, n), math.max(high, n)
+  end
+  local lines = {}
+  for n = low, high do
+    if taken[n] then
+      lines[#lines + 1] = taken[n]
     end
   end
   return table.concat(lines, "\n")
@@ -360,63 +413,83 @@ end
 
 -- The proposal -----------------------------------------------------------------------------
 
---- Where row `row` (0-based) of `before` is in `now`, by their diff: shifted by the lines the
---- person added or removed above it. Whether the lines are still the same is checked apart.
-function H.shift(before, now, row)
-  if before == now then
-    return row
+--- Where each row (0-based) of `before` is in `now`: a function of the row, shifted by the
+--- lines the person added or removed above it (by one diff of the two, computed once; the rows
+--- as they are when nothing changed). Whether the lines are still the same is checked apart.
+---@param before string[]
+---@param now string[]
+---@param unchanged boolean
+---@return fun(row: integer): integer
+function H.shifter(before, now, unchanged)
+  if unchanged then
+    return function(row)
+      return row
+    end
   end
   local a = table.concat(before, "\n") .. "\n"
   local b = table.concat(now, "\n") .. "\n"
-  local delta = 0
-  for _, h in ipairs(vim.diff(a, b, { result_type = "indices" })) do
-    local start_a, count_a, count_b = h[1], h[2], h[4]
-    -- A deletion or change covers rows start_a-1 .. start_a-1+count_a-1; an insertion goes
-    -- after row start_a-1 (before row start_a).
-    local ends = count_a > 0 and start_a - 1 + count_a or start_a
-    if ends <= row then
+  local diff = vim.diff(a, b, { result_type = "indices" })
+  return function(row)
+    local delta = 0
+    for _, h in ipairs(diff) do
+      local start_a, count_a, count_b = h[1], h[2], h[4]
+      -- A deletion or change covers rows start_a-1 .. start_a-1+count_a-1; an insertion goes
+      -- after row start_a-1 (before row start_a).
+      local ends = count_a > 0 and start_a - 1 + count_a or start_a
+      if ends > row then
+        break
+      end
       delta = delta + count_b - count_a
     end
+    return row + delta
   end
-  return row + delta
 end
 
 function H.propose(edit, event)
   H.unspin(edit)
   local buf = edit.buf
-  local now = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
-  local before = edit.snapshots[event.stamp] or now
-  local count = #now
+  local count = vim.api.nvim_buf_line_count(buf)
+  local before = edit.snapshots[event.stamp]
+  local shift
+  if before and event.stamp == vim.api.nvim_buf_get_changedtick(buf) then
+    shift = H.shifter(before, before, true)
+  else
+    local now = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+    shift = H.shifter(before or now, now, before == nil)
+  end
   local hunks = {}
   for i, h in ipairs(event.hunks or {}) do
     local removed, added = h.removed or {}, h.added or {}
-    local row = H.shift(before, now, h.at)
+    local row = shift(h.at)
     local hunk = {
       removed = removed,
       added = added,
       shown = h.shown or added,
       state = "pending",
+      drawn = "pending", -- the state the removed lines' highlight shows
       after_last = false,
     }
     if #removed > 0 then
       row = math.max(0, math.min(row, count - 1))
-      local fits = row + #removed <= count
-      hunk.mark = vim.api.nvim_buf_set_extmark(buf, H.ns, row, 0, {
-        end_row = fits and row + #removed or count,
-        end_col = 0,
-        hl_group = "AgentInlineRemoved",
-        hl_eol = true,
-        strict = false,
-        priority = 200,
-      })
       if not H.same(buf, row, removed) then
         hunk.state = "stale"
       end
+      hunk.drawn = hunk.state
+      hunk.mark = H.removed_mark(edit, hunk, row, math.min(row + #removed, count) - 1, hunk.state)
     else
       hunk.after_last = row >= count
-      hunk.mark = vim.api.nvim_buf_set_extmark(buf, H.ns, math.max(0, math.min(row, count - 1)), 0, {
+      row = math.max(0, math.min(row, count - 1))
+      hunk.mark = vim.api.nvim_buf_set_extmark(buf, H.ns, row, 0, {
         right_gravity = false,
+        invalidate = true,
       })
+      -- The lines around the place it goes: if the person changes them, it is stale.
+      local lines = vim.api.nvim_buf_get_lines(buf, math.max(0, row - 1), row + 1, false)
+      if hunk.after_last then
+        hunk.around = { above = lines[#lines] }
+      else
+        hunk.around = { above = row > 0 and lines[1] or nil, below = row > 0 and lines[2] or lines[1] }
+      end
     end
     hunks[i] = hunk
   end
@@ -424,6 +497,24 @@ function H.propose(edit, event)
   H.attach(edit)
   H.map(edit, { proposal = true })
   H.draw(edit)
+  H.open_folds(edit)
+  -- The keys act on the hunk under the cursor: its hint says so.
+  edit.follow = vim.api.nvim_create_autocmd("CursorMoved", {
+    buffer = buf,
+    desc = "agent: the inline proposal's hint follows the cursor",
+    callback = function()
+      local proposal = edit.proposal
+      if not proposal then
+        return
+      end
+      local at = H.hunk_at_cursor(edit)
+      if at and at ~= proposal.current then
+        local was = proposal.current
+        proposal.current = at
+        H.draw(edit, { [was] = true, [at] = true })
+      end
+    end,
+  })
   -- The cursor goes to the first hunk when the person is in this buffer, in Normal mode, and
   -- the hunk is off screen; never from another window, never mid-typing.
   if vim.api.nvim_get_current_buf() == buf and vim.api.nvim_get_mode().mode == "n" then
@@ -470,34 +561,89 @@ function H.expand(buf, text)
   return table.concat(out)
 end
 
---- The virtual lines of an added line: cut into the window's width when the buffer's windows
---- wrap, so a long line reads whole as the buffer's own lines do.
-function H.virtual(edit, text, group)
-  text = H.expand(edit.buf, text)
+--- The width of the text area virtual lines are cut and padded to, and whether they are cut
+--- (the buffer's window wraps): nil when no window shows the buffer. A sign column that shows
+--- only with signs ('signcolumn' "auto") is counted as if shown: the proposal brings signs.
+function H.width(edit)
   local win = vim.fn.bufwinid(edit.buf)
-  local wrap = win ~= -1 and vim.wo[win].wrap
-  if not wrap then
-    return { { { text, group } } }
+  if win == -1 then
+    return nil, nil
   end
   local info = vim.fn.getwininfo(win)[1]
-  local width = math.max(10, (info and info.width or vim.o.columns) - (info and info.textoff or 0))
+  local textoff = info and info.textoff or 0
+  local signs = vim.wo[win].signcolumn
+  if signs:find("^auto") and textoff < 2 + (vim.wo[win].number and vim.wo[win].numberwidth or 0) then
+    textoff = textoff + 2
+  end
+  local width = math.max(10, (info and info.width or vim.o.columns) - textoff)
+  -- Without 'wrap', a virtual line scrolls with the text where it can (0.11); elsewhere it is
+  -- cut as with 'wrap': the person sees every character of what they may keep.
+  return (vim.wo[win].wrap or not H.SCROLLS) and width or nil, width
+end
+
+--- The virtual lines of an added line: cut into `width` columns (nil: not cut), so a long line
+--- reads whole as the buffer's own lines do, each padded to `pad` columns so the added block
+--- (an empty line too) shows as one.
+function H.virtual(edit, text, group, width, pad)
+  text = H.expand(edit.buf, text)
+  local pieces = {}
+  if not width or vim.fn.strdisplaywidth(text) <= width then
+    pieces[1] = text
+  else
+    local rest = text
+    repeat
+      local piece = vim.fn.strcharpart(rest, 0, width)
+      while vim.fn.strdisplaywidth(piece) > width and #piece > 1 do
+        piece = vim.fn.strcharpart(piece, 0, vim.fn.strchars(piece) - 1)
+      end
+      pieces[#pieces + 1] = piece
+      rest = rest:sub(#piece + 1)
+    until rest == ""
+  end
   local lines = {}
-  local rest = text
-  repeat
-    local piece = vim.fn.strcharpart(rest, 0, width)
-    while vim.fn.strdisplaywidth(piece) > width and #piece > 1 do
-      piece = vim.fn.strcharpart(piece, 0, vim.fn.strchars(piece) - 1)
-    end
-    lines[#lines + 1] = { { piece, group } }
-    rest = rest:sub(#piece + 1)
-  until rest == ""
+  for i, piece in ipairs(pieces) do
+    local short = pad and pad - vim.fn.strdisplaywidth(piece) or 0
+    lines[i] = { { short > 0 and piece .. string.rep(" ", short) or piece, group } }
+  end
   return lines
 end
 
---- Draws every hunk as its state says: a pending one with its removed lines highlighted and
---- its added lines below, a kept one with its added lines only, a dropped one dimmed, a stale
---- one marked; a sign on each, and the keys' hint on the current one.
-function H.draw(edit)
+--- The signs and highlights of each state: the sign on the lines a hunk removes (or, for an
+--- insertion, on the line it follows), the removed lines' highlight, the sign's group.
+H.LOOK = {
+  pending = { sign = "-", removed = "AgentInlineRemoved", group = "AgentInlineSign", label = "" },
+  kept = { sign = "✓", removed = "AgentInlineRemoved", group = "AgentInlineAdded", label = " · kept" },
+  dropped = { sign = "✗", group = "AgentInlineDropped", label = " · dropped" },
+  stale = {
+    sign = "!",
+    removed = "AgentInlineStale",
+    group = "AgentInlineStale",
+    label = " · stale: you changed these lines",
+  },
+}
+
+--- Sets the extmark over rows `row`..`last` (0-based, inclusive): the removed lines' highlight
+--- and sign as `state` has them.
+function H.removed_mark(edit, hunk, row, last, state)
+  local look = H.LOOK[state]
+  local line = vim.api.nvim_buf_get_lines(edit.buf, last, last + 1, false)[1] or ""
+  return vim.api.nvim_buf_set_extmark(edit.buf, H.ns, row, 0, {
+    id = hunk.mark,
+    end_row = last,
+    end_col = #line,
+    hl_group = look.removed,
+    hl_eol = true,
+    sign_text = look.sign,
+    sign_hl_group = look.group,
+    strict = false,
+    priority = 200,
+  })
+end
+
+--- Draws the hunks `only` names (nil: all) as their states say: a pending one with its removed
+--- lines highlighted and its added lines below, a kept one the same with its sign, a dropped
+--- one with its lines as they are, a stale one marked; the keys' hint on the current one.
+function H.draw(edit, only)
   local buf = edit.buf
   local proposal = edit.proposal
   if not proposal then
@@ -505,24 +651,40 @@ function H.draw(edit)
   end
   local keys = require("agent.config").options.keymaps.inline
   local total = #proposal.hunks
+  local width, pad = H.width(edit)
+  local count = vim.api.nvim_buf_line_count(buf)
   for i, hunk in ipairs(proposal.hunks) do
-    local row = H.row(edit, hunk)
+    local row = (only == nil or only[i]) and H.row(edit, hunk)
     if row then
-      local count = vim.api.nvim_buf_line_count(buf)
+      local look = H.LOOK[hunk.state]
       local lines = {}
-      local add_group = hunk.state == "dropped" and "AgentInlineDropped" or "AgentInlineAdded"
-      if hunk.state ~= "dropped" and hunk.state ~= "stale" then
-        for _, text in ipairs(hunk.shown) do
-          vim.list_extend(lines, H.virtual(edit, text, add_group))
+      if hunk.state == "pending" or hunk.state == "kept" then
+        -- A run of blank lines is one line saying how many: what follows it is on screen.
+        local blank = 0
+        local function flush_blank()
+          if blank > 2 then
+            vim.list_extend(
+              lines,
+              H.virtual(edit, ("⋮ %d blank lines"):format(blank), "AgentInlineAdded", width, pad)
+            )
+          else
+            for _ = 1, blank do
+              vim.list_extend(lines, H.virtual(edit, "", "AgentInlineAdded", width, pad))
+            end
+          end
+          blank = 0
         end
+        for _, text in ipairs(hunk.shown) do
+          if vim.trim(text) == "" then
+            blank = blank + 1
+          else
+            flush_blank()
+            vim.list_extend(lines, H.virtual(edit, text, "AgentInlineAdded", width, pad))
+          end
+        end
+        flush_blank()
       end
-      local label = ({
-        pending = "",
-        kept = " · kept",
-        dropped = " · dropped",
-        stale = " · stale: you changed these lines",
-      })[hunk.state]
-      local hint = ("hunk %d/%d%s"):format(i, total, label)
+      local hint = ("hunk %d/%d%s"):format(i, total, look.label)
       if i == proposal.current and hunk.state == "pending" then
         local parts = {}
         for _, pair in ipairs({ { "keep", "keep" }, { "drop", "drop" }, { "help", "more" } }) do
@@ -532,60 +694,48 @@ function H.draw(edit)
         end
         hint = ("%s · %s"):format(hint, table.concat(parts, " · "))
       end
-      local sign = ({ pending = "┃", kept = "✓", dropped = "✗", stale = "!" })[hunk.state]
-      local sign_group = ({
-        pending = "AgentInlineSign",
-        kept = "AgentInlineAdded",
-        dropped = "AgentInlineDropped",
-        stale = "AgentInlineStale",
-      })[hunk.state]
       local hint_group = hunk.state == "stale" and "AgentInlineStale" or "AgentInlineHint"
-      -- The view goes on the hunk's last removed line (its added lines below it), or for an
-      -- insertion on the line it goes before (above it), or after the last line.
+      -- The view (the added lines, the hint) goes below the hunk's last removed line; for an
+      -- insertion below the line before it (with the sign), or above the first line.
       local nremoved = #hunk.removed
-      local at, above
+      local at, above, sign = nil, false, nil
       if nremoved > 0 then
-        at, above = math.min(row + nremoved - 1, count - 1), false
+        at = math.min(row + nremoved - 1, count - 1)
       elseif hunk.after_last then
-        at, above = count - 1, false
+        at, sign = count - 1, look.sign
+      elseif row > 0 then
+        at, sign = row - 1, look.sign
       else
-        at, above = row, true
+        at, above, sign = 0, true, look.sign
       end
-      hunk.view = vim.api.nvim_buf_set_extmark(buf, H.ns, at, 0, {
+      local opts = {
         id = hunk.view,
         virt_lines = #lines > 0 and lines or nil,
         virt_lines_above = above,
         virt_text = { { " " .. hint, hint_group } },
         virt_text_pos = "eol",
         sign_text = sign,
-        sign_hl_group = sign_group,
+        sign_hl_group = sign and look.group or nil,
         priority = 200,
-      })
-      -- The removed lines: highlighted while they may go, plain once dropped.
-      if nremoved > 0 then
-        local removed_group = ({
-          pending = "AgentInlineRemoved",
-          kept = "AgentInlineRemoved",
-          dropped = nil,
-          stale = "AgentInlineStale",
-        })[hunk.state]
+      }
+      if H.SCROLLS then
+        opts.virt_lines_overflow = "scroll"
+      end
+      hunk.view = vim.api.nvim_buf_set_extmark(buf, H.ns, at, 0, opts)
+      -- The removed lines' highlight and sign, set again only when the state changed.
+      if nremoved > 0 and hunk.drawn ~= hunk.state then
+        hunk.drawn = hunk.state
         local pos = vim.api.nvim_buf_get_extmark_by_id(buf, H.ns, hunk.mark, { details = true })
         if pos[1] then
-          local details = pos[3] or {}
-          vim.api.nvim_buf_set_extmark(buf, H.ns, pos[1], 0, {
-            id = hunk.mark,
-            end_row = details.end_row,
-            end_col = details.end_col,
-            hl_group = removed_group,
-            hl_eol = true,
-            strict = false,
-            priority = 200,
-          })
+          H.removed_mark(edit, hunk, pos[1], (pos[3] or {}).end_row or pos[1], hunk.state)
         end
       end
     end
   end
 end
+
+--- Virtual lines scroll with 'nowrap' where Neovim lets them (0.11).
+H.SCROLLS = vim.fn.has("nvim-0.11") == 1
 
 --- Marks the pending hunks whose lines the person changed as stale (never applied).
 function H.check_stale(edit)
@@ -595,21 +745,58 @@ function H.check_stale(edit)
   end
   local changed = false
   for _, hunk in ipairs(proposal.hunks) do
-    if hunk.state == "pending" or hunk.state == "kept" then
-      local row = H.row(edit, hunk)
-      if #hunk.removed > 0 and (not row or not H.same(edit.buf, row, hunk.removed)) then
-        hunk.state = "stale"
-        changed = true
-      elseif #hunk.removed == 0 and not row then
-        hunk.state = "stale"
-        changed = true
-      end
+    if (hunk.state == "pending" or hunk.state == "kept") and not H.still(edit, hunk) then
+      hunk.state = "stale"
+      changed = true
     end
   end
   if changed then
     H.draw(edit)
-    H.settle(edit)
+    H.settle_when_idle(edit)
   end
+end
+
+--- True while `hunk` can still be applied where it was shown: its removed lines are there as
+--- they were, or for an insertion, the lines around the place it goes.
+function H.still(edit, hunk)
+  local row = H.row(edit, hunk)
+  if not row then
+    return false
+  end
+  if #hunk.removed > 0 then
+    return H.same(edit.buf, row, hunk.removed)
+  end
+  local around = hunk.around or {}
+  local above = row > 0 and vim.api.nvim_buf_get_lines(edit.buf, row - 1, row, false)[1] or nil
+  local below = not hunk.after_last and vim.api.nvim_buf_get_lines(edit.buf, row, row + 1, false)[1] or nil
+  if hunk.after_last then
+    above = vim.api.nvim_buf_get_lines(edit.buf, -2, -1, false)[1]
+  end
+  return above == around.above and below == around.below
+end
+
+--- Settles the proposal once no hunk is left undecided (a stale one is decided), but never in
+--- the middle of the person's typing: what they type and the kept hunks are separate undo
+--- steps. In Insert mode it waits for them to leave it.
+function H.settle_when_idle(edit)
+  local mode = vim.api.nvim_get_mode().mode
+  if mode:find("^[iRc]") == nil then
+    H.settle(edit)
+    return
+  end
+  vim.api.nvim_create_autocmd("ModeChanged", {
+    pattern = "*:n*",
+    once = true,
+    desc = "agent: settle the inline proposal once the person stops typing",
+    callback = function()
+      vim.schedule(function()
+        if H.edits[edit.id] == edit and edit.proposal then
+          H.check_stale(edit)
+          H.settle(edit)
+        end
+      end)
+    end,
+  })
 end
 
 --- Watches the buffer for the person's changes while a proposal is open.
@@ -632,6 +819,20 @@ function H.attach(edit)
         end
       end)
     end,
+    on_reload = function()
+      -- The file was read again (:edit, a checktime): no line is the one shown any more.
+      vim.schedule(function()
+        if H.edits[edit.id] == edit and edit.proposal then
+          for _, hunk in ipairs(edit.proposal.hunks) do
+            if hunk.state == "pending" or hunk.state == "kept" then
+              hunk.state = "stale"
+            end
+          end
+          H.draw(edit)
+          H.settle_when_idle(edit)
+        end
+      end)
+    end,
     on_detach = function()
       edit.attached = false
     end,
@@ -640,15 +841,46 @@ end
 
 --- The hunk under the cursor (or the current one), by its place.
 function H.at_cursor(edit)
-  local proposal = edit.proposal
+  return H.hunk_at_cursor(edit) or edit.proposal.current
+end
+
+--- The hunk whose lines the cursor is on (an insertion's: the line it follows), or nil.
+function H.hunk_at_cursor(edit)
   local line = vim.api.nvim_win_get_cursor(0)[1] - 1
-  for i, hunk in ipairs(proposal.hunks) do
+  for i, hunk in ipairs(edit.proposal.hunks) do
     local row = H.row(edit, hunk)
-    if row and line >= row and line < row + math.max(1, #hunk.removed) then
-      return i
+    if row then
+      local first = #hunk.removed == 0 and not hunk.after_last and math.max(0, row - 1) or row
+      if line >= first and line < row + math.max(1, #hunk.removed) then
+        return i
+      end
     end
   end
-  return proposal.current
+  return nil
+end
+
+--- Opens the person's closed folds over the proposal's hunks, in every window showing it (a
+--- hunk in a closed fold could be kept unseen), and shows the lines an insertion puts above the
+--- first line, which a window at the top would otherwise leave above its view.
+function H.open_folds(edit)
+  for _, win in ipairs(vim.fn.win_findbuf(edit.buf)) do
+    vim.api.nvim_win_call(win, function()
+      local fill = 0
+      for _, hunk in ipairs(edit.proposal.hunks) do
+        local row = H.row(edit, hunk)
+        if row and vim.fn.foldclosed(row + 1) ~= -1 then
+          vim.cmd(("silent! %dfoldopen!"):format(row + 1))
+        end
+        if row == 0 and #hunk.removed == 0 and not hunk.after_last then
+          local details = vim.api.nvim_buf_get_extmark_by_id(edit.buf, H.ns, hunk.view, { details = true })[3]
+          fill = fill + #((details or {}).virt_lines or {})
+        end
+      end
+      if fill > 0 and vim.fn.line("w0") == 1 then
+        vim.fn.winrestview({ topfill = fill })
+      end
+    end)
+  end
 end
 
 --- Moves to the next (`step` 1) or previous (-1) hunk still undecided, the cursor with it.
@@ -659,12 +891,15 @@ function H.move(edit, step)
   for n = 1, total do
     local i = (at - 1 + step * n) % total + 1
     if proposal.hunks[i].state == "pending" then
+      local was = proposal.current
       proposal.current = i
       local row = H.row(edit, proposal.hunks[i])
       if row then
         vim.api.nvim_win_set_cursor(0, { row + 1, 0 })
+        vim.cmd("silent! normal! zv")
       end
-      H.draw(edit)
+      -- Only the two hints that change.
+      H.draw(edit, { [was] = true, [i] = true })
       return
     end
   end
@@ -676,17 +911,18 @@ function H.decide(edit, i, state)
   if not proposal then
     return
   end
+  local changed = {}
   for n, hunk in ipairs(proposal.hunks) do
     if (i == nil or n == i) and hunk.state == "pending" then
       hunk.state = state
+      changed[n] = true
     end
   end
-  H.check_stale(edit)
-  if edit.proposal then
-    H.draw(edit)
-    if not H.settle(edit) then
-      H.move(edit, 1)
-    end
+  -- The person's own changes were watched for (H.attach), and every kept hunk is checked
+  -- once more as it is applied.
+  if not H.settle(edit) then
+    H.draw(edit, changed)
+    H.move(edit, 1)
   end
 end
 
@@ -704,20 +940,27 @@ function H.settle(edit)
   end
   local buf = edit.buf
   local answer = {}
+  local applied = 0
   H.applying = true
   local ok, err = pcall(function()
+    -- The kept hunks are an undo step of their own, not joined to the person's last change.
+    vim.api.nvim_buf_call(buf, function()
+      vim.go.undolevels = vim.go.undolevels
+    end)
     -- From the bottom up, so the rows above stay where they are; each checked once more.
     for i = #proposal.hunks, 1, -1 do
       local hunk = proposal.hunks[i]
       if hunk.state == "kept" then
         local row = H.row(edit, hunk)
-        if not row or (#hunk.removed > 0 and not H.same(buf, row, hunk.removed)) then
+        if not row or not H.still(edit, hunk) then
           hunk.state = "stale"
         elseif #hunk.removed == 0 and hunk.after_last then
           local count = vim.api.nvim_buf_line_count(buf)
           vim.api.nvim_buf_set_lines(buf, count, count, false, hunk.added)
+          applied = applied + 1
         else
           vim.api.nvim_buf_set_lines(buf, row, row + #hunk.removed, false, hunk.added)
+          applied = applied + 1
         end
       end
     end
@@ -728,10 +971,22 @@ function H.settle(edit)
   end
   H.clear(edit)
   if not ok then
-    vim.notify(("agent: the kept hunks could not be applied: %s"):format(err), vim.log.levels.ERROR)
-    answer = vim.tbl_map(function()
-      return "stale"
-    end, answer)
+    -- Nothing was applied (or what was is taken back): each kept hunk failed, and why is said.
+    if applied > 0 then
+      pcall(vim.api.nvim_buf_call, buf, function()
+        vim.cmd("silent! undo")
+      end)
+    end
+    local why = tostring(err):gsub("^[^:]*:%d+: ", "")
+    vim.notify(
+      ("agent: the kept hunks could not be applied to the buffer (%s); nothing was changed, and :Agent edit asks again"):format(
+        why
+      ),
+      vim.log.levels.ERROR
+    )
+    for i, state in ipairs(answer) do
+      answer[i] = state == "kept" and "failed" or state
+    end
   end
   H.answer(proposal.question, answer)
   return true
@@ -755,10 +1010,11 @@ function H.clear(edit)
     end
   end
   edit.proposal = nil
+  H.unfollow(edit)
   H.unmap(edit)
   H.map(edit, { stop = true })
   if H.edits[edit.id] == edit then
-    edit.status = "writing"
+    edit.status = "the model goes on"
     H.spin(edit)
   end
 end
@@ -773,8 +1029,16 @@ function H.stop(edit)
   H.finish(edit)
 end
 
+function H.unfollow(edit)
+  if edit.follow then
+    pcall(vim.api.nvim_del_autocmd, edit.follow)
+    edit.follow = nil
+  end
+end
+
 --- Forgets edit `edit`: its marks, its keys, its spinner.
 function H.finish(edit)
+  H.unfollow(edit)
   H.unspin(edit)
   if edit.timer and not edit.timer:is_closing() then
     edit.timer:close()
@@ -838,8 +1102,11 @@ function H.map(edit, which)
     local action, desc = pair[1], pair[2]
     local lhs = keys[action]
     if lhs and (which.proposal or action == "stop") then
-      local saved = vim.fn.maparg(lhs, "n", false, true)
-      if saved and saved.buffer == 1 then
+      -- The person's own map of the key in this buffer (not another buffer's, not ours).
+      local saved = vim.api.nvim_buf_call(edit.buf, function()
+        return vim.fn.maparg(lhs, "n", false, true)
+      end)
+      if saved and saved.buffer == 1 and not tostring(saved.desc or ""):find("^agent:") then
         edit.saved_maps[#edit.saved_maps + 1] = saved
       end
       vim.keymap.set("n", lhs, actions[action], { buffer = edit.buf, desc = "agent: " .. desc, nowait = true })
@@ -856,15 +1123,38 @@ function H.unmap(edit)
   for _, lhs in ipairs(edit.mapped) do
     pcall(vim.keymap.del, "n", lhs, { buffer = edit.buf })
   end
-  for _, saved in ipairs(edit.saved_maps) do
-    pcall(vim.fn.mapset, "n", false, saved)
-  end
+  vim.api.nvim_buf_call(edit.buf, function()
+    for _, saved in ipairs(edit.saved_maps) do
+      pcall(vim.fn.mapset, "n", false, saved)
+    end
+  end)
   edit.mapped, edit.saved_maps = {}, {}
 end
 
+local group = vim.api.nvim_create_augroup("agent.inline", { clear = true })
+
+--- A window resized or 'wrap' changed cuts the added lines again.
+vim.api.nvim_create_autocmd({ "WinResized", "VimResized", "OptionSet", "BufWinEnter" }, {
+  group = group,
+  desc = "agent: an inline proposal's added lines fit the window again",
+  callback = function(args)
+    if args.event == "OptionSet" and args.match ~= "wrap" and args.match ~= "signcolumn" then
+      return
+    end
+    if args.event == "BufWinEnter" and not H.of_buffer[args.buf] then
+      return
+    end
+    for _, edit in pairs(H.edits) do
+      if edit.proposal and vim.api.nvim_buf_is_valid(edit.buf) then
+        H.draw(edit)
+      end
+    end
+  end,
+})
+
 --- A buffer wiped out stops its edit.
 vim.api.nvim_create_autocmd({ "BufWipeout", "BufUnload" }, {
-  group = vim.api.nvim_create_augroup("agent.inline", { clear = true }),
+  group = group,
   desc = "agent: a buffer closed stops its inline edit",
   callback = function(args)
     local id = H.of_buffer[args.buf]

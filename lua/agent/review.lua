@@ -140,6 +140,7 @@ function M.show(checkpoint, path, status, shown)
       end
     end,
   })
+  H.map_revert(vim.api.nvim_win_get_buf(file_win), scratch)
   -- The cursor on the first change.
   vim.api.nvim_win_set_cursor(file_win, { 1, 0 })
   if vim.fn.diff_hlID(1, 1) == 0 then
@@ -148,6 +149,46 @@ function M.show(checkpoint, path, status, shown)
 end
 
 -- Helpers ------------------------------------------------------------------------------------
+
+--- Maps `keymaps.diff.revert` in the file's buffer while the view shows it: the change under
+--- the cursor goes back to the checkpoint's version (`:diffget` from the checkpoint's side, in
+--- the buffer; the file is written when you save). The person's own mapping of the key comes
+--- back when the view closes.
+function H.map_revert(buf, scratch)
+  local key = require("agent.config").options.keymaps.diff.revert
+  if not key then
+    return
+  end
+  local saved = vim.fn.maparg(key, "n", false, true)
+  vim.keymap.set("n", key, function()
+    local line = vim.fn.line(".")
+    local changed = vim.fn.diff_hlID(line, 1) ~= 0 or vim.fn.diff_filler(line) > 0 or vim.fn.diff_filler(line + 1) > 0
+    if not changed then
+      vim.notify(
+        ("agent: no change under the cursor (]c goes to the next); %s takes back the one you are on"):format(key),
+        vim.log.levels.INFO
+      )
+      return
+    end
+    local ok, err = pcall(vim.cmd, ("diffget %d"):format(scratch))
+    if not ok then
+      vim.notify(("agent: could not take the change back: %s"):format(err), vim.log.levels.WARN)
+    end
+  end, { buffer = buf, desc = "agent: take the change under the cursor back to the checkpoint's version" })
+  vim.api.nvim_create_autocmd("BufWipeout", {
+    buffer = scratch,
+    once = true,
+    desc = "agent: the revert key goes with the diff view",
+    callback = function()
+      if vim.api.nvim_buf_is_valid(buf) then
+        pcall(vim.keymap.del, "n", key, { buffer = buf })
+        if saved and saved.buffer == 1 then
+          pcall(vim.fn.mapset, "n", false, saved)
+        end
+      end
+    end,
+  })
+end
 
 -- Why the file at `abs` must not be opened to edit, or nil: it is a symbolic link, or a
 -- directory on its way is one that leads out of `root`. Said with what it points at, made

@@ -1,7 +1,7 @@
 //! `:Agent diff` in a real Neovim, against the mock server: the quickfix list of what a prompt
 //! (or the whole conversation) changed, the diff of a file against its checkpoint with the old
-//! side read-only, `:diffget` taking a hunk back, the chat's `done` row offering the same, and
-//! the messages when there is nothing to show.
+//! side read-only, `:diffget` (and `gs`) taking a hunk back, the chat's `done` row offering the
+//! same, `u` on an edit's row undoing it, and the messages when there is nothing to show.
 
 use rmpv::Value;
 use serde_json::json;
@@ -201,8 +201,16 @@ async fn agent_diff_fills_the_quickfix_list_with_the_right_files_and_opens_a_rea
     // The cursor is on the first change.
     assert_eq!(field("line"), Value::from(2));
 
-    // :diffget in the file's window takes the old hunk back (into the buffer, not yet saved).
-    nvim.cmd("diffget").await;
+    // `gs` (keymaps.diff.revert) in the file's window takes the change under the cursor back
+    // (into the buffer, not yet saved); on an unchanged line it says so and changes nothing.
+    nvim.api.input("gggs").await.unwrap();
+    nvim.wait_for("vim.tbl_contains(vim.tbl_map(function(n) return n:find('no change under the cursor') ~= nil end, _G.notes), true)")
+        .await;
+    assert_eq!(nvim.buffer_lines("a.lua").await, ["one", "2", "three"]);
+    nvim.lua("_G.notes = {}", vec![]).await;
+    nvim.api.input("jgs").await.unwrap();
+    nvim.wait_for("vim.api.nvim_buf_get_lines(0, 1, 2, false)[1] == 'two'")
+        .await;
     assert_eq!(nvim.buffer_lines("a.lua").await, ["one", "two", "three"]);
     assert_eq!(nvim.read("a.lua"), "one\n2\nthree\n");
 
@@ -225,6 +233,15 @@ async fn agent_diff_fills_the_quickfix_list_with_the_right_files_and_opens_a_rea
         )
         .await;
     let sides = sides.as_array().unwrap();
+    // a.lua's view is gone, and its revert key with it.
+    assert_eq!(
+        nvim.lua(
+            "return vim.api.nvim_buf_call(vim.fn.bufnr('a.lua'), function() return vim.fn.maparg('gs', 'n') end)",
+            vec![]
+        )
+        .await,
+        Value::from("")
+    );
     assert_eq!(lines(sides[1].clone()), [""]);
     assert_eq!(lines(sides[2].clone()), ["hello"]);
     // The earlier diff's checkpoint buffer is gone: one at a time.
@@ -559,4 +576,47 @@ async fn a_file_with_crlf_line_ends_differs_only_where_it_changed() {
     nvim.cmd("2diffget").await;
     nvim.cmd("write").await;
     assert_eq!(nvim.read("dos.txt"), "one\r\ntwo\r\nthree\r\n");
+}
+
+/// `u` on an edit's chat row takes that edit back (the file written again), and refuses,
+/// saying which line, once the file changed since.
+#[tokio::test]
+async fn u_on_an_edits_row_undoes_it_and_refuses_once_the_file_changed() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![edit("t1", "a.txt", "two", "TWO")]),
+            turn(vec![edit("t2", "b.txt", "red", "blue")]),
+            text("Edited both."),
+        ],
+    );
+    let nvim = start(&mock, Some((100, 30)), "auto_approve = true", vec![]).await;
+    nvim.write("a.txt", "one\ntwo\nthree\n");
+    nvim.write("b.txt", "red\ngreen\n");
+    nvim.cmd("Agent change both files").await;
+    let lines = nvim.wait_for_line(CHAT, "Edited both.").await;
+    assert_eq!(nvim.read("a.txt"), "one\nTWO\nthree\n");
+    // The person changes b.txt's edited line afterwards.
+    nvim.write("b.txt", "purple\ngreen\n");
+    let press_u_on = |row: usize| {
+        format!(
+            "local win = vim.fn.bufwinid('{CHAT}') vim.api.nvim_set_current_win(win) \
+             vim.api.nvim_win_set_cursor(win, {{ {}, 0 }}) \
+             vim.api.nvim_feedkeys('u', 'x', false)",
+            row + 1
+        )
+    };
+    let row = |start: &str| lines.iter().position(|l| l.starts_with(start)).unwrap();
+    nvim.lua(&press_u_on(row("▸ edit a.txt")), vec![]).await;
+    assert_eq!(nvim.read("a.txt"), "one\ntwo\nthree\n");
+    nvim.lua(&press_u_on(row("▸ edit b.txt")), vec![]).await;
+    assert_eq!(nvim.read("b.txt"), "purple\ngreen\n");
+    let said = notes(&nvim).await.join("\n");
+    assert!(said.contains("agent: undid the edit of a.txt"), "{said}");
+    assert!(
+        said.contains(
+            "agent: not undone: b.txt changed since this edit (line 1 is no longer what it wrote)"
+        ),
+        "{said}"
+    );
 }

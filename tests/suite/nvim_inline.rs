@@ -53,16 +53,22 @@ fn done(text: &str) -> Reply {
     }
 }
 
-async fn start(mock: &MockLlm) -> Nvim {
-    let nvim = Nvim::start(Options {
-        ui: Some((100, 30)),
+/// Neovim with a `size` UI, talking to `mock`.
+async fn start_sized(mock: &MockLlm, size: (i64, i64)) -> Nvim {
+    Nvim::start(Options {
+        ui: Some(size),
         env: vec![
             ("ANTHROPIC_API_KEY".into(), "k".into()),
             ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
         ],
         setup: setup_lua(""),
     })
-    .await;
+    .await
+}
+
+/// Neovim at 100x30 with calc.py open.
+async fn start(mock: &MockLlm) -> Nvim {
+    let nvim = start_sized(mock, (100, 30)).await;
     nvim.write("calc.py", CALC);
     nvim.cmd("edit calc.py").await;
     nvim
@@ -91,10 +97,10 @@ async fn marks(nvim: &Nvim) -> Vec<(u64, String)> {
              for _, m in ipairs(vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true })) do
                local d = m[4]
                if d.hl_group == 'AgentInlineRemoved' then
-                 for row = m[2], d.end_row - 1 do out[#out + 1] = { row, 'removed' } end
+                 for row = m[2], d.end_row do out[#out + 1] = { row, 'removed' } end
                end
                for _, line in ipairs(d.virt_lines or {}) do
-                 out[#out + 1] = { m[2], 'virt: ' .. line[1][1] .. ' (' .. line[1][2] .. ')' }
+                 out[#out + 1] = { m[2], 'virt: ' .. line[1][1]:gsub('%s+$', '') .. ' (' .. line[1][2] .. ')' }
                end
                for _, chunk in ipairs(d.virt_text or {}) do
                  out[#out + 1] = { m[2], 'hint:' .. chunk[1] }
@@ -353,4 +359,159 @@ async fn the_function_around_the_cursor_is_the_range_and_ctrl_c_stops_the_edit()
         nvim.lua("return vim.fn.maparg('<C-c>', 'n')", vec![]).await,
         Value::from("")
     );
+}
+
+/// WCAG contrast of each part of a proposal against the window's background, in the default
+/// scheme (dark and light) and in a light scheme of Neovim's own, as a Lua function returning
+/// the parts below `min` as `scheme: group fg/bg ratio`.
+const CONTRAST: &str = r#"
+local function lum(rgb)
+  local function c(v) v = v / 255 return v <= 0.03928 and v / 12.92 or ((v + 0.055) / 1.055) ^ 2.4 end
+  local r, g, b = math.floor(rgb / 65536) % 256, math.floor(rgb / 256) % 256, rgb % 256
+  return 0.2126 * c(r) + 0.7152 * c(g) + 0.0722 * c(b)
+end
+local function ratio(a, b)
+  local x, y = lum(a), lum(b)
+  return (math.max(x, y) + 0.05) / (math.min(x, y) + 0.05)
+end
+local function hl(name) return vim.api.nvim_get_hl(0, { name = name, link = false }) end
+local scheme, bad = ..., {}
+local normal = hl('Normal')
+local back = normal.bg or (vim.o.background == 'dark' and 0x000000 or 0xffffff)
+local front = normal.fg or (vim.o.background == 'dark' and 0xffffff or 0x000000)
+-- Text drawn on a group's own background where it has one, on the window's where not.
+for group, min in pairs({ AgentInlineSpinner = 3, AgentInlineStale = 3, AgentInlineHint = 2,
+  AgentInlineSign = 2, AgentInlineAdded = 3, AgentInlineRemoved = 3 }) do
+  local h = hl(group)
+  local r = ratio(h.fg or front, h.bg or back)
+  if r < min then bad[#bad + 1] = ('%s: %s text %.1f'):format(scheme, group, r) end
+end
+-- The removed and added lines stand out from the lines around them by their background.
+for _, group in ipairs({ 'AgentInlineRemoved', 'AgentInlineAdded' }) do
+  local h = hl(group)
+  if not h.bg or h.bg == back then bad[#bad + 1] = ('%s: %s has no background of its own'):format(scheme, group) end
+end
+return bad
+"#;
+
+#[tokio::test]
+async fn the_proposal_reads_in_the_default_scheme_and_a_light_one_at_80_columns_wrapped_and_folded()
+{
+    let long = format!(
+        "    # {}",
+        "the area is pi times the radius squared; ".repeat(3)
+    );
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            edit("    x = r * r\n", &format!("    x = r * r\n{long}\n")),
+            done("Done."),
+        ],
+    );
+    let nvim = start_sized(&mock, (80, 24)).await;
+    let mut bad = Vec::new();
+    for (scheme, command) in [
+        ("default dark", "set background=dark"),
+        ("default light", "set background=light"),
+        ("shine", "colorscheme shine"),
+    ] {
+        nvim.cmd(command).await;
+        let found = nvim.lua(CONTRAST, vec![Value::from(scheme)]).await;
+        bad.extend(
+            found
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_string()),
+        );
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+    // At 80 columns, the lines the hunk goes after folded away by the person.
+    nvim.write("calc.py", CALC);
+    nvim.cmd("edit calc.py").await;
+    nvim.cmd("set wrap foldmethod=manual").await;
+    nvim.cmd("5,7fold").await;
+    assert_eq!(
+        nvim.lua("return vim.fn.foldclosed(6)", vec![]).await,
+        Value::from(5)
+    );
+    nvim.cmd("4,7Agent edit explain the area").await;
+    proposal_open(&nvim).await;
+    // The fold over the hunk is opened: nothing is kept unseen.
+    assert_eq!(
+        nvim.lua("return vim.fn.foldclosed(6)", vec![]).await,
+        Value::from(-1)
+    );
+    // The long added line is cut to the window's text width, and shown whole.
+    let drawn = marks(&nvim).await;
+    let pieces: Vec<&str> = drawn
+        .iter()
+        .filter_map(|(_, m)| m.strip_prefix("virt: "))
+        .map(|m| m.trim_end_matches(" (AgentInlineAdded)"))
+        .collect();
+    assert!(pieces.len() >= 2, "{drawn:#?}");
+    assert_eq!(pieces.concat(), long.trim_end());
+    let screen = nvim.wait_for_screen("hunk 1/1").await;
+    let joined: String = screen
+        .lines()
+        .map(|l| l.trim_start_matches([' ', '+']))
+        .collect();
+    assert!(
+        joined.contains("the area is pi times the radius squared; the area is pi"),
+        "{screen}"
+    );
+    for line in screen.lines() {
+        assert!(line.chars().count() <= 80, "{line}");
+    }
+}
+
+#[tokio::test]
+async fn the_persons_own_keys_come_back_to_their_buffer_and_no_other_is_touched() {
+    let mock =
+        MockLlm::start(Wire::Anthropic, vec![two_hunk_edit(), done("Done.")]).with_pace(Pace {
+            chunk_bytes: Some(32),
+            delay: Duration::from_millis(40),
+        });
+    let nvim = start(&mock).await;
+    // calc.py has its own `]h`; another buffer has its own `?`.
+    nvim.lua(
+        "vim.keymap.set('n', ']h', '<Nop>', { buffer = 0, desc = 'my hunks' })
+         vim.cmd('split other.txt')
+         vim.keymap.set('n', '?', '<Nop>', { buffer = 0, desc = 'my search' })
+         vim.cmd('wincmd p')",
+        vec![],
+    )
+    .await;
+    nvim.cmd("4,7Agent edit use math.pi").await;
+    // The person goes to the other buffer while the model writes; the proposal comes meanwhile.
+    nvim.cmd("wincmd p").await;
+    nvim.wait_for("require('agent.inline').proposal(vim.fn.bufnr('calc.py')) ~= nil")
+        .await;
+    nvim.cmd("wincmd p").await;
+    nvim.api.input("gS").await.unwrap();
+    nvim.wait_for("require('agent.inline').running() == 0")
+        .await;
+    let maps = nvim
+        .lua(
+            "local function desc(buf, lhs)
+               for _, m in ipairs(vim.api.nvim_buf_get_keymap(buf, 'n')) do
+                 if m.lhs == lhs then return m.desc or '' end
+               end
+               return ''
+             end
+             local calc, other = vim.fn.bufnr('calc.py'), vim.fn.bufnr('other.txt')
+             return { desc(calc, ']h'), desc(calc, '?'), desc(calc, '<C-C>'), desc(other, '?'), desc(other, ']h') }",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        maps,
+        Value::Array(
+            ["my hunks", "", "", "my search", ""]
+                .iter()
+                .map(|s| Value::from(*s))
+                .collect()
+        )
+    );
+    assert_eq!(lines(&nvim).await.join("\n") + "\n", CALC);
 }

@@ -468,6 +468,7 @@ async fn help_agent_finds_its_tags() {
         "agent-approval-hunks",
         "agent-inline",
         "agent-inline-keys",
+        "agent-undo-edit",
         "<Plug>(agent-edit)",
         "agent-processes",
         "agent-acp",

@@ -565,6 +565,9 @@ function handlers.tool_finished(e)
     row = render.row_of(tool)
   end
   tool.ok = e.ok
+  tool.name = tool.name or e.name
+  -- An edit's diff as its row shows it: `keymaps.chat.undo` takes the edit back from it.
+  tool.diff = e.diff ~= "" and e.diff or nil
   tool.since, tool.clock, tool.live = nil, nil, nil
   if e.note then
     tool.note = tostring(e.note) -- a resumed row: its decision comes with it

@@ -105,6 +105,10 @@ function M.ensure_buffers()
     if output_key then
       maps[#maps + 1] = { "n", output_key, H.show_output, "agent: a finished row's whole output, as the model read it" }
     end
+    local undo_key = require("agent.config").options.keymaps.chat.undo
+    if undo_key then
+      maps[#maps + 1] = { "n", undo_key, H.undo_edit, "agent: on an edit's row, undo that edit" }
+    end
     H.keymaps(buf, maps)
   end
   if not (M.input_buf and vim.api.nvim_buf_is_valid(M.input_buf)) then
@@ -429,6 +433,20 @@ function H.approve()
 end
 
 H.outputs_opened = 0
+
+-- Undoes the edit whose row is under the cursor, when its file has not changed since.
+function H.undo_edit()
+  local tool = M.output_at(vim.fn.line(".") - 1)
+  if not (tool and tool.ok and tool.diff) then
+    local key = require("agent.config").options.keymaps.chat.undo
+    vim.notify(
+      ("agent: `%s` undoes the edit whose row (▸ edit ...) the cursor is on"):format(key),
+      vim.log.levels.INFO
+    )
+    return
+  end
+  M.actions.undo_edit(tool.diff)
+end
 
 -- The whole output of the finished row under the cursor, as the model read it (the cut marker
 -- of a long one included), in a read-only scratch buffer in the other window: searchable with /.

@@ -240,6 +240,10 @@ function H.forget()
     conversation.backend, conversation.info = nil, nil
   end
   wire.attach(nil)
+  -- Inline edits hear nothing more from a backend that is gone.
+  if package.loaded["agent.inline"] then
+    require("agent.inline").backend_gone()
+  end
 end
 
 function H.on_exit(id, code, stderr)

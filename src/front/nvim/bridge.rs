@@ -179,6 +179,7 @@ impl Bridge {
             return;
         };
         slot.cancel_turn();
+        slot.stop_inlines();
         tokio::spawn(async move {
             slot.idle().await;
             slot.end_conversation().await;

@@ -617,7 +617,7 @@ pub struct InlineStop {
 }
 
 /// `inline_answer`: the person's answer to the `inline_proposal` with the same `question`:
-/// `kept`, `dropped` or `stale` for each of its hunks, in order.
+/// `kept`, `dropped`, `stale` or `failed` (could not be applied) for each of its hunks, in order.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct InlineAnswer {
     pub question: u64,
@@ -625,7 +625,7 @@ pub struct InlineAnswer {
 }
 
 impl InlineAnswer {
-    /// Each hunk's fate; None for any word but `kept`, `dropped` and `stale` (the answer is
+    /// Each hunk's fate; None for any word but `kept`, `dropped`, `stale` and `failed` (the answer is
     /// then about no hunk, and nothing is applied).
     pub fn kept(&self) -> Option<Vec<crate::tools::inline::Kept>> {
         use crate::tools::inline::Kept;
@@ -635,6 +635,7 @@ impl InlineAnswer {
                 "kept" => Some(Kept::Kept),
                 "dropped" => Some(Kept::Dropped),
                 "stale" => Some(Kept::Stale),
+                "failed" => Some(Kept::Failed),
                 _ => None,
             })
             .collect()

@@ -244,14 +244,15 @@ fn joins(previous: &UiEvent, next: &UiEvent) -> bool {
 }
 
 /// True for an event after which the batch goes out without waiting for the frame's end: a
-/// question for the person, always; what ends a model's reply (its usage, a tool it calls, the
+/// question for the person (an approval, an inline proposal), always; what ends a model's reply (its usage, a tool it calls, the
 /// turn's end) when nothing else is waiting (`idle`), so an answer's last words are on screen
 /// as soon as they come, while a flood (a resumed conversation replays every reply's end)
 /// still goes out in full batches.
 fn goes_at_once(event: &UiEvent, idle: bool) -> bool {
     match event {
-        UiEvent::Approval { .. } => true,
+        UiEvent::Approval { .. } | UiEvent::InlineProposal { .. } => true,
         UiEvent::Idle
+        | UiEvent::InlineDone { .. }
         | UiEvent::Agent(
             Event::Usage { .. } | Event::ToolStarted { .. } | Event::TurnDone { .. },
         ) => idle,

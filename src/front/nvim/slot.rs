@@ -196,12 +196,6 @@ impl Slot {
                 token.cancel();
             }
         }
-        // Its inline edits too (`:Agent stop` stops what this conversation runs).
-        if let Ok(inlines) = self.inlines.lock() {
-            for token in inlines.values() {
-                token.cancel();
-            }
-        }
         // What the conversation runs beyond the turn (an external agent's terminals) stops too.
         if tokio::runtime::Handle::try_current().is_ok() {
             let slot = self.clone();
@@ -214,6 +208,17 @@ impl Slot {
         }
         // Every open question is answered: the picker may be closed by the Lua side.
         self.ui.drop_questions();
+    }
+
+    /// Stops every inline edit of this conversation (`close`): Lua stops one with
+    /// `inline_stop`, and a cancel of the conversation's turn (`:Agent stop`, `new`, `resume`)
+    /// leaves them running in their buffers.
+    pub(super) fn stop_inlines(&self) {
+        if let Ok(inlines) = self.inlines.lock() {
+            for token in inlines.values() {
+                token.cancel();
+            }
+        }
     }
 
     /// Resolves when no turn is running.

@@ -52,6 +52,8 @@ pub enum Kept {
     Dropped,
     /// Not applied: the person had changed those lines while the proposal was open.
     Stale,
+    /// Not applied: the buffer could not be changed (made unmodifiable meanwhile, say).
+    Failed,
 }
 
 /// The edit_file of an inline edit of one file.
@@ -127,11 +129,6 @@ impl InlineEdit {
                 "edit_file: old_str and new_str are identical — nothing to do.",
             );
         }
-        if old.is_empty() {
-            return ToolResult::fail(format!(
-                "edit_file: {rel} exists and is open for this edit: old_str must be text from it (an empty old_str creates a new file)."
-            ));
-        }
         let text = tokio::select! {
             text = self.buffer.text() => text,
             () = cancel.cancelled() => return ToolResult::fail_with(CANCELLED, format!("edit {rel}: cancelled")),
@@ -141,15 +138,22 @@ impl InlineEdit {
                 "edit_file: the buffer of {rel} was closed; nothing was changed."
             ));
         };
+        // An empty old_str fills a buffer that holds nothing yet; in any other it names no place.
+        if old.is_empty() && !text.trim().is_empty() {
+            return ToolResult::fail(format!(
+                "edit_file: {rel} exists and is open for this edit: old_str must be text from it (an empty old_str creates a new file)."
+            ));
+        }
         let mut found = memchr::memmem::find_iter(text.as_bytes(), old.as_bytes());
-        let at = match (found.next(), found.next()) {
-            (None, _) => {
+        let at = match (old.is_empty(), found.next(), found.next()) {
+            (true, _, _) => return self.review_change(rel, &text, stamp, new.to_string(), cancel).await,
+            (false, None, _) => {
                 return ToolResult::fail(format!(
                     "edit_file: old_str not found in the buffer of {rel} (its text in Neovim, saved or not, which the person may have changed); copy it exactly from the lines you were given, or read the file again."
                 ))
             }
-            (Some(at), None) => at,
-            (Some(_), Some(_)) => {
+            (false, Some(at), None) => at,
+            (false, Some(_), Some(_)) => {
                 let n = 2 + found.count();
                 return ToolResult::fail(format!(
                     "edit_file: old_str appears {n} times in the buffer of {rel} — include more surrounding context so it is unique."
@@ -157,7 +161,19 @@ impl InlineEdit {
             }
         };
         let after = [&text[..at], new, &text[at + old.len()..]].concat();
-        let hunks = agent_nvim_text::diff::line_hunks(&text, &after);
+        self.review_change(rel, &text, stamp, after, cancel).await
+    }
+
+    /// `text` (the buffer's, with `stamp`) -> `after`, shown hunk by hunk and answered.
+    async fn review_change(
+        &self,
+        rel: &str,
+        text: &str,
+        stamp: u64,
+        after: String,
+        cancel: &CancellationToken,
+    ) -> ToolResult {
+        let hunks = agent_nvim_text::diff::line_hunks(text, &after);
         if hunks.is_empty() {
             return ToolResult::fail("edit_file: the edit changes no line — nothing to do.");
         }
@@ -175,7 +191,7 @@ impl InlineEdit {
                 .iter()
                 .map(|h| ShownHunk {
                     at: h.old.start,
-                    removed: lines(&text, h.old.clone()),
+                    removed: lines(text, h.old.clone()),
                     added: lines(&after, h.new.clone()),
                 })
                 .collect(),
@@ -242,6 +258,14 @@ pub fn told(rel: &str, hunks: &[ShownHunk], kept: &[Kept]) -> ToolResult {
             "\nNot applied: {} {}, because the person changed those lines while your proposal was open.",
             of(stale.len()),
             stale.join(", ")
+        ));
+    }
+    let failed = numbers(Kept::Failed);
+    if !failed.is_empty() {
+        text.push_str(&format!(
+            "\nNot applied: {} {}, because the buffer could not be changed (the person was told why).",
+            of(failed.len()),
+            failed.join(", ")
         ));
     }
     text.push_str("\nWhat was not applied (as you proposed it):");
@@ -441,6 +465,48 @@ mod tests {
             result.text
         );
         assert!(buffer.shown.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_empty_buffer_is_filled_by_an_empty_old_str_and_a_failed_hunk_is_named() {
+        let (_dir, ex, buffer, _) = inline(Some(vec![Kept::Failed]));
+        *buffer.text.lock().unwrap() = Some("\n".into());
+        let result = call(
+            &ex,
+            "edit_file",
+            json!({"path": "a.py", "old_str": "", "new_str": "x = 1\n"}),
+        )
+        .await;
+        assert!(!result.ok);
+        assert!(
+            result
+                .text
+                .contains("Not applied: hunk 1, because the buffer could not be changed"),
+            "{}",
+            result.text
+        );
+        let shown = buffer.shown.lock().unwrap().clone();
+        assert_eq!(
+            shown[0].hunks,
+            vec![ShownHunk {
+                at: 0,
+                removed: vec!["".into()],
+                added: vec!["x = 1".into()]
+            }]
+        );
+        // In a buffer with text, an empty old_str names no place.
+        let (_dir, ex, _, _) = inline(Some(vec![Kept::Kept]));
+        let result = call(
+            &ex,
+            "edit_file",
+            json!({"path": "a.py", "old_str": "", "new_str": "x"}),
+        )
+        .await;
+        assert!(
+            !result.ok && result.text.contains("old_str must be text from it"),
+            "{}",
+            result.text
+        );
     }
 
     #[tokio::test]
