@@ -580,7 +580,10 @@ function H.show_next(focus, from)
     avoid = avoid,
     -- A diff's hunks (their first and last rows in the preview), the one the hunk keys work on,
     -- and those the person dropped (by place, from 1).
-    hunks = req.preview.kind == "diff" and H.hunk_rows(preview) or {},
+    -- (An external agent's diff only when what it writes comes through us, so that the hunks
+    -- kept are what gets written: the same condition as its "Edit before allowing".)
+    hunks = req.preview.kind == "diff" and (not H.from_agent(req) or req.choices.edit ~= nil) and H.hunk_rows(preview)
+      or {},
     hunk = 1,
     dropped = {},
   }

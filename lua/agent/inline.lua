@@ -508,7 +508,7 @@ function H.propose(edit, event)
         return
       end
       local at = H.hunk_at_cursor(edit)
-      if at and at ~= proposal.current then
+      if at and at ~= proposal.current and proposal.hunks[at].state == "pending" then
         local was = proposal.current
         proposal.current = at
         H.draw(edit, { [was] = true, [at] = true })
@@ -839,9 +839,13 @@ function H.attach(edit)
   })
 end
 
---- The hunk under the cursor (or the current one), by its place.
+--- The undecided hunk under the cursor, else the current one (the hint's), by its place.
 function H.at_cursor(edit)
-  return H.hunk_at_cursor(edit) or edit.proposal.current
+  local i = H.hunk_at_cursor(edit)
+  if i and edit.proposal.hunks[i].state == "pending" then
+    return i
+  end
+  return edit.proposal.current
 end
 
 --- The hunk whose lines the cursor is on (an insertion's: the line it follows), or nil.
@@ -884,7 +888,9 @@ function H.open_folds(edit)
 end
 
 --- Moves to the next (`step` 1) or previous (-1) hunk still undecided, the cursor with it.
-function H.move(edit, step)
+--- With `on_screen`, the cursor goes there only when it is on screen: the view never scrolls
+--- under the person after a keep or a drop (the hint moves; `]h` goes there).
+function H.move(edit, step, on_screen)
   local proposal = edit.proposal
   local total = #proposal.hunks
   local at = H.at_cursor(edit)
@@ -894,7 +900,8 @@ function H.move(edit, step)
       local was = proposal.current
       proposal.current = i
       local row = H.row(edit, proposal.hunks[i])
-      if row then
+      local shown = row and row + 1 >= vim.fn.line("w0") and row + 1 <= vim.fn.line("w$")
+      if row and (shown or not on_screen) then
         vim.api.nvim_win_set_cursor(0, { row + 1, 0 })
         vim.cmd("silent! normal! zv")
       end
@@ -922,7 +929,7 @@ function H.decide(edit, i, state)
   -- once more as it is applied.
   if not H.settle(edit) then
     H.draw(edit, changed)
-    H.move(edit, 1)
+    H.move(edit, 1, true)
   end
 end
 

@@ -477,6 +477,51 @@ impl Agent {
                 }
                 json!({"stopReason": "end_turn"})
             }
+            "hunkwrite" | "hunkself" => {
+                // An edit of notes.txt with two hunks far apart. `hunkwrite` writes through the
+                // client (first.txt, then what it proposed once allowed); `hunkself` writes the
+                // file itself, never through the client.
+                let here = std::env::current_dir().unwrap();
+                let through = name == "hunkwrite";
+                if through {
+                    let first = self.request(
+                        "fs/write_text_file",
+                        json!({"sessionId": "s-1", "path": here.join("first.txt"), "content": "one\n"}),
+                    );
+                    report("first write", &first);
+                }
+                let notes = here.join("notes.txt");
+                let old: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+                let new = old
+                    .replace("line 2\n", "line TWO\n")
+                    .replace("line 28\n", "line TWENTY-EIGHT\n");
+                update(json!({"sessionUpdate": "tool_call", "toolCallId": "h1",
+                    "title": "Edit notes.txt", "kind": "edit", "status": "pending",
+                    "content": [{"type": "diff", "path": notes, "oldText": old, "newText": new}]}));
+                let response = self.request(
+                    "session/request_permission",
+                    json!({"sessionId": "s-1", "toolCall": {"toolCallId": "h1", "title": "Edit notes.txt"},
+                        "options": [
+                            {"optionId": "once", "name": "Allow", "kind": "allow_once"},
+                            {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]}),
+                );
+                report("permission", &response);
+                if response["result"]["outcome"]["outcome"] == "selected"
+                    && response["result"]["outcome"]["optionId"] == "once"
+                {
+                    if through {
+                        let written = self.request(
+                            "fs/write_text_file",
+                            json!({"sessionId": "s-1", "path": notes, "content": new}),
+                        );
+                        report("edit write", &written);
+                    } else {
+                        let _ = std::fs::write(&notes, &new);
+                        report("wrote itself", &json!({"result": null}));
+                    }
+                }
+                json!({"stopReason": "end_turn"})
+            }
             "crash" => {
                 update(json!({"sessionUpdate": "agent_message_chunk",
                     "content": {"type": "text", "text": "about to crash"}}));

@@ -969,3 +969,74 @@ async fn an_agents_configured_directories_are_read_only_roots_unless_writable() 
     assert_eq!(reported(&lines, "extra write")["error"]["code"], -32602);
     assert!(!extra_root.join("y.txt").exists());
 }
+
+/// Neovim connected to the test agent with notes.txt of 30 lines, the agent's `scenario` sent
+/// and its question armed; the file's text.
+async fn hunk_question(scenario: &str) -> (Nvim, String) {
+    let nvim = connected(Some((120, 40)), "chat", "").await;
+    let before: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+    nvim.write("notes.txt", &before);
+    nvim.cmd(&format!("Agent {scenario}")).await;
+    nvim.wait_for(
+        "require('agent.approval').waiting() ~= nil and require('agent.approval').waiting().armed",
+    )
+    .await;
+    (nvim, before)
+}
+
+#[tokio::test]
+async fn an_agents_edit_with_a_hunk_dropped_writes_the_others_and_the_agent_is_told() {
+    let (nvim, before) = hunk_question("hunkwrite").await;
+    // The second hunk dropped, then the agent's Allow (1).
+    nvim.api.input("]x").await.unwrap();
+    nvim.wait_for_screen("1 of 2 hunks").await;
+    nvim.api.input("1").await.unwrap();
+    nvim.wait_for_line(CHAT, "edit write: ").await;
+    assert_eq!(
+        nvim.read("notes.txt"),
+        before.replace("line 2\n", "line TWO\n")
+    );
+    // The agent hears of it at the start of its next prompt.
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    nvim.cmd("Agent usage").await;
+    let lines = nvim.wait_for_line(CHAT, "prompt: ").await;
+    let prompt = reported(&lines, "prompt");
+    let prompt = prompt.as_str().unwrap();
+    assert!(
+        prompt.starts_with("The user changed your edit of notes.txt before it was written"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("-line TWENTY-EIGHT\n+line 28\n"),
+        "{prompt}"
+    );
+}
+
+#[tokio::test]
+async fn an_agents_edit_it_writes_itself_offers_no_hunk_keys_and_every_hunk_dropped_selects_no_allow(
+) {
+    // Writing on its own, what the agent writes cannot be cut to the hunks kept: no hunk keys.
+    let (nvim, before) = hunk_question("hunkself").await;
+    let screen = nvim.wait_for_screen("Reject").await;
+    assert!(!screen.contains("hunk keys"), "{screen}");
+    nvim.api.input("n").await.unwrap();
+    nvim.wait_for_line(CHAT, "permission: ").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    // Through the client, every hunk dropped: the agent is not given its Allow.
+    nvim.cmd("Agent hunkwrite").await;
+    nvim.wait_for(
+        "require('agent.approval').waiting() ~= nil and require('agent.approval').waiting().armed",
+    )
+    .await;
+    nvim.api.input("x]x").await.unwrap();
+    nvim.wait_for_screen("0 of 2 hunks").await;
+    nvim.api.input("1").await.unwrap();
+    let lines = nvim.wait_for_line(CHAT, "permission: ").await;
+    let answered = lines
+        .iter()
+        .rev()
+        .find(|l| l.starts_with("permission: "))
+        .unwrap();
+    assert!(!answered.contains("\"once\""), "{answered}");
+    assert_eq!(nvim.read("notes.txt"), before);
+}

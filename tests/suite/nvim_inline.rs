@@ -311,7 +311,11 @@ async fn typing_above_while_the_model_writes_lands_the_proposal_on_the_moved_lin
 
 #[tokio::test]
 async fn the_function_around_the_cursor_is_the_range_and_ctrl_c_stops_the_edit() {
-    let mock = MockLlm::start(Wire::Anthropic, vec![done("never seen")]).with_pace(Pace {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![done("never seen"), done("never seen either")],
+    )
+    .with_pace(Pace {
         chunk_bytes: Some(8),
         delay: Duration::from_millis(200),
     });
@@ -359,6 +363,13 @@ async fn the_function_around_the_cursor_is_the_range_and_ctrl_c_stops_the_edit()
         nvim.lua("return vim.fn.maparg('<C-c>', 'n')", vec![]).await,
         Value::from("")
     );
+    // `:Agent stop` in the buffer stops an edit too.
+    nvim.cmd("Agent edit name them x and y").await;
+    nvim.wait_for_screen("agent: writing").await;
+    nvim.cmd("Agent stop").await;
+    nvim.wait_for("require('agent.inline').running() == 0")
+        .await;
+    assert!(marks(&nvim).await.is_empty());
 }
 
 /// WCAG contrast of each part of a proposal against the window's background, in the default

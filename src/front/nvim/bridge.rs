@@ -71,6 +71,8 @@ impl Bridge {
                 decide.decision = Decision::Refuse {
                     reason: Some(message),
                 };
+                // An external agent is answered by the option picked: none is a refusal.
+                decide.option = None;
                 decide
             }
         };
@@ -123,6 +125,8 @@ impl Bridge {
             return refuse(decide, "the hunks are not the ones the preview showed");
         }
         decide.decision = if dropped.len() == hunks.len() {
+            // Not the agent's allow option either: nothing of the edit is to be written.
+            decide.option = None;
             Decision::Refuse {
                 reason: Some("the person dropped every hunk of this edit".into()),
             }
