@@ -183,6 +183,10 @@ function H.run(api, cmd)
   if acp_name or args == "acp" then
     return api.acp(acp_name)
   end
+  local question = args == "btw" and "" or args:match("^btw%s+(.-)%s*$")
+  if question then
+    return api.btw(question)
+  end
   -- `:Agent edit {instruction}`, on the range given, else the function or line at the cursor.
   local instruction = args == "edit" and "" or args:match("^edit%s+(.-)%s*$")
   if instruction then
@@ -292,6 +296,7 @@ function M.complete(api, arglead, cmdline)
   table.insert(names, "rewind")
   table.insert(names, "diff")
   table.insert(names, "edit")
+  table.insert(names, "btw")
   table.sort(names)
   return vim.tbl_filter(function(name)
     return vim.startswith(name, arglead)

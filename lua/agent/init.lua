@@ -101,6 +101,24 @@ function M.edit(opts)
   end) or false
 end
 
+--- Asks `question` apart from the conversation (:help agent-btw): the model answers with the
+--- conversation's context in a float; neither joins the conversation, and no tool runs.
+--- Without a question, asks for one.
+---@param question? string
+---@return boolean asked false when nothing was sent (the reason was shown, or it was asked for)
+function M.btw(question)
+  return H.here(function()
+    return require("agent.side").ask(question, {
+      ensure = require("agent.rpc").ensure,
+      to_input = H.this_acting(function(text)
+        local chat = require("agent.chat")
+        chat.open({ focus = true, insert = false })
+        chat.queue.back_to_input({ text }, "agent: the answer is in the input")
+      end),
+    })
+  end) or false
+end
+
 --- Opens the conversation split (chat above, input below), or focuses its input if it is open,
 --- in Insert mode, ready to type. Starts the backend if it is not running, so its errors show at
 --- once.
@@ -996,6 +1014,14 @@ function H.here(fn, ...)
   return conversations.acting(conversation.id, fn, ...)
 end
 
+-- `fn`, run later for the conversation acted for now (a float's key, pressed after).
+function H.this_acting(fn)
+  local id = require("agent.conversations").active().id
+  return function(...)
+    return require("agent.conversations").acting(id, fn, ...)
+  end
+end
+
 -- Runs fn(...) for one conversation throughout (a picker's answer included): the one acted for
 -- (a chat's keys), else the current tab page's, else the last one used (`:Agent stop` from a
 -- proposal's tab page). Never makes one.
@@ -1045,8 +1071,8 @@ function H.ensure_init()
       review = acting(function(checkpoint)
         M.diff({ since = checkpoint })
       end),
-      undo_edit = acting(function(diff)
-        require("agent.undo").edit(diff, require("agent.rpc").workspace())
+      undo_edit = acting(function(diff, exact, workspace)
+        require("agent.undo").edit(diff, workspace or require("agent.rpc").workspace(), exact)
       end),
       rewind_others = acting(function(event)
         require("agent.pickers").rewind_others(M, event)

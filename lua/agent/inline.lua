@@ -779,20 +779,24 @@ end
 --- the middle of the person's typing: what they type and the kept hunks are separate undo
 --- steps. In Insert mode it waits for them to leave it.
 function H.settle_when_idle(edit)
-  local mode = vim.api.nvim_get_mode().mode
-  if mode:find("^[iRc]") == nil then
+  if vim.api.nvim_get_mode().mode == "n" then
     H.settle(edit)
     return
   end
+  if edit.settling then
+    return -- already waiting
+  end
+  edit.settling = true
   vim.api.nvim_create_autocmd("ModeChanged", {
-    pattern = "*:n*",
+    pattern = "*:n",
     once = true,
     desc = "agent: settle the inline proposal once the person stops typing",
     callback = function()
       vim.schedule(function()
+        edit.settling = false
         if H.edits[edit.id] == edit and edit.proposal then
           H.check_stale(edit)
-          H.settle(edit)
+          H.settle_when_idle(edit)
         end
       end)
     end,
@@ -842,10 +846,34 @@ end
 --- The undecided hunk under the cursor, else the current one (the hint's), by its place.
 function H.at_cursor(edit)
   local i = H.hunk_at_cursor(edit)
-  if i and edit.proposal.hunks[i].state == "pending" then
-    return i
+  if i then
+    return edit.proposal.hunks[i].state == "pending" and i or nil
   end
-  return edit.proposal.current
+  -- Off every hunk: the current one, only while it is on screen (never one the person cannot
+  -- see).
+  local current = edit.proposal.current
+  local row = H.row(edit, edit.proposal.hunks[current])
+  local win = vim.fn.bufwinid(edit.buf)
+  if row and win ~= -1 then
+    local top, bottom = vim.fn.line("w0", win), vim.fn.line("w$", win)
+    if row + 1 >= top and row + 1 <= bottom then
+      return current
+    end
+  end
+  return nil
+end
+
+--- The hunk the keep and drop keys act on, or nil after saying where to go.
+function H.target(edit)
+  local i = H.at_cursor(edit)
+  if not i then
+    local next_key = require("agent.config").options.keymaps.inline.next
+    vim.notify(
+      ("agent: no undecided hunk here%s"):format(next_key and (" (%s goes to the next)"):format(next_key) or ""),
+      vim.log.levels.INFO
+    )
+  end
+  return i
 end
 
 --- The hunk whose lines the cursor is on (an insertion's: the line it follows), or nil.
@@ -893,7 +921,7 @@ end
 function H.move(edit, step, on_screen)
   local proposal = edit.proposal
   local total = #proposal.hunks
-  local at = H.at_cursor(edit)
+  local at = H.hunk_at_cursor(edit) or proposal.current
   for n = 1, total do
     local i = (at - 1 + step * n) % total + 1
     if proposal.hunks[i].state == "pending" then
@@ -1080,10 +1108,16 @@ function H.map(edit, which)
   local keys = require("agent.config").options.keymaps.inline
   local actions = {
     keep = function()
-      H.decide(edit, H.at_cursor(edit), "kept")
+      local i = H.target(edit)
+      if i then
+        H.decide(edit, i, "kept")
+      end
     end,
     drop = function()
-      H.decide(edit, H.at_cursor(edit), "dropped")
+      local i = H.target(edit)
+      if i then
+        H.decide(edit, i, "dropped")
+      end
     end,
     keep_all = function()
       H.decide(edit, nil, "kept")

@@ -97,21 +97,12 @@ function M.open(lines)
   for _, line in ipairs(lines) do
     width = math.max(width, vim.fn.strdisplaywidth(line))
   end
-  width = math.max(20, math.min(width + 2, vim.o.columns - 4))
-  local height = math.max(1, math.min(#lines, vim.o.lines - 4))
-  local win = vim.api.nvim_open_win(buf, true, {
-    relative = "editor",
-    row = math.max(0, math.floor((vim.o.lines - height) / 2) - 1),
-    col = math.max(0, math.floor((vim.o.columns - width) / 2)),
-    width = width,
-    height = height,
-    style = "minimal",
-    border = "rounded",
+  local win = require("agent.float").centered(buf, {
+    width = math.max(20, width + 2),
+    height = #lines,
     title = " agent: keys ",
-    title_pos = "center",
     zindex = 70,
   })
-  vim.wo[win].wrap = true
   if mode == "i" then
     vim.cmd.stopinsert()
   end

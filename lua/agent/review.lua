@@ -159,10 +159,12 @@ function H.map_revert(buf, scratch)
   if not key then
     return
   end
-  local saved = vim.fn.maparg(key, "n", false, true)
+  local saved = vim.api.nvim_buf_call(buf, function()
+    return vim.fn.maparg(key, "n", false, true)
+  end)
   vim.keymap.set("n", key, function()
     local line = vim.fn.line(".")
-    local changed = vim.fn.diff_hlID(line, 1) ~= 0 or vim.fn.diff_filler(line) > 0 or vim.fn.diff_filler(line + 1) > 0
+    local changed = vim.fn.diff_hlID(line, 1) ~= 0 or vim.fn.diff_filler(line) > 0
     if not changed then
       vim.notify(
         ("agent: no change under the cursor (]c goes to the next); %s takes back the one you are on"):format(key),
@@ -183,7 +185,9 @@ function H.map_revert(buf, scratch)
       if vim.api.nvim_buf_is_valid(buf) then
         pcall(vim.keymap.del, "n", key, { buffer = buf })
         if saved and saved.buffer == 1 then
-          pcall(vim.fn.mapset, "n", false, saved)
+          vim.api.nvim_buf_call(buf, function()
+            pcall(vim.fn.mapset, "n", false, saved)
+          end)
         end
       end
     end,

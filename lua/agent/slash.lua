@@ -1,5 +1,5 @@
 --- Slash commands in the chat's input (see :help agent-slash): `/new`, `/resume`,
---- `/rewind`, `/diff`, `/model`, `/compact`, `/stop`, `/permissions` and `/help` do what the
+--- `/rewind`, `/diff`, `/model`, `/compact`, `/btw`, `/stop`, `/permissions` and `/help` do what the
 --- `:Agent` subcommand of the same name does; an external agent's own commands (its
 --- `available_commands_update`) are sent to it as typed, which is what ACP asks of a client.
 
@@ -22,6 +22,7 @@ M.builtin = {
   { name = "mode", description = "the agent's mode [id]" },
   { name = "option", description = "one of the agent's options [id [value]]" },
   { name = "compact", description = "summarise the conversation" },
+  { name = "btw", description = "a side question, not added to the conversation {question}" },
   { name = "stop", description = "stop the running turn" },
   { name = "permissions", description = "the permission rules" },
   { name = "help", description = "these commands and the keys" },
@@ -200,6 +201,9 @@ H.run = {
   end,
   stop = function(api)
     api.stop()
+  end,
+  btw = function(api, args)
+    api.btw(args)
   end,
   permissions = function(api)
     api.permissions()

@@ -8,12 +8,14 @@ local M = {}
 local H = {}
 
 --- Takes back the edit whose row holds `diff` (a unified diff of one file, paths relative to
---- `root`). True when it did; otherwise it said why.
+--- `root`, the conversation's workspace); `exact`: the backend said nothing in it was made
+--- visible. True when it did; otherwise it said why.
 ---@param diff string
 ---@param root string
+---@param exact? boolean
 ---@return boolean undone
-function M.edit(diff, root)
-  local why = H.inexact(diff)
+function M.edit(diff, root, exact)
+  local why = H.inexact(diff, exact)
   if why then
     return H.refuse(why)
   end
@@ -35,6 +37,9 @@ function M.edit(diff, root)
   local buf = vim.fn.bufadd(path)
   vim.fn.bufload(buf)
   local unsaved = vim.bo[buf].modified
+  if not unsaved and H.differs_from_disk(buf, path) then
+    return H.refuse(("%s changed on disk since Neovim read it; :checktime reads it again, then undo again"):format(rel))
+  end
   -- Every line the edit wrote, where it wrote it: otherwise the file changed since.
   for _, hunk in ipairs(hunks) do
     local now = vim.api.nvim_buf_get_lines(buf, hunk.at, hunk.at + #hunk.new, false)
@@ -52,9 +57,16 @@ function M.edit(diff, root)
   if not vim.bo[buf].modifiable then
     return H.refuse(("%s's buffer is not modifiable"):format(rel))
   end
+  local count = vim.api.nvim_buf_line_count(buf)
+  local empty = count == 1 and vim.api.nvim_buf_get_lines(buf, 0, 1, false)[1] == ""
   for i = #hunks, 1, -1 do
     local hunk = hunks[i]
-    vim.api.nvim_buf_set_lines(buf, hunk.at, hunk.at + #hunk.new, false, hunk.old)
+    if empty and #hunk.new == 0 then
+      -- The edit emptied the file: its one empty line is the old text's place, not a line.
+      vim.api.nvim_buf_set_lines(buf, 0, -1, false, hunk.old)
+    else
+      vim.api.nvim_buf_set_lines(buf, hunk.at, hunk.at + #hunk.new, false, hunk.old)
+    end
   end
   if unsaved then
     vim.notify(
@@ -77,6 +89,22 @@ function M.edit(diff, root)
   return true
 end
 
+--- True when the unmodified buffer `buf` no longer holds what the file at `path` does.
+function H.differs_from_disk(buf, path)
+  local ok, disk = pcall(vim.fn.readfile, path, "b")
+  if not ok then
+    return true
+  end
+  if disk[#disk] == "" then
+    disk[#disk] = nil -- the final newline
+  end
+  local dos = vim.bo[buf].fileformat == "dos"
+  for i, line in ipairs(disk) do
+    disk[i] = dos and (line:gsub("\r$", "")) or line
+  end
+  return not vim.deep_equal(disk, vim.api.nvim_buf_get_lines(buf, 0, -1, false))
+end
+
 function H.refuse(why)
   vim.notify("agent: not undone: " .. why, vim.log.levels.WARN)
   return false
@@ -84,17 +112,18 @@ end
 
 --- Why the diff a row shows is not exactly what was written, or nil: it was cut, a key in it
 --- was redacted, or a character in it was made visible (its escape is not the file's text).
-function H.inexact(diff)
+function H.inexact(diff, exact)
+  if not exact then
+    return "this edit's diff shows characters as escapes, not as the file has them; :Agent rewind goes back to before the prompt"
+  end
+  if diff:find("\n\\ No newline at end of file", 1, true) then
+    return "this edit changed the end of a file without a final newline; :Agent rewind goes back to before the prompt"
+  end
   if diff:find("[... the diff goes on", 1, true) then
     return "this edit's diff is cut in its row (too long); :Agent rewind goes back to before the prompt"
   end
   if diff:find("[redacted]", 1, true) then
     return "this edit's diff has a secret left out; :Agent rewind goes back to before the prompt"
-  end
-  -- (The escapes a file's own text is likeliest to hold, a NUL-free text's `\0` and `\r`, are
-  -- left out: a text file has no NUL, and a CR shows only before a newline, which is dropped.)
-  if diff:find("\\e") or diff:find("\\u{%x+}") then
-    return "this edit's diff shows characters as escapes, not as the file has them; :Agent rewind goes back to before the prompt"
   end
   return nil
 end

@@ -28,6 +28,7 @@ mod nvim_render;
 mod nvim_rewind;
 mod nvim_sandbox;
 mod nvim_sessions;
+mod nvim_side;
 mod nvim_watching;
 mod processes;
 mod rpc_channel;

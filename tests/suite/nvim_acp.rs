@@ -1037,6 +1037,10 @@ async fn an_agents_edit_it_writes_itself_offers_no_hunk_keys_and_every_hunk_drop
         .rev()
         .find(|l| l.starts_with("permission: "))
         .unwrap();
-    assert!(!answered.contains("\"once\""), "{answered}");
+    // Its own reject option, not a cancel of the turn.
+    assert!(
+        !answered.contains("\"once\"") && answered.contains("\"reject\""),
+        "{answered}"
+    );
     assert_eq!(nvim.read("notes.txt"), before);
 }

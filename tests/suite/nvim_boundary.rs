@@ -293,7 +293,16 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             ok: true,
             message: "agent: done".into(),
         },
-        Some(UiEvent::InlineDone { .. }) => UiEvent::Idle,
+        Some(UiEvent::InlineDone { .. }) => UiEvent::BtwText {
+            id: 3,
+            text: "an answer\u{1b}[2J".into(),
+        },
+        Some(UiEvent::BtwText { .. }) => UiEvent::BtwDone {
+            id: 3,
+            ok: true,
+            message: "10 in / 5 out tokens".into(),
+        },
+        Some(UiEvent::BtwDone { .. }) => UiEvent::Idle,
         Some(UiEvent::Idle) => return None,
     };
     Some(next)
@@ -347,7 +356,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 35, "{kinds:?}");
+    assert_eq!(kinds.len(), 37, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])
@@ -542,6 +551,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
                buffer_path = require('agent.context.ask').buffer_path }}) inline.stop() \
              inline.on_event({{ type = 'inline_proposal', inline = 999, question = 77, stamp = 1, \
                hunks = {{ {{ at = 0, removed = {{ 'a' }}, added = {{ 'b' }} }} }} }}) \
+             require('agent.side').ask('why?', {{ ensure = rpc.ensure, to_input = function() end }}) \
              rpc.close(1)"
         ),
         vec![],
@@ -573,6 +583,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
             "inline",
             "inline_stop",
             "inline_answer",
+            "btw",
             "close"
         ]
     );
@@ -635,7 +646,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
             assert_eq!(named, Some(1), "{method}: {arg:?}");
         }
     }
-    for i in [8, 9, 14, 20] {
+    for i in [8, 9, 14, 21] {
         assert_eq!(
             arg(i),
             Value::Map(vec![(Value::from("conversation"), Value::from(1))]),
@@ -689,6 +700,8 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
     assert!(inline.path.ends_with(".txt"), "{inline:?}");
     let stop: InlineStop = rmpv::ext::from_value(arg(18)).unwrap();
     assert_eq!(stop.inline, inline.inline);
+    let btw: agent_nvim::front::nvim::protocol::Btw = rmpv::ext::from_value(arg(20)).unwrap();
+    assert_eq!(btw.question, "why?");
     // A proposal for an edit that is gone is answered at once: nothing applied.
     let answer: InlineAnswer = rmpv::ext::from_value(arg(19)).unwrap();
     assert_eq!(

@@ -587,12 +587,14 @@ async fn u_on_an_edits_row_undoes_it_and_refuses_once_the_file_changed() {
         vec![
             turn(vec![edit("t1", "a.txt", "two", "TWO")]),
             turn(vec![edit("t2", "b.txt", "red", "blue")]),
+            turn(vec![edit("t3", "c.txt", "plain", "pla\u{202e}in")]),
             text("Edited both."),
         ],
     );
     let nvim = start(&mock, Some((100, 30)), "auto_approve = true", vec![]).await;
     nvim.write("a.txt", "one\ntwo\nthree\n");
     nvim.write("b.txt", "red\ngreen\n");
+    nvim.write("c.txt", "plain\n");
     nvim.cmd("Agent change both files").await;
     let lines = nvim.wait_for_line(CHAT, "Edited both.").await;
     assert_eq!(nvim.read("a.txt"), "one\nTWO\nthree\n");
@@ -611,12 +613,19 @@ async fn u_on_an_edits_row_undoes_it_and_refuses_once_the_file_changed() {
     assert_eq!(nvim.read("a.txt"), "one\ntwo\nthree\n");
     nvim.lua(&press_u_on(row("▸ edit b.txt")), vec![]).await;
     assert_eq!(nvim.read("b.txt"), "purple\ngreen\n");
+    // A diff with a hidden character shows it as an escape: not what the file holds.
+    nvim.lua(&press_u_on(row("▸ edit c.txt")), vec![]).await;
+    assert_eq!(nvim.read("c.txt"), "pla\u{202e}in\n");
     let said = notes(&nvim).await.join("\n");
     assert!(said.contains("agent: undid the edit of a.txt"), "{said}");
     assert!(
         said.contains(
             "agent: not undone: b.txt changed since this edit (line 1 is no longer what it wrote)"
         ),
+        "{said}"
+    );
+    assert!(
+        said.contains("agent: not undone: this edit's diff shows characters as escapes"),
         "{said}"
     );
 }

@@ -469,6 +469,7 @@ async fn help_agent_finds_its_tags() {
         "agent-inline",
         "agent-inline-keys",
         "agent-undo-edit",
+        "agent-btw",
         "<Plug>(agent-edit)",
         "agent-processes",
         "agent-acp",

@@ -459,11 +459,17 @@ impl Shared {
     }
 
     /// What to write for the agent's fs/write_text_file of `path`: the person's version when
-    /// they edited this very proposal before allowing it (the note for the agent's next prompt
-    /// is kept then), else the agent's `content`.
-    fn persons_version(&self, path: &str, content: String) -> String {
+    /// they edited this very proposal before allowing it (or dropped some of its hunks; the
+    /// note for the agent's next prompt is kept then), else the agent's `content`. Refused when
+    /// the person's version waits for this file and the agent writes other content than it
+    /// proposed: writing it would write what the person left out.
+    fn persons_version(
+        &self,
+        path: &str,
+        content: String,
+    ) -> Result<String, agent_client_protocol::Error> {
         let Ok(resolved) = self.workspace.resolve_literal(path) else {
-            return content;
+            return Ok(content);
         };
         let found = self
             .edited
@@ -471,11 +477,22 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&resolved.path);
         let Some((edit, theirs)) = found else {
-            return content;
+            return Ok(content);
         };
         if content != edit.proposed {
-            tracing::warn!(rel = %edit.rel, "the agent wrote other content than it proposed; the person's version was not used");
-            return content;
+            tracing::warn!(rel = %edit.rel, "the agent wrote other content than it proposed, with the person's version waiting: refused");
+            let said = format!(
+                "agent: {}'s write of {} was refused: it was not the edit you allowed (you had changed it or dropped some of its hunks)",
+                self.name, edit.rel
+            );
+            self.emit(Event::Error { message: said });
+            return Err(agent_client_protocol::Error::new(
+                agent_client_protocol::ErrorCode::INTERNAL_ERROR,
+                format!(
+                    "Refused: the user allowed a different version of this edit of {} (they changed it or dropped some of its hunks); write exactly what you proposed, or propose the edit again.",
+                    edit.rel
+                ),
+            ));
         }
         let diff = crate::diff::unified(&edit.rel, Some(&edit.proposed), &theirs);
         if !diff.is_empty() {
@@ -484,7 +501,7 @@ impl Shared {
                 edit.rel
             ));
         }
-        theirs
+        Ok(theirs)
     }
 
     /// Which root's path check an fs request for `path` goes through: the workspace's, or an
@@ -869,7 +886,10 @@ fn client(
                 writes
                     .writes_through_client
                     .store(true, std::sync::atomic::Ordering::Relaxed);
-                let content = writes.persons_version(&path, request.content);
+                let content = match writes.persons_version(&path, request.content) {
+                    Ok(content) => content,
+                    Err(err) => return responder.respond_with_error(err),
+                };
                 let written = fs::write_text_file(
                     &writes.authority,
                     &workspace,
@@ -1622,6 +1642,12 @@ impl Conversation for AcpSession {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner) = Some(events.clone());
             let outcome = AcpSession::prompt(self, text, cancel).await;
+            // A version of the person's the agent never wrote is not kept for a later proposal.
+            self.shared
+                .edited
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
             *self
                 .shared
                 .reports

@@ -50,6 +50,20 @@ fn compaction_message(compaction: &Compaction) -> Message {
     ))
 }
 
+/// What a conversation's next request sends of `history` under `compactions` (oldest first):
+/// the last one's summary and what follows it, or the whole history.
+pub fn sent_view(history: &[Message], compactions: &[Compaction]) -> Vec<Message> {
+    match compactions.iter().rev().find(|c| c.upto <= history.len()) {
+        Some(last) => {
+            let mut view = Vec::with_capacity(history.len() - last.upto + 1);
+            view.push(compaction_message(last));
+            view.extend_from_slice(&history[last.upto..]);
+            view
+        }
+        None => history.to_vec(),
+    }
+}
+
 /// Why a compaction runs: it decides what is said when there is nothing to compact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Why {
@@ -126,6 +140,22 @@ pub enum NotCompacted {
     /// The conversation has cost its `max_cost` already ([`Agent::with_max_cost`]).
     #[error("{0}")]
     OverBudget(String),
+}
+
+/// What a side question's request says before the question.
+const ASIDE_PREFACE: &str = "[A side question, answered apart: neither it nor your answer \
+becomes part of the conversation. Answer briefly from what the conversation holds. Do not call \
+any tool.]";
+
+/// A side question's answer ([`Agent::aside`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Aside {
+    pub text: String,
+    pub usage: Usage,
+    /// In dollars; None for a model without a price.
+    pub cost: Option<f64>,
+    /// The model called a tool anyway (none ran).
+    pub called_tools: bool,
 }
 
 /// Said when a reply stopped at the model's output limit: what was written so far is kept (a
@@ -529,6 +559,54 @@ impl Agent {
             cost,
         });
         Ok(reply.usage)
+    }
+
+    /// A side question (`:Agent btw`): one request with `view` (a conversation's messages as
+    /// its next request would send them) and `question` after it, answered apart: nothing is
+    /// added to this agent's history, no tool runs (the model is asked to call none, and a call
+    /// it makes anyway is left out), and the answer's text is reported as it comes. Its usage
+    /// and cost (None for a model without a price), or why it failed.
+    pub async fn aside(
+        &mut self,
+        view: &[Message],
+        question: &str,
+        events: &impl Report,
+        cancel: &CancellationToken,
+    ) -> Result<Aside, String> {
+        self.take_model_switch();
+        let _ = self.refresh_instructions().await;
+        let mut messages = view.to_vec();
+        messages.push(Message::User(format!(
+            "{ASIDE_PREFACE}\n\n{}",
+            question.trim()
+        )));
+        let request = Request {
+            system: &self.system,
+            messages: &messages,
+            history: None,
+        };
+        let mut progress = |p: Progress| {
+            if let Progress::Text(text) = p {
+                events.report(Event::Text { text });
+            }
+        };
+        let reply = tokio::select! {
+            reply = self.client.complete(&request, &mut progress) => reply,
+            () = cancel.cancelled() => return Err("cancelled".into()),
+        };
+        let reply = reply.map_err(|err| match self.client.next_step(&err) {
+            Some(step) => format!("{err}; {step}"),
+            None => err.to_string(),
+        })?;
+        let price = self.client.config().model_info().price;
+        let cost = price.map(|p| p.cost(&reply.usage));
+        self.cost += cost.unwrap_or(0.0);
+        Ok(Aside {
+            text: reply.text,
+            usage: reply.usage,
+            cost,
+            called_tools: !reply.calls.is_empty(),
+        })
     }
 
     /// Looks for the project's instructions under `files` (in order, the first found) before

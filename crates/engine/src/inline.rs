@@ -1,4 +1,4 @@
-//! An inline edit's turn (`:Agent edit`): a focused request of its own, never in a
+//! An inline edit's turn (`:Agent edit`), and a side question's agent (`:Agent btw`): a focused request of its own, never in a
 //! conversation's history. It runs an [`Agent`] of its own over the session's tools (the same
 //! gate, workspace, editor and checkpoints), with edit_file on the file asked about going to the
 //! person's buffer ([`InlineEdit`]), and talks to the conversation's provider or the one
@@ -87,10 +87,24 @@ pub fn agent(
     Ok(Agent::new(client, executor, max_turns).with_instructions(instructions))
 }
 
+/// An agent for side questions (`:Agent btw`, [`Agent::aside`]): the session's tools (offered,
+/// never run) and instruction files, the provider `choice` names.
+pub fn side_agent(
+    choice: &ProviderChoice,
+    tools: ToolContext,
+    instructions: Vec<String>,
+) -> Result<Agent, ProviderError> {
+    let executor = Executor::new(tools);
+    let provider = ProviderConfig::resolve(choice, &|name| std::env::var(name).ok())?;
+    let client = Client::new(provider, &executor.catalogue())?;
+    Ok(Agent::new(client, executor, 1).with_instructions(instructions))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use tokio_util::sync::CancellationToken;
 
     #[test]
     fn the_prompt_holds_the_file_the_lines_the_diagnostics_and_the_request() {
@@ -115,5 +129,71 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("The request: fix it"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_side_question_sends_the_view_and_the_question_and_adds_nothing_to_any_history() {
+        use crate::llm::Message;
+        use agent_nvim_fixtures::mock_llm::{MockLlm, Part, Reply, Wire};
+        let mock = MockLlm::start(
+            Wire::Ollama,
+            vec![Reply::Turn {
+                parts: vec![Part::Text("It is 42.".into())],
+                usage: (7, 3),
+            }],
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let tools = ToolContext {
+            workspace: crate::workspace::Workspace::new(dir.path()).unwrap(),
+            gate: Arc::new(crate::approval::Gate::new(false, None)),
+            editor: Arc::new(crate::editor::NoEditor),
+            settings: Default::default(),
+            checkpoints: None,
+        };
+        let choice = ProviderChoice {
+            provider: Some("ollama".into()),
+            model: Some("m".into()),
+            base_url: Some(mock.base_url()),
+            ..Default::default()
+        };
+        let mut agent = side_agent(&choice, tools, Vec::new()).unwrap();
+        let view = vec![
+            Message::User("what is the answer?".into()),
+            Message::Assistant {
+                text: "Let me think.".into(),
+                calls: Vec::new(),
+                reasoning: Vec::new(),
+            },
+        ];
+        let (events, mut seen) = tokio::sync::mpsc::unbounded_channel();
+        let aside = agent
+            .aside(
+                &view,
+                "  and in short? ",
+                &events,
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(aside.text, "It is 42.");
+        assert!(!aside.called_tools);
+        let mut streamed = String::new();
+        while let Ok(event) = seen.try_recv() {
+            if let crate::agent::Event::Text { text } = event {
+                streamed.push_str(&text);
+            }
+        }
+        assert_eq!(streamed, "It is 42.");
+        let sent = mock.requests()[0].body["messages"].clone();
+        let sent = sent.as_array().unwrap();
+        // The system prompt, the view as given, then the question with its preface.
+        assert_eq!(sent[1]["content"], "what is the answer?");
+        let last = sent.last().unwrap()["content"].as_str().unwrap();
+        assert!(
+            last.starts_with("[A side question, answered apart"),
+            "{last}"
+        );
+        assert!(last.ends_with("\n\nand in short?"), "{last}");
+        assert!(agent.history().is_empty());
     }
 }

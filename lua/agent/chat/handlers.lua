@@ -566,8 +566,7 @@ function handlers.tool_finished(e)
   end
   tool.ok = e.ok
   tool.name = tool.name or e.name
-  -- An edit's diff as its row shows it: `keymaps.chat.undo` takes the edit back from it.
-  tool.diff = e.diff ~= "" and e.diff or nil
+  H.keep_diff(tool, e)
   tool.since, tool.clock, tool.live = nil, nil, nil
   if e.note then
     tool.note = tostring(e.note) -- a resumed row: its decision comes with it
@@ -597,7 +596,18 @@ function handlers.tool_output(e)
   H.later[e.later] = nil
   if tool then
     H.keep_output(tool, e)
+    H.keep_diff(tool, e)
     render.put_output(tool, H.output(e))
+  end
+end
+
+-- An edit's diff as its row shows it, and whether that is the diff as it was written (nothing in
+-- it made visible): `keymaps.chat.undo` takes the edit back from it.
+function H.keep_diff(tool, e)
+  if e.diff and e.diff ~= "" then
+    tool.diff = tostring(e.diff)
+    tool.diff_exact = e.diff_exact == true
+    tool.workspace = status.current.workspace -- the paths in it are relative to this root
   end
 end
 

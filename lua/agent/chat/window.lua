@@ -445,7 +445,7 @@ function H.undo_edit()
     )
     return
   end
-  M.actions.undo_edit(tool.diff)
+  M.actions.undo_edit(tool.diff, tool.diff_exact, tool.workspace)
 end
 
 -- The whole output of the finished row under the cursor, as the model read it (the cut marker

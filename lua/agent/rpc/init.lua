@@ -446,9 +446,13 @@ end
 function H.dispatch(event)
   local chat = require("agent.chat")
   local kind = event.type
-  -- An inline edit's events are its buffer's, not the chat's.
+  -- An inline edit's events are its buffer's, a side question's its float's: not the chat's.
   if type(kind) == "string" and kind:sub(1, 7) == "inline_" then
     require("agent.inline").on_event(event)
+    return
+  end
+  if type(kind) == "string" and kind:sub(1, 4) == "btw_" then
+    require("agent.side").on_event(event)
     return
   end
   if not chat.handle(event) then

@@ -27,6 +27,7 @@ M.method = {
   INLINE = "inline",
   INLINE_STOP = "inline_stop",
   INLINE_ANSWER = "inline_answer",
+  BTW = "btw",
 }
 
 --- The request names (protocol.rs `request`).

@@ -169,6 +169,11 @@ impl AcpHost for NvimHost {
                 },
                 (None, None) => Preview::None,
             };
+            let reject = request
+                .options
+                .iter()
+                .find(|o| o.kind.starts_with("reject"))
+                .map(|o| o.id.clone());
             // After the agent's updates the turn reported before asking (its tool row).
             self.ui.ask_lua(UiEvent::Approval {
                 id,
@@ -177,14 +182,18 @@ impl AcpHost for NvimHost {
                 preview,
                 choices: Choices::agent(request.options, can_edit),
             });
-            // A refusal without one of the agent's options (Esc when it offered no reject) is a
-            // cancel.
             let decide = answer.await.ok()?;
+            // A refusal without one of the agent's options (the backend's own, every hunk
+            // dropped) is the agent's first reject option; with none, a cancel.
+            let option = match (&decide.decision, decide.option) {
+                (Decision::Refuse { .. }, None) => reject,
+                (_, option) => option,
+            };
             let edited = match decide.decision {
                 Decision::Edited { text } => Some(text),
                 _ => None,
             };
-            decide.option.map(|option| Picked { option, edited })
+            option.map(|option| Picked { option, edited })
         })
     }
 

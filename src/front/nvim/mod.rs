@@ -17,6 +17,7 @@
 //! - [`inline`]: `:Agent edit`'s own turn, its proposals shown in the buffer.
 //! - [`log`]: the log file.
 //! - [`rewind`]: `:Agent rewind`'s step (the code, then the conversation).
+//! - [`side`]: `:Agent btw`, a side question answered apart from the conversation.
 //! - [`target`]: what a message for one conversation does (start, prompt, resume, rewind...).
 
 mod acp;
@@ -31,6 +32,7 @@ mod pump;
 mod replay;
 mod review;
 mod rewind;
+mod side;
 mod slot;
 mod target;
 mod ui;

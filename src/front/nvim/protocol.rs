@@ -126,8 +126,11 @@ pub mod method {
     /// [`super::InlineAnswer`]: what the person did with each hunk of an `inline_proposal`.
     /// Like `decide`, it names its question, which knows its conversation.
     pub const INLINE_ANSWER: &str = "inline_answer";
+    /// [`super::Btw`]: a side question (`:Agent btw`), answered apart from the conversation:
+    /// its answer comes as `btw_text` events, then `btw_done`.
+    pub const BTW: &str = "btw";
     /// Every method above, for the test that checks Lua sends each one.
-    pub const ALL: [&str; 15] = [
+    pub const ALL: [&str; 16] = [
         START,
         PROMPT,
         CANCEL,
@@ -143,6 +146,7 @@ pub mod method {
         INLINE,
         INLINE_STOP,
         INLINE_ANSWER,
+        BTW,
     ];
 }
 
@@ -610,6 +614,13 @@ pub struct Inline {
     pub model: Option<String>,
 }
 
+/// `btw`: a side question about the conversation, numbered by Lua.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Btw {
+    pub id: u64,
+    pub question: String,
+}
+
 /// `inline_stop`: which inline edit to stop.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct InlineStop {
@@ -1013,6 +1024,11 @@ pub enum UiEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         diff: Option<String>,
     },
+    /// Side question `id`'s answer so far: the next piece of its text.
+    BtwText { id: u64, text: String },
+    /// Side question `id` is answered (`ok`), or why not; `message` is the done line
+    /// (`120 in / 40 out tokens · $0.01`) or the error.
+    BtwDone { id: u64, ok: bool, message: String },
     /// Inline edit `inline` proposes `hunks` of the buffer's text with stamp `stamp`; the
     /// person keeps or drops each, and Lua answers with `inline_answer` and `question`.
     InlineProposal {
@@ -1111,6 +1127,15 @@ impl UiEvent {
                         ..hunk
                     })
                     .collect(),
+            },
+            UiEvent::BtwText { id, text } => UiEvent::BtwText {
+                id,
+                text: prose(text),
+            },
+            UiEvent::BtwDone { id, ok, message } => UiEvent::BtwDone {
+                id,
+                ok,
+                message: prose(message),
             },
             UiEvent::InlineStatus { inline, text } => UiEvent::InlineStatus {
                 inline,

@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 
 use super::protocol::{lua, Addressed, UiEvent};
 use super::Nvim;
+use crate::display::{self, Layout};
 use agent_nvim_vocab::conversation::ConversationEvent;
 use agent_nvim_vocab::events::{Event, Outcome};
 
@@ -266,10 +267,31 @@ fn goes_at_once(event: &UiEvent, idle: bool) -> bool {
 pub fn for_lua(batch: Vec<UiEvent>) -> Vec<Value> {
     batch
         .into_iter()
-        .map(UiEvent::shown)
-        .filter_map(|e| serde_json::to_value(e).ok())
+        .map(|event| {
+            // Whether an edit's diff reaches Lua as it is (nothing in it made visible): only
+            // such a diff may be taken back from its row (`keymaps.chat.undo`).
+            let exact = diff_of(&event).map(|diff| display::visible(diff, Layout::Prose) == diff);
+            (event.shown(), exact)
+        })
+        .filter_map(|(event, exact)| {
+            let mut value = serde_json::to_value(event).ok()?;
+            if let (Some(exact), Some(map)) = (exact, value.as_object_mut()) {
+                map.insert("diff_exact".into(), serde_json::Value::Bool(exact));
+            }
+            Some(value)
+        })
         .map(to_msgpack)
         .collect()
+}
+
+/// The diff an event carries for an edit's row, if any.
+fn diff_of(event: &UiEvent) -> Option<&str> {
+    match event {
+        UiEvent::Agent(Event::ToolFinished { diff, .. }) | UiEvent::ToolOutput { diff, .. } => {
+            diff.as_deref()
+        }
+        _ => None,
+    }
 }
 
 /// A batch of events for the chats of one or more conversations, as [`lua::RECEIVE`] takes it:

@@ -1112,6 +1112,10 @@ impl Target {
                 Ok(inline) => self.inline(inline, nvim).await,
                 Err(err) => self.error(format!("agent: bad inline message ({err})")),
             },
+            method::BTW => match protocol::arg::<protocol::Btw>(args) {
+                Ok(btw) => self.btw(btw).await,
+                Err(err) => self.error(format!("agent: bad btw message ({err})")),
+            },
             method::INLINE_STOP => match protocol::arg::<protocol::InlineStop>(args) {
                 Ok(stop) => self.slot.stop_inline(stop.inline),
                 Err(err) => tracing::warn!(%err, "bad inline_stop message"),

@@ -1,0 +1,104 @@
+//! `:Agent btw`: a side question about the conversation, answered apart from it. The model is
+//! sent what the conversation's next request would send (as saved at its last finished turn,
+//! or its history when nothing is saved) and the question; nothing is added to the
+//! conversation, no tool runs, and the answer streams to Lua as `btw_text`, then `btw_done`.
+
+use super::protocol::{self, UiEvent};
+use super::target::Target;
+use super::ui::Ui;
+use crate::agent::Report;
+use crate::llm::Message;
+use agent_nvim_vocab::events::Event;
+
+impl Target {
+    /// `btw`: runs the side question in a task of its own (the conversation's turn may run
+    /// meanwhile); a `cancel` of the conversation does not stop it (it is one request).
+    pub(super) async fn btw(&self, btw: protocol::Btw) {
+        let ui = self.slot.ui.clone();
+        let id = btw.id;
+        let done = move |ui: &Ui, ok: bool, message: String| {
+            ui.send(UiEvent::BtwDone { id, ok, message });
+        };
+        let conversation = self.slot.conversation.lock().await.clone();
+        let Some(conversation) = conversation else {
+            return done(&ui, false, super::bridge::NOT_STARTED.to_string());
+        };
+        if conversation.agent().is_some() {
+            return done(
+                &ui,
+                false,
+                format!(
+                    "agent: {} is an external agent: a side question cannot be asked of it apart from its conversation (it would need session/fork); ask it in the conversation",
+                    conversation.name()
+                ),
+            );
+        }
+        let built = self
+            .slot
+            .of_session(|session| {
+                let base = &session.inline;
+                crate::inline::side_agent(
+                    &base.choice,
+                    base.tools.clone(),
+                    base.instructions.clone(),
+                )
+                .map(|agent| (agent, session.store.clone()))
+                .map_err(|err| super::target::no_provider(&err))
+            })
+            .await;
+        let (mut agent, store) = match built {
+            Ok(Ok(built)) => built,
+            Ok(Err(message)) => return done(&ui, false, message),
+            Err(_) => return done(&ui, false, super::bridge::NOT_STARTED.to_string()),
+        };
+        let token = self.slot.shutdown.child_token();
+        tokio::spawn(async move {
+            let view = view(conversation.as_ref(), store).await;
+            let told = Streamed { ui: ui.clone(), id };
+            let answer = agent.aside(&view, &btw.question, &told, &token).await;
+            match answer {
+                Ok(aside) => {
+                    let mut line = crate::agent::done_line(aside.usage, aside.cost);
+                    if aside.called_tools {
+                        line.push_str(" · the model asked for a tool, and none ran");
+                    }
+                    done(&ui, true, line);
+                }
+                Err(why) => done(
+                    &ui,
+                    false,
+                    format!("agent: the side question failed: {why}"),
+                ),
+            }
+        });
+    }
+}
+
+/// What the conversation's next request would send: as saved at its last finished turn (the
+/// conversation itself may be in the middle of one), else its history.
+async fn view(
+    conversation: &dyn crate::conversation::Conversation,
+    store: Option<crate::sessions::Store>,
+) -> Vec<Message> {
+    if let (Some(store), Some(id)) = (store, conversation.id()) {
+        let loaded = tokio::task::spawn_blocking(move || store.load(&id)).await;
+        if let Ok(Ok(saved)) = loaded {
+            return crate::agent::sent_view(&saved.model_view(), &saved.compactions());
+        }
+    }
+    conversation.model_view(0).await.unwrap_or_default()
+}
+
+/// A side question's text, streamed to Lua.
+struct Streamed {
+    ui: Ui,
+    id: u64,
+}
+
+impl Report for Streamed {
+    fn report(&self, event: Event) {
+        if let Event::Text { text } = event {
+            self.ui.send(UiEvent::BtwText { id: self.id, text });
+        }
+    }
+}

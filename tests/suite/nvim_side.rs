@@ -1,0 +1,96 @@
+//! Side questions (`:Agent btw`, `/btw`) in a real Neovim against the scripted model: asked with
+//! the conversation's context, answered in a float, and never part of the conversation.
+
+use serde_json::json;
+
+use crate::support::mock_llm::{MockLlm, Part, Reply, Wire};
+use crate::support::nvim::{setup_lua, Nvim, Options};
+
+const CHAT: &str = "agent: chat";
+
+fn done(text: &str) -> Reply {
+    Reply::Turn {
+        parts: vec![Part::Text(text.into())],
+        usage: (10, 5),
+    }
+}
+
+#[tokio::test]
+async fn a_side_question_is_answered_in_a_float_with_the_context_and_leaves_no_trace() {
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            done("The answer is in calc.py."),
+            done("It was about the **area** function."),
+            done("Next answer."),
+        ],
+    );
+    let nvim = Nvim::start(Options {
+        ui: Some((100, 30)),
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "k".into()),
+            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+        ],
+        setup: setup_lua(""),
+    })
+    .await;
+    nvim.cmd("Agent where is the answer?").await;
+    nvim.wait_for_line(CHAT, "The answer is in calc.py.").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    // Typed in the input, as a person would.
+    nvim.lua(
+        "local b = vim.fn.bufnr('agent: input') \
+         vim.api.nvim_buf_set_lines(b, 0, -1, false, { '/btw what was that about?' }) \
+         vim.api.nvim_set_current_win(vim.fn.bufwinid(b)) vim.cmd.stopinsert()",
+        vec![],
+    )
+    .await;
+    nvim.api.input("<C-s>").await.unwrap();
+    let screen = nvim
+        .wait_for_screen("It was about the **area** function.")
+        .await;
+    assert!(
+        screen.contains("a side question · not added to the conversation"),
+        "{screen}"
+    );
+    let screen = nvim
+        .wait_for_screen("y puts it in the input · q closes")
+        .await;
+    assert!(screen.contains("what was that about?"), "{screen}");
+    // It was asked with the conversation before it, and the question after.
+    let asked = mock.requests()[1].body["messages"].clone();
+    let asked = asked.as_array().unwrap();
+    assert_eq!(
+        asked[0]["content"][0]["text"],
+        json!("where is the answer?")
+    );
+    let question = asked.last().unwrap()["content"].to_string();
+    assert!(
+        question.contains("A side question, answered apart"),
+        "{question}"
+    );
+    assert!(question.contains("what was that about?"), "{question}");
+    // `y` puts the answer in the input, and the float closes.
+    nvim.api.input("y").await.unwrap();
+    nvim.wait_for("require('agent.side').current() == nil")
+        .await;
+    let input = nvim.buffer_lines("agent: input").await.join("\n");
+    assert_eq!(input, "It was about the **area** function.");
+    // Neither the chat nor the next request holds the side question or its answer.
+    let chat = nvim.buffer_lines(CHAT).await.join("\n");
+    assert!(!chat.contains("what was that about"), "{chat}");
+    nvim.lua(
+        "vim.api.nvim_buf_set_lines(vim.fn.bufnr('agent: input'), 0, -1, false, {})",
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent and next?").await;
+    nvim.wait_for_line(CHAT, "Next answer.").await;
+    let next = mock.requests()[2].body["messages"].to_string();
+    assert!(!next.contains("what was that about"), "{next}");
+    assert!(!next.contains("area"), "{next}");
+    assert!(
+        next.contains("where is the answer?") && next.contains("and next?"),
+        "{next}"
+    );
+}
