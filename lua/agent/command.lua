@@ -183,6 +183,10 @@ function H.run(api, cmd)
   if acp_name or args == "acp" then
     return api.acp(acp_name)
   end
+  local export = args == "export" and "" or args:match("^export%s+(.-)%s*$")
+  if export then
+    return api.export(export ~= "" and export or nil)
+  end
   local question = args == "btw" and "" or args:match("^btw%s+(.-)%s*$")
   if question then
     return api.btw(question)
@@ -297,6 +301,7 @@ function M.complete(api, arglead, cmdline)
   table.insert(names, "diff")
   table.insert(names, "edit")
   table.insert(names, "btw")
+  table.insert(names, "export")
   table.sort(names)
   return vim.tbl_filter(function(name)
     return vim.startswith(name, arglead)

@@ -358,6 +358,59 @@ function M.name(name)
     return
   end
   conversations.rename(conversation, name)
+  -- Its saved file is listed by that name too (:Agent resume).
+  local rpc = require("agent.rpc")
+  if rpc.running() and conversation.info then
+    conversations.acting(conversation.id, rpc.renamed, vim.trim(name))
+  end
+end
+
+--- Writes the conversation as markdown (:help agent-export): prompts, answers, each tool call
+--- with its result folded in `<details>`, never a key. To `file` (refusing to write over one
+--- that exists), else into a new buffer in a tab page of its own.
+---@param file? string
+---@return boolean exported
+function M.export(file)
+  return H.this(function()
+    local rpc = require("agent.rpc")
+    if not rpc.running() then
+      vim.notify("agent: no conversation to export yet; send a prompt first", vim.log.levels.INFO)
+      return false
+    end
+    local answer, err = rpc.export()
+    if not answer then
+      vim.notify(err or "agent: the backend did not answer", vim.log.levels.ERROR)
+      return false
+    end
+    local lines = vim.split(answer.markdown, "\n", { plain = true })
+    if lines[#lines] == "" then
+      lines[#lines] = nil
+    end
+    if file and vim.trim(file) ~= "" then
+      local path = vim.fn.fnamemodify(vim.fn.expand(vim.trim(file)), ":p")
+      if vim.uv.fs_stat(path) then
+        vim.notify(
+          ("agent: %s exists; export to another name (nothing was written)"):format(file),
+          vim.log.levels.ERROR
+        )
+        return false
+      end
+      if vim.fn.writefile(lines, path) ~= 0 then
+        vim.notify(("agent: could not write %s"):format(path), vim.log.levels.ERROR)
+        return false
+      end
+      vim.notify(("agent: exported the conversation to %s (%d lines)"):format(path, #lines), vim.log.levels.INFO)
+      return true
+    end
+    vim.cmd("tabnew")
+    local buf = vim.api.nvim_get_current_buf()
+    vim.bo[buf].bufhidden = "wipe"
+    vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+    vim.bo[buf].filetype = "markdown"
+    vim.bo[buf].modified = false
+    vim.notify(("agent: conversation %s as markdown; :w {file} keeps it"):format(answer.id), vim.log.levels.INFO)
+    return true
+  end) or false
 end
 
 --- Chooses one of the connected external agent's modes (:Agent mode [ID]); without an id,

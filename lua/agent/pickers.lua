@@ -4,6 +4,7 @@
 --- back into it with the choice.
 
 local M = {}
+local H = {}
 
 --- `:Agent model`: the models to choose from, the one in use marked.
 ---@param api table the public API
@@ -221,8 +222,19 @@ function M.session(api)
     vim.notify("agent: no saved conversation in this workspace", vim.log.levels.INFO)
     return
   end
-  vim.ui.select(list, { prompt = "Resume a conversation", format_item = M.session_item }, function(choice)
+  -- Besides resuming one: renaming or deleting one of ours (an agent's own sessions are its).
+  local ours = vim.tbl_filter(H.ours, list)
+  local items = vim.list_extend({}, list)
+  if #ours > 0 then
+    items[#items + 1] = { action = "rename", label = "✎ rename one of them…" }
+    items[#items + 1] = { action = "delete", label = "✗ delete one of them…" }
+  end
+  vim.ui.select(items, { prompt = "Resume a conversation", format_item = H.format_row }, function(choice)
     if not choice then
+      return
+    end
+    if choice.action then
+      H.shape_session(api, choice.action, ours)
       return
     end
     if choice.problem then
@@ -230,6 +242,54 @@ function M.session(api)
       return
     end
     api.resume(choice.id)
+  end)
+end
+
+--- A saved conversation of ours that can be renamed or deleted (not an agent's own session).
+function H.ours(session)
+  return session.prompts ~= nil and not session.problem
+end
+
+--- A row of the resume list: a conversation, or one of the actions after them.
+function H.format_row(item)
+  return item.action and item.label or M.session_item(item)
+end
+
+--- Renames or deletes (`action`) one of `ours`, asking which, then the new name or whether to
+--- delete it.
+function H.shape_session(_, action, ours)
+  local rpc = require("agent.rpc")
+  if not rpc.ensure() then
+    return
+  end
+  local prompt = action == "rename" and "Rename which conversation?" or "Delete which conversation?"
+  vim.ui.select(ours, { prompt = prompt, format_item = M.session_item }, function(session)
+    if not session then
+      return
+    end
+    if action == "rename" then
+      vim.ui.input({ prompt = "agent: new name: ", default = session.title }, function(title)
+        if not title or vim.trim(title) == "" then
+          return
+        end
+        local named, err = rpc.session_rename(session.id, vim.trim(title))
+        vim.notify(
+          named and ("agent: renamed to %s"):format(named) or (err or "agent: not renamed"),
+          named and vim.log.levels.INFO or vim.log.levels.ERROR
+        )
+      end)
+      return
+    end
+    local shown = session.title ~= "" and session.title or session.id
+    vim.ui.select({ "Keep it", "Delete it" }, {
+      prompt = ("Delete %s? Its saved file and its checkpoints' references go; your files stay."):format(shown),
+    }, function(answer)
+      if answer ~= "Delete it" then
+        return
+      end
+      local done, err = rpc.session_delete(session.id)
+      vim.notify(done or err or "agent: not deleted", done and vim.log.levels.INFO or vim.log.levels.ERROR)
+    end)
   end)
 end
 

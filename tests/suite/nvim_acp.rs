@@ -511,7 +511,9 @@ async fn an_agent_that_cannot_list_is_resumed_from_our_saved_file_through_sessio
     nvim.cmd("Agent acp test").await;
     nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
     let (lines, listed) = resume_picking(&nvim, "true").await;
-    assert_eq!(listed.len(), 1, "{listed:?}");
+    // One conversation, then the rows that rename or delete one.
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    assert_eq!(listed[1..], ["✎ rename one of them…", "✗ delete one of them…"]);
     assert!(
         listed[0].starts_with("test: which session · ")
             && listed[0].ends_with(" · 1 prompt · 0 tokens"),

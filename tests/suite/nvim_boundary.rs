@@ -552,6 +552,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
              inline.on_event({{ type = 'inline_proposal', inline = 999, question = 77, stamp = 1, \
                hunks = {{ {{ at = 0, removed = {{ 'a' }}, added = {{ 'b' }} }} }} }}) \
              require('agent.side').ask('why?', {{ ensure = rpc.ensure, to_input = function() end }}) \
+             rpc.renamed('my name') \
              rpc.close(1)"
         ),
         vec![],
@@ -584,6 +585,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
             "inline_stop",
             "inline_answer",
             "btw",
+            "rename",
             "close"
         ]
     );
@@ -646,7 +648,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
             assert_eq!(named, Some(1), "{method}: {arg:?}");
         }
     }
-    for i in [8, 9, 14, 21] {
+    for i in [8, 9, 14, 22] {
         assert_eq!(
             arg(i),
             Value::Map(vec![(Value::from("conversation"), Value::from(1))]),
@@ -702,6 +704,8 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
     assert_eq!(stop.inline, inline.inline);
     let btw: agent_nvim::front::nvim::protocol::Btw = rmpv::ext::from_value(arg(20)).unwrap();
     assert_eq!(btw.question, "why?");
+    let rename: agent_nvim::front::nvim::protocol::Rename = rmpv::ext::from_value(arg(21)).unwrap();
+    assert_eq!((rename.id, rename.title.as_str()), (None, "my name"));
     // A proposal for an edit that is gone is answered at once: nothing applied.
     let answer: InlineAnswer = rmpv::ext::from_value(arg(19)).unwrap();
     assert_eq!(

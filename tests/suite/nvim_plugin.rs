@@ -470,6 +470,7 @@ async fn help_agent_finds_its_tags() {
         "agent-inline-keys",
         "agent-undo-edit",
         "agent-btw",
+        "agent-export",
         "<Plug>(agent-edit)",
         "agent-processes",
         "agent-acp",

@@ -87,7 +87,9 @@ async fn a_conversation_saved_before_neovim_quit_is_resumed_as_it_looked_and_the
         .iter()
         .map(|v| v.as_str().unwrap().to_string())
         .collect();
-    assert_eq!(listed.len(), 1, "{listed:?}");
+    // One conversation, then the rows that rename or delete one.
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    assert_eq!(listed[1..], ["✎ rename one of them…", "✗ delete one of them…"]);
     assert!(
         listed[0].starts_with("what is in a.txt? · ")
             && listed[0].ends_with(" · 1 prompt · 666 tokens"),
@@ -208,4 +210,118 @@ async fn the_resume_list_shows_the_age_the_backend_gave() {
             Value::from("b (unreadable)"),
         ])
     );
+}
+
+/// `:Agent name`, `:Agent export` and the resume list's rename and delete.
+#[tokio::test]
+async fn a_conversation_is_renamed_exported_as_markdown_without_its_key_and_deleted_when_closed() {
+    use crate::support::mock_llm::{Part, Reply, Wire};
+    let turn = |parts| Reply::Turn {
+        parts,
+        usage: (10, 5),
+    };
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![Part::ToolCall {
+                id: "t1".into(),
+                name: "run_bash".into(),
+                args: r#"{"command": "echo test-key and more"}"#.into(),
+            }]),
+            turn(vec![Part::Text("Fixed.".into())]),
+        ],
+    );
+    let nvim = Nvim::start(mock_options(&mock, "auto_approve = true")).await;
+    nvim.cmd("Agent fix the test").await;
+    nvim.wait_for_line(CHAT, "Fixed.").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    nvim.cmd("Agent name the test fix").await;
+    // Saved by the backend's writer, a moment later.
+    nvim.wait_for("require('agent.rpc').sessions()[1].title == 'the test fix'")
+        .await;
+    let listed = nvim
+        .lua(
+            "local list = require('agent.rpc').sessions() return { list[1].title, list[1].id }",
+            vec![],
+        )
+        .await;
+    let listed = listed.as_array().unwrap().clone();
+    assert_eq!(listed[0], Value::from("the test fix"));
+    let id = listed[1].as_str().unwrap().to_string();
+
+    // Into a buffer of its own, and into a file (never over one).
+    nvim.cmd("Agent export").await;
+    let md = nvim
+        .lua(
+            "return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')",
+            vec![],
+        )
+        .await;
+    let md = md.as_str().unwrap();
+    assert!(md.starts_with("# the test fix\n"), "{md}");
+    assert!(md.contains("## You\n\nfix the test\n"), "{md}");
+    assert!(
+        md.contains("<details><summary>▸ $ echo [redacted] and more"),
+        "{md}"
+    );
+    assert!(md.contains("Fixed."), "{md}");
+    assert!(!md.contains("test-key"), "{md}");
+    let out = nvim._home.path().join("out.md");
+    let path = out.display().to_string();
+    nvim.lua(
+        "require('agent').export(...)",
+        vec![Value::from(path.as_str())],
+    )
+    .await;
+    let written = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(written.trim_end(), md.trim_end());
+    std::fs::write(&out, "mine").unwrap();
+    nvim.lua(
+        "require('agent').export(...)",
+        vec![Value::from(path.as_str())],
+    )
+    .await;
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "mine");
+
+    // The list's rename; a delete is refused while the conversation is open, then done.
+    let renamed = nvim
+        .lua(
+            "return require('agent.rpc').session_rename(...)",
+            vec![Value::from(id.as_str()), Value::from("renamed again")],
+        )
+        .await;
+    assert_eq!(renamed, Value::from("renamed again"));
+    let refused = nvim
+        .lua(
+            "local ok, err = require('agent.rpc').session_delete(...) return { ok or false, err or '' }",
+            vec![Value::from(id.as_str())],
+        )
+        .await;
+    assert!(
+        refused.as_array().unwrap()[1]
+            .as_str()
+            .unwrap()
+            .contains("that conversation is open here"),
+        "{refused:?}"
+    );
+    // Closed (in its own tab page: the export opened another), it can go.
+    nvim.cmd("tabfirst").await;
+    nvim.cmd("Agent close").await;
+    nvim.lua("require('agent').open({ focus = false })", vec![])
+        .await;
+    nvim.wait_for(&format!(
+        "(function() _G.deleted = require('agent.rpc').session_delete('{id}') return _G.deleted ~= nil end)()"
+    ))
+    .await;
+    let deleted = nvim.lua("return _G.deleted", vec![]).await;
+    let deleted = deleted.as_str().unwrap_or_default().to_string();
+    assert!(
+        deleted.starts_with(&format!("agent: deleted conversation {id}")),
+        "{deleted}"
+    );
+    assert!(!deleted.contains("(0 checkpoints"), "{deleted}");
+    let left = nvim
+        .lua("return #(require('agent.rpc').sessions() or {})", vec![])
+        .await;
+    assert_eq!(left, Value::from(0));
 }

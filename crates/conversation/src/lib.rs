@@ -201,6 +201,14 @@ pub trait Conversation: Send + Sync {
         }
     }
 
+    /// The person named it `title` (`:Agent name`): what its saved file is listed as from now
+    /// on. Nothing by default.
+    fn named(&self, title: &str) {
+        if let Some(inner) = self.decorates() {
+            inner.named(title);
+        }
+    }
+
     /// Goes back to before its `turn`-th prompt (counting from 1): that prompt and all after it
     /// are forgotten, so the next request no longer carries them. The built-in one can; not
     /// supported by default.

@@ -112,6 +112,37 @@ function M.sessions()
   return wire.request(wire.request_name.SESSIONS)
 end
 
+--- The conversation as markdown, from its saved file: `{ id, markdown }`, or nil and why.
+---@return { id: string, markdown: string }?
+---@return string? err
+function M.export()
+  return wire.request(wire.request_name.EXPORT)
+end
+
+--- Names the conversation `title` in its saved file (`:Agent name`).
+---@param title string
+function M.renamed(title)
+  wire.notify(wire.method.RENAME, { title = title })
+end
+
+--- Names saved conversation `id` `title`; the title, or nil and why.
+---@param id string
+---@param title string
+---@return string?
+---@return string? err
+function M.session_rename(id, title)
+  return wire.request(wire.request_name.SESSION_RENAME, { id = id, title = title })
+end
+
+--- Deletes saved conversation `id` (its file, its note, its checkpoints' refs); what was
+--- done, or nil and why.
+---@param id string
+---@return string?
+---@return string? err
+function M.session_delete(id)
+  return wire.request(wire.request_name.SESSION_DELETE, { id = id })
+end
+
 ---@class agent.PermissionRow
 ---@field rule string the rule as written, made visible
 ---@field raw string the rule exactly (what `remove` takes)

@@ -28,6 +28,7 @@ M.method = {
   INLINE_STOP = "inline_stop",
   INLINE_ANSWER = "inline_answer",
   BTW = "btw",
+  RENAME = "rename",
 }
 
 --- The request names (protocol.rs `request`).
@@ -43,6 +44,9 @@ M.request_name = {
   ATTACH = "attach",
   WORKTREE = "worktree",
   CONVERSATIONS = "conversations",
+  EXPORT = "export",
+  SESSION_RENAME = "session_rename",
+  SESSION_DELETE = "session_delete",
 }
 
 --- For tests: when a table, each notification sent is also appended to it as

@@ -17,6 +17,7 @@
 //! - [`inline`]: `:Agent edit`'s own turn, its proposals shown in the buffer.
 //! - [`log`]: the log file.
 //! - [`rewind`]: `:Agent rewind`'s step (the code, then the conversation).
+//! - [`shape`]: `:Agent export`, a conversation's saved title, the resume list's delete.
 //! - [`side`]: `:Agent btw`, a side question answered apart from the conversation.
 //! - [`target`]: what a message for one conversation does (start, prompt, resume, rewind...).
 
@@ -32,6 +33,7 @@ mod pump;
 mod replay;
 mod review;
 mod rewind;
+mod shape;
 mod side;
 mod slot;
 mod target;

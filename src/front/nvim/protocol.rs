@@ -126,11 +126,14 @@ pub mod method {
     /// [`super::InlineAnswer`]: what the person did with each hunk of an `inline_proposal`.
     /// Like `decide`, it names its question, which knows its conversation.
     pub const INLINE_ANSWER: &str = "inline_answer";
+    /// `{conversation, title}`: the person named the conversation (`:Agent name`): its saved
+    /// file is listed by that title from now on.
+    pub const RENAME: &str = "rename";
     /// [`super::Btw`]: a side question (`:Agent btw`), answered apart from the conversation:
     /// its answer comes as `btw_text` events, then `btw_done`.
     pub const BTW: &str = "btw";
     /// Every method above, for the test that checks Lua sends each one.
-    pub const ALL: [&str; 16] = [
+    pub const ALL: [&str; 17] = [
         START,
         PROMPT,
         CANCEL,
@@ -147,6 +150,7 @@ pub mod method {
         INLINE_STOP,
         INLINE_ANSWER,
         BTW,
+        RENAME,
     ];
 }
 
@@ -229,6 +233,15 @@ pub mod request {
     /// No argument; answers every live conversation's age, as `:Agent list` shows it: an array
     /// of `{conversation, age}` (`4 min ago`, worded as every age is, [`crate::display::age_at`]).
     pub const CONVERSATIONS: &str = "conversations";
+    /// No argument but `conversation`: the conversation as markdown (`:Agent export`),
+    /// `{ id, markdown }`, from its saved file; an error saying why when it has none.
+    pub const EXPORT: &str = "export";
+    /// `{id, title}`: names saved conversation `id` `title` (the resume list's rename);
+    /// answers the title.
+    pub const SESSION_RENAME: &str = "session_rename";
+    /// `{id}`: deletes saved conversation `id`: its file, its note and its checkpoints' refs
+    /// (refused while it is open); answers what was done.
+    pub const SESSION_DELETE: &str = "session_delete";
 }
 
 /// `files`: what to match.
@@ -612,6 +625,15 @@ pub struct Inline {
     pub provider: Option<String>,
     #[serde(default)]
     pub model: Option<String>,
+}
+
+/// `rename` and `session_rename`: a conversation's new title (and for the latter, which saved
+/// one).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Rename {
+    #[serde(default)]
+    pub id: Option<String>,
+    pub title: String,
 }
 
 /// `btw`: a side question about the conversation, numbered by Lua.

@@ -1112,6 +1112,10 @@ impl Target {
                 Ok(inline) => self.inline(inline, nvim).await,
                 Err(err) => self.error(format!("agent: bad inline message ({err})")),
             },
+            method::RENAME => match protocol::arg::<protocol::Rename>(args) {
+                Ok(rename) => self.renamed(&rename.title).await,
+                Err(err) => tracing::warn!(%err, "bad rename message"),
+            },
             method::BTW => match protocol::arg::<protocol::Btw>(args) {
                 Ok(btw) => self.btw(btw).await,
                 Err(err) => self.error(format!("agent: bad btw message ({err})")),
@@ -1164,6 +1168,9 @@ impl Target {
             }
             protocol::request::PERMISSIONS => self.permissions(&args).await,
             protocol::request::WORKTREE => self.worktree(&args, nvim).await,
+            protocol::request::EXPORT => self.export().await,
+            protocol::request::SESSION_RENAME => self.session_rename(args).await,
+            protocol::request::SESSION_DELETE => self.session_delete(&args).await,
             protocol::request::MODEL => self.switch_model(&args).await,
             protocol::request::MODELS => self.models().await,
             protocol::request::ATTACH => {

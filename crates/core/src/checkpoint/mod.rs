@@ -409,6 +409,26 @@ impl Checkpoints {
             .await
     }
 
+    /// Forgets `conversation`'s checkpoints (its refs, `refs/agent/{conversation}/*`), when its
+    /// saved file is deleted: the snapshots stay on the shared line of history, reachable from
+    /// the other conversations' checkpoints that came after them. How many refs went.
+    pub async fn forget(&self, conversation: &str) -> Result<usize, CheckpointError> {
+        let points = self.list(conversation).await?;
+        if points.is_empty() {
+            return Ok(0);
+        }
+        let _state = self.ready().await?;
+        let deletes: String = points
+            .iter()
+            .map(|point| format!("delete refs/agent/{conversation}/{}\n", point.n))
+            .collect();
+        self.inner
+            .git
+            .run(&["update-ref", "--stdin"], deletes.as_bytes())
+            .await?;
+        Ok(points.len())
+    }
+
     /// The checkpoints of `conversation`, oldest first.
     pub async fn list(&self, conversation: &str) -> Result<Vec<Checkpoint>, CheckpointError> {
         check_conversation(conversation)?;

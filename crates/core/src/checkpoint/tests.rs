@@ -546,6 +546,22 @@ async fn conversation_ids_that_cannot_name_a_ref_are_refused() {
     assert_eq!(fx.checkpoints.list(&id).await.unwrap().len(), 1);
 }
 
+#[tokio::test]
+async fn forgetting_a_conversation_drops_its_checkpoints_and_no_others() {
+    let fx = Fixture::new();
+    let (a, b) = ("conv-a".to_string(), "conv-b".to_string());
+    for id in [&a, &b, &a] {
+        fx.checkpoints.set_conversation(id.clone());
+        fx.checkpoints.snapshot(Kind::Prompt, "p").await.unwrap();
+    }
+    assert_eq!(fx.checkpoints.list(&a).await.unwrap().len(), 2);
+    assert_eq!(fx.checkpoints.forget(&a).await.unwrap(), 2);
+    assert!(fx.checkpoints.list(&a).await.unwrap().is_empty());
+    assert_eq!(fx.checkpoints.list(&b).await.unwrap().len(), 1);
+    assert_eq!(fx.checkpoints.forget(&a).await.unwrap(), 0);
+    assert!(fx.checkpoints.forget("../x").await.is_err());
+}
+
 #[test]
 fn shadow_directories_are_named_by_the_workspace_and_a_hash_of_its_path() {
     assert_eq!(

@@ -64,7 +64,7 @@ impl Store {
             .find(|id| self.agent_session(id).as_ref() == Some(note))
     }
 
-    fn note_path(&self, id: &str) -> Result<std::path::PathBuf, StoreError> {
+    pub(crate) fn note_path(&self, id: &str) -> Result<std::path::PathBuf, StoreError> {
         if !valid_id(id) {
             return Err(StoreError::BadId(id.to_string()));
         }

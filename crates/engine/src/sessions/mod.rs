@@ -8,6 +8,7 @@
 mod agent;
 mod recorded;
 pub mod resume;
+pub mod shape;
 
 pub use agent::AgentNote;
 pub use agent_nvim_conversation::saved::*;
@@ -289,7 +290,7 @@ impl Store {
     }
 }
 
-fn missing_or(id: &str, path: &Path, source: io::Error) -> StoreError {
+pub(crate) fn missing_or(id: &str, path: &Path, source: io::Error) -> StoreError {
     if source.kind() == io::ErrorKind::NotFound {
         StoreError::Missing(id.to_string())
     } else {

@@ -26,6 +26,8 @@ pub struct Recorded {
     inner: Arc<dyn Conversation>,
     store: Store,
     file: Mutex<Option<File>>,
+    /// A name the person gave before there was a file: written once there is one.
+    title: Mutex<Option<String>>,
 }
 
 impl Recorded {
@@ -35,6 +37,7 @@ impl Recorded {
             inner,
             store,
             file: Mutex::new(None),
+            title: Mutex::new(None),
         }
     }
 
@@ -87,6 +90,14 @@ impl Recorded {
         match self.store.create(self.inner.name()) {
             Ok(writer) => {
                 self.note(writer.id());
+                let title = self
+                    .title
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .take();
+                if let Some(title) = title {
+                    writer.write(super::shape::title_record(&title));
+                }
                 *slot = Some(File {
                     writer: writer.clone(),
                     saved: 0,
@@ -202,6 +213,18 @@ impl Conversation for Recorded {
     fn id_for_prompt(&self) -> Option<String> {
         self.writer_or_create()
             .map(|(writer, _)| writer.id().to_string())
+    }
+
+    fn named(&self, title: &str) {
+        match self.writer() {
+            Some(writer) => writer.write(super::shape::title_record(title)),
+            None => {
+                *self
+                    .title
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(title.to_string());
+            }
+        }
     }
 
     fn decided(&self, tool: &str, decision: &Decision, note: &str) {

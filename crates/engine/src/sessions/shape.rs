@@ -1,0 +1,276 @@
+//! What a person does to a saved conversation besides resuming it: rename it (`:Agent name`, the
+//! resume list), delete it, and export it as markdown (`:Agent export`).
+//!
+//! A rename is a record appended to the file, the same `title` event an external agent sends when
+//! it names its session (so the format does not change and the list already reads it): the last
+//! one wins. A delete removes the file and its `.agent` note, nothing else (a conversation's
+//! checkpoints are the [`crate::checkpoint::Checkpoints`]' to forget).
+
+use agent_nvim_vocab::conversation::{AgentUpdate, ConversationEvent};
+use agent_nvim_vocab::events::Event;
+
+use super::{Conversation, Record, Store, StoreError};
+
+/// The record that names a conversation `title`.
+pub fn title_record(title: &str) -> Record {
+    Record::Event {
+        event: ConversationEvent::Agent(AgentUpdate::Title {
+            title: Some(title.to_string()),
+        }),
+    }
+}
+
+impl Store {
+    /// Names conversation `id` `title` (what the list shows from now on).
+    pub fn rename(&self, id: &str, title: &str) -> Result<(), StoreError> {
+        let writer = self.append(id)?;
+        writer.write(title_record(title));
+        writer.flush();
+        Ok(())
+    }
+
+    /// Deletes conversation `id`: its file and its note.
+    pub fn delete(&self, id: &str) -> Result<(), StoreError> {
+        let path = self.dir().join(format!("{id}.jsonl"));
+        if !super::valid_id(id) {
+            return Err(StoreError::BadId(id.to_string()));
+        }
+        std::fs::remove_file(&path).map_err(|source| super::missing_or(id, &path, source))?;
+        if let Ok(note) = self.note_path(id) {
+            let _ = std::fs::remove_file(note);
+        }
+        Ok(())
+    }
+}
+
+/// Conversation `saved` as markdown: a title, then each prompt under `## You` and what answered
+/// it under `## Agent` (the text, each tool call as a `<details>` block holding its result, the
+/// errors and the done lines). Every key it could hold is left out.
+pub fn markdown(saved: &Conversation, title: &str) -> String {
+    let mut out = format!("# {}\n\n", one_line(title));
+    out.push_str(&format!(
+        "_A conversation of agent.nvim ({}), saved as {}._\n",
+        saved.header.conversation, saved.header.id
+    ));
+    let mut answering = false;
+    let mut text = String::new();
+    let flush_text = |out: &mut String, text: &mut String| {
+        if !text.trim().is_empty() {
+            out.push('\n');
+            out.push_str(text.trim_end());
+            out.push('\n');
+        }
+        text.clear();
+    };
+    for record in &saved.records {
+        match record {
+            Record::Prompt { text: prompt } => {
+                flush_text(&mut out, &mut text);
+                out.push_str("\n## You\n\n");
+                out.push_str(prompt.trim_end());
+                out.push('\n');
+                answering = false;
+            }
+            Record::Event { event } => {
+                let Some(event) = turn_event(event) else {
+                    continue;
+                };
+                if !answering && !matches!(event, Shown::Nothing) {
+                    flush_text(&mut out, &mut text);
+                    out.push_str("\n## Agent\n");
+                    answering = true;
+                }
+                match event {
+                    Shown::Text(piece) => text.push_str(piece),
+                    Shown::Block(block) => {
+                        flush_text(&mut out, &mut text);
+                        out.push('\n');
+                        out.push_str(&block);
+                    }
+                    Shown::Nothing => {}
+                }
+            }
+            Record::Decided { .. } | Record::Model { .. } | Record::Rewound { .. } => {}
+        }
+    }
+    flush_text(&mut out, &mut text);
+    crate::secrets::redact_owned(out)
+}
+
+/// What an event adds to the markdown.
+enum Shown<'a> {
+    Text(&'a str),
+    Block(String),
+    Nothing,
+}
+
+fn turn_event(event: &ConversationEvent) -> Option<Shown<'_>> {
+    Some(match event {
+        ConversationEvent::Turn(Event::Text { text }) => Shown::Text(text),
+        ConversationEvent::Turn(Event::ToolFinished {
+            summary,
+            output,
+            diff,
+            ok,
+            ..
+        }) => {
+            let mut body = output.trim_end().to_string();
+            if let Some(diff) = diff.as_deref().filter(|d| !d.is_empty()) {
+                if !body.is_empty() {
+                    body.push('\n');
+                }
+                body.push_str(diff.trim_end());
+            }
+            let mark = if *ok { "▸" } else { "✗" };
+            Shown::Block(details(&format!("{mark} {}", one_line(summary)), &body))
+        }
+        ConversationEvent::Turn(Event::Error { message }) => {
+            Shown::Block(format!("> **error:** {}\n", one_line(message)))
+        }
+        ConversationEvent::Turn(Event::TurnDone { message, .. }) => {
+            Shown::Block(format!("_{}_\n", one_line(message)))
+        }
+        ConversationEvent::Turn(Event::Compacted { prompts, .. }) => Shown::Block(format!(
+            "_the {prompts} earlier prompts were replaced by a summary the model wrote_\n"
+        )),
+        ConversationEvent::Agent(AgentUpdate::ToolUpdated {
+            title,
+            status,
+            output,
+            running: false,
+            ..
+        }) if status == "completed" || status == "failed" => {
+            let mark = if status == "completed" { "▸" } else { "✗" };
+            Shown::Block(details(&format!("{mark} {}", one_line(title)), output))
+        }
+        ConversationEvent::Agent(AgentUpdate::UserMessage { .. }) => return None,
+        _ => Shown::Nothing,
+    })
+}
+
+/// A `<details>` block: `summary`, and `body` in a fence longer than any backtick run in it.
+fn details(summary: &str, body: &str) -> String {
+    let summary = summary.replace('<', "&lt;").replace('>', "&gt;");
+    if body.trim().is_empty() {
+        return format!("<details><summary>{summary}</summary></details>\n");
+    }
+    let longest = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(3.max(longest + 1));
+    format!(
+        "<details><summary>{summary}</summary>\n\n{fence}\n{}\n{fence}\n\n</details>\n",
+        body.trim_end()
+    )
+}
+
+/// `text` on one line.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::sessions::Header;
+
+    fn saved(records: Vec<Record>) -> Conversation {
+        Conversation {
+            header: Header {
+                agent_nvim_session: crate::sessions::FORMAT,
+                id: "20261206-101010-ab12".into(),
+                workspace: "/w".into(),
+                created: "2026-12-06T10:10:10Z".into(),
+                conversation: "built-in".into(),
+            },
+            records,
+        }
+    }
+
+    #[test]
+    fn the_markdown_holds_every_prompt_the_answers_and_each_tool_folded_and_no_key() {
+        crate::secrets::protect("sk-ant-secret-key-0123456789");
+        let turn = |event| Record::Event {
+            event: ConversationEvent::Turn(event),
+        };
+        let md = markdown(
+            &saved(vec![
+                Record::Prompt {
+                    text: "fix the test".into(),
+                },
+                turn(Event::Text {
+                    text: "Looking".into(),
+                }),
+                turn(Event::Text {
+                    text: " at it.".into(),
+                }),
+                turn(Event::ToolFinished {
+                    id: "t1".into(),
+                    name: "run_bash".into(),
+                    ok: false,
+                    summary: "$ cargo test -> exit 101".into(),
+                    output: "```\nboom sk-ant-secret-key-0123456789\n".into(),
+                    diff: None,
+                }),
+                turn(Event::TurnDone {
+                    input: 1,
+                    output: 2,
+                    outcome: agent_nvim_vocab::events::Outcome::Done,
+                    message: "done · 1 in / 2 out tokens".into(),
+                    cost: None,
+                }),
+                Record::Prompt {
+                    text: "and now?".into(),
+                },
+                turn(Event::Text {
+                    text: "Fixed.".into(),
+                }),
+            ]),
+            "fix the test",
+        );
+        assert!(md.starts_with("# fix the test\n"), "{md}");
+        assert!(
+            md.contains("\n## You\n\nfix the test\n\n## Agent\n\nLooking at it.\n"),
+            "{md}"
+        );
+        assert!(
+            md.contains("<details><summary>✗ $ cargo test -&gt; exit 101</summary>\n\n````\n```\nboom [redacted]\n````\n\n</details>"),
+            "{md}"
+        );
+        assert!(md.contains("_done · 1 in / 2 out tokens_"), "{md}");
+        assert!(
+            md.contains("\n## You\n\nand now?\n\n## Agent\n\nFixed.\n"),
+            "{md}"
+        );
+        assert!(!md.contains("sk-ant-secret"), "{md}");
+    }
+
+    #[test]
+    fn a_rename_is_what_the_list_shows_and_a_delete_removes_the_file_and_its_note() {
+        let state = tempfile::tempdir().unwrap();
+        let store = Store::new(state.path(), std::path::Path::new("/w"));
+        let writer = store.create("built-in").unwrap();
+        let id = writer.id().to_string();
+        writer.write(Record::Prompt {
+            text: "first words".into(),
+        });
+        writer.flush();
+        drop(writer);
+        assert_eq!(store.list()[0].title, "first words");
+        store.rename(&id, "my name").unwrap();
+        assert_eq!(store.list()[0].title, "my name");
+        store
+            .note_agent_session(
+                &id,
+                &crate::sessions::AgentNote {
+                    agent: "x".into(),
+                    session: "s".into(),
+                },
+            )
+            .unwrap();
+        store.delete(&id).unwrap();
+        assert!(store.list().is_empty());
+        assert!(store.agent_session(&id).is_none());
+        assert!(matches!(store.delete(&id), Err(StoreError::Missing(_))));
+        assert!(matches!(store.delete("../x"), Err(StoreError::BadId(_))));
+    }
+}
