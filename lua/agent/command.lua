@@ -183,6 +183,10 @@ function H.run(api, cmd)
   if acp_name or args == "acp" then
     return api.acp(acp_name)
   end
+  local fork_turn = args == "fork" and "" or args:match("^fork%s+(%d+)%s*$")
+  if fork_turn then
+    return api.fork({ turn = tonumber(fork_turn) })
+  end
   local export = args == "export" and "" or args:match("^export%s+(.-)%s*$")
   if export then
     return api.export(export ~= "" and export or nil)
@@ -302,6 +306,7 @@ function M.complete(api, arglead, cmdline)
   table.insert(names, "edit")
   table.insert(names, "btw")
   table.insert(names, "export")
+  table.insert(names, "fork")
   table.sort(names)
   return vim.tbl_filter(function(name)
     return vim.startswith(name, arglead)

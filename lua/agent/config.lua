@@ -30,7 +30,7 @@ local H = {}
 ---@field pass_env string[]
 ---@field max_edit_mb integer
 ---@field backend? string
----@field keymaps { ask: string|false, approve: string|false, edit: string|false, approval: table<string, string|string[]>, chat: { output: string|false, undo: string|false }, diff: { revert: string|false }, btw: { to_input: string|false }, inline: table<string, string|false> }
+---@field keymaps { ask: string|false, approve: string|false, edit: string|false, approval: table<string, string|string[]>, chat: { output: string|false, undo: string|false, fork: string|false }, diff: { revert: string|false }, btw: { to_input: string|false }, inline: table<string, string|false> }
 ---@field approval { delay: integer, typing: integer }
 ---@field window { side: "right"|"left", width: number }
 ---@field input { completion: boolean|"auto" }
@@ -100,6 +100,7 @@ H.defaults = {
     chat = { -- keys in the chat buffer
       output = "gO", -- on a finished command's row: its whole output, as the model read it; false: none
       undo = "u", -- on an edit's row: undo that one edit, when the file has not changed since; false: none
+      fork = "s", -- on a prompt: fork the conversation from before it (a new tab page); false: none
     },
     btw = { -- keys in a side question's float (:Agent btw); q and <Esc> close it
       to_input = "y", -- put the answer in the chat's input; false: no key
@@ -449,6 +450,7 @@ H.schema = {
   end,
   ["inline.model"] = optional_string,
   ["keymaps.chat.undo"] = H.key_or_false,
+  ["keymaps.chat.fork"] = H.key_or_false,
   ["keymaps.btw"] = table_,
   ["keymaps.btw.to_input"] = H.key_or_false,
   ["keymaps.diff"] = table_,

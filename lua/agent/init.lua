@@ -365,6 +365,43 @@ function M.name(name)
   end
 end
 
+--- Forks the conversation (:help agent-fork): a new conversation, in a tab page of its own,
+--- holding this one's history before prompt `opts.turn` (all of it without one), named
+--- `fork of NAME`. This one goes on unchanged, and no file is touched.
+---@param opts? { turn?: integer }
+---@return boolean forked
+function M.fork(opts)
+  opts = opts or {}
+  local source = H.this(function()
+    local conversations = require("agent.conversations")
+    local rpc = require("agent.rpc")
+    if not rpc.running() then
+      vim.notify("agent: no conversation to fork yet; send a prompt first", vim.log.levels.INFO)
+      return nil
+    end
+    local title = "fork of " .. conversations.label(conversations.active())
+    local id, err = rpc.fork(opts.turn, title)
+    if not id then
+      vim.notify(err or "agent: the backend did not answer", vim.log.levels.ERROR)
+      return nil
+    end
+    return { id = id, title = title }
+  end)
+  if not source then
+    return false
+  end
+  -- A conversation of its own (a new tab page when this one has one), resumed from the fork.
+  M.new()
+  local conversations = require("agent.conversations")
+  local fork = conversations.in_tab() or conversations.active()
+  conversations.rename(fork, source.title)
+  conversations.acting(fork.id, function()
+    M.resume(source.id)
+  end)
+  vim.notify(("agent: %s, in a tab page of its own; the original goes on unchanged"):format(source.title))
+  return true
+end
+
 --- Writes the conversation as markdown (:help agent-export): prompts, answers, each tool call
 --- with its result folded in `<details>`, never a key. To `file` (refusing to write over one
 --- that exists), else into a new buffer in a tab page of its own.
@@ -1123,6 +1160,18 @@ function H.ensure_init()
       end,
       review = acting(function(checkpoint)
         M.diff({ since = checkpoint })
+      end),
+      fork = acting(function(row)
+        local turn = require("agent.chat").prompt_at(row)
+        if not turn then
+          local key = require("agent.config").options.keymaps.chat.fork
+          vim.notify(
+            ("agent: `%s` forks from before the prompt (## You) the cursor is on"):format(key),
+            vim.log.levels.INFO
+          )
+          return
+        end
+        M.fork({ turn = turn })
       end),
       undo_edit = acting(function(diff, exact, workspace)
         require("agent.undo").edit(diff, workspace or require("agent.rpc").workspace(), exact)

@@ -513,7 +513,10 @@ async fn an_agent_that_cannot_list_is_resumed_from_our_saved_file_through_sessio
     let (lines, listed) = resume_picking(&nvim, "true").await;
     // One conversation, then the rows that rename or delete one.
     assert_eq!(listed.len(), 3, "{listed:?}");
-    assert_eq!(listed[1..], ["✎ rename one of them…", "✗ delete one of them…"]);
+    assert_eq!(
+        listed[1..],
+        ["✎ rename one of them…", "✗ delete one of them…"]
+    );
     assert!(
         listed[0].starts_with("test: which session · ")
             && listed[0].ends_with(" · 1 prompt · 0 tokens"),

@@ -471,6 +471,7 @@ async fn help_agent_finds_its_tags() {
         "agent-undo-edit",
         "agent-btw",
         "agent-export",
+        "agent-fork",
         "<Plug>(agent-edit)",
         "agent-processes",
         "agent-acp",

@@ -89,7 +89,10 @@ async fn a_conversation_saved_before_neovim_quit_is_resumed_as_it_looked_and_the
         .collect();
     // One conversation, then the rows that rename or delete one.
     assert_eq!(listed.len(), 3, "{listed:?}");
-    assert_eq!(listed[1..], ["✎ rename one of them…", "✗ delete one of them…"]);
+    assert_eq!(
+        listed[1..],
+        ["✎ rename one of them…", "✗ delete one of them…"]
+    );
     assert!(
         listed[0].starts_with("what is in a.txt? · ")
             && listed[0].ends_with(" · 1 prompt · 666 tokens"),
@@ -324,4 +327,60 @@ async fn a_conversation_is_renamed_exported_as_markdown_without_its_key_and_dele
         .lua("return #(require('agent.rpc').sessions() or {})", vec![])
         .await;
     assert_eq!(left, Value::from(0));
+}
+
+/// `:Agent fork N`: a new conversation in a tab page of its own, holding the history before
+/// prompt N; the original goes on unchanged.
+#[tokio::test]
+async fn a_fork_holds_the_history_before_its_prompt_and_the_original_goes_on_unchanged() {
+    use crate::support::mock_llm::{Part, Reply, Wire};
+    let text = |t: &str| Reply::Turn {
+        parts: vec![Part::Text(t.into())],
+        usage: (10, 5),
+    };
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            text("one answered"),
+            text("two answered"),
+            text("fork answered"),
+            text("original answered"),
+        ],
+    );
+    let nvim = Nvim::start(mock_options(&mock, "")).await;
+    nvim.cmd("Agent one").await;
+    nvim.wait_for_line(CHAT, "one answered").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    nvim.cmd("Agent two").await;
+    nvim.wait_for_line(CHAT, "two answered").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    nvim.cmd("Agent fork 2").await;
+    // The fork's chat, in its own tab page: the first prompt and its answer, not the second.
+    let forked = nvim.wait_for_line("agent: chat 2", "one answered").await;
+    assert!(!forked.iter().any(|l| l.contains("two")), "{forked:?}");
+    let name = nvim
+        .lua(
+            "return require('agent.conversations').label(require('agent.conversations').in_tab())",
+            vec![],
+        )
+        .await;
+    assert_eq!(name, Value::from("fork of one"));
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    nvim.cmd("Agent in the fork").await;
+    nvim.wait_for_line("agent: chat 2", "fork answered").await;
+    let sent = mock.requests()[2].body["messages"].to_string();
+    assert!(
+        sent.contains("one") && sent.contains("one answered"),
+        "{sent}"
+    );
+    assert!(!sent.contains("two"), "{sent}");
+    // The original, in its own tab page, goes on with all of its history.
+    nvim.cmd("tabfirst").await;
+    nvim.cmd("Agent in the original").await;
+    nvim.wait_for_line(CHAT, "original answered").await;
+    let sent = mock.requests()[3].body["messages"].to_string();
+    assert!(
+        sent.contains("two answered") && !sent.contains("in the fork"),
+        "{sent}"
+    );
 }

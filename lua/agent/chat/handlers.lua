@@ -775,6 +775,29 @@ end
 -- Helpers ------------------------------------------------------------------------------------
 
 -- The extmarks of the chat's `## You` headers, in order: one a prompt, the cut ones too.
+--- The number of the prompt (from 1) whose `## You` block holds row `row` (0-based), or nil.
+---@param row integer
+---@return integer?
+function M.prompt_at(row)
+  render.commit()
+  local prompts = H.prompt_marks()
+  local buf = window.buf
+  for i = #prompts, 1, -1 do
+    local start = prompts[i][2]
+    if row >= start then
+      -- The block runs to the next `## ` header.
+      for r = start + 1, row do
+        local line = vim.api.nvim_buf_get_lines(buf, r, r + 1, false)[1] or ""
+        if line:match("^## ") then
+          return nil
+        end
+      end
+      return i
+    end
+  end
+  return nil
+end
+
 function H.prompt_marks()
   local buf = window.buf
   local ns = vim.api.nvim_create_namespace("agent.chat")

@@ -106,6 +106,8 @@ end
 --- Shows the user's prompt under `## You`, and its attachments as folded rows under it; the
 --- state becomes `thinking`.
 M.user_prompt = handlers.user_prompt
+--- The prompt (from 1) whose block holds chat row `row` (0-based), or nil.
+M.prompt_at = handlers.prompt_at
 
 --- Called with the input buffer when it is made (and at once if it exists): what the input's
 --- completion needs, set by require("agent") (the chat never requires agent.context).

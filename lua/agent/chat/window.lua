@@ -105,6 +105,10 @@ function M.ensure_buffers()
     if output_key then
       maps[#maps + 1] = { "n", output_key, H.show_output, "agent: a finished row's whole output, as the model read it" }
     end
+    local fork_key = require("agent.config").options.keymaps.chat.fork
+    if fork_key then
+      maps[#maps + 1] = { "n", fork_key, H.fork_here, "agent: on a prompt, fork the conversation from before it" }
+    end
     local undo_key = require("agent.config").options.keymaps.chat.undo
     if undo_key then
       maps[#maps + 1] = { "n", undo_key, H.undo_edit, "agent: on an edit's row, undo that edit" }
@@ -433,6 +437,11 @@ function H.approve()
 end
 
 H.outputs_opened = 0
+
+-- Forks the conversation from before the prompt under the cursor.
+function H.fork_here()
+  M.actions.fork(vim.fn.line(".") - 1)
+end
 
 -- Undoes the edit whose row is under the cursor, when its file has not changed since.
 function H.undo_edit()

@@ -134,6 +134,16 @@ function M.session_rename(id, title)
   return wire.request(wire.request_name.SESSION_RENAME, { id = id, title = title })
 end
 
+--- Forks the conversation's saved file before prompt `turn` (all of it: nil), named `title`: the
+--- new file's id (to resume), or nil and why.
+---@param turn? integer
+---@param title string
+---@return string?
+---@return string? err
+function M.fork(turn, title)
+  return wire.request(wire.request_name.FORK, { turn = turn, title = title })
+end
+
 --- Deletes saved conversation `id` (its file, its note, its checkpoints' refs); what was
 --- done, or nil and why.
 ---@param id string

@@ -47,6 +47,7 @@ M.request_name = {
   EXPORT = "export",
   SESSION_RENAME = "session_rename",
   SESSION_DELETE = "session_delete",
+  FORK = "fork",
 }
 
 --- For tests: when a table, each notification sent is also appended to it as

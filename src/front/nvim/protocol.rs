@@ -242,6 +242,10 @@ pub mod request {
     /// `{id}`: deletes saved conversation `id`: its file, its note and its checkpoints' refs
     /// (refused while it is open); answers what was done.
     pub const SESSION_DELETE: &str = "session_delete";
+    /// `{conversation, turn?, title}`: a fork of the conversation's saved file, holding what
+    /// came before prompt `turn` (all of it without one), named `title`; answers the new
+    /// file's id, which Lua resumes in a new conversation. The original goes on unchanged.
+    pub const FORK: &str = "fork";
 }
 
 /// `files`: what to match.
@@ -633,6 +637,14 @@ pub struct Inline {
 pub struct Rename {
     #[serde(default)]
     pub id: Option<String>,
+    pub title: String,
+}
+
+/// `fork`: from before which prompt, and the fork's title.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Fork {
+    #[serde(default)]
+    pub turn: Option<usize>,
     pub title: String,
 }
 

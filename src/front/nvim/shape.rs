@@ -48,6 +48,34 @@ impl Target {
         ]))
     }
 
+    /// `fork {turn?, title}`: the conversation's saved file forked ([`crate::sessions::Store::fork`]).
+    pub(super) async fn fork(&self, args: Vec<Value>) -> std::result::Result<Value, Value> {
+        let fork = protocol::arg::<protocol::Fork>(args)
+            .map_err(|err| Value::from(format!("agent: bad fork message ({err})")))?;
+        let conversation = self.slot.conversation.lock().await.clone();
+        let Some(conversation) = conversation else {
+            return Err(Value::from(super::bridge::NOT_STARTED));
+        };
+        if conversation.agent().is_some() {
+            return Err(Value::from(format!(
+                "agent: {} cannot be forked here: its conversation is its own (it would take session/fork, which agent.nvim does not use yet)",
+                conversation.name()
+            )));
+        }
+        let Some(id) = conversation.id() else {
+            return Err(Value::from(
+                "agent: nothing to fork yet: the conversation is saved from its first prompt (and only with a state directory)",
+            ));
+        };
+        let store = self.store().await?;
+        let title = fork.title.trim().to_string();
+        let forked = tokio::task::spawn_blocking(move || store.fork(&id, fork.turn, &title))
+            .await
+            .map_err(|err| Value::from(format!("agent: the fork stopped: {err}")))?
+            .map_err(|err| Value::from(format!("agent: not forked: {err}")))?;
+        Ok(Value::from(forked))
+    }
+
     /// `session_rename {id, title}`.
     pub(super) async fn session_rename(
         &self,

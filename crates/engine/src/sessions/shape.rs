@@ -29,6 +29,33 @@ impl Store {
         Ok(())
     }
 
+    /// A fork of conversation `id`: a new file of the same kind holding its records before its
+    /// `before`-th prompt (all of them when None: the conversation as saved so far), named
+    /// `title`. `id` goes on unchanged. The new file's id, to resume.
+    pub fn fork(&self, id: &str, before: Option<usize>, title: &str) -> Result<String, StoreError> {
+        let saved = self.load(id)?;
+        let mut prompts = 0;
+        let cut = saved
+            .records
+            .iter()
+            .position(|record| {
+                if matches!(record, Record::Prompt { .. }) {
+                    prompts += 1;
+                    before == Some(prompts)
+                } else {
+                    false
+                }
+            })
+            .unwrap_or(saved.records.len());
+        let writer = self.create(&saved.header.conversation)?;
+        for record in &saved.records[..cut] {
+            writer.write(record.clone());
+        }
+        writer.write(title_record(title));
+        writer.flush();
+        Ok(writer.id().to_string())
+    }
+
     /// Deletes conversation `id`: its file and its note.
     pub fn delete(&self, id: &str) -> Result<(), StoreError> {
         let path = self.dir().join(format!("{id}.jsonl"));
@@ -242,6 +269,49 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains("sk-ant-secret"), "{md}");
+    }
+
+    #[test]
+    fn a_fork_holds_the_records_before_its_prompt_and_the_original_goes_on_unchanged() {
+        let state = tempfile::tempdir().unwrap();
+        let store = Store::new(state.path(), std::path::Path::new("/w"));
+        let writer = store.create("built-in").unwrap();
+        let id = writer.id().to_string();
+        for text in ["one", "two", "three"] {
+            writer.write(Record::Prompt { text: text.into() });
+            writer.write(Record::Event {
+                event: ConversationEvent::Turn(Event::Text {
+                    text: format!("answer to {text}"),
+                }),
+            });
+        }
+        writer.flush();
+        drop(writer);
+        let before = std::fs::read(store.dir().join(format!("{id}.jsonl"))).unwrap();
+        let fork = store.fork(&id, Some(3), "fork of it").unwrap();
+        assert_ne!(fork, id);
+        let forked = store.load(&fork).unwrap();
+        let prompts: Vec<_> = forked
+            .records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Prompt { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(prompts, ["one", "two"]);
+        assert_eq!(forked.header.conversation, "built-in");
+        let listed = store.list();
+        let title = |of: &str| listed.iter().find(|l| l.id == of).unwrap().title.clone();
+        assert_eq!(title(&fork), "fork of it");
+        assert_eq!(title(&id), "one");
+        assert_eq!(
+            std::fs::read(store.dir().join(format!("{id}.jsonl"))).unwrap(),
+            before
+        );
+        // All of it, when no prompt is named.
+        let whole = store.fork(&id, None, "whole").unwrap();
+        assert_eq!(store.load(&whole).unwrap().records.len(), 7);
     }
 
     #[test]
