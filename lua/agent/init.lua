@@ -115,6 +115,9 @@ function M.btw(question)
         chat.open({ focus = true, insert = false })
         chat.queue.back_to_input({ text }, "agent: the answer is in the input")
       end),
+      spent = H.this_acting(function(cost)
+        require("agent.chat").spent(cost)
+      end),
     })
   end) or false
 end

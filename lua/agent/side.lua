@@ -14,9 +14,9 @@ H.open = nil
 
 --- Asks `question` apart from the conversation, acting for the conversation it is asked from;
 --- without one, asks for it. `deps`, given by the public API: `ensure` starts the backend,
---- `to_input` puts text in the chat's input.
+--- `to_input` puts text in the chat's input, `spent` counts a cost in the conversation's.
 ---@param question? string
----@param deps { ensure: fun(): boolean, to_input: fun(text: string) }
+---@param deps { ensure: fun(): boolean, to_input: fun(text: string), spent: fun(cost: number) }
 ---@return boolean asked
 function M.ask(question, deps)
   question = vim.trim(question or "")
@@ -52,6 +52,9 @@ function M.on_event(event)
     open.answer = open.answer .. tostring(event.text or "")
     H.render(open)
   elseif event.type == "btw_done" then
+    if tonumber(event.cost) then
+      open.deps.spent(tonumber(event.cost))
+    end
     open.done = true
     open.footer = tostring(event.message or "")
     open.failed = not event.ok

@@ -301,6 +301,7 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             id: 3,
             ok: true,
             message: "10 in / 5 out tokens".into(),
+            cost: Some(0.01),
         },
         Some(UiEvent::BtwDone { .. }) => UiEvent::Idle,
         Some(UiEvent::Idle) => return None,

@@ -37,6 +37,11 @@ async fn a_side_question_is_answered_in_a_float_with_the_context_and_leaves_no_t
     nvim.cmd("Agent where is the answer?").await;
     nvim.wait_for_line(CHAT, "The answer is in calc.py.").await;
     nvim.wait_for("not require('agent.chat').busy()").await;
+    let turn_cost = nvim
+        .lua("return require('agent.chat.status').cost()", vec![])
+        .await
+        .as_f64()
+        .unwrap();
     // Typed in the input, as a person would.
     nvim.lua(
         "local b = vim.fn.bufnr('agent: input') \
@@ -57,6 +62,16 @@ async fn a_side_question_is_answered_in_a_float_with_the_context_and_leaves_no_t
         .wait_for_screen("y puts it in the input · q closes")
         .await;
     assert!(screen.contains("what was that about?"), "{screen}");
+    // Its cost is the conversation's too: the same usage as the turn, so twice the turn's.
+    let spent = nvim
+        .lua("return require('agent.chat.status').cost()", vec![])
+        .await
+        .as_f64()
+        .unwrap();
+    assert!(
+        spent > 0.0 && (spent - 2.0 * turn_cost).abs() < 1e-12,
+        "{spent} {turn_cost}"
+    );
     // It was asked with the conversation before it, and the question after.
     let asked = mock.requests()[1].body["messages"].clone();
     let asked = asked.as_array().unwrap();

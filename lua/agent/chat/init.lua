@@ -106,6 +106,14 @@ end
 --- Shows the user's prompt under `## You`, and its attachments as folded rows under it; the
 --- state becomes `thinking`.
 M.user_prompt = handlers.user_prompt
+--- Counts `cost` dollars spent outside a turn (a side question) in the conversation's cost.
+---@param cost number
+function M.spent(cost)
+  local s = status.current
+  s.spent, s.costed = (s.spent or 0) + cost, true
+  status.render()
+end
+
 --- The prompt (from 1) whose block holds chat row `row` (0-based), or nil.
 M.prompt_at = handlers.prompt_at
 

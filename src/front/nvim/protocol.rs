@@ -1061,8 +1061,15 @@ pub enum UiEvent {
     /// Side question `id`'s answer so far: the next piece of its text.
     BtwText { id: u64, text: String },
     /// Side question `id` is answered (`ok`), or why not; `message` is the done line
-    /// (`120 in / 40 out tokens · $0.01`) or the error.
-    BtwDone { id: u64, ok: bool, message: String },
+    /// (`120 in / 40 out tokens · $0.01`) or the error; `cost` what it cost in dollars, counted
+    /// in the conversation's (absent when the price is unknown).
+    BtwDone {
+        id: u64,
+        ok: bool,
+        message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost: Option<f64>,
+    },
     /// Inline edit `inline` proposes `hunks` of the buffer's text with stamp `stamp`; the
     /// person keeps or drops each, and Lua answers with `inline_answer` and `question`.
     InlineProposal {
@@ -1166,10 +1173,16 @@ impl UiEvent {
                 id,
                 text: prose(text),
             },
-            UiEvent::BtwDone { id, ok, message } => UiEvent::BtwDone {
+            UiEvent::BtwDone {
+                id,
+                ok,
+                message,
+                cost,
+            } => UiEvent::BtwDone {
                 id,
                 ok,
                 message: prose(message),
+                cost,
             },
             UiEvent::InlineStatus { inline, text } => UiEvent::InlineStatus {
                 inline,

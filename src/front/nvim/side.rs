@@ -17,7 +17,12 @@ impl Target {
         let ui = self.slot.ui.clone();
         let id = btw.id;
         let done = move |ui: &Ui, ok: bool, message: String| {
-            ui.send(UiEvent::BtwDone { id, ok, message });
+            ui.send(UiEvent::BtwDone {
+                id,
+                ok,
+                message,
+                cost: None,
+            });
         };
         let conversation = self.slot.conversation.lock().await.clone();
         let Some(conversation) = conversation else {
@@ -62,7 +67,12 @@ impl Target {
                     if aside.called_tools {
                         line.push_str(" · the model asked for a tool, and none ran");
                     }
-                    done(&ui, true, line);
+                    ui.send(UiEvent::BtwDone {
+                        id,
+                        ok: true,
+                        message: line,
+                        cost: aside.cost,
+                    });
                 }
                 Err(why) => done(
                     &ui,
