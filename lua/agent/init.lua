@@ -428,14 +428,21 @@ function M.export(file)
     end
     if file and vim.trim(file) ~= "" then
       local path = vim.fn.fnamemodify(vim.fn.expand(vim.trim(file)), ":p")
-      if vim.uv.fs_stat(path) then
+      -- A new file only (a link, even one pointing nowhere, is not written through), readable
+      -- by its owner alone, as the saved conversation is.
+      local fd, open_err = vim.uv.fs_open(path, "wx", tonumber("600", 8))
+      if not fd then
+        local exists = tostring(open_err):find("EEXIST")
         vim.notify(
-          ("agent: %s exists; export to another name (nothing was written)"):format(file),
+          exists and ("agent: %s exists; export to another name (nothing was written)"):format(file)
+            or ("agent: could not write %s: %s"):format(path, open_err),
           vim.log.levels.ERROR
         )
         return false
       end
-      if vim.fn.writefile(lines, path) ~= 0 then
+      local written = vim.uv.fs_write(fd, table.concat(lines, "\n") .. "\n")
+      vim.uv.fs_close(fd)
+      if not written then
         vim.notify(("agent: could not write %s"):format(path), vim.log.levels.ERROR)
         return false
       end

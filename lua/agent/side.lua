@@ -8,6 +8,9 @@ local H = {}
 
 H.ns = vim.api.nvim_create_namespace("agent.side")
 H.next = 0
+--- The side questions asked and not answered yet: what each counts its cost with, by number.
+---@type table<integer, table>
+H.asked = {}
 --- The open side question: its number, the float, what it holds.
 ---@type { id: integer, buf: integer, win: integer, answer: string, done: boolean, deps: table }?
 H.open = nil
@@ -32,6 +35,7 @@ function M.ask(question, deps)
     return false
   end
   H.next = H.next + 1
+  H.asked[H.next] = deps
   H.show(H.next, question, deps)
   local wire = require("agent.rpc.wire")
   if not wire.notify(wire.method.BTW, { id = H.next, question = question }) then
@@ -44,6 +48,14 @@ end
 --- A `btw_*` event from the backend (rpc/init.lua hands them here).
 ---@param event table
 function M.on_event(event)
+  -- Paid for whether or not its float is still open.
+  local deps = H.asked[event.id]
+  if event.type == "btw_done" then
+    H.asked[event.id] = nil
+    if deps and tonumber(event.cost) then
+      deps.spent(tonumber(event.cost))
+    end
+  end
   local open = H.open
   if not open or open.id ~= event.id or not vim.api.nvim_buf_is_valid(open.buf) then
     return -- closed meanwhile: the answer is not wanted
@@ -52,9 +64,6 @@ function M.on_event(event)
     open.answer = open.answer .. tostring(event.text or "")
     H.render(open)
   elseif event.type == "btw_done" then
-    if tonumber(event.cost) then
-      open.deps.spent(tonumber(event.cost))
-    end
     open.done = true
     open.footer = tostring(event.message or "")
     open.failed = not event.ok

@@ -278,6 +278,11 @@ async fn a_conversation_is_renamed_exported_as_markdown_without_its_key_and_dele
     .await;
     let written = std::fs::read_to_string(&out).unwrap();
     assert_eq!(written.trim_end(), md.trim_end());
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(
+        std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     std::fs::write(&out, "mine").unwrap();
     nvim.lua(
         "require('agent').export(...)",
@@ -285,6 +290,16 @@ async fn a_conversation_is_renamed_exported_as_markdown_without_its_key_and_dele
     )
     .await;
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "mine");
+    // Nor through a link that points nowhere (yet).
+    let link = nvim._home.path().join("link.md");
+    let target = nvim._home.path().join("target.md");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    nvim.lua(
+        "require('agent').export(...)",
+        vec![Value::from(link.display().to_string())],
+    )
+    .await;
+    assert!(!target.exists());
 
     // The list's rename; a delete is refused while the conversation is open, then done.
     let renamed = nvim

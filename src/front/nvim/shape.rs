@@ -89,6 +89,14 @@ impl Target {
                 "agent: a rename needs a conversation and a title",
             ));
         };
+        // One open here is named through its own writer (its title follows it too).
+        for slot in self.slots.all() {
+            let open = slot.conversation.lock().await.clone();
+            if let Some(open) = open.filter(|c| c.id().as_deref() == Some(id.as_str())) {
+                open.named(&title);
+                return Ok(Value::from(display::one_line(&title)));
+            }
+        }
         let store = self.store().await?;
         store
             .rename(&id, &title)

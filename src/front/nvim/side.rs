@@ -57,8 +57,15 @@ impl Target {
             Err(_) => return done(&ui, false, super::bridge::NOT_STARTED.to_string()),
         };
         let token = self.slot.shutdown.child_token();
+        // A turn running now is left out: the view is as of the last one that ended.
+        let running = self.slot.busy.try_lock().is_err();
         tokio::spawn(async move {
-            let view = view(conversation.as_ref(), store).await;
+            let mut view = view(conversation.as_ref(), store).await;
+            if running {
+                if let Some(last) = view.iter().rposition(|m| matches!(m, Message::User(_))) {
+                    view.truncate(last);
+                }
+            }
             let told = Streamed { ui: ui.clone(), id };
             let answer = agent.aside(&view, &btw.question, &told, &token).await;
             match answer {

@@ -724,6 +724,10 @@ impl Target {
         conversation
             .switch_model(name)
             .map_err(|err| Value::from(format!("agent: {err}")))?;
+        // Side questions and inline edits (unless `inline.model` names one) follow it too.
+        if let Some(session) = self.slot.session.lock().await.as_mut() {
+            session.inline.choice.model = Some(name.to_string());
+        }
         tracing::info!(model = name, "the model was switched");
         Ok(Value::from(name))
     }

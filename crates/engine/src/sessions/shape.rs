@@ -21,32 +21,50 @@ pub fn title_record(title: &str) -> Record {
 }
 
 impl Store {
-    /// Names conversation `id` `title` (what the list shows from now on).
+    /// Names conversation `id` `title` (what the list shows from now on): one whole line
+    /// appended in one write, never cutting a line another writer is in the middle of (the
+    /// conversation may be open in another Neovim).
     pub fn rename(&self, id: &str, title: &str) -> Result<(), StoreError> {
-        let writer = self.append(id)?;
-        writer.write(title_record(title));
-        writer.flush();
-        Ok(())
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        if !super::valid_id(id) {
+            return Err(StoreError::BadId(id.to_string()));
+        }
+        let path = self.dir().join(format!("{id}.jsonl"));
+        let mut line = serde_json::to_string(&title_record(title)).unwrap_or_default();
+        line.push('\n');
+        std::fs::OpenOptions::new()
+            .append(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .and_then(|mut file| file.write_all(line.as_bytes()))
+            .map_err(|source| super::missing_or(id, &path, source))
     }
 
     /// A fork of conversation `id`: a new file of the same kind holding its records before its
-    /// `before`-th prompt (all of them when None: the conversation as saved so far), named
-    /// `title`. `id` goes on unchanged. The new file's id, to resume.
+    /// `before`-th prompt as the conversation counts them now (a rewound prompt is not one; all
+    /// of them when None: the conversation as saved so far), named `title`. `id` goes on
+    /// unchanged. The new file's id, to resume; an error naming how many prompts there are when
+    /// `before` is not one of them.
     pub fn fork(&self, id: &str, before: Option<usize>, title: &str) -> Result<String, StoreError> {
         let saved = self.load(id)?;
-        let mut prompts = 0;
-        let cut = saved
-            .records
-            .iter()
-            .position(|record| {
-                if matches!(record, Record::Prompt { .. }) {
-                    prompts += 1;
-                    before == Some(prompts)
-                } else {
-                    false
+        let prompts = live_prompts(&saved.records);
+        let cut = match before {
+            None => saved.records.len(),
+            Some(n) => match n.checked_sub(1).and_then(|i| prompts.get(i)) {
+                Some(&at) => at,
+                None => {
+                    return Err(StoreError::Io {
+                        context: format!(
+                            "the conversation has {} prompt{}, not a prompt {n}",
+                            prompts.len(),
+                            if prompts.len() == 1 { "" } else { "s" }
+                        ),
+                        source: std::io::Error::other("no such prompt"),
+                    })
                 }
-            })
-            .unwrap_or(saved.records.len());
+            },
+        };
         let writer = self.create(&saved.header.conversation)?;
         for record in &saved.records[..cut] {
             writer.write(record.clone());
@@ -68,6 +86,30 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// Where each prompt the conversation still holds is among `records` (a rewind forgets those
+/// after the point it went back to), in order.
+fn live_prompts(records: &[Record]) -> Vec<usize> {
+    // Whether each message of the model's view is a prompt, and the prompts' records.
+    let mut view: Vec<bool> = Vec::new();
+    let mut prompts: Vec<usize> = Vec::new();
+    for (at, record) in records.iter().enumerate() {
+        match record {
+            Record::Prompt { .. } => prompts.push(at),
+            Record::Model { messages } => view.extend(
+                messages
+                    .iter()
+                    .map(|m| matches!(m, super::Saved::User { .. })),
+            ),
+            Record::Rewound { kept } => {
+                view.truncate(*kept);
+                prompts.truncate(view.iter().filter(|user| **user).count());
+            }
+            Record::Event { .. } | Record::Decided { .. } => {}
+        }
+    }
+    prompts
 }
 
 /// Conversation `saved` as markdown: a title, then each prompt under `## You` and what answered
@@ -94,7 +136,7 @@ pub fn markdown(saved: &Conversation, title: &str) -> String {
             Record::Prompt { text: prompt } => {
                 flush_text(&mut out, &mut text);
                 out.push_str("\n## You\n\n");
-                out.push_str(prompt.trim_end());
+                out.push_str(&unhidden(prompt.trim_end()));
                 out.push('\n');
                 answering = false;
             }
@@ -108,7 +150,7 @@ pub fn markdown(saved: &Conversation, title: &str) -> String {
                     answering = true;
                 }
                 match event {
-                    Shown::Text(piece) => text.push_str(piece),
+                    Shown::Text(piece) => text.push_str(&unhidden(piece)),
                     Shown::Block(block) => {
                         flush_text(&mut out, &mut text);
                         out.push('\n');
@@ -177,7 +219,10 @@ fn turn_event(event: &ConversationEvent) -> Option<Shown<'_>> {
 
 /// A `<details>` block: `summary`, and `body` in a fence longer than any backtick run in it.
 fn details(summary: &str, body: &str) -> String {
-    let summary = summary.replace('<', "&lt;").replace('>', "&gt;");
+    let summary = summary
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
     if body.trim().is_empty() {
         return format!("<details><summary>{summary}</summary></details>\n");
     }
@@ -187,6 +232,12 @@ fn details(summary: &str, body: &str) -> String {
         "<details><summary>{summary}</summary>\n\n{fence}\n{}\n{fence}\n\n</details>\n",
         body.trim_end()
     )
+}
+
+/// `text` with an HTML comment's opening shown, not taken: the rest of the export would be
+/// hidden where the markdown is rendered.
+fn unhidden(text: &str) -> String {
+    text.replace("<!--", "&lt;!--")
 }
 
 /// `text` on one line.
@@ -309,9 +360,58 @@ mod tests {
             std::fs::read(store.dir().join(format!("{id}.jsonl"))).unwrap(),
             before
         );
-        // All of it, when no prompt is named.
+        // All of it, when no prompt is named; no prompt 0 or 4.
         let whole = store.fork(&id, None, "whole").unwrap();
         assert_eq!(store.load(&whole).unwrap().records.len(), 7);
+        for n in [0, 4] {
+            let err = store.fork(&id, Some(n), "x").unwrap_err().to_string();
+            assert!(err.contains("the conversation has 3 prompts"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_fork_counts_the_prompts_a_rewind_left() {
+        use crate::sessions::Saved;
+        let state = tempfile::tempdir().unwrap();
+        let store = Store::new(state.path(), std::path::Path::new("/w"));
+        let writer = store.create("built-in").unwrap();
+        let id = writer.id().to_string();
+        let turn = |text: &str| {
+            vec![
+                Record::Prompt { text: text.into() },
+                Record::Model {
+                    messages: vec![
+                        Saved::User { text: text.into() },
+                        Saved::Assistant {
+                            text: "ok".into(),
+                            calls: vec![],
+                            reasoning: vec![],
+                        },
+                    ],
+                },
+            ]
+        };
+        // one, two, three; rewound to before three (two kept: 4 messages); then four.
+        let mut records: Vec<Record> = ["one", "two", "three"]
+            .iter()
+            .flat_map(|t| turn(t))
+            .collect();
+        records.push(Record::Rewound { kept: 4 });
+        records.extend(turn("four"));
+        for record in records {
+            writer.write(record);
+        }
+        writer.flush();
+        drop(writer);
+        // Prompt 3 is now "four": the fork before it holds one, two (and three, rewound).
+        let fork = store.fork(&id, Some(3), "f").unwrap();
+        let forked = store.load(&fork).unwrap();
+        assert!(!forked
+            .records
+            .iter()
+            .any(|r| matches!(r, Record::Prompt { text } if text == "four")));
+        let view: Vec<_> = forked.model_view();
+        assert_eq!(view.len(), 4, "{view:?}");
     }
 
     #[test]
