@@ -401,7 +401,13 @@ function M.fork(opts)
   conversations.acting(fork.id, function()
     M.resume(source.id)
   end)
-  vim.notify(("agent: %s, in a tab page of its own; the original goes on unchanged"):format(source.title))
+  -- One line that fits: a longer message would stop the screen at a hit-enter prompt.
+  local said = ("agent: forked (%s); the original is unchanged"):format(source.title)
+  local room = math.max(20, vim.v.echospace - 1)
+  if vim.fn.strdisplaywidth(said) > room then
+    said = vim.fn.strcharpart(said, 0, room - 1) .. "…"
+  end
+  vim.notify(said)
   return true
 end
 
