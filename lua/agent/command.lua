@@ -187,6 +187,10 @@ function H.run(api, cmd)
   if fork_turn then
     return api.fork({ turn = tonumber(fork_turn) })
   end
+  local code_turn = args == "fork with code" and "" or args:match("^fork%s+with%s+code%s+(%d+)%s*$")
+  if code_turn then
+    return api.fork({ turn = tonumber(code_turn), code = true })
+  end
   local export = args == "export" and "" or args:match("^export%s+(.-)%s*$")
   if export then
     return api.export(export ~= "" and export or nil)

@@ -370,8 +370,9 @@ end
 
 --- Forks the conversation (:help agent-fork): a new conversation, in a tab page of its own,
 --- holding this one's history before prompt `opts.turn` (all of it without one), named
---- `fork of NAME`. This one goes on unchanged, and no file is touched.
----@param opts? { turn?: integer }
+--- `fork of NAME`. This one goes on unchanged, and no file is touched; with `opts.code`, the
+--- fork works in a git worktree of its own holding the files as they were then.
+---@param opts? { turn?: integer, code?: boolean }
 ---@return boolean forked
 function M.fork(opts)
   opts = opts or {}
@@ -383,21 +384,39 @@ function M.fork(opts)
       return nil
     end
     local title = "fork of " .. conversations.label(conversations.active())
-    local id, err = rpc.fork(opts.turn, title)
-    if not id then
+    local forked, err = rpc.fork(opts.turn, title, opts.code)
+    if not forked then
       vim.notify(err or "agent: the backend did not answer", vim.log.levels.ERROR)
       return nil
     end
-    return { id = id, title = title }
+    return { id = forked.id, checkpoint = forked.checkpoint, title = title, from = conversations.active().id }
   end)
   if not source then
     return false
   end
-  -- A conversation of its own (a new tab page when this one has one), resumed from the fork.
-  M.new()
+  -- A conversation of its own (a new tab page when this one has one; with its files, in a
+  -- worktree of its own), resumed from the fork.
+  M.new(source.checkpoint and { worktree = true } or nil)
   local conversations = require("agent.conversations")
   local fork = conversations.in_tab() or conversations.active()
   conversations.rename(fork, source.title)
+  if source.checkpoint then
+    local ok = conversations.acting(fork.id, function()
+      local rpc = require("agent.rpc")
+      if not rpc.ensure() then
+        return false
+      end
+      local done, err = rpc.adopt(source.from, source.checkpoint, source.id)
+      if not done then
+        vim.notify(err or "agent: the fork's files were not restored", vim.log.levels.ERROR)
+        return false
+      end
+      return true
+    end)
+    if not ok then
+      return false
+    end
+  end
   conversations.acting(fork.id, function()
     M.resume(source.id)
   end)

@@ -973,3 +973,52 @@ async fn always_in_this_project_given_in_the_main_tree_is_not_given_in_a_worktre
     answer(&nvim, "4").await;
     nvim.wait_for_line(SECOND, "Worktree refused.").await;
 }
+
+/// `:Agent fork with code N`: the fork works in a worktree of its own holding the files as they
+/// were before prompt N; the main tree keeps what came after.
+#[tokio::test]
+async fn a_fork_with_code_gets_a_worktree_with_the_files_as_they_were_before_its_prompt() {
+    use agent_nvim_fixtures::user_repo::git;
+    let (workspace, main) = repository();
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            edit("a.txt", "alpha", "beta"),
+            text("one done"),
+            edit("a.txt", "beta", "gamma"),
+            text("two done"),
+        ],
+    );
+    let home = tempfile::tempdir().unwrap();
+    let nvim = Nvim::start_in(mock_options(&mock, "auto_approve = true"), workspace, home).await;
+    nvim.cmd("Agent first").await;
+    nvim.wait_for_line(FIRST, "one done").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    nvim.cmd("Agent second").await;
+    nvim.wait_for_line(FIRST, "two done").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    assert_eq!(
+        std::fs::read_to_string(main.join("a.txt")).unwrap(),
+        "gamma\n"
+    );
+
+    nvim.cmd("Agent fork with code 2").await;
+    let forked = nvim.wait_for_line(SECOND, "one done").await;
+    assert!(!forked.iter().any(|l| l.contains("two done")), "{forked:?}");
+    // Its worktree holds a.txt as it was before the second prompt; the main tree is as it is.
+    let listed = git(&main, &["worktree", "list", "--porcelain"]);
+    let worktree = listed
+        .lines()
+        .filter_map(|l| l.strip_prefix("worktree "))
+        .map(std::path::PathBuf::from)
+        .find(|path| path != &main)
+        .unwrap_or_else(|| panic!("no worktree in {listed}"));
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("a.txt")).unwrap(),
+        "beta\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(main.join("a.txt")).unwrap(),
+        "gamma\n"
+    );
+}

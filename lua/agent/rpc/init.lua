@@ -134,14 +134,27 @@ function M.session_rename(id, title)
   return wire.request(wire.request_name.SESSION_RENAME, { id = id, title = title })
 end
 
---- Forks the conversation's saved file before prompt `turn` (all of it: nil), named `title`: the
---- new file's id (to resume), or nil and why.
+--- Forks the conversation's saved file before prompt `turn` (all of it: nil), named `title`:
+--- `{ id }`, the new file's id (to resume), and with `code` `checkpoint`, the files then (for
+--- the fork's worktree to adopt); or nil and why.
 ---@param turn? integer
 ---@param title string
+---@param code? boolean
+---@return { id: string, checkpoint?: string }?
+---@return string? err
+function M.fork(turn, title, code)
+  return wire.request(wire.request_name.FORK, { turn = turn, title = title, code = code or nil })
+end
+
+--- Restores conversation `from`'s checkpoint into this conversation's own worktree: what was
+--- done, or nil and why.
+---@param from integer
+---@param checkpoint string
+---@param session string the fork's saved file, moved to this conversation's workspace
 ---@return string?
 ---@return string? err
-function M.fork(turn, title)
-  return wire.request(wire.request_name.FORK, { turn = turn, title = title })
+function M.adopt(from, checkpoint, session)
+  return wire.request(wire.request_name.ADOPT, { from = from, checkpoint = checkpoint, session = session })
 end
 
 --- Deletes saved conversation `id` (its file, its note, its checkpoints' refs); what was

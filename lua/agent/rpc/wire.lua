@@ -48,6 +48,7 @@ M.request_name = {
   SESSION_RENAME = "session_rename",
   SESSION_DELETE = "session_delete",
   FORK = "fork",
+  ADOPT = "adopt",
 }
 
 --- For tests: when a table, each notification sent is also appended to it as

@@ -242,10 +242,15 @@ pub mod request {
     /// `{id}`: deletes saved conversation `id`: its file, its note and its checkpoints' refs
     /// (refused while it is open); answers what was done.
     pub const SESSION_DELETE: &str = "session_delete";
-    /// `{conversation, turn?, title}`: a fork of the conversation's saved file, holding what
-    /// came before prompt `turn` (all of it without one), named `title`; answers the new
-    /// file's id, which Lua resumes in a new conversation. The original goes on unchanged.
+    /// `{conversation, turn?, title, code?}`: a fork of the conversation's saved file, holding
+    /// what came before prompt `turn` (all of it without one), named `title`; answers
+    /// `{ id }`, the new file's id, which Lua resumes in a new conversation, and with `code`
+    /// `checkpoint`, the files then (that prompt's checkpoint, or a snapshot of now), for the
+    /// new conversation's worktree to `adopt`. The original goes on unchanged.
     pub const FORK: &str = "fork";
+    /// [`super::Adopt`]: conversation `from`'s checkpoint restored into this conversation's own
+    /// worktree (`fork with code`); answers what was done.
+    pub const ADOPT: &str = "adopt";
 }
 
 /// `files`: what to match.
@@ -640,12 +645,27 @@ pub struct Rename {
     pub title: String,
 }
 
-/// `fork`: from before which prompt, and the fork's title.
+/// `fork`: from before which prompt, the fork's title, and whether its files go too (`fork
+/// with code`: the answer then names the checkpoint to `adopt`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Fork {
     #[serde(default)]
     pub turn: Option<usize>,
     pub title: String,
+    #[serde(default)]
+    pub code: bool,
+}
+
+/// `adopt`: conversation `from`'s checkpoint `checkpoint`, restored into this conversation's
+/// worktree.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Adopt {
+    pub from: u64,
+    pub checkpoint: String,
+    /// The fork's saved file, moved to this conversation's store (a worktree's conversations
+    /// are listed apart).
+    #[serde(default)]
+    pub session: Option<String>,
 }
 
 /// `btw`: a side question about the conversation, numbered by Lua.

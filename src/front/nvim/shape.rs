@@ -68,12 +68,112 @@ impl Target {
             ));
         };
         let store = self.store().await?;
+        // The files then, for `fork with code`: that prompt's checkpoint, or now's.
+        let checkpoint = if fork.code {
+            let checkpoints = self.slot.of_session(|s| s.checkpoints.clone()).await?;
+            let Some(checkpoints) = checkpoints else {
+                return Err(Value::from(
+                    "agent: not forked with code: checkpoints are off (no state directory)",
+                ));
+            };
+            let failed = |err: crate::checkpoint::CheckpointError| {
+                Value::from(format!("agent: not forked with code: {err}"))
+            };
+            Some(match fork.turn {
+                Some(turn) => checkpoints
+                    .points(&checkpoints.conversation())
+                    .await
+                    .map_err(failed)?
+                    .into_iter()
+                    .find(|point| point.turn == turn)
+                    .map(|point| point.id)
+                    .ok_or_else(|| {
+                        Value::from(format!(
+                            "agent: not forked with code: prompt {turn} has no checkpoint"
+                        ))
+                    })?,
+                None => {
+                    checkpoints
+                        .snapshot(crate::checkpoint::Kind::Edit, "the files when forked")
+                        .await
+                        .map_err(failed)?
+                        .id
+                }
+            })
+        } else {
+            None
+        };
         let title = fork.title.trim().to_string();
         let forked = tokio::task::spawn_blocking(move || store.fork(&id, fork.turn, &title))
             .await
             .map_err(|err| Value::from(format!("agent: the fork stopped: {err}")))?
             .map_err(|err| Value::from(format!("agent: not forked: {err}")))?;
-        Ok(Value::from(forked))
+        let mut answer = vec![(Value::from("id"), Value::from(forked))];
+        if let Some(checkpoint) = checkpoint {
+            answer.push((Value::from("checkpoint"), Value::from(checkpoint)));
+        }
+        Ok(Value::Map(answer))
+    }
+
+    /// `adopt {from, checkpoint}`: conversation `from`'s checkpoint restored into this
+    /// conversation's own worktree (never into a workspace the person works in).
+    pub(super) async fn adopt(
+        &self,
+        args: Vec<Value>,
+        nvim: super::Nvim,
+    ) -> std::result::Result<Value, Value> {
+        let adopt = protocol::arg::<protocol::Adopt>(args)
+            .map_err(|err| Value::from(format!("agent: bad adopt message ({err})")))?;
+        let source = self
+            .slots
+            .get(adopt.from)
+            .ok_or_else(|| Value::from("agent: the conversation forked from was closed"))?;
+        let from = source
+            .of_session(|s| s.checkpoints.clone())
+            .await?
+            .ok_or_else(|| Value::from("agent: checkpoints are off (no state directory)"))?;
+        // The fork's `start` (its worktree made) may still be under way.
+        for _ in 0..600 {
+            if self.slot.session.lock().await.is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let (here, branch) = self
+            .slot
+            .of_session(|s| {
+                (
+                    s.checkpoints.clone(),
+                    s.worktree.as_ref().map(|(w, _)| w.branch.clone()),
+                )
+            })
+            .await?;
+        let Some(branch) = branch else {
+            return Err(Value::from(
+                "agent: the files are restored only into a worktree of the fork's own",
+            ));
+        };
+        let here =
+            here.ok_or_else(|| Value::from("agent: checkpoints are off (no state directory)"))?;
+        let failed = |err: crate::checkpoint::CheckpointError| Value::from(format!("agent: {err}"));
+        here.adopt(&from, &adopt.checkpoint).await.map_err(failed)?;
+        let editor = super::adapters::NvimEditor { nvim };
+        here.restore(&adopt.checkpoint, &editor)
+            .await
+            .map_err(failed)?;
+        if let Some(id) = &adopt.session {
+            let theirs = source.of_session(|s| s.store.clone()).await?;
+            let ours = self.slot.of_session(|s| s.store.clone()).await?;
+            if let (Some(theirs), Some(ours)) = (theirs, ours) {
+                theirs
+                    .move_to(&ours, id)
+                    .map_err(|err| Value::from(format!("agent: {err}")))?;
+            }
+        }
+        Ok(Value::from(format!(
+            "the files as they were then, in worktree {}",
+            display::one_line(&branch)
+        )))
     }
 
     /// `session_rename {id, title}`.

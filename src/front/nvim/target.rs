@@ -1174,6 +1174,7 @@ impl Target {
             protocol::request::WORKTREE => self.worktree(&args, nvim).await,
             protocol::request::EXPORT => self.export().await,
             protocol::request::FORK => self.fork(args).await,
+            protocol::request::ADOPT => self.adopt(args, nvim).await,
             protocol::request::SESSION_RENAME => self.session_rename(args).await,
             protocol::request::SESSION_DELETE => self.session_delete(&args).await,
             protocol::request::MODEL => self.switch_model(&args).await,

@@ -409,6 +409,32 @@ impl Checkpoints {
             .await
     }
 
+    /// Makes `from`'s checkpoint `id` (a commit of its shadow repository, another workspace's)
+    /// one of this workspace's, to [`Checkpoints::restore`] here: its objects fetched, with its
+    /// files' permission bits, under `refs/agent-adopted/{id}`. A fork with code puts a
+    /// conversation's files as they were at one of its prompts into a worktree this way.
+    pub async fn adopt(&self, from: &Checkpoints, id: &str) -> Result<(), CheckpointError> {
+        let source = from.commit_of(id).await?;
+        let _state = self.ready().await?;
+        let dir = from.dir().display().to_string();
+        let adopted = format!("+{source}:refs/agent-adopted/{source}");
+        self.inner
+            .git
+            .run(
+                &["fetch", "--no-tags", "--quiet", "--", &dir, &adopted],
+                b"",
+            )
+            .await?;
+        // Its permission bits, where it has them (a checkpoint taken without them has none).
+        let modes = format!("+refs/agent-modes/{source}:refs/agent-modes/{source}");
+        let _ = self
+            .inner
+            .git
+            .run(&["fetch", "--no-tags", "--quiet", "--", &dir, &modes], b"")
+            .await;
+        Ok(())
+    }
+
     /// Forgets `conversation`'s checkpoints (its refs, `refs/agent/{conversation}/*`), when its
     /// saved file is deleted: the snapshots stay on the shared line of history, reachable from
     /// the other conversations' checkpoints that came after them. How many refs went.

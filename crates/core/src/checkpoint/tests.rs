@@ -547,6 +547,37 @@ async fn conversation_ids_that_cannot_name_a_ref_are_refused() {
 }
 
 #[tokio::test]
+async fn another_workspaces_checkpoint_is_adopted_and_restored_here() {
+    let a = Fixture::new();
+    a.write("kept.txt", "as it was\n");
+    a.write("sub/new.txt", "made then\n");
+    let point = a.snapshot().await;
+    a.write("kept.txt", "changed after\n");
+    // Another workspace (a worktree, say) with files of its own.
+    let b = Fixture::new();
+    b.write("kept.txt", "the worktree's\n");
+    b.write("only-here.txt", "x\n");
+    b.checkpoints
+        .adopt(&a.checkpoints, &point.id)
+        .await
+        .unwrap();
+    b.checkpoints
+        .restore(&point.id, &Buffers::default())
+        .await
+        .unwrap();
+    assert_eq!(b.read("kept.txt").as_deref(), Some("as it was\n"));
+    assert_eq!(b.read("sub/new.txt").as_deref(), Some("made then\n"));
+    assert_eq!(b.read("only-here.txt"), None);
+    // The other workspace is as it was.
+    assert_eq!(a.read("kept.txt").as_deref(), Some("changed after\n"));
+    assert!(b
+        .checkpoints
+        .adopt(&a.checkpoints, "not-a-sha")
+        .await
+        .is_err());
+}
+
+#[tokio::test]
 async fn forgetting_a_conversation_drops_its_checkpoints_and_no_others() {
     let fx = Fixture::new();
     let (a, b) = ("conv-a".to_string(), "conv-b".to_string());

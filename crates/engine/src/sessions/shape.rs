@@ -9,6 +9,8 @@
 use agent_nvim_vocab::conversation::{AgentUpdate, ConversationEvent};
 use agent_nvim_vocab::events::Event;
 
+use std::os::unix::fs::DirBuilderExt as _;
+
 use super::{Conversation, Record, Store, StoreError};
 
 /// The record that names a conversation `title`.
@@ -72,6 +74,29 @@ impl Store {
         writer.write(title_record(title));
         writer.flush();
         Ok(writer.id().to_string())
+    }
+
+    /// Moves conversation `id` to `other` (another workspace's store: a fork with code works in
+    /// a worktree, whose conversations are listed apart).
+    pub fn move_to(&self, other: &Store, id: &str) -> Result<(), StoreError> {
+        if !super::valid_id(id) {
+            return Err(StoreError::BadId(id.to_string()));
+        }
+        let from = self.dir().join(format!("{id}.jsonl"));
+        let to = other.dir().join(format!("{id}.jsonl"));
+        let io = |source| super::missing_or(id, &from, source);
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(other.dir())
+            .map_err(io)?;
+        if to.exists() {
+            return Err(StoreError::Io {
+                context: format!("cannot move {id}: {} exists", to.display()),
+                source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+            });
+        }
+        std::fs::rename(&from, &to).map_err(io)
     }
 
     /// Deletes conversation `id`: its file and its note.
