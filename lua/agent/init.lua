@@ -212,25 +212,7 @@ function M.new(opts)
   local conversations = require("agent.conversations")
   local worktree = opts and opts.worktree
   if worktree or (not (opts and opts.here) and conversations.in_tab()) then
-    H.ensure_init()
-    local conversation, err = conversations.make()
-    if not conversation then
-      vim.notify(err, vim.log.levels.ERROR)
-      return
-    end
-    if worktree then
-      conversation.worktree = { branch = type(worktree) == "string" and worktree or nil }
-    end
-    if conversations.in_tab() then
-      vim.cmd.tabnew()
-    end
-    -- The empty buffer a new tab page starts with goes when the chat is there.
-    local scratch = vim.api.nvim_get_current_buf()
-    conversations.place(conversation, vim.api.nvim_get_current_tabpage())
-    M.open()
-    if vim.api.nvim_buf_is_valid(scratch) and vim.api.nvim_buf_get_name(scratch) == "" then
-      vim.bo[scratch].bufhidden = "wipe"
-    end
+    H.new_in_tab(worktree)
     return
   end
   H.here(function()
@@ -247,6 +229,33 @@ function M.new(opts)
       conversation.name = nil
     end
   end)
+end
+
+--- A new conversation shown in this tab page (a new one when this one shows one), opened; with
+--- `worktree`, in a git worktree of its own (a branch name, or true). Nil after saying why
+--- when no more may be made.
+function H.new_in_tab(worktree)
+  local conversations = require("agent.conversations")
+  H.ensure_init()
+  local conversation, err = conversations.make()
+  if not conversation then
+    vim.notify(err, vim.log.levels.ERROR)
+    return nil
+  end
+  if worktree then
+    conversation.worktree = { branch = type(worktree) == "string" and worktree or nil }
+  end
+  if conversations.in_tab() then
+    vim.cmd.tabnew()
+  end
+  -- The empty buffer a new tab page starts with goes when the chat is there.
+  local scratch = vim.api.nvim_get_current_buf()
+  conversations.place(conversation, vim.api.nvim_get_current_tabpage())
+  M.open()
+  if vim.api.nvim_buf_is_valid(scratch) and vim.api.nvim_buf_get_name(scratch) == "" then
+    vim.bo[scratch].bufhidden = "wipe"
+  end
+  return conversation
 end
 
 ---@class agent.ConversationRow
@@ -396,9 +405,11 @@ function M.fork(opts)
   end
   -- A conversation of its own (a new tab page when this one has one; with its files, in a
   -- worktree of its own), resumed from the fork.
-  M.new(source.checkpoint and { worktree = true } or nil)
+  local fork = H.new_in_tab(source.checkpoint ~= nil)
+  if not fork then
+    return false -- no more conversations may be made (said); the one forked from is as it was
+  end
   local conversations = require("agent.conversations")
-  local fork = conversations.in_tab() or conversations.active()
   conversations.rename(fork, source.title)
   if source.checkpoint then
     local ok = conversations.acting(fork.id, function()

@@ -93,11 +93,9 @@ impl Target {
                         ))
                     })?,
                 None => {
-                    checkpoints
-                        .snapshot(crate::checkpoint::Kind::Edit, "the files when forked")
-                        .await
-                        .map_err(failed)?
-                        .id
+                    return Err(Value::from(
+                        "agent: fork with code needs the prompt to fork before (:Agent fork with code 2): its files are that prompt's checkpoint",
+                    ))
                 }
             })
         } else {
@@ -124,6 +122,11 @@ impl Target {
     ) -> std::result::Result<Value, Value> {
         let adopt = protocol::arg::<protocol::Adopt>(args)
             .map_err(|err| Value::from(format!("agent: bad adopt message ({err})")))?;
+        if adopt.from == self.slot.id {
+            return Err(Value::from(
+                "agent: a fork's files go into the fork's own worktree, not the conversation forked from",
+            ));
+        }
         let source = self
             .slots
             .get(adopt.from)
@@ -156,11 +159,9 @@ impl Target {
         let here =
             here.ok_or_else(|| Value::from("agent: checkpoints are off (no state directory)"))?;
         let failed = |err: crate::checkpoint::CheckpointError| Value::from(format!("agent: {err}"));
-        here.adopt(&from, &adopt.checkpoint).await.map_err(failed)?;
+        let adopted = here.adopt(&from, &adopt.checkpoint).await.map_err(failed)?;
         let editor = super::adapters::NvimEditor { nvim };
-        here.restore(&adopt.checkpoint, &editor)
-            .await
-            .map_err(failed)?;
+        here.restore(&adopted, &editor).await.map_err(failed)?;
         if let Some(id) = &adopt.session {
             let theirs = source.of_session(|s| s.store.clone()).await?;
             let ours = self.slot.of_session(|s| s.store.clone()).await?;

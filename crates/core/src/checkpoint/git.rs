@@ -91,6 +91,11 @@ impl Git {
             .env("GIT_NO_REPLACE_OBJECTS", "1")
             .env("GIT_LITERAL_PATHSPECS", "1")
             .env("GIT_TERMINAL_PROMPT", "0")
+            // The one transport a shadow repository uses is a local path (a fork with code
+            // fetches another's checkpoint): whatever its config says (`url.*.insteadOf`,
+            // `protocol.*.allow`), no other runs, and nothing a URL could name.
+            .env("GIT_ALLOW_PROTOCOL", "file")
+            .env("GIT_PROTOCOL_FROM_USER", "0")
             .env("GIT_DIR", &self.dir)
             .env("GIT_WORK_TREE", &self.work_tree)
             .current_dir(&self.work_tree)

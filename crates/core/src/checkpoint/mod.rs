@@ -412,8 +412,9 @@ impl Checkpoints {
     /// Makes `from`'s checkpoint `id` (a commit of its shadow repository, another workspace's)
     /// one of this workspace's, to [`Checkpoints::restore`] here: its objects fetched, with its
     /// files' permission bits, under `refs/agent-adopted/{id}`. A fork with code puts a
-    /// conversation's files as they were at one of its prompts into a worktree this way.
-    pub async fn adopt(&self, from: &Checkpoints, id: &str) -> Result<(), CheckpointError> {
+    /// conversation's files as they were at one of its prompts into a worktree this way. The
+    /// commit's full id, to restore (an abbreviated one could name another commit here).
+    pub async fn adopt(&self, from: &Checkpoints, id: &str) -> Result<String, CheckpointError> {
         let source = from.commit_of(id).await?;
         let _state = self.ready().await?;
         let dir = from.dir().display().to_string();
@@ -432,7 +433,7 @@ impl Checkpoints {
             .git
             .run(&["fetch", "--no-tags", "--quiet", "--", &dir, &modes], b"")
             .await;
-        Ok(())
+        Ok(source)
     }
 
     /// Forgets `conversation`'s checkpoints (its refs, `refs/agent/{conversation}/*`), when its

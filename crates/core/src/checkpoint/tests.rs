@@ -557,12 +557,14 @@ async fn another_workspaces_checkpoint_is_adopted_and_restored_here() {
     let b = Fixture::new();
     b.write("kept.txt", "the worktree's\n");
     b.write("only-here.txt", "x\n");
-    b.checkpoints
+    let adopted = b
+        .checkpoints
         .adopt(&a.checkpoints, &point.id)
         .await
         .unwrap();
+    assert_eq!(adopted, point.id);
     b.checkpoints
-        .restore(&point.id, &Buffers::default())
+        .restore(&adopted, &Buffers::default())
         .await
         .unwrap();
     assert_eq!(b.read("kept.txt").as_deref(), Some("as it was\n"));
