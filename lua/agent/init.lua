@@ -425,6 +425,12 @@ function M.fork(opts)
       return true
     end)
     if not ok then
+      -- Nothing of the fork is kept: its saved file and its conversation go (a worktree made
+      -- stays, named in its chat: git worktree remove takes it).
+      conversations.acting(source.from, function()
+        require("agent.rpc").session_delete(source.id)
+      end)
+      M.close(fork.id)
       return false
     end
   end

@@ -136,7 +136,7 @@ impl Target {
             .await?
             .ok_or_else(|| Value::from("agent: checkpoints are off (no state directory)"))?;
         // The fork's `start` (its worktree made) may still be under way.
-        for _ in 0..600 {
+        for _ in 0..200 {
             if self.slot.session.lock().await.is_some() {
                 break;
             }

@@ -84,19 +84,19 @@ impl Store {
         }
         let from = self.dir().join(format!("{id}.jsonl"));
         let to = other.dir().join(format!("{id}.jsonl"));
-        let io = |source| super::missing_or(id, &from, source);
+        let io = |source| StoreError::Io {
+            context: format!("cannot move conversation {id} to {}", other.dir().display()),
+            source,
+        };
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(other.dir())
             .map_err(io)?;
-        if to.exists() {
-            return Err(StoreError::Io {
-                context: format!("cannot move {id}: {} exists", to.display()),
-                source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
-            });
-        }
-        std::fs::rename(&from, &to).map_err(io)
+        // A second name, then the first one gone: never over a file already there (the link
+        // fails when one is), never half moved.
+        std::fs::hard_link(&from, &to).map_err(io)?;
+        std::fs::remove_file(&from).map_err(io)
     }
 
     /// Deletes conversation `id`: its file and its note.
@@ -437,6 +437,30 @@ mod tests {
             .any(|r| matches!(r, Record::Prompt { text } if text == "four")));
         let view: Vec<_> = forked.model_view();
         assert_eq!(view.len(), 4, "{view:?}");
+    }
+
+    #[test]
+    fn a_conversation_moves_to_another_store_never_over_one_there() {
+        let state = tempfile::tempdir().unwrap();
+        let main = Store::new(state.path(), std::path::Path::new("/w"));
+        let worktree = Store::new(state.path(), std::path::Path::new("/w-tree"));
+        let writer = main.create("built-in").unwrap();
+        let id = writer.id().to_string();
+        writer.write(Record::Prompt { text: "p".into() });
+        writer.flush();
+        drop(writer);
+        main.move_to(&worktree, &id).unwrap();
+        assert!(main.list().is_empty());
+        assert_eq!(worktree.list()[0].id, id);
+        // Back, over nothing; then again over a file now there: refused, both kept.
+        worktree.move_to(&main, &id).unwrap();
+        std::fs::write(worktree.dir().join(format!("{id}.jsonl")), "theirs").unwrap();
+        assert!(main.move_to(&worktree, &id).is_err());
+        assert!(main.dir().join(format!("{id}.jsonl")).exists());
+        assert_eq!(
+            std::fs::read_to_string(worktree.dir().join(format!("{id}.jsonl"))).unwrap(),
+            "theirs"
+        );
     }
 
     #[test]
