@@ -308,8 +308,8 @@ function H.range(buf, opts)
 end
 
 --- Lines `first`..`last` and `around` lines each side, each as `12: text`, within
---- M.CONTEXT_CHARS: the asked lines first (the last one cut if it must be), then the lines
---- around them, nearest first, one above and one below in turn, while the budget lasts.
+--- M.CONTEXT_CHARS: the asked lines first, then the lines around them, nearest first, one
+--- above and one below in turn, while the budget lasts (as an ask takes them).
 function H.excerpt(buf, first, last, around)
   local count = vim.api.nvim_buf_line_count(buf)
   local order = {}
@@ -324,28 +324,10 @@ function H.excerpt(buf, first, last, around)
       order[#order + 1] = last + d
     end
   end
-  local taken, left = {}, M.CONTEXT_CHARS
-  local low, high = first, first
-  for _, n in ipairs(order) do
-    if left <= 0 then
-      break
-    end
-    local line = ("%d: %s"):format(n, vim.api.nvim_buf_get_lines(buf, n - 1, n, false)[1] or "")
-    if #line + 1 > left then
-      if n < first or n > last then
-        break -- a line around the range is sent whole or not at all
-      end
-      line = vim.fn.strcharpart(line, 0, math.max(0, left - 1))
-    end
-    taken[n] = line
-    left = left - #line - 1
-    low, high = math.min(low, n), math.max(high, n)
-  end
+  local taken, low, high = require("agent.text").take_lines(buf, order, M.CONTEXT_CHARS)
   local lines = {}
   for n = low, high do
-    if taken[n] then
-      lines[#lines + 1] = taken[n]
-    end
+    lines[#lines + 1] = taken[n]
   end
   return table.concat(lines, "\n")
 end

@@ -113,4 +113,44 @@ function M.lines(output, indent)
   return lines
 end
 
+--- Reads buffer `buf`'s lines numbered in `order` (the first is kept whatever it costs, cut to
+--- the budget), each as `12: text`, until `budget` characters are used: what an ask and an
+--- inline edit send about some lines. Returns them by number, the first and last number taken
+--- (a contiguous run), and whether anything was left out.
+---@param buf integer
+---@param order integer[]
+---@param budget integer
+---@return table<integer, string> taken
+---@return integer first
+---@return integer last
+---@return boolean cut
+function M.take_lines(buf, order, budget)
+  local taken, left = {}, budget
+  local first, last = order[1], order[1]
+  local cut = false
+  for _, n in ipairs(order) do
+    if left <= 0 then
+      cut = true
+      break
+    end
+    local text = ("%d: %s"):format(n, vim.api.nvim_buf_get_lines(buf, n - 1, n, false)[1] or "")
+    local chars = vim.fn.strchars(text) + 1
+    if chars > left then
+      text = vim.fn.strcharpart(text, 0, math.max(0, left - 1))
+      cut = true
+    end
+    taken[n] = text
+    left = left - chars
+    first, last = math.min(first, n), math.max(last, n)
+  end
+  -- A line left out in the middle would leave a gap: keep the run from the first line on.
+  for n = first, last do
+    if not taken[n] then
+      last = n - 1
+      break
+    end
+  end
+  return taken, first, last, cut
+end
+
 return M

@@ -82,6 +82,17 @@ pub fn agent(
     instructions: Vec<String>,
 ) -> Result<Agent, ProviderError> {
     let executor = Executor::new(tools).with_tool(Box::new(InlineEdit::new(path, buffer)));
+    over(choice, executor, max_turns, instructions)
+}
+
+/// An agent over `executor`, talking to the provider `choice` names, with the project's
+/// instruction files.
+fn over(
+    choice: &ProviderChoice,
+    executor: Executor,
+    max_turns: u32,
+    instructions: Vec<String>,
+) -> Result<Agent, ProviderError> {
     let provider = ProviderConfig::resolve(choice, &|name| std::env::var(name).ok())?;
     let client = Client::new(provider, &executor.catalogue())?;
     Ok(Agent::new(client, executor, max_turns).with_instructions(instructions))
@@ -94,10 +105,7 @@ pub fn side_agent(
     tools: ToolContext,
     instructions: Vec<String>,
 ) -> Result<Agent, ProviderError> {
-    let executor = Executor::new(tools);
-    let provider = ProviderConfig::resolve(choice, &|name| std::env::var(name).ok())?;
-    let client = Client::new(provider, &executor.catalogue())?;
-    Ok(Agent::new(client, executor, 1).with_instructions(instructions))
+    over(choice, Executor::new(tools), 1, instructions)
 }
 
 #[cfg(test)]

@@ -55,7 +55,7 @@ function M.cursor()
       order[#order + 1] = line + d
     end
   end
-  local taken, first, last, cut = M.take_lines(order)
+  local taken, first, last, cut = require("agent.text").take_lines(0, order, M.CONTEXT_CHARS)
   local what = first == last and ("line %d"):format(line) or ("lines %d-%d, around line %d,"):format(first, last, line)
   return {
     label = ("line %d of %s"):format(line, path),
@@ -77,50 +77,12 @@ function M.selection(first, last)
   for n = first, last do
     order[#order + 1] = n
   end
-  local taken, from, to, cut = M.take_lines(order)
+  local taken, from, to, cut = require("agent.text").take_lines(0, order, M.CONTEXT_CHARS)
   local what = first == last and ("line %d"):format(first) or ("lines %d-%d"):format(first, last)
   return {
     label = ("%s of %s"):format(what, path),
     text = "Selected " .. M.fenced(path, what, taken, from, to, cut),
   }
-end
-
---- Reads the current buffer's lines numbered in `order` (the first is kept whatever it costs,
---- cut to the budget), each as `12: text`, until M.CONTEXT_CHARS characters are used. Returns
---- them by number, the first and last number taken (a contiguous run), and whether anything
---- was left out.
----@param order integer[]
----@return table<integer, string> taken
----@return integer first
----@return integer last
----@return boolean cut
-function M.take_lines(order)
-  local taken, left = {}, M.CONTEXT_CHARS
-  local first, last = order[1], order[1]
-  local cut = false
-  for _, n in ipairs(order) do
-    if left <= 0 then
-      cut = true
-      break
-    end
-    local text = ("%d: %s"):format(n, vim.api.nvim_buf_get_lines(0, n - 1, n, false)[1] or "")
-    local chars = vim.fn.strchars(text) + 1
-    if chars > left then
-      text = vim.fn.strcharpart(text, 0, math.max(0, left - 1))
-      cut = true
-    end
-    taken[n] = text
-    left = left - chars
-    first, last = math.min(first, n), math.max(last, n)
-  end
-  -- A line left out in the middle would leave a gap: keep the run from the first line on.
-  for n = first, last do
-    if not taken[n] then
-      last = n - 1
-      break
-    end
-  end
-  return taken, first, last, cut
 end
 
 --- `{what} of {path}:` and the `taken` lines `first`..`last` in a fence longer than any backtick
