@@ -176,6 +176,7 @@ async fn resume() {
     }
     let mut messages = vec![Saved::User {
         text: "read every file".into(),
+        images: Vec::new(),
     }];
     for i in 0..ROWS {
         messages.push(Saved::Assistant {

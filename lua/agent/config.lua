@@ -108,6 +108,8 @@ H.defaults = {
     diff = { -- keys in :Agent diff's view (in the file's buffer, while the view shows it)
       revert = "gs", -- take the change under the cursor back to the checkpoint's version; false: none
     },
+    paste_image = "<C-v>", -- in the input (Insert and Normal mode): paste the clipboard's image
+    --                         (:help agent-images); not mapped over a mapping of yours; false: none
     edit = "<leader>ae", -- edit the selection, or the function (treesitter) or line at the cursor, in
     --                       place (:Agent edit); false: no mapping
     inline = { -- keys in a buffer while an inline edit's proposal is open (buffer-local, then removed);
@@ -146,7 +148,8 @@ H.defaults = {
   --                                            read again before each prompt; false: none
   models = {}, -- what :Agent model offers besides the provider's default: { "claude-opus-4-1" };
   --              a model's settings go under its name (over the built-in table, :help agent-models):
-  --              { ["my-model"] = { context = 32000, price = { input = 3, output = 15 } } }
+  --              { ["my-model"] = { context = 32000, price = { input = 3, output = 15 },
+  --                                 images = false } } (false: it reads text only)
   -- thinking = nil,      -- Anthropic extended thinking: { budget = 8000 } tokens, or false; nil:
   --                         8000 for the models that think (Claude 4 and 3.7), off for the others
   -- reasoning = nil,     -- OpenAI reasoning: { effort = "low" | "medium" | "high" }; nil: the model's
@@ -160,6 +163,11 @@ H.defaults = {
   },
   ask = {
     context_lines = 20, -- lines before and after the cursor line the ask mapping sends
+  },
+  images = { -- images in prompts (:help agent-images)
+    -- clipboard = nil,   -- the command that prints the clipboard's image: { "wl-paste", "--type",
+    --                       "image/png" }; nil: the first of wl-paste, xclip, xsel, pngpaste,
+    --                       osascript found (:checkhealth agent says which)
   },
   inline = { -- inline edits (:Agent edit, :help agent-inline)
     context_lines = 20, -- lines before and after the range sent with it
@@ -311,6 +319,10 @@ function H.model_entry(value)
           return false
         end
       end
+    elseif field == "images" then
+      if type(v) ~= "boolean" then
+        return false
+      end
     else
       return false
     end
@@ -321,7 +333,7 @@ end
 --- `models`: names (the list part) and settings by name (`["name"] = { ... }`).
 function H.models(v)
   local expected = 'a list of model names, and settings by name: { "claude-opus-4-1", ["m"] = { context = 32000, '
-    .. "price = { input = 3, output = 15, cache_write = 3.75, cache_read = 0.3 } } }"
+    .. "price = { input = 3, output = 15, cache_write = 3.75, cache_read = 0.3 }, images = false } }"
   if type(v) ~= "table" then
     return expected
   end
@@ -429,6 +441,21 @@ H.schema = {
   ["keymaps.approval.drop_hunk"] = key,
   ["keymaps.approval.scroll_down"] = key,
   ["keymaps.approval.scroll_up"] = key,
+  ["keymaps.paste_image"] = function(v)
+    return (type(v) == "string" and v ~= "") or v == false or "string or false"
+  end,
+  images = table_,
+  ["images.clipboard"] = function(v)
+    local ok = v == nil
+      or (
+        type(v) == "table"
+        and #v >= 1
+        and vim.iter(v):all(function(a)
+          return type(a) == "string" and a ~= ""
+        end)
+      )
+    return ok or 'a command as a list of strings ({ "wl-paste", "--type", "image/png" }) or nil'
+  end,
   ["keymaps.edit"] = function(v)
     return (type(v) == "string" and v ~= "") or v == false or "string or false"
   end,

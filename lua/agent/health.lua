@@ -1,6 +1,7 @@
 --- :checkhealth agent: Neovim's version, the backend and its version, the configuration, the
 --- shell, the sandbox (Landlock's ABI and what is in force), git (which checkpoints need), the
---- provider, base URL and model in use, and where the key comes from (never its value).
+--- provider, base URL and model in use, where the key comes from (never its value), and the
+--- clipboard tool images are pasted with.
 
 local M = {}
 local H = {}
@@ -40,7 +41,33 @@ function M.check()
   H.provider(config.options)
   H.keys(config.options)
   H.pass_env(config.options.pass_env)
+  H.clipboard(config.options)
   health.info("log file: " .. require("agent.rpc").logfile())
+end
+
+-- Which command reads the clipboard's image (#clipboard, the paste key), and the paste key.
+function H.clipboard(options)
+  local health = vim.health
+  local argv, why = require("agent.clipboard").command()
+  if argv then
+    health.ok(("clipboard images: %s (#clipboard and the paste key read them)"):format(table.concat(argv, " ")))
+  else
+    health.warn(("clipboard images: %s"):format(why), {
+      "images attached with @path/to/shot.png still work",
+    })
+  end
+  local key = options.keymaps.paste_image
+  if key then
+    local free = require("agent.chat.window").unshadowed(key, { "i", "n" })
+    if #free < 2 then
+      health.info(
+        ("paste key %s: not mapped in the input's %s mode, where a mapping of yours has it (keymaps.paste_image)"):format(
+          key,
+          #free == 0 and "Insert and Normal" or (free[1] == "i" and "Normal" or "Insert")
+        )
+      )
+    end
+  end
 end
 
 function H.backend()

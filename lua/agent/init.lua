@@ -69,7 +69,7 @@ function H.ask(prompt, opts)
   end
   -- `@path` and `#buffer`... attached (see :help agent-context); an external agent's own
   -- command goes as typed.
-  local expanded = require("agent.slash").for_agent(prompt) and { text = prompt, attachments = {} }
+  local expanded = require("agent.slash").for_agent(prompt) and { text = prompt, attachments = {}, images = {} }
     or require("agent.context").expand(prompt)
   local context = opts and opts.context
   local shown = context and (prompt .. "\n\n" .. context) or prompt
@@ -80,7 +80,7 @@ function H.ask(prompt, opts)
     chat.open({ focus = false })
   end
   chat.user_prompt(shown, expanded.attachments, prompt)
-  rpc.prompt(context and (expanded.text .. "\n\n" .. context) or expanded.text)
+  rpc.prompt(context and (expanded.text .. "\n\n" .. context) or expanded.text, expanded.images)
   conversations.name_from(conversations.active(), prompt)
   return true
 end

@@ -432,7 +432,9 @@ pub fn run_agent(args: RunArgs) -> Result<u8> {
             }
         });
         let printer = tokio::spawn(print_events(received));
-        let outcome = conversation.prompt(args.prompt, &events, &cancel).await;
+        let outcome = conversation
+            .prompt(args.prompt.into(), &events, &cancel)
+            .await;
         drop(events);
         let _ = printer.await;
         Ok::<u8, Error>(match outcome {

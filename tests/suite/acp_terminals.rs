@@ -228,7 +228,7 @@ async fn stopping_the_turn_kills_the_running_terminals() {
     let (outcome, ()) = tokio::time::timeout(
         Duration::from_secs(20),
         futures::future::join(
-            session.prompt(format!("terminal-unasked {line}"), &cancel),
+            session.prompt(format!("terminal-unasked {line}").into(), &cancel),
             canceller,
         ),
     )

@@ -97,7 +97,7 @@ fn agent_keyed(
 async fn prompt(agent: &mut Agent, text: &str) -> (Outcome, Vec<Event>) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let outcome = agent
-        .prompt(text.to_string(), &tx, &CancellationToken::new())
+        .prompt(text.into(), &tx, &CancellationToken::new())
         .await;
     drop(tx);
     let mut events = Vec::new();
@@ -862,6 +862,7 @@ async fn ollama_gets_num_ctx_from_the_model_table_and_a_model_without_tools_is_n
         agent_nvim::llm::models::ModelEntry {
             context: Some(32_768),
             price: None,
+            images: None,
         },
     );
     let mut tuned = agent_tuned(&mock, Wire::Ollama, dir.path(), 40, tuning);
@@ -961,6 +962,7 @@ fn priced() -> Tuning {
                 cache_write: 3000.0,
                 cache_read: 300.0,
             }),
+            images: None,
         },
     );
     tuning
@@ -1128,6 +1130,7 @@ fn compacting_agent(mock: &MockLlm, root: &Path, context: u64) -> Agent {
         agent_nvim::llm::models::ModelEntry {
             context: Some(context),
             price: None,
+            images: None,
         },
     );
     agent_tuned(mock, Wire::Anthropic, root, 40, tuning).with_compaction(0.8, 1)
@@ -1374,6 +1377,7 @@ async fn refused_as_too_long_right_after_a_compaction_everything_but_the_prompt_
         agent_nvim::llm::models::ModelEntry {
             context: Some(200_000),
             price: None,
+            images: None,
         },
     );
     let mut agent =
@@ -1546,4 +1550,149 @@ async fn api_key_cmd_runs_once_when_the_first_request_needs_it_and_a_failure_say
          key, or remove api_key_cmd and export ANTHROPIC_API_KEY before starting Neovim"
     );
     assert_eq!(mock.requests().len(), 2);
+}
+
+/// The images of the last user message of `body`, as base64, in the shape `wire` sends them.
+fn images_sent(wire: Wire, body: &Value) -> Vec<String> {
+    let (messages, key) = match wire {
+        Wire::Responses => (body["input"].as_array().unwrap(), "content"),
+        _ => (body["messages"].as_array().unwrap(), "content"),
+    };
+    let last = messages.iter().rev().find(|m| m["role"] == "user").unwrap();
+    match wire {
+        Wire::Anthropic => last[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["type"] == "image")
+            .map(|b| {
+                assert_eq!(b["source"]["type"], "base64", "{b}");
+                assert_eq!(b["source"]["media_type"], "image/png", "{b}");
+                b["source"]["data"].as_str().unwrap().to_string()
+            })
+            .collect(),
+        Wire::OpenAi | Wire::OpenAiOllamaStyle => last[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["type"] == "image_url")
+            .map(|b| {
+                let url = b["image_url"]["url"].as_str().unwrap();
+                url.strip_prefix("data:image/png;base64,")
+                    .unwrap()
+                    .to_string()
+            })
+            .collect(),
+        Wire::Responses => last[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["type"] == "input_image")
+            .map(|b| {
+                let url = b["image_url"].as_str().unwrap();
+                url.strip_prefix("data:image/png;base64,")
+                    .unwrap()
+                    .to_string()
+            })
+            .collect(),
+        Wire::Ollama => last["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i.as_str().unwrap().to_string())
+            .collect(),
+    }
+}
+
+#[tokio::test]
+async fn a_prompts_images_go_as_base64_image_content_in_every_wire_format_and_again_next_turn() {
+    use agent_nvim::llm::{Image, Prompt};
+    use agent_nvim_fixtures::pictures;
+    let shot = pictures::png(64, 40, 1);
+    let pasted = pictures::png(30, 30, 2);
+    for wire in [Wire::Anthropic, Wire::OpenAi, Wire::Responses, Wire::Ollama] {
+        let dir = tempfile::tempdir().unwrap();
+        let mock = MockLlm::start(
+            wire,
+            vec![turn(vec![text("a chart")]), turn(vec![text("yes")])],
+        );
+        let mut agent = agent(&mock, wire, dir.path(), 5);
+        let asked = Prompt {
+            text: "what is in these?".into(),
+            images: vec![
+                Image::prepare("shot.png", shot.clone()).unwrap(),
+                Image::prepare("clipboard", pasted.clone()).unwrap(),
+            ],
+        };
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let outcome = agent.prompt(asked, &tx, &CancellationToken::new()).await;
+        assert_eq!(outcome, Outcome::Done, "{wire:?}");
+        let (outcome, _) = prompt(&mut agent, "and now?").await;
+        assert_eq!(outcome, Outcome::Done, "{wire:?}");
+        let requests = mock.requests();
+        let expected = vec![pictures::base64(&shot), pictures::base64(&pasted)];
+        assert_eq!(images_sent(wire, &requests[0].body), expected, "{wire:?}");
+        // The next request holds the same prompt, its images with it.
+        let again = &requests[1].body;
+        let first_user = match wire {
+            Wire::Responses => again["input"].as_array().unwrap().clone(),
+            _ => again["messages"].as_array().unwrap().clone(),
+        };
+        let with_images: Vec<&Value> = first_user
+            .iter()
+            .filter(|m| m["role"] == "user" && m.to_string().contains(&expected[0]))
+            .collect();
+        assert_eq!(with_images.len(), 1, "{wire:?}: {again}");
+        assert!(again.to_string().contains(&expected[1]), "{wire:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_model_known_to_read_text_only_is_refused_images_before_anything_is_sent() {
+    use agent_nvim::llm::{Image, Prompt};
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start(Wire::OpenAi, vec![turn(vec![text("ok")])]);
+    let mut tuning = Tuning::default();
+    tuning.models.insert(
+        "test-model".into(),
+        agent_nvim::llm::models::ModelEntry {
+            images: Some(false),
+            ..Default::default()
+        },
+    );
+    let mut agent = agent_tuned(&mock, Wire::OpenAi, dir.path(), 5, tuning);
+    let asked = Prompt {
+        text: "what is this?".into(),
+        images: vec![
+            Image::prepare("shot.png", agent_nvim_fixtures::pictures::png(8, 8, 3)).unwrap(),
+        ],
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let outcome = agent.prompt(asked, &tx, &CancellationToken::new()).await;
+    drop(tx);
+    assert_eq!(outcome, Outcome::Failed);
+    let mut errors = Vec::new();
+    while let Some(event) = rx.recv().await {
+        if let Event::Error { message } = event {
+            errors.push(message);
+        }
+    }
+    assert_eq!(
+        errors,
+        vec!["agent: test-model does not take images, so nothing was sent; pick a model that does with :Agent model, or send the prompt without the image".to_string()]
+    );
+    assert!(mock.requests().is_empty(), "nothing reached the model");
+    // The refused prompt is not in the history: the next one goes alone.
+    let (outcome, _) = prompt(&mut agent, "hello").await;
+    assert_eq!(outcome, Outcome::Done);
+    let messages = mock.requests()[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(messages.iter().filter(|m| m["role"] == "user").count(), 1);
+    // The built-in table knows gpt-3.5-turbo reads text only, and every model it lists reads
+    // images.
+    let table = Tuning::default();
+    assert!(!table.model("gpt-3.5-turbo").images);
+    assert!(table.model("claude-sonnet-4-5").images && table.model("gpt-5").images);
 }

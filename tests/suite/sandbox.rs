@@ -461,7 +461,7 @@ async fn terminal_exit(root: &Path, line: &str, policy: Option<Policy>) -> serde
     tokio::time::timeout(
         Duration::from_secs(20),
         session.prompt(
-            format!("terminal-unasked {line}"),
+            format!("terminal-unasked {line}").into(),
             &CancellationToken::new(),
         ),
     )

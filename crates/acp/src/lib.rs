@@ -43,9 +43,9 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities, Implementation,
-    InitializeRequest, NewSessionRequest, PromptRequest, ReadTextFileRequest, ReadTextFileResponse,
-    SessionId, TextContent, WriteTextFileRequest, WriteTextFileResponse,
+    CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities, ImageContent,
+    Implementation, InitializeRequest, NewSessionRequest, PromptRequest, ReadTextFileRequest,
+    ReadTextFileResponse, SessionId, TextContent, WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Dispatch, Responder};
 use agent_client_protocol::{
@@ -1156,7 +1156,11 @@ impl AcpSession {
     /// sent, open permission questions are answered `cancelled`, and the prompt's answer (stop
     /// reason `cancelled`) is waited for. An agent that exits mid-turn fails the turn with an
     /// Error event, and the session stays unusable.
-    pub async fn prompt(&self, text: String, cancel: &CancellationToken) -> Outcome {
+    pub async fn prompt(
+        &self,
+        prompt: agent_nvim_llm::Prompt,
+        cancel: &CancellationToken,
+    ) -> Outcome {
         self.shared.emit(Event::TurnStarted);
         if let Some(message) = self.dead_reason().await {
             return self.fail(message);
@@ -1164,6 +1168,14 @@ impl AcpSession {
         if let Some(message) = self.login_needed() {
             return self.fail(message);
         }
+        if !prompt.images.is_empty() && !self.offers.images {
+            // Refused before anything is sent, as for a model that reads text only.
+            return self.fail(format!(
+                "agent: {} does not take images (its promptCapabilities.image is not set), so nothing was sent; send the prompt without the image, or use an agent that takes them",
+                self.shared.name
+            ));
+        }
+        let agent_nvim_llm::Prompt { text, images } = prompt;
         let turn = self.shared.new_turn();
         // What the person changed in the agent's edits since its last prompt, said first.
         let notes = self.shared.take_notes();
@@ -1172,10 +1184,15 @@ impl AcpSession {
         } else {
             format!("{}\n\n{text}", notes.join("\n"))
         };
-        let request = Prompt(PromptRequest::new(
-            self.session_id(),
-            vec![ContentBlock::Text(TextContent::new(text))],
-        ));
+        let mut content = vec![ContentBlock::Text(TextContent::new(text))];
+        content.extend(images.iter().map(|image| {
+            if image.present() {
+                ContentBlock::Image(ImageContent::new(image.base64(), image.media_type.clone()))
+            } else {
+                ContentBlock::Text(TextContent::new(image.lost_line()))
+            }
+        }));
+        let request = Prompt(PromptRequest::new(self.session_id(), content));
         let answer = self.cx.send_request(request).block_task();
         tokio::pin!(answer);
         let answer = tokio::select! {
@@ -1631,7 +1648,7 @@ impl Conversation for AcpSession {
 
     fn prompt<'a>(
         &'a self,
-        text: String,
+        prompt: agent_nvim_llm::Prompt,
         events: &'a Events,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Outcome> {
@@ -1641,7 +1658,7 @@ impl Conversation for AcpSession {
                 .reports
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner) = Some(events.clone());
-            let outcome = AcpSession::prompt(self, text, cancel).await;
+            let outcome = AcpSession::prompt(self, prompt, cancel).await;
             // A version of the person's the agent never wrote is not kept for a later proposal.
             self.shared
                 .edited

@@ -41,6 +41,8 @@ pub struct Offers {
     pub directories: bool,
     /// `agentCapabilities.auth.logout`: `logout` works.
     pub logout: bool,
+    /// `promptCapabilities.image`: a prompt may hold images.
+    pub images: bool,
 }
 
 impl Offers {
@@ -52,6 +54,7 @@ impl Offers {
             close: session.close.is_some(),
             directories: session.additional_directories.is_some(),
             logout: capabilities.auth.logout.is_some(),
+            images: capabilities.prompt_capabilities.image,
         }
     }
 }

@@ -59,7 +59,7 @@ impl Conversation for Checkpointed {
 
     fn prompt<'a>(
         &'a self,
-        text: String,
+        prompt: agent_nvim_llm::Prompt,
         events: &'a Events,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Outcome> {
@@ -72,16 +72,16 @@ impl Conversation for Checkpointed {
             // after a conversation rewind (`Checkpoints::points`).
             let turn = self.inner.prompts().await.map(|prompts| prompts + 1);
             self.checkpoints
-                .checkpoint_at(Kind::Prompt, &text, turn)
+                .checkpoint_at(Kind::Prompt, &prompt.text, turn)
                 .await;
             let Some(notice) = self.checkpoints.take_notice() else {
-                return self.inner.prompt(text, events, cancel).await;
+                return self.inner.prompt(prompt, events, cancel).await;
             };
             // The notice goes right after the turn's first event, so `TurnStarted` stays first.
             let (inner_events, mut reported) = tokio::sync::mpsc::unbounded_channel();
             let inner_events = Events::new(inner_events);
             let run = async move {
-                let outcome = self.inner.prompt(text, &inner_events, cancel).await;
+                let outcome = self.inner.prompt(prompt, &inner_events, cancel).await;
                 drop(inner_events);
                 outcome
             };

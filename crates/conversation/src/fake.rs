@@ -126,12 +126,12 @@ impl Conversation for Fake {
 
     fn prompt<'a>(
         &'a self,
-        text: String,
+        prompt: agent_nvim_llm::Prompt,
         events: &'a Events,
         _cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Outcome> {
         match &self.on_prompt {
-            Some(script) => script(text, events.clone()),
+            Some(script) => script(prompt.text, events.clone()),
             None => Box::pin(async { Outcome::Done }),
         }
     }

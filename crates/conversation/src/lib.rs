@@ -111,7 +111,7 @@ pub trait Conversation: Send + Sync {
     /// conversation). The conversation stays usable whatever the outcome.
     fn prompt<'a>(
         &'a self,
-        text: String,
+        prompt: agent_nvim_llm::Prompt,
         events: &'a Events,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Outcome>;

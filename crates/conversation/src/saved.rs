@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use agent_nvim_llm::{CallResult, Message, ToolCall};
+use agent_nvim_llm::{CallResult, Image, Message, Prompt, ToolCall};
 use agent_nvim_text::text::title_of;
 use agent_nvim_vocab::approval::Decision;
 use agent_nvim_vocab::conversation::ConversationEvent;
@@ -50,14 +50,82 @@ pub enum Record {
     /// The conversation was rewound: the model's view is cut to its first `kept` messages
     /// (those saved before this line); `model` lines after it continue from there.
     Rewound { kept: usize },
+    /// The images the prompt just before it holds (`:help agent-images`), each saved in the
+    /// session folder's `images/`.
+    Images { images: Vec<SavedImage> },
+}
+
+/// An image of a prompt as saved: what it is, and the file in the session folder's `images/`
+/// that holds its bytes (empty when it could not be saved: it is then not sent again).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SavedImage {
+    pub name: String,
+    pub media_type: String,
+    pub width: u32,
+    pub height: u32,
+    pub file: String,
+}
+
+impl From<&Image> for SavedImage {
+    fn from(image: &Image) -> Self {
+        SavedImage {
+            name: image.name.clone(),
+            media_type: image.media_type.clone(),
+            width: image.width,
+            height: image.height,
+            file: image.file.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl SavedImage {
+    /// The image it describes, its bytes not yet read ([`Conversation::model_view`] reads
+    /// them).
+    fn unread(&self) -> Image {
+        Image::saved(
+            self.name.clone(),
+            self.media_type.clone(),
+            (self.width, self.height),
+            self.file.clone(),
+            None,
+        )
+    }
+}
+
+/// The most bytes read back of one saved image (what [`agent_nvim_llm::image::MAX_BYTES`]
+/// allows, with room): a larger file is not one agent.nvim saved.
+const MAX_SAVED_IMAGE: u64 = 8 * 1024 * 1024;
+
+/// The bytes of the saved image `file` in `dir`, when it is a plain name there and can be read.
+pub fn read_saved_image(dir: &std::path::Path, file: &str) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let plain = !file.is_empty()
+        && file
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        && !file.starts_with('.');
+    if !plain {
+        return None;
+    }
+    let opened = std::fs::File::open(dir.join(file)).ok()?;
+    if !opened.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    opened.take(MAX_SAVED_IMAGE).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
 }
 
 /// One message of the model's view, as saved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Saved {
-    /// The user's prompt.
-    User { text: String },
+    /// The user's prompt, and its images when it has any.
+    User {
+        text: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<SavedImage>,
+    },
     /// One model response: its text and its tool calls, arguments as the model sent them, and
     /// the reasoning the provider wants back (absent in records written before it was kept).
     Assistant {
@@ -99,7 +167,10 @@ pub struct SavedResult {
 impl From<&Message> for Saved {
     fn from(message: &Message) -> Self {
         match message {
-            Message::User(text) => Saved::User { text: text.clone() },
+            Message::User(prompt) => Saved::User {
+                text: prompt.text.clone(),
+                images: prompt.images.iter().map(SavedImage::from).collect(),
+            },
             Message::Assistant {
                 text,
                 calls,
@@ -140,7 +211,10 @@ impl From<&Message> for Saved {
 impl From<Saved> for Message {
     fn from(saved: Saved) -> Self {
         match saved {
-            Saved::User { text } => Message::User(text),
+            Saved::User { text, images } => Message::User(Prompt {
+                text,
+                images: images.iter().map(SavedImage::unread).collect(),
+            }),
             Saved::Assistant {
                 text,
                 calls,
@@ -182,6 +256,8 @@ pub struct Conversation {
     pub header: Header,
     /// Every whole record, in order.
     pub records: Vec<Record>,
+    /// The folder its prompts' images are saved in, when it has one.
+    pub images: Option<std::path::PathBuf>,
 }
 
 impl Conversation {
@@ -194,7 +270,21 @@ impl Conversation {
         for record in &self.records {
             view.take(record);
         }
-        view.finish()
+        let mut messages: Vec<Message> = view.finish();
+        for message in &mut messages {
+            let Message::User(prompt) = message else {
+                continue;
+            };
+            for image in &mut prompt.images {
+                let data = self.images.as_deref().and_then(|dir| {
+                    read_saved_image(dir, image.file.as_deref().unwrap_or_default())
+                });
+                if let Some(data) = data {
+                    image.data = data.into();
+                }
+            }
+        }
+        messages
     }
 
     /// The compactions in force at the file's end: each `compacted` event recorded, less those
@@ -350,6 +440,11 @@ impl<T: ViewItem> View<T> {
                 self.messages.truncate(*kept);
                 self.compactions.retain(|c| c.upto <= *kept);
             }
+            Record::Images { images } => {
+                if let Some(turn) = self.cut.as_mut() {
+                    turn.images = images.iter().map(SavedImage::unread).collect();
+                }
+            }
             Record::Decided { .. } => {}
         }
     }
@@ -379,6 +474,7 @@ impl View<IsPrompt> {
 #[derive(Debug)]
 pub struct CutTurn {
     prompt: String,
+    images: Vec<Image>,
     text: String,
     tools: Vec<String>,
 }
@@ -387,6 +483,7 @@ impl CutTurn {
     fn new(prompt: &str) -> Self {
         CutTurn {
             prompt: prompt.to_string(),
+            images: Vec::new(),
             text: String::new(),
             tools: Vec::new(),
         }
@@ -419,7 +516,10 @@ impl CutTurn {
             reply.push('.');
         }
         [
-            Message::User(self.prompt),
+            Message::User(Prompt {
+                text: self.prompt,
+                images: self.images,
+            }),
             Message::Assistant {
                 text: reply,
                 calls: Vec::new(),

@@ -32,7 +32,7 @@ impl Conversation for Unavailable {
 
     fn prompt<'a>(
         &'a self,
-        _text: String,
+        _prompt: agent_nvim_llm::Prompt,
         events: &'a Events,
         _cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Outcome> {
@@ -72,6 +72,7 @@ mod tests {
         );
         assert_eq!(waiting.reset().await, Ok(()));
         let saved = crate::saved::Conversation {
+            images: None,
             header: crate::saved::Header {
                 agent_nvim_session: crate::saved::FORMAT,
                 id: "20261201-000000-0000".into(),

@@ -13,7 +13,7 @@ pub(crate) mod native;
 pub use native::Native;
 
 use crate::instructions;
-use crate::llm::{CallResult, Client, LlmError, Message, Progress, Request, Usage};
+use crate::llm::{CallResult, Client, LlmError, Message, Progress, Prompt, Request, Usage};
 use crate::tools::{Executor, CANCELLED};
 use agent_nvim_vocab::tools::ToolResult;
 
@@ -43,11 +43,14 @@ fn compaction_message(compaction: &Compaction) -> Message {
     } else {
         "prompts"
     };
-    Message::User(format!(
-        "[The earlier part of this conversation ({} {noun}) was replaced by this summary \
-         of it.]\n\n{}",
-        compaction.prompts, compaction.summary
-    ))
+    Message::User(
+        format!(
+            "[The earlier part of this conversation ({} {noun}) was replaced by this summary \
+             of it.]\n\n{}",
+            compaction.prompts, compaction.summary
+        )
+        .into(),
+    )
 }
 
 /// What a conversation's next request sends of `history` under `compactions` (oldest first):
@@ -490,7 +493,7 @@ impl Agent {
         let upto = prompts[prompts.len() - keep];
         let sent_before = self.messages().len() - (self.history.len() - upto);
         let mut asked: Vec<Message> = self.messages()[..sent_before].to_vec();
-        asked.push(Message::User(SUMMARY_REQUEST.to_string()));
+        asked.push(Message::User(SUMMARY_REQUEST.into()));
         let request = Request {
             system: &self.system,
             messages: &asked,
@@ -576,10 +579,9 @@ impl Agent {
         self.take_model_switch();
         let _ = self.refresh_instructions().await;
         let mut messages = view.to_vec();
-        messages.push(Message::User(format!(
-            "{ASIDE_PREFACE}\n\n{}",
-            question.trim()
-        )));
+        messages.push(Message::User(
+            format!("{ASIDE_PREFACE}\n\n{}", question.trim()).into(),
+        ));
         let request = Request {
             system: &self.system,
             messages: &messages,
@@ -717,7 +719,7 @@ impl Agent {
     /// (every tool call gets a result), so the next prompt works after a cancel or an error.
     pub async fn prompt(
         &mut self,
-        text: String,
+        prompt: Prompt,
         events: &impl Report,
         cancel: &CancellationToken,
     ) -> Outcome {
@@ -725,7 +727,7 @@ impl Agent {
             inner: events,
             cost: std::sync::Mutex::new(None),
         };
-        let outcome = self.turn(text, &costed, cancel).await;
+        let outcome = self.turn(prompt, &costed, cancel).await;
         if let Some(cost) = costed.cost.lock().ok().and_then(|kept| *kept) {
             self.cost += cost;
         }
@@ -735,13 +737,27 @@ impl Agent {
     /// One turn of [`Agent::prompt`].
     async fn turn(
         &mut self,
-        text: String,
+        prompt: Prompt,
         events: &impl Report,
         cancel: &CancellationToken,
     ) -> Outcome {
         let send = |event: Event| events.report(event);
         send(Event::TurnStarted);
         self.take_model_switch();
+        if !prompt.images.is_empty() && !self.client.config().model_info().images {
+            // Refused before anything is sent: the prompt stays out of the history.
+            let message = crate::llm::image::refused_for(&self.client.config().model);
+            send(Event::Error {
+                message: message.clone(),
+            });
+            return finish(
+                &send,
+                Usage::default(),
+                Spent(None),
+                Outcome::Failed,
+                message,
+            );
+        }
         // A read stuck on a hung file system must not keep the turn from being stopped.
         let notice = tokio::select! {
             notice = self.refresh_instructions() => notice,
@@ -753,7 +769,7 @@ impl Agent {
         if let Some(note) = self.executor.context().gate.sandbox_note() {
             send(Event::Notice { text: note });
         }
-        self.push(Message::User(text));
+        self.push(Message::User(prompt));
         let mut total = Usage::default();
         // None from the start for a model without a price: never `$0.00` for an unknown one.
         let mut spent = Spent(self.client.config().model_info().price.map(|_| 0.0));
@@ -999,13 +1015,17 @@ impl Agent {
     }
 }
 
+/// The characters an image is counted as in [`size`]: about what 1,600 tokens of text hold.
+const IMAGE_CHARS: usize = 6_400;
+
 /// The characters of what `messages` send (their text, calls and results): to scale a token
 /// count by, when the provider's count is all there is.
 fn size(messages: &[Message]) -> usize {
     messages
         .iter()
         .map(|m| match m {
-            Message::User(text) => text.len(),
+            // An image counts as what a large one costs (some 1,600 tokens).
+            Message::User(prompt) => prompt.text.len() + prompt.images.len() * IMAGE_CHARS,
             Message::Assistant {
                 text,
                 calls,

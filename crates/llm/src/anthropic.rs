@@ -60,7 +60,23 @@ pub fn tools(specs: &[ToolSpec]) -> Value {
 /// kept by the client ([`super::Client`]), so a request re-renders only what is new.
 pub(super) fn piece(message: &Message) -> Piece {
     let (role, blocks) = match message {
-        Message::User(text) => ("user", vec![json!({"type": "text", "text": text})]),
+        Message::User(prompt) => {
+            // Images first, as Anthropic advises, then the text about them.
+            let mut blocks: Vec<Value> = prompt
+                .images
+                .iter()
+                .map(|image| {
+                    if image.present() {
+                        json!({"type": "image", "source": {"type": "base64",
+                            "media_type": image.media_type, "data": image.base64()}})
+                    } else {
+                        json!({"type": "text", "text": image.lost_line()})
+                    }
+                })
+                .collect();
+            blocks.push(json!({"type": "text", "text": prompt.text}));
+            ("user", blocks)
+        }
         Message::Results(results) => (
             "user",
             results

@@ -8,6 +8,7 @@
 use agent_nvim_text::secrets;
 
 pub mod anthropic;
+pub mod image;
 pub mod key;
 pub mod models;
 pub mod ollama;
@@ -21,6 +22,7 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use agent_nvim_vocab::tools::ToolSpec;
+pub use image::{Image, ImageError};
 pub use key::{ApiKey, Key};
 pub use models::{ModelInfo, OpenAiApi, Price, Thinking, Tuning};
 
@@ -358,11 +360,34 @@ impl CallResult {
     }
 }
 
+/// What the person sent: the text (with any context the front end added) and the images
+/// attached to it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Prompt {
+    pub text: String,
+    pub images: Vec<Image>,
+}
+
+impl From<String> for Prompt {
+    fn from(text: String) -> Self {
+        Prompt {
+            text,
+            images: Vec::new(),
+        }
+    }
+}
+
+impl From<&str> for Prompt {
+    fn from(text: &str) -> Self {
+        Prompt::from(text.to_string())
+    }
+}
+
 /// The conversation, provider-neutral. Each provider renders it in its own format.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
-    /// What the user typed (with any context the front end added).
-    User(String),
+    /// What the user sent.
+    User(Prompt),
     /// One model response, with the reasoning the provider wants sent back.
     Assistant {
         text: String,

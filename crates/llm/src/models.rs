@@ -68,6 +68,9 @@ pub struct ModelInfo {
     pub known: bool,
     /// The most output tokens one response may hold, when known.
     pub max_output: Option<u32>,
+    /// It takes images in prompts (false only for a model known not to: a prompt with images
+    /// is refused before it is sent).
+    pub images: bool,
 }
 
 /// One entry of the person's `models` table: each field overrides the built-in one.
@@ -77,6 +80,9 @@ pub struct ModelEntry {
     pub context: Option<u64>,
     /// The prices.
     pub price: Option<Price>,
+    /// Whether it takes images (`models[name].images = false` for a local model that does
+    /// not).
+    pub images: Option<bool>,
 }
 
 /// `thinking` in setup(): the Anthropic thinking budget.
@@ -152,6 +158,9 @@ impl Tuning {
             responses_only: known.is_some_and(|k| k.responses_only),
             known: known.is_some() || entry.is_some(),
             max_output: known.and_then(|k| k.max_output),
+            images: entry
+                .and_then(|e| e.images)
+                .unwrap_or_else(|| !TEXT_ONLY.iter().any(|name| names(name, model))),
         }
     }
 
@@ -272,6 +281,16 @@ const fn openai(
     }
 }
 
+/// Models known to read text only: a prompt with images is refused before it reaches them.
+/// Every model of [`KNOWN`] takes images.
+const TEXT_ONLY: &[&str] = &[
+    "gpt-3.5-turbo",
+    "gpt-4",
+    "o1-mini",
+    "o3-mini",
+    "codex-mini-latest",
+];
+
 /// Current models, their windows and list prices (USD per million tokens) as the vendors
 /// publish them.
 const KNOWN: &[Known] = &[
@@ -371,6 +390,7 @@ mod tests {
             ModelEntry {
                 context: Some(1_000_000),
                 price: None,
+                images: None,
             },
         );
         let price = Price {
@@ -384,6 +404,7 @@ mod tests {
             ModelEntry {
                 context: None,
                 price: Some(price),
+                images: None,
             },
         );
         let sonnet = tuning.model("claude-sonnet-4-5");

@@ -77,7 +77,23 @@ pub async fn list_models(base_url: &str) -> Result<Vec<String>, LlmError> {
 /// their tool (the calls are in `previous`, the response they answer), each as JSON text.
 pub(super) fn piece(message: &Message, previous: Option<&Message>) -> Piece {
     let parts = match message {
-        Message::User(text) => vec![json!({"role": "user", "content": text})],
+        Message::User(prompt) => {
+            let mut text = prompt.text.clone();
+            let mut images = Vec::new();
+            for image in &prompt.images {
+                if image.present() {
+                    images.push(Value::String(image.base64()));
+                } else {
+                    text.push_str("\n\n");
+                    text.push_str(&image.lost_line());
+                }
+            }
+            let mut m = json!({"role": "user", "content": text});
+            if !images.is_empty() {
+                m["images"] = Value::Array(images);
+            }
+            vec![m]
+        }
         Message::Assistant { text, calls, .. } => {
             let mut m = json!({"role": "assistant", "content": text});
             if !calls.is_empty() {

@@ -25,7 +25,20 @@ pub fn tools(specs: &[ToolSpec]) -> Value {
 /// prefixed `ERROR: `), each as JSON text.
 pub(super) fn piece(message: &Message) -> Piece {
     let parts = match message {
-        Message::User(text) => vec![json!({"role": "user", "content": text})],
+        Message::User(prompt) if prompt.images.is_empty() => {
+            vec![json!({"role": "user", "content": prompt.text})]
+        }
+        Message::User(prompt) => {
+            let mut content = vec![json!({"type": "text", "text": prompt.text})];
+            content.extend(prompt.images.iter().map(|image| {
+                if image.present() {
+                    json!({"type": "image_url", "image_url": {"url": image.data_url()}})
+                } else {
+                    json!({"type": "text", "text": image.lost_line()})
+                }
+            }));
+            vec![json!({"role": "user", "content": content})]
+        }
         Message::Assistant { text, calls, .. } => {
             let content = if text.is_empty() {
                 Value::Null

@@ -32,8 +32,17 @@ pub fn tools(specs: &[ToolSpec]) -> Value {
 /// `ERROR: `; reasoning items in their place), each as JSON text.
 pub(super) fn piece(message: &Message) -> Piece {
     let items = match message {
-        Message::User(text) => vec![json!({"type": "message", "role": "user",
-            "content": [{"type": "input_text", "text": text}]})],
+        Message::User(prompt) => {
+            let mut content = vec![json!({"type": "input_text", "text": prompt.text})];
+            content.extend(prompt.images.iter().map(|image| {
+                if image.present() {
+                    json!({"type": "input_image", "image_url": image.data_url(), "detail": "auto"})
+                } else {
+                    json!({"type": "input_text", "text": image.lost_line()})
+                }
+            }));
+            vec![json!({"type": "message", "role": "user", "content": content})]
+        }
         Message::Assistant {
             text,
             calls,

@@ -135,6 +135,18 @@ function M.ensure_buffers()
     if approve then
       maps[#maps + 1] = { { "n", "i" }, approve, H.approve, "agent: go to the waiting question (:Agent approve)" }
     end
+    local paste = require("agent.config").options.keymaps.paste_image
+    local paste_modes = paste and M.unshadowed(paste, { "i", "n" }) or {}
+    if #paste_modes > 0 then
+      maps[#maps + 1] = {
+        paste_modes,
+        paste,
+        function()
+          require("agent.clipboard").paste(buf)
+        end,
+        "agent: paste the clipboard's image (:help agent-images)",
+      }
+    end
     H.keymaps(buf, maps)
     vim.api.nvim_create_autocmd({ "TextChanged", "TextChangedI", "BufWinEnter" }, {
       buffer = buf,
@@ -149,6 +161,22 @@ function M.ensure_buffers()
     end
   end
   return new_chat
+end
+
+--- The modes of `modes` in which `key` has no global mapping (the person's, or a plugin's):
+--- a default key never shadows one.
+---@param key string
+---@param modes string[]
+---@return string[]
+function M.unshadowed(key, modes)
+  return vim.tbl_filter(H.unmapped(key), modes)
+end
+
+function H.unmapped(key)
+  return function(mode)
+    local map = vim.fn.maparg(key, mode, false, true)
+    return vim.tbl_isempty(map) or map.buffer == 1
+  end
 end
 
 --- Opens the split (chat above, input below) in the current tab page where it is missing.

@@ -18,6 +18,7 @@ local H = {}
 ---@field text? string what the model reads (absent for a problem)
 ---@field shown? string the text made visible, folded under the row
 ---@field problem? string why nothing was attached (refused, not a text file)
+---@field image? boolean an image (`image: shot.png · 1280×720 · 240 KB`), sent beside the text
 
 --- The row of an answer of the backend's `attach` (protocol.rs `request::ATTACH`).
 ---@param answer table
@@ -46,7 +47,7 @@ function M.prompt(typed, attachments)
   end
   local parts = { typed }
   for _, a in ipairs(attachments) do
-    if a.problem then
+    if a.problem or a.image then
       parts[#parts + 1] = ("[attached: %s]"):format(a.row)
     else
       local fence = H.fence(a.text)
@@ -91,6 +92,9 @@ function M.parse(text)
       end
       attachments[#attachments + 1] = { row = row, shown = table.concat(body, "\n") }
       i = j + 1
+    elseif row:match("^image: ") then
+      attachments[#attachments + 1] = { row = row, image = true }
+      i = i + 1
     else
       attachments[#attachments + 1] = { row = row, problem = row }
       i = i + 1

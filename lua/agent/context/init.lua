@@ -20,6 +20,7 @@ M.items = {
   { word = "#selection", info = "the last selection" },
   { word = "#diagnostics", info = "its diagnostics" },
   { word = "#quickfix", info = "the quickfix list" },
+  { word = "#clipboard", info = "the clipboard's image" },
 }
 
 --- How many files `@` completion offers.
@@ -60,10 +61,11 @@ function M.origin()
 end
 
 --- The prompt with its context: `text` as the model reads it (the typed prompt, then each
---- attachment) and the attachments, for the chat's rows. A prompt without `@` or `#` items
---- comes back as it is, without asking the backend anything.
+--- attachment), the attachments, for the chat's rows, and the numbers the backend holds its
+--- images under (`@shot.png`, `#clipboard`, a pasted `#image:N`). A prompt without `@` or `#`
+--- items comes back as it is, without asking the backend anything.
 ---@param prompt string
----@return { text: string, attachments: agent.Attachment[] }
+---@return { text: string, attachments: agent.Attachment[], images: integer[] }
 function M.expand(prompt)
   -- What each item came from, by position: why it attached nothing is said in those words.
   local items, seen, origins = {}, {}, {}
@@ -82,6 +84,9 @@ function M.expand(prompt)
     if lead == "@" and #token > 1 then
       local path = H.path_token(token:sub(2))
       add({ path = path }, H.file_key(path), { label = "@ " .. path, missing = "no such file in the workspace" })
+    elseif token:match("^#image:%d+") then
+      local n = tonumber(token:match("^#image:(%d+)"))
+      add({ image = n }, "#image:" .. n, { label = "#image:" .. n, missing = "no such image" })
     elseif lead == "#" then
       local name = token:match("^#(%a+)")
       local gathered, why = H.gather(name)
@@ -99,16 +104,19 @@ function M.expand(prompt)
     end
   end
   if #items == 0 then
-    return { text = format.prompt(prompt, unattached), attachments = unattached }
+    return { text = format.prompt(prompt, unattached), attachments = unattached, images = {} }
   end
   local answers, err = require("agent.rpc").attach(items)
   if not answers then
     vim.notify(("agent: the prompt's attachments could not be read: %s"):format(err), vim.log.levels.WARN)
-    return { text = prompt, attachments = {} }
+    return { text = prompt, attachments = {}, images = {} }
   end
-  local attachments = {}
+  local attachments, images = {}, {}
   for i, answer in ipairs(answers) do
-    if answer.missing then
+    if answer.image then
+      images[#images + 1] = answer.image
+      attachments[#attachments + 1] = { row = answer.label, image = true }
+    elseif answer.missing then
       -- Nothing to attach: the chat (and the model) are told why, and the prompt still goes.
       local origin = origins[i] or { label = "@ ?", missing = "no such file" }
       attachments[#attachments + 1] = {
@@ -125,7 +133,7 @@ function M.expand(prompt)
     end
   end
   vim.list_extend(attachments, unattached)
-  return { text = format.prompt(prompt, attachments), attachments = attachments }
+  return { text = format.prompt(prompt, attachments), attachments = attachments, images = images }
 end
 
 ---@class agent.CompletionItem
@@ -350,6 +358,12 @@ function H.gather(name)
     return { H.diagnostics_item(buf) }
   elseif name == "quickfix" then
     return { H.quickfix_item() }
+  elseif name == "clipboard" then
+    local argv, why = require("agent.clipboard").command()
+    if not argv then
+      return {}, why
+    end
+    return { { clipboard = argv } }
   end
   return {}
 end

@@ -53,10 +53,11 @@ M.buffer_text = buffers.buffer_text
 M.reload = buffers.reload
 M.checktime = buffers.checktime
 
---- Runs a turn on `text`.
+--- Runs a turn on `text`, with the images the backend holds under the numbers `images`.
 ---@param text string
-function M.prompt(text)
-  wire.notify(wire.method.PROMPT, { text = text })
+---@param images? integer[]
+function M.prompt(text, images)
+  wire.notify(wire.method.PROMPT, { text = text, images = images and #images > 0 and images or nil })
 end
 
 --- Connects to an external ACP agent; prompts go to it until `new`.

@@ -518,7 +518,13 @@ mod tests {
             .slot
             .switch_to(Arc::new(starting("claude")))
             .await;
-        bridge.first().prompt(Prompt { text: "hi".into() }).await;
+        bridge
+            .first()
+            .prompt(Prompt {
+                text: "hi".into(),
+                images: Vec::new(),
+            })
+            .await;
         assert_eq!(
             next(&mut ui).await,
             UiEvent::error("agent: still starting claude; send the prompt again in a moment")
@@ -541,6 +547,7 @@ mod tests {
                 .first()
                 .prompt(Prompt {
                     text: conversation.name().into(),
+                    images: Vec::new(),
                 })
                 .await;
             assert_eq!(next(&mut ui).await, UiEvent::Agent(Event::TurnStarted));

@@ -372,7 +372,10 @@ mod tests {
     ) {
         let bridge = Bridge::new(CancellationToken::new());
         let mut ui = bridge.ui_rx.lock().await.take().unwrap();
-        let user = |text: &str| sessions::Saved::User { text: text.into() };
+        let user = |text: &str| sessions::Saved::User {
+            text: text.into(),
+            images: Vec::new(),
+        };
         let answer = || sessions::Saved::Assistant {
             text: "ok".into(),
             calls: vec![],
@@ -381,6 +384,7 @@ mod tests {
         let prompt = |text: &str| Record::Prompt { text: text.into() };
         let model = |messages| Record::Model { messages };
         let saved = sessions::Conversation {
+            images: None,
             header: sessions::Header {
                 agent_nvim_session: sessions::FORMAT,
                 id: "20261201-000000-0000".into(),
@@ -441,6 +445,7 @@ mod tests {
             .first()
             .prompt(protocol::Prompt {
                 text: "typed during a resume".into(),
+                images: Vec::new(),
             })
             .await;
         // Not refused: nothing is said while it waits.
@@ -472,6 +477,7 @@ mod tests {
             .first()
             .prompt(protocol::Prompt {
                 text: "waits".into(),
+                images: Vec::new(),
             })
             .await;
         drop(running);
@@ -600,7 +606,10 @@ mod tests {
         );
         one.slot.switch_to(fix.clone()).await;
         two.slot.switch_to(docs.clone()).await;
-        let prompt = || Prompt { text: "go".into() };
+        let prompt = || Prompt {
+            text: "go".into(),
+            images: Vec::new(),
+        };
         one.prompt(prompt()).await;
         two.prompt(prompt()).await;
         // Both turns run: each one's text and question come addressed to its own chat.

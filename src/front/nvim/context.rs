@@ -9,8 +9,9 @@ use serde::Deserialize;
 use super::protocol::{Attach, AttachItem, Files};
 use crate::display::{self, Layout};
 use crate::editor::Editor;
+use crate::llm::{image, Image};
 use crate::text::clamp_marked;
-use crate::tools::{attachment, Attachment};
+use crate::tools::{attachment, image_bytes, Attachment, ImageBytes};
 use crate::workspace::files::FileIndex;
 use crate::workspace::Workspace;
 
@@ -47,7 +48,12 @@ pub(super) const MAX_TOTAL_CHARS: usize = 100_000;
 /// `attach`: each item as the prompt attaches it, in order; once those before hold
 /// [`MAX_TOTAL_CHARS`] (each at most [`crate::text::MAX_CHARS`]), the rest are left out, each
 /// saying so (a word that is no file stays nothing).
-pub(super) async fn attach(workspace: &Workspace, editor: &dyn Editor, attach: Attach) -> Value {
+pub(super) async fn attach(
+    workspace: &Workspace,
+    editor: &dyn Editor,
+    held: &Held,
+    attach: Attach,
+) -> Value {
     let mut answers = Vec::with_capacity(attach.items.len());
     let mut total = 0;
     for value in attach.items {
@@ -65,6 +71,28 @@ pub(super) async fn attach(workspace: &Workspace, editor: &dyn Editor, attach: A
             continue;
         };
         let answer = match item {
+            AttachItem::Path { path } if is_image_name(&path) => {
+                let label = format!("@ {}", display::one_line(&path));
+                match image_bytes(workspace, &path, image::MAX_INPUT as u64).await {
+                    ImageBytes::File { rel, bytes } => {
+                        let name = rel.rsplit('/').next().unwrap_or(&rel).to_string();
+                        prepared(held, label, name, bytes).await
+                    }
+                    ImageBytes::Missing => Value::Map(vec![(Value::from("missing"), true.into())]),
+                    ImageBytes::Problem(why) => problem(label, &display::one_line(&why)),
+                }
+            }
+            AttachItem::Clipboard { argv } => match clipboard(&argv).await {
+                Ok(bytes) => prepared(held, "#clipboard".into(), "clipboard".into(), bytes).await,
+                Err(why) => problem("#clipboard".into(), &why),
+            },
+            AttachItem::Held { image: id } => match held.get(id) {
+                Some(image) => image_answer(image.row(), id),
+                None => problem(
+                    "image".into(),
+                    "this pasted image is no longer held (the backend restarted?); paste it again",
+                ),
+            },
             AttachItem::Path { path } => match attachment(workspace, editor, &path).await {
                 Attachment::File {
                     rel,
@@ -120,6 +148,156 @@ pub(super) async fn attach(workspace: &Workspace, editor: &dyn Editor, attach: A
         answers.push(answer);
     }
     Value::Array(answers)
+}
+
+/// The file names `@` attaches as an image, by their extension.
+fn is_image_name(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    [".png", ".jpg", ".jpeg", ".gif", ".webp"]
+        .iter()
+        .any(|ext| lower.ends_with(ext))
+}
+
+/// How long the clipboard tool may take.
+const CLIPBOARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The clipboard's image: what `argv` writes (Lua chose the tool: `wl-paste`, `xclip`, ...),
+/// at most [`image::MAX_INPUT`] bytes, in [`CLIPBOARD_TIMEOUT`]. Killed if it takes longer.
+async fn clipboard(argv: &[String]) -> Result<Vec<u8>, String> {
+    use tokio::io::AsyncReadExt;
+    let Some((program, args)) = argv.split_first() else {
+        return Err("no clipboard tool was named".into());
+    };
+    let tool = std::path::Path::new(program)
+        .file_name()
+        .map_or(program.clone(), |n| n.to_string_lossy().into_owned());
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|err| format!("{tool} could not be started: {err}"))?;
+    let mut stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| format!("{tool} gave no output"))?;
+    let read = async {
+        let mut bytes = Vec::new();
+        (&mut stdout)
+            .take(image::MAX_INPUT as u64 + 1)
+            .read_to_end(&mut bytes)
+            .await
+            .map(|_| bytes)
+    };
+    let bytes = match tokio::time::timeout(CLIPBOARD_TIMEOUT, read).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(err)) => return Err(format!("{tool} could not be read: {err}")),
+        Err(_) => {
+            return Err(format!(
+                "{tool} gave nothing in {} s",
+                CLIPBOARD_TIMEOUT.as_secs()
+            ))
+        }
+    };
+    drop(stdout);
+    let status = tokio::time::timeout(CLIPBOARD_TIMEOUT, child.wait()).await;
+    let ok = matches!(status, Ok(Ok(status)) if status.success());
+    if !ok || bytes.is_empty() {
+        return Err(format!("the clipboard holds no image ({tool} found none)"));
+    }
+    Ok(apple_data(&bytes).unwrap_or(bytes))
+}
+
+/// The bytes of osascript's `«data PNGf89504E47...»` (how it prints the clipboard as PNG), when
+/// `out` is that.
+fn apple_data(out: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(out).ok()?.trim();
+    let hex = text.strip_prefix("«data ")?.strip_suffix('»')?.get(4..)?;
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// `bytes` made ready to send (scaled off the async threads), held under a new number, and
+/// answered; or why not, under `label`.
+async fn prepared(held: &Held, label: String, name: String, bytes: Vec<u8>) -> Value {
+    let made = tokio::task::spawn_blocking(move || Image::prepare(&name, bytes)).await;
+    match made {
+        Ok(Ok(image)) => {
+            let row = image.row();
+            let id = held.hold(image);
+            image_answer(row, id)
+        }
+        Ok(Err(err)) => problem_value(label, &err.to_string()),
+        Err(err) => problem_value(label, &format!("could not be read: {err}")),
+    }
+}
+
+/// An image's answer: `label` is its row (`image: shot.png · 1280×720 · 240 KB`), `image`
+/// the number the prompt names it by; `chars` 0, since it holds no text.
+fn image_answer(row: String, id: u64) -> Value {
+    Value::Map(vec![
+        (Value::from("label"), Value::from(row)),
+        (Value::from("image"), Value::from(id)),
+        (Value::from("chars"), Value::from(0u64)),
+    ])
+}
+
+/// A refused item's answer.
+fn problem_value(label: String, problem: &str) -> Value {
+    Value::Map(vec![
+        (Value::from("label"), Value::from(label)),
+        (
+            Value::from("problem"),
+            Value::from(crate::secrets::redact(problem).as_ref()),
+        ),
+    ])
+}
+
+/// How many images one conversation holds between their attaching and their prompt: the
+/// oldest go first.
+const HELD_IMAGES: usize = 16;
+
+/// The images attached and not yet sent (or sent, and kept a while for a paste sent again),
+/// by number.
+#[derive(Default)]
+pub(super) struct Held {
+    inner: std::sync::Mutex<(u64, std::collections::VecDeque<(u64, Image)>)>,
+}
+
+impl Held {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, std::collections::VecDeque<(u64, Image)>)> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Holds `image` under a new number.
+    pub(super) fn hold(&self, image: Image) -> u64 {
+        let mut inner = self.lock();
+        inner.0 += 1;
+        let id = inner.0;
+        if inner.1.len() >= HELD_IMAGES {
+            inner.1.pop_front();
+        }
+        inner.1.push_back((id, image));
+        id
+    }
+
+    /// Image `id`, when still held.
+    pub(super) fn get(&self, id: u64) -> Option<Image> {
+        self.lock()
+            .1
+            .iter()
+            .find(|(held, _)| *held == id)
+            .map(|(_, image)| image.clone())
+    }
 }
 
 /// The field `name` of an answer map.
@@ -211,7 +389,7 @@ mod tests {
             ("text".into(), "calc.py:1:1: ERROR: bad".into()),
         ])])
         .collect();
-        let answer = attach(&workspace, &editor, Attach { items }).await;
+        let answer = attach(&workspace, &editor, &Held::default(), Attach { items }).await;
         let answers = answer.as_array().unwrap();
         let calc = &answers[0];
         assert_eq!(
@@ -295,7 +473,7 @@ mod tests {
         // Decoded as the request's argument is.
         let request: Attach =
             decode(&[Value::Map(vec![("items".into(), Value::Array(items))])]).unwrap();
-        let answer = attach(&workspace, &editor, request).await;
+        let answer = attach(&workspace, &editor, &Held::default(), request).await;
         let answers = answer.as_array().unwrap();
         assert_eq!(
             field_of(&answers[0], "text").unwrap().as_str(),

@@ -93,7 +93,7 @@ impl Target {
                 error: SyncMutex::default(),
             };
             let outcome = agent
-                .prompt(crate::inline::prompt(&ask), &report, &token)
+                .prompt(crate::inline::prompt(&ask).into(), &report, &token)
                 .await;
             tracing::info!(inline = id, ?outcome, "inline edit ended");
             forget(&slot, id);

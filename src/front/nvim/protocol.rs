@@ -277,8 +277,22 @@ pub struct Attach {
 /// path check, or text Lua gathered (`#selection`, `#diagnostics`, `#quickfix`) with its label.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttachItem {
-    Path { path: String },
-    Text { label: String, text: String },
+    Path {
+        path: String,
+    },
+    Text {
+        label: String,
+        text: String,
+    },
+    /// The clipboard's image, read by running `argv` (`wl-paste --type image/png`, ...: Lua
+    /// picks the tool that is there).
+    Clipboard {
+        argv: Vec<String>,
+    },
+    /// An image attached earlier (pasted into the input), by the number its answer gave.
+    Held {
+        image: u64,
+    },
 }
 
 impl AttachItem {
@@ -298,6 +312,22 @@ impl AttachItem {
                 _ => None,
             })
         };
+        let map = value.as_map()?;
+        let entry = |name: &str| {
+            map.iter()
+                .find(|(k, _)| k.as_str() == Some(name))
+                .map(|(_, v)| v)
+        };
+        if let Some(argv) = entry("clipboard").and_then(rmpv::Value::as_array) {
+            let argv: Option<Vec<String>> =
+                argv.iter().map(|a| a.as_str().map(String::from)).collect();
+            return argv
+                .filter(|argv| !argv.is_empty())
+                .map(|argv| AttachItem::Clipboard { argv });
+        }
+        if let Some(image) = entry("image").and_then(rmpv::Value::as_u64) {
+            return Some(AttachItem::Held { image });
+        }
         match (field("path"), field("label"), field("text")) {
             (Some(path), _, _) => Some(AttachItem::Path { path }),
             (None, Some(label), Some(text)) => Some(AttachItem::Text { label, text }),
@@ -415,6 +445,9 @@ pub struct ModelOptions {
     /// Dollars per million tokens.
     #[serde(default)]
     pub price: Option<PriceOptions>,
+    /// Whether it takes images (false: a prompt with images is refused before sending).
+    #[serde(default)]
+    pub images: Option<bool>,
 }
 
 /// [`ModelOptions::price`]: the cache prices default to the input price.
@@ -451,6 +484,7 @@ impl Start {
                 let entry = ModelEntry {
                     context: entry.context.filter(|c| *c > 0),
                     price,
+                    images: entry.images,
                 };
                 (name.clone(), entry)
             })
@@ -587,6 +621,9 @@ pub enum OptionError {
 pub struct Prompt {
     /// The text sent to the model.
     pub text: String,
+    /// The images it holds, by the numbers `attach` answered for them.
+    #[serde(default)]
+    pub images: Vec<u64>,
 }
 
 /// `decide`: answers the approval request with the same id.

@@ -165,7 +165,8 @@ impl Replay {
                 events.extend(self.unfinished());
                 events.push(event.clone().into());
             }
-            Record::Model { .. } => {}
+            // The prompt's text names its images in its `[attached: image: ...]` rows.
+            Record::Model { .. } | Record::Images { .. } => {}
         }
         events
     }

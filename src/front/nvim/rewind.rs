@@ -47,7 +47,7 @@ pub async fn rewind(
     if what.conversation() {
         let view = conversation.model_view(0).await.unwrap_or_default();
         prompt = prompt_start(&view, turn).and_then(|at| match &view[at] {
-            Message::User(text) => Some(text.clone()),
+            Message::User(prompt) => Some(prompt.text.clone()),
             _ => None,
         });
         if let Err(err) = conversation.rewind(turn).await {

@@ -157,6 +157,8 @@ pub(super) struct Slot {
     turn: SyncMutex<Option<CancellationToken>>,
     /// The running inline edits' cancel tokens, by the number Lua gave each.
     pub(super) inlines: SyncMutex<std::collections::HashMap<u64, CancellationToken>>,
+    /// The images attached for its prompts (`attach`), until a prompt takes them.
+    pub(super) images: super::context::Held,
     /// How many times the turn was cancelled (`cancel`, `new`, `resume`): a prompt waiting for
     /// the conversation compares it to drop itself when the person stopped meanwhile.
     cancels: AtomicU64,
@@ -180,6 +182,7 @@ impl Slot {
             conversation: Mutex::new(None),
             turn: SyncMutex::new(None),
             inlines: SyncMutex::default(),
+            images: super::context::Held::default(),
             cancels: AtomicU64::new(0),
             busy: Arc::new(Mutex::new(())),
             settling: Arc::new(Mutex::new(())),

@@ -188,12 +188,27 @@ impl Target {
     }
 
     pub(super) async fn prompt(&self, prompt: Prompt) {
-        self.turn(Some(prompt.text)).await
+        let mut images = Vec::with_capacity(prompt.images.len());
+        for id in prompt.images {
+            match self.slot.images.get(id) {
+                Some(image) => images.push(image),
+                None => {
+                    return self.error(
+                        "agent: an image of this prompt is no longer held (the backend restarted?); attach it again and send the prompt again",
+                    )
+                }
+            }
+        }
+        self.turn(Some(crate::llm::Prompt {
+            text: prompt.text,
+            images,
+        }))
+        .await
     }
 
     /// Runs a turn: the prompt `text`, or a compaction (`:Agent compact`) without one. Either
     /// holds `busy` to its end, can be stopped with `cancel`, and ends with `idle`.
-    async fn turn(&self, text: Option<String>) {
+    async fn turn(&self, text: Option<crate::llm::Prompt>) {
         match self.slot.busy.clone().try_lock_owned() {
             Ok(busy) => self.run_turn(busy, text).await,
             // Something else has the conversation (a resume replaying, a rewind, a turn the
@@ -226,7 +241,11 @@ impl Target {
     }
 
     /// [`Bridge::turn`] with the conversation claimed.
-    async fn run_turn(&self, busy: tokio::sync::OwnedMutexGuard<()>, text: Option<String>) {
+    async fn run_turn(
+        &self,
+        busy: tokio::sync::OwnedMutexGuard<()>,
+        text: Option<crate::llm::Prompt>,
+    ) {
         let conversation = self.slot.conversation.lock().await.clone();
         let Some(conversation) = conversation else {
             return self.error("agent: the backend was not started; run :Agent again");
@@ -1186,7 +1205,7 @@ impl Target {
                 // Neovim waits for this answer (the prompt is sent with it), so it is bounded.
                 tokio::time::timeout(
                     super::context::ATTACH_TIMEOUT,
-                    super::context::attach(&workspace, &editor, attach),
+                    super::context::attach(&workspace, &editor, &self.slot.images, attach),
                 )
                 .await
                 .map_err(|_| {

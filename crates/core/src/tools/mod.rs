@@ -31,7 +31,7 @@ pub use crate::approved::Approved;
 pub use edit_file::EditFile;
 pub use executor::{Executor, Plan, Proposal};
 pub use list_files::ListFiles;
-pub use read_file::{attachment, Attachment, ReadFile};
+pub use read_file::{attachment, image_bytes, Attachment, ImageBytes, ReadFile};
 pub use read_file::{read_prefix, Contents};
 pub use run_bash::RunBash;
 

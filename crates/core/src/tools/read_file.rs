@@ -142,6 +142,51 @@ pub async fn attachment(
     }
 }
 
+/// What `@shot.png` reads ([`image_bytes`]): the file's bytes with its path relative to the
+/// root, no such file, or why it cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageBytes {
+    File { rel: String, bytes: Vec<u8> },
+    Missing,
+    Problem(String),
+}
+
+/// Reads at most `limit` bytes of the image `given` names (taken literally), through the path
+/// check as read_file reads: opened beneath the root, a regular file only (a FIFO is refused,
+/// never waited on). A file over `limit` is refused unread past it.
+pub async fn image_bytes(
+    workspace: &crate::workspace::Workspace,
+    given: &str,
+    limit: u64,
+) -> ImageBytes {
+    let target = match workspace.resolve_literal(given) {
+        Ok(target) => target,
+        Err(refusal) => return ImageBytes::Problem(refusal.to_string()),
+    };
+    let ws = workspace.clone();
+    let rel = ws.relative(&target).to_path_buf();
+    let dir_only = target.dir_only;
+    let read = blocking(move || -> Result<Vec<u8>, FsError> {
+        let opened = ws.handle().open_regular(&rel, dir_only)?;
+        let mut bytes = Vec::new();
+        opened.file.take(limit + 1).read_to_end(&mut bytes)?;
+        Ok(bytes)
+    })
+    .await;
+    match read {
+        Ok(bytes) if bytes.len() as u64 > limit => ImageBytes::Problem(format!(
+            "{given} is larger than {} MB; images that large are not read",
+            limit / 1024 / 1024
+        )),
+        Ok(bytes) => ImageBytes::File {
+            rel: target.rel,
+            bytes,
+        },
+        Err(FsError::NotFound | FsError::IsDirectory) => ImageBytes::Missing,
+        Err(err) => ImageBytes::Problem(fs_failure("cannot read", given, &target, err).text),
+    }
+}
+
 /// Why [`from_disk`] has no text: no such file (or a directory), or read_file's failure.
 enum Unread {
     NoFile,

@@ -35,11 +35,11 @@ impl Conversation for Native {
 
     fn prompt<'a>(
         &'a self,
-        text: String,
+        prompt: agent_nvim_llm::Prompt,
         events: &'a Events,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Outcome> {
-        Box::pin(async move { self.agent.lock().await.prompt(text, events, cancel).await })
+        Box::pin(async move { self.agent.lock().await.prompt(prompt, events, cancel).await })
     }
 
     fn reset(&self) -> BoxFuture<'_, Result<(), ConversationError>> {

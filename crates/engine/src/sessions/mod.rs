@@ -91,6 +91,57 @@ impl Store {
         &self.dir
     }
 
+    /// Where the prompts' images are saved: `images/` in the workspace's folder.
+    pub fn images_dir(&self) -> PathBuf {
+        self.dir.join("images")
+    }
+
+    /// Saves each of `images` not saved yet in [`Store::images_dir`] (0600, the folders 0700),
+    /// named by its content (`{fnv-1a 64 hex}-{length}.{png|jpg|gif|webp}`, so the same image
+    /// is kept once), and notes the name in it. One that cannot be saved is said in the log
+    /// and left unnamed: the conversation goes on, and a resume says it is gone.
+    pub fn keep_images(&self, images: &mut [agent_nvim_llm::Image]) {
+        let dir = self.images_dir();
+        for image in images
+            .iter_mut()
+            .filter(|i| i.file.is_none() && i.present())
+        {
+            let mut hash = fnv::FnvHasher::default();
+            hash.write(&image.data);
+            let name = format!(
+                "{:016x}-{}.{}",
+                hash.finish(),
+                image.data.len(),
+                image.extension()
+            );
+            let written = DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .and_then(|()| {
+                    OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .mode(0o600)
+                        .open(dir.join(&name))
+                });
+            let saved = match written {
+                Ok(mut file) => file.write_all(&image.data).and_then(|()| file.sync_data()),
+                // The same bytes, saved by an earlier prompt.
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+                Err(err) => Err(err),
+            };
+            match saved {
+                Ok(()) => image.file = Some(name),
+                Err(err) => {
+                    // A half-written file must not stand for the image later.
+                    let _ = std::fs::remove_file(dir.join(&name));
+                    tracing::warn!(%err, image = %image.name, "an image could not be saved");
+                }
+            }
+        }
+    }
+
     fn path(&self, id: &str) -> Result<PathBuf, StoreError> {
         if !valid_id(id) {
             return Err(StoreError::BadId(id.to_string()));
@@ -242,7 +293,11 @@ impl Store {
                 ),
             }
         }
-        Ok(Conversation { header, records })
+        Ok(Conversation {
+            header,
+            records,
+            images: Some(self.images_dir()),
+        })
     }
 
     /// This workspace's conversations, most recently written first. A file that cannot be read

@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::{AgentNote, Conversation as SavedConversation, Record, Saved, Store, Writer};
+use super::{
+    AgentNote, Conversation as SavedConversation, Record, Saved, SavedImage, Store, Writer,
+};
 use crate::conversation::{Cause, Conversation, ConversationError, Events};
 use agent_nvim_vocab::approval::Decision;
 use agent_nvim_vocab::events::Outcome;
@@ -119,17 +121,35 @@ impl Conversation for Recorded {
 
     fn prompt<'a>(
         &'a self,
-        text: String,
+        prompt: agent_nvim_llm::Prompt,
         events: &'a Events,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
             let Some((writer, from)) = self.writer_or_create() else {
-                return self.inner.prompt(text, events, cancel).await;
+                return self.inner.prompt(prompt, events, cancel).await;
             };
-            writer.write(Record::Prompt { text: text.clone() });
+            let mut prompt = prompt;
+            if !prompt.images.is_empty() {
+                let store = self.store.clone();
+                let mut images = std::mem::take(&mut prompt.images);
+                prompt.images = tokio::task::spawn_blocking(move || {
+                    store.keep_images(&mut images);
+                    images
+                })
+                .await
+                .unwrap_or_default();
+            }
+            writer.write(Record::Prompt {
+                text: prompt.text.clone(),
+            });
+            if !prompt.images.is_empty() {
+                writer.write(Record::Images {
+                    images: prompt.images.iter().map(SavedImage::from).collect(),
+                });
+            }
             let tapped = events.recorded_to(Arc::new(writer.clone()));
-            let outcome = self.inner.prompt(text, &tapped, cancel).await;
+            let outcome = self.inner.prompt(prompt, &tapped, cancel).await;
             if let Some(gained) = self.inner.model_view(from).await {
                 if let Some(file) = self.slot().as_mut() {
                     file.saved = from + gained.len();

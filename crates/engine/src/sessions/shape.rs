@@ -131,7 +131,7 @@ fn live_prompts(records: &[Record]) -> Vec<usize> {
                 view.truncate(*kept);
                 prompts.truncate(view.iter().filter(|user| **user).count());
             }
-            Record::Event { .. } | Record::Decided { .. } => {}
+            Record::Event { .. } | Record::Decided { .. } | Record::Images { .. } => {}
         }
     }
     prompts
@@ -184,7 +184,11 @@ pub fn markdown(saved: &Conversation, title: &str) -> String {
                     Shown::Nothing => {}
                 }
             }
-            Record::Decided { .. } | Record::Model { .. } | Record::Rewound { .. } => {}
+            // The prompt's text names its images in its `[attached: image: ...]` rows.
+            Record::Decided { .. }
+            | Record::Model { .. }
+            | Record::Rewound { .. }
+            | Record::Images { .. } => {}
         }
     }
     flush_text(&mut out, &mut text);
@@ -278,6 +282,7 @@ mod tests {
 
     fn saved(records: Vec<Record>) -> Conversation {
         Conversation {
+            images: None,
             header: Header {
                 agent_nvim_session: crate::sessions::FORMAT,
                 id: "20261206-101010-ab12".into(),
@@ -406,7 +411,10 @@ mod tests {
                 Record::Prompt { text: text.into() },
                 Record::Model {
                     messages: vec![
-                        Saved::User { text: text.into() },
+                        Saved::User {
+                            text: text.into(),
+                            images: Vec::new(),
+                        },
                         Saved::Assistant {
                             text: "ok".into(),
                             calls: vec![],

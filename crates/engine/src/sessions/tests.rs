@@ -395,6 +395,7 @@ async fn a_recorded_conversation_resumes_with_the_model_seeing_what_it_saw() {
             Record::Decided { .. } => "decided".into(),
             Record::Model { .. } => "model".into(),
             Record::Rewound { .. } => "rewound".into(),
+            Record::Images { .. } => "images".into(),
         })
         .collect();
     // Text deltas may be joined into one line or not, as the writer finds them queued.
@@ -465,7 +466,7 @@ async fn a_rewind_cuts_the_view_before_that_prompt_live_and_in_the_file() {
     let users = |view: &[Message]| -> Vec<String> {
         view.iter()
             .filter_map(|m| match m {
-                Message::User(text) => Some(text.clone()),
+                Message::User(prompt) => Some(prompt.text.clone()),
                 _ => None,
             })
             .collect()
@@ -509,6 +510,7 @@ fn a_turn_the_session_ended_in_is_given_to_the_model_as_cut_off() {
         }),
     };
     let conversation = Conversation {
+        images: None,
         header: Header {
             agent_nvim_session: FORMAT,
             id: "x".into(),
@@ -526,6 +528,7 @@ fn a_turn_the_session_ended_in_is_given_to_the_model_as_cut_off() {
                 messages: vec![
                     Saved::User {
                         text: "first".into(),
+                        images: Vec::new(),
                     },
                     Saved::Assistant {
                         text: "one".into(),

@@ -1,0 +1,315 @@
+//! Images in prompts (`:help agent-images`): what one is, how one is made ready to send (its
+//! kind checked, scaled down to what every provider takes), and the row the chat shows of it.
+//!
+//! Each provider has its own limits (Anthropic scales anything over 1568 px on its long edge
+//! and refuses over 5 MB; OpenAI scales to 2048 px; a local model's are unknown), so one limit
+//! under all of them is kept here: an image over it is decoded and scaled by the `image` crate
+//! in this process, never by a command.
+
+use std::io::Cursor;
+use std::sync::Arc;
+
+use image::{DynamicImage, ImageFormat, ImageReader};
+
+/// The longest edge sent: Anthropic's own limit before it scales, under OpenAI's.
+pub const MAX_EDGE: u32 = 1568;
+
+/// The most bytes one image is sent as: 5 MB once in base64, Anthropic's limit.
+pub const MAX_BYTES: usize = 3_750_000;
+
+/// The most bytes read of an image file or a clipboard: anything larger is refused unread.
+pub const MAX_INPUT: usize = 50 * 1024 * 1024;
+
+/// The largest width or height decoded (a file claiming more is refused, not decoded).
+const MAX_DECODED_EDGE: u32 = 20_000;
+
+/// One image of a prompt, encoded as it is sent.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Image {
+    /// What the person knows it by: the file's name, or `clipboard`.
+    pub name: String,
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub media_type: String,
+    /// Its size in pixels, as sent.
+    pub width: u32,
+    pub height: u32,
+    /// Its size before it was scaled down, when it was.
+    pub scaled_from: Option<(u32, u32)>,
+    /// The encoded bytes; empty when a saved image could not be found again (then a line
+    /// saying so is sent in its place).
+    pub data: Arc<[u8]>,
+    /// The name it is saved under in the session's image folder, once saved.
+    pub file: Option<String>,
+}
+
+impl std::fmt::Debug for Image {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Image")
+            .field("name", &self.name)
+            .field("media_type", &self.media_type)
+            .field("size", &(self.width, self.height))
+            .field("bytes", &self.data.len())
+            .field("file", &self.file)
+            .finish()
+    }
+}
+
+/// Why bytes could not become an [`Image`]; the text says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageError {
+    #[error("{0} is not an image agent.nvim sends (png, jpeg, gif or webp)")]
+    NotAnImage(String),
+    #[error("{name} is {size} bytes; images over {} MB are not read", MAX_INPUT / 1024 / 1024)]
+    TooLarge { name: String, size: usize },
+    #[error("{name} could not be decoded: {why}")]
+    Broken { name: String, why: String },
+}
+
+impl Image {
+    /// `bytes` made ready to send under `name`: a png, jpeg, gif or webp within [`MAX_EDGE`]
+    /// and [`MAX_BYTES`] is kept as it is; a larger one is scaled down (png, or jpeg when a
+    /// png would still be too large); anything else is refused.
+    pub fn prepare(name: &str, bytes: Vec<u8>) -> Result<Image, ImageError> {
+        if bytes.len() > MAX_INPUT {
+            return Err(ImageError::TooLarge {
+                name: name.to_string(),
+                size: bytes.len(),
+            });
+        }
+        let format = match image::guess_format(&bytes) {
+            Ok(
+                f @ (ImageFormat::Png | ImageFormat::Jpeg | ImageFormat::Gif | ImageFormat::WebP),
+            ) => f,
+            _ => return Err(ImageError::NotAnImage(name.to_string())),
+        };
+        let broken = |why: String| ImageError::Broken {
+            name: name.to_string(),
+            why,
+        };
+        let reader = || {
+            let mut reader = ImageReader::with_format(Cursor::new(&bytes[..]), format);
+            let mut limits = image::Limits::default();
+            limits.max_image_width = Some(MAX_DECODED_EDGE);
+            limits.max_image_height = Some(MAX_DECODED_EDGE);
+            limits.max_alloc = Some(2 * 1024 * 1024 * 1024);
+            reader.limits(limits);
+            reader
+        };
+        let (width, height) = reader()
+            .into_dimensions()
+            .map_err(|err| broken(err.to_string()))?;
+        if width.max(height) <= MAX_EDGE && bytes.len() <= MAX_BYTES {
+            return Ok(Image {
+                name: name.to_string(),
+                media_type: format.to_mime_type().to_string(),
+                width,
+                height,
+                scaled_from: None,
+                data: bytes.into(),
+                file: None,
+            });
+        }
+        let decoded = reader().decode().map_err(|err| broken(err.to_string()))?;
+        drop(bytes);
+        let (data, media_type, w, h) = scaled(decoded).map_err(broken)?;
+        Ok(Image {
+            name: name.to_string(),
+            media_type: media_type.to_string(),
+            width: w,
+            height: h,
+            scaled_from: Some((width, height)),
+            data: data.into(),
+            file: None,
+        })
+    }
+
+    /// A saved image's description, its bytes read again from its file (or lost: `data`
+    /// empty).
+    pub fn saved(
+        name: String,
+        media_type: String,
+        (width, height): (u32, u32),
+        file: String,
+        data: Option<Vec<u8>>,
+    ) -> Image {
+        Image {
+            name,
+            media_type,
+            width,
+            height,
+            scaled_from: None,
+            data: data.unwrap_or_default().into(),
+            file: Some(file),
+        }
+    }
+
+    /// The chat's row for it: `image: shot.png · 1280×720 · 240 KB`.
+    pub fn row(&self) -> String {
+        let mut row = format!(
+            "image: {} · {}×{} · {}",
+            self.name,
+            self.width,
+            self.height,
+            size(self.data.len())
+        );
+        if let Some((w, h)) = self.scaled_from {
+            row.push_str(&format!(" · scaled from {w}×{h}"));
+        }
+        row
+    }
+
+    /// Its bytes in base64, as every wire format sends them.
+    pub fn base64(&self) -> String {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(&self.data)
+    }
+
+    /// A `data:` URL of it (the OpenAI formats).
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.media_type, self.base64())
+    }
+
+    /// Whether its bytes are here to send (a saved one whose file is gone has none).
+    pub fn present(&self) -> bool {
+        !self.data.is_empty()
+    }
+
+    /// The line sent in place of an image whose bytes are gone.
+    pub fn lost_line(&self) -> String {
+        format!(
+            "[image {} was attached here; its saved copy is gone, so it is not sent again]",
+            self.name
+        )
+    }
+
+    /// The file extension of its media type (`png`).
+    pub fn extension(&self) -> &'static str {
+        match self.media_type.as_str() {
+            "image/jpeg" => "jpg",
+            "image/gif" => "gif",
+            "image/webp" => "webp",
+            _ => "png",
+        }
+    }
+}
+
+/// `image` scaled to fit [`MAX_EDGE`], encoded as png, or as jpeg when the png is over
+/// [`MAX_BYTES`]; with its media type and size.
+fn scaled(image: DynamicImage) -> Result<(Vec<u8>, &'static str, u32, u32), String> {
+    let image = if image.width().max(image.height()) > MAX_EDGE {
+        image.resize(MAX_EDGE, MAX_EDGE, image::imageops::FilterType::Triangle)
+    } else {
+        image
+    };
+    let (w, h) = (image.width(), image.height());
+    let mut png = Vec::new();
+    image
+        .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
+        .map_err(|err| err.to_string())?;
+    if png.len() <= MAX_BYTES {
+        return Ok((png, "image/png", w, h));
+    }
+    drop(png);
+    for quality in [85, 60, 40] {
+        let mut jpeg = Vec::new();
+        let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, quality);
+        image
+            .to_rgb8()
+            .write_with_encoder(encoder)
+            .map_err(|err| err.to_string())?;
+        if jpeg.len() <= MAX_BYTES {
+            return Ok((jpeg, "image/jpeg", w, h));
+        }
+    }
+    Err(format!(
+        "still over {} MB after scaling to {w}×{h}",
+        MAX_BYTES / 1_000_000
+    ))
+}
+
+/// `bytes` as a person reads a size: `812 B`, `240 KB`, `3.4 MB`.
+pub fn size(bytes: usize) -> String {
+    if bytes < 1024 {
+        format!("{bytes} B")
+    } else if bytes < 1024 * 1024 {
+        format!("{} KB", (bytes + 512) / 1024)
+    } else {
+        format!("{:.1} MB", bytes as f64 / (1024.0 * 1024.0))
+    }
+}
+
+/// What a text-only model is told when a prompt holds images: refused before sending.
+pub fn refused_for(model: &str) -> String {
+    format!(
+        "agent: {model} does not take images, so nothing was sent; pick a model that does with :Agent model, or send the prompt without the image"
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn png(w: u32, h: u32) -> Vec<u8> {
+        let image = image::RgbImage::from_fn(w, h, |x, y| {
+            image::Rgb([(x % 256) as u8, (y % 256) as u8, 90])
+        });
+        let mut out = Vec::new();
+        DynamicImage::ImageRgb8(image)
+            .write_to(&mut Cursor::new(&mut out), ImageFormat::Png)
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn a_small_png_is_sent_as_it_is() {
+        let bytes = png(32, 20);
+        let image = Image::prepare("shot.png", bytes.clone()).unwrap();
+        assert_eq!(&image.data[..], &bytes[..]);
+        assert_eq!((image.width, image.height), (32, 20));
+        assert_eq!(image.media_type, "image/png");
+        assert!(
+            image.row().starts_with("image: shot.png · 32×20 · "),
+            "{}",
+            image.row()
+        );
+    }
+
+    #[test]
+    fn a_huge_image_is_scaled_under_every_limit() {
+        let image = Image::prepare("big.png", png(6000, 4000)).unwrap();
+        assert_eq!((image.width, image.height), (MAX_EDGE, 1045));
+        assert!(image.data.len() <= MAX_BYTES, "{}", image.data.len());
+        assert_eq!(image.scaled_from, Some((6000, 4000)));
+        let decoded = image::load_from_memory(&image.data).unwrap();
+        assert_eq!((decoded.width(), decoded.height()), (MAX_EDGE, 1045));
+        assert!(
+            image.row().ends_with("· scaled from 6000×4000"),
+            "{}",
+            image.row()
+        );
+    }
+
+    #[test]
+    fn what_is_not_an_image_is_refused_with_its_name() {
+        let err = Image::prepare("notes.png", b"just text".to_vec()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "notes.png is not an image agent.nvim sends (png, jpeg, gif or webp)"
+        );
+        // Too wide to send as it is, so it is decoded, and its data ends early.
+        let mut cut = png(2000, 10);
+        cut.truncate(cut.len() / 2);
+        assert!(matches!(
+            Image::prepare("cut.png", cut),
+            Err(ImageError::Broken { name, .. }) if name == "cut.png"
+        ));
+    }
+
+    #[test]
+    fn sizes_read_as_a_person_writes_them() {
+        assert_eq!(size(812), "812 B");
+        assert_eq!(size(240 * 1024), "240 KB");
+        assert_eq!(size(3_565_158), "3.4 MB");
+    }
+}
