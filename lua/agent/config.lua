@@ -40,6 +40,7 @@ local H = {}
 ---@field auto_allow_sandboxed boolean
 ---@field instructions string[]|false
 ---@field models table<integer|string, string|table>
+---@field images { clipboard?: string[] }
 ---@field thinking? false|{ budget: integer }
 ---@field reasoning? { effort?: "minimal"|"low"|"medium"|"high" }
 ---@field openai { api?: "chat"|"responses" }

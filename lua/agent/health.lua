@@ -56,6 +56,16 @@ function H.clipboard(options)
       "images attached with @path/to/shot.png still work",
     })
   end
+  local picture = require("agent.chat.picture")
+  local viewer = picture.viewer()
+  if viewer then
+    health.ok(("images in the chat are drawn by %s"):format(viewer))
+  else
+    health.info("images in the chat are rows only (install snacks.nvim's image or image.nvim for pictures)")
+  end
+  if picture.last_error then
+    health.warn(picture.last_error)
+  end
   local key = options.keymaps.paste_image
   if key then
     local free = require("agent.chat.window").unshadowed(key, { "i", "n" })

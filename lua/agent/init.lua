@@ -1225,6 +1225,9 @@ function H.ensure_init()
         end
         M.fork({ turn = turn })
       end),
+      paste_image = acting(function(buf)
+        require("agent.clipboard").paste(buf)
+      end),
       undo_edit = acting(function(diff, exact, workspace)
         require("agent.undo").edit(diff, workspace or require("agent.rpc").workspace(), exact)
       end),

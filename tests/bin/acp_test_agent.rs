@@ -29,6 +29,9 @@
 //! `which session` (reports the session id it was prompted in, `prompted in: "s-1"`), `write`
 //! (writes `written-by-agent.txt` itself, in its directory and in the one above, and says how
 //! each went: `inside: written`, `outside: Permission denied (os error 13)`).
+//! Images in a prompt are reported (`images: [{"mimeType": "image/png", "base64": 1234}]`,
+//! the length of each one's base64); `promptCapabilities.image` is offered except in
+//! `load-only` mode.
 //! It offers `session/list` (two sessions of its directory, over two pages) and `session/load`
 //! (replays a prompt, an answer and a tool call).
 //! `session/new` answers `$ACP_TEST_AGENT_SESSION`, `s-1` when it is not set.
@@ -128,6 +131,7 @@ fn main() {
             ("initialize", Some(id)) => send(&json!({"jsonrpc": "2.0", "id": id, "result": {
                 "protocolVersion": 1,
                 "agentCapabilities": {"loadSession": true,
+                    "promptCapabilities": {"image": mode != "load-only"},
                     "sessionCapabilities": if mode == "load-only" { json!({}) } else {
                         json!({"list": {}, "close": {}, "additionalDirectories": {}}) },
                     "auth": if mode == "login" { json!({"logout": {}}) } else { json!({}) }},
@@ -214,6 +218,20 @@ fn main() {
                     .as_str()
                     .unwrap_or("")
                     .to_string();
+                // Images: each reported as the media type and the size it decodes to.
+                let images: Vec<Value> = message["params"]["prompt"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|block| block["type"] == "image")
+                    .map(|block| {
+                        let data = block["data"].as_str().unwrap_or("");
+                        json!({"mimeType": block["mimeType"], "base64": data.len()})
+                    })
+                    .collect();
+                if !images.is_empty() {
+                    report("images", &json!(images));
+                }
                 if text == "which session" {
                     let session = message["params"]["sessionId"].as_str().unwrap_or("");
                     report("prompted in", &json!(session));

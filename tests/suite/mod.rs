@@ -18,6 +18,7 @@ mod nvim_context;
 mod nvim_conversations;
 mod nvim_diff;
 mod nvim_first_run;
+mod nvim_images;
 mod nvim_inline;
 mod nvim_keys;
 mod nvim_permissions;

@@ -1049,3 +1049,27 @@ async fn an_agents_edit_it_writes_itself_offers_no_hunk_keys_and_every_hunk_drop
     );
     assert_eq!(nvim.read("notes.txt"), before);
 }
+
+#[tokio::test]
+async fn an_image_goes_to_an_agent_that_takes_images_and_one_that_does_not_is_told_why() {
+    use agent_nvim_fixtures::pictures;
+    let nvim = connected(None, "normal", "").await;
+    let shot = pictures::png(20, 10, 3);
+    std::fs::write(nvim.workspace.path().join("shot.png"), &shot).unwrap();
+    nvim.cmd("Agent look at @shot.png\nchat").await;
+    let lines = nvim.wait_for_line(CHAT, "images: ").await;
+    assert_eq!(
+        reported(&lines, "images"),
+        serde_json::json!([{"mimeType": "image/png", "base64": pictures::base64(&shot).len()}])
+    );
+    drop(nvim);
+
+    let nvim = connected(None, "load-only", "").await;
+    std::fs::write(nvim.workspace.path().join("shot.png"), &shot).unwrap();
+    nvim.cmd("Agent look at @shot.png").await;
+    nvim.wait_for_line(
+        CHAT,
+        "agent: test does not take images (its promptCapabilities.image is not set), so nothing was sent",
+    )
+    .await;
+}

@@ -470,6 +470,7 @@ async fn help_agent_finds_its_tags() {
         "agent-inline-keys",
         "agent-undo-edit",
         "agent-btw",
+        "agent-images",
         "agent-export",
         "agent-fork",
         "<Plug>(agent-edit)",

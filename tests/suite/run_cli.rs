@@ -665,25 +665,11 @@ fn keys_typed_before_the_question_is_printed_never_answer_it() {
     pty.expect("Answered.");
     assert_eq!(pty.child.wait().unwrap().code(), Some(0));
     assert!(!dir.path().join("ran").exists());
-    let saved: Vec<_> = walk(state.path())
+    let saved: Vec<_> = crate::support::files_beneath(state.path())
         .into_iter()
         .filter(|p| p.ends_with("permissions.json"))
         .collect();
     assert!(saved.is_empty(), "a rule was saved: {saved:?}");
-}
-
-/// Every file below `dir`.
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
 }
 
 #[test]

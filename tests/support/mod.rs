@@ -99,3 +99,17 @@ pub fn read_then_resume_mock(usage: (u64, u64)) -> mock_llm::MockLlm {
         ],
     )
 }
+
+/// Every file beneath `dir`, at any depth.
+pub fn files_beneath(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_beneath(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

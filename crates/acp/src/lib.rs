@@ -1158,7 +1158,7 @@ impl AcpSession {
     /// Error event, and the session stays unusable.
     pub async fn prompt(
         &self,
-        prompt: agent_nvim_llm::Prompt,
+        prompt: agent_nvim_conversation::Prompt,
         cancel: &CancellationToken,
     ) -> Outcome {
         self.shared.emit(Event::TurnStarted);
@@ -1175,7 +1175,7 @@ impl AcpSession {
                 self.shared.name
             ));
         }
-        let agent_nvim_llm::Prompt { text, images } = prompt;
+        let agent_nvim_conversation::Prompt { text, images } = prompt;
         let turn = self.shared.new_turn();
         // What the person changed in the agent's edits since its last prompt, said first.
         let notes = self.shared.take_notes();
@@ -1648,7 +1648,7 @@ impl Conversation for AcpSession {
 
     fn prompt<'a>(
         &'a self,
-        prompt: agent_nvim_llm::Prompt,
+        prompt: agent_nvim_conversation::Prompt,
         events: &'a Events,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Outcome> {

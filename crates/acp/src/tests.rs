@@ -1083,3 +1083,63 @@ fn a_replayed_user_message_is_named_prompt_on_the_wire_as_a_resumed_prompt_is() 
     let read: AcpEvent = serde_json::from_value(json!({"type": "prompt", "text": "hi"})).unwrap();
     assert_eq!(read, replayed);
 }
+
+/// A prompt holding one small image (its bytes need not decode: they are only carried).
+fn with_image() -> agent_nvim_conversation::Prompt {
+    agent_nvim_conversation::Prompt {
+        text: "what is this?".into(),
+        images: vec![agent_nvim_conversation::Image {
+            name: "shot.png".into(),
+            media_type: "image/png".into(),
+            width: 2,
+            height: 1,
+            scaled_from: None,
+            data: vec![0x89, b'P', b'N', b'G'].into(),
+            file: None,
+        }],
+    }
+}
+
+#[tokio::test]
+async fn an_image_goes_as_image_content_to_an_agent_whose_prompt_capabilities_take_it() {
+    let host = Arc::new(FakeHost::new(true, Answer::Never));
+    let capabilities = json!({"promptCapabilities": {"image": true}});
+    let (_dir, session, mut agent) = pair_offering(host.clone(), false, capabilities).await;
+    let agent_side = async {
+        let (id, params) = agent.expect("session/prompt").await;
+        agent.respond(id, json!({"stopReason": "end_turn"})).await;
+        params
+    };
+    let never = CancellationToken::new();
+    let (outcome, params) = tokio::join!(session.prompt(with_image(), &never), agent_side);
+    assert_eq!(outcome, Outcome::Done);
+    assert_eq!(
+        params["prompt"],
+        json!([
+            {"type": "text", "text": "what is this?"},
+            {"type": "image", "mimeType": "image/png", "data": "iVBORw=="}
+        ])
+    );
+}
+
+#[tokio::test]
+async fn an_agent_that_takes_no_images_is_sent_nothing_and_the_person_is_told_why() {
+    let host = Arc::new(FakeHost::new(true, Answer::Never));
+    let (_dir, session, mut agent) = pair(host.clone(), false).await;
+    let never = CancellationToken::new();
+    let outcome = session.prompt(with_image(), &never).await;
+    assert_eq!(outcome, Outcome::Failed);
+    let said = format!("{:?}", host.events());
+    assert!(
+        said.contains("agent: fake does not take images (its promptCapabilities.image is not set), so nothing was sent"),
+        "{said}"
+    );
+    // The next prompt is the first thing the agent hears.
+    let agent_side = async {
+        let (id, params) = agent.expect("session/prompt").await;
+        agent.respond(id, json!({"stopReason": "end_turn"})).await;
+        params
+    };
+    let (_, params) = tokio::join!(session.prompt("hi".into(), &never), agent_side);
+    assert_eq!(params["prompt"], json!([{"type": "text", "text": "hi"}]));
+}

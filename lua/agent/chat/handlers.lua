@@ -145,6 +145,9 @@ function M.user_prompt(prompt, attachments, typed)
     if at and attachment.shown then
       render.write_row(tool, at, row, hl, render.indented(attachment.shown))
     end
+    if at and attachment.file then
+      require("agent.chat.picture").show(require("agent.chat.window").buf, at, attachment.file)
+    end
   end
   render.write()
   status.current.input, status.current.output, status.current.cached = 0, 0, 0

@@ -142,7 +142,9 @@ function M.ensure_buffers()
         paste_modes,
         paste,
         function()
-          require("agent.clipboard").paste(buf)
+          if M.actions.paste_image then
+            M.actions.paste_image(buf)
+          end
         end,
         "agent: paste the clipboard's image (:help agent-images)",
       }

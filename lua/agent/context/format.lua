@@ -19,6 +19,7 @@ local H = {}
 ---@field shown? string the text made visible, folded under the row
 ---@field problem? string why nothing was attached (refused, not a text file)
 ---@field image? boolean an image (`image: shot.png · 1280×720 · 240 KB`), sent beside the text
+---@field file? string where the backend saved that image (drawn as a picture where possible)
 
 --- The row of an answer of the backend's `attach` (protocol.rs `request::ATTACH`).
 ---@param answer table

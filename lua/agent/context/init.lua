@@ -115,7 +115,7 @@ function M.expand(prompt)
   for i, answer in ipairs(answers) do
     if answer.image then
       images[#images + 1] = answer.image
-      attachments[#attachments + 1] = { row = answer.label, image = true }
+      attachments[#attachments + 1] = { row = answer.label, image = true, file = answer.file }
     elseif answer.missing then
       -- Nothing to attach: the chat (and the model) are told why, and the prompt still goes.
       local origin = origins[i] or { label = "@ ?", missing = "no such file" }

@@ -52,6 +52,7 @@ pub(super) async fn attach(
     workspace: &Workspace,
     editor: &dyn Editor,
     held: &Held,
+    store: Option<&crate::sessions::Store>,
     attach: Attach,
 ) -> Value {
     let mut answers = Vec::with_capacity(attach.items.len());
@@ -76,18 +77,20 @@ pub(super) async fn attach(
                 match image_bytes(workspace, &path, image::MAX_INPUT as u64).await {
                     ImageBytes::File { rel, bytes } => {
                         let name = rel.rsplit('/').next().unwrap_or(&rel).to_string();
-                        prepared(held, label, name, bytes).await
+                        prepared(held, store, label, name, bytes).await
                     }
                     ImageBytes::Missing => Value::Map(vec![(Value::from("missing"), true.into())]),
                     ImageBytes::Problem(why) => problem(label, &display::one_line(&why)),
                 }
             }
             AttachItem::Clipboard { argv } => match clipboard(&argv).await {
-                Ok(bytes) => prepared(held, "#clipboard".into(), "clipboard".into(), bytes).await,
+                Ok(bytes) => {
+                    prepared(held, store, "#clipboard".into(), "clipboard".into(), bytes).await
+                }
                 Err(why) => problem("#clipboard".into(), &why),
             },
             AttachItem::Held { image: id } => match held.get(id) {
-                Some(image) => image_answer(image.row(), id),
+                Some(image) => image_answer(&image, id, store),
                 None => problem(
                     "image".into(),
                     "this pasted image is no longer held (the backend restarted?); paste it again",
@@ -224,15 +227,29 @@ fn apple_data(out: &[u8]) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// `bytes` made ready to send (scaled off the async threads), held under a new number, and
-/// answered; or why not, under `label`.
-async fn prepared(held: &Held, label: String, name: String, bytes: Vec<u8>) -> Value {
-    let made = tokio::task::spawn_blocking(move || Image::prepare(&name, bytes)).await;
+/// `bytes` made ready to send (scaled off the async threads), saved in the session folder
+/// (so the chat can show it as a picture, and its conversation finds it saved), held under a
+/// new number, and answered; or why not, under `label`.
+async fn prepared(
+    held: &Held,
+    store: Option<&crate::sessions::Store>,
+    label: String,
+    name: String,
+    bytes: Vec<u8>,
+) -> Value {
+    let keeper = store.cloned();
+    let made = tokio::task::spawn_blocking(move || {
+        let mut image = Image::prepare(&name, bytes)?;
+        if let Some(keeper) = keeper {
+            keeper.keep_images(std::slice::from_mut(&mut image));
+        }
+        Ok::<_, crate::llm::ImageError>(image)
+    })
+    .await;
     match made {
         Ok(Ok(image)) => {
-            let row = image.row();
-            let id = held.hold(image);
-            image_answer(row, id)
+            let id = held.hold(image.clone());
+            image_answer(&image, id, store)
         }
         Ok(Err(err)) => problem_value(label, &err.to_string()),
         Err(err) => problem_value(label, &format!("could not be read: {err}")),
@@ -240,13 +257,22 @@ async fn prepared(held: &Held, label: String, name: String, bytes: Vec<u8>) -> V
 }
 
 /// An image's answer: `label` is its row (`image: shot.png · 1280×720 · 240 KB`), `image`
-/// the number the prompt names it by; `chars` 0, since it holds no text.
-fn image_answer(row: String, id: u64) -> Value {
-    Value::Map(vec![
-        (Value::from("label"), Value::from(row)),
+/// the number the prompt names it by, `file` where it is saved (for a picture in the chat);
+/// `chars` 0, since it holds no text.
+fn image_answer(image: &Image, id: u64, store: Option<&crate::sessions::Store>) -> Value {
+    let mut fields = vec![
+        (Value::from("label"), Value::from(image.row())),
         (Value::from("image"), Value::from(id)),
         (Value::from("chars"), Value::from(0u64)),
-    ])
+    ];
+    if let (Some(file), Some(store)) = (&image.file, store) {
+        let path = store.images_dir().join(file);
+        fields.push((
+            Value::from("file"),
+            Value::from(path.to_string_lossy().as_ref()),
+        ));
+    }
+    Value::Map(fields)
 }
 
 /// A refused item's answer.
@@ -389,7 +415,14 @@ mod tests {
             ("text".into(), "calc.py:1:1: ERROR: bad".into()),
         ])])
         .collect();
-        let answer = attach(&workspace, &editor, &Held::default(), Attach { items }).await;
+        let answer = attach(
+            &workspace,
+            &editor,
+            &Held::default(),
+            None,
+            Attach { items },
+        )
+        .await;
         let answers = answer.as_array().unwrap();
         let calc = &answers[0];
         assert_eq!(
@@ -473,7 +506,7 @@ mod tests {
         // Decoded as the request's argument is.
         let request: Attach =
             decode(&[Value::Map(vec![("items".into(), Value::Array(items))])]).unwrap();
-        let answer = attach(&workspace, &editor, &Held::default(), request).await;
+        let answer = attach(&workspace, &editor, &Held::default(), None, request).await;
         let answers = answer.as_array().unwrap();
         assert_eq!(
             field_of(&answers[0], "text").unwrap().as_str(),

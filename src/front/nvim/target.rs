@@ -1200,12 +1200,21 @@ impl Target {
             protocol::request::MODELS => self.models().await,
             protocol::request::ATTACH => {
                 let attach = super::context::decode(&args)?;
-                let workspace = self.slot.of_session(|s| s.workspace.clone()).await?;
+                let (workspace, store) = self
+                    .slot
+                    .of_session(|s| (s.workspace.clone(), s.store.clone()))
+                    .await?;
                 let editor = NvimEditor { nvim: nvim.clone() };
                 // Neovim waits for this answer (the prompt is sent with it), so it is bounded.
                 tokio::time::timeout(
                     super::context::ATTACH_TIMEOUT,
-                    super::context::attach(&workspace, &editor, &self.slot.images, attach),
+                    super::context::attach(
+                        &workspace,
+                        &editor,
+                        &self.slot.images,
+                        store.as_ref(),
+                        attach,
+                    ),
                 )
                 .await
                 .map_err(|_| {
