@@ -1,5 +1,5 @@
 --- The clipboard's image (:help agent-images): which tool reads it here, and pasting it into
---- the chat's input. The backend runs the tool (with a time limit) and reads, checks and
+--- the chat's input. (`xsel` is not one: it prints the clipboard's text only.) The backend runs the tool (with a time limit) and reads, checks and
 --- scales the image; this only picks the tool, so `:checkhealth agent` can say which.
 
 local M = {}
@@ -10,7 +10,6 @@ local H = {}
 H.TOOLS = {
   { name = "wl-paste", args = { "--no-newline", "--type", "image/png" }, display = "WAYLAND_DISPLAY" },
   { name = "xclip", args = { "-selection", "clipboard", "-target", "image/png", "-out" }, display = "DISPLAY" },
-  { name = "xsel", args = { "--clipboard", "--output" }, display = "DISPLAY" },
   { name = "pngpaste", args = { "-" } },
   { name = "osascript", args = { "-e", "the clipboard as «class PNGf»" } },
 }
@@ -70,6 +69,26 @@ function M.paste(buf)
   end
   H.insert(buf, ("#image:%d"):format(answer.image))
   vim.notify(("agent: pasted %s"):format(answer.label), vim.log.levels.INFO)
+end
+
+--- `text` with each `#clipboard` replaced by `#image:N` for the clipboard's image as it is now
+--- (a prompt queued behind a running turn is expanded only when it goes, and must send what
+--- the person saw when they sent it). Left as it is when the clipboard holds no image (its
+--- expansion says why).
+---@param text string
+---@return string
+function M.pin(text)
+  if not text:find("#clipboard", 1, true) then
+    return text
+  end
+  local argv = M.command()
+  local answers = argv and require("agent.rpc").attach({ { clipboard = argv } })
+  local answer = answers and answers[1]
+  if not (answer and answer.image) then
+    return text
+  end
+  local word = ("#image:%d"):format(answer.image)
+  return (text:gsub("#clipboard%f[^%w_]", word))
 end
 
 -- Puts `word` at the cursor of the window showing `buf`, a blank before and after it.

@@ -102,6 +102,10 @@ H.defaults = {
       output = "gO", -- on a finished command's row: its whole output, as the model read it; false: none
       undo = "u", -- on an edit's row: undo that one edit, when the file has not changed since; false: none
       fork = "s", -- on a prompt: fork the conversation from before it (a new tab page); false: none
+      edit = "e", -- on a prompt: put its text in the input; sending it starts a new branch there
+      regenerate = "r", -- on the last answer: ask for it again, as a new branch
+      branch_prev = "[", -- on a prompt with branches: the branch before (:help agent-branches)
+      branch_next = "]", -- the branch after
     },
     btw = { -- keys in a side question's float (:Agent btw); q and <Esc> close it
       to_input = "y", -- put the answer in the chat's input; false: no key
@@ -109,7 +113,7 @@ H.defaults = {
     diff = { -- keys in :Agent diff's view (in the file's buffer, while the view shows it)
       revert = "gs", -- take the change under the cursor back to the checkpoint's version; false: none
     },
-    paste_image = "<C-v>", -- in the input (Insert and Normal mode): paste the clipboard's image
+    paste_image = "<C-v>", -- in the input (Insert mode): paste the clipboard's image
     --                         (:help agent-images); not mapped over a mapping of yours; false: none
     edit = "<leader>ae", -- edit the selection, or the function (treesitter) or line at the cursor, in
     --                       place (:Agent edit); false: no mapping
@@ -167,7 +171,7 @@ H.defaults = {
   },
   images = { -- images in prompts (:help agent-images)
     -- clipboard = nil,   -- the command that prints the clipboard's image: { "wl-paste", "--type",
-    --                       "image/png" }; nil: the first of wl-paste, xclip, xsel, pngpaste,
+    --                       "image/png" }; nil: the first of wl-paste, xclip, pngpaste,
     --                       osascript found (:checkhealth agent says which)
   },
   inline = { -- inline edits (:Agent edit, :help agent-inline)
@@ -479,6 +483,10 @@ H.schema = {
   ["inline.model"] = optional_string,
   ["keymaps.chat.undo"] = H.key_or_false,
   ["keymaps.chat.fork"] = H.key_or_false,
+  ["keymaps.chat.edit"] = H.key_or_false,
+  ["keymaps.chat.regenerate"] = H.key_or_false,
+  ["keymaps.chat.branch_prev"] = H.key_or_false,
+  ["keymaps.chat.branch_next"] = H.key_or_false,
   ["keymaps.btw"] = table_,
   ["keymaps.btw.to_input"] = H.key_or_false,
   ["keymaps.diff"] = table_,

@@ -68,13 +68,10 @@ function H.clipboard(options)
   end
   local key = options.keymaps.paste_image
   if key then
-    local free = require("agent.chat.window").unshadowed(key, { "i", "n" })
-    if #free < 2 then
+    local free = require("agent.chat.window").unshadowed(key, { "i" })
+    if #free == 0 then
       health.info(
-        ("paste key %s: not mapped in the input's %s mode, where a mapping of yours has it (keymaps.paste_image)"):format(
-          key,
-          #free == 0 and "Insert and Normal" or (free[1] == "i" and "Normal" or "Insert")
-        )
+        ("paste key %s: not mapped in the input, where a mapping of yours has it (keymaps.paste_image)"):format(key)
       )
     end
   end

@@ -25,9 +25,10 @@ end
 --- Without a prompt, asks for a question with vim.ui.input about the current line, or about the
 --- selection in Visual mode, and sends the question with that context.
 --- `opts.context`: text sent after the prompt as it is, never read for `@` and `#` (the lines
---- the ask mapping adds).
+--- the ask mapping adds). `opts.branch`: sent as a new branch from before that prompt of the
+--- conversation (:help agent-branches), the branch there kept; refused while a turn runs.
 ---@param prompt? string
----@param opts? { context?: string }
+---@param opts? { context?: string, branch?: integer }
 ---@return boolean sent false when nothing was sent (the reason was shown); true when it was
 --- sent or queued behind the running turn
 function M.ask(prompt, opts)
@@ -54,10 +55,15 @@ function H.ask(prompt, opts)
   H.ensure_init()
   local chat = require("agent.chat")
   local queue = chat.queue
+  local branch = opts and opts.branch
+  if branch and chat.busy() then
+    vim.notify("agent: a turn is running; send the new branch once it has ended", vim.log.levels.WARN)
+    return false
+  end
   -- Behind the running turn, and behind prompts queued before it: sent in order, each when the
   -- backend is idle again (M.queue lists and removes them; :Agent stop may drop them).
-  if chat.busy() or (#queue.items > 0 and not H.from_queue) then
-    queue.push(prompt, opts and opts.context)
+  if not branch and (chat.busy() or (#queue.items > 0 and not H.from_queue)) then
+    queue.push(require("agent.clipboard").pin(prompt), opts and opts.context)
     if not chat.visible() then
       vim.notify(("agent: queued: %s"):format(queue.label(prompt)), vim.log.levels.INFO)
     end
@@ -79,10 +85,81 @@ function H.ask(prompt, opts)
   if conversations.in_tab() == conversations.active() then
     chat.open({ focus = false })
   end
+  local text = context and (expanded.text .. "\n\n" .. context) or expanded.text
+  if branch then
+    -- The backend draws the chat again as the new branch, this prompt last.
+    chat.branching()
+    rpc.prompt(text, expanded.images, { turn = branch })
+    return true
+  end
   chat.user_prompt(shown, expanded.attachments, prompt)
-  rpc.prompt(context and (expanded.text .. "\n\n" .. context) or expanded.text, expanded.images)
+  rpc.prompt(text, expanded.images)
   conversations.name_from(conversations.active(), prompt)
   return true
+end
+
+-- `e` on a prompt row: its text (as typed, without its attachments) in the input, to send as a
+-- new branch from before it.
+function H.edit_prompt(row)
+  local chat = require("agent.chat")
+  local turn = chat.prompt_at(row)
+  if not turn then
+    local key = require("agent.config").options.keymaps.chat.edit
+    vim.notify(
+      ("agent: `%s` puts a prompt's text in the input: put the cursor on it (## You)"):format(key),
+      vim.log.levels.INFO
+    )
+    return
+  end
+  local text, err = require("agent.rpc").prompt_text(turn)
+  if not text then
+    vim.notify(err or "agent: that prompt could not be read", vim.log.levels.WARN)
+    return
+  end
+  local typed = require("agent.context.format").parse(text)
+  chat.edit_in_input(typed, turn)
+end
+
+--- Asks again for the answer to prompt `turn` (the last one by default), as a new branch
+--- (:help agent-branches): the answer there is kept, to switch back to with `[`.
+---@param turn? integer
+---@return boolean sent
+function M.regenerate(turn)
+  return H.here(function()
+    H.ensure_init()
+    local chat = require("agent.chat")
+    local rpc = require("agent.rpc")
+    turn = turn or chat.prompt_count()
+    if turn < 1 then
+      vim.notify("agent: there is no answer to ask for again", vim.log.levels.INFO)
+      return false
+    end
+    if chat.busy() then
+      vim.notify("agent: a turn is running; ask again once it has ended", vim.log.levels.WARN)
+      return false
+    end
+    if not rpc.ensure() then
+      return false
+    end
+    chat.branching()
+    rpc.prompt("", nil, { turn = turn, again = true })
+    return true
+  end) or false
+end
+
+--- Switches, at prompt `turn`, to the branch `step` places after the current one (before it
+--- when negative): the chat and what the model is sent become that branch's; the files stay
+--- as they are (:help agent-branches).
+---@param turn integer
+---@param step integer
+function M.switch_branch(turn, step)
+  H.here(function()
+    if require("agent.chat").busy() then
+      vim.notify("agent: a turn is running; switch branches once it has ended", vim.log.levels.WARN)
+      return
+    end
+    require("agent.rpc").branch(turn, step)
+  end)
 end
 
 --- Edits some lines of the current buffer in place (:help agent-inline): the model's change is
@@ -1073,6 +1150,7 @@ H.highlights = {
   AgentInputHint = "Comment", -- the hint in the empty input window
   AgentThought = "Comment", -- an external agent's thinking (ACP), folded
   AgentRewound = "Comment", -- `rewound to before prompt 3: ...` and the turns folded under it
+  AgentBranch = "Comment", -- `branch 2 of 3 · [ / ]` after a prompt's header
   AgentDiffAdd = "DiffAdd", -- `+` lines in the approval preview
   AgentDiffDelete = "DiffDelete", -- `-` lines
   AgentDiffHeader = "DiffChange", -- `---`, `+++` and `@@` lines
@@ -1202,7 +1280,11 @@ function H.ensure_init()
         if refused then
           return false -- an unknown `/word`: the input keeps it
         end
-        return handled or M.ask(text)
+        if handled then
+          return handled
+        end
+        local branch = require("agent.chat").take_editing()
+        return M.ask(text, branch and { branch = branch } or nil)
       end),
       cancel = acting(function()
         M.stop()
@@ -1227,6 +1309,38 @@ function H.ensure_init()
       end),
       paste_image = acting(function(buf)
         require("agent.clipboard").paste(buf)
+      end),
+      edit_prompt = acting(function(row)
+        H.edit_prompt(row)
+      end),
+      regenerate = acting(function(row)
+        local chat = require("agent.chat")
+        local last = chat.prompt_count()
+        local at = chat.turn_at(row)
+        if not at or at ~= last then
+          local key = require("agent.config").options.keymaps.chat.regenerate
+          vim.notify(
+            ("agent: `%s` asks again for the last answer: put the cursor on it"):format(key),
+            vim.log.levels.INFO
+          )
+          return
+        end
+        M.regenerate(last)
+      end),
+      switch_branch = acting(function(row, step)
+        local turn = require("agent.chat").prompt_at(row)
+        if not turn then
+          local keys = require("agent.config").options.keymaps.chat
+          vim.notify(
+            ("agent: `%s` and `%s` switch branches on a prompt (## You) that has them"):format(
+              keys.branch_prev,
+              keys.branch_next
+            ),
+            vim.log.levels.INFO
+          )
+          return
+        end
+        M.switch_branch(turn, step)
       end),
       undo_edit = acting(function(diff, exact, workspace)
         require("agent.undo").edit(diff, workspace or require("agent.rpc").workspace(), exact)

@@ -40,7 +40,17 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             sandbox: "workspace-write, network allowed (Landlock ABI 7)".into(),
             sandbox_warnings: vec!["agent: /w/x (sandbox.writable) does not exist".into()],
         },
-        Some(UiEvent::Started { .. }) => UiEvent::AcpStarted {
+        // Drawn again before anything is shown (it clears the chat), with a mark for a prompt
+        // not there (nothing is marked).
+        Some(UiEvent::Started { .. }) => UiEvent::Clear,
+        Some(UiEvent::Clear) => UiEvent::Branches {
+            at: vec![agent_nvim::front::nvim::protocol::BranchMark {
+                turn: 1,
+                index: 2,
+                count: 2,
+            }],
+        },
+        Some(UiEvent::Branches { .. }) => UiEvent::AcpStarted {
             name: "test".into(),
         },
         Some(UiEvent::AcpStarted { .. }) => UiEvent::Agent(Event::TurnStarted),
@@ -357,7 +367,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 37, "{kinds:?}");
+    assert_eq!(kinds.len(), 39, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])
@@ -554,6 +564,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
                hunks = {{ {{ at = 0, removed = {{ 'a' }}, added = {{ 'b' }} }} }} }}) \
              require('agent.side').ask('why?', {{ ensure = rpc.ensure, to_input = function() end }}) \
              rpc.renamed('my name') \
+             rpc.branch(2, -1) \
              rpc.close(1)"
         ),
         vec![],
@@ -587,6 +598,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
             "inline_answer",
             "btw",
             "rename",
+            "branch",
             "close"
         ]
     );
@@ -649,7 +661,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
             assert_eq!(named, Some(1), "{method}: {arg:?}");
         }
     }
-    for i in [8, 9, 14, 22] {
+    for i in [8, 9, 14, 23] {
         assert_eq!(
             arg(i),
             Value::Map(vec![(Value::from("conversation"), Value::from(1))]),
@@ -707,6 +719,9 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
     assert_eq!(btw.question, "why?");
     let rename: agent_nvim::front::nvim::protocol::Rename = rmpv::ext::from_value(arg(21)).unwrap();
     assert_eq!((rename.id, rename.title.as_str()), (None, "my name"));
+    let branch: agent_nvim::front::nvim::protocol::BranchSwitch =
+        rmpv::ext::from_value(arg(22)).unwrap();
+    assert_eq!((branch.turn, branch.step), (2, -1));
     // A proposal for an edit that is gone is answered at once: nothing applied.
     let answer: InlineAnswer = rmpv::ext::from_value(arg(19)).unwrap();
     assert_eq!(

@@ -57,6 +57,9 @@ pub enum ConversationError {
     /// A compaction asked for could not be done: why (the turn loop's error).
     #[error("not compacted: {0}")]
     NotCompacted(#[source] Cause),
+    /// What was asked cannot be done now; the text says why (no such branch, not saved).
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// The error of a layer this interface does not know (the engine's store, the ACP client, the
@@ -218,6 +221,53 @@ pub trait Conversation: Send + Sync {
         match self.decorates() {
             Some(inner) => inner.rewind(turn),
             None => Box::pin(async { Err(self.unsupported("rewind")) }),
+        }
+    }
+
+    /// Starts a new branch before its `turn`-th prompt (`:help agent-branches`): the history is
+    /// cut there as a rewind cuts it, and the branch cut is kept to switch back to. Answers the
+    /// saved conversation as it is now, to draw the chat from. A saved built-in conversation
+    /// can; not supported by default.
+    fn branch(&self, turn: usize) -> BoxFuture<'_, Result<saved::Conversation, ConversationError>> {
+        match self.decorates() {
+            Some(inner) => inner.branch(turn),
+            None => Box::pin(async { Err(self.unsupported("keep branches")) }),
+        }
+    }
+
+    /// Switches, at its `turn`-th prompt, to the branch `step` places after the current one
+    /// (before it when negative), as that branch was left: the history becomes that branch's.
+    /// Answers the saved conversation as it is now. Not supported by default.
+    fn switch_branch(
+        &self,
+        turn: usize,
+        step: i64,
+    ) -> BoxFuture<'_, Result<saved::Conversation, ConversationError>> {
+        match self.decorates() {
+            Some(inner) => inner.switch_branch(turn, step),
+            None => Box::pin(async { Err(self.unsupported("keep branches")) }),
+        }
+    }
+
+    /// The prompts of its current branch that have other branches; None (the default) when it
+    /// never branched or is not saved.
+    fn branches(&self) -> BoxFuture<'_, Option<Vec<saved::BranchAt>>> {
+        match self.decorates() {
+            Some(inner) => inner.branches(),
+            None => Box::pin(async { None }),
+        }
+    }
+
+    /// Its history becomes `saved`'s current branch (the model's view there, its
+    /// compactions); unlike a resume, the session's grants and what it cost stay. The built-in
+    /// one can; not supported by default.
+    fn follow<'a>(
+        &'a self,
+        saved: &'a saved::Conversation,
+    ) -> BoxFuture<'a, Result<(), ConversationError>> {
+        match self.decorates() {
+            Some(inner) => inner.follow(saved),
+            None => Box::pin(async { Err(self.unsupported("keep branches")) }),
         }
     }
 

@@ -53,6 +53,12 @@ pub enum Record {
     /// The images the prompt just before it holds (`:help agent-images`), each saved in the
     /// session folder's `images/`.
     Images { images: Vec<SavedImage> },
+    /// A new branch starts (`:help agent-branches`): the view is cut to its first `kept`
+    /// messages as a rewind cuts it, and the branch it cut is kept, to switch back to.
+    Branched { kept: usize },
+    /// The person switched branches: the view is again what it was when the branch left by
+    /// record `to` (a `branched` or `switched` one, counted from 0 after the header) was left.
+    Switched { to: usize },
 }
 
 /// An image of a prompt as saved: what it is, and the file in the session folder's `images/`
@@ -92,28 +98,55 @@ impl SavedImage {
     }
 }
 
-/// The most bytes read back of one saved image (what [`agent_nvim_llm::image::MAX_BYTES`]
-/// allows, with room): a larger file is not one agent.nvim saved.
-const MAX_SAVED_IMAGE: u64 = 8 * 1024 * 1024;
-
-/// The bytes of the saved image `file` in `dir`, when it is a plain name there and can be read.
+/// The bytes of the saved image `file` in `dir`, when it is one agent.nvim saved there: a
+/// name as [`saved_image_name`] makes them (so nothing outside `dir`), a regular file reached
+/// without following a link (opened without waiting on a FIFO), of the length its name says,
+/// holding an image. Anything else is not sent (the model is told it is gone).
 pub fn read_saved_image(dir: &std::path::Path, file: &str) -> Option<Vec<u8>> {
     use std::io::Read;
-    let plain = !file.is_empty()
-        && file
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
-        && !file.starts_with('.');
-    if !plain {
-        return None;
-    }
-    let opened = std::fs::File::open(dir.join(file)).ok()?;
-    if !opened.metadata().ok()?.is_file() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let length = saved_image_length(file)?;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(dir.join(file))
+        .ok()?;
+    let meta = opened.metadata().ok()?;
+    if !meta.is_file() || meta.len() != length {
         return None;
     }
     let mut bytes = Vec::new();
-    opened.take(MAX_SAVED_IMAGE).read_to_end(&mut bytes).ok()?;
-    Some(bytes)
+    opened.take(length).read_to_end(&mut bytes).ok()?;
+    let image = image_kind(&bytes);
+    (bytes.len() as u64 == length && image).then_some(bytes)
+}
+
+/// Whether `bytes` start as a png, jpeg, gif or webp does.
+fn image_kind(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"\x89PNG\r\n\x1a\n")
+        || bytes.starts_with(&[0xff, 0xd8, 0xff])
+        || bytes.starts_with(b"GIF87a")
+        || bytes.starts_with(b"GIF89a")
+        || (bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP")
+}
+
+/// The name an image of `length` bytes whose content hashes to `hash` is saved under, with
+/// extension `ext`: `{hash, 16 hex digits}-{length}.{ext}`.
+pub fn saved_image_name(hash: u64, length: usize, ext: &str) -> String {
+    format!("{hash:016x}-{length}.{ext}")
+}
+
+/// The length a name [`saved_image_name`] made says, when `file` is such a name.
+fn saved_image_length(file: &str) -> Option<u64> {
+    let (stem, ext) = file.rsplit_once('.')?;
+    let (hash, length) = stem.split_once('-')?;
+    let hex = hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit());
+    let ext_ok = matches!(ext, "png" | "jpg" | "gif" | "webp");
+    let digits = !length.is_empty() && length.bytes().all(|b| b.is_ascii_digit());
+    if !(hex && ext_ok && digits) {
+        return None;
+    }
+    length.parse().ok()
 }
 
 /// One message of the model's view, as saved.
@@ -315,6 +348,23 @@ impl Conversation {
             .sum()
     }
 
+    /// The view over every record, as far as it tells whether each message is a prompt: for
+    /// the branches ([`View::branches`], [`View::switch_target`], [`View::path`]).
+    pub fn tree(&self) -> View<IsPrompt> {
+        let mut view = View::<IsPrompt>::default();
+        for record in &self.records {
+            view.take(record);
+        }
+        view
+    }
+
+    /// Whether it ever branched (`branched` or `switched` records).
+    pub fn has_branches(&self) -> bool {
+        self.records
+            .iter()
+            .any(|r| matches!(r, Record::Branched { .. } | Record::Switched { .. }))
+    }
+
     /// How many messages [`Conversation::model_view`] has, without building them.
     pub fn model_len(&self) -> usize {
         let mut view = View::<IsPrompt>::default();
@@ -354,12 +404,58 @@ impl Conversation {
 /// The model's view as a file's records build it, one record at a time: the messages
 /// ([`Message`], for [`Conversation::model_view`]) or only whether each is a prompt
 /// ([`IsPrompt`], for numbering a replayed cut while the file is still being read).
+///
+/// It also follows the conversation's tree of branches (`:help agent-branches`): which records
+/// the current branch is made of (its `path`), where each of its prompts is, and, at each
+/// `branched` and `switched` record, the branch that was left, so a later `switched` record can
+/// go back to it.
 #[derive(Debug)]
 pub struct View<T> {
     messages: Vec<T>,
     cut: Option<CutTurn>,
     /// The compactions recorded and not rewound.
     compactions: Vec<agent_nvim_vocab::events::Compaction>,
+    /// How many records it took.
+    taken: usize,
+    /// The records the current branch is made of, by index (`branched`, `switched` and
+    /// `rewound` records are not part of any).
+    path: Vec<usize>,
+    /// The current branch's prompts, in order.
+    prompts: Vec<PromptAt>,
+    /// The branches left, each as it was when it was left.
+    tips: Vec<Tip<T>>,
+}
+
+/// Where a prompt of a branch is: its record, its message's place in the view, and its place
+/// in the branch's path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PromptAt {
+    record: usize,
+    message: usize,
+    path: usize,
+}
+
+/// A branch as it was when it was left: the record that left it (its `at`), and what the view
+/// held then.
+#[derive(Debug, Clone)]
+struct Tip<T> {
+    at: usize,
+    /// Left by a `branched` or `switched` record: a branch the person kept (a rewind's is not).
+    kept: bool,
+    messages: Vec<T>,
+    compactions: Vec<agent_nvim_vocab::events::Compaction>,
+    path: Vec<usize>,
+    prompts: Vec<PromptAt>,
+}
+
+/// How many branches one prompt of the current branch has (`branch 2 of 3`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BranchAt {
+    /// The prompt's number in the current branch (from 1).
+    pub turn: usize,
+    /// Which of them the current branch is (from 1), oldest first.
+    pub index: usize,
+    pub count: usize,
 }
 
 impl<T> Default for View<T> {
@@ -368,6 +464,10 @@ impl<T> Default for View<T> {
             messages: Vec::new(),
             cut: None,
             compactions: Vec::new(),
+            taken: 0,
+            path: Vec::new(),
+            prompts: Vec::new(),
+            tips: Vec::new(),
         }
     }
 }
@@ -404,15 +504,24 @@ impl ViewItem for IsPrompt {
     }
 }
 
-impl<T: ViewItem> View<T> {
+impl<T: ViewItem + Clone> View<T> {
     /// Takes the next record of the file.
     pub fn take(&mut self, record: &Record) {
+        let index = self.taken;
+        self.taken += 1;
         match record {
             Record::Prompt { text } => {
                 self.end_cut();
+                self.prompts.push(PromptAt {
+                    record: index,
+                    message: self.messages.len(),
+                    path: self.path.len(),
+                });
+                self.path.push(index);
                 self.cut = Some(CutTurn::new(text));
             }
             Record::Event { event } => {
+                self.path.push(index);
                 if let agent_nvim_vocab::conversation::ConversationEvent::Turn(Event::Compacted {
                     prompts,
                     upto,
@@ -431,21 +540,62 @@ impl<T: ViewItem> View<T> {
                 }
             }
             Record::Model { messages } => {
+                self.path.push(index);
                 self.cut = None;
                 self.messages.extend(messages.iter().map(T::saved));
             }
             Record::Rewound { kept } => {
                 // A rewind comes after a resume, which had the cut-off turn in its view.
                 self.end_cut();
-                self.messages.truncate(*kept);
-                self.compactions.retain(|c| c.upto <= *kept);
+                self.leave(index, false);
+                self.cut_to(*kept);
+            }
+            Record::Branched { kept } => {
+                self.end_cut();
+                self.leave(index, true);
+                self.cut_to(*kept);
+            }
+            Record::Switched { to } => {
+                self.end_cut();
+                let Some(tip) = self.tips.iter().find(|tip| tip.at == *to).cloned() else {
+                    return;
+                };
+                self.leave(index, true);
+                self.messages = tip.messages;
+                self.compactions = tip.compactions;
+                self.path = tip.path;
+                self.prompts = tip.prompts;
             }
             Record::Images { images } => {
+                self.path.push(index);
                 if let Some(turn) = self.cut.as_mut() {
                     turn.images = images.iter().map(SavedImage::unread).collect();
                 }
             }
-            Record::Decided { .. } => {}
+            Record::Decided { .. } => self.path.push(index),
+        }
+    }
+
+    /// Keeps the current branch as a tip, left by record `at`.
+    fn leave(&mut self, at: usize, kept: bool) {
+        self.tips.push(Tip {
+            at,
+            kept,
+            messages: self.messages.clone(),
+            compactions: self.compactions.clone(),
+            path: self.path.clone(),
+            prompts: self.prompts.clone(),
+        });
+    }
+
+    /// Cuts the view to its first `kept` messages: the prompts from there on leave the branch,
+    /// and the records from the first of them.
+    fn cut_to(&mut self, kept: usize) {
+        self.messages.truncate(kept);
+        self.compactions.retain(|c| c.upto <= kept);
+        if let Some(first) = self.prompts.iter().position(|p| p.message >= kept) {
+            self.path.truncate(self.prompts[first].path);
+            self.prompts.truncate(first);
         }
     }
 
@@ -453,6 +603,79 @@ impl<T: ViewItem> View<T> {
     pub fn finish(mut self) -> Vec<T> {
         self.end_cut();
         self.messages
+    }
+
+    /// The records the current branch is made of, in order.
+    pub fn path(&self) -> &[usize] {
+        &self.path
+    }
+
+    /// The records of the current branch's prompts, in order.
+    pub fn prompt_records(&self) -> Vec<usize> {
+        self.prompts.iter().map(|p| p.record).collect()
+    }
+
+    /// The branches (kept ones, and the current one) that share the current branch's prompts
+    /// before its `turn`-th, told apart by the record of their `turn`-th prompt: each such
+    /// record with the latest tip that holds it (None for the current branch), oldest first.
+    fn alternatives(&self, turn: usize) -> Vec<(usize, Option<usize>)> {
+        let Some(at) = turn.checked_sub(1) else {
+            return Vec::new();
+        };
+        let shared = |prompts: &[PromptAt]| {
+            prompts.len() > at
+                && prompts[..at].iter().map(|p| p.record).eq(self
+                    .prompts
+                    .iter()
+                    .take(at)
+                    .map(|p| p.record))
+        };
+        let mut found: Vec<(usize, Option<usize>)> = Vec::new();
+        for tip in self
+            .tips
+            .iter()
+            .filter(|tip| tip.kept && shared(&tip.prompts))
+        {
+            let record = tip.prompts[at].record;
+            match found.iter_mut().find(|(r, _)| *r == record) {
+                Some(entry) => entry.1 = Some(tip.at),
+                None => found.push((record, Some(tip.at))),
+            }
+        }
+        if let Some(current) = self.prompts.get(at) {
+            match found.iter_mut().find(|(r, _)| *r == current.record) {
+                Some(entry) => entry.1 = None,
+                None => found.push((current.record, None)),
+            }
+        }
+        found.sort_by_key(|(record, _)| *record);
+        found
+    }
+
+    /// Every prompt of the current branch that has other branches: its number, which branch
+    /// the current one is, and how many there are.
+    pub fn branches(&self) -> Vec<BranchAt> {
+        (1..=self.prompts.len())
+            .filter_map(|turn| {
+                let found = self.alternatives(turn);
+                let index = found.iter().position(|(_, tip)| tip.is_none())?;
+                (found.len() > 1).then_some(BranchAt {
+                    turn,
+                    index: index + 1,
+                    count: found.len(),
+                })
+            })
+            .collect()
+    }
+
+    /// The tip to switch to from the current branch at its `turn`-th prompt: the branch `step`
+    /// places after (or before, when negative) the current one there, as it was last left.
+    /// None when there is no such branch.
+    pub fn switch_target(&self, turn: usize, step: i64) -> Option<usize> {
+        let found = self.alternatives(turn);
+        let current = found.iter().position(|(_, tip)| tip.is_none())? as i64;
+        let target = usize::try_from(current + step).ok()?;
+        found.get(target).and_then(|(_, tip)| *tip)
     }
 
     fn end_cut(&mut self) {

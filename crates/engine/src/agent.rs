@@ -693,6 +693,17 @@ impl Agent {
         self.executor.context().gate.reset();
     }
 
+    /// Switches to another branch of the conversation: `history` under `compactions` is what
+    /// the model is sent from now on. The session grants and what it cost stay (it is the same
+    /// session).
+    pub fn follow(&mut self, history: Vec<Message>, compactions: Vec<Compaction>) {
+        self.history = history;
+        let len = self.history.len();
+        self.compactions = compactions.into_iter().filter(|c| c.upto <= len).collect();
+        self.rebuild_view();
+        self.last_input = 0;
+    }
+
     /// Rewinds: only the first `len` messages of the history are kept, and the compactions of
     /// what is gone are undone. The session grants stay (it is the same session).
     pub fn truncate(&mut self, len: usize) {

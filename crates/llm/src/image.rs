@@ -23,6 +23,13 @@ pub const MAX_INPUT: usize = 50 * 1024 * 1024;
 /// The largest width or height decoded (a file claiming more is refused, not decoded).
 const MAX_DECODED_EDGE: u32 = 20_000;
 
+/// The most pixels decoded: a small file can claim a huge image (a PNG of zeros), so what its
+/// header says is checked before anything is decoded. 50 million: a 8K screenshot is 33.
+const MAX_PIXELS: u64 = 50_000_000;
+
+/// The most memory one decode may take (the image crate's own limit, lowered).
+const MAX_ALLOC: u64 = 256 * 1024 * 1024;
+
 /// One image of a prompt, encoded as it is sent.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Image {
@@ -63,12 +70,20 @@ pub enum ImageError {
     TooLarge { name: String, size: usize },
     #[error("{name} could not be decoded: {why}")]
     Broken { name: String, why: String },
+    #[error("{name} is {width}×{height} pixels; images over 50 million pixels are not read")]
+    TooManyPixels {
+        name: String,
+        width: u32,
+        height: u32,
+    },
 }
 
 impl Image {
-    /// `bytes` made ready to send under `name`: a png, jpeg, gif or webp within [`MAX_EDGE`]
-    /// and [`MAX_BYTES`] is kept as it is; a larger one is scaled down (png, or jpeg when a
-    /// png would still be too large); anything else is refused.
+    /// `bytes` made ready to send under `name`: a png, jpeg or webp within [`MAX_EDGE`] and
+    /// [`MAX_BYTES`] is kept as it is once it decodes whole (a broken one would be refused by
+    /// the provider, with every later request); a larger one, or any gif (an animated one is
+    /// refused by some providers), is decoded, scaled down where needed and sent as png (or
+    /// jpeg when a png would still be too large); anything else is refused.
     pub fn prepare(name: &str, bytes: Vec<u8>) -> Result<Image, ImageError> {
         if bytes.len() > MAX_INPUT {
             return Err(ImageError::TooLarge {
@@ -91,14 +106,22 @@ impl Image {
             let mut limits = image::Limits::default();
             limits.max_image_width = Some(MAX_DECODED_EDGE);
             limits.max_image_height = Some(MAX_DECODED_EDGE);
-            limits.max_alloc = Some(2 * 1024 * 1024 * 1024);
+            limits.max_alloc = Some(MAX_ALLOC);
             reader.limits(limits);
             reader
         };
         let (width, height) = reader()
             .into_dimensions()
             .map_err(|err| broken(err.to_string()))?;
-        if width.max(height) <= MAX_EDGE && bytes.len() <= MAX_BYTES {
+        if u64::from(width) * u64::from(height) > MAX_PIXELS {
+            return Err(ImageError::TooManyPixels {
+                name: name.to_string(),
+                width,
+                height,
+            });
+        }
+        let decoded = reader().decode().map_err(|err| broken(err.to_string()))?;
+        if width.max(height) <= MAX_EDGE && bytes.len() <= MAX_BYTES && format != ImageFormat::Gif {
             return Ok(Image {
                 name: name.to_string(),
                 media_type: format.to_mime_type().to_string(),
@@ -109,7 +132,6 @@ impl Image {
                 file: None,
             });
         }
-        let decoded = reader().decode().map_err(|err| broken(err.to_string()))?;
         drop(bytes);
         let (data, media_type, w, h) = scaled(decoded).map_err(broken)?;
         Ok(Image {
@@ -117,7 +139,7 @@ impl Image {
             media_type: media_type.to_string(),
             width: w,
             height: h,
-            scaled_from: Some((width, height)),
+            scaled_from: (w, h).ne(&(width, height)).then_some((width, height)),
             data: data.into(),
             file: None,
         })
@@ -196,8 +218,10 @@ impl Image {
 /// `image` scaled to fit [`MAX_EDGE`], encoded as png, or as jpeg when the png is over
 /// [`MAX_BYTES`]; with its media type and size.
 fn scaled(image: DynamicImage) -> Result<(Vec<u8>, &'static str, u32, u32), String> {
+    // `thumbnail` averages whole pixels into each one kept: no float copy of the image, which
+    // a filtered resize of a large one would take hundreds of megabytes for.
     let image = if image.width().max(image.height()) > MAX_EDGE {
-        image.resize(MAX_EDGE, MAX_EDGE, image::imageops::FilterType::Triangle)
+        image.thumbnail(MAX_EDGE, MAX_EDGE)
     } else {
         image
     };
@@ -304,6 +328,71 @@ mod tests {
             Image::prepare("cut.png", cut),
             Err(ImageError::Broken { name, .. }) if name == "cut.png"
         ));
+    }
+
+    /// A PNG of only a signature and a header saying `w`×`h` (no pixels): what a file that
+    /// claims a huge image looks like before it is decoded.
+    fn png_header(w: u32, h: u32) -> Vec<u8> {
+        fn crc32(bytes: &[u8]) -> u32 {
+            let mut crc = 0xffff_ffffu32;
+            for &b in bytes {
+                crc ^= u32::from(b);
+                for _ in 0..8 {
+                    crc = if crc & 1 == 1 {
+                        (crc >> 1) ^ 0xedb8_8320
+                    } else {
+                        crc >> 1
+                    };
+                }
+            }
+            !crc
+        }
+        let mut header = b"IHDR".to_vec();
+        header.extend(w.to_be_bytes());
+        header.extend(h.to_be_bytes());
+        header.extend([8, 6, 0, 0, 0]);
+        let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+        for chunk in [header, b"IDAT".to_vec(), b"IEND".to_vec()] {
+            out.extend(((chunk.len() - 4) as u32).to_be_bytes());
+            out.extend(&chunk);
+            out.extend(crc32(&chunk).to_be_bytes());
+        }
+        out
+    }
+
+    #[test]
+    fn a_file_claiming_a_huge_image_or_cut_short_is_refused_before_it_costs_memory() {
+        let err = Image::prepare("bomb.png", png_header(20_000, 20_000)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "bomb.png is 20000×20000 pixels; images over 50 million pixels are not read"
+        );
+        assert!(matches!(
+            Image::prepare("wide.png", png_header(30_000, 10)),
+            Err(ImageError::Broken { .. })
+        ));
+        // Small enough to send as it is, but its pixels end early: refused, never sent.
+        let mut cut = png(32, 20);
+        cut.truncate(cut.len() - 20);
+        assert!(matches!(
+            Image::prepare("cut.png", cut),
+            Err(ImageError::Broken { .. })
+        ));
+    }
+
+    #[test]
+    fn a_gif_goes_as_a_png_of_its_first_frame() {
+        let mut gif = Vec::new();
+        DynamicImage::ImageRgb8(image::RgbImage::new(12, 7))
+            .write_to(&mut Cursor::new(&mut gif), ImageFormat::Gif)
+            .unwrap();
+        let image = Image::prepare("spin.gif", gif).unwrap();
+        assert_eq!(image.media_type, "image/png");
+        assert_eq!(
+            (image.width, image.height, image.scaled_from),
+            (12, 7, None)
+        );
+        assert_eq!(image::guess_format(&image.data).unwrap(), ImageFormat::Png);
     }
 
     #[test]

@@ -27,6 +27,7 @@ H.done_count = 0
 H.later = {} ---@type table<integer, table> resumed rows whose output is still to come, by `later`
 H.attachment_count = 0
 H.fresh = true -- a new conversation with nothing shown yet: `started` writes its first line
+H.ns_branches = vim.api.nvim_create_namespace("agent.chat.branches")
 H.typed = nil ---@type string? the running turn's prompt as typed, put back in the input if it fails
 
 --- The models the backend reported (`started`) or was switched to, each once, in order.
@@ -45,6 +46,11 @@ end
 --- (`idle`): the chat's owner sends the next queued prompt from it.
 ---@type fun()?
 M.on_idle = nil
+
+--- The current branch's prompts that have others (the last `branches` event): `{ turn, index,
+--- count }` each.
+---@type { turn: integer, index: integer, count: integer }[]
+M.branch_marks = {}
 
 --- Shows one event. Returns false when no handler knows its type.
 ---@param event table
@@ -230,6 +236,36 @@ function handlers.started(e)
     M.intro()
   end
   status.render()
+end
+
+-- The chat is drawn again (a branch switched to, :help agent-branches): what it shows goes;
+-- the branch's rows follow, then `branches`.
+function handlers.clear()
+  M.clear(false)
+  render.clear()
+  status.current.turn = false
+end
+
+-- The prompts of the current branch that have other branches: each `## You` header gets
+-- `branch 2 of 3 · [ / ]` at its end (the keys that switch); the marks before go.
+function handlers.branches(e)
+  local buf = window.buf
+  vim.api.nvim_buf_clear_namespace(buf, H.ns_branches, 0, -1)
+  render.commit()
+  local prompts = H.prompt_marks()
+  local keys = require("agent.config").options.keymaps.chat
+  local hint = (keys.branch_prev and keys.branch_next) and (" · %s / %s"):format(keys.branch_prev, keys.branch_next)
+    or ""
+  for _, at in ipairs(type(e.at) == "table" and e.at or {}) do
+    local mark = prompts[tonumber(at.turn) or 0]
+    if mark then
+      vim.api.nvim_buf_set_extmark(buf, H.ns_branches, mark[2], 0, {
+        virt_text = { { ("  branch %d of %d%s"):format(at.index, at.count, hint), "AgentBranch" } },
+        virt_text_pos = "eol",
+      })
+    end
+  end
+  M.branch_marks = e.at
 end
 
 -- A prompt of a resumed conversation, shown as it was sent: its attachments as rows again.
@@ -773,6 +809,34 @@ end
 
 function handlers.error(e)
   M.error(e.message or "agent: unknown error")
+end
+
+--- How many prompts the chat shows of the current history (its `## You` headers not cut).
+---@return integer
+function M.prompt_count()
+  render.commit()
+  return #H.prompt_marks()
+end
+
+--- The number of the prompt whose turn holds row `row` (0-based): the last `## You` at or
+--- above it; nil above the first.
+---@param row integer
+---@return integer?
+function M.turn_at(row)
+  render.commit()
+  local found
+  for i, mark in ipairs(H.prompt_marks()) do
+    if mark[2] <= row then
+      found = i
+    end
+  end
+  return found
+end
+
+--- A prompt is about to go as a new branch: the backend draws the chat again, this prompt
+--- last; until then the chat counts as busy (a second key press sends nothing).
+function M.branching()
+  status.set("thinking")
 end
 
 -- Helpers ------------------------------------------------------------------------------------

@@ -106,6 +106,25 @@ end
 --- Shows the user's prompt under `## You`, and its attachments as folded rows under it; the
 --- state becomes `thinking`.
 M.user_prompt = handlers.user_prompt
+M.prompt_count = handlers.prompt_count
+M.turn_at = handlers.turn_at
+M.branching = handlers.branching
+
+--- Puts prompt `turn`'s text in the input to be edited and sent as a new branch from before
+--- it (:help agent-branches); the input says so until it is sent or emptied.
+---@param text string
+---@param turn integer
+function M.edit_in_input(text, turn)
+  M.open({ focus = true })
+  window.edit_in_input(text, turn)
+end
+
+--- The prompt the input's text is to branch from (its number), when it holds an edited
+--- prompt; nil else. Taking it forgets it.
+---@return integer?
+function M.take_editing()
+  return window.take_editing()
+end
 --- Counts `cost` dollars spent outside a turn (a side question) in the conversation's cost.
 ---@param cost number
 function M.spent(cost)

@@ -28,6 +28,8 @@ M.buf = nil ---@type integer?
 --- The input buffer, when it exists.
 M.input_buf = nil ---@type integer?
 
+H.editing = nil ---@type integer? the prompt the input's text branches from (`e` on it)
+
 --- What the keys of the two buffers do, set by require("agent") (the chat never requires it):
 --- `submit(text)` sends a prompt and returns whether it was sent; `cancel()` stops the turn;
 --- `review(checkpoint)` lists what changed since a prompt's checkpoint (:Agent diff);
@@ -109,6 +111,18 @@ function M.ensure_buffers()
     if fork_key then
       maps[#maps + 1] = { "n", fork_key, H.fork_here, "agent: on a prompt, fork the conversation from before it" }
     end
+    local chat_keys = require("agent.config").options.keymaps.chat
+    local branch_maps = {
+      { chat_keys.edit, H.edit_here, "agent: on a prompt, put its text in the input to send as a new branch" },
+      { chat_keys.regenerate, H.regenerate_here, "agent: on the last answer, ask for it again as a new branch" },
+      { chat_keys.branch_prev, H.branch_step(-1), "agent: on a prompt with branches, the branch before" },
+      { chat_keys.branch_next, H.branch_step(1), "agent: on a prompt with branches, the branch after" },
+    }
+    for _, map in ipairs(branch_maps) do
+      if map[1] then
+        maps[#maps + 1] = { "n", map[1], map[2], map[3] }
+      end
+    end
     local undo_key = require("agent.config").options.keymaps.chat.undo
     if undo_key then
       maps[#maps + 1] = { "n", undo_key, H.undo_edit, "agent: on an edit's row, undo that edit" }
@@ -136,7 +150,8 @@ function M.ensure_buffers()
       maps[#maps + 1] = { { "n", "i" }, approve, H.approve, "agent: go to the waiting question (:Agent approve)" }
     end
     local paste = require("agent.config").options.keymaps.paste_image
-    local paste_modes = paste and M.unshadowed(paste, { "i", "n" }) or {}
+    -- Insert mode only: in Normal mode <C-v> starts a blockwise selection people use.
+    local paste_modes = paste and M.unshadowed(paste, { "i" }) or {}
     if #paste_modes > 0 then
       maps[#maps + 1] = {
         paste_modes,
@@ -373,10 +388,55 @@ function H.keymaps(buf, maps)
   end
 end
 
+--- Puts `text` in the input, for sending as a new branch from before prompt `turn`; the cursor
+--- goes to its end.
+---@param text string
+---@param turn integer
+function M.edit_in_input(text, turn)
+  local buf = M.input_buf
+  if not (buf and vim.api.nvim_buf_is_valid(buf)) then
+    return
+  end
+  H.editing = turn
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(text, "\n", { plain = true }))
+  local win = vim.fn.bufwinid(buf)
+  if win ~= -1 then
+    vim.api.nvim_set_current_win(win)
+    local last = vim.api.nvim_buf_line_count(buf)
+    vim.api.nvim_win_set_cursor(win, { last, #(vim.api.nvim_buf_get_lines(buf, last - 1, last, false)[1] or "") })
+  end
+  H.hint(buf)
+end
+
+--- The prompt the input's text branches from, forgotten as it is taken.
+---@return integer?
+function M.take_editing()
+  local turn = H.editing
+  H.editing = nil
+  if M.input_buf and vim.api.nvim_buf_is_valid(M.input_buf) then
+    H.hint(M.input_buf)
+  end
+  return turn
+end
+
 function H.hint(buf)
   vim.api.nvim_buf_clear_namespace(buf, H.ns_hint, 0, -1)
   local lines = vim.api.nvim_buf_get_lines(buf, 0, 2, false)
-  if #lines == 1 and lines[1] == "" then
+  local empty = #lines == 1 and lines[1] == ""
+  if empty then
+    H.editing = nil
+  elseif H.editing then
+    vim.api.nvim_buf_set_extmark(buf, H.ns_hint, 0, 0, {
+      virt_text = {
+        {
+          ("  editing prompt %d: sending starts a new branch (the old one is kept)"):format(H.editing),
+          "AgentInputHint",
+        },
+      },
+      virt_text_pos = "eol",
+    })
+  end
+  if empty then
     vim.api.nvim_buf_set_extmark(buf, H.ns_hint, 0, 0, {
       virt_text = { { "Ask the agent… <C-s> sends · ? keys", "AgentInputHint" } },
       virt_text_pos = "overlay",
@@ -471,6 +531,27 @@ H.outputs_opened = 0
 -- Forks the conversation from before the prompt under the cursor.
 function H.fork_here()
   M.actions.fork(vim.fn.line(".") - 1)
+end
+
+-- The chat's keys for branches (:help agent-branches), each acting on the cursor's row.
+function H.edit_here()
+  if M.actions.edit_prompt then
+    M.actions.edit_prompt(vim.fn.line(".") - 1)
+  end
+end
+
+function H.regenerate_here()
+  if M.actions.regenerate then
+    M.actions.regenerate(vim.fn.line(".") - 1)
+  end
+end
+
+function H.branch_step(step)
+  return function()
+    if M.actions.switch_branch then
+      M.actions.switch_branch(vim.fn.line(".") - 1, step)
+    end
+  end
 end
 
 -- Undoes the edit whose row is under the cursor, when its file has not changed since.

@@ -28,7 +28,7 @@ H.files_waiting = nil ---@type { seq: integer, done: function }?
 
 --- The protocol this file speaks; a backend announcing another one is stopped, with a message
 --- saying how to rebuild it.
-M.PROTOCOL = 13
+M.PROTOCOL = 14
 
 --- The plugin's root: the directory holding lua/ and plugin/.
 M.plugin_root = paths.root
@@ -53,11 +53,36 @@ M.buffer_text = buffers.buffer_text
 M.reload = buffers.reload
 M.checktime = buffers.checktime
 
---- Runs a turn on `text`, with the images the backend holds under the numbers `images`.
+--- Runs a turn on `text`, with the images the backend holds under the numbers `images`. With
+--- `branch`, as a new branch from before prompt `branch.turn` (:help agent-branches), and with
+--- `branch.again` that prompt sent again as it was (`text` unused): the answer regenerated.
 ---@param text string
 ---@param images? integer[]
-function M.prompt(text, images)
-  wire.notify(wire.method.PROMPT, { text = text, images = images and #images > 0 and images or nil })
+---@param branch? { turn: integer, again?: boolean }
+function M.prompt(text, images, branch)
+  wire.notify(wire.method.PROMPT, {
+    text = text,
+    images = images and #images > 0 and images or nil,
+    branch = branch and branch.turn or nil,
+    again = branch and branch.again or nil,
+  })
+end
+
+--- Switches, at prompt `turn`, to the branch `step` places after the current one (before it
+--- when negative); the chat is drawn again as that branch, or an error says why not.
+---@param turn integer
+---@param step integer
+function M.branch(turn, step)
+  wire.notify(wire.method.BRANCH, { turn = turn, step = step })
+end
+
+--- The text prompt `turn` was sent with (its attachments' rows and text included), or nil and
+--- why.
+---@param turn integer
+---@return string?
+---@return string? err
+function M.prompt_text(turn)
+  return wire.request(wire.request_name.PROMPT_TEXT, { turn = turn })
 end
 
 --- Connects to an external ACP agent; prompts go to it until `new`.
@@ -399,7 +424,9 @@ end
 ---@return table[]? answers
 ---@return string? err
 function M.attach(items)
-  return wire.request(wire.request_name.ATTACH, { items = items })
+  -- Where the chat draws pictures, images are saved as they are attached, to draw them from.
+  local preview = require("agent.chat.picture").viewer() ~= nil
+  return wire.request(wire.request_name.ATTACH, { items = items, preview = preview or nil })
 end
 
 --- The connected external agent's own slash commands (`{ name, description, hint? }`), as it

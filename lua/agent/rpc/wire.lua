@@ -29,6 +29,7 @@ M.method = {
   INLINE_ANSWER = "inline_answer",
   BTW = "btw",
   RENAME = "rename",
+  BRANCH = "branch",
 }
 
 --- The request names (protocol.rs `request`).
@@ -49,6 +50,7 @@ M.request_name = {
   SESSION_DELETE = "session_delete",
   FORK = "fork",
   ADOPT = "adopt",
+  PROMPT_TEXT = "prompt_text",
 }
 
 --- For tests: when a table, each notification sent is also appended to it as

@@ -523,6 +523,8 @@ mod tests {
             .prompt(Prompt {
                 text: "hi".into(),
                 images: Vec::new(),
+                branch: None,
+                again: false,
             })
             .await;
         assert_eq!(
@@ -548,6 +550,8 @@ mod tests {
                 .prompt(Prompt {
                     text: conversation.name().into(),
                     images: Vec::new(),
+                    branch: None,
+                    again: false,
                 })
                 .await;
             assert_eq!(next(&mut ui).await, UiEvent::Agent(Event::TurnStarted));

@@ -446,6 +446,8 @@ mod tests {
             .prompt(protocol::Prompt {
                 text: "typed during a resume".into(),
                 images: Vec::new(),
+                branch: None,
+                again: false,
             })
             .await;
         // Not refused: nothing is said while it waits.
@@ -478,6 +480,8 @@ mod tests {
             .prompt(protocol::Prompt {
                 text: "waits".into(),
                 images: Vec::new(),
+                branch: None,
+                again: false,
             })
             .await;
         drop(running);
@@ -609,6 +613,8 @@ mod tests {
         let prompt = || Prompt {
             text: "go".into(),
             images: Vec::new(),
+            branch: None,
+            again: false,
         };
         one.prompt(prompt()).await;
         two.prompt(prompt()).await;

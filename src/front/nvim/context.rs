@@ -55,6 +55,8 @@ pub(super) async fn attach(
     store: Option<&crate::sessions::Store>,
     attach: Attach,
 ) -> Value {
+    // Images are saved as they are attached only for a picture in the chat; else when sent.
+    let store = store.filter(|_| attach.preview);
     let mut answers = Vec::with_capacity(attach.items.len());
     let mut total = 0;
     for value in attach.items {
@@ -161,8 +163,10 @@ fn is_image_name(path: &str) -> bool {
         .any(|ext| lower.ends_with(ext))
 }
 
-/// How long the clipboard tool may take.
-const CLIPBOARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+/// How long the clipboard tool may take to print the image, then to exit: within
+/// [`ATTACH_TIMEOUT`] together, which Neovim waits for.
+const CLIPBOARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+const CLIPBOARD_EXIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The clipboard's image: what `argv` writes (Lua chose the tool: `wl-paste`, `xclip`, ...),
 /// at most [`image::MAX_INPUT`] bytes, in [`CLIPBOARD_TIMEOUT`]. Killed if it takes longer.
@@ -174,14 +178,25 @@ async fn clipboard(argv: &[String]) -> Result<Vec<u8>, String> {
     let tool = std::path::Path::new(program)
         .file_name()
         .map_or(program.clone(), |n| n.to_string_lossy().into_owned());
+    // A group of its own, so what a wrapper script starts is killed with it.
     let mut child = tokio::process::Command::new(program)
         .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
+        .process_group(0)
         .kill_on_drop(true)
         .spawn()
         .map_err(|err| format!("{tool} could not be started: {err}"))?;
+    let group = child.id();
+    let kill_group = || {
+        if let Some(pid) = group.and_then(|pid| i32::try_from(pid).ok()) {
+            // SAFETY: kill(2) on the group this function made; no memory is involved.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+    };
     let mut stdout = child
         .stdout
         .take()
@@ -198,14 +213,25 @@ async fn clipboard(argv: &[String]) -> Result<Vec<u8>, String> {
         Ok(Ok(bytes)) => bytes,
         Ok(Err(err)) => return Err(format!("{tool} could not be read: {err}")),
         Err(_) => {
+            kill_group();
             return Err(format!(
                 "{tool} gave nothing in {} s",
                 CLIPBOARD_TIMEOUT.as_secs()
-            ))
+            ));
         }
     };
     drop(stdout);
-    let status = tokio::time::timeout(CLIPBOARD_TIMEOUT, child.wait()).await;
+    if bytes.len() > image::MAX_INPUT {
+        kill_group();
+        return Err(format!(
+            "the clipboard's image is over {} MB",
+            image::MAX_INPUT / 1024 / 1024
+        ));
+    }
+    let status = tokio::time::timeout(CLIPBOARD_EXIT, child.wait()).await;
+    if status.is_err() {
+        kill_group();
+    }
     let ok = matches!(status, Ok(Ok(status)) if status.success());
     if !ok || bytes.is_empty() {
         return Err(format!("the clipboard holds no image ({tool} found none)"));
@@ -291,10 +317,22 @@ fn problem_value(label: String, problem: &str) -> Value {
 const HELD_IMAGES: usize = 16;
 
 /// The images attached and not yet sent (or sent, and kept a while for a paste sent again),
-/// by number.
-#[derive(Default)]
+/// by number. The numbers start at a random place for each conversation and each process, so
+/// a `#image:N` left in text from before (another conversation's, a backend restarted since)
+/// names nothing rather than another image.
 pub(super) struct Held {
     inner: std::sync::Mutex<(u64, std::collections::VecDeque<(u64, Image)>)>,
+}
+
+impl Default for Held {
+    fn default() -> Self {
+        use std::hash::{BuildHasher, RandomState};
+        // Random keys for each process; Lua reads numbers as doubles, so under 2^40.
+        let start = RandomState::new().hash_one(std::time::SystemTime::now()) % (1 << 40);
+        Held {
+            inner: std::sync::Mutex::new((start.max(1 << 20), std::collections::VecDeque::new())),
+        }
+    }
 }
 
 impl Held {
@@ -420,7 +458,10 @@ mod tests {
             &editor,
             &Held::default(),
             None,
-            Attach { items },
+            Attach {
+                items,
+                preview: false,
+            },
         )
         .await;
         let answers = answer.as_array().unwrap();
@@ -536,6 +577,91 @@ mod tests {
             field_of(&answers[8], "problem").is_some(),
             "{:?}",
             answers[8]
+        );
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod clipboard_tests {
+    use super::*;
+
+    /// The pids whose command line holds `marker`.
+    fn running_with(marker: &str) -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .map(|c| String::from_utf8_lossy(&c).contains(marker))
+                    .unwrap_or(false)
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_clipboard_tool_that_never_answers_is_killed_with_what_it_started() {
+        let marker = "41.5172";
+        let argv: Vec<String> = [
+            "/bin/sh",
+            "-c",
+            &format!("sleep {marker} & exec sleep {marker}"),
+        ]
+        .map(String::from)
+        .to_vec();
+        let err = clipboard(&argv).await.unwrap_err();
+        assert_eq!(err, "sh gave nothing in 2 s");
+        // The whole group is gone, the background child too.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !running_with(marker).is_empty() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert_eq!(running_with(marker), Vec::<u32>::new());
+    }
+
+    #[tokio::test]
+    async fn a_clipboard_without_an_image_and_osascripts_hex_are_told_apart() {
+        let none: Vec<String> = ["/bin/sh", "-c", "exit 1"].map(String::from).to_vec();
+        assert_eq!(
+            clipboard(&none).await.unwrap_err(),
+            "the clipboard holds no image (sh found none)"
+        );
+        assert_eq!(
+            apple_data("«data PNGf89504E470D0A»\n".as_bytes()),
+            Some(vec![0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a])
+        );
+        assert_eq!(apple_data(b"\x89PNG"), None);
+        assert_eq!(apple_data("«data PNGf8»".as_bytes()), None);
+    }
+
+    #[test]
+    fn attach_items_for_images_decode_and_others_stay_what_they_were() {
+        let map = |pairs: Vec<(&str, rmpv::Value)>| {
+            rmpv::Value::Map(pairs.into_iter().map(|(k, v)| (k.into(), v)).collect())
+        };
+        assert_eq!(
+            AttachItem::decode(&map(vec![(
+                "clipboard",
+                rmpv::Value::Array(vec!["/usr/bin/wl-paste".into(), "--type".into()])
+            )])),
+            Some(AttachItem::Clipboard {
+                argv: vec!["/usr/bin/wl-paste".into(), "--type".into()]
+            })
+        );
+        assert_eq!(
+            AttachItem::decode(&map(vec![("clipboard", rmpv::Value::Array(vec![]))])),
+            None
+        );
+        assert_eq!(
+            AttachItem::decode(&map(vec![("image", 7u64.into())])),
+            Some(AttachItem::Held { image: 7 })
+        );
+        assert_eq!(
+            AttachItem::decode(&map(vec![("path", "a.png".into())])),
+            Some(AttachItem::Path {
+                path: "a.png".into()
+            })
         );
     }
 }

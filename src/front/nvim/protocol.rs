@@ -41,7 +41,7 @@ pub struct Addressed {
 
 /// Bumped whenever a message below changes shape; Lua refuses a backend with another number and
 /// says how to rebuild it.
-pub const PROTOCOL: u32 = 13;
+pub const PROTOCOL: u32 = 14;
 
 /// The Lua functions Rust calls, as the code given to `nvim_exec_lua` (`...` are its arguments).
 /// Each lives in `agent.rpc` (the module Lua users and tests `require`).
@@ -132,8 +132,13 @@ pub mod method {
     /// [`super::Btw`]: a side question (`:Agent btw`), answered apart from the conversation:
     /// its answer comes as `btw_text` events, then `btw_done`.
     pub const BTW: &str = "btw";
+    /// [`super::BranchSwitch`]: at a prompt of the current conversation, switch to another of
+    /// its branches (`[` / `]` in the chat, `:help agent-branches`): the chat is drawn again as
+    /// that branch (`clear`, its events, `branches`), or an error says why nothing changed.
+    /// Refused while a turn runs.
+    pub const BRANCH: &str = "branch";
     /// Every method above, for the test that checks Lua sends each one.
-    pub const ALL: [&str; 17] = [
+    pub const ALL: [&str; 18] = [
         START,
         PROMPT,
         CANCEL,
@@ -151,6 +156,7 @@ pub mod method {
         INLINE_ANSWER,
         BTW,
         RENAME,
+        BRANCH,
     ];
 }
 
@@ -251,6 +257,10 @@ pub mod request {
     /// [`super::Adopt`]: conversation `from`'s checkpoint restored into this conversation's own
     /// worktree (`fork with code`); answers what was done.
     pub const ADOPT: &str = "adopt";
+    /// `{conversation, turn}`: the text prompt `turn` of the current branch was sent with
+    /// (attachments included), for editing it into a new branch (`e` in the chat); an error
+    /// string for a conversation whose history is not agent.nvim's or a prompt it lacks.
+    pub const PROMPT_TEXT: &str = "prompt_text";
 }
 
 /// `files`: what to match.
@@ -271,6 +281,10 @@ pub struct Files {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Attach {
     pub items: Vec<rmpv::Value>,
+    /// The chat draws pictures (snacks.nvim, image.nvim): an image is saved as it is attached,
+    /// and its answer says where (`file`).
+    #[serde(default)]
+    pub preview: bool,
 }
 
 /// One item of [`Attach`]: a file by its path (`@path`, `#buffer`'s file), read through the
@@ -616,6 +630,25 @@ pub enum OptionError {
     Rule(#[from] crate::permissions::RuleError),
 }
 
+/// One prompt's branches ([`UiEvent::Branches`]): prompt `turn` of the current branch is
+/// branch `index` of `count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BranchMark {
+    pub turn: u64,
+    pub index: u64,
+    pub count: u64,
+}
+
+impl From<crate::sessions::BranchAt> for BranchMark {
+    fn from(at: crate::sessions::BranchAt) -> Self {
+        BranchMark {
+            turn: at.turn as u64,
+            index: at.index as u64,
+            count: at.count as u64,
+        }
+    }
+}
+
 /// `prompt`: what the user asked, context included.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Prompt {
@@ -624,6 +657,22 @@ pub struct Prompt {
     /// The images it holds, by the numbers `attach` answered for them.
     #[serde(default)]
     pub images: Vec<u64>,
+    /// Sent as a new branch from before the current branch's prompt this number
+    /// (`:help agent-branches`): the branch there is kept, the chat drawn again as the new one.
+    #[serde(default)]
+    pub branch: Option<usize>,
+    /// With `branch`: that prompt is sent again as it was (`text` and `images` unused): the
+    /// answer regenerated.
+    #[serde(default)]
+    pub again: bool,
+}
+
+/// `branch`: switch, at prompt `turn` of the current branch, to the branch `step` places after
+/// it (before it when negative).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct BranchSwitch {
+    pub turn: usize,
+    pub step: i64,
 }
 
 /// `decide`: answers the approval request with the same id.
@@ -1115,6 +1164,12 @@ pub enum UiEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         diff: Option<String>,
     },
+    /// The chat is drawn again from here (a branch switched to, `:help agent-branches`): what
+    /// it shows of the conversation is cleared; the branch's events follow.
+    Clear,
+    /// The prompts of the current branch that have other branches: the chat marks each
+    /// (`branch 2 of 3 · [ / ]`); none clears the marks.
+    Branches { at: Vec<BranchMark> },
     /// Side question `id`'s answer so far: the next piece of its text.
     BtwText { id: u64, text: String },
     /// Side question `id` is answered (`ok`), or why not; `message` is the done line
@@ -1206,7 +1261,10 @@ impl UiEvent {
                 sandbox: one(sandbox),
                 sandbox_warnings: sandbox_warnings.into_iter().map(one).collect(),
             },
-            UiEvent::Reviewable { .. } | UiEvent::Idle => self,
+            UiEvent::Reviewable { .. }
+            | UiEvent::Idle
+            | UiEvent::Clear
+            | UiEvent::Branches { .. } => self,
             // What is applied goes as it is; what is shown is made visible, line by line.
             UiEvent::InlineProposal {
                 inline,

@@ -55,6 +55,23 @@ pub(super) fn read(store: Store, id: String) -> std::io::Result<(mpsc::Receiver<
     Ok((to_show, loaded))
 }
 
+/// The chat of conversation `saved` as its current branch holds it (`:help agent-branches`):
+/// [`UiEvent::Clear`], the events of the branch's records as [`Replay`] makes them, and where
+/// its prompts have other branches ([`UiEvent::Branches`]).
+pub(super) fn branch_events(saved: &sessions::Conversation) -> Vec<UiEvent> {
+    let tree = saved.tree();
+    let mut replay = Replay::default();
+    let mut events = vec![UiEvent::Clear];
+    for record in tree.path().iter().filter_map(|&at| saved.records.get(at)) {
+        events.extend(replay.events(record));
+    }
+    events.extend(replay.finish());
+    events.push(UiEvent::Branches {
+        at: tree.branches().into_iter().map(Into::into).collect(),
+    });
+    events
+}
+
 /// What the chat is sent for the saved records of one conversation: a prompt as
 /// [`UiEvent::Prompt`], a cut as [`UiEvent::Rewound`], a tool's start, decision and end as one
 /// [`UiEvent::Replayed`] (its output kept for [`Replay::finish`]), every other event as itself
@@ -146,7 +163,10 @@ impl Replay {
                     later,
                 });
             }
-            Record::Rewound { .. } => {
+            // A switch is followed by the chat drawn again as the branch it went to
+            // ([`branch_events`]).
+            Record::Switched { .. } => {}
+            Record::Rewound { .. } | Record::Branched { .. } => {
                 // The chat folds what the cut left behind as it is in the buffer then: the
                 // outputs so far go in first.
                 events.extend(self.finish());

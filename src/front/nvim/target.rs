@@ -43,6 +43,14 @@ pub(super) struct Target {
     pub(super) files_latest: Arc<std::sync::atomic::AtomicU64>,
 }
 
+/// A prompt sent as a new branch: from before prompt `turn` of the current branch, and for
+/// `again` that prompt sent again (the answer regenerated).
+#[derive(Debug, Clone, Copy)]
+struct BranchFrom {
+    turn: usize,
+    again: bool,
+}
+
 impl Target {
     pub(super) fn send(&self, event: UiEvent) {
         self.slot.ui.send(event);
@@ -199,18 +207,123 @@ impl Target {
                 }
             }
         }
-        self.turn(Some(crate::llm::Prompt {
-            text: prompt.text,
-            images,
-        }))
+        let branch = prompt.branch.map(|turn| BranchFrom {
+            turn,
+            again: prompt.again,
+        });
+        self.turn_from(
+            Some(crate::llm::Prompt {
+                text: prompt.text,
+                images,
+            }),
+            branch,
+        )
         .await
+    }
+
+    /// Starts the new branch a prompt asked for, before it runs (the conversation claimed):
+    /// the branch cut kept, the chat drawn again as the new one, and the prompt shown. Answers
+    /// the prompt to send: `prompt`, or for `again` the one sent there before.
+    async fn branched(
+        &self,
+        conversation: &Arc<dyn crate::conversation::Conversation>,
+        from: BranchFrom,
+        prompt: crate::llm::Prompt,
+    ) -> std::result::Result<crate::llm::Prompt, String> {
+        let prompt = if from.again {
+            let view = conversation.model_view(0).await.ok_or_else(|| {
+                format!(
+                    "agent: {} keeps its own history; its answers cannot be regenerated here",
+                    conversation.name()
+                )
+            })?;
+            match crate::conversation::prompt_start(&view, from.turn).and_then(|at| view.get(at)) {
+                Some(crate::llm::Message::User(sent)) => sent.clone(),
+                _ => {
+                    return Err(format!(
+                        "agent: there is no prompt {} to send again",
+                        from.turn
+                    ))
+                }
+            }
+        } else {
+            prompt
+        };
+        let saved = conversation
+            .branch(from.turn)
+            .await
+            .map_err(|err| format!("agent: no new branch: {err}"))?;
+        for event in super::replay::branch_events(&saved) {
+            self.send(event);
+        }
+        self.send(UiEvent::Prompt {
+            text: prompt.text.clone(),
+        });
+        Ok(prompt)
+    }
+
+    /// `branch`: the current conversation switched to another branch at a prompt, and the chat
+    /// drawn again as it. Refused while a turn runs.
+    pub(super) fn switch_branch(&self, switch: protocol::BranchSwitch) {
+        let Ok(busy) = self.slot.busy.clone().try_lock_owned() else {
+            return self.error(
+                "agent: a turn is running; wait for it or stop it (:Agent stop) before switching branches",
+            );
+        };
+        let bridge = self.clone();
+        tokio::spawn(async move {
+            let conversation = bridge.slot.conversation.lock().await.clone();
+            let Some(conversation) = conversation else {
+                return bridge.error("agent: the backend was not started; run :Agent again");
+            };
+            match conversation.switch_branch(switch.turn, switch.step).await {
+                Ok(saved) => {
+                    for event in super::replay::branch_events(&saved) {
+                        bridge.send(event);
+                    }
+                    bridge.send(UiEvent::Idle);
+                }
+                Err(err) => bridge.error(format!("agent: {err}")),
+            }
+            drop(busy);
+        });
+    }
+
+    /// `prompt_text`: the text prompt `turn` of the current branch was sent with.
+    async fn prompt_text(&self, args: &[Value]) -> Result<Value, Value> {
+        #[derive(serde::Deserialize)]
+        struct Asked {
+            turn: usize,
+        }
+        let asked: Asked = super::context::decode(args)?;
+        let conversation = self.slot.conversation.lock().await.clone();
+        let conversation = conversation
+            .ok_or_else(|| Value::from("agent: the backend was not started; run :Agent again"))?;
+        let view = conversation.model_view(0).await.ok_or_else(|| {
+            Value::from(format!(
+                "agent: {} keeps its own history; its prompts cannot be edited into branches here",
+                conversation.name()
+            ))
+        })?;
+        match crate::conversation::prompt_start(&view, asked.turn).and_then(|at| view.get(at)) {
+            Some(crate::llm::Message::User(sent)) => Ok(Value::from(sent.text.as_str())),
+            _ => Err(Value::from(format!(
+                "agent: there is no prompt {} in this conversation",
+                asked.turn
+            ))),
+        }
     }
 
     /// Runs a turn: the prompt `text`, or a compaction (`:Agent compact`) without one. Either
     /// holds `busy` to its end, can be stopped with `cancel`, and ends with `idle`.
     async fn turn(&self, text: Option<crate::llm::Prompt>) {
+        self.turn_from(text, None).await
+    }
+
+    /// [`Target::turn`], a prompt sent as a new branch when `branch` says so.
+    async fn turn_from(&self, text: Option<crate::llm::Prompt>, branch: Option<BranchFrom>) {
         match self.slot.busy.clone().try_lock_owned() {
-            Ok(busy) => self.run_turn(busy, text).await,
+            Ok(busy) => self.run_turn(busy, text, branch).await,
             // Something else has the conversation (a resume replaying, a rewind, a turn the
             // chat did not know of yet): the prompt waits for it, as a queued one does, and is
             // never dropped. The lock is fair, so prompts go in the order they came.
@@ -222,7 +335,7 @@ impl Target {
                 tokio::spawn(async move {
                     let busy = busy.lock_owned().await;
                     if bridge.slot.cancels() == before {
-                        return bridge.run_turn(busy, text).await;
+                        return bridge.run_turn(busy, text, branch).await;
                     }
                     // Stopped (or started over) while it waited: it never starts, and its row
                     // ends as a cancelled turn does.
@@ -245,6 +358,7 @@ impl Target {
         &self,
         busy: tokio::sync::OwnedMutexGuard<()>,
         text: Option<crate::llm::Prompt>,
+        branch: Option<BranchFrom>,
     ) {
         let conversation = self.slot.conversation.lock().await.clone();
         let Some(conversation) = conversation else {
@@ -261,9 +375,21 @@ impl Target {
             let checkpoints = bridge.slot.of_session(|s| s.checkpoints.clone()).await;
             let checkpoints = checkpoints.ok().flatten();
             let before = checkpoints.as_ref().and_then(|c| c.last_prompt());
-            let outcome = match text {
-                Some(text) => conversation.prompt(text, &events, &token).await,
-                None => match conversation.compact(&events, &token).await {
+            let outcome = match (text, branch) {
+                (Some(text), None) => conversation.prompt(text, &events, &token).await,
+                (Some(text), Some(from)) => {
+                    match bridge.branched(&conversation, from, text).await {
+                        Ok(text) => conversation.prompt(text, &events, &token).await,
+                        Err(message) => {
+                            crate::agent::Report::report(
+                                &events,
+                                agent_nvim_vocab::events::Event::Error { message },
+                            );
+                            agent_nvim_vocab::events::Outcome::Failed
+                        }
+                    }
+                }
+                (None, _) => match conversation.compact(&events, &token).await {
                     Ok(()) => agent_nvim_vocab::events::Outcome::Done,
                     Err(err) => {
                         crate::agent::Report::report(
@@ -279,6 +405,12 @@ impl Target {
             drop(events);
             let _ = forwarder.await;
             tracing::info!(name = conversation.name(), ?outcome, "turn ended");
+            // Where the branch now has siblings: the chat marks those prompts.
+            if let Some(at) = conversation.branches().await {
+                bridge.send(UiEvent::Branches {
+                    at: at.into_iter().map(Into::into).collect(),
+                });
+            }
             // Read while still busy, so it cannot be the next prompt's.
             let taken = checkpoints
                 .as_ref()
@@ -455,6 +587,13 @@ impl Target {
                         notes.send(note);
                     }
                 });
+            }
+            // A conversation with branches is drawn again as the one last used (the rows above
+            // are the whole file, every branch in it).
+            if saved.has_branches() {
+                for event in super::replay::branch_events(&saved) {
+                    slot.ui.send(event);
+                }
             }
             slot.ui.send(UiEvent::Resumed {
                 id: saved.header.id.clone(),
@@ -1131,6 +1270,10 @@ impl Target {
                 Err(err) => tracing::warn!(%err, "bad files message"),
             },
             method::CANCEL => self.slot.cancel_turn(),
+            method::BRANCH => match protocol::arg::<protocol::BranchSwitch>(args) {
+                Ok(switch) => self.switch_branch(switch),
+                Err(err) => self.error(format!("agent: bad branch message ({err})")),
+            },
             method::INLINE => match protocol::arg::<protocol::Inline>(args) {
                 Ok(inline) => self.inline(inline, nvim).await,
                 Err(err) => self.error(format!("agent: bad inline message ({err})")),
@@ -1194,6 +1337,7 @@ impl Target {
             protocol::request::EXPORT => self.export().await,
             protocol::request::FORK => self.fork(args).await,
             protocol::request::ADOPT => self.adopt(args, nvim).await,
+            protocol::request::PROMPT_TEXT => self.prompt_text(&args).await,
             protocol::request::SESSION_RENAME => self.session_rename(args).await,
             protocol::request::SESSION_DELETE => self.session_delete(&args).await,
             protocol::request::MODEL => self.switch_model(&args).await,

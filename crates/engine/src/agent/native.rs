@@ -62,6 +62,19 @@ impl Conversation for Native {
         })
     }
 
+    fn follow<'a>(
+        &'a self,
+        saved: &'a agent_nvim_conversation::saved::Conversation,
+    ) -> BoxFuture<'a, Result<(), ConversationError>> {
+        Box::pin(async move {
+            self.agent
+                .lock()
+                .await
+                .follow(saved.model_view(), saved.compactions());
+            Ok(())
+        })
+    }
+
     fn model_view(&self, from: usize) -> BoxFuture<'_, Option<Vec<Message>>> {
         Box::pin(async move {
             let agent = self.agent.lock().await;

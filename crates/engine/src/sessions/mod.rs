@@ -97,9 +97,12 @@ impl Store {
     }
 
     /// Saves each of `images` not saved yet in [`Store::images_dir`] (0600, the folders 0700),
-    /// named by its content (`{fnv-1a 64 hex}-{length}.{png|jpg|gif|webp}`, so the same image
-    /// is kept once), and notes the name in it. One that cannot be saved is said in the log
-    /// and left unnamed: the conversation goes on, and a resume says it is gone.
+    /// named by its content ([`saved_image_name`]: an FNV-1a hash and the length, so the same
+    /// image is kept once), and notes the name in it. A new file is written under a temporary
+    /// name and linked into place whole, so a half-written one never stands for an image; a
+    /// file already there is taken only when it holds exactly these bytes. One that cannot be
+    /// saved is said in the log and left unnamed: the conversation goes on, and a resume says
+    /// it is gone.
     pub fn keep_images(&self, images: &mut [agent_nvim_llm::Image]) {
         let dir = self.images_dir();
         for image in images
@@ -108,35 +111,11 @@ impl Store {
         {
             let mut hash = fnv::FnvHasher::default();
             hash.write(&image.data);
-            let name = format!(
-                "{:016x}-{}.{}",
-                hash.finish(),
-                image.data.len(),
-                image.extension()
-            );
-            let written = DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&dir)
-                .and_then(|()| {
-                    OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .mode(0o600)
-                        .open(dir.join(&name))
-                });
-            let saved = match written {
-                Ok(mut file) => file.write_all(&image.data).and_then(|()| file.sync_data()),
-                // The same bytes, saved by an earlier prompt.
-                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-                Err(err) => Err(err),
-            };
-            match saved {
+            let name = saved_image_name(hash.finish(), image.data.len(), image.extension());
+            match save_image(&dir, &name, &image.data) {
                 Ok(()) => image.file = Some(name),
                 Err(err) => {
-                    // A half-written file must not stand for the image later.
-                    let _ = std::fs::remove_file(dir.join(&name));
-                    tracing::warn!(%err, image = %image.name, "an image could not be saved");
+                    tracing::warn!(%err, image = %image.name, "an image could not be saved")
                 }
             }
         }
@@ -492,6 +471,44 @@ pub fn valid_id(id: &str) -> bool {
 pub fn new_id(now: SystemTime) -> String {
     let (date, time) = utc(now);
     format!("{date}-{time}-{:04x}", fastrand::u16(..))
+}
+
+/// Writes `data` as image `name` in `dir` (see [`Store::keep_images`]).
+fn save_image(dir: &Path, name: &str, data: &[u8]) -> io::Result<()> {
+    DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    // The folder itself, never a link to one elsewhere.
+    if !std::fs::symlink_metadata(dir)?.is_dir() {
+        return Err(io::Error::other("the images folder is not a folder"));
+    }
+    let target = dir.join(name);
+    if let Some(same) = read_saved_image(dir, name) {
+        return if same == data {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!("{name} exists with other bytes")))
+        };
+    }
+    let temporary = dir.join(format!(".{name}.{}.part", fastrand::u64(..)));
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&temporary)
+        .and_then(|mut file| file.write_all(data).and_then(|()| file.sync_data()))
+        .and_then(|()| std::fs::hard_link(&temporary, &target));
+    let _ = std::fs::remove_file(&temporary);
+    match written {
+        Ok(()) => Ok(()),
+        // Saved meanwhile (another Neovim): taken when it is the same.
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+            match read_saved_image(dir, name) {
+                Some(same) if same == data => Ok(()),
+                _ => Err(err),
+            }
+        }
+        Err(err) => Err(err),
+    }
 }
 
 /// The folder of the workspace at `root`: a readable slug of its last component and a hash of

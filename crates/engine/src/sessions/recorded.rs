@@ -30,6 +30,16 @@ pub struct Recorded {
     file: Mutex<Option<File>>,
     /// A name the person gave before there was a file: written once there is one.
     title: Mutex<Option<String>>,
+    /// The file holds branches (`branched`, `switched`): the chat marks them after each turn.
+    branched: std::sync::atomic::AtomicBool,
+}
+
+/// Why a conversation without a file keeps no branches.
+fn unsaved() -> ConversationError {
+    ConversationError::Refused(
+        "branches are kept in the saved conversation, and this one is not saved (no state folder, or nothing sent yet)"
+            .into(),
+    )
 }
 
 impl Recorded {
@@ -40,7 +50,17 @@ impl Recorded {
             store,
             file: Mutex::new(None),
             title: Mutex::new(None),
+            branched: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// The saved conversation as its file holds it now (what was recorded flushed first).
+    fn saved_now(&self) -> Result<SavedConversation, ConversationError> {
+        let writer = self.writer().ok_or_else(unsaved)?;
+        writer.flush();
+        self.store
+            .load(writer.id())
+            .map_err(|err| ConversationError::Store(Cause::new(err)))
     }
 
     /// The conversation it saves.
@@ -132,13 +152,16 @@ impl Conversation for Recorded {
             let mut prompt = prompt;
             if !prompt.images.is_empty() {
                 let store = self.store.clone();
-                let mut images = std::mem::take(&mut prompt.images);
-                prompt.images = tokio::task::spawn_blocking(move || {
+                let mut images = prompt.images.clone();
+                // Saved off the async threads; should that fail, they go unsaved, never lost.
+                if let Ok(kept) = tokio::task::spawn_blocking(move || {
                     store.keep_images(&mut images);
                     images
                 })
                 .await
-                .unwrap_or_default();
+                {
+                    prompt.images = kept;
+                }
             }
             writer.write(Record::Prompt {
                 text: prompt.text.clone(),
@@ -185,6 +208,8 @@ impl Conversation for Recorded {
         Box::pin(async move {
             self.inner.reset().await?;
             *self.slot() = None;
+            self.branched
+                .store(false, std::sync::atomic::Ordering::SeqCst);
             Ok(())
         })
     }
@@ -205,6 +230,8 @@ impl Conversation for Recorded {
                 writer,
                 saved: saved.model_len(),
             });
+            self.branched
+                .store(saved.has_branches(), std::sync::atomic::Ordering::SeqCst);
             Ok(())
         })
     }
@@ -221,6 +248,61 @@ impl Conversation for Recorded {
                 file.writer.write(Record::Rewound { kept });
             }
             Ok(())
+        })
+    }
+
+    fn branch(&self, turn: usize) -> BoxFuture<'_, Result<SavedConversation, ConversationError>> {
+        Box::pin(async move {
+            if self.writer().is_none() {
+                return Err(unsaved());
+            }
+            self.inner.rewind(turn).await?;
+            let Some(kept) = self.inner.model_view(0).await.map(|view| view.len()) else {
+                return Err(self.unsupported("keep branches"));
+            };
+            if let Some(file) = self.slot().as_mut() {
+                file.saved = kept;
+                file.writer.write(Record::Branched { kept });
+            }
+            self.branched
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            self.saved_now()
+        })
+    }
+
+    fn switch_branch(
+        &self,
+        turn: usize,
+        step: i64,
+    ) -> BoxFuture<'_, Result<SavedConversation, ConversationError>> {
+        Box::pin(async move {
+            let mut saved = self.saved_now()?;
+            let Some(to) = saved.tree().switch_target(turn, step) else {
+                return Err(ConversationError::Refused(format!(
+                    "prompt {turn} has no {} branch",
+                    if step < 0 { "earlier" } else { "later" }
+                )));
+            };
+            let switched = Record::Switched { to };
+            saved.records.push(switched.clone());
+            self.inner.follow(&saved).await?;
+            if let Some(file) = self.slot().as_mut() {
+                file.saved = saved.model_len();
+                file.writer.write(switched);
+            }
+            self.branched
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(saved)
+        })
+    }
+
+    fn branches(&self) -> BoxFuture<'_, Option<Vec<agent_nvim_conversation::saved::BranchAt>>> {
+        Box::pin(async move {
+            if !self.branched.load(std::sync::atomic::Ordering::SeqCst) {
+                return None;
+            }
+            let saved = self.saved_now().ok()?;
+            Some(saved.tree().branches())
         })
     }
 

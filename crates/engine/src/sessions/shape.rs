@@ -50,7 +50,7 @@ impl Store {
     /// `before` is not one of them.
     pub fn fork(&self, id: &str, before: Option<usize>, title: &str) -> Result<String, StoreError> {
         let saved = self.load(id)?;
-        let prompts = live_prompts(&saved.records);
+        let prompts = saved.tree().prompt_records();
         let cut = match before {
             None => saved.records.len(),
             Some(n) => match n.checked_sub(1).and_then(|i| prompts.get(i)) {
@@ -113,30 +113,6 @@ impl Store {
     }
 }
 
-/// Where each prompt the conversation still holds is among `records` (a rewind forgets those
-/// after the point it went back to), in order.
-fn live_prompts(records: &[Record]) -> Vec<usize> {
-    // Whether each message of the model's view is a prompt, and the prompts' records.
-    let mut view: Vec<bool> = Vec::new();
-    let mut prompts: Vec<usize> = Vec::new();
-    for (at, record) in records.iter().enumerate() {
-        match record {
-            Record::Prompt { .. } => prompts.push(at),
-            Record::Model { messages } => view.extend(
-                messages
-                    .iter()
-                    .map(|m| matches!(m, super::Saved::User { .. })),
-            ),
-            Record::Rewound { kept } => {
-                view.truncate(*kept);
-                prompts.truncate(view.iter().filter(|user| **user).count());
-            }
-            Record::Event { .. } | Record::Decided { .. } | Record::Images { .. } => {}
-        }
-    }
-    prompts
-}
-
 /// Conversation `saved` as markdown: a title, then each prompt under `## You` and what answered
 /// it under `## Agent` (the text, each tool call as a `<details>` block holding its result, the
 /// errors and the done lines). Every key it could hold is left out.
@@ -156,7 +132,9 @@ pub fn markdown(saved: &Conversation, title: &str) -> String {
         }
         text.clear();
     };
-    for record in &saved.records {
+    // The current branch only: what a rewind cut, or a branch left, is not the conversation.
+    let tree = saved.tree();
+    for record in tree.path().iter().filter_map(|&at| saved.records.get(at)) {
         match record {
             Record::Prompt { text: prompt } => {
                 flush_text(&mut out, &mut text);
@@ -188,6 +166,8 @@ pub fn markdown(saved: &Conversation, title: &str) -> String {
             Record::Decided { .. }
             | Record::Model { .. }
             | Record::Rewound { .. }
+            | Record::Branched { .. }
+            | Record::Switched { .. }
             | Record::Images { .. } => {}
         }
     }

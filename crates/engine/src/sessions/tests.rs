@@ -396,6 +396,8 @@ async fn a_recorded_conversation_resumes_with_the_model_seeing_what_it_saw() {
             Record::Model { .. } => "model".into(),
             Record::Rewound { .. } => "rewound".into(),
             Record::Images { .. } => "images".into(),
+            Record::Branched { .. } => "branched".into(),
+            Record::Switched { .. } => "switched".into(),
         })
         .collect();
     // Text deltas may be joined into one line or not, as the writer finds them queued.
@@ -807,4 +809,90 @@ async fn a_compaction_is_recorded_and_a_resumed_conversation_is_sent_the_summary
     prompt(&second, "P-ONE again").await;
     let sent = mock.requests()[4].body["messages"].to_string();
     assert!(!sent.contains("SUMMARY"), "{sent}");
+}
+
+/// An image to save: its bytes need only start as a png does.
+fn picture(bytes: &[u8]) -> crate::llm::Image {
+    let mut data = b"\x89PNG\r\n\x1a\n".to_vec();
+    data.extend_from_slice(bytes);
+    crate::llm::Image {
+        name: "shot.png".into(),
+        media_type: "image/png".into(),
+        width: 1,
+        height: 1,
+        scaled_from: None,
+        data: data.into(),
+        file: None,
+    }
+}
+
+#[test]
+fn an_image_is_saved_once_by_its_content_0600_and_read_back_only_as_that_file() {
+    let state = tempfile::tempdir().unwrap();
+    let store = store(state.path());
+    let mut images = [picture(b"one"), picture(b"one"), picture(b"two")];
+    store.keep_images(&mut images);
+    let names: Vec<String> = images.iter().map(|i| i.file.clone().unwrap()).collect();
+    assert_eq!(names[0], names[1], "the same bytes, one file");
+    assert_ne!(names[0], names[2]);
+    let dir = store.images_dir();
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let mut expected = vec![names[0].clone(), names[2].clone()];
+    expected.sort();
+    assert_eq!(files, expected, "no temporary file left");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir.join(&names[0])), 0o600);
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(
+        read_saved_image(&dir, &names[0]).as_deref(),
+        Some(&images[0].data[..])
+    );
+    // Names it never makes, and a file that is not what its name says, are not read.
+    for name in [
+        "../secret.png",
+        "",
+        "a.png",
+        &names[0].replace(".png", ".txt"),
+    ] {
+        assert_eq!(read_saved_image(&dir, name), None, "{name}");
+    }
+    std::fs::write(dir.join(&names[2]), b"\x89PNG\r\n\x1a\ntwo and more").unwrap();
+    assert_eq!(read_saved_image(&dir, &names[2]), None, "another length");
+}
+
+#[test]
+fn a_link_or_a_fifo_planted_where_an_image_goes_is_never_read_nor_written_through() {
+    let state = tempfile::tempdir().unwrap();
+    let store = store(state.path());
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("id_ed25519");
+    let mut probe = [picture(b"key")];
+    store.keep_images(&mut probe);
+    let name = probe[0].file.clone().unwrap();
+    let dir = store.images_dir();
+    // A file of the right length and kind outside, linked in place of the saved one.
+    std::fs::write(&secret, &probe[0].data[..]).unwrap();
+    std::fs::remove_file(dir.join(&name)).unwrap();
+    std::os::unix::fs::symlink(&secret, dir.join(&name)).unwrap();
+    assert_eq!(
+        read_saved_image(&dir, &name),
+        None,
+        "a link is not followed"
+    );
+    // Saving the same image again does not take the link for it, nor write through it.
+    std::fs::write(&secret, b"private").unwrap();
+    let mut again = [picture(b"key")];
+    store.keep_images(&mut again);
+    assert_eq!(again[0].file, None, "left unsaved, said in the log");
+    assert_eq!(std::fs::read(&secret).unwrap(), b"private");
+    // A FIFO where an image should be: read at once as nothing, never waited on.
+    std::fs::remove_file(dir.join(&name)).unwrap();
+    let fifo = std::ffi::CString::new(dir.join(&name).as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo on a path the test owns.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    assert_eq!(read_saved_image(&dir, &name), None);
 }
