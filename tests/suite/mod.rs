@@ -13,6 +13,7 @@ mod layering;
 mod lua_tooling;
 mod nvim_acp;
 mod nvim_boundary;
+mod nvim_branches;
 mod nvim_chat_batches;
 mod nvim_context;
 mod nvim_conversations;

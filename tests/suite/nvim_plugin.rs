@@ -471,6 +471,7 @@ async fn help_agent_finds_its_tags() {
         "agent-undo-edit",
         "agent-btw",
         "agent-images",
+        "agent-branches",
         "agent-export",
         "agent-fork",
         "<Plug>(agent-edit)",

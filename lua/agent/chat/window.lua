@@ -426,14 +426,10 @@ function H.hint(buf)
   if empty then
     H.editing = nil
   elseif H.editing then
-    vim.api.nvim_buf_set_extmark(buf, H.ns_hint, 0, 0, {
-      virt_text = {
-        {
-          ("  editing prompt %d: sending starts a new branch (the old one is kept)"):format(H.editing),
-          "AgentInputHint",
-        },
-      },
-      virt_text_pos = "eol",
+    -- Under the text, short enough for a narrow input window.
+    local last = vim.api.nvim_buf_line_count(buf) - 1
+    vim.api.nvim_buf_set_extmark(buf, H.ns_hint, last, 0, {
+      virt_lines = { { { ("↳ new branch of prompt %d; old one kept"):format(H.editing), "AgentInputHint" } } },
     })
   end
   if empty then

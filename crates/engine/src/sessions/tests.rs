@@ -896,3 +896,112 @@ fn a_link_or_a_fifo_planted_where_an_image_goes_is_never_read_nor_written_throug
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
     assert_eq!(read_saved_image(&dir, &name), None);
 }
+
+/// The user messages' texts of request `n` the mock got (Ollama's wire).
+fn said_in(mock: &MockLlm, n: usize) -> Vec<String> {
+    mock.requests()[n].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The user messages' texts of `view`.
+fn users_of(view: &[Message]) -> Vec<String> {
+    view.iter()
+        .filter_map(|m| match m {
+            Message::User(prompt) => Some(prompt.text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_branch_keeps_the_one_it_left_and_switching_restores_its_history_live_and_saved() {
+    use agent_nvim_conversation::saved::BranchAt;
+    let work = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let store = Store::new(state.path(), work.path());
+    let mock = answering(&["a1", "a2", "b2", "b3", "a3"]);
+    let recorded = Recorded::new(native(work.path(), &mock), store.clone());
+    for text in ["one", "two"] {
+        prompt(&recorded, text).await;
+    }
+    assert_eq!(recorded.branches().await, None, "no branch yet");
+    // Edit-and-resend of prompt 2: a new branch from before it.
+    let saved = recorded.branch(2).await.unwrap();
+    assert_eq!(users_of(&saved.model_view()), ["one"]);
+    prompt(&recorded, "two, better").await;
+    let said = said_in(&mock, 2);
+    assert_eq!(
+        said,
+        ["one", "two, better"],
+        "the old branch's later messages are not sent"
+    );
+    assert_eq!(
+        recorded.branches().await,
+        Some(vec![BranchAt {
+            turn: 2,
+            index: 2,
+            count: 2
+        }])
+    );
+    prompt(&recorded, "three").await;
+
+    // Back to the first branch: its history is the model's again, the files say so.
+    let saved = recorded.switch_branch(2, -1).await.unwrap();
+    let live = recorded.model_view(0).await.unwrap();
+    assert_eq!(users_of(&live), ["one", "two"]);
+    assert_eq!(saved.model_view(), live);
+    assert_eq!(
+        recorded.branches().await,
+        Some(vec![BranchAt {
+            turn: 2,
+            index: 1,
+            count: 2
+        }])
+    );
+    assert!(
+        recorded.switch_branch(2, -1).await.is_err(),
+        "none before the first"
+    );
+    prompt(&recorded, "three on the first").await;
+    let said = said_in(&mock, 4);
+    assert_eq!(said, ["one", "two", "three on the first"]);
+
+    // Forward again: the second branch as it was left, its third prompt with it.
+    recorded.switch_branch(2, 1).await.unwrap();
+    assert_eq!(
+        users_of(&recorded.model_view(0).await.unwrap()),
+        ["one", "two, better", "three"]
+    );
+    // A resume of the file continues the branch last used, and the tree reads the same.
+    recorded.flush();
+    let saved = store.load(&recorded.id().unwrap()).unwrap();
+    assert_eq!(
+        users_of(&saved.model_view()),
+        ["one", "two, better", "three"]
+    );
+    assert!(saved.has_branches());
+    let tree = saved.tree();
+    assert_eq!(
+        tree.branches(),
+        vec![BranchAt {
+            turn: 2,
+            index: 2,
+            count: 2
+        }]
+    );
+    // The branch's records: its prompts in order, none of the other branch's.
+    let prompts: Vec<&str> = tree
+        .path()
+        .iter()
+        .filter_map(|&at| match &saved.records[at] {
+            Record::Prompt { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(prompts, ["one", "two, better", "three"]);
+}
