@@ -475,7 +475,14 @@ function M.fork(opts)
       vim.notify(err or "agent: the backend did not answer", vim.log.levels.ERROR)
       return nil
     end
-    return { id = forked.id, checkpoint = forked.checkpoint, title = title, from = conversations.active().id }
+    return {
+      id = forked.id,
+      checkpoint = forked.checkpoint,
+      title = title,
+      from = conversations.active().id,
+      agent = forked.agent,
+      session = forked.session,
+    }
   end)
   if not source then
     return false
@@ -512,7 +519,21 @@ function M.fork(opts)
     end
   end
   conversations.acting(fork.id, function()
-    M.resume(source.id)
+    if source.agent then
+      -- The agent forked its session: the fork's conversation starts the same agent and loads
+      -- the new session.
+      local configured = (require("agent.config").options.acp.agents or {})[source.agent] or {}
+      require("agent.rpc").acp(
+        source.agent,
+        configured.cmd,
+        configured.env,
+        configured.sandbox,
+        configured.directories,
+        source.session
+      )
+    else
+      M.resume(source.id)
+    end
   end)
   -- One line that fits: a longer message would stop the screen at a hit-enter prompt.
   local said = ("agent: forked (%s); the original is unchanged"):format(source.title)

@@ -32,6 +32,7 @@
 //! Images in a prompt are reported (`images: [{"mimeType": "image/png", "base64": 1234}]`,
 //! the length of each one's base64); `promptCapabilities.image` is offered except in
 //! `load-only` mode.
+//! `session/fork` (offered except in `load-only` mode) answers `{id}-fork` for session `{id}`.
 //! It offers `session/list` (two sessions of its directory, over two pages) and `session/load`
 //! (replays a prompt, an answer and a tool call).
 //! `session/new` answers `$ACP_TEST_AGENT_SESSION`, `s-1` when it is not set.
@@ -133,7 +134,8 @@ fn main() {
                 "agentCapabilities": {"loadSession": true,
                     "promptCapabilities": {"image": mode != "load-only"},
                     "sessionCapabilities": if mode == "load-only" { json!({}) } else {
-                        json!({"list": {}, "close": {}, "additionalDirectories": {}}) },
+                        json!({"list": {}, "close": {}, "additionalDirectories": {},
+                            "fork": {}}) },
                     "auth": if mode == "login" { json!({"logout": {}}) } else { json!({}) }},
                 "authMethods": if mode == "login" { json!([
                     {"id": "key", "name": "Log in with a key", "description": "Asks for nothing"},
@@ -203,6 +205,13 @@ fn main() {
             }
             ("session/list", Some(id)) => {
                 send(&json!({"jsonrpc": "2.0", "id": id, "result": sessions(&message["params"])}));
+            }
+            // A fork: the new session's id, `{the session forked}-fork`; with
+            // `ACP_TEST_AGENT_LOG` set, the request is logged as every line is.
+            ("session/fork", Some(id)) => {
+                let forked = message["params"]["sessionId"].as_str().unwrap_or("");
+                send(&json!({"jsonrpc": "2.0", "id": id,
+                    "result": {"sessionId": format!("{forked}-fork")}}));
             }
             ("session/load", Some(id)) => {
                 let session = message["params"]["sessionId"]

@@ -1073,3 +1073,52 @@ async fn an_image_goes_to_an_agent_that_takes_images_and_one_that_does_not_is_to
     )
     .await;
 }
+
+#[tokio::test]
+async fn an_agent_offering_session_fork_is_forked_into_a_conversation_of_its_own() {
+    let nvim = connected(None, "normal", "").await;
+    nvim.cmd("Agent which session").await;
+    nvim.wait_for_line(CHAT, "prompted in: \"s-1\"").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    // A prompt number is ours to cut, not the agent's: refused with the reason.
+    nvim.lua(
+        "_G.notes = {} vim.notify = function(m) table.insert(_G.notes, m) end",
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent fork 1").await;
+    nvim.wait_for("#_G.notes > 0").await;
+    let said = nvim.lua("return _G.notes[1]", vec![]).await;
+    assert_eq!(
+        said.as_str(),
+        Some("agent: test forks its whole conversation (session/fork): :Agent fork, without a prompt number or code")
+    );
+    // The whole conversation: the agent forks its session, a new tab page loads the fork, and
+    // its prompts go to the new session while the original's go to its own.
+    nvim.cmd("Agent fork").await;
+    nvim.wait_for("vim.fn.tabpagenr('$') == 2").await;
+    nvim.wait_for_line("agent: chat 2", "resumed: Fix the parser").await;
+    nvim.cmd("Agent which session").await;
+    nvim.wait_for_line("agent: chat 2", "prompted in: \"s-1-fork\"").await;
+    nvim.cmd("tabnext 1").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    nvim.cmd("Agent which session").await;
+    let count = "#vim.tbl_filter(function(l) return l:find('^prompted in:') end, \
+                 vim.api.nvim_buf_get_lines(require('agent.chat.window').buf, 0, -1, false))";
+    nvim.wait_for(&format!("{count} == 2")).await;
+    let lines = nvim
+        .lua(
+            "return vim.api.nvim_buf_get_lines(require('agent.chat.window').buf, 0, -1, false)",
+            vec![],
+        )
+        .await;
+    let prompted: Vec<String> = lines
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .filter(|l| l.starts_with("prompted in:"))
+        .map(String::from)
+        .collect();
+    assert_eq!(prompted, ["prompted in: \"s-1\"", "prompted in: \"s-1\""]);
+}

@@ -378,6 +378,7 @@ json_request!(NewSession, "session/new");
 json_request!(Authenticate, "authenticate");
 json_request!(Logout, "logout");
 json_request!(CloseSession, "session/close");
+json_request!(ForkSession, "session/fork");
 json_request!(SetMode, "session/set_mode");
 json_request!(SetConfigOption, "session/set_config_option");
 json_request!(TerminalCreate, "terminal/create");
@@ -1368,6 +1369,38 @@ impl AcpSession {
     }
 
     /// Sends one request, bounded by the connect timeout; the error as the person reads it.
+    /// A fork of the current session (`session/fork`, unstable in the protocol): the agent's
+    /// id for the new session, which holds this one's history; this one goes on unchanged.
+    /// Loaded in a conversation of its own (`session/load`), so the agent must offer that too.
+    pub async fn fork_session(&self) -> Result<String, String> {
+        let name = &self.shared.name;
+        if !self.offers.fork {
+            return Err(format!(
+                "{name} does not offer session/fork, so its conversation cannot be forked here"
+            ));
+        }
+        if !self.offers.load {
+            return Err(format!(
+                "{name} offers session/fork but not session/load, so the fork could not be opened here"
+            ));
+        }
+        let mut params = serde_json::json!({
+            "sessionId": self.session_id().0.to_string(),
+            "cwd": self.new_params["cwd"],
+            "mcpServers": [],
+        });
+        if let Some(directories) = self.new_params.get("additionalDirectories") {
+            params["additionalDirectories"] = directories.clone();
+        }
+        let answer = self.ask_agent(ForkSession(params), "session/fork").await?;
+        answer
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty())
+            .map(String::from)
+            .ok_or_else(|| format!("{name} answered session/fork without a sessionId"))
+    }
+
     async fn ask_agent<R>(&self, request: R, method: &str) -> Result<Value, String>
     where
         R: agent_client_protocol::JsonRpcRequest<Response = Value>,
@@ -1733,6 +1766,14 @@ impl crate::conversation::AgentSessions for AcpSession {
 
     fn agent_session_id(&self) -> Option<String> {
         self.offers.load.then(|| self.session_id().0.to_string())
+    }
+
+    fn fork(&self) -> BoxFuture<'_, Result<String, crate::conversation::ConversationError>> {
+        Box::pin(async move {
+            self.fork_session().await.map_err(|err| {
+                crate::conversation::ConversationError::Agent(crate::conversation::Cause::new(err))
+            })
+        })
     }
 
     fn choose(

@@ -43,6 +43,8 @@ pub struct Offers {
     pub logout: bool,
     /// `promptCapabilities.image`: a prompt may hold images.
     pub images: bool,
+    /// `sessionCapabilities.fork` (unstable in the protocol): `session/fork` works.
+    pub fork: bool,
 }
 
 impl Offers {
@@ -55,6 +57,7 @@ impl Offers {
             directories: session.additional_directories.is_some(),
             logout: capabilities.auth.logout.is_some(),
             images: capabilities.prompt_capabilities.image,
+            fork: session.fork.is_some(),
         }
     }
 }

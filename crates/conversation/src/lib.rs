@@ -360,6 +360,16 @@ pub trait AgentSessions: Send + Sync {
     /// `:Agent option`, `:Agent model`); the new state is reported as an event once the agent
     /// has taken it. The built-in one has none.
     fn choose(&self, choice: Choice) -> BoxFuture<'_, Result<(), ConversationError>>;
+
+    /// Forks the agent's session (ACP `session/fork`): the agent's id for the new one, holding
+    /// this one's history, to load in a conversation of its own. Not supported by default.
+    fn fork(&self) -> BoxFuture<'_, Result<String, ConversationError>> {
+        Box::pin(async {
+            Err(ConversationError::Refused(
+                "this agent's sessions cannot be forked".into(),
+            ))
+        })
+    }
 }
 
 /// The [`AgentSessions`] operations on any conversation: what a conversation that is not an

@@ -91,7 +91,8 @@ end
 ---@param env? table<string, string>
 ---@param sandbox? boolean start it inside run_bash's sandbox (`acp.agents.NAME.sandbox`)
 ---@param directories? (string|{ path: string, writable?: boolean })[] more roots for its session
-function M.acp(name, cmd, env, sandbox, directories)
+---@param load? string once connected, load the agent's session of this id (a fork's)
+function M.acp(name, cmd, env, sandbox, directories, load)
   if not M.ensure() then
     return
   end
@@ -110,6 +111,7 @@ function M.acp(name, cmd, env, sandbox, directories)
       return type(dir) == "string" and { path = dir, writable = false }
         or { path = dir.path, writable = dir.writable == true }
     end, directories) or nil,
+    load = load,
   })
 end
 

@@ -105,7 +105,12 @@ impl Slot {
                     native
                 }
             };
+            let connected = next.agent().is_some();
             slot.switch_to(next).await;
+            // A fork of another conversation's session (`:Agent fork`): loaded at once.
+            if let (true, Some(session)) = (connected, start.load) {
+                slot.resume_external(agent_session_id(&start.name, &session));
+            }
         });
     }
 }
@@ -294,6 +299,11 @@ fn agent_session<'a>(id: &'a str, name: &str) -> Option<&'a str> {
         .strip_prefix(name)?
         .strip_prefix(':')
         .filter(|session| !session.is_empty())
+}
+
+/// The resume list's id for session `session` of agent `name` (`agent:{name}:{session}`).
+pub(super) fn agent_session_id(name: &str, session: &str) -> String {
+    format!("{AGENT_SESSION}{name}:{session}")
 }
 
 /// Whether `id` names an external agent's session rather than one of our saved conversations.

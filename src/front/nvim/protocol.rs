@@ -935,6 +935,9 @@ pub struct AcpStart {
     /// `writable`. A relative path is the workspace root's; `~/` is the home directory.
     #[serde(default)]
     pub directories: Option<Vec<AcpDirectory>>,
+    /// Once connected, load the agent's session of this id (`session/load`): a fork's.
+    #[serde(default)]
+    pub load: Option<String>,
 }
 
 /// One of [`AcpStart::directories`].

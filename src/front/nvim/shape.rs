@@ -56,11 +56,28 @@ impl Target {
         let Some(conversation) = conversation else {
             return Err(Value::from(super::bridge::NOT_STARTED));
         };
-        if conversation.agent().is_some() {
-            return Err(Value::from(format!(
-                "agent: {} cannot be forked here: its conversation is its own (it would take session/fork, which agent.nvim does not use yet)",
-                conversation.name()
-            )));
+        if let Some(agent) = conversation.agent() {
+            // Its history is the agent's: forked by the agent (`session/fork`), all of it (a
+            // prompt number or the files are ours to cut, not the agent's).
+            if fork.turn.is_some() || fork.code {
+                return Err(Value::from(format!(
+                    "agent: {} forks its whole conversation (session/fork): :Agent fork, without a prompt number or code",
+                    conversation.name()
+                )));
+            }
+            let session = agent
+                .fork()
+                .await
+                .map_err(|err| Value::from(format!("agent: not forked: {err}")))?;
+            let name = conversation.name().to_string();
+            return Ok(Value::Map(vec![
+                (
+                    Value::from("id"),
+                    Value::from(super::acp::agent_session_id(&name, &session)),
+                ),
+                (Value::from("agent"), Value::from(name)),
+                (Value::from("session"), Value::from(session)),
+            ]));
         }
         let Some(id) = conversation.id() else {
             return Err(Value::from(
