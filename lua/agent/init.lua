@@ -509,8 +509,14 @@ function M.fork(opts)
       return true
     end)
     if not ok then
-      -- Nothing of the fork is kept: its saved file and its conversation go (a worktree made
-      -- stays, named in its chat: git worktree remove takes it).
+      -- Nothing of the fork is kept: its worktree (made for it, holding nothing of yours),
+      -- its saved file and its conversation go.
+      conversations.acting(fork.id, function()
+        local _, err = require("agent.rpc").worktree({ action = "remove", force = true })
+        if err then
+          vim.notify(("agent: the fork's worktree stays: %s"):format(err), vim.log.levels.WARN)
+        end
+      end)
       conversations.acting(source.from, function()
         require("agent.rpc").session_delete(source.id)
       end)

@@ -1097,9 +1097,11 @@ async fn an_agent_offering_session_fork_is_forked_into_a_conversation_of_its_own
     // its prompts go to the new session while the original's go to its own.
     nvim.cmd("Agent fork").await;
     nvim.wait_for("vim.fn.tabpagenr('$') == 2").await;
-    nvim.wait_for_line("agent: chat 2", "resumed: Fix the parser").await;
+    nvim.wait_for_line("agent: chat 2", "resumed: Fix the parser")
+        .await;
     nvim.cmd("Agent which session").await;
-    nvim.wait_for_line("agent: chat 2", "prompted in: \"s-1-fork\"").await;
+    nvim.wait_for_line("agent: chat 2", "prompted in: \"s-1-fork\"")
+        .await;
     nvim.cmd("tabnext 1").await;
     nvim.wait_for("not require('agent.chat').busy()").await;
     nvim.cmd("Agent which session").await;

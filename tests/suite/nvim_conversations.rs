@@ -1021,4 +1021,33 @@ async fn a_fork_with_code_gets_a_worktree_with_the_files_as_they_were_before_its
         std::fs::read_to_string(main.join("a.txt")).unwrap(),
         "gamma\n"
     );
+
+    // A fork whose files could not be put in place leaves nothing: its worktree is removed
+    // (forced: it holds nothing of the person's), its tab page closed.
+    nvim.cmd("tabnext 1").await;
+    nvim.lua(
+        "local rpc = require('agent.rpc') \
+         rpc.adopt = function() return nil, 'agent: refused for the test' end \
+         _G.removed = {} \
+         rpc.worktree = function(arg) \
+           table.insert(_G.removed, { require('agent.conversations').active().id, arg.action, arg.force }) \
+           return {} end \
+         _G.notes = {} vim.notify = function(m) table.insert(_G.notes, m) end",
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent fork with code 2").await;
+    nvim.wait_for("vim.tbl_contains(_G.notes, 'agent: refused for the test')")
+        .await;
+    nvim.wait_for("vim.fn.tabpagenr('$') == 2").await;
+    let removed = nvim.lua("return _G.removed", vec![]).await;
+    assert_eq!(
+        removed,
+        rmpv::Value::Array(vec![rmpv::Value::Array(vec![
+            rmpv::Value::from(3),
+            rmpv::Value::from("remove"),
+            rmpv::Value::from(true)
+        ])]),
+        "the worktree of the fork (conversation 3) is removed"
+    );
 }
