@@ -221,6 +221,53 @@ fn main() {
                 replay(&session);
                 send(&json!({"jsonrpc": "2.0", "id": id, "result": {}}));
             }
+            // A side question, in a forked session: answered there, after trying to write a
+            // file and to be allowed something (both must be refused).
+            ("session/prompt", Some(id))
+                if message["params"]["sessionId"]
+                    .as_str()
+                    .is_some_and(|s| s.ends_with("-fork"))
+                    && message["params"]["prompt"][0]["text"]
+                        .as_str()
+                        .is_some_and(|t| t.starts_with("[A side question")) =>
+            {
+                let session = message["params"]["sessionId"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                let question = message["params"]["prompt"][0]["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+                    .to_string();
+                let write = agent.request(
+                    "fs/write_text_file",
+                    json!({"sessionId": session, "path": "side.txt", "content": "x"}),
+                );
+                let allowed = agent.request(
+                    "session/request_permission",
+                    json!({"sessionId": session, "toolCall": {"toolCallId": "side-1",
+                        "title": "touch side.txt"},
+                        "options": [{"optionId": "yes", "name": "Allow", "kind": "allow_once"}]}),
+                );
+                let said = format!(
+                    "side answer to {question:?}; write: {}; permission: {}",
+                    if write.get("error").is_some() {
+                        "refused"
+                    } else {
+                        "done"
+                    },
+                    allowed["result"]["outcome"]["outcome"]
+                        .as_str()
+                        .unwrap_or("?"),
+                );
+                send(&json!({"jsonrpc": "2.0", "method": "session/update",
+                    "params": {"sessionId": session, "update": {"sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": said}}}}));
+                send(&json!({"jsonrpc": "2.0", "id": id, "result": {"stopReason": "end_turn"}}));
+            }
             ("session/prompt", Some(id)) => {
                 agent.cancelled = false;
                 let text = message["params"]["prompt"][0]["text"]

@@ -1124,3 +1124,35 @@ async fn an_agent_offering_session_fork_is_forked_into_a_conversation_of_its_own
         .collect();
     assert_eq!(prompted, ["prompted in: \"s-1\"", "prompted in: \"s-1\""]);
 }
+
+#[tokio::test]
+async fn a_side_question_to_an_agent_goes_to_a_fork_of_its_session_that_may_do_nothing() {
+    let nvim = connected(Some((120, 40)), "normal", "").await;
+    nvim.cmd("Agent chat").await;
+    nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    let before = nvim.buffer_lines(CHAT).await;
+    nvim.cmd("Agent btw what did you say?").await;
+    let screen = nvim
+        .wait_for_screen("side answer to \"what did you say?\"")
+        .await;
+    // Asked in the fork: its write and its permission question were refused, nothing written.
+    assert!(
+        screen.contains("write: refused; permission: cancelled"),
+        "{screen}"
+    );
+    nvim.wait_for_screen("answered by test in a fork of its session")
+        .await;
+    assert!(!nvim.workspace.path().join("side.txt").exists());
+    // The conversation shows nothing of it, and its next prompt goes to its own session.
+    assert_eq!(nvim.buffer_lines(CHAT).await, before);
+    nvim.cmd("Agent which session").await;
+    nvim.wait_for_line(CHAT, "prompted in: \"s-1\"").await;
+
+    // An agent that does not offer session/fork says so.
+    drop(nvim);
+    let nvim = connected(Some((120, 40)), "load-only", "").await;
+    nvim.cmd("Agent btw anything?").await;
+    nvim.wait_for_screen("test does not offer session/fork, so a side question cannot be asked")
+        .await;
+}

@@ -379,6 +379,9 @@ json_request!(Authenticate, "authenticate");
 json_request!(Logout, "logout");
 json_request!(CloseSession, "session/close");
 json_request!(ForkSession, "session/fork");
+
+/// What a side question asked of an agent starts with.
+const ASIDE_PREFACE: &str = "[A side question, asked apart from the conversation: answer it from what you know of the conversation, briefly. Do not use tools or change anything.]";
 json_request!(SetMode, "session/set_mode");
 json_request!(SetConfigOption, "session/set_config_option");
 json_request!(TerminalCreate, "terminal/create");
@@ -438,9 +441,33 @@ struct Shared {
     choices: Mutex<choices::Choices>,
     /// See [`AcpSpec::directories`].
     extra: Vec<ExtraRoot>,
+    /// A side question's forked session, while it is answered ([`AcpSession::aside`]): its
+    /// id, and where its text goes. Its updates go there only; it may not write, run or be
+    /// allowed anything.
+    side: Mutex<Option<(String, tokio::sync::mpsc::UnboundedSender<String>)>>,
 }
 
 impl Shared {
+    /// Whether `params` (a request's or notification's) are of the side question's session.
+    fn of_side(&self, params: &Value) -> bool {
+        let session = params.get("sessionId").and_then(Value::as_str);
+        let side = self.side.lock().unwrap_or_else(PoisonError::into_inner);
+        matches!((session, side.as_ref()), (Some(s), Some((id, _))) if s == id)
+    }
+
+    /// A side question's update: its text goes to the float; nothing else is shown.
+    fn side_update(&self, update: &Value) {
+        let side = self.side.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((_, text)) = side.as_ref() else {
+            return;
+        };
+        if update["sessionUpdate"] == "agent_message_chunk" && update["content"]["type"] == "text" {
+            if let Some(piece) = update["content"]["text"].as_str() {
+                let _ = text.send(piece.to_string());
+            }
+        }
+    }
+
     fn tools(&self) -> MutexGuard<'_, Tools> {
         self.tools.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -658,6 +685,7 @@ where
             outside
         }),
         tools: Mutex::new(Tools::showing(terminals.clone())),
+        side: Mutex::new(None),
         reports: Mutex::new(None),
         checkpoints: spec.checkpoints.clone(),
         replay: Mutex::new(None),
@@ -845,7 +873,11 @@ fn client(
         .name("agent.nvim")
         .on_receive_notification(
             async move |update: SessionUpdate, _cx| {
-                updates.on_update(&update.0["update"]);
+                if updates.of_side(&update.0) {
+                    updates.side_update(&update.0["update"]);
+                } else {
+                    updates.on_update(&update.0["update"]);
+                }
                 Ok(())
             },
             agent_client_protocol::on_receive_notification!(),
@@ -878,6 +910,11 @@ fn client(
             async move |request: WriteTextFileRequest,
                         responder: Responder<WriteTextFileResponse>,
                         _cx| {
+                if writes.of_side(&serde_json::json!({"sessionId": request.session_id.0.to_string()})) {
+                    return responder.respond_with_error(agent_client_protocol::Error::invalid_request().data(
+                        "a side question is answered without changing files",
+                    ));
+                }
                 let path = request.path.to_string_lossy();
                 let workspace = match writes.workspace_for(&path, true) {
                     Ok(workspace) => workspace,
@@ -910,6 +947,10 @@ fn client(
             async move |request: PermissionRequest,
                         responder: Responder<Value>,
                         cx: ConnectionTo<Agent>| {
+                if asks.of_side(&request.0) {
+                    // Nothing is allowed for a side question: it is asked to use no tools.
+                    return responder.respond(serde_json::json!({"outcome": {"outcome": "cancelled"}}));
+                }
                 let fields = request.0.get("toolCall").cloned().unwrap_or(Value::Null);
                 let options = permission::options(&request.0);
                 let (events, ask) = {
@@ -953,6 +994,11 @@ fn client(
                         responder: Responder<Value>,
                         cx: ConnectionTo<Agent>| {
                 let shared = creates.clone();
+                if shared.of_side(&request.0) {
+                    return responder.respond_with_error(agent_client_protocol::Error::invalid_request().data(
+                        "a side question is answered without running commands",
+                    ));
+                }
                 let turn = shared.turn();
                 // Off the dispatch loop: it may wait for a person.
                 cx.spawn(async move {
@@ -1384,6 +1430,12 @@ impl AcpSession {
                 "{name} offers session/fork but not session/load, so the fork could not be opened here"
             ));
         }
+        self.forked().await
+    }
+
+    /// `session/fork` of the current session: the new session's id.
+    async fn forked(&self) -> Result<String, String> {
+        let name = &self.shared.name;
         let mut params = serde_json::json!({
             "sessionId": self.session_id().0.to_string(),
             "cwd": self.new_params["cwd"],
@@ -1399,6 +1451,69 @@ impl AcpSession {
             .filter(|id| !id.is_empty())
             .map(String::from)
             .ok_or_else(|| format!("{name} answered session/fork without a sessionId"))
+    }
+
+    /// A side question (`:Agent btw`): asked in a fork of the current session
+    /// (`session/fork`), so the conversation gains nothing; the answer's text goes to `text` as
+    /// it comes. The fork may not write, run or be allowed anything (each is refused), and is
+    /// closed after where the agent offers `session/close`. The conversation may run a turn
+    /// meanwhile.
+    pub async fn aside(
+        &self,
+        question: &str,
+        text: tokio::sync::mpsc::UnboundedSender<String>,
+        cancel: &CancellationToken,
+    ) -> Result<(), String> {
+        let name = self.shared.name.clone();
+        if !self.offers.fork {
+            return Err(format!(
+                "{name} does not offer session/fork, so a side question cannot be asked of it apart from its conversation; ask it in the conversation"
+            ));
+        }
+        if self
+            .shared
+            .side
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+        {
+            return Err("another side question is being answered; ask once it is".into());
+        }
+        let forked = self.forked().await?;
+        *self
+            .shared
+            .side
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((forked.clone(), text));
+        let question = format!("{ASIDE_PREFACE}\n\n{}", question.trim());
+        let request = Prompt(PromptRequest::new(
+            SessionId::new(forked.clone()),
+            vec![ContentBlock::Text(TextContent::new(question))],
+        ));
+        let answer = self.cx.send_request(request).block_task();
+        let answer = tokio::select! {
+            answer = answer => answer.map(|_| ()).map_err(|err| format!("{name} refused the side question: {}", err.message)),
+            () = cancel.cancelled() => {
+                let _ = self.cx.send_notification(CancelNotification::new(SessionId::new(forked.clone())));
+                Err("cancelled".to_string())
+            }
+        };
+        *self
+            .shared
+            .side
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        if self.offers.close {
+            let params = serde_json::json!({ "sessionId": forked });
+            let _ = self
+                .ask_agent_within(
+                    CloseSession(params),
+                    "session/close",
+                    Duration::from_secs(5),
+                )
+                .await;
+        }
+        answer
     }
 
     async fn ask_agent<R>(&self, request: R, method: &str) -> Result<Value, String>
@@ -1766,6 +1881,19 @@ impl crate::conversation::AgentSessions for AcpSession {
 
     fn agent_session_id(&self) -> Option<String> {
         self.offers.load.then(|| self.session_id().0.to_string())
+    }
+
+    fn aside<'a>(
+        &'a self,
+        question: &'a str,
+        text: tokio::sync::mpsc::UnboundedSender<String>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<(), crate::conversation::ConversationError>> {
+        Box::pin(async move {
+            self.aside(question, text, cancel).await.map_err(|err| {
+                crate::conversation::ConversationError::Agent(crate::conversation::Cause::new(err))
+            })
+        })
     }
 
     fn fork(&self) -> BoxFuture<'_, Result<String, crate::conversation::ConversationError>> {

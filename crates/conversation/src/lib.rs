@@ -361,6 +361,21 @@ pub trait AgentSessions: Send + Sync {
     /// has taken it. The built-in one has none.
     fn choose(&self, choice: Choice) -> BoxFuture<'_, Result<(), ConversationError>>;
 
+    /// Asks `question` apart from the conversation (`:Agent btw`), the answer's text sent on
+    /// `text` as it comes: an agent's in a fork of its session. Not supported by default.
+    fn aside<'a>(
+        &'a self,
+        _question: &'a str,
+        _text: tokio::sync::mpsc::UnboundedSender<String>,
+        _cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<(), ConversationError>> {
+        Box::pin(async {
+            Err(ConversationError::Refused(
+                "this agent cannot be asked a side question".into(),
+            ))
+        })
+    }
+
     /// Forks the agent's session (ACP `session/fork`): the agent's id for the new one, holding
     /// this one's history, to load in a conversation of its own. Not supported by default.
     fn fork(&self) -> BoxFuture<'_, Result<String, ConversationError>> {

@@ -29,14 +29,34 @@ impl Target {
             return done(&ui, false, super::bridge::NOT_STARTED.to_string());
         };
         if conversation.agent().is_some() {
-            return done(
-                &ui,
-                false,
-                format!(
-                    "agent: {} is an external agent: a side question cannot be asked of it apart from its conversation (it would need session/fork); ask it in the conversation",
-                    conversation.name()
-                ),
-            );
+            // The agent's history is its own: asked in a fork of its session, where offered.
+            let token = self.slot.shutdown.child_token();
+            tokio::spawn(async move {
+                let (text, mut told) = tokio::sync::mpsc::unbounded_channel();
+                let streamed = ui.clone();
+                let forward = tokio::spawn(async move {
+                    while let Some(piece) = told.recv().await {
+                        streamed.send(UiEvent::BtwText { id, text: piece });
+                    }
+                });
+                let Some(agent) = conversation.agent() else {
+                    return;
+                };
+                let answered = agent.aside(&btw.question, text, &token).await;
+                let _ = forward.await;
+                match answered {
+                    Ok(()) => done(
+                        &ui,
+                        true,
+                        format!(
+                            "answered by {} in a fork of its session",
+                            conversation.name()
+                        ),
+                    ),
+                    Err(err) => done(&ui, false, format!("agent: {err}")),
+                }
+            });
+            return;
         }
         let built = self
             .slot
