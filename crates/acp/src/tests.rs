@@ -378,6 +378,7 @@ async fn a_buffer_is_read_instead_of_the_disk_and_a_write_reloads_it_once() {
 fn shared(host: Arc<FakeHost>, auto_approve: bool) -> (tempfile::TempDir, Shared) {
     let dir = tempfile::tempdir().unwrap();
     let shared = Shared {
+        side: Mutex::new(None),
         authority: crate::external::AgentAuthority::for_tests(),
         name: "fake".into(),
         workspace: Workspace::new(dir.path()).unwrap(),
