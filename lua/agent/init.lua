@@ -88,7 +88,7 @@ function H.ask(prompt, opts)
   local text = context and (expanded.text .. "\n\n" .. context) or expanded.text
   if branch then
     -- The backend draws the chat again as the new branch, this prompt last.
-    chat.branching()
+    chat.branching(prompt)
     rpc.prompt(text, expanded.images, { turn = branch })
     return true
   end
@@ -102,6 +102,10 @@ end
 -- new branch from before it.
 function H.edit_prompt(row)
   local chat = require("agent.chat")
+  if chat.busy() then
+    vim.notify("agent: a turn is running; edit a prompt once it has ended", vim.log.levels.WARN)
+    return
+  end
   local turn = chat.prompt_at(row)
   if not turn then
     local key = require("agent.config").options.keymaps.chat.edit
@@ -1310,8 +1314,14 @@ function H.ensure_init()
         if handled then
           return handled
         end
-        local branch = require("agent.chat").take_editing()
-        return M.ask(text, branch and { branch = branch } or nil)
+        -- Taken once the prompt went: refused (a turn running), the edit stays one.
+        local chat = require("agent.chat")
+        local branch = chat.editing()
+        local sent = M.ask(text, branch and { branch = branch } or nil)
+        if sent and branch then
+          chat.take_editing()
+        end
+        return sent
       end),
       cancel = acting(function()
         M.stop()

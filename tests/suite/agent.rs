@@ -1682,14 +1682,18 @@ async fn a_model_known_to_read_text_only_is_refused_images_before_anything_is_se
         vec!["agent: test-model does not take images, so nothing was sent; pick a model that does with :Agent model, or send the prompt without the image".to_string()]
     );
     assert!(mock.requests().is_empty(), "nothing reached the model");
-    // The refused prompt is not in the history: the next one goes alone.
+    // The refused prompt's text stays in the history (prompts are counted as the chat counts
+    // them), its image never sent.
     let (outcome, _) = prompt(&mut agent, "hello").await;
     assert_eq!(outcome, Outcome::Done);
-    let messages = mock.requests()[0].body["messages"]
-        .as_array()
-        .unwrap()
-        .clone();
-    assert_eq!(messages.iter().filter(|m| m["role"] == "user").count(), 1);
+    let body = mock.requests()[0].body.clone();
+    let messages = body["messages"].as_array().unwrap().clone();
+    let users: Vec<&Value> = messages.iter().filter(|m| m["role"] == "user").collect();
+    assert_eq!(users.len(), 2, "{body}");
+    assert!(users[0]["content"]
+        .to_string()
+        .contains("[1 image(s) attached here were not sent: test-model does not take images]"));
+    assert!(!body.to_string().contains("image_url"), "{body}");
     // The built-in table knows gpt-3.5-turbo reads text only, and every model it lists reads
     // images.
     let table = Tuning::default();

@@ -11,6 +11,10 @@ use crate::support::nvim::{mock_options, Nvim};
 
 const CHAT: &str = "agent: chat";
 
+/// True once the chat marks a prompt as having branches.
+const MARKED: &str = "#vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent: chat'), \
+    vim.api.nvim_create_namespace('agent.chat.branches'), 0, -1, {}) == 1";
+
 fn answer(text: &str) -> Reply {
     Reply::Turn {
         parts: vec![Part::Text(text.into())],
@@ -119,13 +123,13 @@ async fn an_edited_prompt_starts_a_branch_the_keys_switch_and_r_asks_again() {
         ["you: one", "agent: first answer", "you: two, better"],
         "the old branch's later messages are not sent"
     );
+    nvim.wait_for(MARKED).await;
     assert_eq!(marks(&nvim).await, ["## You |  branch 2 of 2 · [ / ]"]);
 
     // `[` on that prompt: the first branch again, chat and history.
     press_on_prompt(&nvim, 2, "[").await;
     let lines = nvim.wait_for_line(CHAT, "old second answer").await;
-    nvim.wait_for("#vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent: chat'), vim.api.nvim_create_namespace('agent.chat.branches'), 0, -1, {}) == 1")
-        .await;
+    nvim.wait_for(MARKED).await;
     let text = lines.join("\n");
     assert!(!text.contains("better second answer"), "{text}");
     assert_eq!(marks(&nvim).await, ["## You |  branch 1 of 2 · [ / ]"]);
@@ -140,8 +144,7 @@ async fn an_edited_prompt_starts_a_branch_the_keys_switch_and_r_asks_again() {
     );
     let text = lines.join("\n");
     assert!(!text.contains("old second answer"), "{text}");
-    nvim.wait_for("#vim.api.nvim_buf_get_extmarks(vim.fn.bufnr('agent: chat'), vim.api.nvim_create_namespace('agent.chat.branches'), 0, -1, {}) == 1")
-        .await;
+    nvim.wait_for(MARKED).await;
     assert_eq!(marks(&nvim).await, ["## You |  branch 3 of 3 · [ / ]"]);
 
     // A resume shows the branch last used, marked.
@@ -153,6 +156,7 @@ async fn an_edited_prompt_starts_a_branch_the_keys_switch_and_r_asks_again() {
     .await;
     nvim.cmd("Agent resume").await;
     let lines = nvim.wait_for_line(CHAT, "resumed: one").await;
+    nvim.wait_for(MARKED).await;
     let text = lines.join("\n");
     assert!(text.contains("regenerated second answer"), "{text}");
     assert!(

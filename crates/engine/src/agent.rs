@@ -756,8 +756,19 @@ impl Agent {
         send(Event::TurnStarted);
         self.take_model_switch();
         if !prompt.images.is_empty() && !self.client.config().model_info().images {
-            // Refused before anything is sent: the prompt stays out of the history.
-            let message = crate::llm::image::refused_for(&self.client.config().model);
+            // Refused before anything is sent. The prompt's text is kept in the history, as a
+            // failed turn's is (so prompts are numbered as the chat and the file number them),
+            // its images left out: they are never sent to this model.
+            let model = self.client.config().model.clone();
+            let message = crate::llm::image::refused_for(&model);
+            self.push(Message::User(Prompt {
+                text: format!(
+                    "{}\n\n[{} image(s) attached here were not sent: {model} does not take images]",
+                    prompt.text,
+                    prompt.images.len()
+                ),
+                images: Vec::new(),
+            }));
             send(Event::Error {
                 message: message.clone(),
             });

@@ -29,6 +29,9 @@ H.attachment_count = 0
 H.fresh = true -- a new conversation with nothing shown yet: `started` writes its first line
 H.ns_branches = vim.api.nvim_create_namespace("agent.chat.branches")
 H.typed = nil ---@type string? the running turn's prompt as typed, put back in the input if it fails
+H.branch_typed = nil ---@type string? a prompt sent as a new branch, as typed, until the redraw ends
+H.next_typed = nil ---@type string? then: the `typed` of the next prompt drawn (that one)
+H.redrawing = false -- between `clear` and `branches`: the rows are a branch's, replayed
 
 --- The models the backend reported (`started`) or was switched to, each once, in order.
 ---@type string[]
@@ -129,7 +132,8 @@ end
 ---@param typed? string the prompt as the person typed it (put back in the input if the turn fails)
 function M.user_prompt(prompt, attachments, typed)
   H.fresh = false
-  H.typed = typed
+  H.typed = typed or H.next_typed
+  H.next_typed = nil
   require("agent.notice").prompted(prompt)
   render.ensure()
   render.blank_line()
@@ -168,6 +172,9 @@ end
 function M.clear(fresh)
   H.fresh = fresh == true
   H.typed = nil
+  -- Text edited from a prompt of what is cleared is not that prompt's any more: sent, it is
+  -- a prompt of its own.
+  window.take_editing()
   H.draining = status.current.turn
   H.running_tool = nil
   H.stop_clock()
@@ -241,9 +248,13 @@ end
 -- The chat is drawn again (a branch switched to, :help agent-branches): what it shows goes;
 -- the branch's rows follow, then `branches`.
 function handlers.clear()
-  M.clear(false)
-  render.clear()
+  -- Whatever the chat showed running, nothing is now: the branch's rows follow, and what they
+  -- leave open (a turn cut off by a crash) is closed by `branches` at their end.
   status.current.turn = false
+  M.clear(false)
+  H.draining = false
+  H.redrawing = true
+  render.clear()
 end
 
 -- The prompts of the current branch that have other branches: each `## You` header gets
@@ -266,6 +277,15 @@ function handlers.branches(e)
     end
   end
   M.branch_marks = e.at
+  -- The redraw before a branch's prompt is over: that prompt, drawn next, is the one typed.
+  H.next_typed, H.branch_typed = H.branch_typed, nil
+  H.redrawing = false
+  -- The end of a redraw, or of a turn: nothing runs (a branch's prompt about to go is drawn
+  -- after this, and makes the chat busy again).
+  status.current.turn = false
+  if status.busy() and not status.current.resuming then
+    status.set("idle")
+  end
 end
 
 -- A prompt of a resumed conversation, shown as it was sent: its attachments as rows again.
@@ -777,6 +797,11 @@ function handlers.turn_done(e)
     render.put(message, calm and "AgentNotice" or "AgentError", id)
     render.put("\n")
   end
+  if not H.redrawing and H.branch_typed then
+    -- A new branch that could not start (nothing was drawn): its text goes back too.
+    H.typed = H.typed or H.branch_typed
+    H.branch_typed = nil
+  end
   if e.outcome == "failed" and H.typed then
     -- Nothing typed is lost to a failure: the prompt waits in the input to be sent again.
     require("agent.chat.queue").back_to_input({ H.typed }, "agent: the failed prompt is back in the input")
@@ -834,8 +859,11 @@ function M.turn_at(row)
 end
 
 --- A prompt is about to go as a new branch: the backend draws the chat again, this prompt
---- last; until then the chat counts as busy (a second key press sends nothing).
-function M.branching()
+--- last; until then the chat counts as busy (a second key press sends nothing). `typed`, the
+--- prompt as typed, goes back in the input if its turn fails.
+---@param typed? string
+function M.branching(typed)
+  H.branch_typed = typed
   status.set("thinking")
 end
 

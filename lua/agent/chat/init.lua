@@ -24,6 +24,16 @@ local M = {}
 window.on_chat_window = render.refold
 window.checkpoint_at = handlers.checkpoint_at
 window.output_at = handlers.output_at
+window.prompt_at = handlers.prompt_at
+window.branched_at = function(row)
+  local turn = handlers.prompt_at(row)
+  for _, mark in ipairs(turn and handlers.branch_marks or {}) do
+    if mark.turn == turn then
+      return true
+    end
+  end
+  return false
+end
 
 --- What the chat's keys do: `submit(text)` sends a prompt (true when it was sent), `cancel()`
 --- stops the turn, `approve()` goes to the waiting question, `review(checkpoint)` lists what a
@@ -124,6 +134,12 @@ end
 ---@return integer?
 function M.take_editing()
   return window.take_editing()
+end
+
+--- The prompt the input's text is to branch from, left as it is.
+---@return integer?
+function M.editing()
+  return window.editing()
 end
 --- Counts `cost` dollars spent outside a turn (a side question) in the conversation's cost.
 ---@param cost number

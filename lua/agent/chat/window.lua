@@ -408,6 +408,12 @@ function M.edit_in_input(text, turn)
   H.hint(buf)
 end
 
+--- The prompt the input's text branches from, if it does.
+---@return integer?
+function M.editing()
+  return H.editing
+end
+
 --- The prompt the input's text branches from, forgotten as it is taken.
 ---@return integer?
 function M.take_editing()
@@ -529,10 +535,26 @@ function H.fork_here()
   M.actions.fork(vim.fn.line(".") - 1)
 end
 
--- The chat's keys for branches (:help agent-branches), each acting on the cursor's row.
+--- The prompt whose block holds a (0-based) row of the chat, set by the chat.
+---@type fun(row: integer): integer?
+M.prompt_at = function()
+  return nil
+end
+
+--- Whether the prompt at a (0-based) row has other branches, set by the chat.
+---@type fun(row: integer): boolean
+M.branched_at = function()
+  return false
+end
+
+-- The chat's keys for branches (:help agent-branches), each acting on the cursor's row; off a
+-- prompt (one with branches, for `[` and `]`), the key is Neovim's own.
 function H.edit_here()
-  if M.actions.edit_prompt then
-    M.actions.edit_prompt(vim.fn.line(".") - 1)
+  local row = vim.fn.line(".") - 1
+  if M.actions.edit_prompt and M.prompt_at(row) then
+    M.actions.edit_prompt(row)
+  else
+    vim.cmd("normal! " .. vim.v.count1 .. "e")
   end
 end
 
@@ -544,8 +566,15 @@ end
 
 function H.branch_step(step)
   return function()
-    if M.actions.switch_branch then
-      M.actions.switch_branch(vim.fn.line(".") - 1, step)
+    local row = vim.fn.line(".") - 1
+    if M.actions.switch_branch and M.branched_at(row) then
+      M.actions.switch_branch(row, step)
+      return
+    end
+    -- `[[`, `]c`...: the key after it, as Neovim reads it.
+    local ok, key = pcall(vim.fn.getcharstr)
+    if ok and key ~= "\27" then
+      vim.cmd("normal! " .. (step < 0 and "[" or "]") .. key)
     end
   end
 end

@@ -272,6 +272,8 @@ impl Target {
         };
         let bridge = self.clone();
         tokio::spawn(async move {
+            // The turn before may still be sending its done row's note: it goes first.
+            drop(bridge.slot.settling.lock().await);
             let conversation = bridge.slot.conversation.lock().await.clone();
             let Some(conversation) = conversation else {
                 return bridge.error("agent: the backend was not started; run :Agent again");
@@ -296,6 +298,10 @@ impl Target {
             turn: usize,
         }
         let asked: Asked = super::context::decode(args)?;
+        // Neovim waits for this answer: never behind a running turn (which holds the history).
+        let _busy = self.slot.busy.clone().try_lock_owned().map_err(|_| {
+            Value::from("agent: a turn is running; edit a prompt once it has ended")
+        })?;
         let conversation = self.slot.conversation.lock().await.clone();
         let conversation = conversation
             .ok_or_else(|| Value::from("agent: the backend was not started; run :Agent again"))?;
@@ -381,10 +387,19 @@ impl Target {
                     match bridge.branched(&conversation, from, text).await {
                         Ok(text) => conversation.prompt(text, &events, &token).await,
                         Err(message) => {
-                            crate::agent::Report::report(
-                                &events,
-                                agent_nvim_vocab::events::Event::Error { message },
-                            );
+                            // A turn that never started: said, and ended as one (the chat
+                            // puts the typed text back).
+                            let report = |event| crate::agent::Report::report(&events, event);
+                            report(agent_nvim_vocab::events::Event::Error {
+                                message: message.clone(),
+                            });
+                            report(agent_nvim_vocab::events::Event::TurnDone {
+                                input: 0,
+                                output: 0,
+                                outcome: agent_nvim_vocab::events::Outcome::Failed,
+                                message,
+                                cost: None,
+                            });
                             agent_nvim_vocab::events::Outcome::Failed
                         }
                     }
