@@ -97,6 +97,22 @@ async fn an_edited_prompt_starts_a_branch_the_keys_switch_and_r_asks_again() {
     nvim.wait_for_line(CHAT, "old second answer").await;
     nvim.wait_for("not require('agent.chat').busy()").await;
 
+    // While a turn runs, `e` waits for nothing: refused with the reason, Neovim free.
+    nvim.lua(
+        "_G.notes = {} local notify = vim.notify \
+         vim.notify = function(m, ...) table.insert(_G.notes, m) return notify(m, ...) end \
+         require('agent.chat.status').set('thinking')",
+        vec![],
+    )
+    .await;
+    press_on_prompt(&nvim, 2, "e").await;
+    nvim.wait_for(
+        "vim.tbl_contains(_G.notes, 'agent: a turn is running; edit a prompt once it has ended')",
+    )
+    .await;
+    nvim.lua("require('agent.chat.status').set('idle')", vec![])
+        .await;
+
     // `e` on the second prompt: its text in the input, to edit.
     press_on_prompt(&nvim, 2, "e").await;
     nvim.wait_for(
@@ -164,4 +180,21 @@ async fn an_edited_prompt_starts_a_branch_the_keys_switch_and_r_asks_again() {
         "{text}"
     );
     assert_eq!(marks(&nvim).await, ["## You |  branch 3 of 3 · [ / ]"]);
+
+    // A branch that cannot start (a prompt it does not have): said, and the text typed goes
+    // back in the input, never lost.
+    nvim.lua(
+        "require('agent.chat').branching('from a prompt that is gone') \
+         require('agent.rpc').prompt('from a prompt that is gone', nil, { turn = 9 })",
+        vec![],
+    )
+    .await;
+    nvim.wait_for_line(CHAT, "agent: no new branch: there is no prompt 9")
+        .await;
+    nvim.wait_for(
+        "vim.api.nvim_buf_get_lines(require('agent.chat.window').input_buf, 0, -1, false)[1] \
+         == 'from a prompt that is gone'",
+    )
+    .await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
 }
