@@ -332,6 +332,15 @@ pub fn shown_update(update: AgentUpdate) -> AgentUpdate {
         AgentUpdate::Title { title } => AgentUpdate::Title {
             title: title.map(one),
         },
+        AgentUpdate::Notice {
+            severity,
+            title,
+            description,
+        } => AgentUpdate::Notice {
+            severity: one(severity),
+            title: one(title),
+            description: description.map(prose),
+        },
         AgentUpdate::Commands { commands } => AgentUpdate::Commands {
             commands: commands
                 .into_iter()

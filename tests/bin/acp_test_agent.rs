@@ -395,6 +395,17 @@ impl Agent {
             return result;
         }
         match name {
+            // Notices at each severity, one the protocol does not know (kept as info).
+            "notice" => {
+                for (severity, title) in [
+                    ("warning", "MCP server unavailable"),
+                    ("critical", "Something odd"),
+                ] {
+                    update(json!({"sessionUpdate": "notice", "severity": severity,
+                        "title": title, "description": "said by the test agent"}));
+                }
+                json!({"stopReason": "end_turn"})
+            }
             "chat" => {
                 raw("a stray line in the middle of a turn");
                 send(&json!({"jsonrpc": "2.0", "method": "_auth/status_update",

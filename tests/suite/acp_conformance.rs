@@ -195,6 +195,7 @@ fn shown(events: &[AcpEvent], kind: &str) -> bool {
                     "usage_update",
                     AcpEvent::Agent(AgentUpdate::ContextUsage { .. })
                 )
+                | ("notice", AcpEvent::Agent(AgentUpdate::Notice { .. }))
         )
     })
 }
@@ -302,6 +303,7 @@ fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
         "config_option_update",
         "session_info_update",
         "usage_update",
+        "notice",
     ] {
         rows.push(Row {
             name: format!("session/update: {kind}"),
@@ -369,6 +371,7 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
         "terminal printf hi",
         "info",
         "updates",
+        "notice",
     ] {
         prompt(&session, text).await;
     }

@@ -1156,3 +1156,48 @@ async fn a_side_question_to_an_agent_goes_to_a_fork_of_its_session_that_may_do_n
     nvim.wait_for_screen("test does not offer session/fork, so a side question cannot be asked")
         .await;
 }
+
+#[tokio::test]
+async fn an_agents_notices_are_chat_rows_and_notifications_at_their_severity() {
+    let nvim = connected(None, "normal", "").await;
+    nvim.lua(
+        "_G.notes = {} vim.notify = function(m, level) table.insert(_G.notes, { m, level }) end",
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent notice").await;
+    let lines = nvim.wait_for_line(CHAT, "info: Something odd").await;
+    let text = lines.join("\n");
+    assert!(
+        text.contains("warning: MCP server unavailable\nsaid by the test agent"),
+        "{text}"
+    );
+    nvim.wait_for("#_G.notes >= 2").await;
+    let notes = nvim.lua("return _G.notes", vec![]).await;
+    let notes: Vec<(String, i64)> = notes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            let pair = n.as_array().unwrap();
+            (
+                pair[0].as_str().unwrap().to_string(),
+                pair[1].as_i64().unwrap(),
+            )
+        })
+        .filter(|(m, _)| m.contains("said by the test agent"))
+        .collect();
+    assert_eq!(
+        notes,
+        [
+            (
+                "agent: MCP server unavailable: said by the test agent".to_string(),
+                3
+            ),
+            (
+                "agent: Something odd: said by the test agent".to_string(),
+                2
+            )
+        ]
+    );
+}

@@ -198,7 +198,12 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
                 title: Some("Fix the test\u{1b}".into()),
             })
         }
-        Some(UiEvent::Update(AgentUpdate::Title { .. })) => UiEvent::Update(AgentUpdate::Login {
+        Some(UiEvent::Update(AgentUpdate::Title { .. })) => UiEvent::Update(AgentUpdate::Notice {
+            severity: "warning".into(),
+            title: "MCP server unavailable\u{1b}[2J".into(),
+            description: Some("it did not start".into()),
+        }),
+        Some(UiEvent::Update(AgentUpdate::Notice { .. })) => UiEvent::Update(AgentUpdate::Login {
             needed: true,
             message: "test needs you to log in first".into(),
             methods: vec![agent_nvim::acp::AuthChoice {
@@ -367,7 +372,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 39, "{kinds:?}");
+    assert_eq!(kinds.len(), 40, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])

@@ -767,8 +767,11 @@ where
                     // terminal/*: run through our gate, process trees and sandbox.
                     .terminal(true)
                     // A terminal login method: Neovim runs the agent's command in a terminal.
-                    .auth(
-                        agent_client_protocol::v1::schema::AuthCapabilities::new().terminal(true),
+                    .auth(agent_client_protocol::v1::schema::AuthCapabilities::new().terminal(true))
+                    // `notice` updates: shown as a chat row and a notification.
+                    .session(
+                        agent_client_protocol::v1::schema::ClientSessionCapabilities::new()
+                            .notices(agent_client_protocol::v1::schema::NoticeCapabilities::new()),
                     ),
             )
             .client_info(Implementation::new("agent.nvim", env!("CARGO_PKG_VERSION")));

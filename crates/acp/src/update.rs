@@ -105,6 +105,23 @@ impl Tools {
                     cost,
                 })]
             }
+            // A notice (the client advertises `session.notices`): an empty title is no notice.
+            Some("notice") => {
+                let Some(title) = str_field(update, "title").filter(|t| !t.trim().is_empty())
+                else {
+                    tracing::debug!("ignored a notice without a title");
+                    return Vec::new();
+                };
+                let severity = match update.get("severity").and_then(Value::as_str) {
+                    Some(known @ ("info" | "warning" | "error")) => known.to_string(),
+                    _ => "info".to_string(),
+                };
+                vec![AcpEvent::Agent(AgentUpdate::Notice {
+                    severity,
+                    title,
+                    description: str_field(update, "description").filter(|d| !d.trim().is_empty()),
+                })]
+            }
             // Only when it says something of the title: null clears it, absent leaves it.
             Some("session_info_update") => match update.get("title") {
                 Some(Value::String(title)) => vec![AcpEvent::Agent(AgentUpdate::Title {

@@ -82,6 +82,16 @@ pub enum AgentUpdate {
     },
     /// The conversation's title as the agent names it (`session_info_update`); None clears it.
     Title { title: Option<String> },
+    /// Something the agent wants the person to know now (`notice`): `severity` is `info`,
+    /// `warning` or `error` (another one is kept as `info`), `title` stands alone, and
+    /// `description` says more when there is more.
+    #[serde(rename = "agent_notice")]
+    Notice {
+        severity: String,
+        title: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+    },
     /// The agent wants a login (`needed`, with the methods it offers: `:Agent login` picks one),
     /// or has one now, or none any more (`needed` false, `message` saying which).
     Login {

@@ -749,6 +749,30 @@ function handlers.notice(e)
   render.blank_line()
 end
 
+-- An external agent's notice (ACP `notice`): a row in the chat, and a notification at its
+-- severity (scheduled: never in the middle of a batch of rows).
+function handlers.agent_notice(e)
+  local levels = { info = vim.log.levels.INFO, warning = vim.log.levels.WARN, error = vim.log.levels.ERROR }
+  local level = levels[e.severity] or vim.log.levels.INFO
+  local title = tostring(e.title or "")
+  local description = type(e.description) == "string" and e.description or nil
+  render.newline()
+  render.put(
+    ("%s: %s"):format(e.severity or "info", title),
+    level == vim.log.levels.ERROR and "AgentError" or "AgentNotice"
+  )
+  render.put("\n")
+  if description then
+    render.put(description, "AgentNotice")
+    render.put("\n")
+  end
+  render.blank_line()
+  local said = ("agent: %s"):format(title) .. (description and (": " .. description) or "")
+  vim.schedule(function()
+    vim.notify(said, level)
+  end)
+end
+
 function handlers.retrying(e)
   render.newline()
   render.put(
