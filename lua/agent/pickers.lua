@@ -222,11 +222,17 @@ function M.session(api)
     vim.notify("agent: no saved conversation in this workspace", vim.log.levels.INFO)
     return
   end
-  -- Besides resuming one: renaming or deleting one of ours (an agent's own sessions are its).
+  -- Besides resuming one: renaming one of ours, deleting one of ours or one of the agent's own
+  -- sessions (the agent deletes those, `session/delete`, where it offers to).
   local ours = vim.tbl_filter(H.ours, list)
+  local deletable = vim.tbl_filter(function(session)
+    return H.ours(session) or (session.session ~= nil and not session.problem)
+  end, list)
   local items = vim.list_extend({}, list)
   if #ours > 0 then
     items[#items + 1] = { action = "rename", label = "✎ rename one of them…" }
+  end
+  if #deletable > 0 then
     items[#items + 1] = { action = "delete", label = "✗ delete one of them…" }
   end
   vim.ui.select(items, { prompt = "Resume a conversation", format_item = H.format_row }, function(choice)
@@ -234,7 +240,7 @@ function M.session(api)
       return
     end
     if choice.action then
-      H.shape_session(api, choice.action, ours)
+      H.shape_session(api, choice.action, choice.action == "delete" and deletable or ours)
       return
     end
     if choice.problem then
@@ -281,8 +287,10 @@ function H.shape_session(_, action, ours)
       return
     end
     local shown = session.title ~= "" and session.title or session.id
+    local what = session.prompts ~= nil and "Its saved file and its checkpoints' references go; your files stay."
+      or ("%s deletes it; your files stay."):format(session.agent or "the agent")
     vim.ui.select({ "Keep it", "Delete it" }, {
-      prompt = ("Delete %s? Its saved file and its checkpoints' references go; your files stay."):format(shown),
+      prompt = ("Delete %s? %s"):format(shown, what),
     }, function(answer)
       if answer ~= "Delete it" then
         return

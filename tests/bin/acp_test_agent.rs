@@ -135,7 +135,7 @@ fn main() {
                     "promptCapabilities": {"image": mode != "load-only"},
                     "sessionCapabilities": if mode == "load-only" { json!({}) } else {
                         json!({"list": {}, "close": {}, "additionalDirectories": {},
-                            "fork": {}}) },
+                            "fork": {}, "delete": {}}) },
                     "auth": if mode == "login" { json!({"logout": {}}) } else { json!({}) }},
                 "authMethods": if mode == "login" { json!([
                     {"id": "key", "name": "Log in with a key", "description": "Asks for nothing"},
@@ -212,6 +212,11 @@ fn main() {
                 let forked = message["params"]["sessionId"].as_str().unwrap_or("");
                 send(&json!({"jsonrpc": "2.0", "id": id,
                     "result": {"sessionId": format!("{forked}-fork")}}));
+            }
+            // A delete: answered, and said as a message of the session prompts go to.
+            ("session/delete", Some(id)) => {
+                report("deleted", &message["params"]["sessionId"]);
+                send(&json!({"jsonrpc": "2.0", "id": id, "result": {}}));
             }
             ("session/load", Some(id)) => {
                 let session = message["params"]["sessionId"]

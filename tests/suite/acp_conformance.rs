@@ -256,6 +256,8 @@ fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
             Some(offers_in_session("configOptions")),
         ),
         ("session/close", Some(session_cap("close"))),
+        ("session/fork", Some(session_cap("fork"))),
+        ("session/delete", Some(session_cap("delete"))),
         (
             "logout",
             Some(said(&|t: &Value| {
@@ -381,6 +383,8 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
     )
     .await;
     session.agent_sessions().await.unwrap();
+    session.delete_session("earlier-2").await.unwrap();
+    session.fork_session().await.unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     session
         .load("earlier-1", &Events::new(tx), &CancellationToken::new())

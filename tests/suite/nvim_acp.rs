@@ -1201,3 +1201,29 @@ async fn an_agents_notices_are_chat_rows_and_notifications_at_their_severity() {
         ]
     );
 }
+
+#[tokio::test]
+async fn the_resume_lists_delete_has_the_agent_delete_its_own_session() {
+    let nvim = connected(None, "normal", "").await;
+    // Each question answered as a person would: delete, that session, yes.
+    nvim.lua(
+        "_G.notes = {} vim.notify = function(m) table.insert(_G.notes, m) end \
+         vim.ui.select = function(items, opts, on_choice) \
+           local want = ({ ['Resume a conversation'] = function(i) return i.action == 'delete' end, \
+             ['Delete which conversation?'] = function(i) return i.session == 'earlier-1' end })[opts.prompt] \
+             or function(i) return i == 'Delete it' end \
+           for _, item in ipairs(items) do if want(item) then return on_choice(item) end end \
+           on_choice(nil) \
+         end",
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent resume").await;
+    nvim.wait_for("#_G.notes > 0").await;
+    let said = nvim.lua("return _G.notes[#_G.notes]", vec![]).await;
+    assert_eq!(
+        said.as_str(),
+        Some("agent: test deleted its session earlier-1")
+    );
+    nvim.wait_for_line(CHAT, "deleted: \"earlier-1\"").await;
+}

@@ -379,6 +379,7 @@ json_request!(Authenticate, "authenticate");
 json_request!(Logout, "logout");
 json_request!(CloseSession, "session/close");
 json_request!(ForkSession, "session/fork");
+json_request!(DeleteSession, "session/delete");
 
 /// What a side question asked of an agent starts with.
 const ASIDE_PREFACE: &str = "[A side question, asked apart from the conversation: answer it from what you know of the conversation, briefly. Do not use tools or change anything.]";
@@ -1436,6 +1437,23 @@ impl AcpSession {
         self.forked().await
     }
 
+    /// Deletes the agent's session `session` (`session/delete`), never the one prompts go to.
+    pub async fn delete_session(&self, session: &str) -> Result<(), String> {
+        let name = &self.shared.name;
+        if !self.offers.delete {
+            return Err(format!("{name} does not offer session/delete"));
+        }
+        if session == self.session_id().0.as_ref() {
+            return Err(format!(
+                "that is the session {name} works in now; start another (:Agent new) first"
+            ));
+        }
+        let params = serde_json::json!({ "sessionId": session });
+        self.ask_agent(DeleteSession(params), "session/delete")
+            .await
+            .map(|_| ())
+    }
+
     /// `session/fork` of the current session: the new session's id.
     async fn forked(&self) -> Result<String, String> {
         let name = &self.shared.name;
@@ -1894,6 +1912,17 @@ impl crate::conversation::AgentSessions for AcpSession {
     ) -> BoxFuture<'a, Result<(), crate::conversation::ConversationError>> {
         Box::pin(async move {
             self.aside(question, text, cancel).await.map_err(|err| {
+                crate::conversation::ConversationError::Agent(crate::conversation::Cause::new(err))
+            })
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        session: &'a str,
+    ) -> BoxFuture<'a, Result<(), crate::conversation::ConversationError>> {
+        Box::pin(async move {
+            self.delete_session(session).await.map_err(|err| {
                 crate::conversation::ConversationError::Agent(crate::conversation::Cause::new(err))
             })
         })

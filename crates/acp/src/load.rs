@@ -45,6 +45,8 @@ pub struct Offers {
     pub images: bool,
     /// `sessionCapabilities.fork` (unstable in the protocol): `session/fork` works.
     pub fork: bool,
+    /// `sessionCapabilities.delete`: `session/delete` works.
+    pub delete: bool,
 }
 
 impl Offers {
@@ -58,6 +60,7 @@ impl Offers {
             logout: capabilities.auth.logout.is_some(),
             images: capabilities.prompt_capabilities.image,
             fork: session.fork.is_some(),
+            delete: session.delete.is_some(),
         }
     }
 }

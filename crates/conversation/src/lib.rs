@@ -376,6 +376,16 @@ pub trait AgentSessions: Send + Sync {
         })
     }
 
+    /// Deletes the agent's own session `session` (ACP `session/delete`). Not supported by
+    /// default.
+    fn delete<'a>(&'a self, _session: &'a str) -> BoxFuture<'a, Result<(), ConversationError>> {
+        Box::pin(async {
+            Err(ConversationError::Refused(
+                "this agent's sessions cannot be deleted from here".into(),
+            ))
+        })
+    }
+
     /// Forks the agent's session (ACP `session/fork`): the agent's id for the new one, holding
     /// this one's history, to load in a conversation of its own. Not supported by default.
     fn fork(&self) -> BoxFuture<'_, Result<String, ConversationError>> {

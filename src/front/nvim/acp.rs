@@ -294,7 +294,7 @@ impl Slot {
 }
 
 /// The agent's own id in `id` (`agent:{name}:{its id}`) when `name` is the running agent's.
-fn agent_session<'a>(id: &'a str, name: &str) -> Option<&'a str> {
+pub(super) fn agent_session<'a>(id: &'a str, name: &str) -> Option<&'a str> {
     id.strip_prefix(AGENT_SESSION)?
         .strip_prefix(name)?
         .strip_prefix(':')

@@ -233,6 +233,30 @@ impl Target {
             _ => None,
         }
         .ok_or_else(|| Value::from("agent: a delete needs a conversation"))?;
+        if super::acp::is_agent_session(&id) {
+            // The agent's own session: the agent deletes it (`session/delete`).
+            let conversation = self.slot.conversation.lock().await.clone();
+            let conversation =
+                conversation.ok_or_else(|| Value::from(super::bridge::NOT_STARTED))?;
+            let name = conversation.name().to_string();
+            let (Some(agent), Some(session)) =
+                (conversation.agent(), super::acp::agent_session(&id, &name))
+            else {
+                return Err(Value::from(format!(
+                    "agent: '{}' is not a session of {}; connect its agent (:Agent acp) to delete it",
+                    crate::display::one_line(&id),
+                    crate::display::one_line(&name)
+                )));
+            };
+            agent
+                .delete(session)
+                .await
+                .map_err(|err| Value::from(format!("agent: not deleted: {err}")))?;
+            return Ok(Value::from(format!(
+                "agent: {name} deleted its session {}",
+                crate::display::one_line(session)
+            )));
+        }
         for slot in self.slots.all() {
             let open = slot.conversation.lock().await.clone();
             if open.and_then(|c| c.id()).as_deref() == Some(id.as_str()) {
