@@ -457,7 +457,9 @@ async fn resume_lists_the_agents_own_sessions_by_its_name_and_loads_one_into_the
     let nvim = connected(None, "normal", "").await;
     // The picker lists every row and picks the agent's `earlier-1`.
     let (lines, listed) = resume_picking(&nvim, "item.session == 'earlier-1'").await;
-    assert_eq!(listed.len(), 2, "{listed:?}");
+    // The agent's sessions, then the row that deletes one (the agent deletes it).
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    assert_eq!(listed[2], "✗ delete one of them…");
     assert!(
         listed[0].starts_with("test: Fix the parser · ") && listed[0].ends_with(" ago"),
         "{listed:?}"
