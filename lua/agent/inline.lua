@@ -102,14 +102,12 @@ function M.edit(opts, deps)
   local instruction = opts.instruction and vim.trim(opts.instruction) or ""
   if instruction == "" then
     local conversation = require("agent.conversations").active().id
-    vim.ui.input({ prompt = ("agent: edit %s: "):format(what) }, function(text)
-      if text and vim.trim(text) ~= "" then
-        require("agent.conversations").acting(conversation, function()
-          vim.api.nvim_buf_call(buf, function()
-            M.edit({ instruction = text, first = first, last = last }, deps)
-          end)
+    require("agent.text").ask_for(("agent: edit %s: "):format(what), function(text)
+      require("agent.conversations").acting(conversation, function()
+        vim.api.nvim_buf_call(buf, function()
+          M.edit({ instruction = text, first = first, last = last }, deps)
         end)
-      end
+      end)
     end)
     return false
   end

@@ -24,10 +24,8 @@ H.open = nil
 function M.ask(question, deps)
   question = vim.trim(question or "")
   if question == "" then
-    vim.ui.input({ prompt = "agent: a side question (not added to the conversation): " }, function(text)
-      if text and vim.trim(text) ~= "" then
-        M.ask(text, deps)
-      end
+    require("agent.text").ask_for("agent: a side question (not added to the conversation): ", function(text)
+      M.ask(text, deps)
     end)
     return false
   end

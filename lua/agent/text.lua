@@ -153,4 +153,17 @@ function M.take_lines(buf, order, budget)
   return taken, first, last, cut
 end
 
+--- Asks for a line of text (`vim.ui.input`, with `prompt`) and calls `answered(text)` with
+--- it, unless it is blank or the question was dismissed: what a command run without its text
+--- does (an inline edit's instruction, a side question).
+---@param prompt string
+---@param answered fun(text: string)
+function M.ask_for(prompt, answered)
+  vim.ui.input({ prompt = prompt }, function(text)
+    if text and vim.trim(text) ~= "" then
+      answered(text)
+    end
+  end)
+end
+
 return M

@@ -683,12 +683,8 @@ impl Agent {
     /// new session.
     /// `cost` is what the saved conversation had cost, which its `max_cost` goes on from.
     pub fn restore(&mut self, history: Vec<Message>, compactions: Vec<Compaction>, cost: f64) {
+        self.follow(history, compactions);
         self.cost = cost;
-        self.history = history;
-        let len = self.history.len();
-        self.compactions = compactions.into_iter().filter(|c| c.upto <= len).collect();
-        self.rebuild_view();
-        self.last_input = 0;
         self.told = false;
         self.executor.context().gate.reset();
     }
