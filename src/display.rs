@@ -6,7 +6,7 @@ pub use agent_nvim_text::escape::*;
 
 use agent_nvim_vocab::approval::{Action, Decision};
 use agent_nvim_vocab::conversation::{
-    AgentCommand, AgentCost, AgentUpdate, AuthChoice, ConfigOption, Offered, PlanEntry,
+    AgentCommand, AgentCost, AgentUpdate, AuthChoice, ConfigOption, Offered, OutsideFile, PlanEntry,
 };
 use agent_nvim_vocab::events::Event;
 
@@ -340,6 +340,23 @@ pub fn shown_update(update: AgentUpdate) -> AgentUpdate {
             severity: one(severity),
             title: one(title),
             description: description.map(prose),
+        },
+        AgentUpdate::OutsideChanges {
+            agent,
+            checkpoint,
+            files,
+            sandboxed,
+        } => AgentUpdate::OutsideChanges {
+            agent: one(agent),
+            checkpoint,
+            files: files
+                .into_iter()
+                .map(|file| OutsideFile {
+                    shown: one(file.shown),
+                    ..file
+                })
+                .collect(),
+            sandboxed,
         },
         AgentUpdate::Commands { commands } => AgentUpdate::Commands {
             commands: commands

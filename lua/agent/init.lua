@@ -821,7 +821,9 @@ end
 --- last prompt (`opts.since = "all"`: since the conversation began; a prompt checkpoint's id, as
 --- a chat `done` row passes: since that prompt began), each `A path +12 -0`. <CR> on an entry
 --- opens its diff against the checkpoint (see :help agent-diff).
----@param opts? { since?: string }
+--- `opts.only`: those paths (workspace-relative) alone, as a row of an agent's changes made by
+--- itself lists them.
+---@param opts? { since?: string, only?: string[] }
 ---@return boolean listed false when nothing changed or nothing can be compared (the reason was shown)
 function M.diff(opts)
   return H.this(H.diff, opts) or false
@@ -833,6 +835,22 @@ function H.diff(opts)
     return H.diff_base()
   end
   return require("agent.review").diff(opts)
+end
+
+-- `u` on a row of an agent's changes made by itself: those files put back as the checkpoint
+-- before its turn had them (once; :Agent rewind offers undoing the restore).
+function H.undo_outside(row)
+  if row.undone then
+    vim.notify("agent: those files were put back already; :Agent rewind offers undoing that", vim.log.levels.INFO)
+    return
+  end
+  local said, err = require("agent.rpc").undo_outside(row.checkpoint, row.outside)
+  if not said then
+    vim.notify(err or "agent: the backend did not answer", vim.log.levels.ERROR)
+    return
+  end
+  row.undone = true
+  vim.notify(tostring(said), vim.log.levels.INFO)
 end
 
 --- Brings what the current tab page's conversation changed in its worktree (since the commit it
@@ -1178,6 +1196,7 @@ H.highlights = {
   AgentAttachment = "Special", -- `@ src/calc.py (116 chars)` under a prompt (its text folded)
   AgentNotice = "Comment", -- `done · 10 in / 20 out tokens`, retries, approval decisions
   AgentError = "DiagnosticError", -- an error from the backend
+  AgentOutside = "DiagnosticWarn", -- `2 files changed by claude without asking agent.nvim: ...`
   AgentInputHint = "Comment", -- the hint in the empty input window
   AgentThought = "Comment", -- an external agent's thinking (ACP), folded
   AgentRewound = "Comment", -- `rewound to before prompt 3: ...` and the turns folded under it
@@ -1329,8 +1348,11 @@ function H.ensure_init()
       approve = function()
         M.approve()
       end,
-      review = acting(function(checkpoint)
-        M.diff({ since = checkpoint })
+      review = acting(function(checkpoint, only)
+        M.diff({ since = checkpoint, only = only })
+      end),
+      undo_outside = acting(function(row)
+        H.undo_outside(row)
       end),
       fork = acting(function(row)
         local turn = require("agent.chat").prompt_at(row)

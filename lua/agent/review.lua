@@ -10,7 +10,8 @@ local H = {}
 --- Fills the quickfix list with the files changed since `opts.since` (default `"prompt"`, the
 --- start of the last prompt; `"all"`, the start of the conversation; or a prompt checkpoint's
 --- id) and opens it. Says why instead when nothing changed or there is nothing to compare with.
----@param opts? { since?: string }
+--- With `opts.only` (workspace-relative paths), those files alone are listed.
+---@param opts? { since?: string, only?: string[] }
 ---@return boolean listed
 function M.diff(opts)
   opts = opts or {}
@@ -26,6 +27,15 @@ function M.diff(opts)
     return false
   end
   local files = answer.files or {}
+  if opts.only then
+    local wanted = {}
+    for _, path in ipairs(opts.only) do
+      wanted[path] = true
+    end
+    files = vim.tbl_filter(function(file)
+      return wanted[file.path] == true
+    end, files)
+  end
   if #files == 0 then
     vim.notify(("agent: nothing changed since %s"):format(answer.since), vim.log.levels.INFO)
     return false

@@ -618,6 +618,22 @@ impl Agent {
                 let _ = writeln!(std::io::stderr(), "fatal: test agent crashed on purpose");
                 std::process::exit(3);
             }
+            "outside" => {
+                // An agent that writes some files itself (a.py, and new.py created) and one
+                // through the client (through.py): only its own writes are changes outside the
+                // client's checks. A tool call completes between the two of its own.
+                let here = std::env::current_dir().unwrap();
+                std::fs::write(here.join("a.py"), "changed by the agent\n").unwrap();
+                update(json!({"sessionUpdate": "tool_call", "toolCallId": "t-out",
+                    "title": "Edit a.py", "kind": "edit", "status": "completed"}));
+                let response = self.request(
+                    "fs/write_text_file",
+                    json!({"sessionId": "s-1", "path": "through.py", "content": "asked for\n"}),
+                );
+                report("write through.py", &response);
+                std::fs::write(here.join("new.py"), "made by the agent\n").unwrap();
+                json!({"stopReason": "end_turn"})
+            }
             "write" => {
                 // Writes of its own, not through the client: what a sandbox must stop.
                 let here = std::env::current_dir().unwrap();

@@ -327,6 +327,23 @@ fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
         used: unknown_notice,
         handled: unknown_notice,
     });
+    // Files the agent changed by itself: listed, while what it wrote through the client is not.
+    let outside: Vec<&str> = events
+        .iter()
+        .filter_map(|event| match event {
+            AcpEvent::Agent(AgentUpdate::OutsideChanges { files, .. }) => Some(files),
+            _ => None,
+        })
+        .flatten()
+        .map(|file| file.path.as_str())
+        .collect();
+    rows.push(Row {
+        name: "writes made outside fs/write_text_file (listed)".into(),
+        way: "agent → disk",
+        offered: None,
+        used: !outside.is_empty(),
+        handled: outside.contains(&"a.py") && !outside.contains(&"through.py"),
+    });
     let unknown_request = recording.answered_error(Flow::Received, "_custom/thing", -32601);
     rows.push(Row {
         name: "unknown request (-32601)".into(),
@@ -435,6 +452,26 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
         .unwrap();
     session.choose(Choice::Login("key".into())).await.unwrap();
     session.choose(Choice::Logout).await.unwrap();
+    session.shutdown().await;
+    events.extend(host.events());
+
+    // An agent that writes a file itself, beside one it writes through the client, in a turn
+    // compared with the checkpoint before it.
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let state = tempfile::tempdir().unwrap();
+    let mut checked = spec(&fx, "normal", &recording);
+    let checkpoints = agent_nvim::checkpoint::Checkpoints::new(
+        state.path(),
+        fx.workspace.clone(),
+        "conformance".into(),
+    );
+    checked.checkpoints = Some(checkpoints.clone());
+    let session = acp::connect(checked, host.clone()).await.unwrap();
+    checkpoints
+        .checkpoint(agent_nvim::checkpoint::Kind::Prompt, "outside")
+        .await
+        .unwrap();
+    prompt(&session, "outside").await;
     session.shutdown().await;
     events.extend(host.events());
 

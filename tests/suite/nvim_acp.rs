@@ -1229,3 +1229,122 @@ async fn the_resume_lists_delete_has_the_agent_delete_its_own_session() {
     );
     nvim.wait_for_line(CHAT, "deleted: \"earlier-1\"").await;
 }
+
+#[tokio::test]
+async fn files_an_agent_writes_by_itself_are_listed_with_their_diff_and_u_puts_back_those_alone() {
+    let nvim = connected(None, "normal", "").await;
+    let ws = nvim.workspace.path().to_path_buf();
+    std::fs::write(ws.join("a.py"), "original\n").unwrap();
+    std::fs::write(ws.join("mine.txt"), "the person's\n").unwrap();
+    nvim.lua(
+        "_G.notes = {} vim.notify = function(m) table.insert(_G.notes, m) end",
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent outside").await;
+    // Its own write before the tool call completed is listed then; the file it made after,
+    // when the turn ended. What it wrote through fs/write_text_file is in no row.
+    let lines = nvim
+        .wait_for_line(
+            CHAT,
+            "1 file changed by test without asking agent.nvim: new.py · d: diff · u: undo",
+        )
+        .await;
+    assert_eq!(
+        reported(&lines, "write through.py"),
+        serde_json::json!({"result": {}})
+    );
+    let rows: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("without asking agent.nvim"))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            "1 file changed by test without asking agent.nvim: a.py · d: diff · u: undo",
+            "1 file changed by test without asking agent.nvim: new.py · d: diff · u: undo",
+        ]
+    );
+    assert!(
+        lines.iter().any(|l| l
+            == "only the sandbox stops an agent writing by itself, outside the workspace too: acp.agents.test.sandbox = true"),
+        "{lines:#?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("through.py")).unwrap(),
+        "asked for\n"
+    );
+    // The person changes a file of their own meanwhile: not the agent's, kept by the undo.
+    std::fs::write(ws.join("mine.txt"), "changed since\n").unwrap();
+    let on_row = |text: &str| {
+        format!(
+            "local b = vim.fn.bufnr('agent: chat') local w = vim.fn.win_findbuf(b)[1] \
+             vim.api.nvim_set_current_win(w) \
+             local row = vim.fn.match(vim.api.nvim_buf_get_lines(b, 0, -1, false), '{text}') + 1 \
+             vim.api.nvim_win_set_cursor(w, {{ row, 0 }})"
+        )
+    };
+    // `d`: the diff of that row's files alone.
+    nvim.lua(
+        &on_row("^1 file changed by test without asking agent.nvim: a.py"),
+        vec![],
+    )
+    .await;
+    nvim.api.input("d").await.unwrap();
+    nvim.wait_for("#vim.fn.getqflist() > 0").await;
+    let listed = nvim
+        .lua(
+            "return vim.tbl_map(function(i) return i.text end, vim.fn.getqflist())",
+            vec![],
+        )
+        .await;
+    assert_eq!(listed, Value::Array(vec![Value::from("M a.py +1 -1")]));
+    // `u`: a.py as it was before the turn; nothing else touched.
+    nvim.lua(
+        &on_row("^1 file changed by test without asking agent.nvim: a.py"),
+        vec![],
+    )
+    .await;
+    nvim.api.input("u").await.unwrap();
+    nvim.wait_for("#_G.notes > 0").await;
+    let notes = nvim.lua("return _G.notes", vec![]).await;
+    assert_eq!(
+        notes,
+        Value::Array(vec![Value::from(
+            "agent: 1 file put back as it was before the turn"
+        )])
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("a.py")).unwrap(),
+        "original\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("new.py")).unwrap(),
+        "made by the agent\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("through.py")).unwrap(),
+        "asked for\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("mine.txt")).unwrap(),
+        "changed since\n"
+    );
+    // The new file's row: `u` removes it, as it was not there before the turn.
+    nvim.lua(
+        &on_row("^1 file changed by test without asking agent.nvim: new.py"),
+        vec![],
+    )
+    .await;
+    nvim.api.input("u").await.unwrap();
+    nvim.wait_for("#_G.notes > 1").await;
+    assert!(!ws.join("new.py").exists());
+    // Once is enough.
+    nvim.api.input("u").await.unwrap();
+    nvim.wait_for("#_G.notes > 2").await;
+    let notes = nvim.lua("return _G.notes[3]", vec![]).await;
+    assert_eq!(
+        notes,
+        Value::from("agent: those files were put back already; :Agent rewind offers undoing that")
+    );
+}

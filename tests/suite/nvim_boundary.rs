@@ -203,18 +203,32 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             title: "MCP server unavailable\u{1b}[2J".into(),
             description: Some("it did not start".into()),
         }),
-        Some(UiEvent::Update(AgentUpdate::Notice { .. })) => UiEvent::Update(AgentUpdate::Login {
-            needed: true,
-            message: "test needs you to log in first".into(),
-            methods: vec![agent_nvim::acp::AuthChoice {
-                id: "key".into(),
-                name: "Log in\u{1b}".into(),
-                description: None,
-                terminal: false,
-                args: Vec::new(),
-                env: Vec::new(),
-            }],
-        }),
+        Some(UiEvent::Update(AgentUpdate::Notice { .. })) => {
+            UiEvent::Update(AgentUpdate::OutsideChanges {
+                agent: "claude\u{1b}[2J".into(),
+                checkpoint: "abc123".into(),
+                files: vec![agent_nvim::acp::OutsideFile {
+                    path: "a\u{1b}.py".into(),
+                    shown: "a\u{1b}.py".into(),
+                    status: "M".into(),
+                }],
+                sandboxed: false,
+            })
+        }
+        Some(UiEvent::Update(AgentUpdate::OutsideChanges { .. })) => {
+            UiEvent::Update(AgentUpdate::Login {
+                needed: true,
+                message: "test needs you to log in first".into(),
+                methods: vec![agent_nvim::acp::AuthChoice {
+                    id: "key".into(),
+                    name: "Log in\u{1b}".into(),
+                    description: None,
+                    terminal: false,
+                    args: Vec::new(),
+                    env: Vec::new(),
+                }],
+            })
+        }
         Some(UiEvent::Update(AgentUpdate::Login { .. })) => UiEvent::Agent(Event::Retrying {
             attempt: 1,
             delay_ms: 500,
@@ -372,7 +386,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 40, "{kinds:?}");
+    assert_eq!(kinds.len(), 41, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])

@@ -321,6 +321,10 @@ async fn diff_all_and_diff_differ_when_two_prompts_changed_different_files_and_d
             Value::from("done · 20 in / 10 out tokens · <$0.01  d: diff (2 files changed)"),
         ])
     );
+    // The built-in agent's edits and commands all went through the executor: none of its
+    // changes is listed as made outside agent.nvim's checks (only an external agent's are).
+    let chat = nvim.buffer_lines(CHAT).await.join("\n");
+    assert!(!chat.contains("without asking agent.nvim"), "{chat}");
 
     nvim.cmd("Agent diff").await;
     assert_eq!(

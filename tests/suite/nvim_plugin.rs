@@ -481,6 +481,7 @@ async fn help_agent_finds_its_tags() {
         "agent-acp-choices",
         "agent-acp-login",
         "agent-acp-conformance",
+        "agent-acp-outside",
         "agent-rewind",
         "agent-conversations",
         "agent-worktrees",

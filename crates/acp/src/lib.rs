@@ -28,6 +28,7 @@ mod choices;
 pub mod fake_host;
 mod fs;
 mod load;
+mod outside;
 mod permission;
 mod terminal;
 mod transport;
@@ -107,7 +108,7 @@ pub trait AcpHost: Send + Sync {
 pub use agent_nvim_vocab::conversation::ConversationEvent as AcpEvent;
 
 pub use agent_nvim_vocab::conversation::{
-    AgentCommand, AgentCost, AgentUpdate, AuthChoice, Location, PlanEntry,
+    AgentCommand, AgentCost, AgentUpdate, AuthChoice, Location, OutsideFile, PlanEntry,
 };
 
 /// The person's answer to a permission question: the option picked, and their own version of
@@ -446,6 +447,8 @@ struct Shared {
     /// id, and where its text goes. Its updates go there only; it may not write, run or be
     /// allowed anything.
     side: Mutex<Option<(String, tokio::sync::mpsc::UnboundedSender<String>)>>,
+    /// What the running turn changed by itself, outside our checks (`outside.rs`).
+    outside: tokio::sync::Mutex<outside::Watch>,
 }
 
 impl Shared {
@@ -478,6 +481,45 @@ impl Shared {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// The agent's `path` relative to the workspace root, as a checkpoint names it; None for
+    /// one elsewhere (an extra directory is in no checkpoint of the workspace).
+    fn relative(&self, path: &str) -> Option<PathBuf> {
+        let resolved = self.workspace.resolve_literal(path).ok()?;
+        resolved
+            .path
+            .strip_prefix(self.workspace.root())
+            .ok()
+            .map(Path::to_path_buf)
+    }
+
+    /// Reports what the running turn changed by itself since its checkpoint and was not listed
+    /// yet (`outside.rs`).
+    async fn look_outside(&self) {
+        let Some(checkpoints) = &self.checkpoints else {
+            return;
+        };
+        let update = self
+            .outside
+            .lock()
+            .await
+            .look(
+                checkpoints,
+                self.workspace.root(),
+                &self.name,
+                self.sandbox.is_some(),
+            )
+            .await;
+        if let Some(update) = update {
+            self.report(AcpEvent::Agent(update));
+        }
+    }
+
+    /// The turn is over: a last look, then nothing more is looked for until the next.
+    async fn end_outside(&self) {
+        self.look_outside().await;
+        self.outside.lock().await.end();
     }
 
     /// A checkpoint before the agent may change the workspace (when checkpoints are on).
@@ -687,6 +729,7 @@ where
         }),
         tools: Mutex::new(Tools::showing(terminals.clone())),
         side: Mutex::new(None),
+        outside: tokio::sync::Mutex::new(outside::Watch::default()),
         reports: Mutex::new(None),
         checkpoints: spec.checkpoints.clone(),
         replay: Mutex::new(None),
@@ -881,6 +924,11 @@ fn client(
                     updates.side_update(&update.0["update"]);
                 } else {
                     updates.on_update(&update.0["update"]);
+                    if outside::completes_a_call(&update.0["update"]) {
+                        // Off the dispatch loop: it runs git.
+                        let shared = updates.clone();
+                        tokio::spawn(async move { shared.look_outside().await });
+                    }
                 }
                 Ok(())
             },
@@ -932,6 +980,10 @@ fn client(
                     Ok(content) => content,
                     Err(err) => return responder.respond_with_error(err),
                 };
+                let digest = outside::digest(content.as_bytes());
+                // Held over the write: a look at the workspace meanwhile (a tool call that
+                // completed) would find the file written and not yet known as ours.
+                let mut watch = writes.outside.lock().await;
                 let written = fs::write_text_file(
                     &writes.authority,
                     &workspace,
@@ -941,7 +993,13 @@ fn client(
                 )
                 .await;
                 match written {
-                    Ok(()) => responder.respond(WriteTextFileResponse::new()),
+                    Ok(()) => {
+                        if let Some(relative) = writes.relative(&path) {
+                            watch.wrote(relative, digest);
+                        }
+                        drop(watch);
+                        responder.respond(WriteTextFileResponse::new())
+                    }
                     Err(err) => responder.respond_with_error(err),
                 }
             },
@@ -1228,6 +1286,14 @@ impl AcpSession {
         }
         let agent_nvim_conversation::Prompt { text, images } = prompt;
         let turn = self.shared.new_turn();
+        // Compared with the checkpoint taken just before this prompt (the conversation's
+        // decorator takes it), for what the agent changes by itself.
+        let baseline = self
+            .shared
+            .checkpoints
+            .as_ref()
+            .and_then(Checkpoints::last_prompt);
+        self.shared.outside.lock().await.begin(baseline);
         // What the person changed in the agent's edits since its last prompt, said first.
         let notes = self.shared.take_notes();
         let text = if notes.is_empty() {
@@ -1260,6 +1326,7 @@ impl AcpSession {
                     Ok(answer) => answer,
                     Err(_) => {
                         tracing::warn!(agent = %self.shared.name, "no answer to a cancelled prompt");
+                        self.shared.end_outside().await;
                         return self.finish(Outcome::Cancelled, "cancelled".into(), None);
                     }
                 }
@@ -1267,6 +1334,7 @@ impl AcpSession {
         };
         // Nothing of a finished turn stays open.
         turn.cancel();
+        self.shared.end_outside().await;
         match answer {
             Ok(answer) => {
                 let stop = answer

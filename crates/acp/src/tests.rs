@@ -379,6 +379,7 @@ fn shared(host: Arc<FakeHost>, auto_approve: bool) -> (tempfile::TempDir, Shared
     let dir = tempfile::tempdir().unwrap();
     let shared = Shared {
         side: Mutex::new(None),
+        outside: tokio::sync::Mutex::new(crate::outside::Watch::default()),
         authority: crate::external::AgentAuthority::for_tests(),
         name: "fake".into(),
         workspace: Workspace::new(dir.path()).unwrap(),

@@ -216,11 +216,14 @@ impl Tools {
         events
     }
 
-    /// The rows of the calls whose content embeds terminal `terminal`, redrawn.
+    /// The rows of the calls whose content embeds terminal `terminal`, redrawn: those not
+    /// finished (a finished row was drawn whole with its output; redrawn as an update it would
+    /// look running again).
     pub(super) fn embedding(&self, terminal: &str, workspace: &Workspace) -> Vec<AcpEvent> {
         self.order
             .iter()
             .filter_map(|id| Some((id, self.calls.get(id)?)))
+            .filter(|(_, call)| !call.finished)
             .filter(|(_, call)| call.content.iter().any(|item| embeds(item, terminal)))
             .map(|(id, call)| {
                 let (output, running) = call.output(workspace, self.terminals.as_deref());

@@ -92,6 +92,18 @@ pub enum AgentUpdate {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         description: Option<String>,
     },
+    /// Files the agent changed, created or deleted by itself during the turn, not through
+    /// `fs/write_text_file` (so no path check or picker saw them): each listed once a turn,
+    /// compared with `checkpoint`, the checkpoint taken before the turn, whose versions of
+    /// these files an undo restores. `sandboxed`: the agent runs in the sandbox (otherwise the
+    /// chat recommends it).
+    OutsideChanges {
+        agent: String,
+        checkpoint: String,
+        files: Vec<OutsideFile>,
+        #[serde(default)]
+        sandboxed: bool,
+    },
     /// The agent wants a login (`needed`, with the methods it offers: `:Agent login` picks one),
     /// or has one now, or none any more (`needed` false, `message` saying which).
     Login {
@@ -103,6 +115,17 @@ pub enum AgentUpdate {
     /// The agent's own slash commands (`available_commands_update`), the whole list each time:
     /// the chat's input completes them after `/`, and sends `/name args` to the agent as typed.
     Commands { commands: Vec<AgentCommand> },
+}
+
+/// One file of [`AgentUpdate::OutsideChanges`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutsideFile {
+    /// Relative to the workspace root, as on disk: what an undo names (never put on screen).
+    pub path: String,
+    /// The path as a person reads it (made visible by the front end).
+    pub shown: String,
+    /// `A` created, `M` changed, `D` deleted.
+    pub status: String,
 }
 
 /// One way to log in that the agent offers (`authMethods` of its initialize answer).

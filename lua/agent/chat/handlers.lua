@@ -182,16 +182,19 @@ function M.clear(fresh)
   H.later = {}
 end
 
---- The checkpoint whose changes the `done` row at `row` (0-based) offers, if it offers any.
+--- The checkpoint whose changes the row at `row` (0-based) offers, if it offers any: a `done`
+--- row's, or an agent's changes made by itself (then with the row, whose `outside` lists those
+--- files).
 ---@param row integer
----@return string?
+---@return string? checkpoint
+---@return table? row
 function M.checkpoint_at(row)
   for _, tool in pairs(render.tools) do
     if tool.checkpoint and render.row_of(tool) == row then
-      return tool.checkpoint
+      return tool.checkpoint, tool.outside and tool or nil
     end
   end
-  return nil
+  return nil, nil
 end
 
 --- The finished tool row whose line (or open output) is at `row` (0-based), and its whole
@@ -854,6 +857,49 @@ function handlers.reviewable(e)
     local files = tonumber(e.files) or 0
     render.hint(row, ("d: diff (%d file%s changed)"):format(files, files == 1 and "" or "s"))
   end
+end
+
+-- Files an external agent changed by itself, outside agent.nvim's checks: a row naming them,
+-- whose `d` lists their diff and `u` puts them back as the turn's checkpoint had them.
+function handlers.outside_changes(e)
+  local files = type(e.files) == "table" and e.files or {}
+  if #files == 0 then
+    return
+  end
+  H.outside_count = (H.outside_count or 0) + 1
+  local id = ("outside-%d"):format(H.outside_count)
+  local names, paths = {}, {}
+  for i, file in ipairs(files) do
+    paths[i] = tostring(file.path)
+    if i <= 5 then
+      names[#names + 1] = tostring(file.shown)
+    end
+  end
+  if #files > #names then
+    names[#names + 1] = ("and %d more"):format(#files - #names)
+  end
+  local agent = tostring(e.agent)
+  local undo_key = require("agent.config").options.keymaps.chat.undo
+  local row = ("%d file%s changed by %s without asking agent.nvim: %s · d: diff"):format(
+    #files,
+    #files == 1 and "" or "s",
+    agent,
+    table.concat(names, ", ")
+  ) .. (undo_key and (" · %s: undo"):format(undo_key) or "")
+  render.newline()
+  render.tools[id] = { name = "outside", checkpoint = tostring(e.checkpoint), outside = paths, agent = agent }
+  render.put(row, "AgentOutside", id)
+  render.put("\n")
+  if not e.sandboxed then
+    render.put(
+      ("only the sandbox stops an agent writing by itself, outside the workspace too: acp.agents.%s.sandbox = true"):format(
+        agent
+      ),
+      "AgentNotice"
+    )
+    render.put("\n")
+  end
+  render.blank_line()
 end
 
 function handlers.error(e)

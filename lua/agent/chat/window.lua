@@ -32,8 +32,9 @@ H.editing = nil ---@type integer? the prompt the input's text branches from (`e`
 
 --- What the keys of the two buffers do, set by require("agent") (the chat never requires it):
 --- `submit(text)` sends a prompt and returns whether it was sent; `cancel()` stops the turn;
---- `review(checkpoint)` lists what changed since a prompt's checkpoint (:Agent diff);
---- `rewind_others(event)` asks what a rewind does with other conversations' later changes.
+--- `review(checkpoint, only?)` lists what changed since a prompt's checkpoint (:Agent diff),
+--- only the files of `only` when given; `undo_outside(row)` puts back the files of an agent's
+--- changes-made-by-itself row; `rewind_others(event)` asks what a rewind does with other conversations' later changes.
 M.actions = {
   submit = function()
     return false
@@ -48,10 +49,11 @@ M.output_at = function()
   return nil, nil
 end
 
---- The checkpoint a chat row (0-based) offers the diff of (a `done` row), set by the chat.
----@type fun(row: integer): string?
+--- The checkpoint a chat row (0-based) offers the diff of (a `done` row, or an agent's
+--- changes made by itself, then with that row), set by the chat.
+---@type fun(row: integer): string?, table?
 M.checkpoint_at = function()
-  return nil
+  return nil, nil
 end
 
 --- Called with each new chat window (folds are per window: the renderer puts them back).
@@ -581,6 +583,11 @@ end
 
 -- Undoes the edit whose row is under the cursor, when its file has not changed since.
 function H.undo_edit()
+  local _, outside = M.checkpoint_at(vim.fn.line(".") - 1)
+  if outside then
+    M.actions.undo_outside(outside)
+    return
+  end
   local tool = M.output_at(vim.fn.line(".") - 1)
   if not (tool and tool.ok and tool.diff) then
     local key = require("agent.config").options.keymaps.chat.undo
@@ -637,12 +644,12 @@ function H.show_output()
 end
 
 function H.review()
-  local checkpoint = M.checkpoint_at(vim.fn.line(".") - 1)
+  local checkpoint, outside = M.checkpoint_at(vim.fn.line(".") - 1)
   if not checkpoint then
-    vim.notify("agent: `d` works on a `done` row that shows `d: diff`; or use :Agent diff", vim.log.levels.INFO)
+    vim.notify("agent: `d` works on a row that shows `d: diff`; or use :Agent diff", vim.log.levels.INFO)
     return
   end
-  M.actions.review(checkpoint)
+  M.actions.review(checkpoint, outside and outside.outside or nil)
 end
 
 function H.submit()

@@ -293,6 +293,16 @@ function M.file_at(checkpoint, path)
   return wire.request(wire.request_name.FILE_AT, { checkpoint = checkpoint, path = path })
 end
 
+--- Puts back the files an external agent changed by itself (`paths`, workspace-relative) as
+--- `checkpoint` had them (protocol.rs `request::UNDO_OUTSIDE`): what was done, or nil and why.
+---@param checkpoint string
+---@param paths string[]
+---@return string? said
+---@return string? err
+function M.undo_outside(checkpoint, paths)
+  return wire.request(wire.request_name.UNDO_OUTSIDE, { checkpoint = checkpoint, paths = paths })
+end
+
 --- Asks the conversation's own worktree (protocol.rs `request::WORKTREE`): `{ action =
 --- "changes" | "merge" | "remove", force? }`; its answer, or nil and why.
 ---@param arg { action: string, force?: boolean }

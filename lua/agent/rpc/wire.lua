@@ -51,6 +51,7 @@ M.request_name = {
   FORK = "fork",
   ADOPT = "adopt",
   PROMPT_TEXT = "prompt_text",
+  UNDO_OUTSIDE = "undo_outside",
 }
 
 --- For tests: when a table, each notification sent is also appended to it as

@@ -261,6 +261,11 @@ pub mod request {
     /// (attachments included), for editing it into a new branch (`e` in the chat); an error
     /// string for a conversation whose history is not agent.nvim's or a prompt it lacks.
     pub const PROMPT_TEXT: &str = "prompt_text";
+    /// `{checkpoint, paths}`: undoes what an external agent changed by itself (an
+    /// `outside_changes` row's `u`): those files alone (relative to the root, as on disk) put
+    /// back as the checkpoint had them; answers the message to show (`agent: 2 files put back
+    /// as they were before the turn`), or why nothing was (a file with unsaved changes).
+    pub const UNDO_OUTSIDE: &str = "undo_outside";
 }
 
 /// `files`: what to match.

@@ -139,6 +139,52 @@ pub(super) async fn file_at(
     }
 }
 
+/// `undo_outside {checkpoint, paths}`: puts back the files an external agent changed by
+/// itself ([`Checkpoints::restore_only`]), as the checkpoint before its turn had them; the rest
+/// of the workspace stays. Answers what to tell the person.
+pub(super) async fn undo_outside(
+    checkpoints: Option<&Checkpoints>,
+    editor: &dyn crate::editor::Editor,
+    args: &[Value],
+) -> Result<Value, Value> {
+    #[derive(serde::Deserialize)]
+    struct Undo {
+        checkpoint: String,
+        paths: Vec<String>,
+    }
+    let checkpoints = checkpoints.ok_or_else(|| Value::from(OFF))?;
+    let undo: Undo = super::context::decode(args)?;
+    let only: std::collections::BTreeSet<std::path::PathBuf> =
+        undo.paths.iter().map(std::path::PathBuf::from).collect();
+    if only.is_empty() {
+        return Err(Value::from("agent: no file to put back"));
+    }
+    let restored = checkpoints
+        .restore_only(&undo.checkpoint, editor, &only)
+        .await
+        .map_err(|err| Value::from(format!("agent: nothing was put back: {err}")))?;
+    let put = match restored.files.len() {
+        0 => "nothing needed putting back (the files are as they were before the turn)".to_string(),
+        1 => "1 file put back as it was before the turn".to_string(),
+        n => format!("{n} files put back as they were before the turn"),
+    };
+    let mut said = vec![put];
+    if !restored.kept.is_empty() {
+        said.push(format!(
+            "{} too large for a checkpoint left as they are",
+            restored.kept.len()
+        ));
+    }
+    for (path, why) in &restored.failed {
+        said.push(format!(
+            "{} not put back: {}",
+            display::one_line(&path.to_string_lossy()),
+            display::one_line(why)
+        ));
+    }
+    Ok(Value::from(format!("agent: {}", said.join("; "))))
+}
+
 /// The note for the `done` row of the turn whose prompt checkpoint is `prompt`: how many
 /// files changed since, when any did.
 pub(super) async fn reviewable(checkpoints: &Checkpoints, prompt: &str) -> Option<UiEvent> {

@@ -1353,6 +1353,11 @@ impl Target {
             protocol::request::FORK => self.fork(args).await,
             protocol::request::ADOPT => self.adopt(args, nvim).await,
             protocol::request::PROMPT_TEXT => self.prompt_text(&args).await,
+            protocol::request::UNDO_OUTSIDE => {
+                let checkpoints = self.slot.of_session(|s| s.checkpoints.clone()).await?;
+                let editor = NvimEditor { nvim: nvim.clone() };
+                super::review::undo_outside(checkpoints.as_ref(), &editor, &args).await
+            }
             protocol::request::SESSION_RENAME => self.session_rename(args).await,
             protocol::request::SESSION_DELETE => self.session_delete(&args).await,
             protocol::request::MODEL => self.switch_model(&args).await,

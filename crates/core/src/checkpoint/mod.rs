@@ -675,6 +675,30 @@ impl Checkpoints {
         editor: &dyn Editor,
         spare: &std::collections::BTreeSet<PathBuf>,
     ) -> Result<Restored, CheckpointError> {
+        self.restore_scoped(id, editor, restore::Scope::Sparing(spare))
+            .await
+    }
+
+    /// Puts back only the files of `only` as checkpoint `id` had them (an external agent's
+    /// writes made outside agent.nvim's checks, undone alone): the rest of the workspace stays
+    /// as it is. Otherwise as [`Checkpoints::restore`]: a snapshot first, refused while one of
+    /// them has unsaved changes in `editor`.
+    pub async fn restore_only(
+        &self,
+        id: &str,
+        editor: &dyn Editor,
+        only: &std::collections::BTreeSet<PathBuf>,
+    ) -> Result<Restored, CheckpointError> {
+        self.restore_scoped(id, editor, restore::Scope::Only(only))
+            .await
+    }
+
+    async fn restore_scoped(
+        &self,
+        id: &str,
+        editor: &dyn Editor,
+        scope: restore::Scope<'_>,
+    ) -> Result<Restored, CheckpointError> {
         let conversation = self.conversation();
         let mut state = self.ready().await?;
         let target = self.commit_of(id).await?;
@@ -687,7 +711,7 @@ impl Checkpoints {
                 None,
             )
             .await?;
-        let restored = restore::restore(self, &undo, &target, editor, spare).await;
+        let restored = restore::restore(self, &undo, &target, editor, scope).await;
         if matches!(restored, Err(CheckpointError::Unsaved(_))) {
             // Nothing was restored, so the snapshot is no undo: were it kept, saving one of the
             // buffers would make it look like one, undoing the person's own change.

@@ -37,6 +37,15 @@ pub struct Restored {
     pub spared: Vec<PathBuf>,
 }
 
+/// Which of the differences a restore puts back.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Scope<'a> {
+    /// All but these (listed in [`Restored::spared`] when they differ).
+    Sparing(&'a std::collections::BTreeSet<PathBuf>),
+    /// These alone; the others are not looked at.
+    Only(&'a std::collections::BTreeSet<PathBuf>),
+}
+
 /// One difference to undo.
 struct Step {
     status: Status,
@@ -53,7 +62,7 @@ pub(super) async fn restore(
     undo: &Snapshot,
     target: &str,
     editor: &dyn Editor,
-    spare: &std::collections::BTreeSet<PathBuf>,
+    scope: Scope<'_>,
 ) -> Result<Restored, CheckpointError> {
     let git = &checkpoints.inner.git;
     let workspace = &checkpoints.inner.workspace;
@@ -89,11 +98,14 @@ pub(super) async fn restore(
         if old_mode == "160000" || new_mode == "160000" {
             continue;
         }
+        if matches!(scope, Scope::Only(only) if !only.contains(&path)) {
+            continue;
+        }
         if undo.skipped.contains(&path) {
             kept.push(path);
             continue;
         }
-        if spare.contains(&path) {
+        if matches!(scope, Scope::Sparing(spare) if spare.contains(&path)) {
             spared.push(path);
             continue;
         }

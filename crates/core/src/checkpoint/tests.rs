@@ -1070,3 +1070,49 @@ async fn a_snapshot_after_another_conversations_records_the_workspace_as_it_is_n
         .unwrap();
     assert_eq!(recorded.as_deref(), Some(&b"2\n"[..]));
 }
+
+#[tokio::test]
+async fn restoring_only_some_files_puts_those_back_and_leaves_every_other_change() {
+    let fx = Fixture::new();
+    fx.write("a.py", "a 0\n");
+    fx.write("b.py", "b 0\n");
+    fx.write("gone.py", "gone 0\n");
+    let point = fx.checkpoints.snapshot(Kind::Prompt, "go").await.unwrap();
+    fx.write("a.py", "a 1\n");
+    fx.write("b.py", "b 1\n");
+    fx.write("new.py", "new\n");
+    std::fs::remove_file(fx.ws.path().join("gone.py")).unwrap();
+    let only: std::collections::BTreeSet<PathBuf> = [
+        PathBuf::from("a.py"),
+        PathBuf::from("new.py"),
+        PathBuf::from("gone.py"),
+    ]
+    .into();
+    let restored = fx
+        .checkpoints
+        .restore_only(&point.id, &crate::editor::NoEditor, &only)
+        .await
+        .unwrap();
+    assert_eq!(fx.read("a.py").as_deref(), Some("a 0\n"));
+    assert_eq!(fx.read("gone.py").as_deref(), Some("gone 0\n"));
+    assert_eq!(fx.read("new.py"), None);
+    // Not among them: as it was left.
+    assert_eq!(fx.read("b.py").as_deref(), Some("b 1\n"));
+    let mut files = restored.files.clone();
+    files.sort_by(|x, y| x.1.cmp(&y.1));
+    assert_eq!(
+        files,
+        [
+            (Status::Modified, PathBuf::from("a.py")),
+            (Status::Added, PathBuf::from("gone.py")),
+            (Status::Deleted, PathBuf::from("new.py")),
+        ]
+    );
+    assert!(restored.spared.is_empty());
+    // And it can be undone like any restore.
+    fx.checkpoints
+        .restore(&restored.undo.id, &crate::editor::NoEditor)
+        .await
+        .unwrap();
+    assert_eq!(fx.read("a.py").as_deref(), Some("a 1\n"));
+}
