@@ -9,6 +9,14 @@ local H = {}
 
 --- The defaults, one literal table. Keys whose default is nil are listed here commented, and
 --- declared in `H.schema` below, which is the list of every key that exists.
+---@class agent.McpServer
+---@field command? string a stdio server's program (a name on PATH, or a path)
+---@field args? string[]
+---@field env? table<string, string> never logged or saved
+---@field url? string a remote server's address
+---@field headers? table<string, string> never logged or saved
+---@field type? "http"|"sse" a remote server's transport (default "http")
+
 ---@class agent.Config
 ---@field provider? string
 ---@field model? string
@@ -34,7 +42,8 @@ local H = {}
 ---@field approval { delay: integer, typing: integer }
 ---@field window { side: "right"|"left", width: number }
 ---@field input { completion: boolean|"auto" }
----@field acp { agents: table<string, { cmd?: string[], env?: table<string, string>, sandbox?: boolean, directories?: (string|{ path: string, writable?: boolean })[], worktree?: boolean }>, connect_timeout: number }
+---@field acp { agents: table<string, { cmd?: string[], env?: table<string, string>, sandbox?: boolean, directories?: (string|{ path: string, writable?: boolean })[], worktree?: boolean, mcp_servers?: table<string, agent.McpServer> }>, connect_timeout: number }
+---@field mcp_servers table<string, agent.McpServer> MCP servers handed to every external agent (:help agent-acp-mcp)
 ---@field permissions { allow: string[], ask: string[], deny: string[] }
 ---@field sandbox { mode: "workspace-write"|"read-only"|"off", network: boolean, writable: string[] }
 ---@field auto_allow_sandboxed boolean
@@ -193,6 +202,10 @@ H.defaults = {
     -- always, false never (<C-x><C-o> only).
     completion = "auto",
   },
+  -- MCP servers handed to every external agent's sessions, by name: { command = "...", args =
+  -- { ... }, env = { ... } } or { url = "...", headers = { ... }, type = "http"|"sse" } (see
+  -- :help agent-acp-mcp); an agent's own (acp.agents.NAME.mcp_servers) go over these by name.
+  mcp_servers = {},
   acp = {
     agents = {}, -- external ACP agents by name: { name = { cmd = { ... }, env = { ... }, sandbox = true } }
     connect_timeout = 60, -- seconds an external agent may take to answer `initialize`
@@ -509,6 +522,9 @@ H.schema = {
   ["input.completion"] = function(v)
     return v == true or v == false or v == "auto" or 'true, false or "auto"'
   end,
+  mcp_servers = function(v)
+    return H.mcp_servers_problem(v) == nil or H.mcp_servers_problem(v)
+  end,
   acp = table_,
   ["acp.agents"] = table_,
   permissions = table_,
@@ -762,6 +778,14 @@ function H.check_agents(agents, problems, unknown)
           H.show(agent.directories)
         )
       end
+      local mcp_problem = H.mcp_servers_problem(agent.mcp_servers)
+      if mcp_problem then
+        problems[#problems + 1] = ("agent: `%s.mcp_servers` should be %s, got %s"):format(
+          path,
+          mcp_problem,
+          H.show(agent.mcp_servers)
+        )
+      end
       if agent.worktree ~= nil and type(agent.worktree) ~= "boolean" then
         problems[#problems + 1] = ("agent: `%s.worktree` should be boolean, got %s"):format(
           path,
@@ -769,12 +793,97 @@ function H.check_agents(agents, problems, unknown)
         )
       end
       for key in pairs(agent) do
-        if key ~= "cmd" and key ~= "env" and key ~= "sandbox" and key ~= "directories" and key ~= "worktree" then
+        local known =
+          { cmd = true, env = true, sandbox = true, directories = true, worktree = true, mcp_servers = true }
+        if not known[key] then
           unknown[#unknown + 1] = path .. "." .. tostring(key)
         end
       end
     end
   end
+end
+
+--- What is wrong with an `mcp_servers` table (nil when nothing): each entry, by name, is a stdio
+--- server `{ command, args?, env? }` or a remote one `{ url, headers?, type? }`.
+---@param servers any
+---@return string?
+function H.mcp_servers_problem(servers)
+  local expected = "a table of servers by name, each { command = ..., args = {...}, env = {...} } "
+    .. 'or { url = ..., headers = {...}, type = "http"|"sse" }'
+  if servers == nil then
+    return nil
+  end
+  if type(servers) ~= "table" then
+    return expected
+  end
+  local function strings(map)
+    if map == nil then
+      return true
+    end
+    if type(map) ~= "table" then
+      return false
+    end
+    for k, v in pairs(map) do
+      if type(k) ~= "string" or type(v) ~= "string" then
+        return false
+      end
+    end
+    return true
+  end
+  local known = { command = true, args = true, env = true, url = true, headers = true, type = true }
+  for name, server in pairs(servers) do
+    if type(name) ~= "string" or name == "" or type(server) ~= "table" then
+      return expected
+    end
+    for key in pairs(server) do
+      if not known[key] then
+        return expected
+      end
+    end
+    local stdio = type(server.command) == "string" and server.command ~= "" and server.url == nil
+    local remote = type(server.url) == "string" and server.url ~= "" and server.command == nil
+    local args_ok = server.args == nil
+      or (
+        type(server.args) == "table"
+        and vim.iter(server.args):all(function(a)
+          return type(a) == "string"
+        end)
+      )
+    local ok = (stdio and args_ok and strings(server.env) and server.headers == nil and server.type == nil)
+      or (
+        remote
+        and server.args == nil
+        and server.env == nil
+        and strings(server.headers)
+        and (server.type == nil or server.type == "http" or server.type == "sse")
+      )
+    if not ok then
+      return expected
+    end
+  end
+  return nil
+end
+
+--- The MCP servers an external agent is handed: setup's `mcp_servers`, and the agent's own
+--- (`acp.agents.NAME.mcp_servers`) over them by name; as a list sorted by name.
+---@param agent string
+---@return ({ name: string } | agent.McpServer)[]
+function M.mcp_servers_for(agent)
+  local options = M.options
+  local merged = vim.deepcopy(options.mcp_servers or {})
+  local own = ((options.acp or {}).agents or {})[agent]
+  for name, server in pairs(type(own) == "table" and own.mcp_servers or {}) do
+    merged[name] = vim.deepcopy(server)
+  end
+  local list = {}
+  for name, server in pairs(merged) do
+    server.name = name
+    list[#list + 1] = server
+  end
+  table.sort(list, function(a, b)
+    return a.name < b.name
+  end)
+  return list
 end
 
 -- Walks the user's table; any path the schema does not know is unknown. Below `acp.agents`

@@ -42,7 +42,57 @@ function M.check()
   H.keys(config.options)
   H.pass_env(config.options.pass_env)
   H.clipboard(config.options)
+  H.mcp_servers(config.options)
   health.info("log file: " .. require("agent.rpc").logfile())
+end
+
+-- The MCP servers handed to external agents: names only (their env and headers may hold keys),
+-- and whether each stdio server's command is there.
+function H.mcp_servers(options)
+  local health = vim.health
+  local function sorted(servers)
+    local list = {}
+    for name, server in vim.spairs(type(servers) == "table" and servers or {}) do
+      list[#list + 1] = vim.tbl_extend("force", server, { name = name })
+    end
+    return list
+  end
+  local owners = { ["setup"] = sorted(options.mcp_servers) }
+  for agent, spec in pairs((options.acp or {}).agents or {}) do
+    if type(spec) == "table" then
+      owners[("acp.agents.%s"):format(agent)] = sorted(spec.mcp_servers)
+    end
+  end
+  local any = false
+  for owner, list in vim.spairs(owners) do
+    for _, server in ipairs(list) do
+      any = true
+      if server.command then
+        local found = server.command:find("/") and vim.fn.executable(vim.fn.expand(server.command)) == 1
+          or vim.fn.executable(server.command) == 1
+        if found then
+          health.ok(("MCP server %s (%s, stdio): its command is there"):format(server.name, owner))
+        else
+          health.warn(
+            ("MCP server %s (%s, stdio): its command %s is not found"):format(server.name, owner, server.command),
+            { "install it or fix its `command`; agents are started without it" }
+          )
+        end
+      else
+        health.ok(
+          ("MCP server %s (%s, %s): handed to agents that take %s"):format(
+            server.name,
+            owner,
+            server.type or "http",
+            server.type or "http"
+          )
+        )
+      end
+    end
+  end
+  if not any then
+    health.info("no MCP servers for external agents (mcp_servers; see :help agent-acp-mcp)")
+  end
 end
 
 -- Which command reads the clipboard's image (#clipboard, the paste key), and the paste key.

@@ -118,6 +118,7 @@ fn main() {
         model: "fast".into(),
         web: false,
         authenticated: mode != "login" || auth_file.as_ref().is_some_and(|f| f.exists()),
+        mcp: serde_json::Map::new(),
     };
     if mode == "silent" {
         loop {
@@ -132,6 +133,7 @@ fn main() {
             ("initialize", Some(id)) => send(&json!({"jsonrpc": "2.0", "id": id, "result": {
                 "protocolVersion": 1,
                 "agentCapabilities": {"loadSession": true,
+                    "mcpCapabilities": {"http": mode == "mcp-http", "sse": false},
                     "promptCapabilities": {"image": mode != "load-only"},
                     "sessionCapabilities": if mode == "load-only" { json!({}) } else {
                         json!({"list": {}, "close": {}, "additionalDirectories": {},
@@ -167,6 +169,9 @@ fn main() {
             }
             ("session/close", Some(id)) => send(&json!({"jsonrpc": "2.0", "id": id, "result": {}})),
             ("session/new", Some(id)) => {
+                agent
+                    .mcp
+                    .insert("session/new".into(), mcp_summary(&message["params"]));
                 let mut result = json!({"sessionId": std::env::var("ACP_TEST_AGENT_SESSION")
                     .unwrap_or_else(|_| "s-1".into())});
                 if mode == "choices" {
@@ -219,6 +224,9 @@ fn main() {
                 send(&json!({"jsonrpc": "2.0", "id": id, "result": {}}));
             }
             ("session/load", Some(id)) => {
+                agent
+                    .mcp
+                    .insert("session/load".into(), mcp_summary(&message["params"]));
                 let session = message["params"]["sessionId"]
                     .as_str()
                     .unwrap_or("")
@@ -335,6 +343,31 @@ struct Agent {
     web: bool,
     /// `login`: authenticated (else session/new and prompts want a login).
     authenticated: bool,
+    /// The MCP servers each session method was sent, summed up (names, never the values of
+    /// their variables and headers): what the `mcp` scenario reports.
+    mcp: serde_json::Map<String, Value>,
+}
+
+/// The `mcpServers` of `params`, without the values of `env` and `headers`.
+fn mcp_summary(params: &Value) -> Value {
+    let names = |list: &Value| -> Value {
+        list.as_array()
+            .map(|l| l.iter().map(|p| p["name"].clone()).collect())
+            .unwrap_or_default()
+    };
+    params["mcpServers"]
+        .as_array()
+        .map(|servers| {
+            servers
+                .iter()
+                .map(|s| {
+                    json!({"name": s["name"], "type": s.get("type").cloned().unwrap_or(json!("stdio")),
+                        "command": s["command"], "args": s["args"], "url": s["url"],
+                        "env": names(&s["env"]), "headers": names(&s["headers"])})
+                })
+                .collect()
+        })
+        .unwrap_or(Value::Null)
 }
 
 impl Agent {
@@ -400,6 +433,11 @@ impl Agent {
             return result;
         }
         match name {
+            // The MCP servers each session method was sent (names only).
+            "mcp" => {
+                report("mcp", &Value::Object(self.mcp.clone()));
+                json!({"stopReason": "end_turn"})
+            }
             // Notices at each severity, one the protocol does not know (kept as info).
             "notice" => {
                 for (severity, title) in [

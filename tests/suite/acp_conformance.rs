@@ -292,6 +292,29 @@ fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
         used: directories,
         handled: directories && recording.answered(Flow::Sent, "session/new"),
     });
+    // MCP servers: sent in session/new and session/load, each only where the agent takes its
+    // transport (stdio always; http and sse where mcpCapabilities say so).
+    let takes =
+        |kind: &str| said(&|t: &Value| t["agentCapabilities"]["mcpCapabilities"][kind] == true);
+    let sent_servers: Vec<Value> = ["session/new", "session/load"]
+        .iter()
+        .flat_map(|method| recording.calls(Flow::Sent, method))
+        .filter_map(|m| m["params"]["mcpServers"].as_array().cloned())
+        .flatten()
+        .collect();
+    let in_kind = sent_servers
+        .iter()
+        .all(|server| match server["type"].as_str() {
+            None => server["command"].is_string(),
+            Some(kind) => takes(kind),
+        });
+    rows.push(Row {
+        name: "mcpServers (stdio; http and sse where offered)".into(),
+        way: client_to_agent,
+        offered: Some(true),
+        used: !sent_servers.is_empty(),
+        handled: in_kind && recording.answered(Flow::Sent, "session/new"),
+    });
     let updates = recording.updates();
     for kind in [
         "agent_message_chunk",
@@ -382,6 +405,22 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
         workspace: agent_nvim::workspace::Workspace::new(extra.path()).unwrap(),
         writable: false,
     }];
+    // One stdio MCP server (every agent takes it) and one HTTP one (the test agent's normal
+    // mode does not: it is left out).
+    normal.mcp_servers = vec![
+        acp::mcp::McpServer::Stdio {
+            name: "files".into(),
+            command: PathBuf::from("/bin/true"),
+            args: vec!["--serve".into()],
+            env: vec![("TOKEN".into(), "t".into())],
+        },
+        acp::mcp::McpServer::Remote {
+            name: "remote".into(),
+            transport: acp::mcp::Transport::Http,
+            url: "http://127.0.0.1:9/mcp".into(),
+            headers: Vec::new(),
+        },
+    ];
     let session = acp::connect(normal, host.clone()).await.unwrap();
     for text in [
         "chat",

@@ -1,6 +1,7 @@
 //! External agents over ACP in a real Neovim: `:Agent acp {name}` with the project's own test
 //! agent (tests' `acp-test-agent`), the same chat, picker, path check and buffers.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use rmpv::Value;
@@ -1347,4 +1348,135 @@ async fn files_an_agent_writes_by_itself_are_listed_with_their_diff_and_u_puts_b
         notes,
         Value::from("agent: those files were put back already; :Agent rewind offers undoing that")
     );
+}
+
+/// A Neovim whose setup hands the test agent (in `mode`) a stdio MCP server with a secret in
+/// its environment and an HTTP one with a secret header, and logs at debug level.
+/// Its second part is the agent's own log of every line it received.
+async fn with_mcp_servers(mode: &str) -> (Nvim, tempfile::NamedTempFile) {
+    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
+    let received = tempfile::NamedTempFile::new().unwrap();
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "unused".into()),
+            ("AGENT_NVIM_LOG".into(), "debug".into()),
+            (
+                "ACP_TEST_AGENT_LOG".into(),
+                received.path().display().to_string(),
+            ),
+        ],
+        setup: setup_lua(&format!(
+            "mcp_servers = {{ \
+               files = {{ command = 'sh', args = {{ '-c', 'true' }}, env = {{ TOKEN = 's3cret-env-41' }} }}, \
+               docs = {{ url = 'https://docs.example/mcp', headers = {{ Authorization = 'Bearer s3cret-hdr-42' }} }}, \
+             }}, \
+             acp = {{ agents = {{ test = {{ cmd = {{ '{agent}', '{mode}' }}, \
+               mcp_servers = {{ own = {{ command = 'cat' }} }} }} }} }}"
+        )),
+    })
+    .await;
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
+    (nvim, received)
+}
+
+/// Every file under Neovim's state directory (the log, the saved sessions) holding `secret`.
+async fn files_holding(nvim: &Nvim, secret: &str) -> Vec<String> {
+    let state = nvim.lua("return vim.fn.stdpath('state')", vec![]).await;
+    let mut found = Vec::new();
+    let mut dirs = vec![PathBuf::from(state.as_str().unwrap())];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if std::fs::read(&path)
+                .is_ok_and(|bytes| bytes.windows(secret.len()).any(|w| w == secret.as_bytes()))
+            {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn mcp_servers_go_in_session_new_and_load_remote_ones_only_where_taken_and_no_secret_is_kept()
+{
+    // An agent without mcpCapabilities.http: the stdio servers only, and the chat says once
+    // which were left out.
+    let (nvim, received) = with_mcp_servers("normal").await;
+    let lines = nvim
+        .wait_for_line(
+            CHAT,
+            "test does not take these MCP servers' transports (its mcpCapabilities), so they were left out: docs (http)",
+        )
+        .await;
+    assert_eq!(lines.join("\n").matches("so they were left out").count(), 1);
+    resume_picking(&nvim, "item.session == 'earlier-1'").await;
+    nvim.cmd("Agent mcp").await;
+    let lines = nvim.wait_for_line(CHAT, "mcp: ").await;
+    let sent = reported(&lines, "mcp");
+    let which = |method: &str| -> Vec<(String, String)> {
+        sent[method]
+            .as_array()
+            .unwrap_or_else(|| panic!("no {method} in {sent}"))
+            .iter()
+            .map(|s| {
+                (
+                    s["name"].as_str().unwrap().to_string(),
+                    s["type"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let stdio = vec![
+        ("files".to_string(), "stdio".to_string()),
+        ("own".to_string(), "stdio".to_string()),
+    ];
+    assert_eq!(which("session/new"), stdio);
+    assert_eq!(which("session/load"), stdio);
+    // A command is sent absolute, found on PATH; its variables with their values (the agent's
+    // own log shows the value went), which are never shown or kept here.
+    let got = std::fs::read_to_string(received.path()).unwrap();
+    assert!(got.contains("s3cret-env-41"), "{got}");
+    assert!(!got.contains("s3cret-hdr-42"), "{got}");
+    let files = &sent["session/new"][0];
+    assert!(
+        files["command"].as_str().unwrap().ends_with("/sh"),
+        "{files}"
+    );
+    assert_eq!(files["args"], serde_json::json!(["-c", "true"]));
+    assert_eq!(files["env"], serde_json::json!(["TOKEN"]));
+    let chat = lines.join("\n");
+    assert!(!chat.contains("left out"), "{chat}");
+    for secret in ["s3cret-env-41", "s3cret-hdr-42"] {
+        assert!(!chat.contains(secret), "{chat}");
+        assert_eq!(files_holding(&nvim, secret).await, Vec::<String>::new());
+    }
+
+    // An agent that takes HTTP: the remote server too, its header by name.
+    let (nvim, received) = with_mcp_servers("mcp-http").await;
+    nvim.cmd("Agent mcp").await;
+    let lines = nvim.wait_for_line(CHAT, "mcp: ").await;
+    let sent = reported(&lines, "mcp");
+    let names: Vec<&str> = sent["session/new"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["docs", "files", "own"]);
+    assert_eq!(
+        sent["session/new"][0],
+        serde_json::json!({"name": "docs", "type": "http", "command": null, "args": null,
+            "url": "https://docs.example/mcp", "env": null, "headers": ["Authorization"]})
+    );
+    assert!(!lines.join("\n").contains("left out"));
+    let got = std::fs::read_to_string(received.path()).unwrap();
+    assert!(got.contains("Bearer s3cret-hdr-42"), "{got}");
+    for secret in ["s3cret-env-41", "s3cret-hdr-42"] {
+        assert_eq!(files_holding(&nvim, secret).await, Vec::<String>::new());
+    }
 }

@@ -482,6 +482,7 @@ async fn help_agent_finds_its_tags() {
         "agent-acp-login",
         "agent-acp-conformance",
         "agent-acp-outside",
+        "agent-acp-mcp",
         "agent-rewind",
         "agent-conversations",
         "agent-worktrees",

@@ -28,6 +28,7 @@ mod choices;
 pub mod fake_host;
 mod fs;
 mod load;
+pub mod mcp;
 mod outside;
 mod permission;
 mod terminal;
@@ -202,6 +203,10 @@ pub struct AcpSpec {
     /// `additionalDirectories` where the agent takes them, and open to its fs requests through
     /// each one's own path check, read-only unless writable.
     pub directories: Vec<ExtraRoot>,
+    /// MCP servers for the agent's sessions (`mcp_servers`, in setup and per agent): sent in
+    /// session/new, load, resume and fork, a remote one only where the agent takes its
+    /// transport (`mcp.rs`).
+    pub mcp_servers: Vec<mcp::McpServer>,
 }
 
 /// Which way a line went, for a [`Tap`].
@@ -249,6 +254,7 @@ impl AcpSpec {
             sandbox: None,
             terminal: TerminalSettings::default(),
             directories: Vec::new(),
+            mcp_servers: Vec::new(),
             tap: None,
         }
     }
@@ -829,6 +835,14 @@ where
         initialized.store(true, std::sync::atomic::Ordering::SeqCst);
         let offers = Offers::of(&info.agent_capabilities);
         let mut params = session.new_params.clone();
+        let (servers, left) = mcp::for_agent(&spec.mcp_servers, offers.mcp);
+        params["mcpServers"] = servers;
+        if !left.is_empty() {
+            // Said once, in the chat, as the session opens.
+            session.shared.report(AcpEvent::Turn(Event::Notice {
+                text: mcp::left_out_message(&spec.name, &left),
+            }));
+        }
         if offers.directories && !spec.directories.is_empty() {
             params["additionalDirectories"] = session
                 .shared
@@ -1528,7 +1542,7 @@ impl AcpSession {
         let mut params = serde_json::json!({
             "sessionId": self.session_id().0.to_string(),
             "cwd": self.new_params["cwd"],
-            "mcpServers": [],
+            "mcpServers": self.new_params["mcpServers"],
         });
         if let Some(directories) = self.new_params.get("additionalDirectories") {
             params["additionalDirectories"] = directories.clone();

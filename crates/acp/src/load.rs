@@ -47,6 +47,8 @@ pub struct Offers {
     pub fork: bool,
     /// `sessionCapabilities.delete`: `session/delete` works.
     pub delete: bool,
+    /// `mcpCapabilities`: the remote MCP transports it takes.
+    pub(super) mcp: super::mcp::Takes,
 }
 
 impl Offers {
@@ -61,6 +63,10 @@ impl Offers {
             images: capabilities.prompt_capabilities.image,
             fork: session.fork.is_some(),
             delete: session.delete.is_some(),
+            mcp: super::mcp::Takes {
+                http: capabilities.mcp_capabilities.http,
+                sse: capabilities.mcp_capabilities.sse,
+            },
         }
     }
 }
@@ -240,6 +246,18 @@ impl AcpSession {
         Ok(listed)
     }
 
+    /// `request` with what session/new was sent besides its cwd: the MCP servers and the
+    /// additional directories.
+    fn reopen(&self, request: LoadSessionRequest) -> LoadSessionRequest {
+        let servers = serde_json::from_value(self.new_params["mcpServers"].clone());
+        let directories: Vec<std::path::PathBuf> =
+            serde_json::from_value(self.new_params["additionalDirectories"].clone())
+                .unwrap_or_default();
+        request
+            .mcp_servers(servers.unwrap_or_default())
+            .additional_directories(directories)
+    }
+
     /// Loads the agent's session `id` (`session/load`, with the workspace root as its `cwd`,
     /// whatever the agent said the session's was): the updates it replays are shown as they
     /// come, and prompts go to that session from then on. Answers the session's title (the
@@ -260,10 +278,10 @@ impl AcpSession {
             .replay
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(Replay::default());
-        let request = Load(LoadSessionRequest::new(
+        let request = Load(self.reopen(LoadSessionRequest::new(
             SessionId::new(id),
             self.shared.workspace.root().to_path_buf(),
-        ));
+        )));
         let answer = self.cx.send_request(request).block_task();
         let answer = tokio::select! {
             answer = tokio::time::timeout(self.load_timeout, answer) => Some(answer),

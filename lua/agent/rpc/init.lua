@@ -112,7 +112,28 @@ function M.acp(name, cmd, env, sandbox, directories, load)
         or { path = dir.path, writable = dir.writable == true }
     end, directories) or nil,
     load = load,
+    mcp_servers = H.mcp_servers(name),
   })
+end
+
+-- The MCP servers for agent `name`, as the backend reads them (nil when there are none; an
+-- empty map left out, as it would travel as an array).
+function H.mcp_servers(name)
+  local list = require("agent.config").mcp_servers_for(name)
+  if #list == 0 then
+    return nil
+  end
+  return vim.tbl_map(function(server)
+    return {
+      name = server.name,
+      command = server.command,
+      args = (server.args and #server.args > 0) and server.args or nil,
+      env = (server.env and next(server.env)) and server.env or nil,
+      url = server.url,
+      headers = (server.headers and next(server.headers)) and server.headers or nil,
+      type = server.type,
+    }
+  end, list)
 end
 
 --- Continues saved conversation `id` (the chat is sent its events again, then `resumed`).

@@ -71,6 +71,17 @@ impl Slot {
                     )),
                 }
             }
+            for conf in start.mcp_servers.clone().unwrap_or_default() {
+                match mcp_server(&conf, workspace.root()) {
+                    Ok(server) => spec.mcp_servers.push(server),
+                    // Never a failure: the agent runs without it, and the person is told why.
+                    Err(why) => slot.ui.error(format!(
+                        "agent: MCP server {} is left out for {}: {why}",
+                        display::one_line(&conf.name),
+                        start.name,
+                    )),
+                }
+            }
             if start.sandbox {
                 spec.sandbox = sandbox.policy(workspace.root());
                 if spec.sandbox.is_none() {
@@ -113,6 +124,78 @@ impl Slot {
             }
         });
     }
+}
+
+/// One of `mcp_servers` as the agent is sent it: a stdio server's command found (absolute, as
+/// the protocol wants it: a bare name on PATH, a relative path from the workspace root), a
+/// remote one's transport known.
+fn mcp_server(
+    conf: &super::protocol::McpConf,
+    root: &std::path::Path,
+) -> Result<acp::mcp::McpServer, String> {
+    let pairs = |map: &std::collections::BTreeMap<String, String>| {
+        map.iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<Vec<_>>()
+    };
+    match (&conf.command, &conf.url) {
+        (Some(command), None) => Ok(acp::mcp::McpServer::Stdio {
+            name: conf.name.clone(),
+            command: find_command(command, root).ok_or_else(|| {
+                format!(
+                    "its command '{}' is not found{}",
+                    display::one_line(command),
+                    if command.contains('/') {
+                        ""
+                    } else {
+                        " on PATH"
+                    }
+                )
+            })?,
+            args: conf.args.clone(),
+            env: pairs(&conf.env),
+        }),
+        (None, Some(url)) => {
+            let transport = match conf.transport.as_deref() {
+                None | Some("http") => acp::mcp::Transport::Http,
+                Some("sse") => acp::mcp::Transport::Sse,
+                Some(other) => {
+                    return Err(format!(
+                        "its type '{}' is neither http nor sse",
+                        display::one_line(other)
+                    ))
+                }
+            };
+            Ok(acp::mcp::McpServer::Remote {
+                name: conf.name.clone(),
+                transport,
+                url: url.clone(),
+                headers: pairs(&conf.headers),
+            })
+        }
+        _ => Err("it needs either a command or a url".into()),
+    }
+}
+
+/// `command` as an absolute path to an executable file: a bare name looked up on PATH, a path
+/// with a slash taken from `root` (`~/` the home directory); None when there is none.
+fn find_command(command: &str, root: &std::path::Path) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |path: &std::path::Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if command.contains('/') {
+        let path = match command.strip_prefix("~/") {
+            Some(rest) => std::env::var_os("HOME")
+                .map(std::path::PathBuf::from)?
+                .join(rest),
+            None => root.join(command),
+        };
+        return runnable(&path).then_some(path);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(command))
+        .find(|path| path.is_absolute() && runnable(path))
 }
 
 /// One of `acp.agents.NAME.directories` as a root of its own: `~/` the home directory, a

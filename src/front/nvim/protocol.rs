@@ -943,6 +943,43 @@ pub struct AcpStart {
     /// Once connected, load the agent's session of this id (`session/load`): a fork's.
     #[serde(default)]
     pub load: Option<String>,
+    /// `mcp_servers` (setup's, and the agent's own over them by name): handed to the agent.
+    #[serde(default)]
+    pub mcp_servers: Option<Vec<McpConf>>,
+}
+
+/// One of [`AcpStart::mcp_servers`]: a stdio server (`command`, `args`, `env`) or a remote one
+/// (`url`, `headers`, `type` `http` (the default) or `sse`). The values of `env` and `headers`
+/// are never logged: its `Debug` shows their names only.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+pub struct McpConf {
+    pub name: String,
+    #[serde(default)]
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    #[serde(default, rename = "type")]
+    pub transport: Option<String>,
+}
+
+impl std::fmt::Debug for McpConf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpConf")
+            .field("name", &self.name)
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env (names)", &self.env.keys().collect::<Vec<_>>())
+            .field("url", &self.url)
+            .field("headers (names)", &self.headers.keys().collect::<Vec<_>>())
+            .field("type", &self.transport)
+            .finish()
+    }
 }
 
 /// One of [`AcpStart::directories`].
