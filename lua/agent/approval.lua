@@ -213,13 +213,7 @@ end
 --- was typed outside the picker in the last `approval.typing` ms (lua/agent/keys.lua).
 ---@return boolean
 function H.typing()
-  local mode = vim.api.nvim_get_mode().mode:sub(1, 1)
-  if mode == "i" or mode == "R" or mode == "c" or mode == "t" then
-    return true
-  end
-  local keys = require("agent.keys")
-  local window = require("agent.config").options.approval.typing
-  return keys.last ~= nil and vim.uv.now() - keys.last < window
+  return require("agent.keys").typing()
 end
 
 --- How many requests wait, the shown one included.

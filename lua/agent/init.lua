@@ -417,6 +417,9 @@ function M.close(id)
   if package.loaded["agent.approval"] then
     require("agent.approval").dismiss(conversation.id)
   end
+  if package.loaded["agent.elicit"] then
+    require("agent.elicit").dismiss(conversation.id)
+  end
   conversations.acting(conversation.id, function()
     local chat = require("agent.chat")
     chat.queue.back_to_input(chat.queue.clear())
@@ -1161,11 +1164,19 @@ end
 --- Goes to the question waiting for an answer: shows it again when it was hidden (`<Esc>`),
 --- gives it focus when it was shown beside what you typed (`:Agent approve`, `keymaps.approve`).
 function M.approve()
-  if not package.loaded["agent.approval"] then
+  local approval = package.loaded["agent.approval"] and require("agent.approval")
+  if (not approval or approval.pending() == 0) and package.loaded["agent.elicit"] then
+    local elicit = require("agent.elicit")
+    if elicit.waiting() then
+      elicit.focus()
+      return
+    end
+  end
+  if not approval then
     vim.notify("agent: no question is waiting")
     return
   end
-  require("agent.approval").focus()
+  approval.focus()
 end
 
 --- :Agent's implementation (plugin/agent.lua calls it; lua/agent/command.lua parses it).
@@ -1208,6 +1219,8 @@ H.highlights = {
   AgentApprovalTitle = "FloatTitle", -- the picker's title (what is about to happen)
   AgentApprovalKey = "Special", -- the keys beside each choice
   AgentApprovalSelected = "PmenuSel", -- the highlighted choice
+  AgentElicitField = "Identifier", -- a field's title in an agent's form (ACP elicitation)
+  AgentElicitHost = "DiagnosticWarn", -- the host of the page an agent asks you to open
   AgentFollowed = "IncSearch", -- follow mode: the lines an edit changed, for a moment
   AgentInlineRemoved = "AgentInlineRemovedAuto", -- an inline edit's proposal: the lines a hunk
   --                        removes (DiffDelete, or a red-tinted background where it has none)

@@ -438,6 +438,60 @@ impl Agent {
                 report("mcp", &Value::Object(self.mcp.clone()));
                 json!({"stopReason": "end_turn"})
             }
+            // A form to fill in: what the client answered is reported.
+            "elicit-form" => {
+                let answer = self.request(
+                    "elicitation/create",
+                    json!({"sessionId": "s-1", "mode": "form",
+                        "message": "Which database should I set up?",
+                        "requestedSchema": {"type": "object", "properties": {
+                            "name": {"type": "string", "title": "Name",
+                                "description": "what the database is called"},
+                            "port": {"type": "integer", "title": "Port", "minimum": 1,
+                                "maximum": 65535, "default": 5432},
+                            "tls": {"type": "boolean", "title": "Use TLS", "default": true},
+                            "engine": {"type": "string", "title": "Engine", "oneOf": [
+                                {"const": "pg", "title": "PostgreSQL"},
+                                {"const": "my", "title": "MySQL"}]}},
+                        "required": ["name", "engine"]}}),
+                );
+                report("elicited", &answer);
+                json!({"stopReason": "end_turn"})
+            }
+            // A URL to open (a sign-in): what the client answered is reported.
+            "elicit-url" => {
+                let answer = self.request(
+                    "elicitation/create",
+                    json!({"sessionId": "s-1", "mode": "url", "elicitationId": "e-1",
+                        "message": "Sign in to the example service",
+                        "url": "https://login.example.com/device?code=WXYZ"}),
+                );
+                report("elicited", &answer);
+                json!({"stopReason": "end_turn"})
+            }
+            // A URL question the agent says is complete before anyone answers it.
+            "elicit-complete" => {
+                let id = self.next_id;
+                self.next_id += 1;
+                send(
+                    &json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create",
+                    "params": {"sessionId": "s-1", "mode": "url", "elicitationId": "e-2",
+                        "message": "Approve on your phone",
+                        "url": "https://phone.example.com/approve"}}),
+                );
+                std::thread::sleep(Duration::from_millis(300));
+                send(&json!({"jsonrpc": "2.0", "method": "elicitation/complete",
+                    "params": {"elicitationId": "e-2"}}));
+                let answer = loop {
+                    let message = self.receive();
+                    if message.get("method").is_none() && message["id"] == id {
+                        break message["result"].clone();
+                    }
+                    self.queued.push_back(message);
+                };
+                report("elicited", &answer);
+                json!({"stopReason": "end_turn"})
+            }
             // Notices at each severity, one the protocol does not know (kept as info).
             "notice" => {
                 for (severity, title) in [

@@ -589,3 +589,50 @@ async fn an_agents_write_and_what_it_did_after_a_permission_are_undone_by_a_rest
     );
     assert_eq!(restored.files.len(), 2, "{restored:?}");
 }
+
+/// What the person answers an agent's form is checked against the form before it is sent: an
+/// answer that does not fit (a number for a name, a choice it does not offer) is a `cancel`, and
+/// one that fits goes as it is, fields the form does not have left out.
+#[tokio::test]
+async fn an_elicitation_answer_is_checked_against_its_form_before_it_is_sent() {
+    use agent_nvim::acp::elicit::Elicited;
+    let fx = Fixture::new();
+    let content = |value: serde_json::Value| value.as_object().unwrap().clone();
+    for (answer, sent) in [
+        (
+            Elicited::Accept(content(json!({"name": 5, "engine": "pg"}))),
+            json!({"action": "cancel"}),
+        ),
+        (
+            Elicited::Accept(content(json!({"name": "db", "engine": "oracle"}))),
+            json!({"action": "cancel"}),
+        ),
+        (
+            Elicited::Accept(content(
+                json!({"name": "db", "engine": "my", "extra": true}),
+            )),
+            json!({"action": "accept", "content": {"name": "db", "engine": "my"}}),
+        ),
+        (Elicited::Decline, json!({"action": "decline"})),
+    ] {
+        let host = Arc::new(Host::new(true, Answer::Never));
+        *host.elicit_with.lock().unwrap() = Some(answer);
+        let session = acp::connect(fx.spec("normal"), host.clone()).await.unwrap();
+        prompt(&session, "elicit-form").await;
+        assert_eq!(host.report("elicited")["result"], sent);
+        let asked = host.elicited.lock().unwrap().clone();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0].message, "Which database should I set up?");
+        session.shutdown().await;
+    }
+    // Nobody to ask: cancel, and nothing was shown.
+    let host = Arc::new(Host::new(false, Answer::Never));
+    let session = acp::connect(fx.spec("normal"), host.clone()).await.unwrap();
+    prompt(&session, "elicit-form").await;
+    assert_eq!(
+        host.report("elicited")["result"],
+        json!({"action": "cancel"})
+    );
+    assert!(host.elicited.lock().unwrap().is_empty());
+    session.shutdown().await;
+}

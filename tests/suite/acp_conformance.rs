@@ -218,6 +218,10 @@ fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
         ("terminal/wait_for_exit", client["terminal"] == true),
         ("terminal/kill", client["terminal"] == true),
         ("terminal/release", client["terminal"] == true),
+        (
+            "elicitation/create",
+            client["elicitation"]["form"].is_object() && client["elicitation"]["url"].is_object(),
+        ),
     ] {
         rows.push(Row {
             name: method.into(),
@@ -338,6 +342,15 @@ fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
             handled: shown(events, kind),
         });
     }
+    // A URL question the agent completes by itself: closed, and answered `cancel`.
+    let completes = recording.calls(Flow::Received, "elicitation/complete");
+    rows.push(Row {
+        name: "elicitation/complete".into(),
+        way: "agent → client (notification)",
+        offered: None,
+        used: !completes.is_empty(),
+        handled: !completes.is_empty() && recording.answered(Flow::Received, "elicitation/create"),
+    });
     let unknown_notice = recording.lines().iter().any(|(f, m)| {
         *f == Flow::Received
             && m.get("id").is_none()
@@ -430,6 +443,8 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
         "info",
         "updates",
         "notice",
+        "elicit-form",
+        "elicit-complete",
     ] {
         prompt(&session, text).await;
     }

@@ -1480,3 +1480,202 @@ async fn mcp_servers_go_in_session_new_and_load_remote_ones_only_where_taken_and
         assert_eq!(files_holding(&nvim, secret).await, Vec::<String>::new());
     }
 }
+
+/// Every report of `label`, in order (the test agent reports each answer it got).
+fn all_reported(lines: &[String], label: &str) -> Vec<serde_json::Value> {
+    let prefix = format!("{label}: ");
+    lines
+        .iter()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(|json| serde_json::from_str(json).unwrap())
+        .collect()
+}
+
+/// Waits until the test agent has reported `label` `count` times; returns those reports.
+async fn reports(nvim: &Nvim, label: &str, count: usize) -> Vec<serde_json::Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let lines = nvim.buffer_lines(CHAT).await;
+        let got = all_reported(&lines, label);
+        if got.len() >= count {
+            return got;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{count} reports of {label} never came:\n{}",
+            lines.join("\n")
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_agents_form_is_shown_whole_filled_in_and_sent_only_when_complete_and_one_is_declined() {
+    let nvim = connected(Some((100, 34)), "normal", "").await;
+    ask(&nvim, "elicit-form").await;
+    let screen = nvim
+        .wait_for_screen("Which database should I set up?")
+        .await;
+    for expected in [
+        " test asks ",
+        "Engine *   —",
+        "one of: PostgreSQL, MySQL",
+        "Name *     —",
+        "what the database is called",
+        "Port       5432",
+        "1 to 65535",
+        "Use TLS    yes",
+        "<CR>: change · a: accept · d: decline · q: cancel",
+    ] {
+        assert!(
+            screen.contains(expected),
+            "{expected:?} should be on screen:\n{screen}"
+        );
+    }
+    nvim.wait_for("(require('agent.elicit').shown() or {}).armed == true")
+        .await;
+    // Sent only once every required field has a value: nothing goes yet.
+    nvim.api.input("a").await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(all_reported(&nvim.buffer_lines(CHAT).await, "elicited").is_empty());
+    assert_eq!(
+        nvim.lua("return require('agent.elicit').waiting()", vec![])
+            .await,
+        Value::from(true)
+    );
+    // The engine from its list, the name typed, TLS turned off.
+    nvim.api.input("<CR>").await.unwrap();
+    nvim.wait_for_screen("2: MySQL").await;
+    nvim.api.input("1<CR>").await.unwrap();
+    nvim.wait_for_screen("Engine *   PostgreSQL").await;
+    nvim.api.input("jj<CR>").await.unwrap();
+    nvim.wait_for_screen("Name:").await;
+    nvim.api.input("orders<CR>").await.unwrap();
+    nvim.wait_for_screen("Name *     orders").await;
+    nvim.api.input("jjjj<CR>").await.unwrap();
+    nvim.wait_for_screen("Use TLS    no").await;
+    nvim.api.input("a").await.unwrap();
+    let sent = reports(&nvim, "elicited", 1).await;
+    assert_eq!(
+        sent[0]["result"],
+        serde_json::json!({"action": "accept",
+            "content": {"engine": "pg", "name": "orders", "port": 5432, "tls": false}})
+    );
+    assert_eq!(
+        nvim.lua("return require('agent.elicit').shown() == nil", vec![])
+            .await,
+        Value::from(true)
+    );
+    let lines = nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    for row in [
+        "test asks: Which database should I set up? (a form of 4 fields)",
+        "test: sent",
+    ] {
+        assert!(
+            lines.iter().any(|l| l == row),
+            "{row:?} in:\n{}",
+            lines.join("\n")
+        );
+    }
+    // The next one declined: the agent is told so, and nothing of the form is sent.
+    ask(&nvim, "elicit-form").await;
+    nvim.wait_for_screen("Which database should I set up?")
+        .await;
+    nvim.wait_for("(require('agent.elicit').shown() or {}).armed == true")
+        .await;
+    nvim.api.input("d").await.unwrap();
+    let sent = reports(&nvim, "elicited", 2).await;
+    assert_eq!(sent[1]["result"], serde_json::json!({"action": "decline"}));
+}
+
+#[tokio::test]
+async fn an_agents_url_waits_beside_a_person_typing_and_opens_only_when_they_say_so() {
+    let nvim = connected(Some((100, 34)), "normal", "").await;
+    nvim.lua(
+        "_G.opened = {}; vim.ui.open = function(url) table.insert(_G.opened, url); return {}, nil end",
+        vec![],
+    )
+    .await;
+    // :Agent leaves the person typing in the input when the question comes.
+    nvim.cmd("Agent").await;
+    nvim.wait_for("vim.api.nvim_get_mode().mode == 'i'").await;
+    ask(&nvim, "elicit-url").await;
+    let screen = nvim
+        .wait_for_screen("<M-a> or :Agent approve: go to it")
+        .await;
+    for expected in [
+        "Sign in to the example service",
+        "opens a page on  login.example.com",
+        "https://login.example.com/device?code=WXYZ",
+    ] {
+        assert!(
+            screen.contains(expected),
+            "{expected:?} should be on screen:\n{screen}"
+        );
+    }
+    // It took nothing: still typing in the input, and what they type goes there.
+    nvim.api.input("o d q").await.unwrap();
+    nvim.wait_for("vim.api.nvim_get_current_line() == 'o d q'")
+        .await;
+    assert_eq!(
+        nvim.lua("return vim.api.nvim_get_mode().mode", vec![])
+            .await,
+        Value::from("i")
+    );
+    assert_eq!(nvim.lua("return #_G.opened", vec![]).await, Value::from(0));
+    assert!(all_reported(&nvim.buffer_lines(CHAT).await, "elicited").is_empty());
+    // Gone to, then opened: the page and the agent's accept, and back to typing.
+    nvim.api.input("<M-a>").await.unwrap();
+    nvim.wait_for("(require('agent.elicit').shown() or {}).armed == true")
+        .await;
+    let screen = nvim
+        .wait_for_screen("o: open it · y: copy · d: decline · q: cancel")
+        .await;
+    assert!(screen.contains("login.example.com"), "{screen}");
+    nvim.api.input("o").await.unwrap();
+    let sent = reports(&nvim, "elicited", 1).await;
+    assert_eq!(sent[0]["result"], serde_json::json!({"action": "accept"}));
+    assert_eq!(
+        nvim.lua("return _G.opened", vec![]).await,
+        Value::Array(vec![Value::from(
+            "https://login.example.com/device?code=WXYZ"
+        )])
+    );
+    nvim.wait_for("vim.api.nvim_get_mode().mode == 'i'").await;
+    assert_eq!(
+        nvim.buffer_lines("agent: input").await,
+        vec!["o d q".to_string()]
+    );
+    // Refused: nothing opened.
+    nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    ask(&nvim, "elicit-url").await;
+    nvim.wait_for("require('agent.elicit').shown() ~= nil")
+        .await;
+    nvim.api.input("<M-a>").await.unwrap();
+    nvim.wait_for("(require('agent.elicit').shown() or {}).armed == true")
+        .await;
+    nvim.api.input("d").await.unwrap();
+    let sent = reports(&nvim, "elicited", 2).await;
+    assert_eq!(sent[1]["result"], serde_json::json!({"action": "decline"}));
+    assert_eq!(nvim.lua("return #_G.opened", vec![]).await, Value::from(1));
+}
+
+#[tokio::test]
+async fn a_question_the_agent_completes_closes_and_without_a_screen_none_is_asked() {
+    let nvim = connected(Some((100, 34)), "normal", "").await;
+    ask(&nvim, "elicit-complete").await;
+    let sent = reports(&nvim, "elicited", 1).await;
+    assert_eq!(sent[0], serde_json::json!({"action": "cancel"}));
+    nvim.wait_for("require('agent.elicit').shown() == nil")
+        .await;
+    let screen = nvim.wait_for_screen("done (end_turn)").await;
+    assert!(
+        screen.contains("test asks: Approve on your phone") && !screen.contains("o: open it"),
+        "the chat row stays, the float is gone:\n{screen}"
+    );
+    // Headless: nobody to ask, so the agent is answered cancel and nothing waits.
+    let headless = connected(None, "normal", "").await;
+    ask(&headless, "elicit-form").await;
+    let sent = reports(&headless, "elicited", 1).await;
+    assert_eq!(sent[0]["result"], serde_json::json!({"action": "cancel"}));
+}

@@ -332,7 +332,32 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             message: "10 in / 5 out tokens".into(),
             cost: Some(0.01),
         },
-        Some(UiEvent::BtwDone { .. }) => UiEvent::Idle,
+        Some(UiEvent::BtwDone { .. }) => UiEvent::Elicitation {
+            id: 4,
+            asked: agent_nvim::acp::elicit::Elicitation {
+                agent: "test".into(),
+                message: "Which one?\u{1b}[2J".into(),
+                ask: agent_nvim::acp::elicit::Ask::Form {
+                    title: None,
+                    description: None,
+                    fields: vec![agent_nvim::acp::elicit::Field {
+                        name: "pick".into(),
+                        title: "Pick\u{202e}".into(),
+                        description: None,
+                        required: true,
+                        default: Some(serde_json::json!("a")),
+                        kind: agent_nvim::acp::elicit::Kind::Choice {
+                            options: vec![agent_nvim::acp::elicit::Choice {
+                                value: "a".into(),
+                                title: "A".into(),
+                            }],
+                        },
+                    }],
+                },
+            },
+        },
+        Some(UiEvent::Elicitation { .. }) => UiEvent::ElicitationClosed { id: 4 },
+        Some(UiEvent::ElicitationClosed { .. }) => UiEvent::Idle,
         Some(UiEvent::Idle) => return None,
     };
     Some(next)
@@ -386,7 +411,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 41, "{kinds:?}");
+    assert_eq!(kinds.len(), 43, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])
@@ -584,6 +609,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
              require('agent.side').ask('why?', {{ ensure = rpc.ensure, to_input = function() end }}) \
              rpc.renamed('my name') \
              rpc.branch(2, -1) \
+             rpc.elicit_answer(78, 'accept', {{ name = 'db', port = 5432, tls = false }}) \
              rpc.close(1)"
         ),
         vec![],
@@ -618,6 +644,7 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
             "btw",
             "rename",
             "branch",
+            "elicit_answer",
             "close"
         ]
     );
@@ -674,13 +701,13 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
     };
     for (method, arg) in &sent {
         let named = arg.as_ref().and_then(conversation);
-        if method == "decide" || method == "inline_answer" {
+        if method == "decide" || method == "inline_answer" || method == "elicit_answer" {
             assert_eq!(named, None, "{method}: {arg:?}");
         } else {
             assert_eq!(named, Some(1), "{method}: {arg:?}");
         }
     }
-    for i in [8, 9, 14, 23] {
+    for i in [8, 9, 14, 24] {
         assert_eq!(
             arg(i),
             Value::Map(vec![(Value::from("conversation"), Value::from(1))]),
@@ -741,6 +768,18 @@ async fn every_message_lua_sends_decodes_into_the_struct_protocol_names() {
     let branch: agent_nvim::front::nvim::protocol::BranchSwitch =
         rmpv::ext::from_value(arg(22)).unwrap();
     assert_eq!((branch.turn, branch.step), (2, -1));
+    let elicited: agent_nvim::front::nvim::protocol::ElicitAnswer =
+        rmpv::ext::from_value(arg(23)).unwrap();
+    assert_eq!(elicited.question, 78);
+    assert_eq!(
+        elicited.elicited(),
+        Some(agent_nvim::acp::elicit::Elicited::Accept(
+            serde_json::json!({"name": "db", "port": 5432, "tls": false})
+                .as_object()
+                .unwrap()
+                .clone()
+        ))
+    );
     // A proposal for an edit that is gone is answered at once: nothing applied.
     let answer: InlineAnswer = rmpv::ext::from_value(arg(19)).unwrap();
     assert_eq!(

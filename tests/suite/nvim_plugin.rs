@@ -483,6 +483,7 @@ async fn help_agent_finds_its_tags() {
         "agent-acp-conformance",
         "agent-acp-outside",
         "agent-acp-mcp",
+        "agent-acp-elicitation",
         "agent-rewind",
         "agent-conversations",
         "agent-worktrees",

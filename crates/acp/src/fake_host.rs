@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::editor::Editor;
+use crate::elicit::{Elicitation, Elicited};
 use crate::{AcpEvent, AcpHost, PermissionAsk, Picked};
 use agent_nvim_vocab::events::Event;
 
@@ -35,6 +36,10 @@ pub struct FakeHost {
     pub buffers: Vec<(PathBuf, String)>,
     pub unsaved: Vec<PathBuf>,
     pub written: Mutex<Vec<PathBuf>>,
+    /// What the agent asked with `elicitation/create`, in order.
+    pub elicited: Mutex<Vec<Elicitation>>,
+    /// How every elicitation is answered (None: never).
+    pub elicit_with: Mutex<Option<Elicited>>,
 }
 
 impl FakeHost {
@@ -47,6 +52,8 @@ impl FakeHost {
             buffers: Vec::new(),
             unsaved: Vec::new(),
             written: Mutex::new(Vec::new()),
+            elicited: Mutex::new(Vec::new()),
+            elicit_with: Mutex::new(Some(Elicited::Cancel)),
         }
     }
 
@@ -109,6 +116,13 @@ impl AcpHost for FakeHost {
         match self.answer {
             Answer::Never => Box::pin(futures::future::pending()),
             Answer::Kind(_) | Answer::Kinds(_) | Answer::Bogus => Box::pin(async move { picked }),
+        }
+    }
+    fn elicit(&self, asked: Elicitation) -> BoxFuture<'_, Option<Elicited>> {
+        self.elicited.lock().unwrap().push(asked);
+        match self.elicit_with.lock().unwrap().clone() {
+            Some(answer) => Box::pin(async move { Some(answer) }),
+            None => Box::pin(futures::future::pending()),
         }
     }
     fn buffer_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<String>> {

@@ -24,6 +24,7 @@ use agent_nvim_core::{
 use agent_nvim_text::{diff, text};
 
 mod choices;
+pub mod elicit;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fake_host;
 mod fs;
@@ -96,6 +97,11 @@ pub trait AcpHost: Send + Sync {
     /// None when the question was dismissed or cannot be shown. Called from a spawned task, never
     /// from the dispatch loop, and dropped (the question should close) when the turn is cancelled.
     fn ask_permission(&self, request: PermissionAsk) -> BoxFuture<'_, Option<Picked>>;
+    /// Asks the person what the agent's `elicitation/create` asks (a form to fill in, a URL to
+    /// open); resolves to their answer, or None when it was dismissed or cannot be shown (the
+    /// agent is answered `cancel`). Like a permission question it is dropped (and should close)
+    /// when its turn is cancelled or the agent says it is complete.
+    fn elicit(&self, asked: elicit::Elicitation) -> BoxFuture<'_, Option<elicit::Elicited>>;
     /// The text of the buffer holding `path` (absolute, resolved), when one is loaded.
     fn buffer_text<'a>(&'a self, path: &'a Path) -> BoxFuture<'a, Option<String>>;
     /// Unsaved-changes check before a write, and reload after it.
@@ -387,6 +393,13 @@ json_request!(Logout, "logout");
 json_request!(CloseSession, "session/close");
 json_request!(ForkSession, "session/fork");
 json_request!(DeleteSession, "session/delete");
+json_request!(ElicitationCreate, "elicitation/create");
+
+/// `elicitation/complete`, kept as JSON.
+#[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcNotification)]
+#[notification(method = "elicitation/complete")]
+#[serde(transparent)]
+struct ElicitationComplete(Value);
 
 /// What a side question asked of an agent starts with.
 const ASIDE_PREFACE: &str = "[A side question, asked apart from the conversation: answer it from what you know of the conversation, briefly. Do not use tools or change anything.]";
@@ -455,6 +468,9 @@ struct Shared {
     side: Mutex<Option<(String, tokio::sync::mpsc::UnboundedSender<String>)>>,
     /// What the running turn changed by itself, outside our checks (`outside.rs`).
     outside: tokio::sync::Mutex<outside::Watch>,
+    /// The URL elicitations being asked, by the agent's id: `elicitation/complete` cancels one
+    /// (or, when it came first, the question about to be asked: a token already cancelled).
+    elicitations: Mutex<std::collections::HashMap<String, CancellationToken>>,
 }
 
 impl Shared {
@@ -498,6 +514,120 @@ impl Shared {
             .strip_prefix(self.workspace.root())
             .ok()
             .map(Path::to_path_buf)
+    }
+
+    /// The answer to `elicitation/create`: the person's, checked against the form; `cancel`
+    /// when nobody can be asked, for a side question, when the turn it belongs to ends, or when
+    /// the agent says it is complete; an error when it cannot be asked at all (a schema not
+    /// known here, a URL other than http or https: the chat says why).
+    async fn elicit(&self, params: &Value) -> Result<Value, agent_client_protocol::Error> {
+        use elicit::{Ask, Elicited};
+        if self.of_side(params) {
+            return Ok(elicit::answer(&Elicited::Cancel));
+        }
+        let (asked, of_session) = match elicit::read(&self.name, params) {
+            Ok(read) => read,
+            Err(why) => {
+                self.report(AcpEvent::Turn(Event::Notice {
+                    text: format!(
+                        "{} asked for something that cannot be shown: {why}",
+                        self.name
+                    ),
+                }));
+                return Err(agent_client_protocol::Error::invalid_params().data(Value::from(why)));
+            }
+        };
+        // A session's question ends with its turn; one about a request (a sign-in) with the
+        // agent or the person's answer.
+        let ends = if of_session {
+            self.turn()
+        } else {
+            CancellationToken::new()
+        };
+        let can_ask = tokio::select! {
+            can_ask = self.host.can_ask() => can_ask,
+            () = ends.cancelled() => false,
+        };
+        if !can_ask {
+            tracing::info!(agent = %self.name, "elicitation answered `cancel`: nobody can be asked");
+            return Ok(elicit::answer(&Elicited::Cancel));
+        }
+        let completed = CancellationToken::new();
+        let url_id = match &asked.ask {
+            Ask::Url { elicitation_id, .. } => Some(elicitation_id.clone()),
+            Ask::Form { .. } => None,
+        };
+        if let Some(id) = &url_id {
+            let mut open = self
+                .elicitations
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match open.get(id) {
+                // Completed before it was asked: not shown at all.
+                Some(done) if done.is_cancelled() => {
+                    open.remove(id);
+                    return Ok(elicit::answer(&Elicited::Cancel));
+                }
+                _ => {
+                    open.insert(id.clone(), completed.clone());
+                }
+            }
+        }
+        let fields = match &asked.ask {
+            Ask::Form { fields, .. } => fields.clone(),
+            Ask::Url { .. } => Vec::new(),
+        };
+        let answered = tokio::select! {
+            answered = self.host.elicit(asked) => answered,
+            () = ends.cancelled() => None,
+            () = completed.cancelled() => None,
+        };
+        if let Some(id) = &url_id {
+            self.elicitations
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(id);
+        }
+        let elicited = match answered {
+            Some(Elicited::Accept(content)) if url_id.is_some() => {
+                // A URL's accept carries nothing: the person agreed to open it.
+                drop(content);
+                Elicited::Accept(serde_json::Map::new())
+            }
+            Some(Elicited::Accept(content)) => match elicit::check(&fields, content) {
+                Ok(checked) => Elicited::Accept(checked),
+                Err(why) => {
+                    tracing::warn!(%why, "an elicitation answer that does not fit its form: cancelled");
+                    Elicited::Cancel
+                }
+            },
+            Some(other) => other,
+            None => Elicited::Cancel,
+        };
+        Ok(elicit::answer(&elicited))
+    }
+
+    /// `elicitation/complete`: the URL question it names is closed (answered `cancel` if the
+    /// person had not answered it yet).
+    fn elicitation_complete(&self, params: &Value) {
+        let Some(id) = params.get("elicitationId").and_then(Value::as_str) else {
+            return;
+        };
+        let mut open = self
+            .elicitations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match open.remove(id) {
+            Some(token) => token.cancel(),
+            // Its question is on its way (the request is answered off the dispatch loop):
+            // it finds this and is not asked. A few ids at most: the agent names its own.
+            None if open.len() < 64 => {
+                let done = CancellationToken::new();
+                done.cancel();
+                open.insert(id.to_string(), done);
+            }
+            None => {}
+        }
     }
 
     /// Reports what the running turn changed by itself since its checkpoint and was not listed
@@ -736,6 +866,7 @@ where
         tools: Mutex::new(Tools::showing(terminals.clone())),
         side: Mutex::new(None),
         outside: tokio::sync::Mutex::new(outside::Watch::default()),
+        elicitations: Mutex::new(std::collections::HashMap::new()),
         reports: Mutex::new(None),
         checkpoints: spec.checkpoints.clone(),
         replay: Mutex::new(None),
@@ -822,6 +953,18 @@ where
                     .session(
                         agent_client_protocol::v1::schema::ClientSessionCapabilities::new()
                             .notices(agent_client_protocol::v1::schema::NoticeCapabilities::new()),
+                    )
+                    // elicitation/create: a form in a float, or a URL opened once allowed.
+                    .elicitation(
+                        agent_client_protocol::v1::schema::ElicitationCapabilities::new()
+                            .form(
+                                agent_client_protocol::v1::schema::ElicitationFormCapabilities::new(
+                                ),
+                            )
+                            .url(
+                                agent_client_protocol::v1::schema::ElicitationUrlCapabilities::new(
+                                ),
+                            ),
                     ),
             )
             .client_info(Implementation::new("agent.nvim", env!("CARGO_PKG_VERSION")));
@@ -928,6 +1071,7 @@ fn client(
         shared.clone(),
         shared.clone(),
     );
+    let (elicits, completes) = (shared.clone(), shared.clone());
     let asks = shared;
     Client
         .v1()
@@ -1117,6 +1261,26 @@ fn client(
                 Ok(())
             },
             agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ElicitationCreate,
+                        responder: Responder<Value>,
+                        cx: ConnectionTo<Agent>| {
+                let shared = elicits.clone();
+                // Off the dispatch loop: the answer waits for a person.
+                cx.spawn(async move {
+                    answer(responder, shared.elicit(&request.0).await);
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |done: ElicitationComplete, _cx| {
+                completes.elicitation_complete(&done.0);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
         )
         .on_receive_dispatch(
             async move |message: Dispatch<UntypedMessage, UntypedMessage>, _cx| {

@@ -380,6 +380,7 @@ fn shared(host: Arc<FakeHost>, auto_approve: bool) -> (tempfile::TempDir, Shared
     let shared = Shared {
         side: Mutex::new(None),
         outside: tokio::sync::Mutex::new(crate::outside::Watch::default()),
+        elicitations: Mutex::new(std::collections::HashMap::new()),
         authority: crate::external::AgentAuthority::for_tests(),
         name: "fake".into(),
         workspace: Workspace::new(dir.path()).unwrap(),

@@ -859,6 +859,20 @@ function handlers.reviewable(e)
   end
 end
 
+-- An external agent asks the person something (ACP elicitation): a row saying what, while its
+-- float (lua/agent/elicit.lua) takes the answer.
+function handlers.elicitation(e)
+  local message = tostring(e.message or ""):match("^[^\n]*")
+  local what = e.mode == "url" and ("to open a page on %s"):format(tostring(e.host))
+    or ("a form of %d field%s"):format(#(e.fields or {}), #(e.fields or {}) == 1 and "" or "s")
+  render.newline()
+  render.put(("%s asks: %s (%s)"):format(tostring(e.agent), message, what), "AgentNotice")
+  render.put("\n")
+end
+
+-- The question's float closes (lua/agent/rpc/init.lua); nothing to show in the chat.
+function handlers.elicitation_closed(_) end
+
 -- Files an external agent changed by itself, outside agent.nvim's checks: a row naming them,
 -- whose `d` lists their diff and `u` puts them back as the turn's checkpoint had them.
 function handlers.outside_changes(e)

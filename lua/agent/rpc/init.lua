@@ -376,6 +376,9 @@ function M.new()
   if package.loaded["agent.approval"] then
     require("agent.approval").dismiss(H.conversation().id)
   end
+  if package.loaded["agent.elicit"] then
+    require("agent.elicit").dismiss(H.conversation().id)
+  end
   wire.notify(wire.method.NEW)
 end
 
@@ -397,6 +400,15 @@ function M.decide(id, decision, reason, option, text, hunks)
     dropped = hunks and hunks.dropped,
     hunks = hunks and hunks.count,
   })
+end
+
+--- Answers an external agent's question `id` (ACP elicitation): `accept` with the form's values
+--- by field name (none for a URL), `decline` or `cancel`.
+---@param id integer
+---@param action "accept"|"decline"|"cancel"
+---@param content? table
+function M.elicit_answer(id, action, content)
+  wire.notify(wire.method.ELICIT_ANSWER, { question = id, action = action, content = content })
 end
 
 --- What the open approval `id` lets the person change ("Edit before allowing"): `{ kind = "file",
@@ -606,6 +618,36 @@ function H.dispatch(event)
       output = event.output,
       message = event.message,
     })
+  elseif kind == "elicitation" then
+    -- Out of the RPC request, as a question: the person answers in their own time.
+    local conversation = H.conversation()
+    event.conversation = conversation.id
+    vim.schedule(function()
+      if not require("agent.conversations").get(conversation.id) then
+        return
+      end
+      H.guarded(event, function()
+        require("agent.elicit").ask(event, function(action, content)
+          M.elicit_answer(event.id, action, content)
+          require("agent.conversations").acting(conversation.id, function()
+            require("agent.chat").handle({
+              type = "notice",
+              text = ("%s: %s"):format(
+                tostring(event.agent),
+                ({ accept = event.mode == "url" and "opened" or "sent", decline = "declined", cancel = "cancelled" })[action]
+                  or action
+              ),
+            })
+          end)
+        end)
+      end)
+    end)
+  elseif kind == "elicitation_closed" then
+    vim.schedule(function()
+      if package.loaded["agent.elicit"] then
+        require("agent.elicit").close(event.id)
+      end
+    end)
   elseif kind == "approval" then
     H.fire("AgentApprovalRequest", event)
     -- Out of the RPC request: the picker waits for the user, the backend must not.

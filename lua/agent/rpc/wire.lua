@@ -3,7 +3,7 @@
 --- review's `changes` and `file_at`, which a person waits for anyway). Lua → Rust messages are
 --- notifications, so Neovim never waits on the backend; their names and shapes are declared in
 --- src/front/nvim/protocol.rs (`method`, and the struct each one carries). Every message but
---- `decide`, `inline_answer` and `proposal` (whose question knows its conversation) carries `conversation`: the
+--- `decide`, `inline_answer`, `elicit_answer` and `proposal` (whose question knows its conversation) carries `conversation`: the
 --- number of the conversation acted for (lua/agent/conversations.lua), added here (nor
 --- `conversations`, which asks about them all).
 
@@ -30,6 +30,7 @@ M.method = {
   BTW = "btw",
   RENAME = "rename",
   BRANCH = "branch",
+  ELICIT_ANSWER = "elicit_answer",
 }
 
 --- The request names (protocol.rs `request`).
@@ -76,7 +77,10 @@ function M.notify(method, arg)
   if not H.channel then
     return false
   end
-  arg = H.addressed(method ~= M.method.DECIDE and method ~= M.method.INLINE_ANSWER, arg)
+  arg = H.addressed(
+    method ~= M.method.DECIDE and method ~= M.method.INLINE_ANSWER and method ~= M.method.ELICIT_ANSWER,
+    arg
+  )
   local ok, err = H.call(vim.rpcnotify, method, arg)
   if not ok then
     vim.notify(("agent: could not reach the backend (%s); see :Agent log"):format(err), vim.log.levels.ERROR)

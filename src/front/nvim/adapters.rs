@@ -134,6 +134,22 @@ impl From<Box<nvim_rs::error::CallError>> for Error {
     }
 }
 
+/// Closes elicitation `id`'s float when its asker stops waiting before the person answered.
+struct CloseElicitation<'a> {
+    ui: &'a Ui,
+    id: u64,
+    answered: bool,
+}
+
+impl Drop for CloseElicitation<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.ui.elicitations().forget(self.id);
+            self.ui.send(UiEvent::ElicitationClosed { id: self.id });
+        }
+    }
+}
+
 /// The external agent's view of Neovim.
 pub(super) struct NvimHost {
     pub(super) ui: Ui,
@@ -194,6 +210,27 @@ impl AcpHost for NvimHost {
                 _ => None,
             };
             option.map(|option| Picked { option, edited })
+        })
+    }
+
+    fn elicit(
+        &self,
+        asked: crate::acp::elicit::Elicitation,
+    ) -> BoxFuture<'_, Option<crate::acp::elicit::Elicited>> {
+        Box::pin(async move {
+            let (id, answer) = self.ui.open_elicitation();
+            // Dropped unanswered (its turn ended, the agent said it is complete): the float
+            // closes and the question is forgotten.
+            let closer = CloseElicitation {
+                ui: &self.ui,
+                id,
+                answered: false,
+            };
+            self.ui.ask_lua(UiEvent::Elicitation { id, asked });
+            let elicited = answer.await.ok();
+            let mut closer = closer;
+            closer.answered = elicited.is_some();
+            elicited
         })
     }
 

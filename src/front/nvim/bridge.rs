@@ -228,6 +228,20 @@ impl Handler for Bridge {
                 }
                 Err(err) => tracing::warn!(%err, "bad inline_answer message"),
             },
+            method::ELICIT_ANSWER => match protocol::arg::<protocol::ElicitAnswer>(args) {
+                Ok(answer) => {
+                    let question = answer.question;
+                    // An action it does not know is a cancel; a late answer is logged and
+                    // ignored by the registry.
+                    let elicited = answer
+                        .elicited()
+                        .unwrap_or(crate::acp::elicit::Elicited::Cancel);
+                    if let Some(waiter) = self.ui().elicitations().take(question) {
+                        waiter.answer(elicited);
+                    }
+                }
+                Err(err) => tracing::warn!(%err, "bad elicit_answer message"),
+            },
             method::CLOSE => self.close(to),
             method::START => match self.slots.open(to) {
                 Some(slot) => self.aim(slot).notify(&name, args, nvim).await,

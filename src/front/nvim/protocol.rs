@@ -137,8 +137,11 @@ pub mod method {
     /// that branch (`clear`, its events, `branches`), or an error says why nothing changed.
     /// Refused while a turn runs.
     pub const BRANCH: &str = "branch";
+    /// [`super::ElicitAnswer`]: the person's answer to an `elicitation` (an external agent's
+    /// form or URL). Like `decide`, it names its question, which knows its conversation.
+    pub const ELICIT_ANSWER: &str = "elicit_answer";
     /// Every method above, for the test that checks Lua sends each one.
-    pub const ALL: [&str; 18] = [
+    pub const ALL: [&str; 19] = [
         START,
         PROMPT,
         CANCEL,
@@ -157,6 +160,7 @@ pub mod method {
         BTW,
         RENAME,
         BRANCH,
+        ELICIT_ANSWER,
     ];
 }
 
@@ -772,6 +776,101 @@ pub struct InlineStop {
     pub inline: u64,
 }
 
+/// An elicitation as Lua may show it: its message, titles, descriptions, choice titles, string
+/// defaults and URL made visible.
+fn shown_elicitation(asked: crate::acp::elicit::Elicitation) -> crate::acp::elicit::Elicitation {
+    use crate::acp::elicit::{Ask, Choice, Field, Kind};
+    let one = |s: String| display::visible_owned(s, Layout::OneLine);
+    let prose = |s: String| display::visible_owned(s, Layout::Prose);
+    let choices = |options: Vec<Choice>| -> Vec<Choice> {
+        options
+            .into_iter()
+            .map(|c| Choice {
+                title: display::one_line(&c.title),
+                ..c
+            })
+            .collect()
+    };
+    let ask = match asked.ask {
+        Ask::Form {
+            title,
+            description,
+            fields,
+        } => Ask::Form {
+            title: title.map(one),
+            description: description.map(prose),
+            fields: fields
+                .into_iter()
+                .map(|field| Field {
+                    title: display::one_line(&field.title),
+                    description: field.description.map(prose),
+                    default: field.default.map(|value| match value {
+                        serde_json::Value::String(text) => serde_json::Value::String(one(text)),
+                        other => other,
+                    }),
+                    kind: match field.kind {
+                        Kind::Choice { options } => Kind::Choice {
+                            options: choices(options),
+                        },
+                        Kind::Many { options, min, max } => Kind::Many {
+                            options: choices(options),
+                            min,
+                            max,
+                        },
+                        other => other,
+                    },
+                    ..field
+                })
+                .collect(),
+        },
+        Ask::Url {
+            url,
+            host,
+            elicitation_id,
+        } => Ask::Url {
+            url: one(url),
+            host: one(host),
+            elicitation_id,
+        },
+    };
+    crate::acp::elicit::Elicitation {
+        agent: display::one_line(&asked.agent),
+        message: prose(asked.message),
+        ask,
+    }
+}
+
+/// `elicit_answer`: the person's answer to the `elicitation` with the same `question`:
+/// `accept` (with `content`, the form's values by field name; nothing for a URL), `decline` or
+/// `cancel`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ElicitAnswer {
+    pub question: u64,
+    pub action: String,
+    #[serde(default)]
+    pub content: Option<serde_json::Value>,
+}
+
+impl ElicitAnswer {
+    /// As the ACP client takes it; None for an action it does not know (the agent is then
+    /// answered `cancel`). An empty list is Lua's empty map.
+    pub fn elicited(self) -> Option<crate::acp::elicit::Elicited> {
+        use crate::acp::elicit::Elicited;
+        match self.action.as_str() {
+            "accept" => match self.content {
+                Some(serde_json::Value::Object(content)) => Some(Elicited::Accept(content)),
+                None | Some(serde_json::Value::Array(_)) => {
+                    Some(Elicited::Accept(serde_json::Map::new()))
+                }
+                Some(_) => None,
+            },
+            "decline" => Some(Elicited::Decline),
+            "cancel" => Some(Elicited::Cancel),
+            _ => None,
+        }
+    }
+}
+
 /// `inline_answer`: the person's answer to the `inline_proposal` with the same `question`:
 /// `kept`, `dropped`, `stale` or `failed` (could not be applied) for each of its hunks, in order.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -1244,6 +1343,18 @@ pub enum UiEvent {
         ok: bool,
         message: String,
     },
+    /// An external agent asks the person something (`elicitation/create`): a form to fill in
+    /// (`mode = "form"`, its `fields`) or a URL to open (`mode = "url"`, its `host`); Lua
+    /// answers with `elicit_answer` and `id`. Every string a person reads in it is made
+    /// visible; field names and choice values, echoed back, are left alone.
+    Elicitation {
+        id: u64,
+        #[serde(flatten)]
+        asked: crate::acp::elicit::Elicitation,
+    },
+    /// Elicitation `id` is over without the person's answer (its turn ended, or the agent
+    /// said it is complete): its float closes.
+    ElicitationClosed { id: u64 },
     /// What the turn loop (or an external agent's turn) reports.
     #[serde(untagged)]
     Agent(Event),
@@ -1308,6 +1419,7 @@ impl UiEvent {
             },
             UiEvent::Reviewable { .. }
             | UiEvent::Idle
+            | UiEvent::ElicitationClosed { .. }
             | UiEvent::Clear
             | UiEvent::Branches { .. } => self,
             // What is applied goes as it is; what is shown is made visible, line by line.
@@ -1356,6 +1468,10 @@ impl UiEvent {
                 inline,
                 ok,
                 message: prose(message),
+            },
+            UiEvent::Elicitation { id, asked } => UiEvent::Elicitation {
+                id,
+                asked: shown_elicitation(asked),
             },
             UiEvent::Approval {
                 id,

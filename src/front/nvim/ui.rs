@@ -40,6 +40,8 @@ struct Shared {
     proposals: SyncMutex<HashMap<u64, Editable>>,
     /// Every inline edit's proposal waiting for the person's `inline_answer`: each hunk's fate.
     inline: Questions<Vec<crate::tools::inline::Kept>>,
+    /// Every external agent's elicitation waiting for the person's `elicit_answer`.
+    elicitations: Questions<crate::acp::elicit::Elicited>,
 }
 
 impl Ui {
@@ -53,6 +55,7 @@ impl Ui {
             pending: Questions::default(),
             proposals: SyncMutex::new(HashMap::new()),
             inline: Questions::default(),
+            elicitations: Questions::default(),
         });
         (Ui::speaking(shared, to), received)
     }
@@ -99,6 +102,21 @@ impl Ui {
     /// The registry of inline proposals waiting for the person, every conversation's.
     pub(super) fn inline_questions(&self) -> &Questions<Vec<crate::tools::inline::Kept>> {
         &self.shared.inline
+    }
+
+    /// The registry of elicitations waiting for the person, every conversation's.
+    pub(super) fn elicitations(&self) -> &Questions<crate::acp::elicit::Elicited> {
+        &self.shared.elicitations
+    }
+
+    /// Opens an elicitation of this conversation.
+    pub(super) fn open_elicitation(
+        &self,
+    ) -> (
+        u64,
+        tokio::sync::oneshot::Receiver<crate::acp::elicit::Elicited>,
+    ) {
+        self.shared.elicitations.open(self.to, "elicitation")
     }
 
     /// Opens an inline proposal's question for this conversation.
