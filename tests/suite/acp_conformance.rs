@@ -391,6 +391,127 @@ fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
     rows
 }
 
+/// The JSON Schema of what we send for `method`: a request's or notification's params when
+/// `answer` is false, our result for the agent's request when true. None for a method this
+/// client never sends nor answers.
+fn schema_of(method: &str, answer: bool) -> Option<schemars::Schema> {
+    use agent_client_protocol_schema::v1 as s;
+    use schemars::schema_for;
+    Some(match (method, answer) {
+        ("initialize", false) => schema_for!(s::InitializeRequest),
+        ("authenticate", false) => schema_for!(s::AuthenticateRequest),
+        ("logout", false) => schema_for!(s::LogoutRequest),
+        ("session/new", false) => schema_for!(s::NewSessionRequest),
+        ("session/load", false) => schema_for!(s::LoadSessionRequest),
+        ("session/fork", false) => schema_for!(s::ForkSessionRequest),
+        ("session/resume", false) => schema_for!(s::ResumeSessionRequest),
+        ("session/close", false) => schema_for!(s::CloseSessionRequest),
+        ("session/list", false) => schema_for!(s::ListSessionsRequest),
+        ("session/delete", false) => schema_for!(s::DeleteSessionRequest),
+        ("session/set_mode", false) => schema_for!(s::SetSessionModeRequest),
+        ("session/set_config_option", false) => schema_for!(s::SetSessionConfigOptionRequest),
+        ("session/prompt", false) => schema_for!(s::PromptRequest),
+        ("session/cancel", false) => schema_for!(s::CancelNotification),
+        ("fs/read_text_file", true) => schema_for!(s::ReadTextFileResponse),
+        ("fs/write_text_file", true) => schema_for!(s::WriteTextFileResponse),
+        ("session/request_permission", true) => schema_for!(s::RequestPermissionResponse),
+        ("terminal/create", true) => schema_for!(s::CreateTerminalResponse),
+        ("terminal/output", true) => schema_for!(s::TerminalOutputResponse),
+        ("terminal/wait_for_exit", true) => schema_for!(s::WaitForTerminalExitResponse),
+        ("terminal/kill", true) => schema_for!(s::KillTerminalResponse),
+        ("terminal/release", true) => schema_for!(s::ReleaseTerminalResponse),
+        ("elicitation/create", true) => schema_for!(s::CreateElicitationResponse),
+        _ => return None,
+    })
+}
+
+/// Every message we sent checked against the v1 JSON Schema (the one the protocol publishes is
+/// generated from the same types, `agent-client-protocol-schema` 1.17, by schemars): each
+/// request's and notification's params, and each result we gave the agent's requests, by the
+/// method it answered. What failed, one line each.
+fn schema_failures(recording: &Recording) -> Vec<String> {
+    let lines = recording.lines();
+    let mut asked = std::collections::HashMap::new();
+    for (flow, m) in &lines {
+        if *flow == Flow::Received {
+            if let (Some(method), Some(id)) = (m["method"].as_str(), m.get("id")) {
+                asked.insert(id.to_string(), method.to_string());
+            }
+        }
+    }
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for (_, m) in lines.iter().filter(|(flow, _)| *flow == Flow::Sent) {
+        let (method, answer, instance) = match m["method"].as_str() {
+            Some(method) => (method.to_string(), false, m["params"].clone()),
+            None if m.get("result").is_some() => match asked.get(&m["id"].to_string()) {
+                Some(method) => (method.clone(), true, m["result"].clone()),
+                None => continue,
+            },
+            // An error answer: its shape is JSON-RPC's, checked by the crate that sends it.
+            None => continue,
+        };
+        let Some(schema) = schema_of(&method, answer) else {
+            failures.push(format!("{method}: no schema known for what we sent"));
+            continue;
+        };
+        checked += 1;
+        if let Err(err) = validate(&schema, &instance) {
+            failures.push(format!(
+                "{method}{}: {err} in {instance}",
+                if answer { " (our answer)" } else { "" }
+            ));
+        }
+    }
+    assert!(checked > 20, "only {checked} messages checked");
+    failures
+}
+
+/// `instance` checked against `schema`; why not, when it fails.
+fn validate(schema: &schemars::Schema, instance: &Value) -> Result<(), String> {
+    let mut schemas = boon::Schemas::new();
+    let mut compiler = boon::Compiler::new();
+    let url = "urn:acp-v1";
+    compiler
+        .add_resource(url, serde_json::to_value(schema).unwrap())
+        .unwrap();
+    let index = compiler.compile(url, &mut schemas).unwrap();
+    schemas
+        .validate(instance, index)
+        .map_err(|err| format!("{err:#}"))
+}
+
+#[test]
+fn the_schema_check_refuses_what_v1_does_not_allow() {
+    let cases = [
+        ("session/prompt", false, serde_json::json!({"prompt": []})),
+        (
+            "initialize",
+            false,
+            serde_json::json!({"protocolVersion": "one"}),
+        ),
+        (
+            "elicitation/create",
+            true,
+            serde_json::json!({"action": "accept", "content": {"a": {"b": 1}}}),
+        ),
+        (
+            "session/request_permission",
+            true,
+            serde_json::json!({"outcome": {"outcome": "maybe"}}),
+        ),
+    ];
+    for (method, answer, bad) in cases {
+        let schema = schema_of(method, answer).unwrap();
+        assert!(validate(&schema, &bad).is_err(), "{method}: {bad} passed");
+    }
+    let good = serde_json::json!({"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]});
+    assert_eq!(
+        validate(&schema_of("session/prompt", false).unwrap(), &good),
+        Ok(())
+    );
+}
+
 fn out_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/acp-conformance");
     std::fs::create_dir_all(&dir).unwrap();
@@ -529,6 +650,12 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
     session.shutdown().await;
     events.extend(host.events());
 
+    let failures = schema_failures(&recording);
+    assert!(
+        failures.is_empty(),
+        "messages we sent that do not validate against the v1 schema:\n{}",
+        failures.join("\n")
+    );
     let rows = rows(&recording, &events);
     let made = table(&rows);
     std::fs::write(out_dir().join("test-agent.md"), &made).unwrap();
