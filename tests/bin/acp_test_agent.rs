@@ -223,6 +223,19 @@ fn main() {
                 report("deleted", &message["params"]["sessionId"]);
                 send(&json!({"jsonrpc": "2.0", "id": id, "result": {}}));
             }
+            // A load that never ends by itself: answered "cancelled" (-32800) once the client
+            // sends `$/cancel_request` naming it.
+            ("session/load", Some(id)) if message["params"]["sessionId"] == "slow" => {
+                replay("slow");
+                loop {
+                    let next = agent.receive();
+                    if next["method"] == "$/cancel_request" && next["params"]["requestId"] == id {
+                        break;
+                    }
+                }
+                send(&json!({"jsonrpc": "2.0", "id": id,
+                    "error": {"code": -32800, "message": "request cancelled"}}));
+            }
             ("session/load", Some(id)) => {
                 agent
                     .mcp

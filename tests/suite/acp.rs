@@ -636,3 +636,69 @@ async fn an_elicitation_answer_is_checked_against_its_form_before_it_is_sent() {
     assert!(host.elicited.lock().unwrap().is_empty());
     session.shutdown().await;
 }
+
+/// A `session/load` the person stops (`:Agent stop`) is cancelled on the wire too: the agent
+/// gets `$/cancel_request` naming that request (and this one stops only when it does).
+#[tokio::test]
+async fn a_load_the_person_stops_sends_cancel_request_for_it() {
+    use agent_nvim::acp::{Flow, Tap};
+    use agent_nvim::conversation::Conversation;
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let sent: Arc<std::sync::Mutex<Vec<serde_json::Value>>> = Arc::default();
+    let mut spec = fx.spec("normal");
+    let seen = sent.clone();
+    spec.tap = Some(Tap(Arc::new(move |flow, line| {
+        if flow == Flow::Sent {
+            seen.lock()
+                .unwrap()
+                .push(serde_json::from_str(line).unwrap());
+        }
+    })));
+    let session = acp::connect(spec, host.clone()).await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let stop = CancellationToken::new();
+    let stopper = {
+        let stop = stop.clone();
+        async move {
+            // Once the replay has begun: the agent is working on the load.
+            let _ = rx.recv().await;
+            stop.cancel();
+        }
+    };
+    let (loaded, ()) = tokio::time::timeout(
+        Duration::from_secs(20),
+        futures::future::join(
+            session.load("slow", &agent_nvim::conversation::Events::new(tx), &stop),
+            stopper,
+        ),
+    )
+    .await
+    .expect("the load hung");
+    assert!(loaded.is_err(), "{loaded:?}");
+    // The notification is written by the connection's own task, just after.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline
+        && !sent
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|m| m["method"] == "$/cancel_request")
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let sent = sent.lock().unwrap().clone();
+    let load = sent
+        .iter()
+        .find(|m| m["method"] == "session/load")
+        .expect("a session/load");
+    let cancels: Vec<&serde_json::Value> = sent
+        .iter()
+        .filter(|m| m["method"] == "$/cancel_request")
+        .collect();
+    assert_eq!(cancels.len(), 1, "{sent:#?}");
+    assert_eq!(cancels[0]["params"]["requestId"], load["id"]);
+    // The agent answered it cancelled (it does only on the notification), and still works.
+    assert_eq!(prompt(&session, "chat").await, Outcome::Done);
+    session.shutdown().await;
+}

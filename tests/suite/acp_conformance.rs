@@ -285,6 +285,22 @@ fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
         used: !cancels.is_empty(),
         handled: !cancels.is_empty(),
     });
+    // A request of ours the person stopped: cancelled on the wire, and answered -32800.
+    let cancelled_requests = recording.calls(Flow::Sent, "$/cancel_request");
+    let lines = recording.lines();
+    rows.push(Row {
+        name: "$/cancel_request".into(),
+        way: "client → agent (notification)",
+        offered: Some(true),
+        used: !cancelled_requests.is_empty(),
+        handled: cancelled_requests.iter().any(|cancel| {
+            lines.iter().any(|(f, m)| {
+                *f == Flow::Received
+                    && m["id"] == cancel["params"]["requestId"]
+                    && m["error"]["code"] == -32800
+            })
+        }),
+    });
     let directories = recording
         .calls(Flow::Sent, "session/new")
         .iter()
@@ -412,6 +428,7 @@ fn schema_of(method: &str, answer: bool) -> Option<schemars::Schema> {
         ("session/set_config_option", false) => schema_for!(s::SetSessionConfigOptionRequest),
         ("session/prompt", false) => schema_for!(s::PromptRequest),
         ("session/cancel", false) => schema_for!(s::CancelNotification),
+        ("$/cancel_request", false) => schema_for!(s::CancelRequestNotification),
         ("fs/read_text_file", true) => schema_for!(s::ReadTextFileResponse),
         ("fs/write_text_file", true) => schema_for!(s::WriteTextFileResponse),
         ("session/request_permission", true) => schema_for!(s::RequestPermissionResponse),
@@ -582,6 +599,18 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
         .load("earlier-1", &Events::new(tx), &CancellationToken::new())
         .await
         .unwrap();
+    // A load the person stops once it has begun: `$/cancel_request`.
+    let (slow_tx, mut slow_rx) = tokio::sync::mpsc::unbounded_channel();
+    let stop = CancellationToken::new();
+    let stopper = async {
+        let _ = slow_rx.recv().await;
+        stop.cancel();
+    };
+    let (stopped, ()) =
+        futures::future::join(session.load("slow", &Events::new(slow_tx), &stop), stopper).await;
+    assert!(stopped.is_err());
+    // Its answer comes back once the agent reads the notification.
+    prompt(&session, "chat").await;
     session.shutdown().await;
     events.extend(host.events());
     while let Ok(event) = rx.try_recv() {
