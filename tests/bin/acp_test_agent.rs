@@ -12,6 +12,8 @@
 //! - `ignore-eof`: keeps running after its stdin closes (for the kill after the grace period);
 //! - `spawn-child`: starts a `sleep` grandchild first (for killing the process tree);
 //! - `load-only`: offers `session/load` but not `session/list`;
+//! - `resume`: offers `session/load` and `session/resume`, not `session/list`;
+//! - `resume-only`: offers `session/list` and `session/resume`, not `session/load`;
 //! - `choices`: its sessions offer modes (`ask`, `code`) and config options (a `model` select
 //!   of `fast` and `smart`, grouped, and a `web` boolean); session/set_mode and
 //!   session/set_config_option change them (answered with every option as it is then);
@@ -132,12 +134,16 @@ fn main() {
         match (method.as_str(), id) {
             ("initialize", Some(id)) => send(&json!({"jsonrpc": "2.0", "id": id, "result": {
                 "protocolVersion": 1,
-                "agentCapabilities": {"loadSession": true,
+                "agentCapabilities": {"loadSession": mode != "resume-only",
                     "mcpCapabilities": {"http": mode == "mcp-http", "sse": false},
                     "promptCapabilities": {"image": mode != "load-only"},
-                    "sessionCapabilities": if mode == "load-only" { json!({}) } else {
-                        json!({"list": {}, "close": {}, "additionalDirectories": {},
-                            "fork": {}, "delete": {}}) },
+                    "sessionCapabilities": match mode.as_str() {
+                        "load-only" => json!({}),
+                        "resume" => json!({"resume": {}}),
+                        "resume-only" => json!({"list": {}, "resume": {}}),
+                        _ => json!({"list": {}, "close": {}, "additionalDirectories": {},
+                            "fork": {}, "delete": {}}),
+                    },
                     "auth": if mode == "login" { json!({"logout": {}}) } else { json!({}) }},
                 "authMethods": if mode == "login" { json!([
                     {"id": "key", "name": "Log in with a key", "description": "Asks for nothing"},
@@ -221,6 +227,13 @@ fn main() {
             // A delete: answered, and said as a message of the session prompts go to.
             ("session/delete", Some(id)) => {
                 report("deleted", &message["params"]["sessionId"]);
+                send(&json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+            }
+            // A resume: nothing replayed, the session answered with its modes.
+            ("session/resume", Some(id)) => {
+                agent
+                    .mcp
+                    .insert("session/resume".into(), mcp_summary(&message["params"]));
                 send(&json!({"jsonrpc": "2.0", "id": id, "result": {}}));
             }
             // A load that never ends by itself: answered "cancelled" (-32800) once the client

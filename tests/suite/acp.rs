@@ -702,3 +702,42 @@ async fn a_load_the_person_stops_sends_cancel_request_for_it() {
     assert_eq!(prompt(&session, "chat").await, Outcome::Done);
     session.shutdown().await;
 }
+
+/// An agent that resumes its sessions but cannot load them: picked from its list, the session
+/// is continued (`session/resume`), the chat says its earlier messages cannot be shown, and
+/// prompts go to it.
+#[tokio::test]
+async fn a_session_of_an_agent_that_only_resumes_is_continued_and_the_chat_says_nothing_is_shown() {
+    use agent_nvim::conversation::Conversation;
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let session = fx.connect(&host, "resume-only").await;
+    assert!(session.offers().resume && !session.offers().load);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let title = session
+        .load(
+            "earlier-1",
+            &agent_nvim::conversation::Events::new(tx),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(title, "");
+    let mut said = Vec::new();
+    while let Ok(event) = rx.try_recv() {
+        said.push(event);
+    }
+    assert_eq!(
+        said,
+        vec![AcpEvent::Turn(Event::Notice {
+            text: "test continues that session without replaying it: its earlier messages are not shown".into()
+        })]
+    );
+    assert_eq!(prompt(&session, "which session").await, Outcome::Done);
+    assert!(
+        host.text().contains("prompted in: \"earlier-1\""),
+        "{}",
+        host.text()
+    );
+    session.shutdown().await;
+}

@@ -262,6 +262,7 @@ fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
         ("session/close", Some(session_cap("close"))),
         ("session/fork", Some(session_cap("fork"))),
         ("session/delete", Some(session_cap("delete"))),
+        ("session/resume", Some(session_cap("resume"))),
         (
             "logout",
             Some(said(&|t: &Value| {
@@ -312,11 +313,11 @@ fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
         used: directories,
         handled: directories && recording.answered(Flow::Sent, "session/new"),
     });
-    // MCP servers: sent in session/new and session/load, each only where the agent takes its
+    // MCP servers: sent in session/new, session/load and session/resume, each only where the agent takes its
     // transport (stdio always; http and sse where mcpCapabilities say so).
     let takes =
         |kind: &str| said(&|t: &Value| t["agentCapabilities"]["mcpCapabilities"][kind] == true);
-    let sent_servers: Vec<Value> = ["session/new", "session/load"]
+    let sent_servers: Vec<Value> = ["session/new", "session/load", "session/resume"]
         .iter()
         .flat_map(|method| recording.calls(Flow::Sent, method))
         .filter_map(|m| m["params"]["mcpServers"].as_array().cloned())
@@ -648,6 +649,23 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
         .unwrap();
     session.shutdown().await;
     events.extend(host.events());
+
+    // A session continued without its replay, from an agent that only resumes.
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let session = acp::connect(spec(&fx, "resume-only", &recording), host.clone())
+        .await
+        .unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    session
+        .load("earlier-1", &Events::new(tx), &CancellationToken::new())
+        .await
+        .unwrap();
+    prompt(&session, "chat").await;
+    session.shutdown().await;
+    events.extend(host.events());
+    while let Ok(event) = rx.try_recv() {
+        events.push(event);
+    }
 
     // Sign-in and sign-out.
     let host = Arc::new(Host::new(true, Answer::Never));

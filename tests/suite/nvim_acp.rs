@@ -430,6 +430,11 @@ async fn the_buffer_of_a_checked_path_is_not_looked_up_again_through_a_link_swap
 /// `item`) is true, until the test agent's replayed session is resumed: the chat's lines then,
 /// and every row as the picker showed it.
 async fn resume_picking(nvim: &Nvim, pick: &str) -> (Vec<String>, Vec<String>) {
+    resume_picking_until(nvim, pick, "resumed: Fix the parser").await
+}
+
+/// [`resume_picking`], waiting for the chat line `until`.
+async fn resume_picking_until(nvim: &Nvim, pick: &str, until: &str) -> (Vec<String>, Vec<String>) {
     nvim.lua(
         &format!(
             "vim.ui.select = function(items, opts, on_choice) \
@@ -442,7 +447,7 @@ async fn resume_picking(nvim: &Nvim, pick: &str) -> (Vec<String>, Vec<String>) {
     )
     .await;
     nvim.cmd("Agent resume").await;
-    let lines = nvim.wait_for_line(CHAT, "resumed: Fix the parser").await;
+    let lines = nvim.wait_for_line(CHAT, until).await;
     let listed = nvim.lua("return _G.listed", vec![]).await;
     let listed = listed
         .as_array()
@@ -1678,4 +1683,71 @@ async fn a_question_the_agent_completes_closes_and_without_a_screen_none_is_aske
     ask(&headless, "elicit-form").await;
     let sent = reports(&headless, "elicited", 1).await;
     assert_eq!(sent[0]["result"], serde_json::json!({"action": "cancel"}));
+}
+
+/// Our own saved file of an agent's session, resumed while an agent that offers
+/// `session/resume` runs: the chat shows our file (the agent replays nothing), the agent is sent
+/// `session/resume` with the MCP servers of setup, never `session/load`, and the next prompt
+/// goes on in that session and in the same file.
+#[tokio::test]
+async fn an_agent_offering_resume_continues_our_saved_file_without_a_replay() {
+    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let options = |session: &str| {
+        Options {
+        ui: None,
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "unused".into()),
+            ("ACP_TEST_AGENT_SESSION".into(), session.into()),
+            ("ACP_TEST_AGENT_LOG".into(), log.path().display().to_string()),
+        ],
+        setup: setup_lua(&format!(
+            "mcp_servers = {{ files = {{ command = '/bin/true', env = {{ TOKEN = 'kept-out-of-logs' }} }} }}, \
+             acp = {{ agents = {{ test = {{ cmd = {{ '{agent}', 'resume' }} }} }} }}"
+        )),
+    }
+    };
+    let nvim = Nvim::start(options("first")).await;
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
+    nvim.cmd("Agent which session").await;
+    nvim.wait_for_line(CHAT, "prompted in: \"first\"").await;
+    let nvim = nvim.restart(options("second")).await;
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
+    let (lines, listed) = resume_picking_until(&nvim, "true", "resumed: which session").await;
+    assert!(
+        listed[0].starts_with("test: which session · "),
+        "{listed:?}"
+    );
+    // Our file, not a replay: its prompt and answer, and nothing the agent replays.
+    let text = lines.join("\n");
+    assert!(
+        text.contains("which session") && text.contains("prompted in: \"first\""),
+        "{lines:#?}"
+    );
+    assert!(!text.contains("The parser is fixed."), "{lines:#?}");
+    assert!(logged(log.path(), "session/load").is_empty());
+    let resumed = logged(log.path(), "session/resume");
+    assert_eq!(resumed.len(), 1, "{resumed:?}");
+    assert_eq!(resumed[0]["sessionId"], "first");
+    assert_eq!(resumed[0]["mcpServers"][0]["name"], "files");
+    assert_eq!(
+        resumed[0]["mcpServers"][0]["env"],
+        serde_json::json!([{"name": "TOKEN", "value": "kept-out-of-logs"}])
+    );
+    nvim.cmd("Agent which session").await;
+    nvim.wait_for(
+        "#vim.tbl_filter(function(l) return l == 'prompted in: \"first\"' end, \
+         vim.api.nvim_buf_get_lines(vim.fn.bufnr('agent: chat'), 0, -1, false)) == 2",
+    )
+    .await;
+    let rows = nvim
+        .lua(
+            "return vim.tbl_map(function(s) return s.agent .. ' ' .. s.prompts end, \
+             require('agent').sessions())",
+            vec![],
+        )
+        .await;
+    assert_eq!(rows, Value::Array(vec![Value::from("test 2")]));
 }

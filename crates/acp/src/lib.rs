@@ -2113,6 +2113,24 @@ impl Conversation for AcpSession {
         })
     }
 
+    fn resume_agent_session<'a>(
+        &'a self,
+        id: &'a str,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<(), crate::conversation::ConversationError>> {
+        Box::pin(async move {
+            if !self.offers.resume {
+                return Err(crate::conversation::ConversationError::Unsupported {
+                    name: self.shared.name.clone(),
+                    what: "resume a session without its replay",
+                });
+            }
+            self.resume_session(id, cancel).await.map_err(|err| {
+                crate::conversation::ConversationError::Agent(crate::conversation::Cause::new(err))
+            })
+        })
+    }
+
     fn stop(&self) {
         self.shared.kill_terminals();
     }
@@ -2147,7 +2165,7 @@ impl crate::conversation::AgentSessions for AcpSession {
     }
 
     fn agent_session_id(&self) -> Option<String> {
-        self.offers.load.then(|| self.session_id().0.to_string())
+        (self.offers.load || self.offers.resume).then(|| self.session_id().0.to_string())
     }
 
     fn aside<'a>(

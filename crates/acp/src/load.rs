@@ -47,6 +47,9 @@ pub struct Offers {
     pub fork: bool,
     /// `sessionCapabilities.delete`: `session/delete` works.
     pub delete: bool,
+    /// `sessionCapabilities.resume`: `session/resume` works (a session continued without
+    /// its replay).
+    pub resume: bool,
     /// `mcpCapabilities`: the remote MCP transports it takes.
     pub(super) mcp: super::mcp::Takes,
 }
@@ -63,6 +66,7 @@ impl Offers {
             images: capabilities.prompt_capabilities.image,
             fork: session.fork.is_some(),
             delete: session.delete.is_some(),
+            resume: session.resume.is_some(),
             mcp: super::mcp::Takes {
                 http: capabilities.mcp_capabilities.http,
                 sse: capabilities.mcp_capabilities.sse,
@@ -178,6 +182,12 @@ impl Shared {
     }
 }
 
+/// `session/resume`, kept as JSON (its answer may carry modes and config options).
+#[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcRequest)]
+#[request(method = "session/resume", response = Value)]
+#[serde(transparent)]
+struct Resume(Value);
+
 /// `session/load`, its answer kept as JSON: a null or unusual answer to a load the agent did must
 /// not fail it.
 #[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcRequest)]
@@ -268,6 +278,17 @@ impl AcpSession {
         id: &str,
         cancel: &CancellationToken,
     ) -> Result<String, SessionsError> {
+        if !self.offers.load && self.offers.resume {
+            // Continued, though nothing of it can be shown: said once in the chat.
+            self.resume_session(id, cancel).await?;
+            self.shared.emit(Event::Notice {
+                text: format!(
+                    "{} continues that session without replaying it: its earlier messages are not shown",
+                    self.shared.name
+                ),
+            });
+            return Ok(String::new());
+        }
         if !self.offers.load {
             return Err(self.not_offered("session/load"));
         }
@@ -312,6 +333,57 @@ impl AcpSession {
             Some(Err(_)) => Err(SessionsError::TimedOut {
                 name: self.shared.name.clone(),
                 method: "session/load",
+                secs: self.load_timeout.as_secs_f64(),
+            }),
+            None => Err(SessionsError::Cancelled {
+                name: self.shared.name.clone(),
+            }),
+        }
+    }
+
+    /// Continues the agent's session `id` without a replay (`session/resume`, with the
+    /// workspace root as its `cwd` and what session/new was sent besides): prompts go to it
+    /// from then on, and its modes and options are what it answers. The caller shows the
+    /// conversation so far, if anything (our own saved file of it). On an error the session
+    /// prompts went to stays the current one.
+    pub async fn resume_session(
+        &self,
+        id: &str,
+        cancel: &CancellationToken,
+    ) -> Result<(), SessionsError> {
+        if !self.offers.resume {
+            return Err(self.not_offered("session/resume"));
+        }
+        self.alive().await?;
+        let mut params = serde_json::json!({
+            "sessionId": id,
+            "cwd": self.shared.workspace.root(),
+            "mcpServers": self.new_params["mcpServers"],
+        });
+        if let Some(directories) = self.new_params.get("additionalDirectories") {
+            params["additionalDirectories"] = directories.clone();
+        }
+        let answer = self.cx.send_request(Resume(params)).block_task();
+        let answer = tokio::select! {
+            answer = tokio::time::timeout(self.load_timeout, answer) => Some(answer),
+            () = cancel.cancelled() => None,
+        };
+        match answer {
+            Some(Ok(Ok(answer))) => {
+                tracing::info!(agent = %self.shared.name, session = id, "resumed the agent's session");
+                *self.shared.tools() = super::Tools::default();
+                *self
+                    .session_id
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = SessionId::new(id);
+                self.shared
+                    .offered(super::choices::Choices::of_session(&answer));
+                Ok(())
+            }
+            Some(Ok(Err(err))) => Err(self.failed("session/resume", err).await),
+            Some(Err(_)) => Err(SessionsError::TimedOut {
+                name: self.shared.name.clone(),
+                method: "session/resume",
                 secs: self.load_timeout.as_secs_f64(),
             }),
             None => Err(SessionsError::Cancelled {

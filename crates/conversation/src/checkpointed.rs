@@ -145,6 +145,18 @@ impl Conversation for Checkpointed {
             Ok(title)
         })
     }
+
+    fn resume_agent_session<'a>(
+        &'a self,
+        id: &'a str,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<(), ConversationError>> {
+        Box::pin(async move {
+            self.inner.resume_agent_session(id, cancel).await?;
+            self.follow_inner();
+            Ok(())
+        })
+    }
 }
 
 #[cfg(test)]

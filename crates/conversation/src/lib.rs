@@ -162,6 +162,21 @@ pub trait Conversation: Send + Sync {
         }
     }
 
+    /// Continues one of the agent's own sessions without its replay (ACP `session/resume`),
+    /// for a caller that shows the conversation itself (our saved file of it): prompts go to
+    /// that session from then on. Unsupported where the agent does not offer it (the caller
+    /// loads it instead) and by default.
+    fn resume_agent_session<'a>(
+        &'a self,
+        id: &'a str,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<(), ConversationError>> {
+        match self.decorates() {
+            Some(inner) => inner.resume_agent_session(id, cancel),
+            None => Box::pin(async { Err(self.unsupported("resume an agent's session")) }),
+        }
+    }
+
     /// The model's view of the conversation from its `from`-th message on, as the next request
     /// would send it; None (the default) for a conversation whose history is not ours (an
     /// external agent's).

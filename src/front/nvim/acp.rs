@@ -316,8 +316,13 @@ impl Slot {
         let conversation = self.conversation.lock().await.clone();
         match conversation {
             Some(conversation) if conversation.name() == note.agent => {
-                self.load_agent_session(&conversation, &header.id, &note.session)
-                    .await;
+                if !self
+                    .resume_without_replay(&conversation, store, header, &note.session)
+                    .await
+                {
+                    self.load_agent_session(&conversation, &header.id, &note.session)
+                        .await;
+                }
             }
             _ => self.ui.error(format!(
                 "agent: conversation '{}' was with {}; start it with :Agent acp {}, then resume it",
@@ -327,6 +332,44 @@ impl Slot {
             )),
         }
         true
+    }
+
+    /// With the busy lock held, where the running agent offers `session/resume`: it continues
+    /// its session `session` without replaying it, and the chat shows our own saved file of it
+    /// (`header`) instead, then `resumed`. False, having done nothing, where it does not offer
+    /// it (the caller has it load the session).
+    async fn resume_without_replay(
+        &self,
+        conversation: &Arc<dyn Conversation>,
+        store: &Store,
+        header: &Header,
+        session: &str,
+    ) -> bool {
+        let token = self.begin_turn();
+        let resumed = conversation.resume_agent_session(session, &token).await;
+        self.end_turn();
+        match resumed {
+            Err(crate::conversation::ConversationError::Unsupported { .. }) => false,
+            Err(err) => {
+                self.ui.error(format!("agent: {err}"));
+                true
+            }
+            Ok(()) => {
+                tracing::info!(name = conversation.name(), "resumed an agent's session");
+                match super::replay::show(&self.ui, store.clone(), header.id.clone()).await {
+                    Ok((saved, _)) => self.ui.send(UiEvent::Resumed {
+                        id: header.id.clone(),
+                        title: saved.title(),
+                    }),
+                    // The agent goes on in its session; only our record of it is missing.
+                    Err(err) => self.ui.error(format!(
+                        "{err}; {} continues the session, whose earlier messages are not shown",
+                        display::one_line(conversation.name())
+                    )),
+                }
+                true
+            }
+        }
     }
 
     /// With the busy lock held: has `conversation` (the running agent) load its session

@@ -15,6 +15,39 @@ use super::protocol::UiEvent;
 /// What a resumed conversation's file holds, once it is read (or why it could not be).
 pub(super) type Loaded = oneshot::Receiver<Result<sessions::Conversation, StoreError>>;
 
+/// How many events of a resume may be on their way to Lua, not yet taken: four batches of rows,
+/// enough for the pump to have its next ones ready (one with Lua, one made, one being
+/// gathered). Outputs, which the pump cuts at [`super::pump::BATCH_BYTES`], are more batches:
+/// by then the file is read, and only the pump's own work is left.
+const AHEAD: u64 = 4 * super::pump::BATCH_EVENTS as u64;
+
+/// Sends saved conversation `id` to the chat (Lua has cleared it), paced to what Neovim shows:
+/// its content, and how many events had been sent by its last row (the outputs after it fill
+/// folds nobody reads yet). Why not, as the error to show.
+pub(super) async fn show(
+    ui: &super::ui::Ui,
+    store: Store,
+    id: String,
+) -> Result<(sessions::Conversation, u64), String> {
+    let (mut to_show, loading) =
+        read(store, id).map_err(|err| format!("agent: reading the conversation failed: {err}"))?;
+    let mut rows = ui.sent();
+    let mut pace = super::pump::Pace::new(AHEAD);
+    while let Some(event) = to_show.recv().await {
+        let row = !matches!(event, UiEvent::ToolOutput { .. });
+        pace.wait(ui.shown(), ui.sent()).await;
+        ui.send(event);
+        if row {
+            rows = ui.sent();
+        }
+    }
+    match loading.await {
+        Ok(Ok(saved)) => Ok((saved, rows)),
+        Ok(Err(err)) => Err(format!("agent: {err}")),
+        Err(_) => Err("agent: reading the conversation stopped half way; see :Agent log".into()),
+    }
+}
+
 /// Reads conversation `id` of `store` on a thread of its own while the chat shows it: its
 /// events come on the receiver as each record is parsed (through a bounded channel: the thread
 /// waits while the chat is behind, and runs at a lower priority, so it does not take the core

@@ -12,7 +12,6 @@ use rmpv::Value;
 
 use super::adapters::{NvimAsker, NvimEditor};
 use super::protocol::{self, lua, method, Prompt, Resume, Rewind, Start, UiEvent, PROTOCOL};
-use super::pump::Pace;
 use super::slot::{Session, Slot};
 use super::Nvim;
 use crate::agent::DEFAULT_MAX_TURNS;
@@ -24,12 +23,6 @@ use crate::session::{self, SessionConfig};
 use crate::sessions::resume::{self, ResumeError};
 use crate::sessions::Store;
 use agent_nvim_vocab::conversation::ConversationEvent;
-
-/// How many events of a resume may be on their way to Lua, not yet taken: four batches of rows,
-/// enough for the pump to have its next ones ready (one with Lua, one made, one being
-/// gathered). Outputs, which the pump cuts at [`super::pump::BATCH_BYTES`], are more batches:
-/// by then the file is read, and only the pump's own work is left.
-const RESUME_AHEAD: u64 = 4 * super::pump::BATCH_EVENTS as u64;
 
 /// The conversation a message is for: its slot, and what the handler shares with every
 /// conversation.
@@ -546,31 +539,9 @@ impl Target {
                 return slot.ui.error(format!("agent: {err}"));
             }
             slot.switch_to(native.clone()).await;
-            let (mut to_show, loading) = match super::replay::read(store, resume.id.clone()) {
-                Ok(reading) => reading,
-                Err(err) => {
-                    return slot.ui.error(format!("agent: reading the conversation failed: {err}"))
-                }
-            };
-            // The last row sent: the outputs after it fill folds nobody reads yet.
-            let mut rows = slot.ui.sent();
-            let mut pace = Pace::new(RESUME_AHEAD);
-            while let Some(event) = to_show.recv().await {
-                let row = !matches!(event, UiEvent::ToolOutput { .. });
-                pace.wait(slot.ui.shown(), slot.ui.sent()).await;
-                slot.ui.send(event);
-                if row {
-                    rows = slot.ui.sent();
-                }
-            }
-            let saved = match loading.await {
-                Ok(Ok(saved)) => saved,
-                Ok(Err(err)) => return slot.ui.error(format!("agent: {err}")),
-                Err(_) => {
-                    return slot
-                        .ui
-                        .error("agent: reading the conversation stopped half way; see :Agent log")
-                }
+            let (saved, rows) = match super::replay::show(&slot.ui, store, resume.id.clone()).await {
+                Ok(shown) => shown,
+                Err(err) => return slot.ui.error(err),
             };
             // The history the model gets is a copy of megabytes: made once the rows are on
             // screen, so it does not take the cores they are drawn with (bounded: a Neovim

@@ -132,6 +132,25 @@ impl Recorded {
             }
         }
     }
+
+    /// After the agent took up another of its sessions (a load or a resume): the file that
+    /// session was saved in, when one was, goes on (once what was queued for the file before is
+    /// on the disk, as it may be that file); else the next prompt starts a file of its own.
+    fn go_on_in_noted_file(&self) {
+        self.flush();
+        let noted = self
+            .inner
+            .agent_session_id()
+            .and_then(|session| self.store.noted(&self.note_of(session)));
+        *self.slot() = match noted.map(|noted| self.store.append(&noted)) {
+            Some(Ok(writer)) => Some(File { writer, saved: 0 }),
+            Some(Err(err)) => {
+                tracing::warn!(%err, "the continued session's file cannot be appended to");
+                None
+            }
+            None => None,
+        };
+    }
 }
 
 impl Conversation for Recorded {
@@ -347,23 +366,20 @@ impl Conversation for Recorded {
     ) -> BoxFuture<'a, Result<String, ConversationError>> {
         Box::pin(async move {
             let title = self.inner.load(id, events, cancel).await?;
-            // Another conversation from here on: the file that session was saved in, when one
-            // was, goes on (once what was queued for the file before is on the disk, as it may be
-            // that file); else the next prompt starts a file of its own.
-            self.flush();
-            let noted = self
-                .inner
-                .agent_session_id()
-                .and_then(|session| self.store.noted(&self.note_of(session)));
-            *self.slot() = match noted.map(|noted| self.store.append(&noted)) {
-                Some(Ok(writer)) => Some(File { writer, saved: 0 }),
-                Some(Err(err)) => {
-                    tracing::warn!(%err, "the loaded session's file cannot be appended to");
-                    None
-                }
-                None => None,
-            };
+            self.go_on_in_noted_file();
             Ok(title)
+        })
+    }
+
+    fn resume_agent_session<'a>(
+        &'a self,
+        id: &'a str,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<(), ConversationError>> {
+        Box::pin(async move {
+            self.inner.resume_agent_session(id, cancel).await?;
+            self.go_on_in_noted_file();
+            Ok(())
         })
     }
 
