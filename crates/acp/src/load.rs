@@ -320,19 +320,30 @@ impl AcpSession {
             self.shared.replayed_prompt(text);
         }
         self.shared.close_rows();
+        self.settled("session/load", answer).await?;
+        tracing::info!(agent = %self.shared.name, session = id, "loaded the agent's session");
+        *self
+            .session_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = SessionId::new(id);
+        Ok(replay.title.unwrap_or_default())
+    }
+
+    /// The answer to a load or a resume, bounded by the load timeout and stopped by the
+    /// person (None): its result, or why there is none.
+    async fn settled(
+        &self,
+        method: &'static str,
+        answer: Option<
+            Result<Result<Value, agent_client_protocol::Error>, tokio::time::error::Elapsed>,
+        >,
+    ) -> Result<Value, SessionsError> {
         match answer {
-            Some(Ok(Ok(_))) => {
-                tracing::info!(agent = %self.shared.name, session = id, "loaded the agent's session");
-                *self
-                    .session_id
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = SessionId::new(id);
-                Ok(replay.title.unwrap_or_default())
-            }
-            Some(Ok(Err(err))) => Err(self.failed("session/load", err).await),
+            Some(Ok(Ok(answer))) => Ok(answer),
+            Some(Ok(Err(err))) => Err(self.failed(method, err).await),
             Some(Err(_)) => Err(SessionsError::TimedOut {
                 name: self.shared.name.clone(),
-                method: "session/load",
+                method,
                 secs: self.load_timeout.as_secs_f64(),
             }),
             None => Err(SessionsError::Cancelled {
@@ -368,28 +379,16 @@ impl AcpSession {
             answer = tokio::time::timeout(self.load_timeout, answer) => Some(answer),
             () = cancel.cancelled() => None,
         };
-        match answer {
-            Some(Ok(Ok(answer))) => {
-                tracing::info!(agent = %self.shared.name, session = id, "resumed the agent's session");
-                *self.shared.tools() = super::Tools::default();
-                *self
-                    .session_id
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = SessionId::new(id);
-                self.shared
-                    .offered(super::choices::Choices::of_session(&answer));
-                Ok(())
-            }
-            Some(Ok(Err(err))) => Err(self.failed("session/resume", err).await),
-            Some(Err(_)) => Err(SessionsError::TimedOut {
-                name: self.shared.name.clone(),
-                method: "session/resume",
-                secs: self.load_timeout.as_secs_f64(),
-            }),
-            None => Err(SessionsError::Cancelled {
-                name: self.shared.name.clone(),
-            }),
-        }
+        let answer = self.settled("session/resume", answer).await?;
+        tracing::info!(agent = %self.shared.name, session = id, "resumed the agent's session");
+        *self.shared.tools() = super::Tools::default();
+        *self
+            .session_id
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = SessionId::new(id);
+        self.shared
+            .offered(super::choices::Choices::of_session(&answer));
+        Ok(())
     }
 
     fn not_offered(&self, method: &'static str) -> SessionsError {
