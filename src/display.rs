@@ -262,6 +262,18 @@ pub fn shown_update(update: AgentUpdate) -> AgentUpdate {
                 })
                 .collect(),
         },
+        AgentUpdate::PlanUpdated { id, entries, text } => AgentUpdate::PlanUpdated {
+            id,
+            entries: entries
+                .into_iter()
+                .map(|e| PlanEntry {
+                    content: one(e.content),
+                    ..e
+                })
+                .collect(),
+            text: text.map(prose),
+        },
+        update @ AgentUpdate::PlanRemoved { .. } => update,
         // Paths to open, never shown as text: passed as they are.
         update @ AgentUpdate::Locations { .. } => update,
         AgentUpdate::ToolUpdated {

@@ -518,6 +518,36 @@ impl Agent {
                 report("elicited", &answer);
                 json!({"stopReason": "end_turn"})
             }
+            // Two plans kept apart: both written, the first updated, the second removed, a
+            // third given as markdown.
+            "plans" => {
+                let entry = |content: &str, status: &str| json!({"content": content, "priority": "medium", "status": status});
+                let items = |id: &str, entries: Value| {
+                    json!({"sessionUpdate": "plan_update",
+                        "plan": {"type": "items", "planId": id, "entries": entries}})
+                };
+                update(items(
+                    "plan-a",
+                    json!([
+                        entry("Read the parser", "in_progress"),
+                        entry("Fix it", "pending")
+                    ]),
+                ));
+                update(items("plan-b", json!([entry("Write the docs", "pending")])));
+                update(items(
+                    "plan-a",
+                    json!([
+                        entry("Read the parser", "completed"),
+                        entry("Fix it", "in_progress")
+                    ]),
+                ));
+                update(json!({"sessionUpdate": "plan_removed", "planId": "plan-b"}));
+                update(
+                    json!({"sessionUpdate": "plan_update", "plan": {"type": "markdown",
+                    "planId": "plan-c", "content": "1. Ship it\n2. Tell people"}}),
+                );
+                json!({"stopReason": "end_turn"})
+            }
             // Notices at each severity, one the protocol does not know (kept as info).
             "notice" => {
                 for (severity, title) in [

@@ -176,6 +176,14 @@ fn shown(events: &[AcpEvent], kind: &str) -> bool {
                 )
                 | ("plan", AcpEvent::Agent(AgentUpdate::Plan { .. }))
                 | (
+                    "plan_update",
+                    AcpEvent::Agent(AgentUpdate::PlanUpdated { .. })
+                )
+                | (
+                    "plan_removed",
+                    AcpEvent::Agent(AgentUpdate::PlanRemoved { .. })
+                )
+                | (
                     "available_commands_update",
                     AcpEvent::Agent(AgentUpdate::Commands { .. })
                 )
@@ -344,6 +352,8 @@ fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
         "tool_call",
         "tool_call_update",
         "plan",
+        "plan_update",
+        "plan_removed",
         "available_commands_update",
         "current_mode_update",
         "config_option_update",
@@ -584,6 +594,7 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
         "notice",
         "elicit-form",
         "elicit-complete",
+        "plans",
     ] {
         prompt(&session, text).await;
     }

@@ -1751,3 +1751,33 @@ async fn an_agent_offering_resume_continues_our_saved_file_without_a_replay() {
         .await;
     assert_eq!(rows, Value::Array(vec![Value::from("test 2")]));
 }
+
+/// Several plans (ACP `plan_update`, `plan_removed`): each a checklist of its own, updated in
+/// place, a removed one said so, one given as markdown shown as written.
+#[tokio::test]
+async fn an_agents_several_plans_are_kept_apart_and_each_updated_in_place() {
+    let nvim = connected(None, "normal", "").await;
+    ask(&nvim, "plans").await;
+    let lines = nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    let at = lines.iter().position(|l| l == "plans").unwrap();
+    let shown: Vec<&str> = lines[at..]
+        .iter()
+        .map(String::as_str)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "plans",
+            "Plan",
+            "- [x] Read the parser",
+            "- [~] Fix it",
+            "Plan (removed)",
+            "Plan",
+            "1. Ship it",
+            "2. Tell people",
+            "done (end_turn)",
+        ],
+        "{lines:#?}"
+    );
+}

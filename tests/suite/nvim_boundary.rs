@@ -145,6 +145,22 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             }],
         }),
         Some(UiEvent::Update(AgentUpdate::Plan { .. })) => {
+            UiEvent::Update(AgentUpdate::PlanUpdated {
+                id: "plan-a".into(),
+                entries: vec![PlanEntry {
+                    content: "Fix it\u{202e}".into(),
+                    status: "pending".into(),
+                    priority: "high".into(),
+                }],
+                text: Some("1. Ship it\u{1b}[2J".into()),
+            })
+        }
+        Some(UiEvent::Update(AgentUpdate::PlanUpdated { .. })) => {
+            UiEvent::Update(AgentUpdate::PlanRemoved {
+                id: "plan-a".into(),
+            })
+        }
+        Some(UiEvent::Update(AgentUpdate::PlanRemoved { .. })) => {
             UiEvent::Update(AgentUpdate::UserMessage {
                 text: "a replayed prompt\u{1b}[2J".into(),
             })
@@ -411,7 +427,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 43, "{kinds:?}");
+    assert_eq!(kinds.len(), 45, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])

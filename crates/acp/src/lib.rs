@@ -954,6 +954,8 @@ where
                         agent_client_protocol::v1::schema::ClientSessionCapabilities::new()
                             .notices(agent_client_protocol::v1::schema::NoticeCapabilities::new()),
                     )
+                    // plan_update and plan_removed (unstable): several plans, each its own row.
+                    .plan(agent_client_protocol::v1::schema::PlanCapabilities::new())
                     // elicitation/create: a form in a float, or a URL opened once allowed.
                     .elicitation(
                         agent_client_protocol::v1::schema::ElicitationCapabilities::new()

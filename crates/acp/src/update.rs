@@ -84,6 +84,11 @@ impl Tools {
             Some("plan") => vec![AcpEvent::Agent(AgentUpdate::Plan {
                 entries: plan_entries(&update["entries"]),
             })],
+            Some("plan_update") => plan_update(&update["plan"]).into_iter().collect(),
+            Some("plan_removed") => match id_of(&update["planId"]) {
+                Some(id) => vec![AcpEvent::Agent(AgentUpdate::PlanRemoved { id })],
+                None => Vec::new(),
+            },
             Some("available_commands_update") => vec![AcpEvent::Agent(AgentUpdate::Commands {
                 commands: commands(&update["availableCommands"]),
             })],
@@ -428,6 +433,29 @@ fn plan_entries(entries: &Value) -> Vec<PlanEntry> {
             priority: str_field(entry, "priority").unwrap_or_else(|| "medium".into()),
         })
         .collect()
+}
+
+/// A `plan_update`'s plan: its entries, its markdown, or where its file is. None without a
+/// plan id or of a kind not known here (logged).
+fn plan_update(plan: &Value) -> Option<AcpEvent> {
+    let id = id_of(&plan["planId"])?;
+    let (entries, text) = match plan["type"].as_str() {
+        Some("items") => (plan_entries(&plan["entries"]), None),
+        Some("markdown") => (Vec::new(), str_field(plan, "content")),
+        Some("file") => (
+            Vec::new(),
+            str_field(plan, "uri").map(|uri| format!("in {uri}")),
+        ),
+        other => {
+            tracing::debug!(kind = ?other, "ignored a plan_update of a kind not known here");
+            return None;
+        }
+    };
+    Some(AcpEvent::Agent(AgentUpdate::PlanUpdated {
+        id,
+        entries,
+        text,
+    }))
 }
 
 /// A tool call id: a string, or a number written as one.

@@ -27,6 +27,16 @@ pub enum AgentUpdate {
     Thought { text: String },
     /// The agent's plan, whole: each update replaces the previous one.
     Plan { entries: Vec<PlanEntry> },
+    /// One of the agent's several plans (ACP `plan_update`, unstable), whole: an update of plan
+    /// `id` replaces that plan only. `text` is a plan given as markdown, or where its file is,
+    /// instead of entries.
+    PlanUpdated {
+        id: String,
+        entries: Vec<PlanEntry>,
+        text: Option<String>,
+    },
+    /// Plan `id` is gone (ACP `plan_removed`).
+    PlanRemoved { id: String },
     /// The files a tool call works on (its `locations`), when they changed: what follow mode
     /// opens. Only files inside the workspace are kept.
     Locations {

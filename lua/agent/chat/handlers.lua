@@ -508,6 +508,44 @@ function handlers.plan(e)
   end
 end
 
+-- One of an external agent's several plans (ACP plan_update): a `Plan` row of its own, written
+-- the first time and rewritten in place on each update, so plans stay apart and live.
+function handlers.plan_updated(e)
+  local id = "plan:" .. tostring(e.id)
+  local block = render.tools[id]
+  if not block then
+    render.newline()
+    block = { name = "plan", kind = "plan", id = id, text = "", hl = "AgentHeader" }
+    render.tools[id] = block
+    render.put("Plan", "AgentHeader", id)
+    render.put("\n")
+    render.flush()
+  end
+  local lines = {}
+  for _, entry in ipairs(type(e.entries) == "table" and e.entries or {}) do
+    local mark = H.plan_marks[entry.status] or "[ ]"
+    lines[#lines + 1] = ("- %s %s"):format(mark, tostring(entry.content or ""))
+  end
+  if type(e.text) == "string" then
+    for line in (e.text .. "\n"):gmatch("(.-)\n") do
+      lines[#lines + 1] = line
+    end
+  end
+  local row = render.row_of(block)
+  if row then
+    render.write_row(block, row, "Plan", "AgentHeader", lines, { fold = false, output_hl = "Normal" })
+  end
+end
+
+-- One of them is gone (ACP plan_removed): its row says so, its steps dropped.
+function handlers.plan_removed(e)
+  local block = render.tools["plan:" .. tostring(e.id)]
+  local row = block and render.row_of(block)
+  if row then
+    render.write_row(block, row, "Plan (removed)", "AgentNotice", {}, { fold = false })
+  end
+end
+
 -- An external agent's tool call changed (ACP tool_call_update): its row is rewritten in place.
 function handlers.tool_updated(e)
   local tool = render.tools[e.id]
