@@ -274,6 +274,17 @@ pub fn shown_update(update: AgentUpdate) -> AgentUpdate {
             text: text.map(prose),
         },
         update @ AgentUpdate::PlanRemoved { .. } => update,
+        AgentUpdate::Compaction {
+            id,
+            status,
+            summary,
+            error,
+        } => AgentUpdate::Compaction {
+            id,
+            status: one(status),
+            summary: prose(summary),
+            error: error.map(one),
+        },
         // Paths to open, never shown as text: passed as they are.
         update @ AgentUpdate::Locations { .. } => update,
         AgentUpdate::ToolUpdated {

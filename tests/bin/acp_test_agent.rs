@@ -548,6 +548,27 @@ impl Agent {
                 );
                 json!({"stopReason": "end_turn"})
             }
+            // A compaction: begun, its summary sent in two chunks, then completed; and one
+            // that fails.
+            "compaction" => {
+                update(
+                    json!({"sessionUpdate": "compaction_update", "compactionId": "c-1",
+                    "status": "in_progress"}),
+                );
+                for piece in ["Fixed the parser; ", "tests pass."] {
+                    update(json!({"sessionUpdate": "compaction_summary_chunk",
+                        "compactionId": "c-1", "content": {"type": "text", "text": piece}}));
+                }
+                update(
+                    json!({"sessionUpdate": "compaction_update", "compactionId": "c-1",
+                    "status": "completed"}),
+                );
+                update(
+                    json!({"sessionUpdate": "compaction_update", "compactionId": "c-2",
+                    "status": "failed", "error": "context too small"}),
+                );
+                json!({"stopReason": "end_turn"})
+            }
             // Notices at each severity, one the protocol does not know (kept as info).
             "notice" => {
                 for (severity, title) in [

@@ -184,6 +184,10 @@ fn shown(events: &[AcpEvent], kind: &str) -> bool {
                     AcpEvent::Agent(AgentUpdate::PlanRemoved { .. })
                 )
                 | (
+                    "compaction_update" | "compaction_summary_chunk",
+                    AcpEvent::Agent(AgentUpdate::Compaction { .. })
+                )
+                | (
                     "available_commands_update",
                     AcpEvent::Agent(AgentUpdate::Commands { .. })
                 )
@@ -354,6 +358,8 @@ fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
         "plan",
         "plan_update",
         "plan_removed",
+        "compaction_update",
+        "compaction_summary_chunk",
         "available_commands_update",
         "current_mode_update",
         "config_option_update",
@@ -595,6 +601,7 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
         "elicit-form",
         "elicit-complete",
         "plans",
+        "compaction",
     ] {
         prompt(&session, text).await;
     }

@@ -1781,3 +1781,30 @@ async fn an_agents_several_plans_are_kept_apart_and_each_updated_in_place() {
         "{lines:#?}"
     );
 }
+
+/// An agent's compaction (ACP `compaction_update`, `compaction_summary_chunk`): a row like the
+/// built-in agent's `compacted` one, rewritten as it goes on, its summary folded under it; a
+/// failed one says why.
+#[tokio::test]
+async fn an_agents_compaction_is_one_row_updated_until_done_with_its_summary_under_it() {
+    let nvim = connected(None, "normal", "").await;
+    ask(&nvim, "compaction").await;
+    let lines = nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    let at = lines.iter().position(|l| l == "compaction").unwrap();
+    let shown: Vec<&str> = lines[at..]
+        .iter()
+        .map(String::as_str)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "compaction",
+            "compacted the conversation",
+            "  Fixed the parser; tests pass.",
+            "compacting the conversation failed: context too small",
+            "done (end_turn)",
+        ],
+        "{lines:#?}"
+    );
+}

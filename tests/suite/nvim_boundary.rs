@@ -161,6 +161,14 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             })
         }
         Some(UiEvent::Update(AgentUpdate::PlanRemoved { .. })) => {
+            UiEvent::Update(AgentUpdate::Compaction {
+                id: "c-1".into(),
+                status: "failed".into(),
+                summary: "kept\u{1b}[2J".into(),
+                error: Some("too small\u{202e}".into()),
+            })
+        }
+        Some(UiEvent::Update(AgentUpdate::Compaction { .. })) => {
             UiEvent::Update(AgentUpdate::UserMessage {
                 text: "a replayed prompt\u{1b}[2J".into(),
             })
@@ -427,7 +435,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 45, "{kinds:?}");
+    assert_eq!(kinds.len(), 46, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])

@@ -952,7 +952,11 @@ where
                     // `notice` updates: shown as a chat row and a notification.
                     .session(
                         agent_client_protocol::v1::schema::ClientSessionCapabilities::new()
-                            .notices(agent_client_protocol::v1::schema::NoticeCapabilities::new()),
+                            .notices(agent_client_protocol::v1::schema::NoticeCapabilities::new())
+                            // compaction updates: a `compacted` row like the built-in agent's.
+                            .compaction(
+                                agent_client_protocol::v1::schema::CompactionCapabilities::new(),
+                            ),
                     )
                     // plan_update and plan_removed (unstable): several plans, each its own row.
                     .plan(agent_client_protocol::v1::schema::PlanCapabilities::new())

@@ -26,6 +26,21 @@ pub(super) struct Tools {
     /// The session's terminals, whose output the rows embedding them show (None: shown as
     /// `[terminal ID]`).
     terminals: Option<Arc<Mutex<Terminals>>>,
+    /// The agent's context compactions, by id: their status, summary and error so far
+    /// (`compaction_update` patches them, `compaction_summary_chunk` adds to the summary). At
+    /// most [`COMPACTIONS`] are kept.
+    compactions: HashMap<String, Compaction>,
+}
+
+/// How many compactions a session keeps track of (the oldest forgotten first, by id order).
+const COMPACTIONS: usize = 64;
+
+/// One compaction as shown so far.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Compaction {
+    status: String,
+    summary: String,
+    error: Option<String>,
 }
 
 /// One tool call's current state (fields the agent has not sent yet keep their defaults).
@@ -59,6 +74,52 @@ impl Default for Call {
 }
 
 impl Tools {
+    /// A `compaction_update` (patching: an absent field stays, `null` clears it) or a
+    /// `compaction_summary_chunk` (more of the summary), as the whole compaction to show.
+    fn compaction(&mut self, update: &Value) -> Option<AcpEvent> {
+        let id = id_of(&update["compactionId"])?;
+        if !self.compactions.contains_key(&id) && self.compactions.len() >= COMPACTIONS {
+            let oldest = self.compactions.keys().min().cloned();
+            if let Some(oldest) = oldest {
+                self.compactions.remove(&oldest);
+            }
+        }
+        let compaction = self
+            .compactions
+            .entry(id.clone())
+            .or_insert_with(|| Compaction {
+                status: "in_progress".into(),
+                ..Compaction::default()
+            });
+        if update["sessionUpdate"] == "compaction_summary_chunk" {
+            compaction
+                .summary
+                .push_str(&block_text(&update["content"]).unwrap_or_default());
+        } else {
+            if let Some(status) = update.get("status").and_then(Value::as_str) {
+                compaction.status = status.to_string();
+            }
+            match update.get("summary") {
+                Some(Value::Array(blocks)) => {
+                    compaction.summary = blocks.iter().filter_map(block_text).collect();
+                }
+                Some(Value::Null) => compaction.summary.clear(),
+                _ => {}
+            }
+            match update.get("error") {
+                Some(Value::String(error)) => compaction.error = Some(error.clone()),
+                Some(Value::Null) => compaction.error = None,
+                _ => {}
+            }
+        }
+        Some(AcpEvent::Agent(AgentUpdate::Compaction {
+            id,
+            status: compaction.status.clone(),
+            summary: compaction.summary.clone(),
+            error: compaction.error.clone(),
+        }))
+    }
+
     /// No calls yet; rows embedding one of `terminals` show its output.
     pub(super) fn showing(terminals: Arc<Mutex<Terminals>>) -> Tools {
         Tools {
@@ -85,6 +146,9 @@ impl Tools {
                 entries: plan_entries(&update["entries"]),
             })],
             Some("plan_update") => plan_update(&update["plan"]).into_iter().collect(),
+            Some("compaction_update") | Some("compaction_summary_chunk") => {
+                self.compaction(update).into_iter().collect()
+            }
             Some("plan_removed") => match id_of(&update["planId"]) {
                 Some(id) => vec![AcpEvent::Agent(AgentUpdate::PlanRemoved { id })],
                 None => Vec::new(),
@@ -505,6 +569,51 @@ pub(super) fn str_field(value: &Value, key: &str) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_compaction_is_patched_field_by_field_and_its_summary_gathered() {
+        let (_dir, ws) = workspace();
+        let mut tools = Tools::default();
+        let mut apply = |update: Value| match tools.apply(&update, &ws).as_slice() {
+            [AcpEvent::Agent(AgentUpdate::Compaction {
+                status,
+                summary,
+                error,
+                ..
+            })] => (status.clone(), summary.clone(), error.clone()),
+            other => panic!("one compaction: {other:?}"),
+        };
+        let chunk = |text: &str| {
+            json!({"sessionUpdate": "compaction_summary_chunk", "compactionId": "c",
+                   "content": {"type": "text", "text": text}})
+        };
+        assert_eq!(apply(chunk("a")), ("in_progress".into(), "a".into(), None));
+        assert_eq!(apply(chunk("b")).1, "ab");
+        // An absent field stays; a new value replaces; null clears.
+        let failed = apply(
+            json!({"sessionUpdate": "compaction_update", "compactionId": "c",
+            "status": "failed", "error": "full"}),
+        );
+        assert_eq!(failed, ("failed".into(), "ab".into(), Some("full".into())));
+        let cleared = apply(
+            json!({"sessionUpdate": "compaction_update", "compactionId": "c",
+            "status": "completed", "summary": null, "error": null}),
+        );
+        assert_eq!(cleared, ("completed".into(), String::new(), None));
+        let replaced = apply(
+            json!({"sessionUpdate": "compaction_update", "compactionId": "c",
+            "summary": [{"type": "text", "text": "new"}]}),
+        );
+        assert_eq!(replaced, ("completed".into(), "new".into(), None));
+        // A flood of ids keeps a bounded number.
+        for i in 0..500 {
+            apply(
+                json!({"sessionUpdate": "compaction_update", "compactionId": format!("x{i}"),
+                "status": "in_progress"}),
+            );
+        }
+        assert!(tools.compactions.len() <= COMPACTIONS);
+    }
 
     fn workspace() -> (tempfile::TempDir, Workspace) {
         let dir = tempfile::tempdir().unwrap();

@@ -37,6 +37,15 @@ pub enum AgentUpdate {
     },
     /// Plan `id` is gone (ACP `plan_removed`).
     PlanRemoved { id: String },
+    /// The agent compacted (or is compacting) its context (ACP `compaction_update`), whole as
+    /// it stands: `status` `in_progress`, `completed`, `failed`, `cancelled` or one of the
+    /// agent's own; the summary it kept so far; why it failed.
+    Compaction {
+        id: String,
+        status: String,
+        summary: String,
+        error: Option<String>,
+    },
     /// The files a tool call works on (its `locations`), when they changed: what follow mode
     /// opens. Only files inside the workspace are kept.
     Locations {

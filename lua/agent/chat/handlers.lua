@@ -764,6 +764,39 @@ function handlers.compacted(e)
   status.render()
 end
 
+-- An external agent compacted its context (ACP compaction_update): a row like the built-in
+-- agent's `compacted` one, the summary it kept folded under it, rewritten in place as the
+-- compaction goes on.
+function handlers.compaction(e)
+  local id = "compaction:" .. tostring(e.id)
+  local titles = {
+    in_progress = "compacting the conversation…",
+    completed = "compacted the conversation",
+    cancelled = "compacting the conversation was cancelled",
+  }
+  local failed = e.status == "failed"
+  local title = failed
+      and ("compacting the conversation failed: %s"):format(type(e.error) == "string" and e.error or "no reason given")
+    or titles[e.status]
+    or ("compaction: %s"):format(tostring(e.status))
+  local hl = failed and "AgentError" or "AgentNotice"
+  local block = render.tools[id]
+  if not block then
+    render.newline()
+    block = { name = "compaction", kind = "compaction", id = id, text = "", hl = hl }
+    render.tools[id] = block
+    render.put(title, hl, id)
+    render.put("\n")
+    render.flush()
+  end
+  local row = render.row_of(block)
+  if row then
+    render.write_row(block, row, title, hl, render.indented(tostring(e.summary or "")), {
+      output_hl = "AgentThought",
+    })
+  end
+end
+
 -- The backend takes the next prompt now (after `turn_done`, once the turn is saved).
 function handlers.idle()
   -- After :Agent compact (which may have retried): no turn_done ends it. (A prompt just sent
