@@ -66,9 +66,14 @@ pub(super) fn ask(
     };
     PermissionAsk {
         tool_call_id: super::update::id_of(&fields["toolCallId"]).unwrap_or_default(),
-        title: str_field(fields, "title")
-            .or_else(|| known.map(|call| call.title.clone()))
-            .unwrap_or_else(|| "tool call".into()),
+        title: super::update::titled(
+            &str_field(fields, "title")
+                .or_else(|| known.map(|call| call.title.clone()))
+                .unwrap_or_else(|| "tool call".into()),
+            str_field(fields, "name")
+                .or_else(|| known.and_then(|call| call.name.clone()))
+                .as_deref(),
+        ),
         options,
         diff,
         command: raw_input.and_then(raw_command),
@@ -321,11 +326,12 @@ mod tests {
         let (_dir, ws) = workspace();
         let known = Call {
             title: "Run tests".into(),
+            name: Some("Bash".into()),
             raw_input: Some(json!({"command": "cargo test"})),
             ..Call::default()
         };
         let ask = ask(&json!({"toolCallId": "t"}), Vec::new(), Some(&known), &ws);
-        assert_eq!(ask.title, "Run tests");
+        assert_eq!(ask.title, "Run tests · Bash");
         assert_eq!(ask.command.as_deref(), Some("cargo test"));
     }
 }

@@ -47,6 +47,8 @@ struct Compaction {
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Call {
     pub(super) title: String,
+    /// The agent's name for the tool (`name`, `Bash`, `mcp__files__read`), when it gave one.
+    pub(super) name: Option<String>,
     pub(super) kind: String,
     pub(super) status: String,
     pub(super) content: Vec<Value>,
@@ -58,10 +60,19 @@ pub(super) struct Call {
     pub(super) finished: bool,
 }
 
+/// `title`, with `name` after it when there is one the title does not hold.
+pub(super) fn titled(title: &str, name: Option<&str>) -> String {
+    match name.map(str::trim) {
+        Some(name) if !name.is_empty() && !title.contains(name) => format!("{title} · {name}"),
+        _ => title.to_string(),
+    }
+}
+
 impl Default for Call {
     fn default() -> Self {
         Call {
             title: "tool".into(),
+            name: None,
             kind: "other".into(),
             status: "pending".into(),
             content: Vec::new(),
@@ -219,11 +230,12 @@ impl Tools {
             let call = Call {
                 raw_input: fields.get("rawInput").cloned(),
                 title: str_field(fields, "title").unwrap_or_else(|| "tool".into()),
+                name: str_field(fields, "name"),
                 ..Call::default()
             };
             events.push(AcpEvent::Turn(Event::ToolStarted {
                 id: id.clone(),
-                name: call.title.clone(),
+                name: call.shown(),
                 args: call.raw_input.clone().unwrap_or(Value::Null),
             }));
             self.order.push(id.clone());
@@ -234,6 +246,9 @@ impl Tools {
         };
         if let Some(title) = str_field(fields, "title") {
             call.title = title;
+        }
+        if let Some(name) = str_field(fields, "name") {
+            call.name = Some(name);
         }
         if let Some(kind) = str_field(fields, "kind") {
             call.kind = kind;
@@ -264,7 +279,7 @@ impl Tools {
         let (output, running) = call.output(workspace, self.terminals.as_deref());
         events.push(AcpEvent::Agent(AgentUpdate::ToolUpdated {
             id: id.clone(),
-            title: call.title.clone(),
+            title: call.shown(),
             status: call.status.clone(),
             kind: call.kind.clone(),
             output: output.clone(),
@@ -275,9 +290,9 @@ impl Tools {
             call.finished = true;
             events.push(AcpEvent::Turn(Event::ToolFinished {
                 id,
-                name: call.title.clone(),
+                name: call.shown(),
                 ok: call.status == "completed",
-                summary: call.title.clone(),
+                summary: call.shown(),
                 output,
                 diff: None,
             }));
@@ -346,6 +361,12 @@ impl Tools {
 }
 
 impl Call {
+    /// Its title as shown: with the agent's name for the tool after it, when it gave one that
+    /// the title does not say already (`Run cargo test · Bash`).
+    pub(super) fn shown(&self) -> String {
+        titled(&self.title, self.name.as_deref())
+    }
+
     /// The call's content as text: content blocks, diffs rendered as unified diffs, terminals
     /// as their output so far; the raw output when there is no content. Clamped to
     /// [`MAX_CHARS`]. True when a terminal it embeds still runs.
@@ -569,6 +590,32 @@ pub(super) fn str_field(value: &Value, key: &str) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_tool_calls_name_is_shown_after_its_title_once() {
+        let (_dir, ws) = workspace();
+        let mut tools = Tools::default();
+        let events = tools.apply(
+            &json!({"sessionUpdate": "tool_call", "toolCallId": "t", "title": "Run cargo test",
+                    "name": "Bash", "status": "completed"}),
+            &ws,
+        );
+        let names: Vec<String> = events
+            .iter()
+            .filter_map(|e| match e {
+                AcpEvent::Turn(Event::ToolStarted { name, .. })
+                | AcpEvent::Turn(Event::ToolFinished { name, .. })
+                | AcpEvent::Agent(AgentUpdate::ToolUpdated { title: name, .. }) => {
+                    Some(name.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(names, ["Run cargo test · Bash"; 3]);
+        assert_eq!(titled("Bash: ls", Some("Bash")), "Bash: ls");
+        assert_eq!(titled("Read a.py", Some(" ")), "Read a.py");
+        assert_eq!(titled("Read a.py", None), "Read a.py");
+    }
 
     #[test]
     fn a_compaction_is_patched_field_by_field_and_its_summary_gathered() {
