@@ -273,7 +273,7 @@ pub fn shown_update(update: AgentUpdate) -> AgentUpdate {
                 .collect(),
             text: text.map(prose),
         },
-        update @ AgentUpdate::PlanRemoved { .. } => update,
+        update @ (AgentUpdate::PlanRemoved { .. } | AgentUpdate::Message { .. }) => update,
         AgentUpdate::Compaction {
             id,
             status,

@@ -548,6 +548,20 @@ impl Agent {
                 );
                 json!({"stopReason": "end_turn"})
             }
+            // Two messages, told apart by their ids.
+            "messages" => {
+                for (id, text) in [
+                    ("m-1", "First."),
+                    ("m-1", " Still first."),
+                    ("m-2", "Second."),
+                ] {
+                    update(
+                        json!({"sessionUpdate": "agent_message_chunk", "messageId": id,
+                        "content": {"type": "text", "text": text}}),
+                    );
+                }
+                json!({"stopReason": "end_turn"})
+            }
             // A compaction: begun, its summary sent in two chunks, then completed; and one
             // that fails.
             "compaction" => {

@@ -1808,3 +1808,37 @@ async fn an_agents_compaction_is_one_row_updated_until_done_with_its_summary_und
         "{lines:#?}"
     );
 }
+
+/// An agent's messages told apart by their ids (ACP `messageId`): a paragraph each in the chat,
+/// and the ids kept in the saved conversation, as is what a resume shows.
+#[tokio::test]
+async fn an_agents_message_ids_part_its_messages_and_are_kept_in_the_saved_conversation() {
+    let nvim = connected(None, "normal", "").await;
+    ask(&nvim, "messages").await;
+    let lines = nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    let at = lines.iter().position(|l| l == "messages").unwrap();
+    assert_eq!(
+        lines[at..at + 8],
+        [
+            "messages",
+            "",
+            "## Agent",
+            "",
+            "First. Still first.",
+            "",
+            "Second.",
+            ""
+        ],
+        "{lines:#?}"
+    );
+    let read = "table.concat(vim.fn.readfile(vim.fn.glob(vim.env.XDG_STATE_HOME .. \
+                '/**/sessions/**/*.jsonl', true, true)[1] or '/nonexistent'), '\\n')";
+    // Written by the writer thread as the turn ends.
+    nvim.wait_for(&format!("({read}):find('m-2', 1, true) ~= nil"))
+        .await;
+    let saved = nvim.lua(&format!("return {read}"), vec![]).await;
+    let saved = saved.as_str().unwrap_or_default();
+    for id in ["\"m-1\"", "\"m-2\""] {
+        assert_eq!(saved.matches(id).count(), 1, "{id} in:\n{saved}");
+    }
+}

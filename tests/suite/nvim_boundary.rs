@@ -169,6 +169,9 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             })
         }
         Some(UiEvent::Update(AgentUpdate::Compaction { .. })) => {
+            UiEvent::Update(AgentUpdate::Message { id: "m-2".into() })
+        }
+        Some(UiEvent::Update(AgentUpdate::Message { .. })) => {
             UiEvent::Update(AgentUpdate::UserMessage {
                 text: "a replayed prompt\u{1b}[2J".into(),
             })
@@ -435,7 +438,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 46, "{kinds:?}");
+    assert_eq!(kinds.len(), 47, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])

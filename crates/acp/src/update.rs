@@ -30,6 +30,8 @@ pub(super) struct Tools {
     /// (`compaction_update` patches them, `compaction_summary_chunk` adds to the summary). At
     /// most [`COMPACTIONS`] are kept.
     compactions: HashMap<String, Compaction>,
+    /// The id of the agent's message being streamed (`messageId`), when it gave one.
+    message: Option<String>,
 }
 
 /// How many compactions a session keeps track of (the oldest forgotten first, by id order).
@@ -144,10 +146,19 @@ impl Tools {
     pub(super) fn apply(&mut self, update: &Value, workspace: &Workspace) -> Vec<AcpEvent> {
         let kind = update.get("sessionUpdate").and_then(Value::as_str);
         match kind {
-            Some("agent_message_chunk") => block_text(&update["content"])
-                .map(|text| AcpEvent::Turn(Event::Text { text }))
-                .into_iter()
-                .collect(),
+            Some("agent_message_chunk") => {
+                let mut events = Vec::new();
+                if let Some(id) = id_of(&update["messageId"]) {
+                    if self.message.as_ref() != Some(&id) {
+                        self.message = Some(id.clone());
+                        events.push(AcpEvent::Agent(AgentUpdate::Message { id }));
+                    }
+                }
+                events.extend(
+                    block_text(&update["content"]).map(|text| AcpEvent::Turn(Event::Text { text })),
+                );
+                events
+            }
             Some("agent_thought_chunk") => block_text(&update["content"])
                 .map(|text| AcpEvent::Agent(AgentUpdate::Thought { text }))
                 .into_iter()

@@ -35,6 +35,9 @@ pub enum AgentUpdate {
         entries: Vec<PlanEntry>,
         text: Option<String>,
     },
+    /// The agent's next message begins, its id `id` (ACP `messageId`, sent when it changes):
+    /// kept in the saved conversation, and the chat starts a paragraph for it.
+    Message { id: String },
     /// Plan `id` is gone (ACP `plan_removed`).
     PlanRemoved { id: String },
     /// The agent compacted (or is compacting) its context (ACP `compaction_update`), whole as

@@ -458,6 +458,11 @@ function handlers.text(e)
   render.put(e.text or "")
 end
 
+-- The agent's next message begins (ACP messageId): a paragraph of its own.
+function handlers.message(_)
+  render.blank_line()
+end
+
 function handlers.tool_started(e)
   local name = tostring(e.name)
   local tool = { name = name }
