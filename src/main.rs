@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         Command::Sessions { workspace } => terminal::list_sessions(workspace),
         Command::Sandbox(args) => terminal::sandbox_info(args),
         Command::Nvim { log } => nvim::run(log),
+        Command::Mcp { socket, token } => agent_nvim::front::mcp::run(socket, token),
         Command::Help => say(cli::USAGE),
         Command::Version => say(&format!("agent-nvim {}\n", env!("CARGO_PKG_VERSION"))),
     });

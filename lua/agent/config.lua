@@ -44,6 +44,7 @@ local H = {}
 ---@field input { completion: boolean|"auto" }
 ---@field acp { agents: table<string, { cmd?: string[], env?: table<string, string>, sandbox?: boolean, directories?: (string|{ path: string, writable?: boolean })[], worktree?: boolean, mcp_servers?: table<string, agent.McpServer> }>, connect_timeout: number }
 ---@field mcp_servers table<string, agent.McpServer> MCP servers handed to every external agent (:help agent-acp-mcp)
+---@field editor_tools boolean hand external agents the editor's read-only tools (:help agent-acp-editor-tools)
 ---@field permissions { allow: string[], ask: string[], deny: string[] }
 ---@field sandbox { mode: "workspace-write"|"read-only"|"off", network: boolean, writable: string[] }
 ---@field auto_allow_sandboxed boolean
@@ -206,6 +207,10 @@ H.defaults = {
   -- { ... }, env = { ... } } or { url = "...", headers = { ... }, type = "http"|"sse" } (see
   -- :help agent-acp-mcp); an agent's own (acp.agents.NAME.mcp_servers) go over these by name.
   mcp_servers = {},
+  -- Hand every external agent agent.nvim's own MCP server (`agent-nvim mcp`): read-only tools
+  -- answered from this Neovim (diagnostics, open buffers, the selection, LSP definition,
+  -- references, hover, symbols), inside the workspace (see :help agent-acp-editor-tools).
+  editor_tools = false,
   acp = {
     agents = {}, -- external ACP agents by name: { name = { cmd = { ... }, env = { ... }, sandbox = true } }
     connect_timeout = 60, -- seconds an external agent may take to answer `initialize`
@@ -525,6 +530,7 @@ H.schema = {
   mcp_servers = function(v)
     return H.mcp_servers_problem(v) == nil or H.mcp_servers_problem(v)
   end,
+  editor_tools = boolean,
   acp = table_,
   ["acp.agents"] = table_,
   permissions = table_,

@@ -35,6 +35,9 @@ usage:
       commands may write, and what this kernel cannot enforce.
   agent-nvim nvim [--log FILE]
       The Neovim front end (msgpack-RPC on stdio); the plugin starts it.
+  agent-nvim mcp --socket PATH --token TOKEN
+      The editor's read-only tools as an MCP server on stdio, for an external agent; agent.nvim
+      hands an agent this command with its own socket and token (editor_tools = true).
   agent-nvim --version
 
 SANDBOX FLAGS (run_bash's commands run under Landlock where the kernel has it):
@@ -57,6 +60,9 @@ pub enum Command {
     Sandbox(SandboxArgs),
     /// `agent-nvim nvim [--log FILE]`: the Neovim front end, started by the plugin.
     Nvim { log: Option<PathBuf> },
+    /// `agent-nvim mcp --socket PATH --token TOKEN`: the editor's read-only MCP tools, started
+    /// by an external agent as the backend told it (`editor_tools`).
+    Mcp { socket: PathBuf, token: String },
     /// `--help`.
     Help,
     /// `--version`.
@@ -183,6 +189,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Command> {
         Some("sessions") => parse_sessions(args),
         Some("sandbox") => parse_sandbox(args).map(Command::Sandbox),
         Some("nvim") => parse_nvim(args),
+        Some("mcp") => parse_mcp(args),
         Some(other) => Err(usage(format!("unknown command '{other}'"))),
     }
 }
@@ -394,6 +401,23 @@ fn parse_nvim(mut args: impl Iterator<Item = String>) -> Result<Command> {
         }
     }
     Ok(Command::Nvim { log })
+}
+
+fn parse_mcp(mut args: impl Iterator<Item = String>) -> Result<Command> {
+    let (mut socket, mut token) = (None, None);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--socket" => socket = Some(PathBuf::from(value(&mut args, "--socket")?)),
+            "--token" => token = Some(value(&mut args, "--token")?),
+            other => return Err(usage(format!("unknown argument to 'mcp': '{other}'"))),
+        }
+    }
+    match (socket, token) {
+        (Some(socket), Some(token)) => Ok(Command::Mcp { socket, token }),
+        _ => Err(usage(
+            "'mcp' takes --socket and --token, as agent.nvim gives them to an agent (editor_tools)",
+        )),
+    }
 }
 
 fn value(args: &mut impl Iterator<Item = String>, flag: &str) -> Result<String> {

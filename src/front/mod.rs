@@ -2,9 +2,11 @@
 //! - [`nvim`]: `agent-nvim nvim`, the backend the Neovim plugin starts over msgpack-RPC;
 //! - [`terminal`]: `agent-nvim run` (the agent on one prompt) and `agent-nvim tool` (one tool by
 //!   hand), asking on the terminal;
+//! - [`mcp`]: `agent-nvim mcp`, the editor as read-only MCP tools for an external agent;
 //! - [`cli`]: the command line that picks one.
 
 pub mod cli;
+pub mod mcp;
 pub mod nvim;
 pub mod terminal;
 

@@ -1842,3 +1842,161 @@ async fn an_agents_message_ids_part_its_messages_and_are_kept_in_the_saved_conve
         assert_eq!(saved.matches(id).count(), 1, "{id} in:\n{saved}");
     }
 }
+
+/// The text of a tool call's answer.
+fn tool_text(result: &rmcp::model::CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            rmcp::model::ContentBlock::Text(text) => Some(text.text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `editor_tools = true`: the agent is handed `agent-nvim mcp` in `mcpServers`; a real MCP client
+/// started as the agent would start it initializes, lists the read-only tools, and reads a
+/// diagnostic set in Neovim; a path outside the workspace is refused, and a process given the
+/// socket without the token gets nothing.
+#[tokio::test]
+async fn the_editor_tools_answer_a_real_mcp_client_from_neovim_inside_the_workspace() {
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+    use rmcp::ServiceExt;
+    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "unused".into()),
+            ("ACP_TEST_AGENT_LOG".into(), log.path().display().to_string()),
+        ],
+        setup: setup_lua(&format!(
+            "editor_tools = true, acp = {{ agents = {{ test = {{ cmd = {{ '{agent}', 'normal' }} }} }} }}"
+        )),
+    })
+    .await;
+    let file = nvim.workspace.path().join("a.py");
+    std::fs::write(&file, "x = 1\n").unwrap();
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
+    let opened = logged(log.path(), "session/new");
+    let server = opened[0]["mcpServers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "agent-nvim-editor")
+        .unwrap_or_else(|| panic!("no editor tools in {opened:?}"))
+        .clone();
+    let command = server["command"].as_str().unwrap().to_string();
+    let args: Vec<String> = server["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    assert!(server["env"].as_array().unwrap().is_empty(), "{server}");
+    nvim.lua(
+        "local buf = vim.fn.bufadd(...) vim.fn.bufload(buf) \
+         vim.diagnostic.set(vim.api.nvim_create_namespace('test'), buf, {{ lnum = 0, col = 0, \
+           message = 'x is never used', severity = vim.diagnostic.severity.WARN, source = 'lint' }})",
+        vec![Value::from(file.display().to_string())],
+    )
+    .await;
+    let started = |args: Vec<String>| {
+        let command = command.clone();
+        async move {
+            ().serve(
+                TokioChildProcess::new(tokio::process::Command::new(command).configure(|c| {
+                    c.args(args);
+                }))
+                .unwrap(),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let client = started(args.clone()).await;
+    let mut names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|tool| {
+            assert_eq!(
+                tool.annotations.as_ref().and_then(|a| a.read_only_hint),
+                Some(true)
+            );
+            tool.name.to_string()
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "definition",
+            "diagnostics",
+            "document_symbols",
+            "hover",
+            "open_buffers",
+            "references",
+            "selection"
+        ]
+    );
+    let call = |tool: &str, args: serde_json::Value| {
+        CallToolRequestParams::new(tool.to_string())
+            .with_arguments(args.as_object().unwrap().clone())
+    };
+    let found = client
+        .call_tool(call("diagnostics", serde_json::json!({"path": "a.py"})))
+        .await
+        .unwrap();
+    assert_ne!(found.is_error, Some(true), "{found:?}");
+    assert_eq!(
+        tool_text(&found),
+        "a.py:1:1: warning: x is never used [lint]"
+    );
+    let everywhere = client
+        .call_tool(call("diagnostics", serde_json::json!({})))
+        .await
+        .unwrap();
+    assert!(
+        tool_text(&everywhere).contains("a.py:1:1: warning"),
+        "{everywhere:?}"
+    );
+    let outside = client
+        .call_tool(call(
+            "diagnostics",
+            serde_json::json!({"path": "../outside.py"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(outside.is_error, Some(true));
+    assert!(
+        tool_text(&outside).contains("outside the workspace"),
+        "{outside:?}"
+    );
+    let lsp = client
+        .call_tool(call(
+            "definition",
+            serde_json::json!({"path": "a.py", "line": 1, "column": 1}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(lsp.is_error, Some(true));
+    assert_eq!(tool_text(&lsp), "no language server is attached to a.py");
+    client.cancel().await.unwrap();
+    // The socket without the token: refused.
+    let mut forged = args.clone();
+    let at = forged.iter().position(|a| a == "--token").unwrap() + 1;
+    forged[at] = "0".repeat(32);
+    let intruder = started(forged).await;
+    let refused = intruder
+        .call_tool(call("open_buffers", serde_json::json!({})))
+        .await
+        .unwrap();
+    assert_eq!(refused.is_error, Some(true));
+    assert_eq!(tool_text(&refused), "this channel is not yours");
+    intruder.cancel().await.unwrap();
+}

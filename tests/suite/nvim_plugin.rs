@@ -484,6 +484,7 @@ async fn help_agent_finds_its_tags() {
         "agent-acp-outside",
         "agent-acp-mcp",
         "agent-acp-elicitation",
+        "agent-acp-editor-tools",
         "agent-rewind",
         "agent-conversations",
         "agent-worktrees",

@@ -113,6 +113,7 @@ function M.acp(name, cmd, env, sandbox, directories, load)
     end, directories) or nil,
     load = load,
     mcp_servers = H.mcp_servers(name),
+    editor_tools = require("agent.config").options.editor_tools == true,
   })
 end
 

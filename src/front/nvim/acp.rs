@@ -82,6 +82,30 @@ impl Slot {
                     )),
                 }
             }
+            // The previous agent's editor tools close; this one's open when asked for.
+            let editor = if start.editor_tools {
+                let opened =
+                    super::editor::Channel::open(nvim.clone(), workspace.clone(), &slot.shutdown)
+                        .and_then(|channel| Ok((channel.server()?, channel)));
+                match opened {
+                    Ok((server, channel)) => {
+                        spec.mcp_servers.push(server);
+                        Some(channel)
+                    }
+                    Err(err) => {
+                        slot.ui.error(format!(
+                            "agent: the editor tools are left out for {}: {err}",
+                            start.name
+                        ));
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            if let Ok(mut slot_editor) = slot.editor.lock() {
+                *slot_editor = editor;
+            }
             if start.sandbox {
                 spec.sandbox = sandbox.policy(workspace.root());
                 if spec.sandbox.is_none() {
@@ -113,6 +137,9 @@ impl Slot {
                 }
                 Err(err) => {
                     slot.ui.error(format!("agent: {err}"));
+                    if let Ok(mut editor) = slot.editor.lock() {
+                        *editor = None;
+                    }
                     native
                 }
             };

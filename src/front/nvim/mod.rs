@@ -26,6 +26,7 @@ mod adapters;
 mod bridge;
 mod channel;
 mod context;
+mod editor;
 mod inline;
 mod log;
 pub mod protocol;

@@ -64,8 +64,12 @@ pub mod lua {
     /// `inline` works on, as it is now (saved or not), and a stamp of that version, which an
     /// `inline_proposal` carries back; nil when the buffer is gone or the edit was stopped.
     pub const INLINE_TEXT: &str = "return require('agent.inline').text(...)";
+    /// `call(tool, args, root)` → string, or `{ error }`: one of the editor tools' read-only
+    /// answers (`agent-nvim mcp`, `editor_tools`), its `path` already checked and absolute.
+    pub const EDITOR_TOOLS: &str = "return require('agent.editor_tools').call(...)";
     /// Every entry point above, for the test that checks Lua has each one.
-    pub const ALL: [&str; 7] = [
+    pub const ALL: [&str; 8] = [
+        EDITOR_TOOLS,
         RECEIVE,
         BUFFER_STATE,
         BUFFER_TEXT,
@@ -1045,6 +1049,9 @@ pub struct AcpStart {
     /// `mcp_servers` (setup's, and the agent's own over them by name): handed to the agent.
     #[serde(default)]
     pub mcp_servers: Option<Vec<McpConf>>,
+    /// `editor_tools`: the agent is handed `agent-nvim mcp`, the editor's read-only tools.
+    #[serde(default)]
+    pub editor_tools: bool,
 }
 
 /// One of [`AcpStart::mcp_servers`]: a stdio server (`command`, `args`, `env`) or a remote one

@@ -169,6 +169,9 @@ pub(super) struct Slot {
     /// starts, so the note reaches the chat before that turn's events, for the row it belongs to.
     pub(super) settling: Arc<Mutex<()>>,
     pub(super) shutdown: CancellationToken,
+    /// The private channel of the external agent's editor tools (`editor_tools`), while it
+    /// runs: closed when replaced or dropped.
+    pub(super) editor: SyncMutex<Option<super::editor::Channel>>,
 }
 
 impl Slot {
@@ -187,6 +190,7 @@ impl Slot {
             busy: Arc::new(Mutex::new(())),
             settling: Arc::new(Mutex::new(())),
             shutdown,
+            editor: SyncMutex::new(None),
         }
     }
 
