@@ -1986,6 +1986,83 @@ async fn the_editor_tools_answer_a_real_mcp_client_from_neovim_inside_the_worksp
         .unwrap();
     assert_eq!(lsp.is_error, Some(true));
     assert_eq!(tool_text(&lsp), "no language server is attached to a.py");
+    // A language server (in-process, as vim.lsp takes one): its answers, a place outside the
+    // workspace counted and not named.
+    nvim.lua(
+        "local buf = vim.fn.bufnr(...) \
+         local function range(line) return { start = { line = line, character = 0 }, \
+           ['end'] = { line = line, character = 1 } } end \
+         local answers = { \
+           ['textDocument/definition'] = function(p) return { { uri = p.textDocument.uri, range = range(4) } } end, \
+           ['textDocument/references'] = function(p) return { { uri = p.textDocument.uri, range = range(0) }, \
+             { uri = 'file:///etc/passwd', range = range(0) } } end, \
+           ['textDocument/hover'] = function() return { contents = { kind = 'markdown', value = 'x: int' } } end, \
+           ['textDocument/documentSymbol'] = function() return { { name = 'main', kind = 12, range = range(2), \
+             selectionRange = range(2), children = { { name = 'x', kind = 13, range = range(3), selectionRange = range(3) } } } } end, \
+         } \
+         local function server(dispatchers) \
+           local closing = false \
+           return { \
+             request = function(method, params, callback) \
+               if method == 'initialize' then callback(nil, { capabilities = { definitionProvider = true, \
+                 referencesProvider = true, hoverProvider = true, documentSymbolProvider = true } }) \
+               elseif answers[method] then callback(nil, answers[method](params)) \
+               else callback(nil, nil) end \
+               return true, 1 \
+             end, \
+             notify = function() return true end, \
+             is_closing = function() return closing end, \
+             terminate = function() closing = true end, \
+           } \
+         end \
+         vim.lsp.start({ name = 'fake', cmd = server, root_dir = vim.fn.getcwd() }, { bufnr = buf })",
+        vec![Value::from(file.display().to_string())],
+    )
+    .await;
+    nvim.wait_for(&format!(
+        "(function() local c = vim.lsp.get_clients({{ bufnr = vim.fn.bufnr('{}') }})[1] \
+         return c ~= nil and c.initialized == true end)()",
+        file.display()
+    ))
+    .await;
+    let at = serde_json::json!({"path": "a.py", "line": 1, "column": 1});
+    for (tool, args, expected) in [
+        ("definition", at.clone(), "a.py:5:1"),
+        (
+            "references",
+            at.clone(),
+            "a.py:1:1\n(1 outside the workspace left out)",
+        ),
+        ("hover", at.clone(), "x: int"),
+        (
+            "document_symbols",
+            serde_json::json!({"path": "a.py"}),
+            "Function main :3\n  Variable x :4",
+        ),
+    ] {
+        let answered = client.call_tool(call(tool, args)).await.unwrap();
+        assert_ne!(answered.is_error, Some(true), "{tool}: {answered:?}");
+        assert_eq!(tool_text(&answered), expected, "{tool}");
+    }
+    // What the person has not saved, which the agent cannot read from the disk.
+    nvim.lua(
+        "vim.api.nvim_buf_set_lines(vim.fn.bufnr(...), 0, -1, false, { 'x = 2  # unsaved' })",
+        vec![Value::from(file.display().to_string())],
+    )
+    .await;
+    let open = client
+        .call_tool(call("open_buffers", serde_json::json!({})))
+        .await
+        .unwrap();
+    assert_eq!(
+        tool_text(&open),
+        "a.py (unsaved changes):\nx = 2  # unsaved"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "x = 1\n",
+        "nothing is written"
+    );
     client.cancel().await.unwrap();
     // The socket without the token: refused.
     let mut forged = args.clone();
