@@ -93,6 +93,11 @@ function H.mcp_servers(options)
   if not any then
     health.info("no MCP servers for external agents (mcp_servers; see :help agent-acp-mcp)")
   end
+  if options.editor_tools then
+    health.ok("editor_tools: external agents are handed agent-nvim-editor, the editor's read-only tools")
+  else
+    health.info("editor_tools is off: external agents do not get the editor's tools (:help agent-acp-editor-tools)")
+  end
 end
 
 -- Which command reads the clipboard's image (#clipboard, the paste key), and the paste key.

@@ -2077,3 +2077,37 @@ async fn the_editor_tools_answer_a_real_mcp_client_from_neovim_inside_the_worksp
     assert_eq!(tool_text(&refused), "this channel is not yours");
     intruder.cancel().await.unwrap();
 }
+
+/// `:checkhealth agent` names the MCP servers (never their env or headers), says which stdio
+/// command is missing, and whether the editor tools are handed to agents.
+#[tokio::test]
+async fn checkhealth_lists_mcp_servers_by_name_only_and_the_editor_tools() {
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![("ANTHROPIC_API_KEY".into(), "unused".into())],
+        setup: setup_lua(
+            "editor_tools = true, mcp_servers = { \
+               files = { command = '/bin/true', env = { TOKEN = 'health-secret-1' } }, \
+               gone = { command = 'no-such-mcp-server-here' }, \
+               docs = { url = 'https://docs.example/mcp', headers = { Authorization = 'health-secret-2' } } }",
+        ),
+    })
+    .await;
+    nvim.cmd("checkhealth agent").await;
+    let health = nvim
+        .lua(
+            "return table.concat(vim.api.nvim_buf_get_lines(0, 0, -1, false), '\\n')",
+            vec![],
+        )
+        .await;
+    let health = health.as_str().unwrap();
+    for expected in [
+        "MCP server files (setup, stdio): its command is there",
+        "MCP server gone (setup, stdio): its command no-such-mcp-server-here is not found",
+        "MCP server docs (setup, http): handed to agents that take http",
+        "editor_tools: external agents are handed agent-nvim-editor",
+    ] {
+        assert!(health.contains(expected), "{expected:?} in:\n{health}");
+    }
+    assert!(!health.contains("health-secret"), "{health}");
+}
