@@ -125,9 +125,9 @@ pub fn read(agent: &str, params: &Value) -> Result<(Elicitation, bool), String> 
             (ask, form.scope)
         }
         ElicitationMode::Url(url) => {
-            let host = web_host(&url.url)?;
+            let (normalized, host) = web_url(&url.url)?;
             let ask = Ask::Url {
-                url: url.url,
+                url: normalized,
                 host,
                 elicitation_id: url.elicitation_id.0.to_string(),
             };
@@ -146,9 +146,11 @@ pub fn read(agent: &str, params: &Value) -> Result<(Elicitation, bool), String> 
     ))
 }
 
-/// The host of an http or https URL; any other URL is refused (a file, a script, an app's
-/// scheme: nothing a person should be sent to by an agent).
-fn web_host(url: &str) -> Result<String, String> {
+/// An http or https URL as the WHATWG parser writes it (what is shown is what opens: control
+/// characters percent-encoded, an international name in its ASCII form), and its host; any
+/// other URL is refused (a file, a script, an app's scheme: nothing a person should be sent to
+/// by an agent).
+fn web_url(url: &str) -> Result<(String, String), String> {
     let parsed = url::Url::parse(url).map_err(|err| format!("its URL does not parse: {err}"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(format!(
@@ -156,10 +158,11 @@ fn web_host(url: &str) -> Result<String, String> {
             parsed.scheme()
         ));
     }
-    parsed
+    let host = parsed
         .host_str()
         .map(str::to_string)
-        .ok_or_else(|| "its URL has no host".to_string())
+        .ok_or_else(|| "its URL has no host".to_string())?;
+    Ok((parsed.to_string(), host))
 }
 
 fn field(
@@ -479,9 +482,17 @@ mod tests {
                 elicitation_id: "e1".into(),
             }
         );
-        // A look-alike name is shown in its ASCII form.
-        let (asked, _) = read("test", &url("https://пример.example/")).unwrap();
-        assert!(matches!(asked.ask, Ask::Url { ref host, .. } if host == "xn--e1afmkfd.example"));
+        // A look-alike name is shown, and opened, in its ASCII form; what a terminal would
+        // act on is percent-encoded in the URL shown and opened.
+        let (asked, _) = read("test", &url("https://пример.example/a\u{1b}[2Jb c")).unwrap();
+        assert_eq!(
+            asked.ask,
+            Ask::Url {
+                url: "https://xn--e1afmkfd.example/a%1B[2Jb%20c".into(),
+                host: "xn--e1afmkfd.example".into(),
+                elicitation_id: "e1".into(),
+            }
+        );
         for bad in ["file:///etc/passwd", "javascript:alert(1)", "not a url"] {
             assert!(read("test", &url(bad)).is_err(), "{bad}");
         }
