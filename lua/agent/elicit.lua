@@ -172,8 +172,11 @@ end
 function H.lines(item)
   local req = item.req
   local lines, marks, rows = {}, {}, {}
+  -- The agent's words, each line marked as theirs: none of them can pass for a field or the
+  -- host line below, which start otherwise.
   for line in (tostring(req.message) .. "\n"):gmatch("(.-)\n") do
-    lines[#lines + 1] = line
+    lines[#lines + 1] = "│ " .. line
+    marks[#marks + 1] = { #lines - 1, 0, #"│ ", "FloatBorder" }
   end
   lines[#lines + 1] = ""
   if req.mode == "url" then

@@ -1523,6 +1523,7 @@ async fn an_agents_form_is_shown_whole_filled_in_and_sent_only_when_complete_and
         .await;
     for expected in [
         " test asks ",
+        "│ Which database should I set up?",
         "Engine *   —",
         "one of: PostgreSQL, MySQL",
         "Name *     —",
