@@ -34,6 +34,9 @@
 //! Images in a prompt are reported (`images: [{"mimeType": "image/png", "base64": 1234}]`,
 //! the length of each one's base64); `promptCapabilities.image` is offered except in
 //! `load-only` mode.
+//! Files attached to a prompt as `resource` blocks are reported (`resources: [{"file", "scheme",
+//! "text"}]`, then the prompt's text as `typed`); `promptCapabilities.embeddedContext` is
+//! offered except in `load-only` mode.
 //! `session/fork` (offered except in `load-only` mode) answers `{id}-fork` for session `{id}`.
 //! It offers `session/list` (two sessions of its directory, over two pages) and `session/load`
 //! (replays a prompt, an answer and a tool call).
@@ -136,7 +139,8 @@ fn main() {
                 "protocolVersion": 1,
                 "agentCapabilities": {"loadSession": mode != "resume-only",
                     "mcpCapabilities": {"http": mode == "mcp-http", "sse": false},
-                    "promptCapabilities": {"image": mode != "load-only"},
+                    "promptCapabilities": {"image": mode != "load-only",
+                        "embeddedContext": mode != "load-only"},
                     "sessionCapabilities": match mode.as_str() {
                         "load-only" => json!({}),
                         "resume" => json!({"resume": {}}),
@@ -326,6 +330,23 @@ fn main() {
                     .collect();
                 if !images.is_empty() {
                     report("images", &json!(images));
+                }
+                // Embedded resources: each reported as its file name and text.
+                let resources: Vec<Value> = message["params"]["prompt"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|block| block["type"] == "resource")
+                    .map(|block| {
+                        let uri = block["resource"]["uri"].as_str().unwrap_or("");
+                        json!({"file": uri.rsplit('/').next().unwrap_or(""),
+                            "scheme": uri.split(':').next().unwrap_or(""),
+                            "text": block["resource"]["text"]})
+                    })
+                    .collect();
+                if !resources.is_empty() {
+                    report("resources", &json!(resources));
+                    report("typed", &json!(text));
                 }
                 if text == "which session" {
                     let session = message["params"]["sessionId"].as_str().unwrap_or("");

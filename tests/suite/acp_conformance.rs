@@ -314,6 +314,23 @@ fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
             })
         }),
     });
+    let resources = recording
+        .calls(Flow::Sent, "session/prompt")
+        .iter()
+        .any(|m| {
+            m["params"]["prompt"]
+                .as_array()
+                .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "resource"))
+        });
+    rows.push(Row {
+        name: "session/prompt: resource content (attached files)".into(),
+        way: client_to_agent,
+        offered: Some(said(&|t: &Value| {
+            t["agentCapabilities"]["promptCapabilities"]["embeddedContext"] == true
+        })),
+        used: resources,
+        handled: resources && recording.answered(Flow::Sent, "session/prompt"),
+    });
     let directories = recording
         .calls(Flow::Sent, "session/new")
         .iter()
@@ -608,6 +625,13 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
     prompt(
         &session,
         &format!("terminal-kill {}", unique_marker("conformance")),
+    )
+    .await;
+    // A file attached as the plugin writes it: a resource block for this agent.
+    std::fs::write(fx.workspace.root().join("notes.md"), "y\n").unwrap();
+    prompt(
+        &session,
+        "chat\n\n[attached: @ notes.md (2 chars)]\n```\ny\n```",
     )
     .await;
     session.agent_sessions().await.unwrap();

@@ -2112,3 +2112,35 @@ async fn checkhealth_lists_mcp_servers_by_name_only_and_the_editor_tools() {
     }
     assert!(!health.contains("health-secret"), "{health}");
 }
+
+/// A file attached with `@` goes to an agent that takes embedded context as a `resource` block
+/// of its own (its URI and text), the typed text alone as the prompt's text; to one that does
+/// not, inside the text as for the built-in agent.
+#[tokio::test]
+async fn an_attached_file_goes_as_a_resource_to_an_agent_that_takes_embedded_context() {
+    let nvim = connected(None, "normal", "").await;
+    std::fs::write(nvim.workspace.path().join("notes.md"), "keep it short\n").unwrap();
+    nvim.cmd("Agent read @notes.md").await;
+    let lines = nvim.wait_for_line(CHAT, "typed: ").await;
+    assert_eq!(
+        reported(&lines, "resources"),
+        serde_json::json!([{"file": "notes.md", "scheme": "file", "text": "keep it short\n"}])
+    );
+    assert_eq!(
+        reported(&lines, "typed"),
+        serde_json::json!("read @notes.md")
+    );
+    drop(nvim);
+
+    let nvim = connected(None, "load-only", "").await;
+    std::fs::write(nvim.workspace.path().join("notes.md"), "keep it short\n").unwrap();
+    nvim.cmd("Agent read @notes.md\nchat").await;
+    let lines = nvim.wait_for_line(CHAT, "prompt: ").await;
+    let prompt = reported(&lines, "prompt");
+    let prompt = prompt.as_str().unwrap();
+    assert!(
+        prompt.contains("[attached: @ notes.md") && prompt.contains("keep it short"),
+        "{prompt}"
+    );
+    assert!(!lines.iter().any(|l| l.starts_with("resources: ")));
+}

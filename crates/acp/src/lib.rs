@@ -23,6 +23,7 @@ use agent_nvim_core::{
 };
 use agent_nvim_text::{diff, text};
 
+mod attached;
 mod choices;
 pub mod elicit;
 #[cfg(any(test, feature = "test-support"))]
@@ -1485,7 +1486,28 @@ impl AcpSession {
         } else {
             format!("{}\n\n{text}", notes.join("\n"))
         };
+        // An agent that takes embedded context gets each attached file as a resource of its own.
+        let (text, files) = match self
+            .offers
+            .embedded_context
+            .then(|| attached::split(&text, &self.shared.workspace))
+            .flatten()
+        {
+            Some((typed, files)) => (typed, files),
+            None => (text, Vec::new()),
+        };
         let mut content = vec![ContentBlock::Text(TextContent::new(text))];
+        content.extend(files.into_iter().map(|file| {
+            use agent_client_protocol::v1::schema::{
+                EmbeddedResource, EmbeddedResourceResource, TextResourceContents,
+            };
+            ContentBlock::Resource(EmbeddedResource::new(
+                EmbeddedResourceResource::TextResourceContents(TextResourceContents::new(
+                    file.text,
+                    attached::uri(&file.path),
+                )),
+            ))
+        }));
         content.extend(images.iter().map(|image| {
             if image.present() {
                 ContentBlock::Image(ImageContent::new(image.base64(), image.media_type.clone()))
