@@ -101,6 +101,12 @@ function M.dismiss(conversation)
   end
 end
 
+--- Closes every question without an answer: the backend that asked them is gone.
+function M.forget_all()
+  H.queue = {}
+  H.close_float()
+end
+
 --- Whether a question waits for the person.
 ---@return boolean
 function M.waiting()
@@ -168,24 +174,43 @@ function H.hint(field)
   return table.concat(parts, " · ")
 end
 
---- The float's lines, their highlights, and which line shows which field.
+--- The most lines of the agent's words a float shows.
+H.MAX_MESSAGE_LINES = 12
+
+--- The float's lines, their highlights, and which line shows which field. What the person
+--- decides on comes first (a URL's host and the URL itself), then the agent's words, each
+--- line marked `│` so that none can pass for a field or the host line.
 function H.lines(item)
   local req = item.req
   local lines, marks, rows = {}, {}, {}
-  -- The agent's words, each line marked as theirs: none of them can pass for a field or the
-  -- host line below, which start otherwise.
-  for line in (tostring(req.message) .. "\n"):gmatch("(.-)\n") do
-    lines[#lines + 1] = "│ " .. line
-    marks[#marks + 1] = { #lines - 1, 0, #"│ ", "FloatBorder" }
-  end
-  lines[#lines + 1] = ""
   if req.mode == "url" then
     lines[#lines + 1] = "opens a page on  " .. tostring(req.host)
     marks[#marks + 1] = { #lines - 1, #"opens a page on  ", -1, "AgentElicitHost" }
     lines[#lines + 1] = tostring(req.url)
     marks[#marks + 1] = { #lines - 1, 0, -1, "Comment" }
+    lines[#lines + 1] = ""
+  end
+  local said = {}
+  for _, text in ipairs({ given(req.title) or false, tostring(req.message), given(req.description) or false }) do
+    if type(text) == "string" then
+      for line in (text .. "\n"):gmatch("(.-)\n") do
+        said[#said + 1] = line
+      end
+    end
+  end
+  local shown = math.min(#said, H.MAX_MESSAGE_LINES)
+  for i = 1, shown do
+    lines[#lines + 1] = "│ " .. said[i]
+    marks[#marks + 1] = { #lines - 1, 0, #"│ ", "FloatBorder" }
+  end
+  if #said > shown then
+    lines[#lines + 1] = ("│ … (%d more lines)"):format(#said - shown)
+    marks[#marks + 1] = { #lines - 1, 0, -1, "Comment" }
+  end
+  if req.mode == "url" then
     return lines, marks, rows
   end
+  lines[#lines + 1] = ""
   local width = 0
   for _, field in ipairs(req.fields or {}) do
     width = math.max(width, vim.fn.strdisplaywidth(field.title) + (field.required and 2 or 0))
@@ -242,6 +267,11 @@ function H.draw()
   end
   if vim.api.nvim_win_is_valid(open.win) then
     vim.api.nvim_win_set_config(open.win, H.layout(lines, item, open))
+    -- Wrapped lines count: every one of them on screen, the editor allowing.
+    local ok, height = pcall(vim.api.nvim_win_text_height, open.win, {})
+    if ok and type(height) == "table" and height.all then
+      vim.api.nvim_win_set_height(open.win, math.max(1, math.min(height.all, vim.o.lines - 5)))
+    end
   end
 end
 
@@ -275,10 +305,21 @@ function H.show_next()
   if not item then
     return
   end
+  local ok, err = pcall(H.show, item)
+  if not ok then
+    -- Never a float nobody can answer: the agent is told `cancel`, and the next one shows.
+    vim.notify(("agent: %s's question could not be shown (%s)"):format(item.req.agent, err), vim.log.levels.ERROR)
+    H.answer(item, "cancel")
+  end
+end
+
+function H.show(item)
   local buf = vim.api.nvim_create_buf(false, true)
   vim.bo[buf].bufhidden = "wipe"
   vim.bo[buf].filetype = "agent-elicit"
-  local focus = not require("agent.keys").typing()
+  -- A URL question never takes focus by itself: its `o` opens a page, and `o` is a key
+  -- people press without looking. A form takes it when the person is not typing.
+  local focus = item.req.mode ~= "url" and not require("agent.keys").typing()
   local open = { buf = buf, focused = false, armed = false, rows = {} }
   H.open = open
   local lines = H.lines(item)
@@ -288,6 +329,7 @@ function H.show_next()
   config.zindex = 60
   open.win = vim.api.nvim_open_win(buf, false, config)
   vim.wo[open.win].wrap = true
+  vim.wo[open.win].showbreak = "↪ " -- a wrapped row is never mistaken for a line of its own
   vim.wo[open.win].cursorline = true
   H.map_keys(buf, open)
   H.draw()
@@ -392,6 +434,18 @@ function H.problem(item)
     if field.required and empty then
       return ("fill in %s first"):format(field.title)
     end
+    if not empty and field.kind == "many" then
+      local min, max = given(field.min), given(field.max)
+      if (min and #value < min) or (max and #value > max) then
+        return ("%s takes %s to %s choices"):format(field.title, min or 0, max or "any")
+      end
+    end
+    if not empty and field.kind == "number" then
+      local min, max = given(field.min), given(field.max)
+      if (min and value < min) or (max and value > max) then
+        return ("%s takes %s to %s"):format(field.title, min or "any", max or "any")
+      end
+    end
     if not empty and field.kind == "text" then
       local length = vim.fn.strchars(value)
       local min, max = given(field.min), given(field.max)
@@ -469,7 +523,7 @@ function H.change(item, open)
       end
       local n = tonumber(text)
       local min, max = given(field.min), given(field.max)
-      if not n or (field.integer and n ~= math.floor(n)) then
+      if not n or n ~= n or n == math.huge or n == -math.huge or (field.integer and n ~= math.floor(n)) then
         vim.notify(("agent: %s takes %s"):format(field.title, field.integer and "a whole number" or "a number"))
       elseif (min and n < min) or (max and n > max) then
         vim.notify(("agent: %s takes %s to %s"):format(field.title, min or "any", max or "any"))

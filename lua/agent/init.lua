@@ -810,6 +810,9 @@ function H.resume(id)
   if package.loaded["agent.approval"] then
     require("agent.approval").dismiss(require("agent.conversations").active().id)
   end
+  if package.loaded["agent.elicit"] then
+    require("agent.elicit").dismiss(require("agent.conversations").active().id)
+  end
   local queued = chat.queue.clear()
   chat.clear(true)
   -- In the input, ready to type, as after :Agent: what is typed next goes to the agent (queued

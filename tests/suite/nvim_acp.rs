@@ -1654,9 +1654,19 @@ async fn an_agents_url_waits_beside_a_person_typing_and_opens_only_when_they_say
     );
     // Refused: nothing opened.
     nvim.wait_for_line(CHAT, "done (end_turn)").await;
+    // Not typing at all now: a URL question still never takes focus by itself (its `o` would
+    // open a page on a key pressed without looking).
+    nvim.api.input("<Esc>").await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     ask(&nvim, "elicit-url").await;
     nvim.wait_for("require('agent.elicit').shown() ~= nil")
         .await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(
+        nvim.lua("return require('agent.elicit').shown().focused", vec![])
+            .await,
+        Value::from(false)
+    );
     nvim.api.input("<M-a>").await.unwrap();
     nvim.wait_for("(require('agent.elicit').shown() or {}).armed == true")
         .await;

@@ -396,6 +396,30 @@ json_request!(ForkSession, "session/fork");
 json_request!(DeleteSession, "session/delete");
 json_request!(ElicitationCreate, "elicitation/create");
 
+/// The most elicitations of one agent open at once; more are answered `cancel`.
+const MAX_OPEN_ELICITATIONS: usize = 4;
+
+/// One open elicitation counted while it is asked ([`MAX_OPEN_ELICITATIONS`]).
+struct OpenQuestion<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> OpenQuestion<'a> {
+    fn enter(count: &'a std::sync::atomic::AtomicUsize) -> Option<Self> {
+        use std::sync::atomic::Ordering;
+        count
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < MAX_OPEN_ELICITATIONS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| OpenQuestion(count))
+    }
+}
+
+impl Drop for OpenQuestion<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// `elicitation/complete`, kept as JSON.
 #[derive(Debug, Clone, Serialize, Deserialize, agent_client_protocol::JsonRpcNotification)]
 #[notification(method = "elicitation/complete")]
@@ -469,6 +493,8 @@ struct Shared {
     side: Mutex<Option<(String, tokio::sync::mpsc::UnboundedSender<String>)>>,
     /// What the running turn changed by itself, outside our checks (`outside.rs`).
     outside: tokio::sync::Mutex<outside::Watch>,
+    /// How many elicitations are being asked now ([`MAX_OPEN_ELICITATIONS`] at most).
+    open_elicitations: std::sync::atomic::AtomicUsize,
     /// The URL elicitations being asked, by the agent's id: `elicitation/complete` cancels one
     /// (or, when it came first, the question about to be asked: a token already cancelled).
     elicitations: Mutex<std::collections::HashMap<String, CancellationToken>>,
@@ -553,6 +579,12 @@ impl Shared {
             tracing::info!(agent = %self.name, "elicitation answered `cancel`: nobody can be asked");
             return Ok(elicit::answer(&Elicited::Cancel));
         }
+        // A few questions open at once, no more: an agent cannot bury the person in floats.
+        let asking = OpenQuestion::enter(&self.open_elicitations);
+        if asking.is_none() {
+            tracing::info!(agent = %self.name, "elicitation answered `cancel`: too many are open");
+            return Ok(elicit::answer(&Elicited::Cancel));
+        }
         let completed = CancellationToken::new();
         let url_id = match &asked.ask {
             Ask::Url { elicitation_id, .. } => Some(elicitation_id.clone()),
@@ -620,14 +652,19 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner);
         match open.remove(id) {
             Some(token) => token.cancel(),
-            // Its question is on its way (the request is answered off the dispatch loop):
-            // it finds this and is not asked. A few ids at most: the agent names its own.
-            None if open.len() < 64 => {
-                let done = CancellationToken::new();
-                done.cancel();
-                open.insert(id.to_string(), done);
+            // Its question may be on its way (the request is answered off the dispatch loop):
+            // it finds this and is not asked. Kept bounded: past 64, the markers of questions
+            // never asked (cancelled tokens) go first.
+            None => {
+                if open.len() >= 64 {
+                    open.retain(|_, token| !token.is_cancelled());
+                }
+                if open.len() < 64 {
+                    let done = CancellationToken::new();
+                    done.cancel();
+                    open.insert(id.to_string(), done);
+                }
             }
-            None => {}
         }
     }
 
@@ -868,6 +905,7 @@ where
         side: Mutex::new(None),
         outside: tokio::sync::Mutex::new(outside::Watch::default()),
         elicitations: Mutex::new(std::collections::HashMap::new()),
+        open_elicitations: std::sync::atomic::AtomicUsize::new(0),
         reports: Mutex::new(None),
         checkpoints: spec.checkpoints.clone(),
         replay: Mutex::new(None),

@@ -247,6 +247,10 @@ function H.forget()
 end
 
 function H.on_exit(id, code, stderr)
+  -- An agent's questions open now can no longer be answered: their floats close.
+  if (H.job == id or H.stopping[id]) and package.loaded["agent.elicit"] then
+    require("agent.elicit").forget_all()
+  end
   if H.stopping[id] then
     H.stopping[id] = nil
     return

@@ -807,7 +807,8 @@ fn shown_elicitation(asked: crate::acp::elicit::Elicitation) -> crate::acp::elic
                 .into_iter()
                 .map(|field| Field {
                     title: display::one_line(&field.title),
-                    description: field.description.map(prose),
+                    // One line: the form draws it under its field.
+                    description: field.description.map(one),
                     default: field.default.map(|value| match value {
                         serde_json::Value::String(text) => serde_json::Value::String(one(text)),
                         other => other,
@@ -1624,6 +1625,42 @@ pub struct BufferState {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_elicitations_field_descriptions_are_one_line_each_and_its_strings_visible() {
+        use crate::acp::elicit::{Ask, Elicitation, Field, Kind};
+        let asked = UiEvent::Elicitation {
+            id: 1,
+            asked: Elicitation {
+                agent: "a".into(),
+                message: "two\nlines\u{1b}[2J".into(),
+                ask: Ask::Form {
+                    title: None,
+                    description: None,
+                    fields: vec![Field {
+                        name: "n".into(),
+                        title: "T\u{202e}".into(),
+                        description: Some("first\nsecond".into()),
+                        required: false,
+                        default: Some(serde_json::json!("d\u{1b}")),
+                        kind: Kind::Boolean,
+                    }],
+                },
+            },
+        }
+        .shown();
+        let UiEvent::Elicitation { asked, .. } = asked else {
+            panic!("an elicitation");
+        };
+        let Ask::Form { fields, .. } = asked.ask else {
+            panic!("a form");
+        };
+        let description = fields[0].description.clone().unwrap();
+        assert!(!description.contains('\n'), "{description:?}");
+        assert!(!fields[0].title.contains('\u{202e}'));
+        assert!(!asked.message.contains('\u{1b}') && asked.message.contains('\n'));
+        assert_eq!(fields[0].name, "n", "names are echoed back as they came");
+    }
 
     #[test]
     fn an_inline_answer_with_a_word_it_does_not_know_is_about_no_hunk() {
