@@ -516,6 +516,34 @@ impl Agent {
                 report("elicited", &answer);
                 json!({"stopReason": "end_turn"})
             }
+            // Six forms at once: the answers that come back first (without anyone answering)
+            // are reported, with their request ids.
+            "elicit-flood" => {
+                let first = self.next_id;
+                for _ in 0..6 {
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    send(
+                        &json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create",
+                        "params": {"sessionId": "s-1", "mode": "form", "message": "Again?",
+                            "requestedSchema": {"type": "object", "properties": {}}}}),
+                    );
+                }
+                let mut early = Vec::new();
+                while early.len() < 2 {
+                    let message = self.receive();
+                    if message.get("method").is_none() {
+                        early.push(
+                            json!({"id": message["id"].as_i64().map(|i| i - first as i64),
+                            "action": message["result"]["action"]}),
+                        );
+                    } else {
+                        self.queued.push_back(message);
+                    }
+                }
+                report("early", &json!(early));
+                json!({"stopReason": "end_turn"})
+            }
             // A URL question the agent says is complete before anyone answers it.
             "elicit-complete" => {
                 let id = self.next_id;

@@ -741,3 +741,24 @@ async fn a_session_of_an_agent_that_only_resumes_is_continued_and_the_chat_says_
     );
     session.shutdown().await;
 }
+
+/// An agent that asks six questions at once: four are shown, the rest answered `cancel` at once
+/// (a flood of floats is no way to ask a person anything).
+#[tokio::test]
+async fn an_agent_has_at_most_four_questions_open_at_once() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    *host.elicit_with.lock().unwrap() = None;
+    let session = fx.connect(&host, "normal").await;
+    prompt(&session, "elicit-flood").await;
+    let early = host.report("early");
+    let actions: Vec<&Value> = early
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|answer| &answer["action"])
+        .collect();
+    assert_eq!(actions, [&json!("cancel"), &json!("cancel")], "{early}");
+    assert_eq!(host.elicited.lock().unwrap().len(), 4);
+    session.shutdown().await;
+}
