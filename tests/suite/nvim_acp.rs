@@ -1518,8 +1518,11 @@ async fn reports(nvim: &Nvim, label: &str, count: usize) -> Vec<serde_json::Valu
 async fn an_agents_form_is_shown_whole_filled_in_and_sent_only_when_complete_and_one_is_declined() {
     let nvim = connected(Some((100, 34)), "normal", "").await;
     ask(&nvim, "elicit-form").await;
+    // Once it takes keys (its footer says which then).
+    nvim.wait_for("(require('agent.elicit').shown() or {}).armed == true")
+        .await;
     let screen = nvim
-        .wait_for_screen("Which database should I set up?")
+        .wait_for_screen("<CR>: change · a: accept · d: decline · q: cancel")
         .await;
     for expected in [
         " test asks ",
