@@ -620,6 +620,16 @@ async fn an_elicitation_answer_is_checked_against_its_form_before_it_is_sent() {
         let session = acp::connect(fx.spec("normal"), host.clone()).await.unwrap();
         prompt(&session, "elicit-form").await;
         assert_eq!(host.report("elicited")["result"], sent);
+        // A cancel the person did not choose is said in the chat.
+        let said = host.events().iter().any(
+            |e| matches!(e, AcpEvent::Turn(Event::Notice { text }) if text.contains("did not fit")),
+        );
+        assert_eq!(
+            said,
+            sent == json!({"action": "cancel"}),
+            "{:?}",
+            host.events()
+        );
         let asked = host.elicited.lock().unwrap().clone();
         assert_eq!(asked.len(), 1);
         assert_eq!(asked[0].message, "Which database should I set up?");

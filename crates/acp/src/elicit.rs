@@ -289,6 +289,21 @@ pub fn check(
             }
             continue;
         };
+        // A string default comes back as the person was shown it (made visible): the agent
+        // gets its own default back, not the shown form of it.
+        let value = match (&value, &field.default) {
+            (Value::String(got), Some(Value::String(raw)))
+                if got != raw
+                    && *got
+                        == agent_nvim_text::escape::visible_owned(
+                            raw.clone(),
+                            agent_nvim_text::escape::Layout::OneLine,
+                        ) =>
+            {
+                Value::String(raw.clone())
+            }
+            _ => value,
+        };
         if let Err(why) = fits(&field.kind, &value) {
             return Err(format!("{}: {why}", field.name));
         }
@@ -432,6 +447,23 @@ mod tests {
         let good = json!({"name": "db", "engine": "pg", "port": 5433, "tls": false, "tags": ["a"], "extra": 1});
         let checked = check(&fields, good.as_object().unwrap().clone()).unwrap();
         assert!(!checked.contains_key("extra"), "unknown fields are dropped");
+        // A default the person left as shown (a tab made visible) goes back as the agent gave it.
+        let mut tabbed = fields.clone();
+        tabbed[1].default = Some(json!("a\tb"));
+        let shown = agent_nvim_text::escape::visible_owned(
+            "a\tb".into(),
+            agent_nvim_text::escape::Layout::OneLine,
+        );
+        assert_ne!(shown, "a\tb");
+        let back = check(
+            &tabbed,
+            json!({"name": shown, "engine": "pg"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .unwrap();
+        assert_eq!(back["name"], json!("a\tb"));
         assert_eq!(checked["port"], json!(5433));
         for (bad, why) in [
             (json!({"engine": "pg"}), "name is required"),

@@ -631,6 +631,13 @@ impl Shared {
                 Ok(checked) => Elicited::Accept(checked),
                 Err(why) => {
                     tracing::warn!(%why, "an elicitation answer that does not fit its form: cancelled");
+                    // Said where the person looks: what went is not what the form showed.
+                    self.report(AcpEvent::Turn(Event::Notice {
+                        text: format!(
+                            "{}'s form was answered `cancel`: the values did not fit it ({why})",
+                            self.name
+                        ),
+                    }));
                     Elicited::Cancel
                 }
             },
