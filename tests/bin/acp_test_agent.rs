@@ -140,7 +140,7 @@ fn main() {
                 "agentCapabilities": {"loadSession": mode != "resume-only",
                     "mcpCapabilities": {"http": mode == "mcp-http", "sse": false},
                     "promptCapabilities": {"image": mode != "load-only",
-                        "embeddedContext": mode != "load-only"},
+                        "audio": mode != "load-only", "embeddedContext": mode != "load-only"},
                     "sessionCapabilities": match mode.as_str() {
                         "load-only" => json!({}),
                         "resume" => json!({"resume": {}}),
@@ -330,6 +330,21 @@ fn main() {
                     .collect();
                 if !images.is_empty() {
                     report("images", &json!(images));
+                }
+                // Audio: each reported as its media type and its base64 text's length and start.
+                let audio: Vec<Value> = message["params"]["prompt"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|block| block["type"] == "audio")
+                    .map(|block| {
+                        let data = block["data"].as_str().unwrap_or("");
+                        json!({"mimeType": block["mimeType"], "base64": data.len(),
+                            "start": data.get(..8).unwrap_or(data)})
+                    })
+                    .collect();
+                if !audio.is_empty() {
+                    report("heard", &json!(audio));
                 }
                 // Embedded resources: each reported as its file name and text.
                 let resources: Vec<Value> = message["params"]["prompt"]

@@ -331,6 +331,25 @@ fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
         used: resources,
         handled: resources && recording.answered(Flow::Sent, "session/prompt"),
     });
+    for (kind, capability) in [("image", "image"), ("audio", "audio")] {
+        let sent = recording
+            .calls(Flow::Sent, "session/prompt")
+            .iter()
+            .any(|m| {
+                m["params"]["prompt"]
+                    .as_array()
+                    .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == kind))
+            });
+        rows.push(Row {
+            name: format!("session/prompt: {kind} content"),
+            way: client_to_agent,
+            offered: Some(said(&|t: &Value| {
+                t["agentCapabilities"]["promptCapabilities"][capability] == true
+            })),
+            used: sent,
+            handled: sent && recording.answered(Flow::Sent, "session/prompt"),
+        });
+    }
     let directories = recording
         .calls(Flow::Sent, "session/new")
         .iter()
@@ -634,6 +653,26 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
         "chat\n\n[attached: @ notes.md (2 chars)]\n```\ny\n```",
     )
     .await;
+    // An image and an audio clip, as `@shot.png` and `@note.wav` attach them.
+    let media = agent_nvim::llm::Prompt {
+        text: "chat".into(),
+        images: vec![agent_nvim::llm::Image::prepare(
+            "shot.png",
+            agent_nvim_fixtures::pictures::png(4, 4, 1),
+        )
+        .unwrap()],
+        audio: vec![agent_nvim::llm::Audio::prepare(
+            "note.wav",
+            agent_nvim_fixtures::sounds::wav(8),
+        )
+        .unwrap()],
+    };
+    tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        session.prompt(media, &CancellationToken::new()),
+    )
+    .await
+    .unwrap();
     session.agent_sessions().await.unwrap();
     session.delete_session("earlier-2").await.unwrap();
     session.fork_session().await.unwrap();

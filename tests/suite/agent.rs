@@ -1623,6 +1623,7 @@ async fn a_prompts_images_go_as_base64_image_content_in_every_wire_format_and_ag
                 Image::prepare("shot.png", shot.clone()).unwrap(),
                 Image::prepare("clipboard", pasted.clone()).unwrap(),
             ],
+            audio: Vec::new(),
         };
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
         let outcome = agent.prompt(asked, &tx, &CancellationToken::new()).await;
@@ -1666,6 +1667,7 @@ async fn a_model_known_to_read_text_only_is_refused_images_before_anything_is_se
         images: vec![
             Image::prepare("shot.png", agent_nvim_fixtures::pictures::png(8, 8, 3)).unwrap(),
         ],
+        audio: Vec::new(),
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let outcome = agent.prompt(asked, &tx, &CancellationToken::new()).await;

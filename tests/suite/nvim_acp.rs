@@ -1083,6 +1083,42 @@ async fn an_image_goes_to_an_agent_that_takes_images_and_one_that_does_not_is_to
 }
 
 #[tokio::test]
+async fn an_audio_clip_goes_to_an_agent_that_takes_audio_and_one_that_does_not_is_told_why() {
+    use agent_nvim_fixtures::{pictures, sounds};
+    let nvim = connected(None, "normal", "").await;
+    let clip = sounds::wav(8);
+    std::fs::write(nvim.workspace.path().join("note.wav"), &clip).unwrap();
+    // Named as audio, holding text: refused as what it is, and the prompt still goes.
+    std::fs::write(nvim.workspace.path().join("fake.mp3"), "not a sound").unwrap();
+    nvim.cmd("Agent listen to @note.wav and @fake.mp3\nchat")
+        .await;
+    let lines = nvim.wait_for_line(CHAT, "heard: ").await;
+    assert_eq!(
+        reported(&lines, "heard"),
+        serde_json::json!([{"mimeType": "audio/wav", "base64": pictures::base64(&clip).len(),
+            "start": "UklGRjQA"}])
+    );
+    let text = lines.join("\n");
+    assert!(text.contains("audio: note.wav · 60 B"), "{text}");
+    assert!(
+        text.contains(
+            "@ fake.mp3: fake.mp3 is not an audio clip agent.nvim sends (wav, mp3, ogg, flac, m4a, aac or aiff)"
+        ),
+        "{text}"
+    );
+    drop(nvim);
+
+    let nvim = connected(None, "load-only", "").await;
+    std::fs::write(nvim.workspace.path().join("note.wav"), &clip).unwrap();
+    nvim.cmd("Agent listen to @note.wav").await;
+    nvim.wait_for_line(
+        CHAT,
+        "agent: test does not take audio (its promptCapabilities.audio is not set), so nothing was sent",
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn an_agent_offering_session_fork_is_forked_into_a_conversation_of_its_own() {
     let nvim = connected(None, "normal", "").await;
     nvim.cmd("Agent which session").await;

@@ -266,3 +266,32 @@ async fn a_huge_image_is_scaled_a_text_only_model_refused_and_a_file_outside_the
     )
     .await;
 }
+
+#[tokio::test]
+async fn an_audio_clip_is_refused_by_the_built_in_agent_before_anything_is_sent() {
+    let mock = MockLlm::start(Wire::Anthropic, vec![answer("unused")]);
+    let bin = tempfile::tempdir().unwrap();
+    let nvim = Nvim::start(options(&mock, bin.path(), "")).await;
+    std::fs::write(
+        nvim.workspace.path().join("note.wav"),
+        agent_nvim_fixtures::sounds::wav(8),
+    )
+    .unwrap();
+    nvim.cmd("Agent what is said in @note.wav?").await;
+    let lines = nvim
+        .wait_for_line(
+            CHAT,
+            "agent: the built-in agent's models take no audio, so nothing was sent; send the prompt without the clip, or use an external agent that takes audio (:help agent-acp-audio)",
+        )
+        .await;
+    // The clip's row was shown under the prompt, as an image's is.
+    assert!(
+        lines.iter().any(|l| l.contains("audio: note.wav · 60 B")),
+        "{lines:#?}"
+    );
+    assert!(mock.requests().is_empty(), "nothing reached the model");
+    nvim.wait_for(
+        "vim.api.nvim_buf_get_lines(require('agent.chat.window').input_buf, 0, -1, false)[1] == 'what is said in @note.wav?'",
+    )
+    .await;
+}

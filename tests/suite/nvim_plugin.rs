@@ -485,6 +485,7 @@ async fn help_agent_finds_its_tags() {
         "agent-acp-mcp",
         "agent-acp-elicitation",
         "agent-acp-editor-tools",
+        "agent-acp-audio",
         "agent-rewind",
         "agent-conversations",
         "agent-worktrees",

@@ -47,9 +47,10 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities, ImageContent,
-    Implementation, InitializeRequest, NewSessionRequest, PromptRequest, ReadTextFileRequest,
-    ReadTextFileResponse, SessionId, TextContent, WriteTextFileRequest, WriteTextFileResponse,
+    AudioContent, CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities,
+    ImageContent, Implementation, InitializeRequest, NewSessionRequest, PromptRequest,
+    ReadTextFileRequest, ReadTextFileResponse, SessionId, TextContent, WriteTextFileRequest,
+    WriteTextFileResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Dispatch, Responder};
 use agent_client_protocol::{
@@ -1514,7 +1515,17 @@ impl AcpSession {
                 self.shared.name
             ));
         }
-        let agent_nvim_conversation::Prompt { text, images } = prompt;
+        if !prompt.audio.is_empty() && !self.offers.audio {
+            return self.fail(format!(
+                "agent: {} does not take audio (its promptCapabilities.audio is not set), so nothing was sent; send the prompt without the clip, or use an agent that takes audio",
+                self.shared.name
+            ));
+        }
+        let agent_nvim_conversation::Prompt {
+            text,
+            images,
+            audio,
+        } = prompt;
         let turn = self.shared.new_turn();
         // Compared with the checkpoint taken just before this prompt (the conversation's
         // decorator takes it), for what the agent changes by itself.
@@ -1559,6 +1570,9 @@ impl AcpSession {
             } else {
                 ContentBlock::Text(TextContent::new(image.lost_line()))
             }
+        }));
+        content.extend(audio.iter().map(|clip| {
+            ContentBlock::Audio(AudioContent::new(clip.base64(), clip.media_type.clone()))
         }));
         let request = Prompt(PromptRequest::new(self.session_id(), content));
         let answer = self.cx.send_request(request).block_task();

@@ -43,6 +43,8 @@ pub struct Offers {
     pub logout: bool,
     /// `promptCapabilities.image`: a prompt may hold images.
     pub images: bool,
+    /// `promptCapabilities.audio`: a prompt may hold audio clips.
+    pub audio: bool,
     /// `promptCapabilities.embeddedContext`: attached files go as `resource` blocks.
     pub embedded_context: bool,
     /// `sessionCapabilities.fork` (unstable in the protocol): `session/fork` works.
@@ -66,6 +68,7 @@ impl Offers {
             directories: session.additional_directories.is_some(),
             logout: capabilities.auth.logout.is_some(),
             images: capabilities.prompt_capabilities.image,
+            audio: capabilities.prompt_capabilities.audio,
             embedded_context: capabilities.prompt_capabilities.embedded_context,
             fork: session.fork.is_some(),
             delete: session.delete.is_some(),

@@ -1101,13 +1101,13 @@ fn with_image() -> agent_nvim_conversation::Prompt {
             data: vec![0x89, b'P', b'N', b'G'].into(),
             file: None,
         }],
+        audio: Vec::new(),
     }
 }
 
-#[tokio::test]
-async fn an_image_goes_as_image_content_to_an_agent_whose_prompt_capabilities_take_it() {
+/// The `prompt` of the `session/prompt` an agent offering `capabilities` is sent for `prompt`.
+async fn prompt_as_sent(capabilities: Value, prompt: agent_nvim_conversation::Prompt) -> Value {
     let host = Arc::new(FakeHost::new(true, Answer::Never));
-    let capabilities = json!({"promptCapabilities": {"image": true}});
     let (_dir, session, mut agent) = pair_offering(host.clone(), false, capabilities).await;
     let agent_side = async {
         let (id, params) = agent.expect("session/prompt").await;
@@ -1115,10 +1115,16 @@ async fn an_image_goes_as_image_content_to_an_agent_whose_prompt_capabilities_ta
         params
     };
     let never = CancellationToken::new();
-    let (outcome, params) = tokio::join!(session.prompt(with_image(), &never), agent_side);
+    let (outcome, params) = tokio::join!(session.prompt(prompt, &never), agent_side);
     assert_eq!(outcome, Outcome::Done);
+    params["prompt"].clone()
+}
+
+#[tokio::test]
+async fn an_image_goes_as_image_content_to_an_agent_whose_prompt_capabilities_take_it() {
+    let capabilities = json!({"promptCapabilities": {"image": true}});
     assert_eq!(
-        params["prompt"],
+        prompt_as_sent(capabilities, with_image()).await,
         json!([
             {"type": "text", "text": "what is this?"},
             {"type": "image", "mimeType": "image/png", "data": "iVBORw=="}
@@ -1126,19 +1132,44 @@ async fn an_image_goes_as_image_content_to_an_agent_whose_prompt_capabilities_ta
     );
 }
 
+/// A prompt holding one audio clip (its bytes are only carried: a WAV's first four).
+fn with_audio() -> agent_nvim_conversation::Prompt {
+    agent_nvim_conversation::Prompt {
+        text: "what is said here?".into(),
+        images: Vec::new(),
+        audio: vec![agent_nvim_conversation::Audio {
+            name: "note.wav".into(),
+            media_type: "audio/wav".into(),
+            data: b"RIFF".to_vec().into(),
+        }],
+    }
+}
+
 #[tokio::test]
-async fn an_agent_that_takes_no_images_is_sent_nothing_and_the_person_is_told_why() {
-    let host = Arc::new(FakeHost::new(true, Answer::Never));
-    let (_dir, session, mut agent) = pair(host.clone(), false).await;
-    let never = CancellationToken::new();
-    let outcome = session.prompt(with_image(), &never).await;
-    assert_eq!(outcome, Outcome::Failed);
-    let said = format!("{:?}", host.events());
-    assert!(
-        said.contains("agent: fake does not take images (its promptCapabilities.image is not set), so nothing was sent"),
-        "{said}"
+async fn an_audio_clip_goes_as_audio_content_to_an_agent_whose_prompt_capabilities_take_it() {
+    let capabilities = json!({"promptCapabilities": {"audio": true}});
+    assert_eq!(
+        prompt_as_sent(capabilities, with_audio()).await,
+        json!([
+            {"type": "text", "text": "what is said here?"},
+            {"type": "audio", "mimeType": "audio/wav", "data": "UklGRg=="}
+        ])
     );
-    // The next prompt is the first thing the agent hears.
+}
+
+/// `prompt` refused by an agent offering `capabilities`, the person told `why`; the next prompt
+/// is the first thing the agent hears.
+async fn refused_before_sending(
+    capabilities: Value,
+    prompt: agent_nvim_conversation::Prompt,
+    why: &str,
+) {
+    let host = Arc::new(FakeHost::new(true, Answer::Never));
+    let (_dir, session, mut agent) = pair_offering(host.clone(), false, capabilities).await;
+    let never = CancellationToken::new();
+    assert_eq!(session.prompt(prompt, &never).await, Outcome::Failed);
+    let said = format!("{:?}", host.events());
+    assert!(said.contains(why), "{said}");
     let agent_side = async {
         let (id, params) = agent.expect("session/prompt").await;
         agent.respond(id, json!({"stopReason": "end_turn"})).await;
@@ -1146,4 +1177,25 @@ async fn an_agent_that_takes_no_images_is_sent_nothing_and_the_person_is_told_wh
     };
     let (_, params) = tokio::join!(session.prompt("hi".into(), &never), agent_side);
     assert_eq!(params["prompt"], json!([{"type": "text", "text": "hi"}]));
+}
+
+#[tokio::test]
+async fn an_agent_that_takes_no_audio_is_sent_nothing_and_the_person_is_told_why() {
+    // Images taken, audio not: the clip alone decides.
+    refused_before_sending(
+        json!({"promptCapabilities": {"image": true}}),
+        with_audio(),
+        "agent: fake does not take audio (its promptCapabilities.audio is not set), so nothing was sent",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_agent_that_takes_no_images_is_sent_nothing_and_the_person_is_told_why() {
+    refused_before_sending(
+        json!({}),
+        with_image(),
+        "agent: fake does not take images (its promptCapabilities.image is not set), so nothing was sent",
+    )
+    .await;
 }

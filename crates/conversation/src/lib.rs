@@ -27,7 +27,7 @@ use agent_nvim_vocab::approval::Decision;
 use agent_nvim_vocab::events::Outcome;
 
 /// What a prompt holds (its text and images), for the conversations that take one.
-pub use agent_nvim_llm::{Image, Prompt};
+pub use agent_nvim_llm::{Audio, Image, Prompt};
 pub use agent_nvim_vocab::conversation::{AgentSession, ConversationEvent};
 pub use checkpointed::Checkpointed;
 pub use events::{Events, Recorder};

@@ -247,6 +247,7 @@ impl From<Saved> for Message {
             Saved::User { text, images } => Message::User(Prompt {
                 text,
                 images: images.iter().map(SavedImage::unread).collect(),
+                audio: Vec::new(),
             }),
             Saved::Assistant {
                 text,
@@ -742,6 +743,7 @@ impl CutTurn {
             Message::User(Prompt {
                 text: self.prompt,
                 images: self.images,
+                audio: Vec::new(),
             }),
             Message::Assistant {
                 text: reply,

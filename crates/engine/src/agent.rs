@@ -751,20 +751,34 @@ impl Agent {
         let send = |event: Event| events.report(event);
         send(Event::TurnStarted);
         self.take_model_switch();
-        if !prompt.images.is_empty() && !self.client.config().model_info().images {
-            // Refused before anything is sent. The prompt's text is kept in the history, as a
-            // failed turn's is (so prompts are numbered as the chat and the file number them),
-            // its images left out: they are never sent to this model.
+        // Refused before anything is sent: media this agent's model cannot take. The prompt's
+        // text is kept in the history, as a failed turn's is (so prompts are numbered as the
+        // chat and the file number them), with a line saying what was left out, never sent.
+        let refused = if !prompt.audio.is_empty() {
+            Some((
+                crate::llm::audio::refused_by_builtin(),
+                format!(
+                    "[{} audio clip(s) attached here were not sent: the built-in agent takes no audio]",
+                    prompt.audio.len()
+                ),
+            ))
+        } else if !prompt.images.is_empty() && !self.client.config().model_info().images {
             let model = self.client.config().model.clone();
-            let message = crate::llm::image::refused_for(&model);
-            self.push(Message::User(Prompt {
-                text: format!(
-                    "{}\n\n[{} image(s) attached here were not sent: {model} does not take images]",
-                    prompt.text,
+            Some((
+                crate::llm::image::refused_for(&model),
+                format!(
+                    "[{} image(s) attached here were not sent: {model} does not take images]",
                     prompt.images.len()
                 ),
-                images: Vec::new(),
-            }));
+            ))
+        } else {
+            None
+        };
+        if let Some((message, left_out)) = refused {
+            self.push(Message::User(Prompt::from(format!(
+                "{}\n\n{left_out}",
+                prompt.text
+            ))));
             send(Event::Error {
                 message: message.clone(),
             });

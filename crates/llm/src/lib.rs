@@ -8,6 +8,7 @@
 use agent_nvim_text::secrets;
 
 pub mod anthropic;
+pub mod audio;
 pub mod image;
 pub mod key;
 pub mod models;
@@ -22,6 +23,7 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use agent_nvim_vocab::tools::ToolSpec;
+pub use audio::{Audio, AudioError};
 pub use image::{Image, ImageError};
 pub use key::{ApiKey, Key};
 pub use models::{ModelInfo, OpenAiApi, Price, Thinking, Tuning};
@@ -360,19 +362,21 @@ impl CallResult {
     }
 }
 
-/// What the person sent: the text (with any context the front end added) and the images
-/// attached to it.
+/// What the person sent: the text (with any context the front end added) and the images and
+/// audio clips attached to it. Audio goes only to an external agent that takes it; the
+/// built-in agent refuses a prompt holding any before sending.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Prompt {
     pub text: String,
     pub images: Vec<Image>,
+    pub audio: Vec<Audio>,
 }
 
 impl From<String> for Prompt {
     fn from(text: String) -> Self {
         Prompt {
             text,
-            images: Vec::new(),
+            ..Prompt::default()
         }
     }
 }

@@ -19,6 +19,7 @@ local H = {}
 ---@field shown? string the text made visible, folded under the row
 ---@field problem? string why nothing was attached (refused, not a text file)
 ---@field image? boolean an image (`image: shot.png · 1280×720 · 240 KB`), sent beside the text
+---@field audio? boolean an audio clip (`audio: note.wav · 240 KB`), sent beside the text
 ---@field file? string where the backend saved that image (drawn as a picture where possible)
 
 --- The row of an answer of the backend's `attach` (protocol.rs `request::ATTACH`).
@@ -48,7 +49,7 @@ function M.prompt(typed, attachments)
   end
   local parts = { typed }
   for _, a in ipairs(attachments) do
-    if a.problem or a.image then
+    if a.problem or a.image or a.audio then
       parts[#parts + 1] = ("[attached: %s]"):format(a.row)
     else
       local fence = H.fence(a.text)
@@ -95,6 +96,9 @@ function M.parse(text)
       i = j + 1
     elseif row:match("^image: ") then
       attachments[#attachments + 1] = { row = row, image = true }
+      i = i + 1
+    elseif row:match("^audio: ") then
+      attachments[#attachments + 1] = { row = row, audio = true }
       i = i + 1
     else
       attachments[#attachments + 1] = { row = row, problem = row }

@@ -62,7 +62,8 @@ end
 
 --- The prompt with its context: `text` as the model reads it (the typed prompt, then each
 --- attachment), the attachments, for the chat's rows, and the numbers the backend holds its
---- images under (`@shot.png`, `#clipboard`, a pasted `#image:N`). A prompt without `@` or `#`
+--- images and audio clips under (`@shot.png`, `#clipboard`, a pasted `#image:N`, `@note.wav`),
+--- in the order attached. A prompt without `@` or `#`
 --- items comes back as it is, without asking the backend anything.
 ---@param prompt string
 ---@return { text: string, attachments: agent.Attachment[], images: integer[] }
@@ -116,6 +117,9 @@ function M.expand(prompt)
     if answer.image then
       images[#images + 1] = answer.image
       attachments[#attachments + 1] = { row = answer.label, image = true, file = answer.file }
+    elseif answer.audio then
+      images[#images + 1] = answer.audio
+      attachments[#attachments + 1] = { row = answer.label, audio = true }
     elseif answer.missing then
       -- Nothing to attach: the chat (and the model) are told why, and the prompt still goes.
       local origin = origins[i] or { label = "@ ?", missing = "no such file" }

@@ -53,9 +53,9 @@ M.buffer_text = buffers.buffer_text
 M.reload = buffers.reload
 M.checktime = buffers.checktime
 
---- Runs a turn on `text`, with the images the backend holds under the numbers `images`. With
---- `branch`, as a new branch from before prompt `branch.turn` (:help agent-branches), and with
---- `branch.again` that prompt sent again as it was (`text` unused): the answer regenerated.
+--- Runs a turn on `text`, with the images (and audio clips) the backend holds under the numbers
+--- `images`. With `branch`, as a new branch from before prompt `branch.turn` (:help
+--- agent-branches), and with `branch.again` that prompt sent again as it was (`text` unused): the answer regenerated.
 ---@param text string
 ---@param images? integer[]
 ---@param branch? { turn: integer, again?: boolean }

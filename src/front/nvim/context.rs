@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::protocol::{Attach, AttachItem, Files};
 use crate::display::{self, Layout};
 use crate::editor::Editor;
-use crate::llm::{image, Image};
+use crate::llm::{audio, image, Audio, Image};
 use crate::text::clamp_marked;
 use crate::tools::{attachment, image_bytes, Attachment, ImageBytes};
 use crate::workspace::files::FileIndex;
@@ -85,6 +85,28 @@ pub(super) async fn attach(
                     ImageBytes::Problem(why) => problem(label, &display::one_line(&why)),
                 }
             }
+            AttachItem::Path { path } if audio::is_audio_name(&path) => {
+                let label = format!("@ {}", display::one_line(&path));
+                match image_bytes(workspace, &path, audio::MAX_BYTES as u64).await {
+                    ImageBytes::File { rel, bytes } => {
+                        let name = rel.rsplit('/').next().unwrap_or(&rel).to_string();
+                        match Audio::prepare(&name, bytes) {
+                            Ok(clip) => {
+                                let row = clip.row();
+                                let id = held.hold(Media::Audio(clip));
+                                Value::Map(vec![
+                                    (Value::from("label"), Value::from(row)),
+                                    (Value::from("audio"), Value::from(id)),
+                                    (Value::from("chars"), Value::from(0u64)),
+                                ])
+                            }
+                            Err(err) => problem(label, &display::one_line(&err.to_string())),
+                        }
+                    }
+                    ImageBytes::Missing => Value::Map(vec![(Value::from("missing"), true.into())]),
+                    ImageBytes::Problem(why) => problem(label, &display::one_line(&why)),
+                }
+            }
             AttachItem::Clipboard { argv } => match clipboard(&argv).await {
                 Ok(bytes) => {
                     prepared(held, store, "#clipboard".into(), "clipboard".into(), bytes).await
@@ -92,8 +114,8 @@ pub(super) async fn attach(
                 Err(why) => problem("#clipboard".into(), &why),
             },
             AttachItem::Held { image: id } => match held.get(id) {
-                Some(image) => image_answer(&image, id, store),
-                None => problem(
+                Some(Media::Image(image)) => image_answer(&image, id, store),
+                Some(Media::Audio(_)) | None => problem(
                     "image".into(),
                     "this pasted image is no longer held (the backend restarted?); paste it again",
                 ),
@@ -274,7 +296,7 @@ async fn prepared(
     .await;
     match made {
         Ok(Ok(image)) => {
-            let id = held.hold(image.clone());
+            let id = held.hold(Media::Image(image.clone()));
             image_answer(&image, id, store)
         }
         Ok(Err(err)) => problem_value(label, &err.to_string()),
@@ -312,16 +334,33 @@ fn problem_value(label: String, problem: &str) -> Value {
     ])
 }
 
-/// How many images one conversation holds between their attaching and their prompt: the
-/// oldest go first.
-const HELD_IMAGES: usize = 16;
+/// How many images and clips one conversation holds between their attaching and their
+/// prompt, and how many bytes together: the oldest go first.
+const HELD_ITEMS: usize = 16;
+const HELD_BYTES: usize = 64 * 1024 * 1024;
 
-/// The images attached and not yet sent (or sent, and kept a while for a paste sent again),
-/// by number. The numbers start at a random place for each conversation and each process, so
-/// a `#image:N` left in text from before (another conversation's, a backend restarted since)
-/// names nothing rather than another image.
+/// What [`Held`] holds: an image or an audio clip, sent beside the prompt's text.
+#[derive(Debug, Clone)]
+pub(super) enum Media {
+    Image(Image),
+    Audio(Audio),
+}
+
+impl Media {
+    fn bytes(&self) -> usize {
+        match self {
+            Media::Image(image) => image.data.len(),
+            Media::Audio(clip) => clip.data.len(),
+        }
+    }
+}
+
+/// The images and clips attached and not yet sent (or sent, and kept a while for a paste
+/// sent again), by number. The numbers start at a random place for each conversation and each
+/// process, so a `#image:N` left in text from before (another conversation's, a backend
+/// restarted since) names nothing rather than another image.
 pub(super) struct Held {
-    inner: std::sync::Mutex<(u64, std::collections::VecDeque<(u64, Image)>)>,
+    inner: std::sync::Mutex<(u64, std::collections::VecDeque<(u64, Media)>)>,
 }
 
 impl Default for Held {
@@ -336,31 +375,35 @@ impl Default for Held {
 }
 
 impl Held {
-    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, std::collections::VecDeque<(u64, Image)>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, std::collections::VecDeque<(u64, Media)>)> {
         self.inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Holds `image` under a new number.
-    pub(super) fn hold(&self, image: Image) -> u64 {
+    /// Holds `media` under a new number; the oldest are let go past [`HELD_ITEMS`] or
+    /// [`HELD_BYTES`] (the newest is always kept).
+    pub(super) fn hold(&self, media: Media) -> u64 {
         let mut inner = self.lock();
         inner.0 += 1;
         let id = inner.0;
-        if inner.1.len() >= HELD_IMAGES {
+        inner.1.push_back((id, media));
+        while inner.1.len() > 1
+            && (inner.1.len() > HELD_ITEMS
+                || inner.1.iter().map(|(_, m)| m.bytes()).sum::<usize>() > HELD_BYTES)
+        {
             inner.1.pop_front();
         }
-        inner.1.push_back((id, image));
         id
     }
 
-    /// Image `id`, when still held.
-    pub(super) fn get(&self, id: u64) -> Option<Image> {
+    /// Item `id`, when still held.
+    pub(super) fn get(&self, id: u64) -> Option<Media> {
         self.lock()
             .1
             .iter()
             .find(|(held, _)| *held == id)
-            .map(|(_, image)| image.clone())
+            .map(|(_, media)| media.clone())
     }
 }
 
@@ -633,6 +676,34 @@ mod clipboard_tests {
         );
         assert_eq!(apple_data(b"\x89PNG"), None);
         assert_eq!(apple_data("«data PNGf8»".as_bytes()), None);
+    }
+
+    #[test]
+    fn held_clips_are_let_go_oldest_first_past_their_bytes_and_the_newest_is_kept() {
+        let held = Held::default();
+        let clip = |name: &str| {
+            let mut bytes = agent_nvim_fixtures::sounds::wav(8);
+            bytes.resize(audio::MAX_BYTES, 0);
+            Media::Audio(Audio::prepare(name, bytes).unwrap())
+        };
+        let ids: Vec<u64> = (0..7)
+            .map(|n| held.hold(clip(&format!("{n}.wav"))))
+            .collect();
+        // Six 10 MB clips fit in 64 MB, seven do not: the first is gone.
+        assert!(held.get(ids[0]).is_none());
+        for id in &ids[1..] {
+            assert!(matches!(held.get(*id), Some(Media::Audio(_))));
+        }
+        // One item larger than the whole budget is still held, alone.
+        let mut huge = agent_nvim_fixtures::sounds::wav(8);
+        huge.resize(HELD_BYTES + 1, 0);
+        let id = held.hold(Media::Audio(Audio {
+            name: "huge.wav".into(),
+            media_type: "audio/wav".into(),
+            data: huge.into(),
+        }));
+        assert!(held.get(id).is_some());
+        assert!(ids.iter().all(|id| held.get(*id).is_none()));
     }
 
     #[test]

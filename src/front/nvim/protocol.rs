@@ -667,7 +667,7 @@ impl From<crate::sessions::BranchAt> for BranchMark {
 pub struct Prompt {
     /// The text sent to the model.
     pub text: String,
-    /// The images it holds, by the numbers `attach` answered for them.
+    /// The images and audio clips it holds, by the numbers `attach` answered for them.
     #[serde(default)]
     pub images: Vec<u64>,
     /// Sent as a new branch from before the current branch's prompt this number

@@ -189,13 +189,14 @@ impl Target {
     }
 
     pub(super) async fn prompt(&self, prompt: Prompt) {
-        let mut images = Vec::with_capacity(prompt.images.len());
+        let (mut images, mut audio) = (Vec::new(), Vec::new());
         for id in prompt.images {
             match self.slot.images.get(id) {
-                Some(image) => images.push(image),
+                Some(super::context::Media::Image(image)) => images.push(image),
+                Some(super::context::Media::Audio(clip)) => audio.push(clip),
                 None => {
                     return self.error(
-                        "agent: an image of this prompt is no longer held (the backend restarted?); attach it again and send the prompt again",
+                        "agent: an image or audio clip of this prompt is no longer held (the backend restarted?); attach it again and send the prompt again",
                     )
                 }
             }
@@ -208,6 +209,7 @@ impl Target {
             Some(crate::llm::Prompt {
                 text: prompt.text,
                 images,
+                audio,
             }),
             branch,
         )

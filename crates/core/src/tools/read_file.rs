@@ -151,9 +151,9 @@ pub enum ImageBytes {
     Problem(String),
 }
 
-/// Reads at most `limit` bytes of the image `given` names (taken literally), through the path
-/// check as read_file reads: opened beneath the root, a regular file only (a FIFO is refused,
-/// never waited on). A file over `limit` is refused unread past it.
+/// Reads at most `limit` bytes of the image (or audio clip) `given` names (taken literally),
+/// through the path check as read_file reads: opened beneath the root, a regular file only (a
+/// FIFO is refused, never waited on). A file over `limit` is refused unread past it.
 pub async fn image_bytes(
     workspace: &crate::workspace::Workspace,
     given: &str,
@@ -175,7 +175,7 @@ pub async fn image_bytes(
     .await;
     match read {
         Ok(bytes) if bytes.len() as u64 > limit => ImageBytes::Problem(format!(
-            "{given} is larger than {} MB; images that large are not read",
+            "{given} is larger than {} MB; files that large are not attached",
             limit / 1024 / 1024
         )),
         Ok(bytes) => ImageBytes::File {
