@@ -124,6 +124,8 @@ fn main() {
         web: false,
         authenticated: mode != "login" || auth_file.as_ref().is_some_and(|f| f.exists()),
         mcp: serde_json::Map::new(),
+        prompt_id: Value::Null,
+        closed: Value::Null,
     };
     if mode == "silent" {
         loop {
@@ -380,8 +382,12 @@ fn main() {
                     report("prompt", &json!(text));
                 }
                 let name = text.lines().last().unwrap_or("").to_string();
+                agent.prompt_id = id.clone();
                 let result = agent.scenario(&name);
-                send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+                // Null: the scenario answered the prompt itself.
+                if !result.is_null() {
+                    send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+                }
             }
             (_, Some(id)) => send(&json!({"jsonrpc": "2.0", "id": id,
                 "error": {"code": -32601, "message": "Method not found"}})),
@@ -408,6 +414,10 @@ struct Agent {
     /// The MCP servers each session method was sent, summed up (names, never the values of
     /// their variables and headers): what the `mcp` scenario reports.
     mcp: serde_json::Map<String, Value>,
+    /// The id of the prompt being answered (what a request-scoped question names).
+    prompt_id: Value,
+    /// How the client answered `elicit-request`'s question about its prompt.
+    closed: Value,
 }
 
 /// The `mcpServers` of `params`, without the values of `env` and `headers`.
@@ -533,6 +543,42 @@ impl Agent {
             }
             // Six forms at once: the answers that come back first (without anyone answering)
             // are reported, with their request ids.
+            // Request-scoped questions: one about the prompt still waiting (asked, then closed
+            // when the prompt is answered) and one naming no request of the client's
+            // (answered at once, reported); the prompt answered here, the first answer kept for
+            // `elicit-closed`.
+            "elicit-request" => {
+                let open = self.next_id;
+                self.next_id += 1;
+                send(
+                    &json!({"jsonrpc": "2.0", "id": open, "method": "elicitation/create",
+                    "params": {"requestId": self.prompt_id, "mode": "form",
+                        "message": "About this prompt?",
+                        "requestedSchema": {"type": "object", "properties": {}}}}),
+                );
+                let stale = self.request(
+                    "elicitation/create",
+                    json!({"requestId": 424242, "mode": "form", "message": "About nothing?",
+                        "requestedSchema": {"type": "object", "properties": {}}}),
+                );
+                report("stale", &stale);
+                send(&json!({"jsonrpc": "2.0", "id": self.prompt_id,
+                    "result": {"stopReason": "end_turn"}}));
+                loop {
+                    let message = self.receive();
+                    if message.get("method").is_none() && message["id"] == open {
+                        self.closed = message["result"].clone();
+                        break;
+                    }
+                }
+                Value::Null
+            }
+            // How the question about the last `elicit-request` prompt was answered, reported
+            // in this turn (that one's had ended).
+            "elicit-closed" => {
+                report("closed", &self.closed);
+                json!({"stopReason": "end_turn"})
+            }
             "elicit-flood" => {
                 let first = self.next_id;
                 for _ in 0..6 {

@@ -630,6 +630,23 @@ async fn an_elicitation_answer_is_checked_against_its_form_before_it_is_sent() {
             "{:?}",
             host.events()
         );
+        // The chat's row says what went, never `sent` for values that did not.
+        let notices: Vec<String> = host
+            .events()
+            .iter()
+            .filter_map(|e| match e {
+                AcpEvent::Turn(Event::Notice { text }) if !text.contains("did not fit") => {
+                    Some(text.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        let row = match sent["action"].as_str().unwrap() {
+            "accept" => vec!["test: sent".to_string()],
+            "decline" => vec!["test: declined".to_string()],
+            _ => Vec::new(),
+        };
+        assert_eq!(notices, row);
         let asked = host.elicited.lock().unwrap().clone();
         assert_eq!(asked.len(), 1);
         assert_eq!(asked[0].message, "Which database should I set up?");
@@ -749,6 +766,25 @@ async fn a_session_of_an_agent_that_only_resumes_is_continued_and_the_chat_says_
         "{}",
         host.text()
     );
+    session.shutdown().await;
+}
+
+/// A question about one of our requests (`requestId`) is asked while that request waits and
+/// closed (`cancel`) once the agent answers it; one naming no request of ours waiting is
+/// answered `cancel` without being shown.
+#[tokio::test]
+async fn a_request_scoped_question_lives_as_long_as_its_request() {
+    let fx = Fixture::new();
+    let host = Arc::new(Host::new(true, Answer::Never));
+    *host.elicit_with.lock().unwrap() = None;
+    let session = fx.connect(&host, "normal").await;
+    prompt(&session, "elicit-request").await;
+    assert_eq!(host.report("stale")["result"], json!({"action": "cancel"}));
+    prompt(&session, "elicit-closed").await;
+    assert_eq!(host.report("closed"), json!({"action": "cancel"}));
+    let asked = host.elicited.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0].message, "About this prompt?");
     session.shutdown().await;
 }
 

@@ -1631,6 +1631,7 @@ async fn an_agents_form_is_shown_whole_filled_in_and_sent_only_when_complete_and
     nvim.api.input("d").await.unwrap();
     let sent = reports(&nvim, "elicited", 2).await;
     assert_eq!(sent[1]["result"], serde_json::json!({"action": "decline"}));
+    nvim.wait_for_line(CHAT, "test: declined").await;
 }
 
 #[tokio::test]
@@ -1680,6 +1681,7 @@ async fn an_agents_url_waits_beside_a_person_typing_and_opens_only_when_they_say
     nvim.api.input("o").await.unwrap();
     let sent = reports(&nvim, "elicited", 1).await;
     assert_eq!(sent[0]["result"], serde_json::json!({"action": "accept"}));
+    nvim.wait_for_line(CHAT, "test: opened").await;
     assert_eq!(
         nvim.lua("return _G.opened", vec![]).await,
         Value::Array(vec![Value::from(

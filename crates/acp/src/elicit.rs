@@ -103,9 +103,18 @@ pub enum Elicited {
     Cancel,
 }
 
-/// `elicitation/create`'s params read: what to ask, and whether it belongs to a session (a
-/// question asked outside a turn of it is not shown), or why it cannot be asked.
-pub fn read(agent: &str, params: &Value) -> Result<(Elicitation, bool), String> {
+/// What an elicitation belongs to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scope {
+    /// A session: asked during a turn of it only.
+    Session,
+    /// One of our requests, by its JSON-RPC id: asked while that request waits for its answer.
+    Request(Value),
+}
+
+/// `elicitation/create`'s params read: what to ask, and what it belongs to, or why it cannot
+/// be asked.
+pub fn read(agent: &str, params: &Value) -> Result<(Elicitation, Scope), String> {
     let request: CreateElicitationRequest = serde_json::from_value(params.clone())
         .map_err(|err| format!("not an elicitation/create request: {err}"))?;
     let (ask, scope) = match request.mode {
@@ -135,14 +144,19 @@ pub fn read(agent: &str, params: &Value) -> Result<(Elicitation, bool), String> 
         }
         _ => return Err("its mode is neither form nor url".into()),
     };
-    let of_session = matches!(scope, ElicitationScope::Session(_));
+    let scope = match scope {
+        ElicitationScope::Request(request) => {
+            Scope::Request(serde_json::to_value(request.request_id).unwrap_or(Value::Null))
+        }
+        _ => Scope::Session,
+    };
     Ok((
         Elicitation {
             agent: agent.to_string(),
             message: request.message,
             ask,
         },
-        of_session,
+        scope,
     ))
 }
 
@@ -413,8 +427,8 @@ mod tests {
 
     #[test]
     fn a_form_is_read_field_by_field_with_its_defaults_and_required_marks() {
-        let (asked, of_session) = read("test", &form()).unwrap();
-        assert!(of_session);
+        let (asked, scope) = read("test", &form()).unwrap();
+        assert_eq!(scope, Scope::Session);
         assert_eq!(asked.message, "Set up the database");
         let fields = fields();
         let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();

@@ -29,6 +29,7 @@ pub mod elicit;
 #[cfg(any(test, feature = "test-support"))]
 pub mod fake_host;
 mod fs;
+mod inflight;
 mod load;
 pub mod mcp;
 mod outside;
@@ -499,6 +500,8 @@ struct Shared {
     /// The URL elicitations being asked, by the agent's id: `elicitation/complete` cancels one
     /// (or, when it came first, the question about to be asked: a token already cancelled).
     elicitations: Mutex<std::collections::HashMap<String, CancellationToken>>,
+    /// Our requests the agent has not answered yet: a request-scoped elicitation belongs to one.
+    inflight: Arc<inflight::InFlight>,
 }
 
 impl Shared {
@@ -553,7 +556,7 @@ impl Shared {
         if self.of_side(params) {
             return Ok(elicit::answer(&Elicited::Cancel));
         }
-        let (asked, of_session) = match elicit::read(&self.name, params) {
+        let (asked, scope) = match elicit::read(&self.name, params) {
             Ok(read) => read,
             Err(why) => {
                 self.report(AcpEvent::Turn(Event::Notice {
@@ -565,12 +568,18 @@ impl Shared {
                 return Err(agent_client_protocol::Error::invalid_params().data(Value::from(why)));
             }
         };
-        // A session's question ends with its turn; one about a request (a sign-in) with the
-        // agent or the person's answer.
-        let ends = if of_session {
-            self.turn()
-        } else {
-            CancellationToken::new()
+        // A session's question ends with its turn; one about a request of ours (a sign-in
+        // during session/new) when that request is answered, and is not asked once it has been
+        // (or when it names none of ours).
+        let ends = match scope {
+            elicit::Scope::Session => self.turn(),
+            elicit::Scope::Request(id) => match self.inflight.open(&id) {
+                Some(answered) => answered,
+                None => {
+                    tracing::info!(agent = %self.name, %id, "elicitation answered `cancel`: it names no request of ours still waiting");
+                    return Ok(elicit::answer(&Elicited::Cancel));
+                }
+            },
         };
         let can_ask = tokio::select! {
             can_ask = self.host.can_ask() => can_ask,
@@ -622,6 +631,15 @@ impl Shared {
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(id);
         }
+        // The chat's row of the answer, once it is what goes to the agent (none when the values
+        // did not fit: that is said instead).
+        let mut row = Some(match &answered {
+            Some(Elicited::Accept(_)) if url_id.is_some() => "opened",
+            Some(Elicited::Accept(_)) => "sent",
+            Some(Elicited::Decline) => "declined",
+            Some(Elicited::Cancel) => "cancelled",
+            None => "closed unanswered",
+        });
         let elicited = match answered {
             Some(Elicited::Accept(content)) if url_id.is_some() => {
                 // A URL's accept carries nothing: the person agreed to open it.
@@ -639,12 +657,18 @@ impl Shared {
                             self.name
                         ),
                     }));
+                    row = None;
                     Elicited::Cancel
                 }
             },
             Some(other) => other,
             None => Elicited::Cancel,
         };
+        if let Some(row) = row {
+            self.report(AcpEvent::Turn(Event::Notice {
+                text: format!("{}: {row}", self.name),
+            }));
+        }
         Ok(elicit::answer(&elicited))
     }
 
@@ -914,6 +938,7 @@ where
         outside: tokio::sync::Mutex::new(outside::Watch::default()),
         elicitations: Mutex::new(std::collections::HashMap::new()),
         open_elicitations: std::sync::atomic::AtomicUsize::new(0),
+        inflight: Arc::default(),
         reports: Mutex::new(None),
         checkpoints: spec.checkpoints.clone(),
         replay: Mutex::new(None),
@@ -939,7 +964,13 @@ where
             .cloned()
             .collect(),
     });
-    let lines = transport::lines(reader, writer, spec.name.clone(), spec.tap.clone());
+    let lines = transport::lines(
+        reader,
+        writer,
+        spec.name.clone(),
+        spec.tap.clone(),
+        shared.inflight.clone(),
+    );
     let (cx_tx, cx_rx) = oneshot::channel();
     let (stop, stopped) = oneshot::channel::<()>();
     let builder = client(shared.clone());

@@ -382,6 +382,7 @@ fn shared(host: Arc<FakeHost>, auto_approve: bool) -> (tempfile::TempDir, Shared
         outside: tokio::sync::Mutex::new(crate::outside::Watch::default()),
         elicitations: Mutex::new(std::collections::HashMap::new()),
         open_elicitations: std::sync::atomic::AtomicUsize::new(0),
+        inflight: Arc::default(),
         authority: crate::external::AgentAuthority::for_tests(),
         name: "fake".into(),
         workspace: Workspace::new(dir.path()).unwrap(),

@@ -215,6 +215,7 @@ pub(super) fn lines<R, W>(
     writer: W,
     name: String,
     tap: Option<super::Tap>,
+    inflight: Arc<super::inflight::InFlight>,
 ) -> Lines<
     impl Sink<String, Error = io::Error> + Send + 'static,
     impl Stream<Item = io::Result<String>> + Send + 'static,
@@ -224,12 +225,15 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let sent_tap = tap.clone();
+    let sent_inflight = inflight.clone();
     let outgoing = futures::sink::unfold(writer, move |mut writer, line: String| {
         let tap = sent_tap.clone();
+        let inflight = sent_inflight.clone();
         async move {
             if let Some(tap) = &tap {
                 (tap.0)(super::Flow::Sent, &line);
             }
+            inflight.sent(&line);
             let mut bytes = line.into_bytes();
             bytes.push(b'\n');
             writer.write_all(&bytes).await?;
@@ -238,8 +242,8 @@ where
         }
     });
     let incoming = futures::stream::unfold(
-        (BufReader::new(reader), name, tap),
-        |(mut reader, name, tap)| async move {
+        (BufReader::new(reader), name, tap, inflight),
+        |(mut reader, name, tap, inflight)| async move {
             let mut buf = Vec::new();
             loop {
                 buf.clear();
@@ -250,10 +254,11 @@ where
                             if let Some(tap) = &tap {
                                 (tap.0)(super::Flow::Received, &frame);
                             }
-                            return Some((Ok(frame), (reader, name, tap)));
+                            inflight.received(&frame);
+                            return Some((Ok(frame), (reader, name, tap, inflight)));
                         }
                     }
-                    Err(err) => return Some((Err(err), (reader, name, tap))),
+                    Err(err) => return Some((Err(err), (reader, name, tap, inflight))),
                 }
             }
         },

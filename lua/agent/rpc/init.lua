@@ -628,18 +628,9 @@ function H.dispatch(event)
         return
       end
       H.guarded(event, function()
+        -- The chat's row of the answer comes from the backend, once it has checked it.
         require("agent.elicit").ask(event, function(action, content)
           M.elicit_answer(event.id, action, content)
-          require("agent.conversations").acting(conversation.id, function()
-            require("agent.chat").handle({
-              type = "notice",
-              text = ("%s: %s"):format(
-                tostring(event.agent),
-                ({ accept = event.mode == "url" and "opened" or "sent", decline = "declined", cancel = "cancelled" })[action]
-                  or action
-              ),
-            })
-          end)
         end)
       end)
     end)

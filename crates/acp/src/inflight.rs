@@ -1,0 +1,112 @@
+//! Our requests to the agent that it has not answered yet, seen on the wire.
+//!
+//! A request-scoped elicitation (`elicitation/create` with a `requestId`) belongs to one of our
+//! requests still waiting for its answer (a `session/new` that needs a sign-in first). One that
+//! names no such request is stale or made up, and is answered `cancel` without being shown; one
+//! that does is closed when that request is answered. The protocol crate numbers our requests
+//! itself, so they are read here from the lines the transport writes and reads.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// A JSON-RPC message's outline: enough to tell a request from an answer.
+#[derive(Deserialize)]
+struct Outline {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<IgnoredAny>,
+    #[serde(default)]
+    result: Option<IgnoredAny>,
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+}
+
+/// The open requests, each with a token cancelled when its answer arrives (or the connection
+/// ends: dropped with it).
+#[derive(Default)]
+pub(super) struct InFlight {
+    open: Mutex<HashMap<String, CancellationToken>>,
+}
+
+impl InFlight {
+    /// A line we sent: a request (an id and a method) is open from now on.
+    pub(super) fn sent(&self, line: &str) {
+        let Ok(Outline {
+            id: Some(id),
+            method: Some(_),
+            ..
+        }) = serde_json::from_str::<Outline>(line)
+        else {
+            return;
+        };
+        self.lock().insert(key(&id), CancellationToken::new());
+    }
+
+    /// A line the agent sent: an answer (an id, no method, a result or an error) closes the
+    /// request of that id.
+    pub(super) fn received(&self, line: &str) {
+        let Ok(outline) = serde_json::from_str::<Outline>(line) else {
+            return;
+        };
+        let answer =
+            outline.method.is_none() && (outline.result.is_some() || outline.error.is_some());
+        if let (Some(id), true) = (outline.id, answer) {
+            if let Some(closed) = self.lock().remove(&key(&id)) {
+                closed.cancel();
+            }
+        }
+    }
+
+    /// The token of our open request `id` (as the agent names it), cancelled once it is
+    /// answered; `None` when no request of ours by that id waits.
+    pub(super) fn open(&self, id: &Value) -> Option<CancellationToken> {
+        self.lock().get(&key(id)).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, CancellationToken>> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// An id as its JSON text: `7` and `"7"` stay two ids, as JSON-RPC has them.
+fn key(id: &Value) -> String {
+    id.to_string()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_request_is_open_until_its_answer_and_closes_its_token() {
+        let inflight = InFlight::default();
+        inflight.sent(r#"{"jsonrpc":"2.0","id":3,"method":"session/new","params":{}}"#);
+        let token = inflight.open(&json!(3)).expect("open");
+        // Not the same id: the string "3", a notification, a request of the agent's.
+        assert!(inflight.open(&json!("3")).is_none());
+        inflight.received(r#"{"jsonrpc":"2.0","id":"3","result":{}}"#);
+        inflight.received(r#"{"jsonrpc":"2.0","id":3,"method":"fs/read_text_file","params":{}}"#);
+        assert!(!token.is_cancelled());
+        inflight.received(r#"{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"no"}}"#);
+        assert!(token.is_cancelled());
+        assert!(inflight.open(&json!(3)).is_none());
+    }
+
+    #[test]
+    fn our_answers_and_notifications_open_nothing() {
+        let inflight = InFlight::default();
+        inflight.sent(r#"{"jsonrpc":"2.0","id":9,"result":{"outcome":"cancelled"}}"#);
+        inflight.sent(r#"{"jsonrpc":"2.0","method":"session/cancel","params":{}}"#);
+        inflight.sent("not json");
+        assert!(inflight.open(&json!(9)).is_none());
+        assert!(inflight.lock().is_empty());
+    }
+}
