@@ -27,17 +27,56 @@ function M.call(tool, args, root)
   return answer
 end
 
---- `path` relative to `root`, or nil when it is outside.
+--- `path` relative to `root`, or nil when it is outside: by its name, and by where it really
+--- is (a buffer opened through a link in the workspace to a folder outside it is outside, as
+--- the backend's path check has it). A file not on disk yet is placed by its folder.
 function H.relative(path, root)
   if type(path) ~= "string" or path == "" then
     return nil
   end
   local full = vim.fs.normalize(vim.fn.fnamemodify(path, ":p"))
   local prefix = vim.fs.normalize(root) .. "/"
-  if full:sub(1, #prefix) == prefix then
-    return full:sub(#prefix + 1)
+  if full:sub(1, #prefix) ~= prefix then
+    return nil
   end
-  return nil
+  local real_root = (vim.uv.fs_realpath(root) or root) .. "/"
+  local real = vim.uv.fs_realpath(full)
+  if not real then
+    local folder = vim.uv.fs_realpath(vim.fs.dirname(full))
+    real = folder and (folder .. "/" .. vim.fs.basename(full))
+  end
+  if not real or real:sub(1, #real_root) ~= real_root then
+    return nil
+  end
+  return full:sub(#prefix + 1)
+end
+
+--- The most bytes of a buffer's lines one answer gathers (the backend then clamps the answer
+--- as read_file clamps a file): a huge buffer is never read whole for a call.
+H.MAX_BYTES = 100000
+
+--- Lines `from` to `to` (1-based, inclusive; -1: the last) of `buf`, joined, stopping at
+--- H.MAX_BYTES with a line saying how many were left out.
+function H.text(buf, from, to)
+  local last = to == -1 and vim.api.nvim_buf_line_count(buf) or to
+  local out, size, n = {}, 0, from
+  while n <= last do
+    -- A thousand lines at a time: never the whole of a huge buffer.
+    local chunk = vim.api.nvim_buf_get_lines(buf, n - 1, math.min(last, n + 999), false)
+    if #chunk == 0 then
+      break
+    end
+    for _, line in ipairs(chunk) do
+      if size + #line > H.MAX_BYTES then
+        out[#out + 1] = ("… (%d more lines left out)"):format(last - n + 1)
+        return table.concat(out, "\n")
+      end
+      out[#out + 1] = line
+      size = size + #line + 1
+      n = n + 1
+    end
+  end
+  return table.concat(out, "\n")
 end
 
 --- The loaded buffer holding `path`, or nil.
@@ -106,7 +145,7 @@ function H.tools.open_buffers(_, root)
     if rel then
       if vim.bo[buf].modified then
         out[#out + 1] = ("%s (unsaved changes):"):format(rel)
-        out[#out + 1] = table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n")
+        out[#out + 1] = H.text(buf, 1, -1)
       else
         out[#out + 1] = rel
       end
@@ -127,8 +166,7 @@ function H.tools.selection(_, root)
       if from[1] == 0 or to[1] == 0 then
         return ("nothing was selected in %s"):format(rel)
       end
-      local text = vim.api.nvim_buf_get_lines(buf, from[1] - 1, to[1], false)
-      return ("%s:%d-%d\n%s"):format(rel, from[1], to[1], table.concat(text, "\n"))
+      return ("%s:%d-%d\n%s"):format(rel, from[1], to[1], H.text(buf, from[1], to[1]))
     end
   end
   return "no file of the workspace is shown"

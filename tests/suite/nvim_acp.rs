@@ -1914,41 +1914,11 @@ fn tool_text(result: &rmcp::model::CallToolResult) -> String {
 #[tokio::test]
 async fn the_editor_tools_answer_a_real_mcp_client_from_neovim_inside_the_workspace() {
     use rmcp::model::CallToolRequestParams;
-    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-    use rmcp::ServiceExt;
-    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
-    let log = tempfile::NamedTempFile::new().unwrap();
-    let nvim = Nvim::start(Options {
-        ui: None,
-        env: vec![
-            ("ANTHROPIC_API_KEY".into(), "unused".into()),
-            ("ACP_TEST_AGENT_LOG".into(), log.path().display().to_string()),
-        ],
-        setup: setup_lua(&format!(
-            "editor_tools = true, acp = {{ agents = {{ test = {{ cmd = {{ '{agent}', 'normal' }} }} }} }}"
-        )),
-    })
-    .await;
+    let (nvim, _log, server) = editor_tools_server().await;
     let file = nvim.workspace.path().join("a.py");
     std::fs::write(&file, "x = 1\n").unwrap();
-    nvim.cmd("Agent acp test").await;
-    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
-    let opened = logged(log.path(), "session/new");
-    let server = opened[0]["mcpServers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "agent-nvim-editor")
-        .unwrap_or_else(|| panic!("no editor tools in {opened:?}"))
-        .clone();
-    let command = server["command"].as_str().unwrap().to_string();
-    let args: Vec<String> = server["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap().to_string())
-        .collect();
     assert!(server["env"].as_array().unwrap().is_empty(), "{server}");
+    let args = server_args(&server);
     nvim.lua(
         "local buf = vim.fn.bufadd(...) vim.fn.bufload(buf) \
          vim.diagnostic.set(vim.api.nvim_create_namespace('test'), buf, {{ lnum = 0, col = 0, \
@@ -1956,20 +1926,7 @@ async fn the_editor_tools_answer_a_real_mcp_client_from_neovim_inside_the_worksp
         vec![Value::from(file.display().to_string())],
     )
     .await;
-    let started = |args: Vec<String>| {
-        let command = command.clone();
-        async move {
-            ().serve(
-                TokioChildProcess::new(tokio::process::Command::new(command).configure(|c| {
-                    c.args(args);
-                }))
-                .unwrap(),
-            )
-            .await
-            .unwrap()
-        }
-    };
-    let client = started(args.clone()).await;
+    let client = mcp_client(&server, args.clone()).await;
     let mut names: Vec<String> = client
         .list_all_tools()
         .await
@@ -2120,7 +2077,7 @@ async fn the_editor_tools_answer_a_real_mcp_client_from_neovim_inside_the_worksp
     let mut forged = args.clone();
     let at = forged.iter().position(|a| a == "--token").unwrap() + 1;
     forged[at] = "0".repeat(32);
-    let intruder = started(forged).await;
+    let intruder = mcp_client(&server, forged).await;
     let refused = intruder
         .call_tool(call("open_buffers", serde_json::json!({})))
         .await
@@ -2128,6 +2085,233 @@ async fn the_editor_tools_answer_a_real_mcp_client_from_neovim_inside_the_worksp
     assert_eq!(refused.is_error, Some(true));
     assert_eq!(tool_text(&refused), "this channel is not yours");
     intruder.cancel().await.unwrap();
+}
+
+/// A Neovim with `editor_tools = true` connected to the test agent, the agent's log, and the
+/// `agent-nvim-editor` server it was handed in `session/new`.
+async fn editor_tools_server() -> (Nvim, tempfile::NamedTempFile, serde_json::Value) {
+    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let nvim = Nvim::start(Options {
+        ui: None,
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "unused".into()),
+            ("ACP_TEST_AGENT_LOG".into(), log.path().display().to_string()),
+        ],
+        setup: setup_lua(&format!(
+            "editor_tools = true, acp = {{ agents = {{ test = {{ cmd = {{ '{agent}', 'normal' }} }} }} }}"
+        )),
+    })
+    .await;
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
+    let opened = logged(log.path(), "session/new");
+    let server = opened[0]["mcpServers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "agent-nvim-editor")
+        .unwrap_or_else(|| panic!("no editor tools in {opened:?}"))
+        .clone();
+    (nvim, log, server)
+}
+
+/// The arguments of a handed MCP server.
+fn server_args(server: &serde_json::Value) -> Vec<String> {
+    server["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A real MCP client of `server`'s command started with `args`, as the agent would start it.
+async fn mcp_client(
+    server: &serde_json::Value,
+    args: Vec<String>,
+) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+    use rmcp::ServiceExt;
+    let command = server["command"].as_str().unwrap().to_string();
+    ().serve(
+        TokioChildProcess::new(tokio::process::Command::new(command).configure(|c| {
+            c.args(args);
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+/// [`editor_tools_server`] with a client of it started.
+async fn editor_tools_client() -> (
+    Nvim,
+    tempfile::NamedTempFile,
+    rmcp::service::RunningService<rmcp::RoleClient, ()>,
+) {
+    let (nvim, log, server) = editor_tools_server().await;
+    let client = mcp_client(&server, server_args(&server)).await;
+    (nvim, log, client)
+}
+
+/// One editor tool's answer: its text, and whether it is an error.
+async fn editor_tool(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &str,
+) -> (String, bool) {
+    let answer = client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new(tool.to_string())
+                .with_arguments(serde_json::Map::new()),
+        )
+        .await
+        .unwrap();
+    (tool_text(&answer), answer.is_error == Some(true))
+}
+
+/// The `selection` tool answers with the lines the person selected last, with their file
+/// (relative to the root) and line range, also once they have gone back to the chat (the window
+/// they worked in last); a workspace file with no selection says so, and a selection in a file
+/// outside the workspace is not given.
+#[tokio::test]
+async fn the_selection_tool_gives_the_lines_last_selected_in_a_workspace_file() {
+    let (nvim, _log, client) = editor_tools_client().await;
+    let src = nvim.workspace.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    let file = src.join("sel.py");
+    std::fs::write(&file, "one = 1\ntwo = 2\nthree = 3\nfour = 4\n").unwrap();
+    let other = nvim.workspace.path().join("other.py");
+    std::fs::write(&other, "nothing = 0\n").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.py");
+    std::fs::write(&secret, "kept = 'outside'\n").unwrap();
+    let open = |path: &std::path::Path| vec![Value::from(path.display().to_string())];
+
+    // A workspace file shown in the current window, nothing ever selected in it.
+    nvim.lua(
+        "vim.cmd('botright split ' .. vim.fn.fnameescape(...))",
+        open(&other),
+    )
+    .await;
+    assert_eq!(
+        editor_tool(&client, "selection").await,
+        ("nothing was selected in other.py".to_string(), false)
+    );
+
+    // Lines 2 and 3 selected (linewise), the selection left: the marks stay.
+    nvim.lua(
+        "vim.cmd('edit ' .. vim.fn.fnameescape(...)) vim.cmd('normal! 2GVj\\27')",
+        open(&file),
+    )
+    .await;
+    let expected = ("src/sel.py:2-3\ntwo = 2\nthree = 3".to_string(), false);
+    assert_eq!(editor_tool(&client, "selection").await, expected);
+
+    // The person goes back to the window they came from (the chat's, or one showing no file of
+    // the workspace): the selection is the one of the window they worked in last.
+    nvim.cmd("wincmd p").await;
+    let here = nvim
+        .lua("return vim.api.nvim_buf_get_name(0)", vec![])
+        .await;
+    assert!(
+        !here.as_str().unwrap_or_default().ends_with("sel.py"),
+        "{here:?}"
+    );
+    assert_eq!(editor_tool(&client, "selection").await, expected);
+
+    // A selection in a file outside the workspace, in the window worked in last: not given.
+    nvim.lua(
+        "vim.cmd('wincmd p') vim.cmd('edit ' .. vim.fn.fnameescape(...)) \
+         vim.cmd('normal! 1GV\\27') vim.cmd('wincmd p')",
+        open(&secret),
+    )
+    .await;
+    assert_eq!(
+        editor_tool(&client, "selection").await,
+        ("no file of the workspace is shown".to_string(), false)
+    );
+    client.cancel().await.unwrap();
+}
+
+/// The editor tools leave out a buffer opened through a link in the workspace to a file outside
+/// it (outside by the path check, whatever its name says), and a buffer's huge unsaved
+/// text is never given whole.
+#[tokio::test]
+async fn the_editor_tools_leave_out_a_buffer_reached_through_a_link_and_bound_a_huge_one() {
+    let (nvim, _log, client) = editor_tools_client().await;
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.py"), "kept = 'outside'\n").unwrap();
+    // A file link: Neovim names its buffer by the link (a folder link it resolves itself).
+    let through = nvim.workspace.path().join("leak.py");
+    std::os::unix::fs::symlink(outside.path().join("secret.py"), &through).unwrap();
+    std::fs::write(nvim.workspace.path().join("big.txt"), "x\n").unwrap();
+    nvim.lua(
+        "vim.cmd('edit ' .. vim.fn.fnameescape(...)) \
+         vim.api.nvim_buf_set_lines(0, 0, -1, false, {'changed = 1'})",
+        vec![Value::from(through.display().to_string())],
+    )
+    .await;
+    nvim.lua(
+        "vim.cmd('split ' .. vim.fn.fnameescape(...)) \
+         local lines = {} for i = 1, 30000 do lines[i] = ('line %05d of a big buffer'):format(i) end \
+         vim.api.nvim_buf_set_lines(0, 0, -1, false, lines)",
+        vec![Value::from(
+            nvim.workspace.path().join("big.txt").display().to_string(),
+        )],
+    )
+    .await;
+    // Both open and changed (the linked one is there to be left out).
+    assert_eq!(
+        nvim.lua(
+            "local n = 0 for _, b in ipairs(vim.api.nvim_list_bufs()) do \
+             if vim.bo[b].modified then n = n + 1 end end return n",
+            vec![]
+        )
+        .await,
+        Value::from(2)
+    );
+    let (text, error) = editor_tool(&client, "open_buffers").await;
+    assert!(!error, "{text}");
+    assert!(
+        !text.contains("leak") && !text.contains("changed = 1"),
+        "{text}"
+    );
+    assert!(
+        text.starts_with("big.txt (unsaved changes):\nline 00001"),
+        "{}",
+        &text[..80]
+    );
+    // Clamped as read_file clamps a file: far fewer than the 30000 lines.
+    assert!(!text.contains("line 30000"), "the whole buffer was given");
+    assert!(
+        text.chars().count() <= agent_nvim::text::MAX_CHARS + 200,
+        "{}",
+        text.chars().count()
+    );
+    client.cancel().await.unwrap();
+}
+
+/// The editor tools close with their agent: once `:Agent new here` goes back to the built-in
+/// agent, the MCP server the agent was handed reaches nothing, and its socket's folder is gone.
+#[tokio::test]
+async fn the_editor_tools_close_when_the_conversation_leaves_their_agent() {
+    let (nvim, _log, server) = editor_tools_server().await;
+    let args = server_args(&server);
+    let client = mcp_client(&server, args.clone()).await;
+    let (_, error) = editor_tool(&client, "open_buffers").await;
+    assert!(!error);
+    let at = args.iter().position(|a| a == "--socket").unwrap() + 1;
+    let socket = std::path::PathBuf::from(&args[at]);
+    assert!(socket.exists(), "{socket:?}");
+    nvim.cmd("Agent new here").await;
+    nvim.wait_for("require('agent').status().state == 'idle'")
+        .await;
+    let (text, error) = editor_tool(&client, "open_buffers").await;
+    assert!(error, "{text}");
+    assert!(text.contains("not reachable"), "{text}");
+    assert!(!socket.parent().unwrap().exists(), "{socket:?}");
+    client.cancel().await.unwrap();
 }
 
 /// `:checkhealth agent` names the MCP servers (never their env or headers), says which stdio

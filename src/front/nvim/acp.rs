@@ -82,7 +82,7 @@ impl Slot {
                     )),
                 }
             }
-            // The previous agent's editor tools close; this one's open when asked for.
+            // This agent's editor tools, when asked for (the previous agent's closed with it).
             let editor = if start.editor_tools {
                 let opened =
                     super::editor::Channel::open(nvim.clone(), workspace.clone(), &slot.shutdown)
@@ -103,9 +103,6 @@ impl Slot {
             } else {
                 None
             };
-            if let Ok(mut slot_editor) = slot.editor.lock() {
-                *slot_editor = editor;
-            }
             if start.sandbox {
                 spec.sandbox = sandbox.policy(workspace.root());
                 if spec.sandbox.is_none() {
@@ -137,14 +134,18 @@ impl Slot {
                 }
                 Err(err) => {
                     slot.ui.error(format!("agent: {err}"));
-                    if let Ok(mut editor) = slot.editor.lock() {
-                        *editor = None;
-                    }
                     native
                 }
             };
             let connected = next.agent().is_some();
             slot.switch_to(next).await;
+            // Held while this agent is the conversation's: switching away closes it (a failed
+            // start drops it here).
+            if connected {
+                if let Ok(mut slot_editor) = slot.editor.lock() {
+                    *slot_editor = editor;
+                }
+            }
             // A fork of another conversation's session (`:Agent fork`): loaded at once.
             if let (true, Some(session)) = (connected, start.load) {
                 slot.resume_external(agent_session_id(&start.name, &session));

@@ -3,7 +3,8 @@
 //! temporary directory) and a random token, named only in the MCP server's arguments the agent
 //! is given in `mcpServers`. Each call is one line of JSON in, one line out; it is answered from
 //! Neovim by `lua/agent/editor_tools.lua`, read-only, after the workspace's path check, and
-//! bounded. The channel closes (its directory removed) when the agent's conversation ends.
+//! bounded as read_file is. The channel closes (its directory removed) when the agent stops
+//! being its conversation's (another agent, `:Agent new here`, a resume, `:Agent close`).
 
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
@@ -17,10 +18,12 @@ use super::Nvim;
 use crate::front::mcp::{Reply, Request};
 use crate::workspace::Workspace;
 
-/// The most an answer holds: what is left out is said.
-const ANSWER_BYTES: usize = 64 * 1024;
 /// The longest request line read.
 const REQUEST_BYTES: u64 = 64 * 1024;
+/// The longest Neovim may take to answer one call (it may be waiting at a prompt).
+const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How many calls are answered at once; more are refused until one ends.
+const CALLS_AT_ONCE: usize = 4;
 
 /// One agent's open channel: closed when dropped.
 pub(super) struct Channel {
@@ -62,6 +65,7 @@ impl Channel {
         let stop = shutdown.child_token();
         let serving = stop.clone();
         let secret = token.clone();
+        let calls = std::sync::Arc::new(tokio::sync::Semaphore::new(CALLS_AT_ONCE));
         tokio::spawn(async move {
             loop {
                 let accepted = tokio::select! {
@@ -70,8 +74,15 @@ impl Channel {
                 };
                 let Ok((stream, _)) = accepted else { continue };
                 let (nvim, workspace, secret) = (nvim.clone(), workspace.clone(), secret.clone());
+                let call = calls.clone().try_acquire_owned().ok();
+                let stop = serving.clone();
                 tokio::spawn(async move {
-                    if let Err(err) = serve(stream, &nvim, &workspace, &secret).await {
+                    let served = tokio::select! {
+                        served = serve(stream, &nvim, &workspace, &secret, call.is_some()) => served,
+                        () = stop.cancelled() => Ok(()),
+                    };
+                    drop(call);
+                    if let Err(err) = served {
                         tracing::debug!(%err, "an editor tools call was not answered");
                     }
                 });
@@ -110,18 +121,27 @@ fn random_hex() -> std::io::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// One connection: its call read (within [`ANSWER_TIMEOUT`]) and answered, unless `free` is
+/// false ([`CALLS_AT_ONCE`] are being answered).
 async fn serve(
     stream: tokio::net::UnixStream,
     nvim: &Nvim,
     workspace: &Workspace,
     token: &str,
+    free: bool,
 ) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut line = String::new();
-    BufReader::new(read.take(REQUEST_BYTES))
-        .read_line(&mut line)
-        .await?;
+    tokio::time::timeout(
+        ANSWER_TIMEOUT,
+        BufReader::new(read.take(REQUEST_BYTES)).read_line(&mut line),
+    )
+    .await
+    .map_err(|_| std::io::Error::other("no call came"))??;
     let reply = match serde_json::from_str::<Request>(&line) {
+        Ok(request) if request.token == token && !free => refused(&format!(
+            "busy: {CALLS_AT_ONCE} calls are being answered; call again when one is done"
+        )),
         Ok(request) if request.token == token => answer(nvim, workspace, request).await,
         Ok(_) => {
             tracing::warn!("an editor tools call with the wrong token was refused");
@@ -177,13 +197,21 @@ async fn answer(nvim: &Nvim, workspace: &Workspace, request: Request) -> Reply {
         rmpv::ext::to_value(serde_json::Value::Object(args)).unwrap_or(Value::Nil),
         Value::from(root_of(workspace)),
     ];
-    match nvim
-        .exec_lua(super::protocol::lua::EDITOR_TOOLS, lua_args)
-        .await
-    {
+    let answered = tokio::time::timeout(
+        ANSWER_TIMEOUT,
+        nvim.exec_lua(super::protocol::lua::EDITOR_TOOLS, lua_args),
+    )
+    .await;
+    let Ok(answered) = answered else {
+        return refused(&format!(
+            "Neovim did not answer in {} s (it may be waiting at a prompt); call again later",
+            ANSWER_TIMEOUT.as_secs()
+        ));
+    };
+    match answered {
         Ok(Value::String(text)) => Reply {
             ok: true,
-            text: bounded(text.into_str().unwrap_or_default()),
+            text: bounded(&String::from_utf8_lossy(&text.into_bytes())),
         },
         Ok(Value::Map(fields)) => {
             let error = fields
@@ -191,7 +219,7 @@ async fn answer(nvim: &Nvim, workspace: &Workspace, request: Request) -> Reply {
                 .find(|(k, _)| k.as_str() == Some("error"))
                 .and_then(|(_, v)| v.as_str().map(str::to_string))
                 .unwrap_or_else(|| "no answer".into());
-            refused(&bounded(error))
+            refused(&bounded(&error))
         }
         Ok(_) => refused("Neovim gave no answer"),
         Err(err) => refused(&format!("Neovim could not answer: {err}")),
@@ -203,19 +231,9 @@ fn root_of(workspace: &Workspace) -> String {
     root.display().to_string()
 }
 
-/// `text` cut at [`ANSWER_BYTES`] (on a character boundary), saying how much was left out.
-fn bounded(mut text: String) -> String {
-    if text.len() <= ANSWER_BYTES {
-        return text;
-    }
-    let mut end = ANSWER_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let left = text.len() - end;
-    text.truncate(end);
-    text.push_str(&format!("\n… ({left} more bytes left out)"));
-    text
+/// `text` clamped as read_file clamps a file (its characters, the same marker at the end).
+fn bounded(text: &str) -> String {
+    crate::text::clamp_marked(text).text
 }
 
 #[cfg(test)]
@@ -224,15 +242,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_answer_is_cut_on_a_character_and_says_so() {
-        let text = "é".repeat(ANSWER_BYTES);
-        let cut = bounded(text);
-        assert!(cut.len() < ANSWER_BYTES + 64);
-        assert!(
-            cut.ends_with(&format!("({} more bytes left out)", ANSWER_BYTES)),
-            "{}",
-            &cut[cut.len() - 40..]
-        );
-        assert_eq!(bounded("short".into()), "short");
+    fn an_answer_is_clamped_as_read_file_clamps() {
+        let text = "é".repeat(crate::text::MAX_CHARS + 10);
+        let cut = bounded(&text);
+        assert_eq!(cut, crate::text::clamp_marked(&text).text);
+        assert!(cut.chars().count() < crate::text::MAX_CHARS + 200);
+        assert!(cut.starts_with(&"é".repeat(100)));
+        assert_eq!(bounded("short"), "short");
     }
 }

@@ -249,13 +249,22 @@ impl Slot {
         let replaced = self.conversation.lock().await.replace(next.clone());
         let replaced = replaced.filter(|old| !Arc::ptr_eq(old, &next))?;
         tracing::info!(name = replaced.name(), "ending a conversation");
+        // Its editor tools (an external agent's) close with it.
+        self.close_editor_tools();
         Some(replaced.end())
+    }
+
+    /// Closes the editor tools' channel, if open: its socket stops answering, its folder goes.
+    fn close_editor_tools(&self) {
+        let closed = self.editor.lock().ok().and_then(|mut editor| editor.take());
+        drop(closed);
     }
 
     /// Ends the conversation prompts go to (Neovim is going): an external agent's stdin is
     /// closed, and its process tree killed 2 s later.
     pub(super) async fn end_conversation(&self) {
         let ended = self.conversation.lock().await.take();
+        self.close_editor_tools();
         if let Some(ended) = ended {
             tracing::info!(name = ended.name(), "ending a conversation");
             ended.end().await;
