@@ -49,11 +49,12 @@ impl Channel {
     ) -> std::io::Result<Channel> {
         let token = random_hex()?;
         let dir = std::env::temp_dir().join(format!(
-            "agent-nvim-editor-{}-{}",
+            "{DIR_PREFIX}{}-{}",
             std::process::id(),
             &token[..12]
         ));
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        sweep_stale(&dir);
         let socket = dir.join("socket");
         let listener = match tokio::net::UnixListener::bind(&socket) {
             Ok(listener) => listener,
@@ -112,6 +113,58 @@ impl Channel {
             env: Vec::new(),
         })
     }
+}
+
+/// The start of a channel's folder name; then the backend's pid and random hex.
+const DIR_PREFIX: &str = "agent-nvim-editor-";
+
+/// Removes the folders beside `ours` left by backends that were killed before they could
+/// remove them: named as channels are, of the same owner as `ours` (this user), folders (never
+/// a link), their pid no longer running. A live backend's folder is never touched.
+fn sweep_stale(ours: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let (Some(temp), Ok(mine)) = (ours.parent(), std::fs::symlink_metadata(ours)) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(temp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(DIR_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let path = entry.path();
+        let ours_too = std::fs::symlink_metadata(&path)
+            .is_ok_and(|meta| meta.is_dir() && meta.uid() == mine.uid());
+        if !ours_too || path == ours || running(pid) {
+            continue;
+        }
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => {
+                tracing::info!(dir = %path.display(), "removed a dead backend's editor tools folder")
+            }
+            Err(err) => {
+                tracing::debug!(dir = %path.display(), %err, "a stale editor tools folder stays")
+            }
+        }
+    }
+}
+
+/// Whether process `pid` runs (one of another user's counts as running).
+fn running(pid: i32) -> bool {
+    let Some(pid) = rustix::process::Pid::from_raw(pid) else {
+        return false;
+    };
+    !matches!(
+        rustix::process::test_kill_process(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
 }
 
 /// 16 random bytes, in hex, from the kernel.
@@ -240,6 +293,41 @@ fn bounded(text: &str) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_folders_of_backends_that_are_gone_are_swept() {
+        let temp = tempfile::tempdir().unwrap();
+        let ours = temp
+            .path()
+            .join(format!("{DIR_PREFIX}{}-aaaa", std::process::id()));
+        std::fs::create_dir(&ours).unwrap();
+        // A pid that cannot be running (above the kernel's pid_max), one that is (ours, another
+        // of its folders), a file and a link named like folders, and someone else's name.
+        let gone = temp.path().join(format!("{DIR_PREFIX}{}-bbbb", i32::MAX));
+        std::fs::create_dir(&gone).unwrap();
+        std::fs::write(gone.join("socket"), "").unwrap();
+        let alive = temp
+            .path()
+            .join(format!("{DIR_PREFIX}{}-cccc", std::process::id()));
+        std::fs::create_dir(&alive).unwrap();
+        let file = temp
+            .path()
+            .join(format!("{DIR_PREFIX}{}-dddd", i32::MAX - 1));
+        std::fs::write(&file, "").unwrap();
+        let target = tempfile::tempdir().unwrap();
+        let link = temp
+            .path()
+            .join(format!("{DIR_PREFIX}{}-eeee", i32::MAX - 2));
+        std::os::unix::fs::symlink(target.path(), &link).unwrap();
+        let other = temp.path().join("someone-else-1");
+        std::fs::create_dir(&other).unwrap();
+        sweep_stale(&ours);
+        assert!(!gone.exists());
+        for kept in [&ours, &alive, &file, &link, &other] {
+            assert!(std::fs::symlink_metadata(kept).is_ok(), "{kept:?}");
+        }
+        assert!(target.path().exists());
+    }
 
     #[test]
     fn an_answer_is_clamped_as_read_file_clamps() {
