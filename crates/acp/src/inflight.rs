@@ -14,9 +14,10 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-/// A JSON-RPC message's outline: enough to tell a request from an answer.
-#[derive(Deserialize)]
-struct Outline {
+/// A JSON-RPC message's outline: enough to tell a request from an answer. Read once per line
+/// the agent writes (the transport's check that a line is a JSON object).
+#[derive(Default, Deserialize)]
+pub(super) struct Outline {
     #[serde(default)]
     id: Option<Value>,
     #[serde(default)]
@@ -25,6 +26,13 @@ struct Outline {
     result: Option<IgnoredAny>,
     #[serde(default)]
     error: Option<IgnoredAny>,
+}
+
+impl Outline {
+    /// The outline of `line`, when it is a JSON object.
+    pub(super) fn of(line: &str) -> Option<Outline> {
+        serde_json::from_str(line).ok()
+    }
 }
 
 /// The open requests, each with a token cancelled when its answer arrives (or the connection
@@ -37,23 +45,20 @@ pub(super) struct InFlight {
 impl InFlight {
     /// A line we sent: a request (an id and a method) is open from now on.
     pub(super) fn sent(&self, line: &str) {
-        let Ok(Outline {
+        let Some(Outline {
             id: Some(id),
             method: Some(_),
             ..
-        }) = serde_json::from_str::<Outline>(line)
+        }) = Outline::of(line)
         else {
             return;
         };
         self.lock().insert(key(&id), CancellationToken::new());
     }
 
-    /// A line the agent sent: an answer (an id, no method, a result or an error) closes the
-    /// request of that id.
-    pub(super) fn received(&self, line: &str) {
-        let Ok(outline) = serde_json::from_str::<Outline>(line) else {
-            return;
-        };
+    /// A line the agent sent, by its outline: an answer (an id, no method, a result or an
+    /// error) closes the request of that id.
+    pub(super) fn received(&self, outline: Outline) {
         let answer =
             outline.method.is_none() && (outline.result.is_some() || outline.error.is_some());
         if let (Some(id), true) = (outline.id, answer) {
@@ -92,10 +97,15 @@ mod tests {
         let token = inflight.open(&json!(3)).expect("open");
         // Not the same id: the string "3", a notification, a request of the agent's.
         assert!(inflight.open(&json!("3")).is_none());
-        inflight.received(r#"{"jsonrpc":"2.0","id":"3","result":{}}"#);
-        inflight.received(r#"{"jsonrpc":"2.0","id":3,"method":"fs/read_text_file","params":{}}"#);
+        inflight.received(Outline::of(r#"{"jsonrpc":"2.0","id":"3","result":{}}"#).unwrap());
+        inflight.received(
+            Outline::of(r#"{"jsonrpc":"2.0","id":3,"method":"fs/read_text_file","params":{}}"#)
+                .unwrap(),
+        );
         assert!(!token.is_cancelled());
-        inflight.received(r#"{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"no"}}"#);
+        inflight.received(
+            Outline::of(r#"{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"no"}}"#).unwrap(),
+        );
         assert!(token.is_cancelled());
         assert!(inflight.open(&json!(3)).is_none());
     }

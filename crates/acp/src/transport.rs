@@ -23,6 +23,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::watch;
 
+use super::inflight::Outline;
 use super::{AcpSpec, ConnectError};
 use crate::reaper::Tree;
 
@@ -250,11 +251,11 @@ where
                 match reader.read_until(b'\n', &mut buf).await {
                     Ok(0) => return None,
                     Ok(_) => {
-                        if let Some(frame) = frame(&buf, &name) {
+                        if let Some((frame, outline)) = frame(&buf, &name) {
                             if let Some(tap) = &tap {
                                 (tap.0)(super::Flow::Received, &frame);
                             }
-                            inflight.received(&frame);
+                            inflight.received(outline);
                             return Some((Ok(frame), (reader, name, tap, inflight)));
                         }
                     }
@@ -266,10 +267,10 @@ where
     Lines::new(outgoing, incoming)
 }
 
-/// The JSON object on one stdout line, or None for anything else (logged and skipped: agents and
-/// their wrappers print banners and warnings to stdout, and answering each with a parse error
-/// would only confuse them).
-fn frame(line: &[u8], name: &str) -> Option<String> {
+/// The JSON object on one stdout line, with its outline (read in the same pass), or None for
+/// anything else (logged and skipped: agents and their wrappers print banners and warnings to
+/// stdout, and answering each with a parse error would only confuse them).
+fn frame(line: &[u8], name: &str) -> Option<(String, Outline)> {
     let text = match std::str::from_utf8(line) {
         Ok(text) => text.trim(),
         Err(_) => {
@@ -280,14 +281,24 @@ fn frame(line: &[u8], name: &str) -> Option<String> {
     if text.is_empty() {
         return None;
     }
-    let object =
-        text.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
-    if !object {
+    // An object whose outline does not read (a field twice) is still passed on, outlined as
+    // nothing: the protocol's own reader decides what it is.
+    let outline = text
+        .starts_with('{')
+        .then(|| Outline::of(text))
+        .and_then(|outline| {
+            outline.or_else(|| {
+                serde_json::from_str::<serde::de::IgnoredAny>(text)
+                    .ok()
+                    .map(|_| Outline::default())
+            })
+        });
+    let Some(outline) = outline else {
         let preview: String = text.chars().take(JUNK_PREVIEW_CHARS).collect();
         tracing::warn!(agent = %name, "skipped a stdout line that is not JSON-RPC: {preview}");
         return None;
-    }
-    Some(text.to_string())
+    };
+    Some((text.to_string(), outline))
 }
 
 #[cfg(test)]
@@ -298,9 +309,11 @@ mod tests {
     #[test]
     fn only_json_objects_are_frames() {
         assert_eq!(
-            frame(b"{\"jsonrpc\":\"2.0\",\"id\":0}\r\n", "t"),
+            frame(b"{\"jsonrpc\":\"2.0\",\"id\":0}\r\n", "t").map(|(f, _)| f),
             Some("{\"jsonrpc\":\"2.0\",\"id\":0}".to_string())
         );
+        // An object whose outline does not read (a field twice) is still a frame.
+        assert!(frame(b"{\"id\":1,\"id\":2}\n", "t").is_some());
         for junk in [
             &b"Debugger listening on ws://127.0.0.1\n"[..],
             b"\n",
@@ -310,7 +323,7 @@ mod tests {
             b"\xff\xfe{}\n",
             b"42\n",
         ] {
-            assert_eq!(frame(junk, "t"), None, "{junk:?}");
+            assert!(frame(junk, "t").is_none(), "{junk:?}");
         }
     }
 

@@ -54,7 +54,9 @@ impl Channel {
             &token[..12]
         ));
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        sweep_stale(&dir);
+        // Off the runtime's threads: a temp folder can hold many entries.
+        let swept = dir.clone();
+        tokio::task::spawn_blocking(move || sweep_stale(&swept));
         let socket = dir.join("socket");
         let listener = match tokio::net::UnixListener::bind(&socket) {
             Ok(listener) => listener,
