@@ -6,7 +6,7 @@
 //! answers it from the running Neovim (`front::nvim::editor`), inside the workspace's path check
 //! and bounded like read_file. No tool of it writes, runs or reaches outside the workspace.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rmcp::model::{
@@ -24,6 +24,23 @@ use crate::{Error, Result};
 
 /// The server's name, as the agent is told it (`mcpServers[].name`).
 pub const SERVER_NAME: &str = "agent-nvim-editor";
+
+/// The entry an agent is handed in `mcpServers` for the editor tools: `command` (this binary)
+/// run as `mcp` with the channel's socket and token, and no environment of its own.
+pub fn server(command: PathBuf, socket: &Path, token: &str) -> crate::acp::mcp::McpServer {
+    crate::acp::mcp::McpServer::Stdio {
+        name: SERVER_NAME.into(),
+        command,
+        args: vec![
+            "mcp".into(),
+            "--socket".into(),
+            socket.display().to_string(),
+            "--token".into(),
+            token.to_string(),
+        ],
+        env: Vec::new(),
+    }
+}
 
 /// One call over the private channel: the token, the tool and its arguments.
 #[derive(Debug, Clone, Serialize, Deserialize)]

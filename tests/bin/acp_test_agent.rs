@@ -26,7 +26,9 @@
 //!
 //! Prompts (the prompt's whole text): `chat`, `fs`, `permission`, `cancel`, `crash`, `usage`,
 //! `info` (a usage_update with a cost and a session_info_update with a title), `updates` (a
-//! current_mode_update and a config_option_update), the terminal
+//! current_mode_update and a config_option_update), `named-tool` (a tool call whose `name` its
+//! title does not hold), `mcp-tools` (starts the `agent-nvim-editor` stdio MCP server it was
+//! handed and reports the names tools/list gives, `mcp-tools: [...]`), the terminal
 //! scenarios (see `terminal_scenario`),
 //! `which session` (reports the session id it was prompted in, `prompted in: "s-1"`), `write`
 //! (writes `written-by-agent.txt` itself, in its directory and in the one above, and says how
@@ -124,6 +126,7 @@ fn main() {
         web: false,
         authenticated: mode != "login" || auth_file.as_ref().is_some_and(|f| f.exists()),
         mcp: serde_json::Map::new(),
+        editor_server: None,
         prompt_id: Value::Null,
         closed: Value::Null,
     };
@@ -184,6 +187,15 @@ fn main() {
                 agent
                     .mcp
                     .insert("session/new".into(), mcp_summary(&message["params"]));
+                agent.editor_server =
+                    message["params"]["mcpServers"]
+                        .as_array()
+                        .and_then(|servers| {
+                            servers
+                                .iter()
+                                .find(|s| s["name"] == "agent-nvim-editor")
+                                .cloned()
+                        });
                 let mut result = json!({"sessionId": std::env::var("ACP_TEST_AGENT_SESSION")
                     .unwrap_or_else(|_| "s-1".into())});
                 if mode == "choices" {
@@ -414,10 +426,74 @@ struct Agent {
     /// The MCP servers each session method was sent, summed up (names, never the values of
     /// their variables and headers): what the `mcp` scenario reports.
     mcp: serde_json::Map<String, Value>,
+    /// The editor tools server session/new was handed (`agent-nvim-editor`), whole: what
+    /// `mcp-tools` starts.
+    editor_server: Option<Value>,
     /// The id of the prompt being answered (what a request-scoped question names).
     prompt_id: Value,
     /// How the client answered `elicit-request`'s question about its prompt.
     closed: Value,
+}
+
+/// Starts the stdio MCP server `server` (an `mcpServers` entry), asks it initialize and
+/// tools/list, and returns the tools' names (or what went wrong, as a string).
+fn list_mcp_tools(server: &Value) -> Value {
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|l| {
+                l.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut command = std::process::Command::new(server["command"].as_str().unwrap_or(""));
+    command
+        .args(strings(&server["args"]))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    for pair in server["env"].as_array().into_iter().flatten() {
+        command.env(
+            pair["name"].as_str().unwrap_or(""),
+            pair["value"].as_str().unwrap_or(""),
+        );
+    }
+    let Ok(mut child) = command.spawn() else {
+        return json!("did not start");
+    };
+    let mut input = child.stdin.take().unwrap();
+    let mut output = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut ask = |message: Value, answered: bool| -> Value {
+        writeln!(input, "{message}").unwrap();
+        input.flush().unwrap();
+        if !answered {
+            return Value::Null;
+        }
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or(Value::Null)
+    };
+    ask(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "acp-test-agent", "version": "0"}}}),
+        true,
+    );
+    ask(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        false,
+    );
+    let listed = ask(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}),
+        true,
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    listed["result"]["tools"]
+        .as_array()
+        .map(|tools| tools.iter().map(|t| t["name"].clone()).collect())
+        .unwrap_or(json!("no tools listed"))
 }
 
 /// The `mcpServers` of `params`, without the values of `env` and `headers`.
@@ -508,6 +584,25 @@ impl Agent {
             // The MCP servers each session method was sent (names only).
             "mcp" => {
                 report("mcp", &Value::Object(self.mcp.clone()));
+                json!({"stopReason": "end_turn"})
+            }
+            // The editor tools server, started as an agent starts a stdio MCP server, asked
+            // initialize and tools/list over MCP's own JSON-RPC; the tools' names reported.
+            "mcp-tools" => {
+                let listed = self
+                    .editor_server
+                    .as_ref()
+                    .map_or(json!("no editor tools server"), list_mcp_tools);
+                report("mcp-tools", &listed);
+                json!({"stopReason": "end_turn"})
+            }
+            // A tool call with a name its title does not hold.
+            "named-tool" => {
+                update(
+                    json!({"sessionUpdate": "tool_call", "toolCallId": "t-named",
+                    "title": "Search the code", "name": "grep", "kind": "search",
+                    "status": "completed"}),
+                );
                 json!({"stopReason": "end_turn"})
             }
             // A form to fill in: what the client answered is reported.

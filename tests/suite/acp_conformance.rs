@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agent_nvim::acp::elicit::Elicited;
 use agent_nvim::acp::{self, AcpEvent, AcpSpec, AgentUpdate, Flow, Tap};
 use agent_nvim::agent::Event;
 use agent_nvim::conversation::{AgentSessions, Choice, Conversation, Events};
@@ -212,6 +213,40 @@ fn shown(events: &[AcpEvent], kind: &str) -> bool {
     })
 }
 
+/// Every `{label}: {json}` line the test agent reported, read from the agent message text its
+/// hosts were shown.
+fn reported(events: &[AcpEvent], label: &str) -> Vec<Value> {
+    let text: String = events
+        .iter()
+        .filter_map(|event| match event {
+            AcpEvent::Turn(Event::Text { text }) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    // A turn's text need not end its line: a report may follow the last turn's on one line.
+    let prefix = format!("{label}: ");
+    text.lines()
+        .filter_map(|line| line.find(&prefix).map(|at| &line[at + prefix.len()..]))
+        .filter_map(|json| serde_json::from_str(json).ok())
+        .collect()
+}
+
+/// Our answers to the agent's `elicitation/create` questions in `mode`.
+fn elicitation_answers(recording: &Recording, mode: &str) -> Vec<Value> {
+    let lines = recording.lines();
+    recording
+        .calls(Flow::Received, "elicitation/create")
+        .iter()
+        .filter(|ask| ask["params"]["mode"] == mode)
+        .filter_map(|ask| {
+            lines.iter().find_map(|(f, m)| {
+                (*f == Flow::Sent && m.get("method").is_none() && m["id"] == ask["id"])
+                    .then(|| m["result"].clone())
+            })
+        })
+        .collect()
+}
+
 /// The rows for one agent's recording and the events its hosts were shown.
 fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
     let (ours, theirs) = recording.initialize();
@@ -361,28 +396,68 @@ fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
         used: directories,
         handled: directories && recording.answered(Flow::Sent, "session/new"),
     });
-    // MCP servers: sent in session/new, session/load and session/resume, each only where the agent takes its
-    // transport (stdio always; http and sse where mcpCapabilities say so).
-    let takes =
-        |kind: &str| said(&|t: &Value| t["agentCapabilities"]["mcpCapabilities"][kind] == true);
-    let sent_servers: Vec<Value> = ["session/new", "session/load", "session/resume"]
+    // MCP servers, sent in session/new, session/load and session/resume: stdio to every agent,
+    // http and sse only to one whose mcpCapabilities (in its own initialize answer: the
+    // connections are recorded one after another) take them.
+    let mut sent_servers = Vec::new();
+    let mut takes = Value::Null;
+    for (f, m) in recording.lines() {
+        if f == Flow::Received && m["result"]["agentCapabilities"].is_object() {
+            takes = m["result"]["agentCapabilities"]["mcpCapabilities"].clone();
+        }
+        let session_method = matches!(
+            m["method"].as_str(),
+            Some("session/new" | "session/load" | "session/resume")
+        );
+        if f == Flow::Sent && session_method {
+            for server in m["params"]["mcpServers"].as_array().into_iter().flatten() {
+                sent_servers.push((server.clone(), takes.clone()));
+            }
+        }
+    }
+    let stdio = sent_servers
         .iter()
-        .flat_map(|method| recording.calls(Flow::Sent, method))
-        .filter_map(|m| m["params"]["mcpServers"].as_array().cloned())
-        .flatten()
-        .collect();
-    let in_kind = sent_servers
-        .iter()
-        .all(|server| match server["type"].as_str() {
-            None => server["command"].is_string(),
-            Some(kind) => takes(kind),
-        });
+        .any(|(server, _)| server.get("type").is_none() && server["command"].is_string());
     rows.push(Row {
-        name: "mcpServers (stdio; http and sse where offered)".into(),
+        name: "mcpServers: stdio".into(),
         way: client_to_agent,
         offered: Some(true),
-        used: !sent_servers.is_empty(),
-        handled: in_kind && recording.answered(Flow::Sent, "session/new"),
+        used: stdio,
+        handled: stdio && recording.answered(Flow::Sent, "session/new"),
+    });
+    let remote: Vec<&(Value, Value)> = sent_servers
+        .iter()
+        .filter(|(server, _)| server.get("type").is_some())
+        .collect();
+    rows.push(Row {
+        name: "mcpServers: http and sse (only where mcpCapabilities take them)".into(),
+        way: client_to_agent,
+        offered: Some(
+            said(&|t: &Value| t["agentCapabilities"]["mcpCapabilities"]["http"] == true)
+                || said(&|t: &Value| t["agentCapabilities"]["mcpCapabilities"]["sse"] == true),
+        ),
+        used: !remote.is_empty(),
+        handled: !remote.is_empty()
+            && remote.iter().all(|(server, takes)| {
+                server["type"]
+                    .as_str()
+                    .is_some_and(|kind| takes[kind] == true)
+            }),
+    });
+    // The editor's tools: our own stdio server, started by the agent and listing every tool.
+    let editor = sent_servers
+        .iter()
+        .any(|(server, _)| server["name"] == agent_nvim::front::mcp::SERVER_NAME);
+    let ours: Value = agent_nvim::front::mcp::tools()
+        .iter()
+        .map(|(name, _, _)| Value::from(*name))
+        .collect();
+    rows.push(Row {
+        name: "mcpServers: the editor's tools (agent-nvim mcp)".into(),
+        way: client_to_agent,
+        offered: None,
+        used: editor,
+        handled: reported(events, "mcp-tools").contains(&ours),
     });
     let updates = recording.updates();
     for kind in [
@@ -403,14 +478,111 @@ fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
         "usage_update",
         "notice",
     ] {
+        // The updates a client must advertise before an agent sends them.
+        let offered = match kind {
+            "notice" => Some(client["session"]["notices"].is_object()),
+            "compaction_update" | "compaction_summary_chunk" => {
+                Some(client["session"]["compaction"].is_object())
+            }
+            "plan_update" | "plan_removed" => Some(client["plan"].is_object()),
+            _ => None,
+        };
         rows.push(Row {
             name: format!("session/update: {kind}"),
             way: "agent → client (notification)",
-            offered: None,
+            offered,
             used: updates.iter().any(|u| u == kind),
             handled: shown(events, kind),
         });
     }
+    let lines = recording.lines();
+    let answered_call = |call: &Value| {
+        lines.iter().any(|(f, m)| {
+            *f == Flow::Received
+                && m.get("method").is_none()
+                && m["id"] == call["id"]
+                && m.get("result").is_some()
+        })
+    };
+    // A boolean config option switched: advertised, sent with its type, answered.
+    let booleans: Vec<Value> = recording
+        .calls(Flow::Sent, "session/set_config_option")
+        .into_iter()
+        .filter(|m| m["params"]["value"].is_boolean() && m["params"]["type"] == "boolean")
+        .collect();
+    rows.push(Row {
+        name: "session/set_config_option: boolean".into(),
+        way: client_to_agent,
+        offered: Some(client["session"]["configOptions"]["boolean"].is_object()),
+        used: !booleans.is_empty(),
+        handled: booleans.iter().any(answered_call),
+    });
+    // A tool call's `name`, shown after a title that does not hold it.
+    let update_of = |m: &Value| m["params"]["update"].clone();
+    let named = recording
+        .calls(Flow::Received, "session/update")
+        .iter()
+        .map(update_of)
+        .filter(|u| u["sessionUpdate"] == "tool_call" && u["name"].is_string())
+        .filter_map(|u| u["name"].as_str().map(str::to_string))
+        .collect::<Vec<_>>();
+    rows.push(Row {
+        name: "session/update: tool_call name (shown)".into(),
+        way: "agent → client (notification)",
+        offered: None,
+        used: !named.is_empty(),
+        handled: events.iter().any(|event| {
+            matches!(event, AcpEvent::Turn(Event::ToolStarted { name, .. })
+                if named.iter().any(|n| name.ends_with(&format!(" · {n}"))))
+        }),
+    });
+    // Messages told apart by their ids.
+    let ids: Vec<String> = recording
+        .calls(Flow::Received, "session/update")
+        .iter()
+        .map(update_of)
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["messageId"].as_str().map(str::to_string))
+        .collect();
+    rows.push(Row {
+        name: "session/update: messageId (messages kept apart)".into(),
+        way: "agent → client (notification)",
+        offered: None,
+        used: !ids.is_empty(),
+        handled: ids.iter().all(|id| {
+            events.iter().any(|event| {
+                matches!(event, AcpEvent::Agent(AgentUpdate::Message { id: shown }) if shown == id)
+            })
+        }),
+    });
+    // The token counts a prompt's answer gives, counted at the end of the turn.
+    let counted: Vec<(u64, u64)> = recording
+        .calls(Flow::Sent, "session/prompt")
+        .iter()
+        .filter_map(|call| {
+            lines.iter().find_map(|(f, m)| {
+                let usage = &m["result"]["usage"];
+                (*f == Flow::Received && m["id"] == call["id"] && usage.is_object()).then(|| {
+                    (
+                        usage["inputTokens"].as_u64().unwrap_or(0),
+                        usage["outputTokens"].as_u64().unwrap_or(0),
+                    )
+                })
+            })
+        })
+        .collect();
+    rows.push(Row {
+        name: "session/prompt: usage (counted at the end of the turn)".into(),
+        way: client_to_agent,
+        offered: None,
+        used: !counted.is_empty(),
+        handled: counted.iter().all(|&(input, output)| {
+            events.iter().any(|event| {
+                matches!(event, AcpEvent::Turn(Event::Usage { input: i, output: o, .. })
+                    if (*i, *o) == (input, output))
+            })
+        }),
+    });
     // A URL question the agent completes by itself: closed, and answered `cancel`.
     let completes = recording.calls(Flow::Received, "elicitation/complete");
     rows.push(Row {
@@ -420,6 +592,39 @@ fn rows(recording: &Recording, events: &[AcpEvent]) -> Vec<Row> {
         used: !completes.is_empty(),
         handled: !completes.is_empty() && recording.answered(Flow::Received, "elicitation/create"),
     });
+    // Each answer a person can give: sent as the protocol has it, and read back by the agent.
+    // (`elicit-complete` reports the result itself, the others the whole answer.)
+    let agent_read: Vec<Value> = reported(events, "elicited")
+        .into_iter()
+        .map(|read| read.get("result").cloned().unwrap_or(read))
+        .collect();
+    for (mode, action, name) in [
+        (
+            "form",
+            "accept",
+            "elicitation/create: form accepted (values sent)",
+        ),
+        ("form", "decline", "elicitation/create: form declined"),
+        ("form", "cancel", "elicitation/create: form cancelled"),
+        (
+            "url",
+            "accept",
+            "elicitation/create: URL opened once allowed",
+        ),
+    ] {
+        let sent: Vec<Value> = elicitation_answers(recording, mode)
+            .into_iter()
+            .filter(|answer| answer["action"] == action)
+            .filter(|answer| (mode, action) != ("form", "accept") || answer["content"].is_object())
+            .collect();
+        rows.push(Row {
+            name: name.into(),
+            way: agent_to_client,
+            offered: Some(client["elicitation"][mode].is_object()),
+            used: !sent.is_empty(),
+            handled: sent.iter().any(|answer| agent_read.contains(answer)),
+        });
+    }
     let unknown_notice = recording.lines().iter().any(|(f, m)| {
         *f == Flow::Received
             && m.get("id").is_none()
@@ -624,6 +829,13 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
             url: "http://127.0.0.1:9/mcp".into(),
             headers: Vec::new(),
         },
+        // The editor's tools, as `editor_tools = true` hands them (no Neovim here: the agent
+        // only lists the tools, which needs no channel).
+        agent_nvim::front::mcp::server(
+            PathBuf::from(env!("CARGO_BIN_EXE_agent-nvim")),
+            &fx.workspace.root().join("no-channel"),
+            "conformance",
+        ),
     ];
     let session = acp::connect(normal, host.clone()).await.unwrap();
     for text in [
@@ -638,9 +850,28 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
         "elicit-complete",
         "plans",
         "compaction",
+        "named-tool",
+        "messages",
+        "usage",
+        "mcp-tools",
     ] {
         prompt(&session, text).await;
     }
+    // A form filled in and accepted, one declined, a URL opened once allowed (the cancel of
+    // each comes above, the host's default).
+    let filled: serde_json::Map<String, Value> = serde_json::from_value(serde_json::json!(
+        {"name": "main", "engine": "pg", "port": 5433, "tls": false}
+    ))
+    .unwrap();
+    for (answer, text) in [
+        (Elicited::Accept(filled), "elicit-form"),
+        (Elicited::Decline, "elicit-form"),
+        (Elicited::Accept(serde_json::Map::new()), "elicit-url"),
+    ] {
+        *host.elicit_with.lock().unwrap() = Some(answer);
+        prompt(&session, text).await;
+    }
+    *host.elicit_with.lock().unwrap() = Some(Elicited::Cancel);
     prompt(
         &session,
         &format!("terminal-kill {}", unique_marker("conformance")),
@@ -728,7 +959,28 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
         })
         .await
         .unwrap();
+    session
+        .choose(Choice::Option {
+            id: "web".into(),
+            value: Value::Bool(true),
+        })
+        .await
+        .unwrap();
     session.shutdown().await;
+
+    // An agent that takes MCP over HTTP: the remote server (with a header) goes to it.
+    let host = Arc::new(Host::new(true, Answer::Never));
+    let mut remote = spec(&fx, "mcp-http", &recording);
+    remote.mcp_servers = vec![acp::mcp::McpServer::Remote {
+        name: "remote".into(),
+        transport: acp::mcp::Transport::Http,
+        url: "http://127.0.0.1:9/mcp".into(),
+        headers: vec![("Authorization".into(), "Bearer t".into())],
+    }];
+    let session = acp::connect(remote, host.clone()).await.unwrap();
+    prompt(&session, "chat").await;
+    session.shutdown().await;
+    events.extend(host.events());
     events.extend(host.events());
 
     // A session continued without its replay, from an agent that only resumes.

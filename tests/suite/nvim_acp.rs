@@ -806,9 +806,10 @@ async fn an_agents_modes_and_options_are_shown_completed_switched_and_remembered
 async fn usage_and_the_title_an_agent_reports_show_in_the_winbar() {
     let nvim = connected(Some((120, 30)), "normal", "").await;
     nvim.cmd("Agent info").await;
-    let screen = nvim.wait_for_screen("45.2k/200.0k ctx").await;
+    // Once the turn has ended (during it the winbar says thinking).
+    let screen = nvim.wait_for_screen("idle · Fix the failing test").await;
+    assert!(screen.contains("45.2k/200.0k ctx"), "{screen}");
     assert!(screen.contains("$0.42"), "{screen}");
-    assert!(screen.contains("idle · Fix the failing test"), "{screen}");
 }
 
 /// The names of the slash commands the input's completion offers now.
@@ -1632,6 +1633,54 @@ async fn an_agents_form_is_shown_whole_filled_in_and_sent_only_when_complete_and
     let sent = reports(&nvim, "elicited", 2).await;
     assert_eq!(sent[1]["result"], serde_json::json!({"action": "decline"}));
     nvim.wait_for_line(CHAT, "test: declined").await;
+}
+
+#[tokio::test]
+async fn an_agents_form_waits_beside_a_person_typing_and_takes_none_of_their_keys() {
+    let nvim = connected(Some((100, 34)), "normal", "").await;
+    nvim.cmd("Agent").await;
+    nvim.wait_for("vim.api.nvim_get_mode().mode == 'i'").await;
+    ask(&nvim, "elicit-form").await;
+    let screen = nvim
+        .wait_for_screen("<M-a> or :Agent approve: go to it")
+        .await;
+    assert!(
+        screen.contains("Which database should I set up?"),
+        "{screen}"
+    );
+    // The form's own keys (accept, decline, cancel, change) typed into the input: they stay
+    // there, and the agent is told nothing.
+    nvim.api.input("a d q<CR>").await.unwrap();
+    nvim.wait_for("vim.api.nvim_buf_get_lines(0, 0, -1, false)[2] == ''")
+        .await;
+    assert_eq!(
+        nvim.lua("return vim.api.nvim_get_mode().mode", vec![])
+            .await,
+        Value::from("i")
+    );
+    assert_eq!(
+        nvim.buffer_lines("agent: input").await,
+        vec!["a d q".to_string(), String::new()]
+    );
+    assert_eq!(
+        nvim.lua("return require('agent.elicit').shown().focused", vec![])
+            .await,
+        Value::from(false)
+    );
+    assert!(all_reported(&nvim.buffer_lines(CHAT).await, "elicited").is_empty());
+    // Gone to on purpose, then cancelled: the agent hears cancel, and the person is back in
+    // the input with their text.
+    nvim.api.input("<M-a>").await.unwrap();
+    nvim.wait_for("(require('agent.elicit').shown() or {}).armed == true")
+        .await;
+    nvim.api.input("q").await.unwrap();
+    let sent = reports(&nvim, "elicited", 1).await;
+    assert_eq!(sent[0]["result"], serde_json::json!({"action": "cancel"}));
+    nvim.wait_for("vim.api.nvim_get_mode().mode == 'i'").await;
+    assert_eq!(
+        nvim.buffer_lines("agent: input").await,
+        vec!["a d q".to_string(), String::new()]
+    );
 }
 
 #[tokio::test]

@@ -1031,6 +1031,13 @@ where
                     .session(
                         agent_client_protocol::v1::schema::ClientSessionCapabilities::new()
                             .notices(agent_client_protocol::v1::schema::NoticeCapabilities::new())
+                            // Boolean config options: an on/off entry in `:Agent option`.
+                            .config_options(
+                                agent_client_protocol::v1::schema::SessionConfigOptionsCapabilities::new()
+                                    .boolean(
+                                        agent_client_protocol::v1::schema::BooleanConfigOptionCapabilities::new(),
+                                    ),
+                            )
                             // compaction updates: a `compacted` row like the built-in agent's.
                             .compaction(
                                 agent_client_protocol::v1::schema::CompactionCapabilities::new(),

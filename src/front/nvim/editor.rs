@@ -102,18 +102,11 @@ impl Channel {
     /// The MCP server the agent is handed: this binary's `mcp` with the channel's socket and
     /// token.
     pub(super) fn server(&self) -> std::io::Result<crate::acp::mcp::McpServer> {
-        Ok(crate::acp::mcp::McpServer::Stdio {
-            name: crate::front::mcp::SERVER_NAME.into(),
-            command: std::env::current_exe()?,
-            args: vec![
-                "mcp".into(),
-                "--socket".into(),
-                self.socket.display().to_string(),
-                "--token".into(),
-                self.token.clone(),
-            ],
-            env: Vec::new(),
-        })
+        Ok(crate::front::mcp::server(
+            std::env::current_exe()?,
+            &self.socket,
+            &self.token,
+        ))
     }
 }
 
