@@ -1022,6 +1022,16 @@ impl Agent {
                 std::fs::write(here.join("new.py"), "made by the agent\n").unwrap();
                 json!({"stopReason": "end_turn"})
             }
+            // Files of its own in one turn: two changed (a.py, b.py), one made (c.py), one
+            // removed (d.py).
+            "outside-three" => {
+                let here = std::env::current_dir().unwrap();
+                std::fs::write(here.join("a.py"), "a, changed by the agent\n").unwrap();
+                std::fs::write(here.join("b.py"), "b, changed by the agent\n").unwrap();
+                std::fs::write(here.join("c.py"), "c, made by the agent\n").unwrap();
+                let _ = std::fs::remove_file(here.join("d.py"));
+                json!({"stopReason": "end_turn"})
+            }
             "write" => {
                 // Writes of its own, not through the client: what a sandbox must stop.
                 let here = std::env::current_dir().unwrap();

@@ -1392,6 +1392,47 @@ async fn files_an_agent_writes_by_itself_are_listed_with_their_diff_and_u_puts_b
     );
 }
 
+#[tokio::test]
+async fn several_files_an_agent_changed_by_itself_are_one_row_and_one_undo() {
+    let nvim = connected(None, "normal", "").await;
+    let ws = nvim.workspace.path().to_path_buf();
+    for name in ["a.py", "b.py", "d.py"] {
+        std::fs::write(ws.join(name), format!("{name} before\n")).unwrap();
+    }
+    nvim.lua(
+        "_G.notes = {} vim.notify = function(m) table.insert(_G.notes, m) end",
+        vec![],
+    )
+    .await;
+    nvim.cmd("Agent outside-three").await;
+    nvim.wait_for_line(
+        CHAT,
+        "4 files changed by test without asking agent.nvim: a.py, b.py, c.py, d.py · d: diff · u: undo",
+    )
+    .await;
+    nvim.lua(
+        "local b = vim.fn.bufnr('agent: chat') local w = vim.fn.win_findbuf(b)[1] \
+         vim.api.nvim_set_current_win(w) \
+         local row = vim.fn.match(vim.api.nvim_buf_get_lines(b, 0, -1, false), '^4 files changed') + 1 \
+         vim.api.nvim_win_set_cursor(w, { row, 0 })",
+        vec![],
+    )
+    .await;
+    nvim.api.input("u").await.unwrap();
+    nvim.wait_for("#_G.notes > 0").await;
+    assert_eq!(
+        nvim.lua("return _G.notes[1]", vec![]).await,
+        Value::from("agent: 4 files put back as they were before the turn")
+    );
+    for name in ["a.py", "b.py", "d.py"] {
+        assert_eq!(
+            std::fs::read_to_string(ws.join(name)).unwrap(),
+            format!("{name} before\n")
+        );
+    }
+    assert!(!ws.join("c.py").exists());
+}
+
 /// A Neovim whose setup hands the test agent (in `mode`) a stdio MCP server with a secret in
 /// its environment and an HTTP one with a secret header, and logs at debug level.
 /// Its second part is the agent's own log of every line it received.
