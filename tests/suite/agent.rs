@@ -1098,6 +1098,73 @@ async fn max_cost_counts_an_asked_compaction_and_a_resumed_conversations_spendin
     assert!(mock.requests().is_empty());
 }
 
+#[tokio::test]
+async fn max_cost_holds_side_questions_and_inline_edits_to_the_conversations_spending() {
+    let dir = tempfile::tempdir().unwrap();
+    // $0.42 a request, one conversation with a $1.00 limit: its turn, an inline edit's turn
+    // and a side question are $1.26; then its next turn and another side question are refused.
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![
+            turn(vec![text("one")]),
+            turn(vec![text("edited")]),
+            turn(vec![text("an aside")]),
+            turn(vec![text("after a new start")]),
+        ],
+    );
+    let spend = agent_nvim::agent::Spend::default();
+    let limited = |agent: Agent| agent.with_max_cost(Some(1.0));
+    let mut conversation = limited(agent_tuned(
+        &mock,
+        Wire::Anthropic,
+        dir.path(),
+        40,
+        priced(),
+    ))
+    .with_spend(spend.clone());
+    let apart = || {
+        limited(agent_tuned(
+            &mock,
+            Wire::Anthropic,
+            dir.path(),
+            40,
+            priced(),
+        ))
+        .spending_apart(spend.clone())
+    };
+    let (events, _seen) = tokio::sync::mpsc::unbounded_channel();
+    let cancel = CancellationToken::new();
+    let aside = |mut agent: Agent| {
+        let (events, cancel) = (events.clone(), cancel.clone());
+        async move { agent.aside(&[], "and?", &events, &cancel).await }
+    };
+
+    assert_eq!(prompt(&mut conversation, "first").await.0, Outcome::Done);
+    let mut inline = apart();
+    assert_eq!(prompt(&mut inline, "edit it").await.0, Outcome::Done);
+    assert!((spend.total() - 0.84).abs() < 1e-9, "{}", spend.total());
+    aside(apart()).await.unwrap();
+    assert!((spend.total() - 1.26).abs() < 1e-9, "{}", spend.total());
+    // Past the limit: the conversation's own turn, a side question and an inline edit.
+    let (outcome, events_seen) = prompt(&mut conversation, "second").await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert!(
+        last_message(&events_seen)
+            .contains("this conversation has cost $1.26 and its max_cost is $1.00"),
+        "{events_seen:?}"
+    );
+    let refused = aside(apart()).await.unwrap_err();
+    assert!(refused.contains("has cost $1.26"), "{refused}");
+    let (outcome, _) = prompt(&mut apart(), "edit again").await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(mock.requests().len(), 3, "nothing sent past the limit");
+    // A new conversation has spent nothing, apart or not.
+    conversation.reset();
+    assert_eq!(spend.total(), 0.0);
+    aside(apart()).await.unwrap();
+    assert_eq!(mock.requests().len(), 4);
+}
+
 /// The text blocks of every message of an Anthropic request, joined.
 fn sent_text(request: &Recorded) -> String {
     request.body["messages"].to_string()

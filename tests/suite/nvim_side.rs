@@ -109,3 +109,52 @@ async fn a_side_question_is_answered_in_a_float_with_the_context_and_leaves_no_t
         "{next}"
     );
 }
+
+/// `max_cost` holds a side question to what the conversation has spent, and the side
+/// question's cost counts against the conversation's next turn.
+#[tokio::test]
+async fn a_side_question_is_held_to_the_conversations_max_cost_and_counted_in_it() {
+    // Each request: 10 in × $3000 + 5 out × $6000 a million = $0.06.
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![done("First."), done("An aside."), done("never sent")],
+    );
+    let nvim = Nvim::start(Options {
+        ui: Some((100, 30)),
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "k".into()),
+            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+        ],
+        setup: setup_lua(
+            "max_cost = 0.1, models = { ['claude-sonnet-4-5'] = { price = { input = 3000, output = 6000 } } }",
+        ),
+    })
+    .await;
+    nvim.cmd("Agent first").await;
+    nvim.wait_for_line(CHAT, "First.").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    // $0.06 spent, under the limit: answered.
+    nvim.cmd("Agent btw and?").await;
+    nvim.wait_for_screen("An aside.").await;
+    nvim.wait_for("(require('agent.side').current() or {}).done == true")
+        .await;
+    // $0.12 now: the conversation's next turn is refused, counting the side question...
+    nvim.cmd("Agent second").await;
+    nvim.wait_for_line(
+        CHAT,
+        "agent: stopped before the next request: this conversation has cost $0.12 and its max_cost is $0.10; raise max_cost or start a new conversation",
+    )
+    .await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    // ...and so is another side question, with the same words.
+    nvim.cmd("Agent btw again?").await;
+    let screen = nvim
+        .wait_for_screen("cost $0.12 and its max_cost is $0.10; raise max_cost")
+        .await;
+    assert!(
+        screen.contains("the side question failed: stopped before the next request"),
+        "{screen}"
+    );
+    assert!(screen.contains("again?"), "{screen}");
+    assert_eq!(mock.requests().len(), 2, "nothing sent past the limit");
+}

@@ -9,8 +9,10 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) mod native;
+mod spend;
 
 pub use native::Native;
+pub use spend::Spend;
 
 use crate::instructions;
 use crate::llm::{CallResult, Client, LlmError, Message, Progress, Prompt, Request, Usage};
@@ -308,6 +310,12 @@ pub struct Agent {
     cost: f64,
     /// Whether the person was told that `max_cost` cannot be held to (no price is known).
     told_unpriced: bool,
+    /// The conversation's spending, shared with the agents of its side questions and inline
+    /// edits ([`Agent::with_spend`], [`Agent::spending_apart`]).
+    spend: Spend,
+    /// This agent makes requests apart from a conversation's turns: its costs are that
+    /// conversation's, and its `max_cost` is held against all the conversation has spent.
+    apart: bool,
 }
 
 /// What a conversation stopped by its `max_cost` says: what it has cost, its limit, and what to
@@ -369,6 +377,8 @@ impl Agent {
             max_cost: None,
             cost: 0.0,
             told_unpriced: false,
+            spend: Spend::default(),
+            apart: false,
         }
     }
 
@@ -383,6 +393,46 @@ impl Agent {
     /// What this conversation's turns have cost so far, in dollars, where a price was known.
     pub fn cost(&self) -> f64 {
         self.cost
+    }
+
+    /// Shares this conversation's spending with the agents of its side questions and inline
+    /// edits (each made [`Agent::spending_apart`] over the same `spend`): what they cost counts
+    /// against this agent's `max_cost`, and they are held to it too.
+    pub fn with_spend(mut self, spend: Spend) -> Self {
+        spend.set_turns(self.cost);
+        self.spend = spend;
+        self.apart = false;
+        self
+    }
+
+    /// Makes this agent's requests part of the conversation whose spending `spend` is (a side
+    /// question, an inline edit): each is refused once the conversation as a whole has cost
+    /// this agent's `max_cost`, and what each costs is added to the conversation's.
+    pub fn spending_apart(mut self, spend: Spend) -> Self {
+        self.spend = spend;
+        self.apart = true;
+        self
+    }
+
+    /// What the conversation will have spent with `now` more: this agent's and everything the
+    /// shared spending holds besides it.
+    fn spent_with(&self, now: f64) -> f64 {
+        if self.apart {
+            self.spend.total() + now
+        } else {
+            self.cost + now + self.spend.apart()
+        }
+    }
+
+    /// Counts `cost` as spent by this agent (and by the conversation it shares its spending
+    /// with).
+    fn count(&mut self, cost: f64) {
+        self.cost += cost;
+        if self.apart {
+            self.spend.add_apart(cost);
+        } else {
+            self.spend.set_turns(self.cost);
+        }
     }
 
     /// Compacts when the last request's input reached `compact_at` (0 < it ≤ 1; 0: only when
@@ -463,8 +513,9 @@ impl Agent {
         if why == Why::Asked {
             self.take_model_switch();
             // A turn checks its own requests; one asked for outside a turn is checked here.
-            if let Some(max) = self.max_cost.filter(|max| self.cost >= *max) {
-                return Err(NotCompacted::OverBudget(over_budget(self.cost, max)));
+            let spent = self.spent_with(0.0);
+            if let Some(max) = self.max_cost.filter(|max| spent >= *max) {
+                return Err(NotCompacted::OverBudget(over_budget(spent, max)));
             }
         }
         if prompts.len() <= keep {
@@ -552,7 +603,7 @@ impl Agent {
         let cost = price
             .filter(|_| why == Why::Asked)
             .map(|p| p.cost(&reply.usage));
-        self.cost += cost.unwrap_or(0.0);
+        self.count(cost.unwrap_or(0.0));
         send(Event::Compacted {
             prompts: folded,
             before,
@@ -577,6 +628,10 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> Result<Aside, String> {
         self.take_model_switch();
+        let spent = self.spent_with(0.0);
+        if let Some(max) = self.max_cost.filter(|max| spent >= *max) {
+            return Err(over_budget(spent, max));
+        }
         let _ = self.refresh_instructions().await;
         let mut messages = view.to_vec();
         messages.push(Message::User(
@@ -602,7 +657,7 @@ impl Agent {
         })?;
         let price = self.client.config().model_info().price;
         let cost = price.map(|p| p.cost(&reply.usage));
-        self.cost += cost.unwrap_or(0.0);
+        self.count(cost.unwrap_or(0.0));
         Ok(Aside {
             text: reply.text,
             usage: reply.usage,
@@ -685,6 +740,9 @@ impl Agent {
     pub fn restore(&mut self, history: Vec<Message>, compactions: Vec<Compaction>, cost: f64) {
         self.follow(history, compactions);
         self.cost = cost;
+        if !self.apart {
+            self.spend.start_over(cost);
+        }
         self.told = false;
         self.executor.context().gate.reset();
     }
@@ -712,6 +770,9 @@ impl Agent {
     /// Starts a new conversation: history, session grants and what it has cost are forgotten.
     pub fn reset(&mut self) {
         self.cost = 0.0;
+        if !self.apart {
+            self.spend.start_over(0.0);
+        }
         self.told_unpriced = false;
         self.history.clear();
         self.compactions.clear();
@@ -736,7 +797,7 @@ impl Agent {
         };
         let outcome = self.turn(prompt, &costed, cancel).await;
         if let Some(cost) = costed.cost.lock().ok().and_then(|kept| *kept) {
-            self.cost += cost;
+            self.count(cost);
         }
         outcome
     }
@@ -816,9 +877,13 @@ impl Agent {
         }
         let mut compacted_for_length = false;
         for _ in 0..self.max_turns {
+            if let (Some(now), false) = (spent.0, self.apart) {
+                // What the turn has cost so far, for a side question asked meanwhile.
+                self.spend.set_turns(self.cost + now);
+            }
             if let (Some(max), Some(now)) = (self.max_cost, spent.0) {
-                if self.cost + now >= max {
-                    let message = over_budget(self.cost + now, max);
+                if self.spent_with(now) >= max {
+                    let message = over_budget(self.spent_with(now), max);
                     send(Event::Error {
                         message: message.clone(),
                     });

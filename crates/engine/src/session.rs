@@ -205,6 +205,9 @@ pub struct Session {
     /// The tools' context (workspace, gate, editor, settings, checkpoints), shared with the
     /// agent: an inline edit's own agent runs over it ([`crate::inline::agent`]).
     pub tools: ToolContext,
+    /// What the built-in conversation has spent, shared with the agents of its side questions
+    /// and inline edits so its `max_cost` holds them too ([`Agent::spending_apart`]).
+    pub spend: crate::agent::Spend,
 }
 
 /// Builds a session: [`executor`], then [`agent`] over it.
@@ -221,12 +224,14 @@ pub fn build(
         .state_dir
         .as_deref()
         .map(|dir| Store::new(dir, workspace.root()));
+    let spend = crate::agent::Spend::default();
     Ok(Session {
         workspace,
         checkpoints,
         store,
-        agent: agent(config, executor),
+        agent: agent(config, executor).map(|agent| agent.with_spend(spend.clone())),
         tools,
+        spend,
     })
 }
 

@@ -70,7 +70,12 @@ impl Target {
                     base.max_turns,
                     base.instructions.clone(),
                 )
-                .map(|agent| (agent, ask))
+                .map(|agent| {
+                    let agent = agent
+                        .with_max_cost(base.max_cost)
+                        .spending_apart(base.spend.clone());
+                    (agent, ask)
+                })
                 .map_err(|err| super::target::no_provider(&err))
             })
             .await;

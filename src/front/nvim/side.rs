@@ -67,7 +67,12 @@ impl Target {
                     base.tools.clone(),
                     base.instructions.clone(),
                 )
-                .map(|agent| (agent, session.store.clone()))
+                .map(|agent| {
+                    let agent = agent
+                        .with_max_cost(base.max_cost)
+                        .spending_apart(base.spend.clone());
+                    (agent, session.store.clone())
+                })
                 .map_err(|err| super::target::no_provider(&err))
             })
             .await;

@@ -139,6 +139,10 @@ pub(super) struct InlineBase {
     pub(super) choice: crate::llm::ProviderChoice,
     pub(super) max_turns: u32,
     pub(super) instructions: Vec<String>,
+    /// The conversation's `max_cost`, and what it has spent (side questions and inline edits
+    /// are held to it and counted in it).
+    pub(super) max_cost: Option<f64>,
+    pub(super) spend: crate::agent::Spend,
 }
 
 /// The conversation slot and its turns.

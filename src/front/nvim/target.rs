@@ -108,6 +108,8 @@ impl Target {
             choice: config.provider.clone(),
             max_turns: config.max_turns,
             instructions: config.instructions.clone(),
+            max_cost: config.max_cost,
+            spend: built.spend.clone(),
         };
         // A missing key is reported when a prompt needs the provider, not now: a session that
         // only drives an external agent (ACP) never does.

@@ -1,0 +1,73 @@
+//! What one conversation has spent, shared by its own agent and the agents that make requests
+//! apart from its turns (a side question, an inline edit), so that one `max_cost` holds them
+//! all: each of those checks the conversation's whole spending before its request, and its cost
+//! counts against the conversation's next turns.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// A conversation's spending, in dollars (what could be priced). Clones share it.
+#[derive(Clone, Default, Debug)]
+pub struct Spend(Arc<Mutex<Tally>>);
+
+#[derive(Default, Debug)]
+struct Tally {
+    /// The conversation's own turns (and compactions asked for), as its agent last said.
+    turns: f64,
+    /// Requests made apart from its turns.
+    apart: f64,
+}
+
+impl Spend {
+    fn with<T>(&self, f: impl FnOnce(&mut Tally) -> T) -> T {
+        f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Everything the conversation has spent.
+    pub fn total(&self) -> f64 {
+        self.with(|t| t.turns + t.apart)
+    }
+
+    /// What requests apart from its turns have cost.
+    pub fn apart(&self) -> f64 {
+        self.with(|t| t.apart)
+    }
+
+    /// The conversation's own agent says what its turns have cost now.
+    pub(crate) fn set_turns(&self, cost: f64) {
+        self.with(|t| t.turns = cost);
+    }
+
+    /// A request apart from the turns cost `cost`.
+    pub(crate) fn add_apart(&self, cost: f64) {
+        if cost.is_finite() && cost > 0.0 {
+            self.with(|t| t.apart += cost);
+        }
+    }
+
+    /// A new conversation (or another one resumed in its place) starts from `turns`, nothing
+    /// spent apart.
+    pub(crate) fn start_over(&self, turns: f64) {
+        self.with(|t| *t = Tally { turns, apart: 0.0 });
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clones_share_one_tally_and_a_start_over_forgets_what_was_spent_apart() {
+        let spend = Spend::default();
+        let side = spend.clone();
+        spend.set_turns(0.5);
+        side.add_apart(0.25);
+        side.add_apart(f64::NAN);
+        side.add_apart(-1.0);
+        assert_eq!(spend.total(), 0.75);
+        assert_eq!(spend.apart(), 0.25);
+        spend.start_over(0.125);
+        assert_eq!(side.total(), 0.125);
+        assert_eq!(side.apart(), 0.0);
+    }
+}
