@@ -591,10 +591,38 @@ pub(crate) fn push_parts(out: &mut String, pieces: &[&Piece], after_one: bool) {
     }
 }
 
+/// `message` with a line in place of each of its images, for `model` that takes none; None when
+/// it holds no image.
+fn without_images(message: &Message, model: &str) -> Option<Message> {
+    let Message::User(prompt) = message else {
+        return None;
+    };
+    if prompt.images.is_empty() {
+        return None;
+    }
+    let mut text: String = prompt
+        .images
+        .iter()
+        .map(|image| {
+            format!(
+                "[image {} was attached here; {model} does not take images, so it is not sent]\n",
+                image.name
+            )
+        })
+        .collect();
+    text.push_str(&prompt.text);
+    Some(Message::User(Prompt {
+        text,
+        images: Vec::new(),
+        audio: prompt.audio.clone(),
+    }))
+}
+
 /// The messages the client has rendered, for the conversation and wire format they belong to.
 #[derive(Debug, Default)]
 struct Rendered {
-    key: Option<(u64, WireFormat)>,
+    /// The history's epoch, the wire, and whether images were sent as images.
+    key: Option<(u64, WireFormat, bool)>,
     pieces: Vec<Piece>,
 }
 
@@ -754,12 +782,21 @@ impl Client {
         effort: Option<&str>,
     ) -> String {
         let messages = request.messages;
-        let render = |i: usize| match wire {
-            WireFormat::Anthropic => anthropic::piece(&messages[i]),
-            WireFormat::Chat => openai::piece(&messages[i]),
-            WireFormat::Responses => responses::piece(&messages[i]),
-            WireFormat::Ollama => {
-                ollama::piece(&messages[i], i.checked_sub(1).map(|j| &messages[j]))
+        // A model that takes no images (one switched to after images were attached) is sent a
+        // line in place of each, never the image it would refuse the whole request for.
+        let images = self.config.model_info().images;
+        let render = |i: usize| {
+            let stripped = (!images)
+                .then(|| without_images(&messages[i], &self.config.model))
+                .flatten();
+            let message = stripped.as_ref().unwrap_or(&messages[i]);
+            match wire {
+                WireFormat::Anthropic => anthropic::piece(message),
+                WireFormat::Chat => openai::piece(message),
+                WireFormat::Responses => responses::piece(message),
+                WireFormat::Ollama => {
+                    ollama::piece(message, i.checked_sub(1).map(|j| &messages[j]))
+                }
             }
         };
         let mut one_off = Vec::new();
@@ -769,7 +806,7 @@ impl Client {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let pieces: &[Piece] = match request.history {
             Some(history) => {
-                let key = Some((history, wire));
+                let key = Some((history, wire, images));
                 if kept.key != key || kept.pieces.len() > messages.len() {
                     kept.key = key;
                     kept.pieces.clear();
@@ -1362,6 +1399,68 @@ mod tests {
                 let body: Value =
                     serde_json::from_str(&client.body(wire, &cut, None, None)).unwrap();
                 assert!(!body.to_string().contains("step 1"), "{wire:?}: {body}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_model_switched_to_that_takes_no_images_is_sent_a_line_for_each_in_every_wire() {
+        let image = Image::prepare("shot.png", agent_nvim_fixtures::pictures::png(4, 4, 1))
+            .unwrap();
+        let messages = vec![
+            Message::User(Prompt {
+                text: "what is this?".into(),
+                images: vec![image.clone()],
+                audio: Vec::new(),
+            }),
+            Message::Assistant {
+                text: "a square".into(),
+                calls: Vec::new(),
+                reasoning: Vec::new(),
+            },
+            Message::User("and now?".into()),
+        ];
+        for kind in ProviderKind::ALL {
+            for api in [OpenAiApi::Chat, OpenAiApi::Responses] {
+                let mut tuning = Tuning {
+                    api,
+                    ..Tuning::default()
+                };
+                tuning.models.insert(
+                    "local-text".into(),
+                    models::ModelEntry {
+                        context: None,
+                        price: None,
+                        images: Some(false),
+                    },
+                );
+                let config = ProviderConfig {
+                    kind,
+                    model: "seeing".into(),
+                    base_url: "http://127.0.0.1:9".into(),
+                    key: Key::None,
+                    tuning,
+                };
+                let mut client = Client::new(config, &[]).unwrap();
+                let wire = client.config().wire();
+                let request = Request {
+                    system: "sys",
+                    messages: &messages,
+                    history: Some(3),
+                };
+                let seeing = client.body(wire, &request, None, None);
+                assert!(seeing.contains(&image.base64()), "{wire:?}");
+                // The same history, rendered before with its image, after the switch.
+                client.set_model("local-text".into());
+                let blind = client.body(wire, &request, None, None);
+                assert!(!blind.contains(&image.base64()), "{wire:?}: {blind}");
+                assert!(
+                    blind.contains(
+                        "[image shot.png was attached here; local-text does not take images, so it is not sent]"
+                    ),
+                    "{wire:?}: {blind}"
+                );
+                assert!(blind.contains("what is this?"), "{wire:?}: {blind}");
             }
         }
     }
