@@ -1716,6 +1716,44 @@ async fn a_prompts_images_go_as_base64_image_content_in_every_wire_format_and_ag
 }
 
 #[tokio::test]
+async fn a_prompt_whose_images_are_more_than_one_request_carries_is_refused_before_sending() {
+    use agent_nvim::llm::{Image, Prompt};
+    let dir = tempfile::tempdir().unwrap();
+    let mock = MockLlm::start(Wire::Anthropic, vec![turn(vec![text("ok")])]);
+    let mut agent = agent(&mock, Wire::Anthropic, dir.path(), 5);
+    // Five of 4 MB: 26.7 MB in base64, over the 24 MB one request carries.
+    let big = Image {
+        name: "shot.png".into(),
+        media_type: "image/png".into(),
+        width: 1568,
+        height: 1568,
+        scaled_from: None,
+        data: vec![7u8; 4 * 1024 * 1024].into(),
+        file: None,
+    };
+    let asked = Prompt {
+        text: "compare these".into(),
+        images: vec![big; 5],
+        audio: Vec::new(),
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let outcome = agent.prompt(asked, &tx, &CancellationToken::new()).await;
+    drop(tx);
+    assert_eq!(outcome, Outcome::Failed);
+    let mut errors = Vec::new();
+    while let Some(event) = rx.recv().await {
+        if let Event::Error { message } = event {
+            errors.push(message);
+        }
+    }
+    assert_eq!(
+        errors,
+        vec!["agent: the images of this prompt come to 26.7 MB to send, more than the 24 MB one request carries; nothing was sent: attach fewer or smaller images".to_string()]
+    );
+    assert!(mock.requests().is_empty(), "nothing reached the model");
+}
+
+#[tokio::test]
 async fn a_model_known_to_read_text_only_is_refused_images_before_anything_is_sent() {
     use agent_nvim::llm::{Image, Prompt};
     let dir = tempfile::tempdir().unwrap();

@@ -815,6 +815,11 @@ impl Agent {
         // Refused before anything is sent: media this agent's model cannot take. The prompt's
         // text is kept in the history, as a failed turn's is (so prompts are numbered as the
         // chat and the file number them), with a line saying what was left out, never sent.
+        let images_size: usize = prompt
+            .images
+            .iter()
+            .map(crate::llm::Image::base64_len)
+            .sum();
         let refused = if !prompt.audio.is_empty() {
             Some((
                 crate::llm::audio::refused_by_builtin(),
@@ -829,6 +834,14 @@ impl Agent {
                 crate::llm::image::refused_for(&model),
                 format!(
                     "[{} image(s) attached here were not sent: {model} does not take images]",
+                    prompt.images.len()
+                ),
+            ))
+        } else if images_size > crate::llm::image::REQUEST_IMAGES {
+            Some((
+                crate::llm::image::too_many_for_one_request(images_size),
+                format!(
+                    "[{} image(s) attached here were not sent: together more than one request carries]",
                     prompt.images.len()
                 ),
             ))

@@ -191,6 +191,21 @@ impl Image {
         format!("data:{};base64,{}", self.media_type, self.base64())
     }
 
+    /// How long its base64 is (what it adds to a request).
+    pub fn base64_len(&self) -> usize {
+        self.data.len().div_ceil(3) * 4
+    }
+
+    /// The line sent in place of an older image left out to keep a request within
+    /// [`REQUEST_IMAGES`].
+    pub fn left_out_line(&self) -> String {
+        format!(
+            "[image {} was attached here; left out of this request, which carries at most {} MB of images, the newest]",
+            self.name,
+            REQUEST_IMAGES / (1024 * 1024)
+        )
+    }
+
     /// Whether its bytes are here to send (a saved one whose file is gone has none).
     pub fn present(&self) -> bool {
         !self.data.is_empty()
@@ -260,6 +275,20 @@ pub fn size(bytes: usize) -> String {
     } else {
         format!("{:.1} MB", bytes as f64 / (1024.0 * 1024.0))
     }
+}
+
+/// The most base64 of images one request carries (Anthropic refuses a request over 32 MB, and
+/// every image of a conversation is sent again with each request): past it, the oldest are
+/// sent as a line naming them, and a prompt whose own images are more is refused.
+pub const REQUEST_IMAGES: usize = 24 * 1024 * 1024;
+
+/// Why a prompt whose images alone are more than [`REQUEST_IMAGES`] was not sent.
+pub fn too_many_for_one_request(base64: usize) -> String {
+    format!(
+        "agent: the images of this prompt come to {:.1} MB to send, more than the {} MB one request carries; nothing was sent: attach fewer or smaller images",
+        base64 as f64 / (1024.0 * 1024.0),
+        REQUEST_IMAGES / (1024 * 1024)
+    )
 }
 
 /// What a text-only model is told when a prompt holds images: refused before sending.

@@ -591,38 +591,84 @@ pub(crate) fn push_parts(out: &mut String, pieces: &[&Piece], after_one: bool) {
     }
 }
 
-/// `message` with a line in place of each of its images, for `model` that takes none; None when
-/// it holds no image.
-fn without_images(message: &Message, model: &str) -> Option<Message> {
+/// Where the images of `messages` are: for each message, how many images come before it (in
+/// order, over all messages); and the number of the first image sent as an image, the ones
+/// before it going as lines: none sent to a model that takes no images (`images` false), else
+/// the newest whose base64 fits in `budget` bytes together ([`image::REQUEST_IMAGES`]).
+fn image_places(messages: &[Message], images: bool, budget: usize) -> (Vec<usize>, usize) {
+    let mut offsets = Vec::with_capacity(messages.len());
+    let mut count = 0;
+    for message in messages {
+        offsets.push(count);
+        if let Message::User(prompt) = message {
+            count += prompt.images.len();
+        }
+    }
+    if !images {
+        return (offsets, count);
+    }
+    let mut first_sent = 0;
+    let mut size = 0;
+    let newest_first = messages.iter().rev().flat_map(|message| match message {
+        Message::User(prompt) => prompt.images.iter().rev().collect(),
+        _ => Vec::new(),
+    });
+    for (n, image) in newest_first.enumerate() {
+        size += image.base64_len();
+        if size > budget {
+            first_sent = count - n;
+            break;
+        }
+    }
+    (offsets, first_sent)
+}
+
+/// `message` with a line in place of each of its images numbered before `first_sent` (its first
+/// numbered `offset`), made for the model it goes to: None when it keeps every image. A model
+/// that takes no images (`images` false) is told so in each line.
+fn images_as_lines(
+    message: &Message,
+    offset: usize,
+    first_sent: usize,
+    images: bool,
+) -> Option<impl FnOnce(&str) -> Message + '_> {
     let Message::User(prompt) = message else {
         return None;
     };
-    if prompt.images.is_empty() {
+    if prompt.images.is_empty() || offset >= first_sent {
         return None;
     }
-    let mut text: String = prompt
-        .images
-        .iter()
-        .map(|image| {
-            format!(
-                "[image {} was attached here; {model} does not take images, so it is not sent]\n",
-                image.name
-            )
+    Some(move |model: &str| {
+        let mut text = String::new();
+        let mut kept = Vec::new();
+        for (n, image) in prompt.images.iter().enumerate() {
+            if offset + n >= first_sent {
+                kept.push(image.clone());
+            } else if images {
+                text.push_str(&image.left_out_line());
+                text.push('\n');
+            } else {
+                text.push_str(&format!(
+                    "[image {} was attached here; {model} does not take images, so it is not sent]\n",
+                    image.name
+                ));
+            }
+        }
+        text.push_str(&prompt.text);
+        Message::User(Prompt {
+            text,
+            images: kept,
+            audio: prompt.audio.clone(),
         })
-        .collect();
-    text.push_str(&prompt.text);
-    Some(Message::User(Prompt {
-        text,
-        images: Vec::new(),
-        audio: prompt.audio.clone(),
-    }))
+    })
 }
 
 /// The messages the client has rendered, for the conversation and wire format they belong to.
 #[derive(Debug, Default)]
 struct Rendered {
-    /// The history's epoch, the wire, and whether images were sent as images.
-    key: Option<(u64, WireFormat, bool)>,
+    /// The history's epoch, the wire, whether the model takes images, and the first image
+    /// sent as an image (the ones before it went as lines).
+    key: Option<(u64, WireFormat, bool, usize)>,
     pieces: Vec<Piece>,
 }
 
@@ -639,6 +685,8 @@ pub struct Client {
     /// The messages rendered so far: a tool loop's request renders only what is new.
     rendered: std::sync::Mutex<Rendered>,
     retry_base: Duration,
+    /// The most base64 of images one request carries ([`image::REQUEST_IMAGES`]).
+    image_budget: usize,
     /// The key `api_key_cmd` printed, once the first request needed it.
     fetched: tokio::sync::OnceCell<ApiKey>,
 }
@@ -666,6 +714,7 @@ impl Client {
             responses_tools: responses_tools.to_string(),
             rendered: Default::default(),
             retry_base: Duration::from_secs(1),
+            image_budget: image::REQUEST_IMAGES,
             fetched: tokio::sync::OnceCell::new(),
         })
     }
@@ -729,6 +778,13 @@ impl Client {
         self.config.model = model;
     }
 
+    /// Lowers the most base64 of images one request carries (tests).
+    #[cfg(test)]
+    fn with_image_budget(mut self, bytes: usize) -> Self {
+        self.image_budget = bytes;
+        self
+    }
+
     /// Shortens the backoff (tests).
     pub fn with_retry_base(mut self, base: Duration) -> Self {
         self.retry_base = base;
@@ -783,12 +839,13 @@ impl Client {
     ) -> String {
         let messages = request.messages;
         // A model that takes no images (one switched to after images were attached) is sent a
-        // line in place of each, never the image it would refuse the whole request for.
+        // line in place of each, never the image it would refuse the whole request for; one
+        // that does, the newest images up to REQUEST_IMAGES and a line for each older one.
         let images = self.config.model_info().images;
+        let (offsets, first_sent) = image_places(messages, images, self.image_budget);
         let render = |i: usize| {
-            let stripped = (!images)
-                .then(|| without_images(&messages[i], &self.config.model))
-                .flatten();
+            let stripped = images_as_lines(&messages[i], offsets[i], first_sent, images)
+                .map(|lines| lines(&self.config.model));
             let message = stripped.as_ref().unwrap_or(&messages[i]);
             match wire {
                 WireFormat::Anthropic => anthropic::piece(message),
@@ -806,7 +863,7 @@ impl Client {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let pieces: &[Piece] = match request.history {
             Some(history) => {
-                let key = Some((history, wire, images));
+                let key = Some((history, wire, images, first_sent));
                 if kept.key != key || kept.pieces.len() > messages.len() {
                     kept.key = key;
                     kept.pieces.clear();
@@ -1405,8 +1462,8 @@ mod tests {
 
     #[test]
     fn a_model_switched_to_that_takes_no_images_is_sent_a_line_for_each_in_every_wire() {
-        let image = Image::prepare("shot.png", agent_nvim_fixtures::pictures::png(4, 4, 1))
-            .unwrap();
+        let image =
+            Image::prepare("shot.png", agent_nvim_fixtures::pictures::png(4, 4, 1)).unwrap();
         let messages = vec![
             Message::User(Prompt {
                 text: "what is this?".into(),
@@ -1462,6 +1519,85 @@ mod tests {
                 );
                 assert!(blind.contains("what is this?"), "{wire:?}: {blind}");
             }
+        }
+    }
+
+    #[test]
+    fn a_request_carries_the_newest_images_that_fit_and_a_line_for_each_older_one() {
+        // Three images of 7 KB (9.3 KB in base64): the newest two fit in 24 KB, not the first
+        // (24 MB and 7 MB in use: the same sums, a thousand times smaller to run).
+        let big = |name: &str, byte: u8| Image {
+            name: name.into(),
+            media_type: "image/png".into(),
+            width: 1,
+            height: 1,
+            scaled_from: None,
+            data: vec![byte; 7 * 1024].into(),
+            file: None,
+        };
+        let (a, b, c) = (big("a.png", 0xAA), big("b.png", 0xBB), big("c.png", 0xCC));
+        // What each one's base64 starts with (the bytes differ).
+        let heads: Vec<String> = [&a, &b, &c]
+            .iter()
+            .map(|image| {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.encode(&image.data[..48])
+            })
+            .collect();
+        let head = |image: &Image| heads[usize::from((image.data[0] - 0xAA) / 0x11)].clone();
+        assert_eq!(image::REQUEST_IMAGES, 24 * 1024 * 1024);
+        let asked = |image: &Image, text: &str| {
+            Message::User(Prompt {
+                text: text.into(),
+                images: vec![image.clone()],
+                audio: Vec::new(),
+            })
+        };
+        let answered = || Message::Assistant {
+            text: "seen".into(),
+            calls: Vec::new(),
+            reasoning: Vec::new(),
+        };
+        for kind in ProviderKind::ALL {
+            let config = ProviderConfig {
+                kind,
+                model: "seeing".into(),
+                base_url: "http://127.0.0.1:9".into(),
+                key: Key::None,
+                tuning: Tuning::default(),
+            };
+            let client = Client::new(config, &[])
+                .unwrap()
+                .with_image_budget(24 * 1024);
+            let wire = client.config().wire();
+            let mut messages = vec![asked(&a, "one"), answered(), asked(&b, "two")];
+            let body = |messages: &[Message]| {
+                let request = Request {
+                    system: "sys",
+                    messages,
+                    history: Some(1),
+                };
+                client.body(wire, &request, None, None)
+            };
+            // Two fit: both sent.
+            let two = body(&messages);
+            assert!(
+                two.contains(&head(&a)) && two.contains(&head(&b)),
+                "{wire:?}"
+            );
+            // A third: the oldest goes as a line, also from messages rendered before.
+            messages.extend([answered(), asked(&c, "three")]);
+            let three = body(&messages);
+            assert!(!three.contains(&head(&a)), "{wire:?}");
+            assert!(
+                three.contains(&head(&b)) && three.contains(&head(&c)),
+                "{wire:?}"
+            );
+            assert!(
+                three.contains("[image a.png was attached here; left out of this request, which carries at most 24 MB of images, the newest]"),
+                "{wire:?}"
+            );
+            assert!(three.len() < 32 * 1024, "{wire:?}: {}", three.len());
         }
     }
 
