@@ -1715,6 +1715,20 @@ async fn a_prompts_images_go_as_base64_image_content_in_every_wire_format_and_ag
     }
 }
 
+/// Runs `asked` to the end of its turn: its outcome and the errors it reported.
+async fn errors_of(agent: &mut Agent, asked: agent_nvim::llm::Prompt) -> (Outcome, Vec<String>) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let outcome = agent.prompt(asked, &tx, &CancellationToken::new()).await;
+    drop(tx);
+    let mut errors = Vec::new();
+    while let Some(event) = rx.recv().await {
+        if let Event::Error { message } = event {
+            errors.push(message);
+        }
+    }
+    (outcome, errors)
+}
+
 #[tokio::test]
 async fn a_prompt_whose_images_are_more_than_one_request_carries_is_refused_before_sending() {
     use agent_nvim::llm::{Image, Prompt};
@@ -1736,16 +1750,8 @@ async fn a_prompt_whose_images_are_more_than_one_request_carries_is_refused_befo
         images: vec![big; 5],
         audio: Vec::new(),
     };
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let outcome = agent.prompt(asked, &tx, &CancellationToken::new()).await;
-    drop(tx);
+    let (outcome, errors) = errors_of(&mut agent, asked).await;
     assert_eq!(outcome, Outcome::Failed);
-    let mut errors = Vec::new();
-    while let Some(event) = rx.recv().await {
-        if let Event::Error { message } = event {
-            errors.push(message);
-        }
-    }
     assert_eq!(
         errors,
         vec!["agent: the images of this prompt come to 26.7 MB to send, more than the 24 MB one request carries; nothing was sent: attach fewer or smaller images".to_string()]
@@ -1774,16 +1780,8 @@ async fn a_model_known_to_read_text_only_is_refused_images_before_anything_is_se
         ],
         audio: Vec::new(),
     };
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let outcome = agent.prompt(asked, &tx, &CancellationToken::new()).await;
-    drop(tx);
+    let (outcome, errors) = errors_of(&mut agent, asked).await;
     assert_eq!(outcome, Outcome::Failed);
-    let mut errors = Vec::new();
-    while let Some(event) = rx.recv().await {
-        if let Event::Error { message } = event {
-            errors.push(message);
-        }
-    }
     assert_eq!(
         errors,
         vec!["agent: test-model does not take images, so nothing was sent; pick a model that does with :Agent model, or send the prompt without the image".to_string()]
