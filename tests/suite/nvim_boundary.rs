@@ -296,7 +296,10 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
         Some(UiEvent::Reviewable { .. }) => UiEvent::Prompt {
             text: "a saved prompt\u{202e}".into(),
         },
-        Some(UiEvent::Prompt { .. }) => UiEvent::Replayed {
+        Some(UiEvent::Prompt { .. }) => UiEvent::Pictures {
+            files: vec![String::new(), "/nowhere/0000000000000000-1.png".into()],
+        },
+        Some(UiEvent::Pictures { .. }) => UiEvent::Replayed {
             id: "r1".into(),
             name: "read_file".into(),
             ok: true,
@@ -438,7 +441,7 @@ async fn every_event_rust_sends_has_a_lua_handler_that_shows_it_without_an_error
                 .to_string()
         })
         .collect();
-    assert_eq!(kinds.len(), 47, "{kinds:?}");
+    assert_eq!(kinds.len(), 48, "{kinds:?}");
     let nvim = headless().await;
     // With the chat open, an `error` event is shown there only: any error message is a problem.
     nvim.lua("require('agent.chat').open() vim.v.errmsg = ''", vec![])

@@ -188,6 +188,14 @@ async fn an_at_image_and_a_pasted_one_are_sent_shown_as_rows_and_sent_again_afte
         vec![],
     )
     .await;
+    // A picture viewer (image.nvim's interface) that notes what it is asked to draw.
+    nvim.lua(
+        "_G.drawn = {} package.loaded['image'] = { from_file = function(file, opts) \
+           table.insert(_G.drawn, { file = file, y = opts.y }) \
+           return { render = function() end } end }",
+        vec![],
+    )
+    .await;
     nvim.cmd("Agent resume").await;
     let resumed = nvim
         .wait_for_line(CHAT, "resumed: what is in @shot.png and")
@@ -197,6 +205,40 @@ async fn an_at_image_and_a_pasted_one_are_sent_shown_as_rows_and_sent_again_afte
         resumed.contains(&shot_row) && resumed.contains(&pasted_row),
         "{resumed}"
     );
+    // Each saved image drawn again under its row, from the file it was saved as.
+    nvim.wait_for("#_G.drawn == 2").await;
+    let drawn = nvim
+        .lua(
+            "local b = require('agent.chat.window').buf \
+             return vim.tbl_map(function(d) \
+               return { d.file, vim.api.nvim_buf_get_lines(b, d.y - 1, d.y, false)[1] } end, _G.drawn)",
+            vec![],
+        )
+        .await;
+    let drawn: Vec<(String, String)> = drawn
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|pair| {
+            let pair = pair.as_array().unwrap();
+            (
+                pair[0].as_str().unwrap().to_string(),
+                pair[1].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for ((file, row), expected) in drawn.iter().zip([&shot_row, &pasted_row]) {
+        assert!(
+            row.contains(expected.as_str()),
+            "{row:?} should be {expected:?}"
+        );
+        assert!(
+            images
+                .iter()
+                .any(|saved| saved.display().to_string() == *file),
+            "{file} is not one of {images:?}"
+        );
+    }
     nvim.cmd("Agent and now?").await;
     nvim.wait_for_line(CHAT, "Still the same.").await;
     assert_eq!(

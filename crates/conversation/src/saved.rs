@@ -136,6 +136,12 @@ pub fn saved_image_name(hash: u64, length: usize, ext: &str) -> String {
     format!("{hash:016x}-{length}.{ext}")
 }
 
+/// Whether `file` is a name [`saved_image_name`] makes (one plain file name, nothing that
+/// leads elsewhere).
+pub fn is_saved_image_name(file: &str) -> bool {
+    saved_image_length(file).is_some()
+}
+
 /// The length a name [`saved_image_name`] made says, when `file` is such a name.
 fn saved_image_length(file: &str) -> Option<u64> {
     let (stem, ext) = file.rsplit_once('.')?;

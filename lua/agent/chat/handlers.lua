@@ -141,9 +141,14 @@ function M.user_prompt(prompt, attachments, typed)
   render.put("\n\n")
   render.put(prompt)
   render.newline()
+  -- This prompt's image rows, in order: a resumed one's pictures are drawn under them.
+  H.image_rows = {}
   for _, attachment in ipairs(attachments or {}) do
     H.attachment_count = H.attachment_count + 1
     local id = ("attachment-%d"):format(H.attachment_count)
+    if attachment.image then
+      H.image_rows[#H.image_rows + 1] = id
+    end
     local row = attachment.row
     local hl = attachment.problem and "AgentToolError" or "AgentAttachment"
     render.tools[id] = { name = "attachment" }
@@ -294,6 +299,20 @@ end
 -- A prompt of a resumed conversation, shown as it was sent: its attachments as rows again.
 function handlers.prompt(e)
   M.user_prompt(require("agent.context.format").parse(tostring(e.text or "")))
+end
+
+-- The saved images of the resumed prompt just shown, one for each of its image rows ("" for
+-- one not drawn): each a picture under its row, where the chat can draw pictures.
+function handlers.pictures(e)
+  local files = type(e.files) == "table" and e.files or {}
+  local buf = require("agent.chat.window").buf
+  for i, file in ipairs(files) do
+    local tool = render.tools[(H.image_rows or {})[i] or ""]
+    local at = tool and render.row_of(tool)
+    if at and type(file) == "string" and file ~= "" then
+      require("agent.chat.picture").show(buf, at, file)
+    end
+  end
 end
 
 -- An external agent's own slash commands: kept by agent.rpc (for completion), nothing to show.

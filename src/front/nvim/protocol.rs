@@ -1252,6 +1252,10 @@ pub enum UiEvent {
     AcpStarted { name: String },
     /// A prompt of a resumed conversation, shown as the user sent it (under `## You`).
     Prompt { text: String },
+    /// The saved images of the prompt just shown ([`UiEvent::Prompt`]), one for each of its
+    /// image rows in order ("" for one not to draw): each drawn as a picture under its row
+    /// where the chat can draw pictures.
+    Pictures { files: Vec<String> },
     /// A resumed conversation has been sent whole; prompts continue it. `title` is its first
     /// prompt's first line.
     Resumed { id: String, title: String },
@@ -1429,7 +1433,9 @@ impl UiEvent {
             | UiEvent::Idle
             | UiEvent::ElicitationClosed { .. }
             | UiEvent::Clear
-            | UiEvent::Branches { .. } => self,
+            | UiEvent::Branches { .. }
+            // Files of the state folder, named as agent.nvim names saved images.
+            | UiEvent::Pictures { .. } => self,
             // What is applied goes as it is; what is shown is made visible, line by line.
             UiEvent::InlineProposal {
                 inline,

@@ -61,7 +61,7 @@ pub(super) fn read(store: Store, id: String) -> std::io::Result<(mpsc::Receiver<
         .spawn(move || {
             sessions::lower_priority();
             let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let mut replay = Replay::default();
+                let mut replay = Replay::with_images(Some(store.images_dir()));
                 let send = |events: Vec<UiEvent>| {
                     events.into_iter().all(|e| shown.blocking_send(e).is_ok())
                 };
@@ -91,9 +91,12 @@ pub(super) fn read(store: Store, id: String) -> std::io::Result<(mpsc::Receiver<
 /// The chat of conversation `saved` as its current branch holds it (`:help agent-branches`):
 /// [`UiEvent::Clear`], the events of the branch's records as [`Replay`] makes them, and where
 /// its prompts have other branches ([`UiEvent::Branches`]).
-pub(super) fn branch_events(saved: &sessions::Conversation) -> Vec<UiEvent> {
+pub(super) fn branch_events(
+    saved: &sessions::Conversation,
+    images: Option<std::path::PathBuf>,
+) -> Vec<UiEvent> {
     let tree = saved.tree();
-    let mut replay = Replay::default();
+    let mut replay = Replay::with_images(images);
     let mut events = vec![UiEvent::Clear];
     for record in tree.path().iter().filter_map(|&at| saved.records.get(at)) {
         events.extend(replay.events(record));
@@ -121,9 +124,19 @@ pub(super) struct Replay {
     outputs: Vec<(u64, String, Option<String>)>,
     /// How many rows were sent without their output.
     deferred: u64,
+    /// Where the conversation's images are saved: its prompts' pictures are drawn from there.
+    images: Option<std::path::PathBuf>,
 }
 
 impl Replay {
+    /// A replay whose prompts' saved images are in `images` (None: no pictures).
+    pub(super) fn with_images(images: Option<std::path::PathBuf>) -> Replay {
+        Replay {
+            images,
+            ..Replay::default()
+        }
+    }
+
     /// The events for `record`, in order.
     pub(super) fn events(&mut self, record: &Record) -> Vec<UiEvent> {
         self.view.take(record);
@@ -218,8 +231,27 @@ impl Replay {
                 events.extend(self.unfinished());
                 events.push(event.clone().into());
             }
-            // The prompt's text names its images in its `[attached: image: ...]` rows.
-            Record::Model { .. } | Record::Images { .. } => {}
+            // The prompt's text names its images in its `[attached: image: ...]` rows; where
+            // each is saved comes after it, for its picture.
+            Record::Images { images } => {
+                if let Some(dir) = &self.images {
+                    // In order, one for each image row: "" for a name agent.nvim never makes.
+                    let files: Vec<String> = images
+                        .iter()
+                        .map(|image| {
+                            if sessions::is_saved_image_name(&image.file) {
+                                dir.join(&image.file).display().to_string()
+                            } else {
+                                String::new()
+                            }
+                        })
+                        .collect();
+                    if files.iter().any(|file| !file.is_empty()) {
+                        events.push(UiEvent::Pictures { files });
+                    }
+                }
+            }
+            Record::Model { .. } => {}
         }
         events
     }
@@ -448,6 +480,38 @@ mod tests {
                 output(0, "other"),
             ]
         );
+    }
+
+    #[test]
+    fn a_prompts_saved_images_follow_it_as_pictures_and_a_name_never_made_here_is_not_drawn() {
+        let saved = |file: &str| crate::sessions::SavedImage {
+            name: "shot.png".into(),
+            media_type: "image/png".into(),
+            width: 1,
+            height: 1,
+            file: file.into(),
+        };
+        let images = Record::Images {
+            images: vec![
+                saved("00000000000000ab-12.png"),
+                saved("../../etc/passwd"),
+                saved("00000000000000cd-7.gif"),
+            ],
+        };
+        let dir = std::path::PathBuf::from("/state/images");
+        let mut replay = Replay::with_images(Some(dir));
+        assert_eq!(
+            replay.events(&images),
+            [UiEvent::Pictures {
+                files: vec![
+                    "/state/images/00000000000000ab-12.png".into(),
+                    String::new(),
+                    "/state/images/00000000000000cd-7.gif".into(),
+                ]
+            }]
+        );
+        // Without a folder of images (no state directory): none.
+        assert!(Replay::default().events(&images).is_empty());
     }
 
     #[test]

@@ -313,6 +313,14 @@ impl Slot {
         self.ui.end_turn_path();
     }
 
+    /// Where this conversation's images are saved (None without a state directory).
+    pub(super) async fn images_dir(&self) -> Option<std::path::PathBuf> {
+        self.of_session(|session| session.store.as_ref().map(|store| store.images_dir()))
+            .await
+            .ok()
+            .flatten()
+    }
+
     /// What `pick` takes of the session; the error Lua shows when there is none yet.
     pub(super) async fn of_session<T>(
         &self,

@@ -250,7 +250,8 @@ impl Target {
             .branch(from.turn)
             .await
             .map_err(|err| format!("agent: no new branch: {err}"))?;
-        for event in super::replay::branch_events(&saved) {
+        let images = self.slot.images_dir().await;
+        for event in super::replay::branch_events(&saved, images) {
             self.send(event);
         }
         self.send(UiEvent::Prompt {
@@ -277,7 +278,8 @@ impl Target {
             };
             match conversation.switch_branch(switch.turn, switch.step).await {
                 Ok(saved) => {
-                    for event in super::replay::branch_events(&saved) {
+                    let images = bridge.slot.images_dir().await;
+                    for event in super::replay::branch_events(&saved, images) {
                         bridge.send(event);
                     }
                     bridge.send(UiEvent::Idle);
@@ -581,7 +583,8 @@ impl Target {
             // A conversation with branches is drawn again as the one last used (the rows above
             // are the whole file, every branch in it).
             if saved.has_branches() {
-                for event in super::replay::branch_events(&saved) {
+                let images = slot.images_dir().await;
+                for event in super::replay::branch_events(&saved, images) {
                     slot.ui.send(event);
                 }
             }
