@@ -86,8 +86,9 @@ pub fn agent(
 }
 
 /// An agent over `executor`, talking to the provider `choice` names, with the project's
-/// instruction files.
-fn over(
+/// instruction files: what the built-in conversation's agent ([`crate::session::agent`]), an
+/// inline edit's and a side question's are built from.
+pub(crate) fn over(
     choice: &ProviderChoice,
     executor: Executor,
     max_turns: u32,

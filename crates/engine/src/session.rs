@@ -15,7 +15,7 @@ use crate::approval::{Asker, Gate};
 use crate::checkpoint::Checkpoints;
 use crate::conversation::{Checkpointed, Conversation, Unavailable};
 use crate::editor::Editor;
-use crate::llm::{Client, ProviderChoice, ProviderConfig, ProviderError, ProviderKind};
+use crate::llm::{ProviderChoice, ProviderError, ProviderKind};
 use crate::permissions::saved::{Project, Saved};
 use crate::permissions::Rules;
 use crate::sandbox::Report;
@@ -182,12 +182,14 @@ pub fn agent(
     config: &SessionConfig,
     executor: Executor,
 ) -> std::result::Result<Agent, ProviderError> {
-    let provider = ProviderConfig::resolve(&config.provider, &|name| std::env::var(name).ok())?;
-    let client = Client::new(provider, &executor.catalogue())?;
-    Ok(Agent::new(client, executor, config.max_turns)
-        .with_instructions(config.instructions.clone())
-        .with_compaction(config.compact_at, config.keep_turns)
-        .with_max_cost(config.max_cost))
+    Ok(crate::inline::over(
+        &config.provider,
+        executor,
+        config.max_turns,
+        config.instructions.clone(),
+    )?
+    .with_compaction(config.compact_at, config.keep_turns)
+    .with_max_cost(config.max_cost))
 }
 
 /// A session as [`build`] assembles it.
