@@ -384,7 +384,14 @@ impl Slot {
             }
             Ok(()) => {
                 tracing::info!(name = conversation.name(), "resumed an agent's session");
-                match super::replay::show(&self.ui, store.clone(), header.id.clone()).await {
+                match super::replay::show(
+                    &self.ui,
+                    store.clone(),
+                    header.id.clone(),
+                    super::replay::Branches::AsWritten,
+                )
+                .await
+                {
                     Ok((saved, _)) => self.ui.send(UiEvent::Resumed {
                         id: header.id.clone(),
                         title: saved.title(),

@@ -21,6 +21,16 @@ pub(super) type Loaded = oneshot::Receiver<Result<sessions::Conversation, StoreE
 /// by then the file is read, and only the pump's own work is left.
 const AHEAD: u64 = 4 * super::pump::BATCH_EVENTS as u64;
 
+/// How a resume shows a file that holds branches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Branches {
+    /// Everything in the file, in order.
+    AsWritten,
+    /// Up to the first branch only: the caller draws the current branch whole after
+    /// ([`branch_events`]), so the rest would be drawn only to be cleared.
+    DrawnAfter,
+}
+
 /// Sends saved conversation `id` to the chat (Lua has cleared it), paced to what Neovim shows:
 /// its content, and how many events had been sent by its last row (the outputs after it fill
 /// folds nobody reads yet). Why not, as the error to show.
@@ -28,9 +38,10 @@ pub(super) async fn show(
     ui: &super::ui::Ui,
     store: Store,
     id: String,
+    branches: Branches,
 ) -> Result<(sessions::Conversation, u64), String> {
-    let (mut to_show, loading) =
-        read(store, id).map_err(|err| format!("agent: reading the conversation failed: {err}"))?;
+    let (mut to_show, loading) = read(store, id, branches)
+        .map_err(|err| format!("agent: reading the conversation failed: {err}"))?;
     let mut rows = ui.sent();
     let mut pace = super::pump::Pace::new(AHEAD);
     while let Some(event) = to_show.recv().await {
@@ -53,7 +64,11 @@ pub(super) async fn show(
 /// waits while the chat is behind, and runs at a lower priority, so it does not take the core
 /// Neovim draws on), then the file's whole content on [`Loaded`]. A panic while reading is
 /// logged and drops [`Loaded`]'s sender.
-pub(super) fn read(store: Store, id: String) -> std::io::Result<(mpsc::Receiver<UiEvent>, Loaded)> {
+pub(super) fn read(
+    store: Store,
+    id: String,
+    branches: Branches,
+) -> std::io::Result<(mpsc::Receiver<UiEvent>, Loaded)> {
     let (shown, to_show) = mpsc::channel(super::pump::BATCH_EVENTS);
     let (done, loaded) = oneshot::channel();
     std::thread::Builder::new()
@@ -65,9 +80,17 @@ pub(super) fn read(store: Store, id: String) -> std::io::Result<(mpsc::Receiver<
                 let send = |events: Vec<UiEvent>| {
                     events.into_iter().all(|e| shown.blocking_send(e).is_ok())
                 };
-                let loaded = store.load_with(&id, |record| send(replay.events(record)));
+                let mut branched = false;
+                let loaded = store.load_with(&id, |record| {
+                    branched |= branches == Branches::DrawnAfter
+                        && matches!(record, Record::Branched { .. } | Record::Switched { .. });
+                    // Read on to the end (the caller needs the whole file), shown no further.
+                    branched || send(replay.events(record))
+                });
                 // Every row is shown: now the outputs, each under its row.
-                send(replay.finish());
+                if !branched {
+                    send(replay.finish());
+                }
                 loaded
             }));
             match read {
@@ -480,6 +503,41 @@ mod tests {
                 output(0, "other"),
             ]
         );
+    }
+
+    #[test]
+    fn a_file_with_branches_is_shown_up_to_its_first_branch_when_the_branch_is_drawn_after() {
+        let state = tempfile::tempdir().unwrap();
+        let store = Store::new(state.path(), std::path::Path::new("/w"));
+        let writer = store.create("built-in").unwrap();
+        let prompt = |text: &str| Record::Prompt { text: text.into() };
+        for record in [
+            prompt("first"),
+            Record::Branched { kept: 0 },
+            prompt("second, on a branch"),
+        ] {
+            writer.write(record);
+        }
+        writer.flush();
+        let prompts = |branches| {
+            let (mut shown, loaded) =
+                read(store.clone(), writer.id().to_string(), branches).unwrap();
+            let mut texts = Vec::new();
+            while let Some(event) = shown.blocking_recv() {
+                if let UiEvent::Prompt { text } = event {
+                    texts.push(text);
+                }
+            }
+            // The whole file is read either way.
+            let saved = loaded.blocking_recv().unwrap().unwrap();
+            assert_eq!(saved.records.len(), 3);
+            texts
+        };
+        assert_eq!(
+            prompts(Branches::AsWritten),
+            ["first", "second, on a branch"]
+        );
+        assert_eq!(prompts(Branches::DrawnAfter), ["first"]);
     }
 
     #[test]

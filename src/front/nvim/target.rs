@@ -545,7 +545,13 @@ impl Target {
                 return slot.ui.error(format!("agent: {err}"));
             }
             slot.switch_to(native.clone()).await;
-            let (saved, rows) = match super::replay::show(&slot.ui, store, resume.id.clone()).await {
+            let (saved, rows) = match super::replay::show(
+                &slot.ui,
+                store,
+                resume.id.clone(),
+                super::replay::Branches::DrawnAfter,
+            )
+            .await {
                 Ok(shown) => shown,
                 Err(err) => return slot.ui.error(err),
             };
