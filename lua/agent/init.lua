@@ -178,6 +178,9 @@ function M.edit(opts)
     return require("agent.inline").edit(opts, {
       ensure = rpc.ensure,
       buffer_path = require("agent.context.ask").buffer_path,
+      spent = H.this_acting(function(cost)
+        require("agent.chat").spent(cost)
+      end),
     })
   end) or false
 end

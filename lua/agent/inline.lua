@@ -72,7 +72,7 @@ H.NODE_KINDS = { "function", "method", "class", "struct", "impl", "interface", "
 --- the modules that show events to it (given by the public API, so neither requires the other):
 --- `ensure` starts the backend, `buffer_path` names a buffer's file.
 ---@param opts? { instruction?: string, first?: integer, last?: integer }
----@param deps { ensure: fun(): boolean, buffer_path: fun(buf: integer): string? }
+---@param deps { ensure: fun(): boolean, buffer_path: fun(buf: integer): string?, spent?: fun(cost: number) }
 ---@return boolean started false when nothing was sent (the reason was shown, or it was asked for)
 function M.edit(opts, deps)
   opts = opts or {}
@@ -120,6 +120,8 @@ function M.edit(opts, deps)
     id = id,
     buf = buf,
     conversation = require("agent.conversations").active().id,
+    -- Counts what it cost in its conversation's cost.
+    spent = deps.spent,
     what = what,
     range = vim.api.nvim_buf_set_extmark(buf, H.ns, first - 1, 0, {}),
     status = "writing",
@@ -201,6 +203,9 @@ function M.on_event(event)
     H.draw_spinner(edit)
   elseif event.type == "inline_done" then
     H.finish(edit)
+    if edit.spent and tonumber(event.cost) then
+      edit.spent(tonumber(event.cost))
+    end
     local level = event.ok and vim.log.levels.INFO or vim.log.levels.WARN
     vim.notify(H.one_line(tostring(event.message)), level)
   end

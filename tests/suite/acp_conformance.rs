@@ -967,6 +967,7 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
         .await
         .unwrap();
     session.shutdown().await;
+    events.extend(host.events());
 
     // An agent that takes MCP over HTTP: the remote server (with a header) goes to it.
     let host = Arc::new(Host::new(true, Answer::Never));
@@ -980,7 +981,6 @@ async fn the_client_handles_every_method_and_notification_of_the_test_agent() {
     let session = acp::connect(remote, host.clone()).await.unwrap();
     prompt(&session, "chat").await;
     session.shutdown().await;
-    events.extend(host.events());
     events.extend(host.events());
 
     // A session continued without its replay, from an agent that only resumes.

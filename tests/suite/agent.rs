@@ -1731,6 +1731,7 @@ async fn errors_of(agent: &mut Agent, asked: agent_nvim::llm::Prompt) -> (Outcom
 
 #[tokio::test]
 async fn a_prompt_whose_images_are_more_than_one_request_carries_is_refused_before_sending() {
+    // By their size, then by their number.
     use agent_nvim::llm::{Image, Prompt};
     let dir = tempfile::tempdir().unwrap();
     let mock = MockLlm::start(Wire::Anthropic, vec![turn(vec![text("ok")])]);
@@ -1755,6 +1756,27 @@ async fn a_prompt_whose_images_are_more_than_one_request_carries_is_refused_befo
     assert_eq!(
         errors,
         vec!["agent: the images of this prompt come to 26.7 MB to send, more than the 24 MB one request carries; nothing was sent: attach fewer or smaller images".to_string()]
+    );
+    // 101 small ones: more than one request carries, by their number.
+    let dot = Image {
+        name: "dot.png".into(),
+        media_type: "image/png".into(),
+        width: 1,
+        height: 1,
+        scaled_from: None,
+        data: vec![1u8; 30].into(),
+        file: None,
+    };
+    let asked = Prompt {
+        text: "count these".into(),
+        images: vec![dot; 101],
+        audio: Vec::new(),
+    };
+    let (outcome, errors) = errors_of(&mut agent, asked).await;
+    assert_eq!(outcome, Outcome::Failed);
+    assert_eq!(
+        errors,
+        vec!["agent: this prompt attaches 101 images, more than the 100 one request carries; nothing was sent: attach fewer".to_string()]
     );
     assert!(mock.requests().is_empty(), "nothing reached the model");
 }

@@ -351,6 +351,7 @@ fn example_after(previous: Option<&UiEvent>) -> Option<UiEvent> {
             inline: 9,
             ok: true,
             message: "agent: done".into(),
+            cost: Some(0.01),
         },
         Some(UiEvent::InlineDone { .. }) => UiEvent::BtwText {
             id: 3,

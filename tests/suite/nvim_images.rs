@@ -190,9 +190,9 @@ async fn an_at_image_and_a_pasted_one_are_sent_shown_as_rows_and_sent_again_afte
     .await;
     // A picture viewer (image.nvim's interface) that notes what it is asked to draw.
     nvim.lua(
-        "_G.drawn = {} package.loaded['image'] = { from_file = function(file, opts) \
+        "_G.drawn = {} _G.cleared = 0 package.loaded['image'] = { from_file = function(file, opts) \
            table.insert(_G.drawn, { file = file, y = opts.y }) \
-           return { render = function() end } end }",
+           return { render = function() end, clear = function() _G.cleared = _G.cleared + 1 end } end }",
         vec![],
     )
     .await;
@@ -245,6 +245,13 @@ async fn an_at_image_and_a_pasted_one_are_sent_shown_as_rows_and_sent_again_afte
         all_images_of(&mock, 1),
         vec![pictures::base64(&shot), pictures::base64(&pasted)]
     );
+    // A new conversation in its place takes the pictures down with the rows.
+    assert_eq!(
+        nvim.lua("return _G.cleared", vec![]).await,
+        rmpv::Value::from(0)
+    );
+    nvim.cmd("Agent new here").await;
+    nvim.wait_for("_G.cleared == 2").await;
 }
 
 #[tokio::test]

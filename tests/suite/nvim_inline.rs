@@ -217,6 +217,18 @@ async fn a_selected_function_gets_a_two_hunk_proposal_in_the_buffer_one_kept_one
         .messages()
         .await
         .contains("Used math.pi and a docstring."));
+    // What it cost is the conversation's: two requests of 10 in and 5 out at Sonnet's price.
+    nvim.wait_for("require('agent.chat.status').cost() ~= nil")
+        .await;
+    let cost = nvim
+        .lua("return require('agent.chat.status').cost()", vec![])
+        .await
+        .as_f64()
+        .unwrap();
+    assert!(
+        (cost - 2.0 * (10.0 * 3.0 + 5.0 * 15.0) / 1e6).abs() < 1e-12,
+        "{cost}"
+    );
     // One `u` takes the whole kept change back; nothing of the proposal is left on screen.
     nvim.api.input("u").await.unwrap();
     nvim.wait_for("not vim.bo.modified").await;

@@ -22,10 +22,16 @@ pub(super) struct Outline {
     id: Option<Value>,
     #[serde(default)]
     method: Option<IgnoredAny>,
-    #[serde(default)]
+    /// Present, whatever it holds: `"result": null` is an answer too.
+    #[serde(default, deserialize_with = "present")]
     result: Option<IgnoredAny>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "present")]
     error: Option<IgnoredAny>,
+}
+
+/// A field that is there, `null` included.
+fn present<'de, D: serde::Deserializer<'de>>(field: D) -> Result<Option<IgnoredAny>, D::Error> {
+    IgnoredAny::deserialize(field).map(Some)
 }
 
 impl Outline {
@@ -108,6 +114,11 @@ mod tests {
         );
         assert!(token.is_cancelled());
         assert!(inflight.open(&json!(3)).is_none());
+        // An answer whose result is null closes its request too.
+        inflight.sent(r#"{"jsonrpc":"2.0","id":4,"method":"session/close","params":{}}"#);
+        let token = inflight.open(&json!(4)).expect("open");
+        inflight.received(Outline::of(r#"{"jsonrpc":"2.0","id":4,"result":null}"#).unwrap());
+        assert!(token.is_cancelled());
     }
 
     #[test]

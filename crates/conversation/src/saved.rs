@@ -136,10 +136,30 @@ pub fn saved_image_name(hash: u64, length: usize, ext: &str) -> String {
     format!("{hash:016x}-{length}.{ext}")
 }
 
-/// Whether `file` is a name [`saved_image_name`] makes (one plain file name, nothing that
-/// leads elsewhere).
-pub fn is_saved_image_name(file: &str) -> bool {
-    saved_image_length(file).is_some()
+/// Whether `file` in `dir` is an image agent.nvim saved there, as [`read_saved_image`] checks
+/// one, by its first bytes only: what a picture viewer may be handed (one that picks its
+/// decoder by the content must never be given a file of another kind under an image's name).
+pub fn is_saved_image(dir: &std::path::Path, file: &str) -> bool {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(length) = saved_image_length(file) else {
+        return false;
+    };
+    let Ok(opened) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(dir.join(file))
+    else {
+        return false;
+    };
+    if !opened
+        .metadata()
+        .is_ok_and(|meta| meta.is_file() && meta.len() == length)
+    {
+        return false;
+    }
+    let mut head = Vec::with_capacity(12);
+    opened.take(12).read_to_end(&mut head).is_ok() && image_kind(&head)
 }
 
 /// The length a name [`saved_image_name`] made says, when `file` is such a name.

@@ -314,8 +314,10 @@ pub struct Agent {
     /// edits ([`Agent::with_spend`], [`Agent::spending_apart`]).
     spend: Spend,
     /// This agent makes requests apart from a conversation's turns: its costs are that
-    /// conversation's, and its `max_cost` is held against all the conversation has spent.
+    /// conversation's (the one counted when it was made, [`Spend::generation`]), and its
+    /// `max_cost` is held against all the conversation has spent.
     apart: bool,
+    apart_generation: u64,
 }
 
 /// What a conversation stopped by its `max_cost` says: what it has cost, its limit, and what to
@@ -379,6 +381,7 @@ impl Agent {
             told_unpriced: false,
             spend: Spend::default(),
             apart: false,
+            apart_generation: 0,
         }
     }
 
@@ -409,6 +412,7 @@ impl Agent {
     /// question, an inline edit): each is refused once the conversation as a whole has cost
     /// this agent's `max_cost`, and what each costs is added to the conversation's.
     pub fn spending_apart(mut self, spend: Spend) -> Self {
+        self.apart_generation = spend.generation();
         self.spend = spend;
         self.apart = true;
         self
@@ -429,7 +433,7 @@ impl Agent {
     fn count(&mut self, cost: f64) {
         self.cost += cost;
         if self.apart {
-            self.spend.add_apart(cost);
+            self.spend.add_apart(cost, self.apart_generation);
         } else {
             self.spend.set_turns(self.cost);
         }
@@ -834,6 +838,14 @@ impl Agent {
                 crate::llm::image::refused_for(&model),
                 format!(
                     "[{} image(s) attached here were not sent: {model} does not take images]",
+                    prompt.images.len()
+                ),
+            ))
+        } else if prompt.images.len() > crate::llm::image::REQUEST_IMAGE_COUNT {
+            Some((
+                crate::llm::image::too_many_images(prompt.images.len()),
+                format!(
+                    "[{} image(s) attached here were not sent: more than one request carries]",
                     prompt.images.len()
                 ),
             ))

@@ -197,12 +197,13 @@ impl Image {
     }
 
     /// The line sent in place of an older image left out to keep a request within
-    /// [`REQUEST_IMAGES`].
+    /// [`REQUEST_IMAGES`] and [`REQUEST_IMAGE_COUNT`].
     pub fn left_out_line(&self) -> String {
         format!(
-            "[image {} was attached here; left out of this request, which carries at most {} MB of images, the newest]",
+            "[image {} was attached here; left out of this request, which carries the newest images only ({} MB, {} at most)]",
             self.name,
-            REQUEST_IMAGES / (1024 * 1024)
+            REQUEST_IMAGES / (1024 * 1024),
+            REQUEST_IMAGE_COUNT
         )
     }
 
@@ -282,12 +283,23 @@ pub fn size(bytes: usize) -> String {
 /// sent as a line naming them, and a prompt whose own images are more is refused.
 pub const REQUEST_IMAGES: usize = 24 * 1024 * 1024;
 
+/// The most images one request carries (Anthropic refuses a request of more than 100): the
+/// older are sent as lines, as for [`REQUEST_IMAGES`].
+pub const REQUEST_IMAGE_COUNT: usize = 100;
+
 /// Why a prompt whose images alone are more than [`REQUEST_IMAGES`] was not sent.
 pub fn too_many_for_one_request(base64: usize) -> String {
     format!(
         "agent: the images of this prompt come to {:.1} MB to send, more than the {} MB one request carries; nothing was sent: attach fewer or smaller images",
         base64 as f64 / (1024.0 * 1024.0),
         REQUEST_IMAGES / (1024 * 1024)
+    )
+}
+
+/// Why a prompt of more than [`REQUEST_IMAGE_COUNT`] images was not sent.
+pub fn too_many_images(count: usize) -> String {
+    format!(
+        "agent: this prompt attaches {count} images, more than the {REQUEST_IMAGE_COUNT} one request carries; nothing was sent: attach fewer"
     )
 }
 

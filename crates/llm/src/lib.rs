@@ -594,7 +594,8 @@ pub(crate) fn push_parts(out: &mut String, pieces: &[&Piece], after_one: bool) {
 /// Where the images of `messages` are: for each message, how many images come before it (in
 /// order, over all messages); and the number of the first image sent as an image, the ones
 /// before it going as lines: none sent to a model that takes no images (`images` false), else
-/// the newest whose base64 fits in `budget` bytes together ([`image::REQUEST_IMAGES`]).
+/// the newest whose base64 fits in `budget` bytes together ([`image::REQUEST_IMAGES`]), at most
+/// [`image::REQUEST_IMAGE_COUNT`] of them.
 fn image_places(messages: &[Message], images: bool, budget: usize) -> (Vec<usize>, usize) {
     let mut offsets = Vec::with_capacity(messages.len());
     let mut count = 0;
@@ -615,7 +616,7 @@ fn image_places(messages: &[Message], images: bool, budget: usize) -> (Vec<usize
     });
     for (n, image) in newest_first.enumerate() {
         size += image.base64_len();
-        if size > budget {
+        if size > budget || n >= image::REQUEST_IMAGE_COUNT {
             first_sent = count - n;
             break;
         }
@@ -624,43 +625,42 @@ fn image_places(messages: &[Message], images: bool, budget: usize) -> (Vec<usize
 }
 
 /// `message` with a line in place of each of its images numbered before `first_sent` (its first
-/// numbered `offset`), made for the model it goes to: None when it keeps every image. A model
-/// that takes no images (`images` false) is told so in each line.
+/// numbered `offset`): None when it keeps every image. A model that takes no images (`images`
+/// false) is told so in each line (not by its name: a switch between two such models keeps the
+/// rendered messages).
 fn images_as_lines(
     message: &Message,
     offset: usize,
     first_sent: usize,
     images: bool,
-) -> Option<impl FnOnce(&str) -> Message + '_> {
+) -> Option<Message> {
     let Message::User(prompt) = message else {
         return None;
     };
     if prompt.images.is_empty() || offset >= first_sent {
         return None;
     }
-    Some(move |model: &str| {
-        let mut text = String::new();
-        let mut kept = Vec::new();
-        for (n, image) in prompt.images.iter().enumerate() {
-            if offset + n >= first_sent {
-                kept.push(image.clone());
-            } else if images {
-                text.push_str(&image.left_out_line());
-                text.push('\n');
-            } else {
-                text.push_str(&format!(
-                    "[image {} was attached here; {model} does not take images, so it is not sent]\n",
-                    image.name
-                ));
-            }
+    let mut text = String::new();
+    let mut kept = Vec::new();
+    for (n, image) in prompt.images.iter().enumerate() {
+        if offset + n >= first_sent {
+            kept.push(image.clone());
+        } else if images {
+            text.push_str(&image.left_out_line());
+            text.push('\n');
+        } else {
+            text.push_str(&format!(
+                "[image {} was attached here; the model in use now does not take images, so it is not sent]\n",
+                image.name
+            ));
         }
-        text.push_str(&prompt.text);
-        Message::User(Prompt {
-            text,
-            images: kept,
-            audio: prompt.audio.clone(),
-        })
-    })
+    }
+    text.push_str(&prompt.text);
+    Some(Message::User(Prompt {
+        text,
+        images: kept,
+        audio: prompt.audio.clone(),
+    }))
 }
 
 /// The messages the client has rendered, for the conversation and wire format they belong to.
@@ -844,8 +844,7 @@ impl Client {
         let images = self.config.model_info().images;
         let (offsets, first_sent) = image_places(messages, images, self.image_budget);
         let render = |i: usize| {
-            let stripped = images_as_lines(&messages[i], offsets[i], first_sent, images)
-                .map(|lines| lines(&self.config.model));
+            let stripped = images_as_lines(&messages[i], offsets[i], first_sent, images);
             let message = stripped.as_ref().unwrap_or(&messages[i]);
             match wire {
                 WireFormat::Anthropic => anthropic::piece(message),
@@ -1513,13 +1512,45 @@ mod tests {
                 assert!(!blind.contains(&image.base64()), "{wire:?}: {blind}");
                 assert!(
                     blind.contains(
-                        "[image shot.png was attached here; local-text does not take images, so it is not sent]"
+                        "[image shot.png was attached here; the model in use now does not take images, so it is not sent]"
                     ),
                     "{wire:?}: {blind}"
                 );
                 assert!(blind.contains("what is this?"), "{wire:?}: {blind}");
             }
         }
+    }
+
+    #[test]
+    fn a_request_carries_the_newest_hundred_images_at_most() {
+        let tiny = Image {
+            name: "dot.png".into(),
+            media_type: "image/png".into(),
+            width: 1,
+            height: 1,
+            scaled_from: None,
+            data: vec![1u8; 30].into(),
+            file: None,
+        };
+        // 102 images over 51 prompts: the oldest two go as lines.
+        let messages: Vec<Message> = (0..51)
+            .map(|_| {
+                Message::User(Prompt {
+                    text: "two more".into(),
+                    images: vec![tiny.clone(), tiny.clone()],
+                    audio: Vec::new(),
+                })
+            })
+            .collect();
+        let (offsets, first_sent) = image_places(&messages, true, usize::MAX);
+        assert_eq!(first_sent, 2);
+        assert_eq!((offsets[0], offsets[1], offsets[50]), (0, 2, 100));
+        let first = images_as_lines(&messages[0], offsets[0], first_sent, true).unwrap();
+        assert!(matches!(&first, Message::User(p) if p.images.is_empty()));
+        assert!(images_as_lines(&messages[1], offsets[1], first_sent, true).is_none());
+        // A model that takes none: every one a line.
+        let (_, none) = image_places(&messages, false, usize::MAX);
+        assert_eq!(none, 102);
     }
 
     #[test]
@@ -1594,7 +1625,7 @@ mod tests {
                 "{wire:?}"
             );
             assert!(
-                three.contains("[image a.png was attached here; left out of this request, which carries at most 24 MB of images, the newest]"),
+                three.contains("[image a.png was attached here; left out of this request, which carries the newest images only (24 MB, 100 at most)]"),
                 "{wire:?}"
             );
             assert!(three.len() < 32 * 1024, "{wire:?}: {}", three.len());

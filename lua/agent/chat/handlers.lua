@@ -177,6 +177,7 @@ end
 function M.clear(fresh)
   H.fresh = fresh == true
   H.typed = nil
+  require("agent.chat.picture").clear()
   -- Text edited from a prompt of what is cleared is not that prompt's any more: sent, it is
   -- a prompt of its own.
   window.take_editing()

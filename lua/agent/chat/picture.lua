@@ -9,6 +9,10 @@ local H = {}
 
 M.last_error = nil ---@type string? why the last picture was not drawn
 
+--- What was drawn and is still up, each with how to take it down.
+---@type (fun())[]
+H.placed = {}
+
 --- Which plugin would draw a picture: "snacks", "image.nvim", or nil.
 ---@return string?
 function M.viewer()
@@ -35,11 +39,27 @@ function M.show(buf, row, file)
   local ok, err = pcall(H[viewer], buf, row, file)
   if not ok then
     M.last_error = ("%s could not draw %s: %s"):format(viewer, file, tostring(err))
+  elseif type(err) == "function" then
+    H.placed[#H.placed + 1] = err
+  end
+end
+
+--- Takes down every picture drawn (the chat is cleared: a branch switch, a new conversation,
+--- a resume), so none stays over text it no longer belongs to.
+function M.clear()
+  local placed = H.placed
+  H.placed = {}
+  for _, take_down in ipairs(placed) do
+    pcall(take_down)
   end
 end
 
 H["snacks"] = function(buf, row, file)
-  Snacks.image.placement.new(buf, file, { pos = { row + 1, 0 }, inline = true, max_width = 60, max_height = 16 })
+  local placement =
+    Snacks.image.placement.new(buf, file, { pos = { row + 1, 0 }, inline = true, max_width = 60, max_height = 16 })
+  return placement and function()
+    placement:close()
+  end
 end
 
 H["image.nvim"] = function(buf, row, file)
@@ -58,6 +78,9 @@ H["image.nvim"] = function(buf, row, file)
   })
   if image then
     image:render()
+    return function()
+      image:clear()
+    end
   end
 end
 

@@ -28,6 +28,7 @@ impl Target {
                 inline: id,
                 ok: false,
                 message,
+                cost: None,
             })
         };
         let built = self
@@ -261,7 +262,10 @@ impl Report for Told {
                 }
             }
             Event::TurnDone {
-                outcome, message, ..
+                outcome,
+                message,
+                cost,
+                ..
             } => {
                 let said = self
                     .said
@@ -280,6 +284,7 @@ impl Report for Told {
                     inline: self.inline,
                     ok: outcome == Outcome::Done,
                     message,
+                    cost,
                 });
             }
             _ => {}

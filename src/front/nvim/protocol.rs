@@ -1348,12 +1348,15 @@ pub enum UiEvent {
     },
     /// What inline edit `inline` is doing now (`reading src/a.py`), for its pending area.
     InlineStatus { inline: u64, text: String },
-    /// Inline edit `inline` ended: `ok`, and what to tell the person (the model's last words
-    /// and the done line, or the error).
+    /// Inline edit `inline` ended: `ok`, what to tell the person (the model's last words
+    /// and the done line, or the error), and what it cost (counted in its conversation's cost;
+    /// absent when unknown).
     InlineDone {
         inline: u64,
         ok: bool,
         message: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cost: Option<f64>,
     },
     /// An external agent asks the person something (`elicitation/create`): a form to fill in
     /// (`mode = "form"`, its `fields`) or a URL to open (`mode = "url"`, its `host`); Lua
@@ -1478,10 +1481,12 @@ impl UiEvent {
                 inline,
                 ok,
                 message,
+                cost,
             } => UiEvent::InlineDone {
                 inline,
                 ok,
                 message: prose(message),
+                cost,
             },
             UiEvent::Elicitation { id, asked } => UiEvent::Elicitation {
                 id,

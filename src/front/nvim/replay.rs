@@ -258,11 +258,12 @@ impl Replay {
             // each is saved comes after it, for its picture.
             Record::Images { images } => {
                 if let Some(dir) = &self.images {
-                    // In order, one for each image row: "" for a name agent.nvim never makes.
+                    // In order, one for each image row: "" for what is not an image agent.nvim
+                    // saved there.
                     let files: Vec<String> = images
                         .iter()
                         .map(|image| {
-                            if sessions::is_saved_image_name(&image.file) {
+                            if sessions::is_saved_image(dir, &image.file) {
                                 dir.join(&image.file).display().to_string()
                             } else {
                                 String::new()
@@ -541,7 +542,7 @@ mod tests {
     }
 
     #[test]
-    fn a_prompts_saved_images_follow_it_as_pictures_and_a_name_never_made_here_is_not_drawn() {
+    fn a_prompts_saved_images_follow_it_as_pictures_and_what_is_not_one_is_not_drawn() {
         let saved = |file: &str| crate::sessions::SavedImage {
             name: "shot.png".into(),
             media_type: "image/png".into(),
@@ -549,22 +550,39 @@ mod tests {
             height: 1,
             file: file.into(),
         };
+        let state = tempfile::tempdir().unwrap();
+        let dir = state.path().to_path_buf();
+        let png = b"\x89PNG\r\n\x1a\n0123";
+        let gif = b"GIF89a-";
+        std::fs::write(dir.join("00000000000000ab-12.png"), png).unwrap();
+        std::fs::write(dir.join("00000000000000cd-7.gif"), gif).unwrap();
+        // Named as an image, holding something else (a viewer may decode by the content).
+        std::fs::write(dir.join("00000000000000ef-12.png"), b"<svg></svg>\n").unwrap();
+        std::os::unix::fs::symlink(
+            dir.join("00000000000000ab-12.png"),
+            dir.join("0000000000000011-12.png"),
+        )
+        .unwrap();
         let images = Record::Images {
             images: vec![
                 saved("00000000000000ab-12.png"),
                 saved("../../etc/passwd"),
+                saved("00000000000000ef-12.png"),
+                saved("0000000000000011-12.png"),
                 saved("00000000000000cd-7.gif"),
             ],
         };
-        let dir = std::path::PathBuf::from("/state/images");
-        let mut replay = Replay::with_images(Some(dir));
+        let mut replay = Replay::with_images(Some(dir.clone()));
+        let at = |name: &str| dir.join(name).display().to_string();
         assert_eq!(
             replay.events(&images),
             [UiEvent::Pictures {
                 files: vec![
-                    "/state/images/00000000000000ab-12.png".into(),
+                    at("00000000000000ab-12.png"),
                     String::new(),
-                    "/state/images/00000000000000cd-7.gif".into(),
+                    String::new(),
+                    String::new(),
+                    at("00000000000000cd-7.gif"),
                 ]
             }]
         );

@@ -253,6 +253,16 @@ impl Slot {
         let replaced = self.conversation.lock().await.replace(next.clone());
         let replaced = replaced.filter(|old| !Arc::ptr_eq(old, &next))?;
         tracing::info!(name = replaced.name(), "ending a conversation");
+        // An external agent's conversation spends nothing of the built-in one's: its inline
+        // edits are counted from $0 (the built-in one, switched back to, is reset or resumed).
+        if next.agent().is_some() {
+            if let Ok(spend) = self
+                .of_session(|session| session.inline.spend.clone())
+                .await
+            {
+                spend.start_over(0.0);
+            }
+        }
         // Its editor tools (an external agent's) close with it.
         self.close_editor_tools();
         Some(replaced.end())

@@ -15,6 +15,9 @@ struct Tally {
     turns: f64,
     /// Requests made apart from its turns.
     apart: f64,
+    /// Which conversation this is, counted from 0: a request apart that began in an earlier
+    /// one (a side question still answering when `:Agent new here` came) is not this one's.
+    generation: u64,
 }
 
 impl Spend {
@@ -37,17 +40,33 @@ impl Spend {
         self.with(|t| t.turns = cost);
     }
 
-    /// A request apart from the turns cost `cost`.
-    pub(crate) fn add_apart(&self, cost: f64) {
+    /// Which conversation is counted now ([`Spend::start_over`] makes another).
+    pub(crate) fn generation(&self) -> u64 {
+        self.with(|t| t.generation)
+    }
+
+    /// A request apart from the turns, begun in conversation `generation`, cost `cost`:
+    /// counted when that is still the conversation counted.
+    pub(crate) fn add_apart(&self, cost: f64, generation: u64) {
         if cost.is_finite() && cost > 0.0 {
-            self.with(|t| t.apart += cost);
+            self.with(|t| {
+                if t.generation == generation {
+                    t.apart += cost;
+                }
+            });
         }
     }
 
-    /// A new conversation (or another one resumed in its place) starts from `turns`, nothing
-    /// spent apart.
-    pub(crate) fn start_over(&self, turns: f64) {
-        self.with(|t| *t = Tally { turns, apart: 0.0 });
+    /// Another conversation is counted from now on (a new one, one resumed, an external
+    /// agent's), from `turns`, nothing spent apart.
+    pub fn start_over(&self, turns: f64) {
+        self.with(|t| {
+            *t = Tally {
+                turns,
+                apart: 0.0,
+                generation: t.generation + 1,
+            }
+        });
     }
 }
 
@@ -61,13 +80,19 @@ mod tests {
         let spend = Spend::default();
         let side = spend.clone();
         spend.set_turns(0.5);
-        side.add_apart(0.25);
-        side.add_apart(f64::NAN);
-        side.add_apart(-1.0);
+        let first = side.generation();
+        side.add_apart(0.25, first);
+        side.add_apart(f64::NAN, first);
+        side.add_apart(-1.0, first);
         assert_eq!(spend.total(), 0.75);
         assert_eq!(spend.apart(), 0.25);
         spend.start_over(0.125);
         assert_eq!(side.total(), 0.125);
         assert_eq!(side.apart(), 0.0);
+        // A request begun before the start over is not the new conversation's.
+        side.add_apart(0.5, first);
+        assert_eq!(side.total(), 0.125);
+        side.add_apart(0.5, side.generation());
+        assert_eq!(side.total(), 0.625);
     }
 }
