@@ -55,12 +55,18 @@ impl Recorded {
     }
 
     /// The saved conversation as its file holds it now (what was recorded flushed first).
-    fn saved_now(&self) -> Result<SavedConversation, ConversationError> {
+    async fn saved_now(&self) -> Result<SavedConversation, ConversationError> {
         let writer = self.writer().ok_or_else(unsaved)?;
-        writer.flush();
-        self.store
-            .load(writer.id())
-            .map_err(|err| ConversationError::Store(Cause::new(err)))
+        let store = self.store.clone();
+        // Off the runtime's threads: waiting for the writer and reading a long file would hold
+        // up every other conversation's streaming.
+        tokio::task::spawn_blocking(move || {
+            writer.flush();
+            store.load(writer.id())
+        })
+        .await
+        .map_err(|err| ConversationError::Store(Cause::new(err)))?
+        .map_err(|err| ConversationError::Store(Cause::new(err)))
     }
 
     /// The conversation it saves.
@@ -285,7 +291,7 @@ impl Conversation for Recorded {
             }
             self.branched
                 .store(true, std::sync::atomic::Ordering::SeqCst);
-            self.saved_now()
+            self.saved_now().await
         })
     }
 
@@ -295,7 +301,7 @@ impl Conversation for Recorded {
         step: i64,
     ) -> BoxFuture<'_, Result<SavedConversation, ConversationError>> {
         Box::pin(async move {
-            let mut saved = self.saved_now()?;
+            let mut saved = self.saved_now().await?;
             let Some(to) = saved.tree().switch_target(turn, step) else {
                 return Err(ConversationError::Refused(format!(
                     "prompt {turn} has no {} branch",
@@ -320,7 +326,7 @@ impl Conversation for Recorded {
             if !self.branched.load(std::sync::atomic::Ordering::SeqCst) {
                 return None;
             }
-            let saved = self.saved_now().ok()?;
+            let saved = self.saved_now().await.ok()?;
             Some(saved.tree().branches())
         })
     }
