@@ -1126,11 +1126,7 @@ async fn an_agent_offering_session_fork_is_forked_into_a_conversation_of_its_own
     nvim.wait_for_line(CHAT, "prompted in: \"s-1\"").await;
     nvim.wait_for("not require('agent.chat').busy()").await;
     // A prompt number is ours to cut, not the agent's: refused with the reason.
-    nvim.lua(
-        "_G.notes = {} vim.notify = function(m) table.insert(_G.notes, m) end",
-        vec![],
-    )
-    .await;
+    nvim.keep_notes().await;
     nvim.cmd("Agent fork 1").await;
     nvim.wait_for("#_G.notes > 0").await;
     let said = nvim.lua("return _G.notes[1]", vec![]).await;
@@ -1279,11 +1275,7 @@ async fn files_an_agent_writes_by_itself_are_listed_with_their_diff_and_u_puts_b
     let ws = nvim.workspace.path().to_path_buf();
     std::fs::write(ws.join("a.py"), "original\n").unwrap();
     std::fs::write(ws.join("mine.txt"), "the person's\n").unwrap();
-    nvim.lua(
-        "_G.notes = {} vim.notify = function(m) table.insert(_G.notes, m) end",
-        vec![],
-    )
-    .await;
+    nvim.keep_notes().await;
     nvim.cmd("Agent outside").await;
     // Its own write before the tool call completed is listed then; the file it made after,
     // when the turn ended. What it wrote through fs/write_text_file is in no row.
@@ -1399,11 +1391,7 @@ async fn several_files_an_agent_changed_by_itself_are_one_row_and_one_undo() {
     for name in ["a.py", "b.py", "d.py"] {
         std::fs::write(ws.join(name), format!("{name} before\n")).unwrap();
     }
-    nvim.lua(
-        "_G.notes = {} vim.notify = function(m) table.insert(_G.notes, m) end",
-        vec![],
-    )
-    .await;
+    nvim.keep_notes().await;
     nvim.cmd("Agent outside-three").await;
     nvim.wait_for_line(
         CHAT,

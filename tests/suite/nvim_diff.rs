@@ -48,11 +48,7 @@ async fn start(
     })
     .await;
     // What the plugin tells the person, kept for the assertions.
-    nvim.lua(
-        "_G.notes = {} vim.notify = function(m) table.insert(_G.notes, m) end",
-        vec![],
-    )
-    .await;
+    nvim.keep_notes().await;
     nvim
 }
 
