@@ -30,17 +30,20 @@ impl Target {
                 "agent: nothing to export yet: the conversation is saved from its first prompt (and only with a state directory, stdpath(\"state\"))",
             ));
         };
-        let title = store
-            .list()
-            .into_iter()
-            .find(|listed| listed.id == id)
-            .map(|listed| listed.title)
-            .unwrap_or_default();
         let loading = id.clone();
-        let saved = tokio::task::spawn_blocking(move || store.load(&loading))
-            .await
-            .map_err(|err| Value::from(format!("agent: the export stopped: {err}")))?
-            .map_err(|err| Value::from(format!("agent: cannot export: {err}")))?;
+        // Off the runtime's threads: the list reads every saved conversation.
+        let (saved, title) = tokio::task::spawn_blocking(move || {
+            let title = store
+                .list()
+                .into_iter()
+                .find(|listed| listed.id == loading)
+                .map(|listed| listed.title)
+                .unwrap_or_default();
+            store.load(&loading).map(|saved| (saved, title))
+        })
+        .await
+        .map_err(|err| Value::from(format!("agent: the export stopped: {err}")))?
+        .map_err(|err| Value::from(format!("agent: cannot export: {err}")))?;
         let markdown = crate::sessions::shape::markdown(&saved, &title);
         Ok(Value::Map(vec![
             (Value::from("id"), Value::from(id)),

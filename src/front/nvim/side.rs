@@ -123,9 +123,15 @@ async fn view(
     store: Option<crate::sessions::Store>,
 ) -> Vec<Message> {
     if let (Some(store), Some(id)) = (store, conversation.id()) {
-        let loaded = tokio::task::spawn_blocking(move || store.load(&id)).await;
-        if let Ok(Ok(saved)) = loaded {
-            return crate::agent::sent_view(&saved.model_view(), &saved.compactions());
+        // Read and rebuilt off the runtime's threads: a long conversation is megabytes.
+        let loaded = tokio::task::spawn_blocking(move || {
+            store
+                .load(&id)
+                .map(|saved| crate::agent::sent_view(&saved.model_view(), &saved.compactions()))
+        })
+        .await;
+        if let Ok(Ok(view)) = loaded {
+            return view;
         }
     }
     conversation.model_view(0).await.unwrap_or_default()

@@ -755,7 +755,13 @@ impl Target {
     /// sessions, the most recent first, for Lua.
     async fn sessions(&self) -> std::result::Result<Value, Value> {
         let store = self.slot.of_session(|s| s.store.clone()).await?;
-        let listed = store.as_ref().map(Store::list).unwrap_or_default();
+        // Off the runtime's threads: the list reads every saved conversation of the workspace.
+        let listed = match store.clone() {
+            Some(store) => tokio::task::spawn_blocking(move || store.list())
+                .await
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
         let now = display::now();
         let mut noted = std::collections::HashSet::new();
         let mut listed: Vec<(u64, serde_json::Value)> = listed

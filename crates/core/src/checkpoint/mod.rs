@@ -978,37 +978,15 @@ impl Checkpoints {
                 b"",
             )
             .await?;
-        let mut now = Now::default();
-        // Paths to drop from the index: gone, no longer a file or a link (a FIFO, a path that
-        // now passes through a link), or grown past the limit.
-        let mut dropped = Vec::new();
-        let mut present = Vec::new();
-        for entry in status.split(|byte| *byte == 0).filter(|e| e.len() > 3) {
-            let (code, path) = entry.split_at(3);
-            let path = PathBuf::from(std::ffi::OsStr::from_bytes(path));
-            if path.as_os_str().as_bytes().ends_with(b"/") {
-                now.nested.push(path);
-                continue;
-            }
-            let recordable = on_disk(self.inner.workspace.root(), &path)
-                .filter(|meta| meta.file_type().is_file() || meta.file_type().is_symlink());
-            match recordable {
-                Some(meta) if meta.file_type().is_file() && meta.len() > MAX_FILE_BYTES => {
-                    if !code.starts_with(b"??") {
-                        dropped.push(path.clone());
-                    }
-                    now.skipped.push(path);
-                }
-                Some(_) => {
-                    present.push(path.clone());
-                    now.changed.push(path);
-                }
-                None => {
-                    dropped.push(path.clone());
-                    now.changed.push(path);
-                }
-            }
-        }
+        // Each reported path looked at on the disk, off the runtime's threads: the first
+        // snapshot of a big workspace reports every file.
+        let root = self.inner.workspace.root().to_path_buf();
+        let (mut now, dropped, present) =
+            tokio::task::spawn_blocking(move || sort_status(&root, &status))
+                .await
+                .map_err(|err| {
+                    CheckpointError::Git(format!("looking at the changed files failed: {err}"))
+                })?;
         if !present.is_empty() {
             git.run(
                 &[
@@ -1158,6 +1136,44 @@ struct Now {
     changed: Vec<PathBuf>,
     skipped: Vec<PathBuf>,
     nested: Vec<PathBuf>,
+}
+
+/// `git status --porcelain=v1 -z` output sorted by what is on the disk under `root`: the
+/// snapshot so far (changed, skipped and nested paths), the paths to drop from the index, and
+/// the ones to add or update in it.
+fn sort_status(root: &Path, status: &[u8]) -> (Now, Vec<PathBuf>, Vec<PathBuf>) {
+    let mut now = Now::default();
+    // Paths to drop from the index: gone, no longer a file or a link (a FIFO, a path that
+    // now passes through a link), or grown past the limit.
+    let mut dropped = Vec::new();
+    let mut present = Vec::new();
+    for entry in status.split(|byte| *byte == 0).filter(|e| e.len() > 3) {
+        let (code, path) = entry.split_at(3);
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(path));
+        if path.as_os_str().as_bytes().ends_with(b"/") {
+            now.nested.push(path);
+            continue;
+        }
+        let recordable = on_disk(root, &path)
+            .filter(|meta| meta.file_type().is_file() || meta.file_type().is_symlink());
+        match recordable {
+            Some(meta) if meta.file_type().is_file() && meta.len() > MAX_FILE_BYTES => {
+                if !code.starts_with(b"??") {
+                    dropped.push(path.clone());
+                }
+                now.skipped.push(path);
+            }
+            Some(_) => {
+                present.push(path.clone());
+                now.changed.push(path);
+            }
+            None => {
+                dropped.push(path.clone());
+                now.changed.push(path);
+            }
+        }
+    }
+    (now, dropped, present)
 }
 
 /// What is at `rel` beneath `root`, not following a link anywhere on the way (a path through

@@ -142,13 +142,26 @@ impl Recorded {
     /// After the agent took up another of its sessions (a load or a resume): the file that
     /// session was saved in, when one was, goes on (once what was queued for the file before is
     /// on the disk, as it may be that file); else the next prompt starts a file of its own.
-    fn go_on_in_noted_file(&self) {
-        self.flush();
-        let noted = self
+    async fn go_on_in_noted_file(&self) {
+        let writer = self.writer();
+        let store = self.store.clone();
+        let note = self
             .inner
             .agent_session_id()
-            .and_then(|session| self.store.noted(&self.note_of(session)));
-        *self.slot() = match noted.map(|noted| self.store.append(&noted)) {
+            .map(|session| self.note_of(session));
+        // Off the runtime's threads: the flush waits for the writer, and finding the note
+        // lists the saved conversations.
+        let found = tokio::task::spawn_blocking(move || {
+            if let Some(writer) = writer {
+                writer.flush();
+            }
+            note.and_then(|note| store.noted(&note))
+                .map(|noted| store.append(&noted))
+        })
+        .await
+        .ok()
+        .flatten();
+        *self.slot() = match found {
             Some(Ok(writer)) => Some(File { writer, saved: 0 }),
             Some(Err(err)) => {
                 tracing::warn!(%err, "the continued session's file cannot be appended to");
@@ -372,7 +385,7 @@ impl Conversation for Recorded {
     ) -> BoxFuture<'a, Result<String, ConversationError>> {
         Box::pin(async move {
             let title = self.inner.load(id, events, cancel).await?;
-            self.go_on_in_noted_file();
+            self.go_on_in_noted_file().await;
             Ok(title)
         })
     }
@@ -384,16 +397,22 @@ impl Conversation for Recorded {
     ) -> BoxFuture<'a, Result<(), ConversationError>> {
         Box::pin(async move {
             self.inner.resume_agent_session(id, cancel).await?;
-            self.go_on_in_noted_file();
+            self.go_on_in_noted_file().await;
             Ok(())
         })
     }
 
     fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
-        // What was recorded reaches the disk before the process may end (Neovim quitting).
-        self.flush();
+        // What was recorded reaches the disk before the process may end (Neovim quitting),
+        // waited for off the runtime's threads.
+        let writer = self.writer();
         let inner = self.inner.clone();
         drop(self);
-        inner.end()
+        Box::pin(async move {
+            if let Some(writer) = writer {
+                let _ = tokio::task::spawn_blocking(move || writer.flush()).await;
+            }
+            inner.end().await
+        })
     }
 }
