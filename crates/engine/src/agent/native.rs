@@ -54,10 +54,9 @@ impl Conversation for Native {
         saved: &'a agent_nvim_conversation::saved::Conversation,
     ) -> BoxFuture<'a, Result<(), ConversationError>> {
         Box::pin(async move {
-            self.agent
-                .lock()
-                .await
-                .restore(saved.model_view(), saved.compactions(), saved.cost());
+            let mut agent = self.agent.lock().await;
+            let view = heavy(|| saved.model_view());
+            agent.restore(view, saved.compactions(), saved.cost());
             Ok(())
         })
     }
@@ -67,10 +66,9 @@ impl Conversation for Native {
         saved: &'a agent_nvim_conversation::saved::Conversation,
     ) -> BoxFuture<'a, Result<(), ConversationError>> {
         Box::pin(async move {
-            self.agent
-                .lock()
-                .await
-                .follow(saved.model_view(), saved.compactions());
+            let mut agent = self.agent.lock().await;
+            let view = heavy(|| saved.model_view());
+            agent.follow(view, saved.compactions());
             Ok(())
         })
     }
@@ -127,6 +125,20 @@ impl Conversation for Native {
     fn end(self: Arc<Self>) -> BoxFuture<'static, ()> {
         // Nothing runs between turns; its history stays for whoever still holds it.
         Box::pin(async {})
+    }
+}
+
+/// Runs `work`, which may take a while (a long conversation's history rebuilt, its images read
+/// back): on a multi-threaded runtime the thread is handed over first
+/// ([`tokio::task::block_in_place`]), so the other tasks on it (other conversations' streams)
+/// move to another; elsewhere (a test's runtime) it just runs.
+fn heavy<T>(work: impl FnOnce() -> T) -> T {
+    let multi = tokio::runtime::Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
     }
 }
 
