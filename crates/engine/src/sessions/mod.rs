@@ -377,8 +377,6 @@ fn read_header(id: &str, line: &[u8]) -> Result<Header, StoreError> {
     serde_json::from_slice(line).map_err(|_| StoreError::Unreadable(id.to_string()))
 }
 
-/// What the list shows of one file, read without parsing every record: only prompts and the
-/// turns' last lines are.
 /// When a file was last written, in seconds since the epoch (0 when that cannot be told).
 fn modified_secs(metadata: io::Result<std::fs::Metadata>) -> u64 {
     metadata
@@ -388,7 +386,48 @@ fn modified_secs(metadata: io::Result<std::fs::Metadata>) -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// The summaries made so far in this process, by file, with the length and time of writing of
+/// the file each was made of: listing again reads only what was written since (the list reads
+/// every conversation of the workspace, and a long one is megabytes).
+type Summaries = std::collections::HashMap<PathBuf, (u64, SystemTime, Listed)>;
+
+fn summaries() -> &'static std::sync::Mutex<Summaries> {
+    static SUMMARIES: std::sync::OnceLock<std::sync::Mutex<Summaries>> = std::sync::OnceLock::new();
+    SUMMARIES.get_or_init(Default::default)
+}
+
+/// What the list shows of the file of conversation `id` at `path`: made again only when the
+/// file changed since it was last made ([`summaries`]).
 fn summarize(id: &str, path: &Path) -> Listed {
+    let stamp = std::fs::metadata(path)
+        .ok()
+        .and_then(|meta| Some((meta.len(), meta.modified().ok()?)));
+    let cache = summaries();
+    if let Some((len, modified)) = stamp {
+        let known = cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(path)
+            .filter(|(l, m, _)| (*l, *m) == (len, modified))
+            .map(|(_, _, listed)| listed.clone());
+        if let Some(listed) = known {
+            return listed;
+        }
+    }
+    let listed = summarize_file(id, path);
+    // What could not be read may be readable next time: not kept.
+    if let (Some((len, modified)), None) = (stamp, &listed.problem) {
+        cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(path.to_path_buf(), (len, modified, listed.clone()));
+    }
+    listed
+}
+
+/// What the list shows of one file, read without parsing every record: only prompts and the
+/// turns' last lines are.
+fn summarize_file(id: &str, path: &Path) -> Listed {
     let mut listed = Listed {
         id: id.to_string(),
         title: String::new(),

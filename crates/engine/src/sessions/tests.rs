@@ -1005,3 +1005,34 @@ async fn a_branch_keeps_the_one_it_left_and_switching_restores_its_history_live_
         .collect();
     assert_eq!(prompts, ["one", "two, better", "three"]);
 }
+
+#[test]
+fn the_list_reads_a_file_again_only_once_it_changed() {
+    let state = tempfile::tempdir().unwrap();
+    let store = store(state.path());
+    let writer = store.create("built-in").unwrap();
+    writer.write(Record::Prompt {
+        text: "first title".into(),
+    });
+    writer.flush();
+    assert_eq!(store.list()[0].title, "first title");
+    let path = store.dir().join(format!("{}.jsonl", writer.id()));
+    let written = std::fs::metadata(&path).unwrap().modified().unwrap();
+    // The same length and time of writing, other words: the summary made before stands.
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("first title", "other title")).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(written)
+        .unwrap();
+    assert_eq!(store.list()[0].title, "first title");
+    // Written since: read again.
+    writer.write(Record::Prompt {
+        text: "second".into(),
+    });
+    writer.flush();
+    let listed = &store.list()[0];
+    assert_eq!((listed.title.as_str(), listed.prompts), ("other title", 2));
+}
