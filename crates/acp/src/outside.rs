@@ -90,10 +90,16 @@ impl Watch {
                 continue;
             }
             if let Some(hash) = self.ours.get(&change.path) {
-                if change.status != Status::Deleted
-                    && now_digest(&root.join(&change.path)) == Some(*hash)
-                {
-                    continue;
+                if change.status != Status::Deleted {
+                    // Read off the runtime's threads: up to MAX_COMPARED_BYTES.
+                    let at = root.join(&change.path);
+                    let now = tokio::task::spawn_blocking(move || now_digest(&at))
+                        .await
+                        .ok()
+                        .flatten();
+                    if now == Some(*hash) {
+                        continue;
+                    }
                 }
             }
             self.listed.insert(change.path.clone());
@@ -133,13 +139,29 @@ pub(super) fn digest(bytes: &[u8]) -> u64 {
 }
 
 /// The digest of the file at `path` now, not following a link; None for anything but a
-/// regular file of at most [`MAX_COMPARED_BYTES`].
+/// regular file of at most [`MAX_COMPARED_BYTES`]. Opened without waiting (a FIFO put there
+/// meanwhile is seen for what it is, never read), and read no further than the limit.
 fn now_digest(path: &Path) -> Option<u64> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
+    use std::io::Read;
+    let fd = rustix::fs::open(
+        path,
+        rustix::fs::OFlags::RDONLY
+            | rustix::fs::OFlags::NOFOLLOW
+            | rustix::fs::OFlags::NONBLOCK
+            | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ok()?;
+    let file = std::fs::File::from(fd);
+    let meta = file.metadata().ok()?;
     if !meta.is_file() || meta.len() > MAX_COMPARED_BYTES {
         return None;
     }
-    std::fs::read(path).ok().map(|bytes| digest(&bytes))
+    let mut bytes = Vec::new();
+    file.take(MAX_COMPARED_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    (bytes.len() as u64 <= MAX_COMPARED_BYTES).then(|| digest(&bytes))
 }
 
 #[cfg(test)]
@@ -148,6 +170,59 @@ mod tests {
     use super::*;
     use agent_nvim_core::checkpoint::Kind;
     use agent_nvim_core::workspace::Workspace;
+
+    #[test]
+    fn only_a_regular_file_is_read_for_its_digest_never_a_fifo_or_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.py");
+        std::fs::write(&file, "x = 1\n").unwrap();
+        assert_eq!(now_digest(&file), Some(digest(b"x = 1\n")));
+        let link = dir.path().join("link.py");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert_eq!(now_digest(&link), None);
+        // A FIFO nobody writes to: answered at once, not waited on.
+        let fifo = dir.path().join("fifo.py");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+        )
+        .unwrap();
+        assert_eq!(now_digest(&fifo), None);
+        assert_eq!(now_digest(&dir.path().join("gone.py")), None);
+    }
+
+    #[test]
+    fn a_file_swapped_for_a_fifo_while_it_is_looked_at_never_holds_the_look() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.py");
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (path, stop) = (path.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let _ = std::fs::remove_file(&path);
+                    let _ = std::fs::write(&path, "y = 2\n");
+                    let _ = std::fs::remove_file(&path);
+                    let _ = rustix::fs::mkfifoat(
+                        rustix::fs::CWD,
+                        &path,
+                        rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+                    );
+                }
+            })
+        };
+        // Each look answers (a file's digest, or nothing): none waits for a FIFO's writer.
+        for _ in 0..3000 {
+            let seen = now_digest(&path);
+            // (Empty when caught between the file's creation and its write.)
+            let file = [None, Some(digest(b"")), Some(digest(b"y = 2\n"))];
+            assert!(file.contains(&seen), "{seen:?}");
+        }
+        stop.store(true, Ordering::SeqCst);
+        swapper.join().unwrap();
+    }
 
     fn fixture() -> (tempfile::TempDir, tempfile::TempDir, Checkpoints) {
         let ws = tempfile::tempdir().unwrap();
