@@ -70,7 +70,8 @@ H.NODE_KINDS = { "function", "method", "class", "struct", "impl", "interface", "
 --- the cursor (a function, a class...), else the cursor's line. Without `opts.instruction`, asks
 --- for one. Runs acting for the conversation it is started from. `deps` are what it needs of
 --- the modules that show events to it (given by the public API, so neither requires the other):
---- `ensure` starts the backend, `buffer_path` names a buffer's file.
+--- `ensure` starts the backend, `buffer_path` names a buffer's file, `spent` counts what the
+--- edit cost in its conversation's cost.
 ---@param opts? { instruction?: string, first?: integer, last?: integer }
 ---@param deps { ensure: fun(): boolean, buffer_path: fun(buf: integer): string?, spent?: fun(cost: number) }
 ---@return boolean started false when nothing was sent (the reason was shown, or it was asked for)

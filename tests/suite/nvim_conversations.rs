@@ -490,18 +490,7 @@ async fn saved(nvim: &Nvim) -> Vec<(String, String)> {
             vec![],
         )
         .await;
-    listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|pair| {
-            let pair = pair.as_array().unwrap();
-            (
-                pair[0].as_str().unwrap().to_string(),
-                pair[1].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    crate::support::nvim::string_pairs(&listed)
 }
 
 #[tokio::test]

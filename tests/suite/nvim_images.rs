@@ -215,18 +215,8 @@ async fn an_at_image_and_a_pasted_one_are_sent_shown_as_rows_and_sent_again_afte
             vec![],
         )
         .await;
-    let drawn: Vec<(String, String)> = drawn
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|pair| {
-            let pair = pair.as_array().unwrap();
-            (
-                pair[0].as_str().unwrap().to_string(),
-                pair[1].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let drawn = crate::support::nvim::string_pairs(&drawn);
+    assert_eq!(drawn.len(), 2, "{drawn:?}");
     for ((file, row), expected) in drawn.iter().zip([&shot_row, &pasted_row]) {
         assert!(
             row.contains(expected.as_str()),

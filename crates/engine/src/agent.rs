@@ -428,6 +428,62 @@ impl Agent {
         }
     }
 
+    /// What the conversation is stopped with before its next request, when with `now` more it
+    /// has spent its `max_cost` ([`over_budget`]).
+    fn over_limit(&self, now: f64) -> Option<String> {
+        let spent = self.spent_with(now);
+        self.max_cost
+            .filter(|max| spent >= *max)
+            .map(|max| over_budget(spent, max))
+    }
+
+    /// Why `prompt` is not sent at all: media this agent's model cannot take, or more images
+    /// than one request carries. What the person is told, and the line the history keeps in
+    /// their place.
+    fn refused_media(&self, prompt: &Prompt) -> Option<(String, String)> {
+        let images_size: usize = prompt
+            .images
+            .iter()
+            .map(crate::llm::Image::base64_len)
+            .sum();
+        if !prompt.audio.is_empty() {
+            Some((
+                crate::llm::audio::refused_by_builtin(),
+                format!(
+                    "[{} audio clip(s) attached here were not sent: the built-in agent takes no audio]",
+                    prompt.audio.len()
+                ),
+            ))
+        } else if !prompt.images.is_empty() && !self.client.config().model_info().images {
+            let model = self.client.config().model.clone();
+            Some((
+                crate::llm::image::refused_for(&model),
+                format!(
+                    "[{} image(s) attached here were not sent: {model} does not take images]",
+                    prompt.images.len()
+                ),
+            ))
+        } else if prompt.images.len() > crate::llm::image::REQUEST_IMAGE_COUNT {
+            Some((
+                crate::llm::image::too_many_images(prompt.images.len()),
+                format!(
+                    "[{} image(s) attached here were not sent: more than one request carries]",
+                    prompt.images.len()
+                ),
+            ))
+        } else if images_size > crate::llm::image::REQUEST_IMAGES {
+            Some((
+                crate::llm::image::too_many_for_one_request(images_size),
+                format!(
+                    "[{} image(s) attached here were not sent: together more than one request carries]",
+                    prompt.images.len()
+                ),
+            ))
+        } else {
+            None
+        }
+    }
+
     /// Counts `cost` as spent by this agent (and by the conversation it shares its spending
     /// with).
     fn count(&mut self, cost: f64) {
@@ -517,9 +573,8 @@ impl Agent {
         if why == Why::Asked {
             self.take_model_switch();
             // A turn checks its own requests; one asked for outside a turn is checked here.
-            let spent = self.spent_with(0.0);
-            if let Some(max) = self.max_cost.filter(|max| spent >= *max) {
-                return Err(NotCompacted::OverBudget(over_budget(spent, max)));
+            if let Some(over) = self.over_limit(0.0) {
+                return Err(NotCompacted::OverBudget(over));
             }
         }
         if prompts.len() <= keep {
@@ -632,9 +687,8 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> Result<Aside, String> {
         self.take_model_switch();
-        let spent = self.spent_with(0.0);
-        if let Some(max) = self.max_cost.filter(|max| spent >= *max) {
-            return Err(over_budget(spent, max));
+        if let Some(over) = self.over_limit(0.0) {
+            return Err(over);
         }
         let _ = self.refresh_instructions().await;
         let mut messages = view.to_vec();
@@ -816,51 +870,10 @@ impl Agent {
         let send = |event: Event| events.report(event);
         send(Event::TurnStarted);
         self.take_model_switch();
-        // Refused before anything is sent: media this agent's model cannot take. The prompt's
-        // text is kept in the history, as a failed turn's is (so prompts are numbered as the
-        // chat and the file number them), with a line saying what was left out, never sent.
-        let images_size: usize = prompt
-            .images
-            .iter()
-            .map(crate::llm::Image::base64_len)
-            .sum();
-        let refused = if !prompt.audio.is_empty() {
-            Some((
-                crate::llm::audio::refused_by_builtin(),
-                format!(
-                    "[{} audio clip(s) attached here were not sent: the built-in agent takes no audio]",
-                    prompt.audio.len()
-                ),
-            ))
-        } else if !prompt.images.is_empty() && !self.client.config().model_info().images {
-            let model = self.client.config().model.clone();
-            Some((
-                crate::llm::image::refused_for(&model),
-                format!(
-                    "[{} image(s) attached here were not sent: {model} does not take images]",
-                    prompt.images.len()
-                ),
-            ))
-        } else if prompt.images.len() > crate::llm::image::REQUEST_IMAGE_COUNT {
-            Some((
-                crate::llm::image::too_many_images(prompt.images.len()),
-                format!(
-                    "[{} image(s) attached here were not sent: more than one request carries]",
-                    prompt.images.len()
-                ),
-            ))
-        } else if images_size > crate::llm::image::REQUEST_IMAGES {
-            Some((
-                crate::llm::image::too_many_for_one_request(images_size),
-                format!(
-                    "[{} image(s) attached here were not sent: together more than one request carries]",
-                    prompt.images.len()
-                ),
-            ))
-        } else {
-            None
-        };
-        if let Some((message, left_out)) = refused {
+        // Refused before anything is sent. The prompt's text is kept in the history, as a
+        // failed turn's is (so prompts are numbered as the chat and the file number them), with
+        // a line saying what was left out, never sent.
+        if let Some((message, left_out)) = self.refused_media(&prompt) {
             self.push(Message::User(Prompt::from(format!(
                 "{}\n\n{left_out}",
                 prompt.text
@@ -906,14 +919,12 @@ impl Agent {
                 // What the turn has cost so far, for a side question asked meanwhile.
                 self.spend.set_turns(self.cost + now);
             }
-            if let (Some(max), Some(now)) = (self.max_cost, spent.0) {
-                if self.spent_with(now) >= max {
-                    let message = over_budget(self.spent_with(now), max);
-                    send(Event::Error {
-                        message: message.clone(),
-                    });
-                    return finish(&send, total, spent, Outcome::Failed, message);
-                }
+            // (Unpriced, nothing can be held to: said once above.)
+            if let Some(message) = spent.0.and_then(|now| self.over_limit(now)) {
+                send(Event::Error {
+                    message: message.clone(),
+                });
+                return finish(&send, total, spent, Outcome::Failed, message);
             }
             let window = self.client.config().model_info().context;
             if self.compact_at > 0.0 && self.last_input as f64 >= self.compact_at * window as f64 {

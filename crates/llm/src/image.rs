@@ -196,15 +196,24 @@ impl Image {
         self.data.len().div_ceil(3) * 4
     }
 
-    /// The line sent in place of an older image left out to keep a request within
-    /// [`REQUEST_IMAGES`] and [`REQUEST_IMAGE_COUNT`].
-    pub fn left_out_line(&self) -> String {
-        format!(
-            "[image {} was attached here; left out of this request, which carries the newest images only ({} MB, {} at most)]",
-            self.name,
-            REQUEST_IMAGES / (1024 * 1024),
-            REQUEST_IMAGE_COUNT
-        )
+    /// The line sent in place of it in a request that does not carry it: the model in use takes
+    /// no images (`images` false; not named, so a switch between two such models keeps the
+    /// rendered messages), or it is older than what one request carries ([`REQUEST_IMAGES`],
+    /// [`REQUEST_IMAGE_COUNT`]).
+    pub fn unsent_line(&self, images: bool) -> String {
+        if images {
+            format!(
+                "[image {} was attached here; left out of this request, which carries the newest images only ({} MB, {} at most)]",
+                self.name,
+                REQUEST_IMAGES / (1024 * 1024),
+                REQUEST_IMAGE_COUNT
+            )
+        } else {
+            format!(
+                "[image {} was attached here; the model in use now does not take images, so it is not sent]",
+                self.name
+            )
+        }
     }
 
     /// Whether its bytes are here to send (a saved one whose file is gone has none).

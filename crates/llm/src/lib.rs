@@ -601,19 +601,17 @@ fn image_places(messages: &[Message], images: bool, budget: usize) -> (Vec<usize
     let mut count = 0;
     for message in messages {
         offsets.push(count);
-        if let Message::User(prompt) = message {
-            count += prompt.images.len();
-        }
+        count += images_of(message).len();
     }
     if !images {
         return (offsets, count);
     }
     let mut first_sent = 0;
     let mut size = 0;
-    let newest_first = messages.iter().rev().flat_map(|message| match message {
-        Message::User(prompt) => prompt.images.iter().rev().collect(),
-        _ => Vec::new(),
-    });
+    let newest_first = messages
+        .iter()
+        .rev()
+        .flat_map(|message| images_of(message).iter().rev());
     for (n, image) in newest_first.enumerate() {
         size += image.base64_len();
         if size > budget || n >= image::REQUEST_IMAGE_COUNT {
@@ -624,10 +622,17 @@ fn image_places(messages: &[Message], images: bool, budget: usize) -> (Vec<usize
     (offsets, first_sent)
 }
 
+/// The images attached to `message` (none but a prompt's).
+fn images_of(message: &Message) -> &[Image] {
+    match message {
+        Message::User(prompt) => &prompt.images,
+        _ => &[],
+    }
+}
+
 /// `message` with a line in place of each of its images numbered before `first_sent` (its first
-/// numbered `offset`): None when it keeps every image. A model that takes no images (`images`
-/// false) is told so in each line (not by its name: a switch between two such models keeps the
-/// rendered messages).
+/// numbered `offset`) ([`Image::unsent_line`], for a model that takes images or not): None
+/// when it keeps every image.
 fn images_as_lines(
     message: &Message,
     offset: usize,
@@ -645,14 +650,9 @@ fn images_as_lines(
     for (n, image) in prompt.images.iter().enumerate() {
         if offset + n >= first_sent {
             kept.push(image.clone());
-        } else if images {
-            text.push_str(&image.left_out_line());
-            text.push('\n');
         } else {
-            text.push_str(&format!(
-                "[image {} was attached here; the model in use now does not take images, so it is not sent]\n",
-                image.name
-            ));
+            text.push_str(&image.unsent_line(images));
+            text.push('\n');
         }
     }
     text.push_str(&prompt.text);
