@@ -158,3 +158,40 @@ async fn a_side_question_is_held_to_the_conversations_max_cost_and_counted_in_it
     assert!(screen.contains("again?"), "{screen}");
     assert_eq!(mock.requests().len(), 2, "nothing sent past the limit");
 }
+
+/// An external agent's conversation spends nothing of the built-in one it replaced: an inline
+/// edit made in it is not refused for what the built-in conversation had cost.
+#[tokio::test]
+async fn an_external_agents_conversation_counts_inline_edits_from_nothing() {
+    // Each request: $0.06, over the $0.05 limit once made.
+    let mock = MockLlm::start(
+        Wire::Anthropic,
+        vec![done("First."), done("Nothing to change.")],
+    );
+    let agent = env!("CARGO_BIN_EXE_acp-test-agent");
+    let nvim = Nvim::start(Options {
+        ui: Some((100, 30)),
+        env: vec![
+            ("ANTHROPIC_API_KEY".into(), "k".into()),
+            ("ANTHROPIC_BASE_URL".into(), mock.base_url()),
+        ],
+        setup: setup_lua(&format!(
+            "max_cost = 0.05, models = {{ ['claude-sonnet-4-5'] = {{ price = {{ input = 3000, output = 6000 }} }} }}, \
+             acp = {{ agents = {{ test = {{ cmd = {{ '{agent}', 'normal' }} }} }} }}"
+        )),
+    })
+    .await;
+    nvim.cmd("Agent first").await;
+    nvim.wait_for_line(CHAT, "First.").await;
+    nvim.wait_for("not require('agent.chat').busy()").await;
+    nvim.cmd("Agent acp test").await;
+    nvim.wait_for_line(CHAT, "connected to test (ACP)").await;
+    nvim.write("calc.py", "x = 1\n");
+    nvim.cmd("edit calc.py").await;
+    nvim.cmd("Agent edit make it two").await;
+    nvim.wait_for("require('agent.inline').running() == 0")
+        .await;
+    assert_eq!(mock.requests().len(), 2, "the inline edit was sent");
+    let messages = nvim.messages().await;
+    assert!(messages.contains("Nothing to change."), "{messages}");
+}
